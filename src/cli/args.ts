@@ -1,0 +1,53 @@
+// Command-line flags of `bunstr serve`, mapped onto config keys (CLI > file > default).
+import { parseArgs } from "node:util";
+
+export const USAGE = `bunstr — a Nostr relay
+
+Usage:
+  bunstr [serve] [flags]         run the relay
+  bunstr config init             print a fully commented default config
+  bunstr config check FILE       validate a config file
+  bunstr --version | --help
+
+Flags of serve:
+  --config FILE     TOML config (nostr-rs-relay's config.toml loads too)
+  --host ADDR       listen address            [network] host     (default 0.0.0.0)
+  --port N          listen port               [network] port     (default 7447)
+  --path PATH       websocket/NIP-11 path     [network] path     (default /)
+  --db FILE         SQLite database file      [database] file
+  --data-dir DIR    directory for the database [database] data_directory (default ./data)
+  --auth            require NIP-42 auth       [options] require_auth
+  --no-verify       skip signature checks     [options] verify_signatures = false
+`;
+
+export interface ServeFlags {
+  config?: string;
+  overrides: [path: string, value: unknown][];
+}
+
+export function parseServeFlags(argv: string[]): ServeFlags {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      config: { type: "string" },
+      host: { type: "string" },
+      port: { type: "string" },
+      path: { type: "string" },
+      db: { type: "string" },
+      "data-dir": { type: "string" },
+      auth: { type: "boolean" },
+      "no-verify": { type: "boolean" },
+    },
+  });
+  const overrides: [string, unknown][] = [];
+  if (values.host !== undefined) overrides.push(["network.host", values.host]);
+  if (values.port !== undefined) overrides.push(["network.port", /^\d+$/.test(values.port) ? Number(values.port) : values.port]);
+  if (values.path !== undefined) overrides.push(["network.path", values.path]);
+  if (values.db !== undefined) overrides.push(["database.file", values.db]);
+  if (values["data-dir"] !== undefined) overrides.push(["database.data_directory", values["data-dir"]]);
+  if (values.auth) overrides.push(["options.require_auth", true]);
+  if (values["no-verify"]) overrides.push(["options.verify_signatures", false]);
+  return { config: values.config, overrides };
+}

@@ -1,0 +1,114 @@
+// The one config schema: every key's type, default, doc and whether a reload may change it.
+// Types, defaults, validation, the commented default file and NIP-11 `limitation` all derive
+// from this table. Aliases map nostr-rs-relay's keys onto ours so its config.toml loads.
+
+type Kind = "string" | "int" | "bool" | "string[]" | "int[]";
+
+interface KeySpec<K extends Kind = Kind> {
+  type: K;
+  default: TypeOf<K>;
+  doc: string;
+  reloadable: boolean;
+  /** Allowed values for a string key. */
+  oneOf?: readonly string[];
+  /** Inclusive bounds for an int key. */
+  min?: number;
+  max?: number;
+}
+
+type TypeOf<K extends Kind> = K extends "string"
+  ? string
+  : K extends "int"
+    ? number
+    : K extends "bool"
+      ? boolean
+      : K extends "string[]"
+        ? string[]
+        : number[];
+
+const key = <K extends Kind>(spec: KeySpec<K>): KeySpec<K> => spec;
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+export const schema = {
+  info: {
+    relay_url: key({ type: "string", default: "", doc: "Public websocket URL of this relay (wss://…), used by NIP-11 and NIP-42.", reloadable: true }),
+    name: key({ type: "string", default: "bunstr", doc: "Relay name shown to clients (NIP-11), under 30 characters.", reloadable: true }),
+    description: key({ type: "string", default: "A Nostr relay running bunstr.", doc: "Plain-text description (NIP-11).", reloadable: true }),
+    pubkey: key({ type: "string", default: "", doc: "Administrative contact pubkey, 64 hex (NIP-11).", reloadable: true }),
+    self: key({ type: "string", default: "", doc: "The relay's own pubkey, 64 hex (NIP-11 `self`).", reloadable: true }),
+    contact: key({ type: "string", default: "", doc: "Alternative contact URI, e.g. mailto:… (NIP-11).", reloadable: true }),
+    icon: key({ type: "string", default: "", doc: "URL of a square icon (NIP-11).", reloadable: true }),
+    banner: key({ type: "string", default: "", doc: "URL of a banner image (NIP-11).", reloadable: true }),
+    terms_of_service: key({ type: "string", default: "", doc: "URL of the terms of service (NIP-11).", reloadable: true }),
+    privacy_policy: key({ type: "string", default: "", doc: "URL of the privacy policy (NIP-11).", reloadable: true }),
+    posting_policy: key({ type: "string", default: "", doc: "URL of the posting policy (NIP-11).", reloadable: true }),
+  },
+  network: {
+    host: key({ type: "string", default: "0.0.0.0", doc: "Address to listen on; 127.0.0.1 behind a reverse proxy.", reloadable: false }),
+    port: key({ type: "int", default: 7447, min: 0, max: 65535, doc: "TCP port (0 picks a free one).", reloadable: false }),
+    path: key({ type: "string", default: "/", doc: "HTTP path of the websocket and NIP-11 endpoint.", reloadable: false }),
+    remote_ip_header: key({ type: "string", default: "", doc: "Header carrying the client IP behind a proxy (e.g. x-forwarded-for); empty = socket address.", reloadable: true }),
+    idle_timeout_seconds: key({ type: "int", default: 120, min: 0, max: 960, doc: "Close websockets idle this long; pings are sent automatically (0 = never).", reloadable: false }),
+  },
+  database: {
+    engine: key({ type: "string", default: "sqlite", oneOf: ["sqlite"], doc: "Storage engine.", reloadable: false }),
+    data_directory: key({ type: "string", default: "./data", doc: "Directory of the SQLite database (created if missing).", reloadable: false }),
+    file: key({ type: "string", default: "", doc: "Database file; empty = <data_directory>/bunstr.sqlite.", reloadable: false }),
+    in_memory: key({ type: "bool", default: false, doc: "Keep everything in memory (lost on exit; for tests and demos).", reloadable: false }),
+    synchronous: key({ type: "string", default: "normal", oneOf: ["normal", "full"], doc: "SQLite synchronous mode: normal survives process crashes (kill -9); full also survives power loss, at a cost per commit.", reloadable: false }),
+    reader_workers: key({ type: "int", default: 1, min: 1, max: 16, doc: "Worker threads answering REQ queries, so a heavy query never blocks the event loop.", reloadable: false }),
+  },
+  options: {
+    verify_signatures: key({ type: "bool", default: true, doc: "Verify event signatures (turn off only for trusted imports and benchmarks).", reloadable: false }),
+    verify_workers: key({ type: "int", default: 0, min: 0, max: 64, doc: "Signature-verification worker threads; 0 = one per core.", reloadable: false }),
+    require_auth: key({ type: "bool", default: false, doc: "Require NIP-42 authentication before any EVENT, REQ or COUNT.", reloadable: true }),
+    auth_relay_url_check: key({ type: "bool", default: true, doc: "NIP-42: the AUTH event's relay tag must name this relay's host (from info.relay_url, else the request Host).", reloadable: true }),
+    reject_future_seconds: key({ type: "int", default: 900, min: 0, doc: "Refuse events whose created_at is more than this far in the future (0 = no limit).", reloadable: true }),
+    reject_past_seconds: key({ type: "int", default: 0, min: 0, doc: "Refuse events whose created_at is more than this far in the past (0 = no limit).", reloadable: true }),
+  },
+  limits: {
+    max_message_bytes: key({ type: "int", default: 128 * KiB, min: 1024, max: 64 * MiB, doc: "Largest websocket message decoded (NIP-11 max_message_length). Larger EVENTs get OK false; frames over 4x this are closed with 1009.", reloadable: false }),
+    max_subscriptions: key({ type: "int", default: 50, min: 1, max: 10000, doc: "Open subscriptions per connection; one more gets CLOSED.", reloadable: true }),
+    max_filters: key({ type: "int", default: 20, min: 1, max: 1000, doc: "Filters per REQ or COUNT.", reloadable: true }),
+    max_filter_values: key({ type: "int", default: 1000, min: 1, max: 100000, doc: "Values in one filter list (ids, authors, kinds, a tag).", reloadable: true }),
+    max_limit: key({ type: "int", default: 5000, min: 1, max: 100000, doc: "Clamp for a filter's limit (NIP-11 max_limit).", reloadable: true }),
+    default_limit: key({ type: "int", default: 500, min: 1, max: 100000, doc: "Limit used when a filter has none (NIP-11 default_limit).", reloadable: true }),
+    max_subid_length: key({ type: "int", default: 64, min: 1, max: 256, doc: "Longest subscription id.", reloadable: true }),
+    max_event_tags: key({ type: "int", default: 2000, min: 1, doc: "Most tags in one event.", reloadable: true }),
+    max_content_length: key({ type: "int", default: 64 * KiB, min: 1, doc: "Longest content, in characters.", reloadable: true }),
+    max_pending_bytes: key({ type: "int", default: 4 * MiB, min: 64 * KiB, doc: "Output a slow reader may leave unsent before it is disconnected.", reloadable: false }),
+    max_pending_events: key({ type: "int", default: 1000, min: 1, doc: "EVENTs one connection may have in flight (verifying or writing); more get rate-limited.", reloadable: true }),
+  },
+  authorization: {
+    pubkey_allowlist: key({ type: "string[]", default: [], doc: "If not empty, only these pubkeys (hex) may publish.", reloadable: true }),
+    pubkey_denylist: key({ type: "string[]", default: [], doc: "Pubkeys (hex) that may not publish.", reloadable: true }),
+    kind_allowlist: key({ type: "int[]", default: [], doc: "If not empty, only these kinds are accepted.", reloadable: true }),
+    kind_denylist: key({ type: "int[]", default: [], doc: "Kinds that are refused.", reloadable: true }),
+  },
+} as const satisfies Record<string, Record<string, KeySpec>>;
+
+export type Schema = typeof schema;
+export type Config = {
+  -readonly [S in keyof Schema]: { -readonly [K in keyof Schema[S]]: Schema[S][K] extends KeySpec<infer T> ? TypeOf<T> : never };
+};
+export type { KeySpec, Kind };
+
+/** nostr-rs-relay keys that mean the same as ours. */
+export const aliases: Record<string, string> = {
+  "network.address": "network.host",
+  "info.relay_icon": "info.icon",
+  "limits.max_ws_message_bytes": "limits.max_message_bytes",
+  "limits.event_kind_blacklist": "authorization.kind_denylist",
+  "limits.event_kind_allowlist": "authorization.kind_allowlist",
+  "authorization.pubkey_whitelist": "authorization.pubkey_allowlist",
+};
+
+export function defaults(): Config {
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const [section, keys] of Object.entries(schema)) {
+    out[section] = {};
+    for (const [name, spec] of Object.entries(keys)) out[section][name] = structuredClone((spec as KeySpec).default);
+  }
+  return out as Config;
+}

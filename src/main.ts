@@ -1,0 +1,32 @@
+#!/usr/bin/env bun
+// Entry point: argv -> command.
+import { USAGE } from "./cli/args.ts";
+import { configCommand } from "./cli/config.ts";
+import { serve } from "./cli/serve.ts";
+import { ConfigError } from "./config/load.ts";
+import { VERSION } from "./version.ts";
+
+async function main(argv: string[]): Promise<number | undefined> {
+  const [cmd, ...rest] = argv;
+  if (cmd === "--version" || cmd === "-V" || cmd === "version") return console.log(VERSION), 0;
+  if (cmd === "--help" || cmd === "-h" || cmd === "help") return console.log(USAGE), 0;
+  if (cmd === "config") return configCommand(rest);
+  if (cmd === "serve") return serve(rest).then(() => undefined);
+  if (cmd === undefined || cmd.startsWith("-")) return serve(argv).then(() => undefined);
+  console.error(`unknown command "${cmd}"\n\n${USAGE}`);
+  return 2;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code !== undefined) process.exit(code);
+  },
+  (err) => {
+    if (err instanceof ConfigError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+      console.error(`error: ${err.message}`);
+      process.exit(2);
+    }
+    console.error(err);
+    process.exit(1);
+  },
+);

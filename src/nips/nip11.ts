@@ -1,0 +1,46 @@
+// NIP-11 relay information document, built from config.
+import type { Config } from "../config/schema.ts";
+import { supportedNips } from "./index.ts";
+
+export const SOFTWARE_URL = "https://github.com/bunstr/bunstr";
+
+export function relayInfo(config: Config, version: string): Record<string, unknown> {
+  const i = config.info;
+  const l = config.limits;
+  const o = config.options;
+  const a = config.authorization;
+  const doc: Record<string, unknown> = {
+    name: i.name,
+    description: i.description,
+    banner: i.banner,
+    icon: i.icon,
+    pubkey: i.pubkey,
+    self: i.self,
+    contact: i.contact,
+    supported_nips: supportedNips(config),
+    software: SOFTWARE_URL,
+    version,
+    terms_of_service: i.terms_of_service,
+    privacy_policy: i.privacy_policy,
+    posting_policy: i.posting_policy,
+    limitation: {
+      max_message_length: l.max_message_bytes,
+      max_subscriptions: l.max_subscriptions,
+      max_filters: l.max_filters,
+      max_limit: l.max_limit,
+      max_subid_length: l.max_subid_length,
+      max_event_tags: l.max_event_tags,
+      max_content_length: l.max_content_length,
+      min_pow_difficulty: 0,
+      auth_required: o.require_auth,
+      payment_required: false,
+      restricted_writes: a.pubkey_allowlist.length > 0 || a.kind_allowlist.length > 0,
+      created_at_lower_limit: o.reject_past_seconds,
+      created_at_upper_limit: o.reject_future_seconds,
+      default_limit: l.default_limit,
+    },
+  };
+  // Omit empty optional strings rather than advertising "".
+  for (const [k, v] of Object.entries(doc)) if (v === "") delete doc[k];
+  return doc;
+}

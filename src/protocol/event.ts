@@ -1,0 +1,100 @@
+// Nostr events (NIP-01): shape validation, canonical serialization and the id hash.
+// Pure: no Bun imports, so it runs in workers, tests and any other runtime.
+import { createHash } from "node:crypto";
+import { ProtocolError } from "./reasons.ts";
+
+export interface NostrEvent {
+  id: string;
+  pubkey: string;
+  created_at: number;
+  kind: number;
+  tags: string[][];
+  content: string;
+  sig: string;
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const HEX128 = /^[0-9a-f]{128}$/;
+export const isHex64 = (s: unknown): s is string => typeof s === "string" && s.length === 64 && HEX64.test(s);
+
+/**
+ * Checks the wire shape of an event and returns it with exactly the seven NIP-01 fields
+ * (extra fields are dropped). Throws ProtocolError("invalid") naming the first bad field.
+ */
+export function validateEventShape(raw: unknown): NostrEvent {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new ProtocolError("invalid", "event must be a JSON object");
+  const e = raw as Record<string, unknown>;
+  if (!isHex64(e.id)) throw new ProtocolError("invalid", "id must be 64 lowercase hex characters");
+  if (!isHex64(e.pubkey)) throw new ProtocolError("invalid", "pubkey must be 64 lowercase hex characters");
+  if (typeof e.sig !== "string" || e.sig.length !== 128 || !HEX128.test(e.sig))
+    throw new ProtocolError("invalid", "sig must be 128 lowercase hex characters");
+  const createdAt = e.created_at;
+  if (typeof createdAt !== "number" || !Number.isSafeInteger(createdAt) || createdAt < 0)
+    throw new ProtocolError("invalid", "created_at must be a non-negative integer");
+  const kind = e.kind;
+  if (typeof kind !== "number" || !Number.isInteger(kind) || kind < 0 || kind > 65535)
+    throw new ProtocolError("invalid", "kind must be an integer between 0 and 65535");
+  if (typeof e.content !== "string") throw new ProtocolError("invalid", "content must be a string");
+  const tags = e.tags;
+  if (!Array.isArray(tags)) throw new ProtocolError("invalid", "tags must be an array");
+  for (const tag of tags) {
+    if (!Array.isArray(tag)) throw new ProtocolError("invalid", "each tag must be an array of strings");
+    for (const v of tag) if (typeof v !== "string") throw new ProtocolError("invalid", "each tag must be an array of strings");
+  }
+  return { id: e.id, pubkey: e.pubkey, created_at: createdAt, kind, tags: tags as string[][], content: e.content, sig: e.sig };
+}
+
+// Control characters NIP-01 keeps verbatim, though JSON.stringify writes them as \u00XX.
+const VERBATIM_CONTROL = /[\u0000-\u0007\u000b\u000e-\u001f]/;
+const ESCAPED_CONTROL = /\\u00(0[0-7]|0b|0e|0f|1[0-9a-f])/g;
+
+function hasVerbatimControl(e: NostrEvent): boolean {
+  if (VERBATIM_CONTROL.test(e.content)) return true;
+  for (const tag of e.tags) for (const v of tag) if (VERBATIM_CONTROL.test(v)) return true;
+  return false;
+}
+
+/** The JSON.stringify form: what nostr-tools and most libraries hash. */
+const stringifiedForm = (e: NostrEvent): string => JSON.stringify([0, e.pubkey, e.created_at, e.kind, e.tags, e.content]);
+
+/**
+ * The NIP-01 serialization: only \n \" \\ \r \t \b \f are escaped, every other character
+ * (other control characters, U+007F, non-ASCII) is written verbatim.
+ */
+export function canonicalForm(e: NostrEvent): string {
+  const s = stringifiedForm(e);
+  if (!hasVerbatimControl(e)) return s;
+  // JSON.stringify wrote the other control characters as \u00XX; put them back verbatim. A
+  // literal backslash is always doubled by JSON.stringify, so a match preceded by an odd run of
+  // backslashes is an escape, not text.
+  return s.replace(ESCAPED_CONTROL, (m, hex: string, offset: number) => {
+    let n = 0;
+    for (let i = offset - 1; i >= 0 && s.charCodeAt(i) === 92; i--) n++;
+    return n % 2 === 0 ? String.fromCharCode(parseInt(hex, 16)) : m;
+  });
+}
+
+const sha256hex = (s: string): string => createHash("sha256").update(s, "utf8").digest("hex");
+
+export const computeId = (e: NostrEvent): string => sha256hex(canonicalForm(e));
+
+/**
+ * True when the claimed id is the sha256 of the event. The NIP-01 form is the reference; for
+ * events that contain control characters we also accept the JSON.stringify form, which is what
+ * nostr-tools, NDK and most signers produce (interop over purity: both are unambiguous).
+ */
+export function hasValidId(e: NostrEvent): boolean {
+  const canonical = canonicalForm(e);
+  if (sha256hex(canonical) === e.id) return true;
+  return hasVerbatimControl(e) && sha256hex(stringifiedForm(e)) === e.id;
+}
+
+/** The stored and served form: the seven fields in a fixed order, built once per event. */
+export const serializeEvent = (e: NostrEvent): string =>
+  `{"id":"${e.id}","pubkey":"${e.pubkey}","created_at":${e.created_at},"kind":${e.kind},"tags":${JSON.stringify(e.tags)},"content":${JSON.stringify(e.content)},"sig":"${e.sig}"}`;
+
+/** The value of the first `d` tag, as NIP-01 addressable events use it ("" when absent). */
+export function dTag(e: NostrEvent): string {
+  for (const t of e.tags) if (t[0] === "d") return t[1] ?? "";
+  return "";
+}

@@ -1,0 +1,61 @@
+// The EVENT pipeline, top to bottom. The order of the steps is the specification:
+//   shape -> policies -> duplicate -> id hash -> signature -> store (or fan out ephemeral)
+//   -> OK (only after the commit) -> fanout (done by the writer, right after the commit).
+import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
+import { isEphemeral } from "../protocol/kinds.ts";
+import { ProtocolError, refusalText } from "../protocol/reasons.ts";
+import { runPolicies } from "../policy/defaults.ts";
+import { MAX_VERIFY_BACKLOG, type RelayContext } from "./context.ts";
+import { okFrame, send, type Socket } from "./session.ts";
+
+/** The id to answer an unparseable event with: the claimed one if it is a string, else "". */
+const claimedId = (raw: unknown): string => {
+  const id = (raw as { id?: unknown } | null)?.id;
+  return typeof id === "string" ? id.slice(0, 64) : "";
+};
+
+export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): Promise<void> {
+  const s = ws.data;
+  let e: NostrEvent;
+  try {
+    e = validateEventShape(raw);
+  } catch (err) {
+    if (!(err instanceof ProtocolError)) throw err;
+    return send(ws, okFrame(claimedId(raw), false, err.text));
+  }
+  const ok = (accepted: boolean, message: string) => send(ws, okFrame(e.id, accepted, message));
+
+  if (ctx.closing) return ok(false, "error: relay is shutting down");
+  if (s.inflight >= ctx.config.limits.max_pending_events) return ok(false, "rate-limited: too many events in flight on this connection");
+  if (ctx.verifier.depth >= MAX_VERIFY_BACKLOG) return ok(false, "rate-limited: relay is overloaded, try again shortly");
+
+  const refusal = runPolicies(ctx.policies, { config: ctx.config, now: Math.floor(Date.now() / 1000), authed: s.authed }, e);
+  if (refusal) return ok(false, refusalText(refusal));
+
+  const ephemeral = isEphemeral(e.kind);
+  // Cheaper than a signature check, and the common case for a busy relay.
+  if (!ephemeral && (await ctx.store.has(e.id))) return ok(true, "duplicate: already have this event");
+
+  if (!hasValidId(e)) return ok(false, "invalid: event id does not match the event");
+
+  s.inflight++;
+  ctx.inflight++;
+  try {
+    if (!(await ctx.verifier.verify(e))) return ok(false, "invalid: signature verification failed");
+    const json = serializeEvent(e);
+    if (ephemeral) {
+      ctx.fanout.broadcast(e, json);
+      return ok(true, "");
+    }
+    const outcome = await ctx.writer.enqueue({ event: e, json });
+    if (outcome.stored) ok(true, "");
+    else if (outcome.duplicate) ok(true, "duplicate: already have this event");
+    else ok(false, outcome.reason);
+  } catch (err) {
+    console.error("event pipeline error:", err);
+    ok(false, "error: could not store the event");
+  } finally {
+    s.inflight--;
+    ctx.inflight--;
+  }
+}

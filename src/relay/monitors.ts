@@ -1,0 +1,79 @@
+// The live-subscription index: for an event, find the candidate filters without looking at
+// every subscription. Each filter is indexed under one field (ids, then authors, then its first
+// tag, then kinds, else "others"); a candidate is confirmed with a full match.
+import type { NostrEvent } from "../protocol/event.ts";
+import { matchFilter, type CompiledFilter } from "../protocol/filter.ts";
+
+export interface Indexed<G> {
+  group: G;
+  filter: CompiledFilter;
+}
+
+type Bucket<G> = Set<Indexed<G>>;
+
+export class LiveIndex<G> {
+  private readonly ids = new Map<string, Bucket<G>>();
+  private readonly authors = new Map<string, Bucket<G>>();
+  private readonly tags = new Map<string, Bucket<G>>();
+  private readonly kinds = new Map<number, Bucket<G>>();
+  private readonly others: Bucket<G> = new Set();
+
+  /** Indexes every filter of a group; returns the entries to pass back to remove(). */
+  add(group: G, filters: readonly CompiledFilter[]): Indexed<G>[] {
+    const entries: Indexed<G>[] = [];
+    for (const filter of filters) {
+      if (filter.neverMatch) continue;
+      const entry = { group, filter };
+      for (const [map, key] of this.keysOf(filter)) put(map, key, entry);
+      entries.push(entry);
+    }
+    return entries;
+  }
+
+  remove(entries: readonly Indexed<G>[]): void {
+    for (const entry of entries) for (const [map, key] of this.keysOf(entry.filter)) drop(map, key, entry);
+  }
+
+  /** Calls `hit` once per group with a filter matching the event. */
+  match(e: NostrEvent, hit: (group: G) => void): void {
+    const seen = new Set<G>();
+    const check = (bucket: Bucket<G> | undefined) => {
+      if (!bucket) return;
+      for (const { group, filter } of bucket) {
+        if (seen.has(group) || !matchFilter(filter, e)) continue;
+        seen.add(group);
+        hit(group);
+      }
+    };
+    check(this.ids.get(e.id));
+    check(this.authors.get(e.pubkey));
+    for (const t of e.tags) if (t.length > 1 && t[0]!.length === 1) check(this.tags.get(t[0] + t[1]!));
+    check(this.kinds.get(e.kind));
+    check(this.others);
+  }
+
+  private *keysOf(f: CompiledFilter): Generator<[Map<any, Bucket<G>> | Bucket<G>, unknown]> {
+    if (f.ids) for (const id of f.ids) yield [this.ids, id];
+    else if (f.authors) for (const a of f.authors) yield [this.authors, a];
+    else if (f.tags.length > 0) {
+      const [name, values] = f.tags[0]!;
+      for (const v of values) yield [this.tags, name + v];
+    } else if (f.kinds) for (const k of f.kinds) yield [this.kinds, k];
+    else yield [this.others, undefined];
+  }
+}
+
+function put<G>(map: Map<unknown, Bucket<G>> | Bucket<G>, key: unknown, entry: Indexed<G>): void {
+  if (map instanceof Set) return void map.add(entry);
+  let b = map.get(key);
+  if (!b) map.set(key, (b = new Set()));
+  b.add(entry);
+}
+
+function drop<G>(map: Map<unknown, Bucket<G>> | Bucket<G>, key: unknown, entry: Indexed<G>): void {
+  if (map instanceof Set) return void map.delete(entry);
+  const b = map.get(key);
+  if (!b) return;
+  b.delete(entry);
+  if (b.size === 0) map.delete(key);
+}

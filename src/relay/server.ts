@@ -1,0 +1,155 @@
+// Bun.serve wiring: HTTP on the relay path, websocket frames to the handlers, shutdown.
+import type { Server } from "bun";
+import type { Config } from "../config/schema.ts";
+import { httpResponse } from "../http/routes.ts";
+import { defaultPolicies } from "../policy/defaults.ts";
+import { parseClientMessage, SubscriptionError } from "../protocol/messages.ts";
+import { ProtocolError } from "../protocol/reasons.ts";
+import { WriterQueue } from "../store/queue.ts";
+import type { Store } from "../store/types.ts";
+import { VERSION } from "../version.ts";
+import { handleAuth } from "./auth.ts";
+import type { RelayContext } from "./context.ts";
+import { Fanout } from "./fanout.ts";
+import { handleEvent } from "./ingest.ts";
+import { closeAllSubscriptions, closeSubscription, handleReq } from "./req.ts";
+import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
+import { inlineVerifier, noVerifier, WorkerVerifier, type Verifier } from "./verify.ts";
+
+export interface Relay {
+  readonly server: Server<Session>;
+  readonly url: string;
+  readonly ctx: RelayContext;
+  /** Graceful stop: refuse new work, finish in-flight events, commit, close sockets and the store. */
+  close(): Promise<void>;
+}
+
+export interface RelayOptions {
+  config: Config;
+  store: Store;
+  verifier?: Verifier;
+}
+
+/** Frames above this are closed by Bun with 1009; between max_message_bytes and this we answer. */
+const hardFrameLimit = (max: number) => Math.min(Math.max(4 * max, 1024 * 1024), 256 * 1024 * 1024);
+
+export function startRelay({ config, store, verifier: given }: RelayOptions): Relay {
+  const verifier = given ?? (config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers) : noVerifier);
+  const sockets = new Set<Socket>();
+  let server: Server<Session>;
+  const fanout = new Fanout((topic, frame) => server.publish(topic, frame));
+  const ctx: RelayContext = {
+    config,
+    store,
+    verifier,
+    authVerifier: verifier === noVerifier ? inlineVerifier : verifier,
+    fanout,
+    writer: new WriterQueue(store, (w) => fanout.broadcast(w.event, w.json)),
+    policies: defaultPolicies,
+    inflight: 0,
+    closing: false,
+  };
+  const path = config.network.path;
+
+  server = Bun.serve<Session>({
+    hostname: config.network.host,
+    port: config.network.port,
+    fetch(req, srv) {
+      const url = new URL(req.url);
+      if (url.pathname !== path) return new Response("not found", { status: 404 });
+      if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
+        if (ctx.closing) return new Response("shutting down", { status: 503 });
+        const session = newSession(clientIp(req, srv, config), req.headers.get("host") ?? "");
+        if (srv.upgrade(req, { data: session })) return undefined;
+        return new Response("websocket upgrade failed", { status: 400 });
+      }
+      return httpResponse(req, config, VERSION);
+    },
+    websocket: {
+      maxPayloadLength: hardFrameLimit(config.limits.max_message_bytes),
+      backpressureLimit: config.limits.max_pending_bytes,
+      closeOnBackpressureLimit: true,
+      idleTimeout: config.network.idle_timeout_seconds,
+      sendPings: true,
+      perMessageDeflate: false,
+      publishToSelf: true,
+      open(ws) {
+        sockets.add(ws);
+        ws.send(`["AUTH",${JSON.stringify(ws.data.challenge)}]`);
+      },
+      message(ws, message) {
+        onMessage(ctx, ws, message);
+      },
+      close(ws) {
+        ws.data.closed = true;
+        sockets.delete(ws);
+        closeAllSubscriptions(ctx, ws);
+      },
+    },
+  });
+
+  return {
+    server,
+    url: `ws://${server.hostname === "0.0.0.0" ? "127.0.0.1" : server.hostname}:${server.port}${path}`,
+    ctx,
+    async close() {
+      if (ctx.closing) return;
+      ctx.closing = true;
+      server.stop(false); // stop accepting; open sockets stay until we close them
+      for (const ws of sockets) ws.send(noticeFrame("closing: relay is shutting down"));
+      const deadline = Date.now() + 5000;
+      while (ctx.inflight > 0 && Date.now() < deadline) await Bun.sleep(5);
+      await ctx.writer.drain();
+      for (const ws of sockets) ws.close(1001, "relay shutting down");
+      server.stop(true);
+      verifier.close();
+      await store.close();
+    },
+  };
+}
+
+function clientIp(req: Request, srv: Server<Session>, config: Config): string {
+  const header = config.network.remote_ip_header;
+  const fromHeader = header ? req.headers.get(header)?.split(",")[0]?.trim() : undefined;
+  return fromHeader || srv.requestIP(req)?.address || "";
+}
+
+function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): void {
+  if (typeof message !== "string") return send(ws, noticeFrame("invalid: binary frames are not supported, send JSON text"));
+  const max = ctx.config.limits.max_message_bytes;
+  if (message.length > max / 3 && (message.length > max || Buffer.byteLength(message) > max)) return answerOversize(ws, message, max);
+  let msg;
+  try {
+    msg = parseClientMessage(message, { maxSubIdLength: ctx.config.limits.max_subid_length, maxFilters: ctx.config.limits.max_filters });
+  } catch (err) {
+    if (err instanceof SubscriptionError) return send(ws, closedFrame(err.subId, err.text));
+    if (err instanceof ProtocolError) return send(ws, noticeFrame(err.text));
+    throw err;
+  }
+  const fail = (err: unknown) => console.error(`${msg.type} handler failed:`, err);
+  switch (msg.type) {
+    case "EVENT":
+      return void handleEvent(ctx, ws, msg.event).catch(fail);
+    case "REQ":
+      return void handleReq(ctx, ws, msg.subId, msg.filters).catch(fail);
+    case "CLOSE":
+      return void closeSubscription(ctx, ws, msg.subId);
+    case "AUTH":
+      return void handleAuth(ctx, ws, msg.event).catch(fail);
+    case "COUNT":
+      return send(ws, closedFrame(msg.subId, "error: COUNT is not supported by this relay"));
+  }
+}
+
+/** A frame over max_message_bytes: answer in the terms of what it claims to be. */
+function answerOversize(ws: Socket, message: string, max: number): void {
+  const head = message.slice(0, 400);
+  const text = `invalid: message is larger than ${max} bytes`;
+  if (/^\s*\[\s*"EVENT"/.test(head)) {
+    const id = /"id"\s*:\s*"([0-9a-f]{64})"/.exec(message.slice(0, 4096))?.[1] ?? "";
+    return send(ws, okFrame(id, false, text));
+  }
+  const sub = /^\s*\[\s*"(?:REQ|COUNT)"\s*,\s*"((?:[^"\\]|\\.){1,64})"/.exec(head)?.[1];
+  if (sub !== undefined) return send(ws, closedFrame(JSON.parse(`"${sub}"`), text));
+  send(ws, noticeFrame(text));
+}

@@ -1,0 +1,49 @@
+// Per-connection state, kept in ws.data. Only relay/ touches ServerWebSocket.
+import type { ServerWebSocket } from "bun";
+import type { CompiledFilter } from "../protocol/filter.ts";
+import type { Group } from "./fanout.ts";
+
+export interface Subscription {
+  readonly filters: readonly CompiledFilter[];
+  /** Set once the stored events and EOSE are sent and the socket has joined the group's topic. */
+  group?: Group;
+}
+
+export interface Session {
+  readonly id: number;
+  readonly ip: string;
+  /** Host header of the upgrade request (for the NIP-42 relay tag check without relay_url). */
+  readonly host: string;
+  readonly challenge: string;
+  readonly authed: Set<string>;
+  readonly subs: Map<string, Subscription>;
+  /** EVENTs of this connection still verifying or waiting for the writer. */
+  inflight: number;
+  closed: boolean;
+}
+
+export type Socket = ServerWebSocket<Session>;
+
+let nextId = 1;
+
+export function newSession(ip: string, host: string): Session {
+  return {
+    id: nextId++,
+    ip,
+    host,
+    challenge: crypto.randomUUID(),
+    authed: new Set(),
+    subs: new Map(),
+    inflight: 0,
+    closed: false,
+  };
+}
+
+/** Sends a per-connection frame unless the socket is gone. */
+export function send(ws: Socket, frame: string): void {
+  if (!ws.data.closed) ws.send(frame);
+}
+
+export const okFrame = (id: string, ok: boolean, message: string): string => `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`;
+export const closedFrame = (subId: string, message: string): string => `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`;
+export const noticeFrame = (message: string): string => `["NOTICE",${JSON.stringify(message)}]`;

@@ -1,0 +1,69 @@
+// Opening the SQLite database: pragmas and schema migrations. Only store/ touches SQL.
+import { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+
+export interface DbOptions {
+  /** Absolute path, or ":memory:". */
+  path: string;
+  synchronous: "normal" | "full";
+  readonly?: boolean;
+}
+
+const migrations: string[] = [
+  // 1: events with binary ids, a covering tag index and replaceable/addressable keys.
+  `CREATE TABLE events (
+     seq        INTEGER PRIMARY KEY,   -- commit order; REQ snapshots cut at a seq
+     id         BLOB    NOT NULL,
+     pubkey     BLOB    NOT NULL,
+     created_at INTEGER NOT NULL,
+     kind       INTEGER NOT NULL,
+     d          TEXT,                  -- d tag of addressable events, NULL otherwise
+     json       TEXT    NOT NULL
+   );
+   CREATE UNIQUE INDEX events_id ON events(id);
+   CREATE INDEX events_created ON events(created_at DESC, id);
+   CREATE INDEX events_pubkey ON events(pubkey, created_at DESC);
+   CREATE INDEX events_pubkey_kind ON events(pubkey, kind, created_at DESC);
+   CREATE INDEX events_kind ON events(kind, created_at DESC);
+   CREATE INDEX events_address ON events(pubkey, kind, d) WHERE d IS NOT NULL;
+   -- One row per single-letter tag (first value only, as NIP-01 says), carrying created_at and
+   -- kind so tag queries are answered and ordered from this index alone.
+   CREATE TABLE tags (
+     name       TEXT    NOT NULL,
+     value      TEXT    NOT NULL,
+     created_at INTEGER NOT NULL,
+     seq        INTEGER NOT NULL,
+     kind       INTEGER NOT NULL,
+     PRIMARY KEY (name, value, created_at, seq)
+   ) WITHOUT ROWID;
+   CREATE INDEX tags_seq ON tags(seq);`,
+];
+
+export function openDatabase(opts: DbOptions): Database {
+  if (opts.path !== ":memory:") mkdirSync(dirname(opts.path), { recursive: true });
+  const db = new Database(opts.path, opts.readonly ? { readonly: true } : { create: true, readwrite: true, strict: true });
+  db.exec("PRAGMA busy_timeout = 5000");
+  if (!opts.readonly) {
+    db.exec("PRAGMA journal_mode = WAL");
+    db.exec(`PRAGMA synchronous = ${opts.synchronous === "full" ? "FULL" : "NORMAL"}`);
+    // Fewer, larger checkpoints: the writer commits small batches many times a second.
+    db.exec("PRAGMA wal_autocheckpoint = 10000");
+    migrate(db);
+  }
+  db.exec("PRAGMA mmap_size = 1073741824");
+  db.exec("PRAGMA cache_size = -32000");
+  db.exec("PRAGMA temp_store = MEMORY");
+  return db;
+}
+
+function migrate(db: Database): void {
+  const current = (db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+  if (current > migrations.length) throw new Error(`database schema version ${current} is newer than this bunstr (${migrations.length})`);
+  for (let v = current; v < migrations.length; v++) {
+    db.transaction(() => {
+      db.exec(migrations[v]!);
+      db.exec(`PRAGMA user_version = ${v + 1}`);
+    })();
+  }
+}

@@ -1,0 +1,61 @@
+// Group commit: every write accepted in the same tick goes into one transaction, and each
+// caller learns its outcome only after that transaction has committed.
+import type { PendingWrite, Store, WriteOutcome } from "./types.ts";
+
+interface Queued extends PendingWrite {
+  resolve: (o: WriteOutcome) => void;
+  reject: (e: Error) => void;
+}
+
+export class WriterQueue {
+  private queue: Queued[] = [];
+  private scheduled = false;
+  private flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly store: Store,
+    /** Called synchronously right after the commit, for each newly stored event, in commit order. */
+    private readonly onStored: (w: PendingWrite, seq: number) => void,
+    private readonly maxBatch = 2000,
+  ) {}
+
+  get depth(): number {
+    return this.queue.length;
+  }
+
+  enqueue(w: PendingWrite): Promise<WriteOutcome> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ ...w, resolve, reject });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => (this.flushing = this.flush()));
+      }
+    });
+  }
+
+  /** Writes everything queued; resolves when the queue is empty. */
+  async drain(): Promise<void> {
+    await this.flushing;
+    while (this.queue.length > 0) await (this.flushing = this.flush());
+  }
+
+  private async flush(): Promise<void> {
+    this.scheduled = false;
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      let outcomes: WriteOutcome[];
+      try {
+        outcomes = await this.store.writeBatch(batch);
+      } catch (e) {
+        const err = e instanceof Error ? e : new Error(String(e));
+        for (const q of batch) q.reject(err);
+        continue;
+      }
+      batch.forEach((q, i) => {
+        const o = outcomes[i]!;
+        if (o.stored) this.onStored(q, o.seq);
+      });
+      batch.forEach((q, i) => q.resolve(outcomes[i]!));
+    }
+  }
+}
