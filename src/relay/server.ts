@@ -146,7 +146,8 @@ function answerOversize(ws: Socket, message: string, max: number): void {
   const head = message.slice(0, 400);
   const text = `invalid: message is larger than ${max} bytes`;
   if (/^\s*\[\s*"EVENT"/.test(head)) {
-    const id = /"id"\s*:\s*"([0-9a-f]{64})"/.exec(message.slice(0, 4096))?.[1] ?? "";
+    // Inside a JSON string a quote is escaped, so this only matches an object key.
+    const id = /"id"\s*:\s*"([0-9a-f]{64})"/.exec(message)?.[1] ?? "";
     return send(ws, okFrame(id, false, text));
   }
   const sub = /^\s*\[\s*"(?:REQ|COUNT)"\s*,\s*"((?:[^"\\]|\\.){1,64})"/.exec(head)?.[1];

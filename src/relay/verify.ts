@@ -2,6 +2,7 @@
 // the same tick are batched and spread over a pool of workers sized to the cores.
 import { availableParallelism } from "node:os";
 import { verifySchnorr, type VerifyJob } from "../protocol/schnorr.ts";
+import { workerUrl } from "../workers.ts";
 
 export interface Verifier {
   readonly name: string;
@@ -34,7 +35,7 @@ export class WorkerVerifier implements Verifier {
   constructor(workers = 0, private readonly maxBatch = 64) {
     const size = workers > 0 ? workers : availableParallelism();
     for (let i = 0; i < size; i++) {
-      const slot: Slot = { worker: new Worker(new URL("./verify-worker.ts", import.meta.url).href), inFlight: 0 };
+      const slot: Slot = { worker: new Worker(workerUrl("./relay/verify-worker.ts")), inFlight: 0 };
       slot.worker.onmessage = (msg: MessageEvent) => {
         const { n, ok } = msg.data as { n: number; ok: boolean[] };
         const resolvers = this.waiting.get(n)!;
@@ -42,6 +43,11 @@ export class WorkerVerifier implements Verifier {
         slot.inFlight -= resolvers.length;
         this.depth -= resolvers.length;
         resolvers.forEach((r, i) => r(ok[i]!));
+      };
+      slot.worker.onerror = (e) => {
+        // A verifier that cannot answer would leave EVENTs hanging: fail loudly instead.
+        console.error(`verify worker failed: ${e.message}`);
+        process.exit(70);
       };
       slot.worker.unref();
       this.slots.push(slot);

@@ -5,6 +5,7 @@ import { openDatabase } from "./db.ts";
 import { runQuery, StatementCache, type QueryJob } from "./query.ts";
 import type { PendingWrite, Store, WriteOutcome } from "./types.ts";
 import { SqliteWriter } from "./write.ts";
+import { workerUrl } from "../workers.ts";
 
 export interface SqliteStoreOptions {
   /** Absolute file path, or ":memory:". */
@@ -25,7 +26,7 @@ class ReaderPool {
 
   constructor(path: string, size: number) {
     for (let i = 0; i < size; i++) {
-      const worker = new Worker(new URL("./reader-worker.ts", import.meta.url).href);
+      const worker = new Worker(workerUrl("./store/reader-worker.ts"));
       worker.postMessage({ open: path });
       const slot = { worker, busy: 0 };
       worker.onmessage = (msg: MessageEvent) => {
@@ -35,6 +36,10 @@ class ReaderPool {
         this.pending.delete(n);
         if (error !== undefined) p?.reject(new Error(error));
         else p?.resolve(events!);
+      };
+      worker.onerror = (e) => {
+        console.error(`query worker failed: ${e.message}`);
+        process.exit(70);
       };
       worker.unref();
       this.workers.push(slot);

@@ -1,0 +1,131 @@
+// Test helpers: a real relay on port 0 with a temp database, a raw websocket client that
+// records every frame, and signed events.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
+import { defaults, type Config } from "../src/config/schema.ts";
+import { startRelay, type Relay } from "../src/relay/server.ts";
+import { SqliteStore } from "../src/store/sqlite.ts";
+import type { NostrEvent } from "../src/protocol/event.ts";
+
+export interface TestRelay extends Relay {
+  dir: string;
+  dbPath: string;
+  /** Closes the relay and removes its directory. */
+  stop(): Promise<void>;
+}
+
+export type ConfigPatch = { [S in keyof Config]?: Partial<Config[S]> };
+
+export function testConfig(patch: ConfigPatch = {}): Config {
+  const c = defaults();
+  c.network.host = "127.0.0.1";
+  c.network.port = 0;
+  c.options.verify_workers = 1;
+  for (const [s, v] of Object.entries(patch)) Object.assign((c as any)[s], v);
+  return c;
+}
+
+export async function startTestRelay(patch: ConfigPatch = {}, opts: { dir?: string } = {}): Promise<TestRelay> {
+  const config = testConfig(patch);
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "bunstr-test-"));
+  const dbPath = join(dir, "bunstr.sqlite");
+  const store = new SqliteStore({ path: dbPath, synchronous: "normal", readerWorkers: 1 });
+  const relay = startRelay({ config, store });
+  return {
+    ...relay,
+    close: relay.close,
+    dir,
+    dbPath,
+    async stop() {
+      await relay.close();
+      if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A raw websocket client: every frame parsed and kept in order; waits by predicate. */
+export class Client {
+  readonly frames: any[] = [];
+  private waiters: { pred: (f: any) => boolean; resolve: (f: any) => void }[] = [];
+  closed = false;
+  closeCode?: number;
+
+  private constructor(readonly ws: WebSocket) {
+    ws.onmessage = (m) => {
+      const f = JSON.parse(String(m.data));
+      this.frames.push(f);
+      this.waiters = this.waiters.filter((w) => (w.pred(f) ? (w.resolve(f), false) : true));
+    };
+    ws.onclose = (e) => {
+      this.closed = true;
+      this.closeCode = e.code;
+    };
+  }
+
+  static async connect(url: string): Promise<Client> {
+    const ws = new WebSocket(url);
+    const c = new Client(ws);
+    await new Promise<void>((res, rej) => {
+      ws.onopen = () => res();
+      ws.onerror = () => rej(new Error(`cannot connect to ${url}`));
+    });
+    return c;
+  }
+
+  send(msg: unknown): void {
+    this.ws.send(typeof msg === "string" ? msg : JSON.stringify(msg));
+  }
+
+  /** Resolves with the first frame (already received or future) matching pred. */
+  next(pred: (f: any) => boolean, timeoutMs = 5000, from = 0): Promise<any> {
+    const have = this.frames.slice(from).find(pred);
+    if (have) return Promise.resolve(have);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`timed out waiting for a frame; got ${JSON.stringify(this.frames).slice(-600)}`)), timeoutMs);
+      this.waiters.push({ pred, resolve: (f) => (clearTimeout(t), resolve(f)) });
+    });
+  }
+
+  async publish(e: NostrEvent): Promise<[string, string, boolean, string]> {
+    const from = this.frames.length;
+    this.send(["EVENT", e]);
+    return this.next((f) => f[0] === "OK" && f[1] === e.id, 5000, from);
+  }
+
+  /** Sends REQ and resolves at EOSE (or CLOSED) with the events received before it. */
+  async req(subId: string, ...filters: unknown[]): Promise<{ events: NostrEvent[]; end: any[] }> {
+    const from = this.frames.length;
+    this.send(["REQ", subId, ...filters]);
+    const end = await this.next((f) => (f[0] === "EOSE" || f[0] === "CLOSED") && f[1] === subId, 5000, from);
+    const events = this.frames.slice(from).filter((f) => f[0] === "EVENT" && f[1] === subId).map((f) => f[2]);
+    return { events, end };
+  }
+
+  eventsFor(subId: string): NostrEvent[] {
+    return this.frames.filter((f) => f[0] === "EVENT" && f[1] === subId).map((f) => f[2]);
+  }
+
+  close(): void {
+    this.ws.close();
+  }
+}
+
+export const now = (): number => Math.floor(Date.now() / 1000);
+
+export interface Signer {
+  sk: Uint8Array;
+  pubkey: string;
+  sign(t: { kind: number; content?: string; tags?: string[][]; created_at?: number }): NostrEvent;
+}
+
+export function signer(): Signer {
+  const sk = generateSecretKey();
+  return {
+    sk,
+    pubkey: getPublicKey(sk),
+    // A plain copy: nostr-tools marks its events with a symbol that the wire does not carry.
+    sign: (t) => JSON.parse(JSON.stringify(finalizeEvent({ kind: t.kind, content: t.content ?? "", tags: t.tags ?? [], created_at: t.created_at ?? now() }, sk))) as NostrEvent,
+  };
+}

@@ -1,0 +1,36 @@
+// Running bunstr as a real process (from source or the compiled binary) for process-level tests.
+import type { Subprocess } from "bun";
+
+export interface RelayProcess {
+  proc: Subprocess<"ignore", "pipe", "pipe">;
+  url: string;
+  port: number;
+  output(): string;
+}
+
+/** A free TCP port on 127.0.0.1 (bound once and released). */
+export function freePort(): number {
+  const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
+  const port = s.port!;
+  s.stop(true);
+  return port;
+}
+
+/** Starts `cmd` (e.g. [process.execPath, "src/main.ts"] or ["dist/bunstr"]) and waits for "listening". */
+export async function spawnRelay(cmd: string[], args: string[], cwd: string): Promise<RelayProcess> {
+  const port = freePort();
+  const proc = Bun.spawn([...cmd, "--host", "127.0.0.1", "--port", String(port), ...args], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  let out = "";
+  const decoder = new TextDecoder();
+  const pump = async (s: ReadableStream<Uint8Array>) => {
+    for await (const chunk of s) out += decoder.decode(chunk);
+  };
+  void pump(proc.stdout);
+  void pump(proc.stderr);
+  const deadline = Date.now() + 15000;
+  while (!out.includes("listening on")) {
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`relay did not start:\n${out}`);
+    await Bun.sleep(20);
+  }
+  return { proc, port, url: `ws://127.0.0.1:${port}/`, output: () => out };
+}
