@@ -240,6 +240,32 @@ describe("REQ", () => {
     p.close();
   });
 
+  test("REQs opened while events stream in see every event exactly once (stored or live)", async () => {
+    const w = signer();
+    const p = await connect();
+    const all = Array.from({ length: 400 }, (_, i) => w.sign({ kind: 1, content: `stream ${i}`, created_at: now() - 400 + i }));
+    const subs = await Promise.all(Array.from({ length: 10 }, connect));
+    const publishing = (async () => {
+      for (let i = 0; i < all.length; i += 20) await Promise.all(all.slice(i, i + 20).map((e) => p.publish(e)));
+    })();
+    // Open the subscriptions at staggered points of the stream.
+    for (const [i, c] of subs.entries()) {
+      await Bun.sleep(8);
+      c.send(["REQ", "stream", { authors: [w.pubkey], limit: 1000 }]);
+    }
+    await publishing;
+    for (const c of subs) {
+      await c.next((f) => f[0] === "EOSE");
+      const deadline = Date.now() + 3000;
+      while (c.eventsFor("stream").length < all.length && Date.now() < deadline) await Bun.sleep(10);
+      const ids = c.eventsFor("stream").map((e) => e.id);
+      expect(ids.length).toBe(all.length);
+      expect(new Set(ids).size).toBe(all.length);
+      c.close();
+    }
+    p.close();
+  });
+
   test("same subscription id replaces the old one; CLOSE ends it", async () => {
     const c = await connect();
     const p = await connect();

@@ -24,6 +24,9 @@ export type Policy = (ctx: PolicyContext, e: NostrEvent) => Refusal | undefined;
 export const requireAuth: Policy = (ctx) =>
   ctx.config.options.require_auth && ctx.authed.size === 0 ? refuse("auth-required", "this relay requires authentication to publish") : undefined;
 
+/** NIP-42: kind 22242 proves identity to one relay; it travels in AUTH and is never published. */
+export const noAuthEvents: Policy = (_ctx, e) => (e.kind === 22242 ? refuse("invalid", "kind 22242 is sent with AUTH, not EVENT") : undefined);
+
 export const sizeLimits: Policy = ({ config: { limits } }, e) => {
   if (e.tags.length > limits.max_event_tags) return refuse("invalid", `too many tags (max ${limits.max_event_tags})`);
   if (e.content.length > limits.max_content_length) return refuse("invalid", `content longer than ${limits.max_content_length} characters`);

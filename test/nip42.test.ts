@@ -1,0 +1,97 @@
+// NIP-42 over a real websocket: challenge on connect, AUTH answered with OK, every check before
+// the pubkey is trusted, several pubkeys per connection, require_auth for EVENT and REQ.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { Client, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
+
+let relay: TestRelay;
+let open: TestRelay;
+beforeAll(async () => {
+  relay = await startTestRelay({ options: { require_auth: true } });
+  open = await startTestRelay({ info: { relay_url: "wss://relay.example.com/" } });
+});
+afterAll(async () => {
+  await relay.stop();
+  await open.stop();
+});
+
+async function connectWithChallenge(url: string): Promise<[Client, string]> {
+  const c = await Client.connect(url);
+  const auth = await c.next((f) => f[0] === "AUTH");
+  expect(typeof auth[1]).toBe("string");
+  return [c, auth[1]];
+}
+
+const authEvent = (s: ReturnType<typeof signer>, challenge: string, relayUrl: string, created_at = now()) =>
+  s.sign({ kind: 22242, created_at, tags: [["relay", relayUrl], ["challenge", challenge]] });
+
+async function auth(c: Client, e: object & { id: string }) {
+  const from = c.frames.length;
+  c.send(["AUTH", e]);
+  return c.next((f) => f[0] === "OK" && f[1] === e.id, 5000, from);
+}
+
+test("require_auth: EVENT and REQ refused with auth-required: until AUTH succeeds", async () => {
+  const [c, challenge] = await connectWithChallenge(relay.url);
+  const s = signer();
+  const e = s.sign({ kind: 1, content: "hi" });
+  const refused = await c.publish(e);
+  expect(refused[2]).toBe(false);
+  expect(refused[3]).toStartWith("auth-required:");
+  expect((await c.req("r", { kinds: [1] })).end).toEqual(["CLOSED", "r", "auth-required: this relay requires authentication"]);
+  expect(await auth(c, authEvent(s, challenge, relay.url))).toEqual(["OK", expect.any(String), true, ""]);
+  expect((await c.publish(e))[2]).toBe(true);
+  expect((await c.req("r2", { ids: [e.id] })).events.map((x) => x.id)).toEqual([e.id]);
+  c.close();
+});
+
+test("AUTH is refused for a wrong challenge, kind, relay, stale time or bad signature", async () => {
+  const [c, challenge] = await connectWithChallenge(relay.url);
+  const s = signer();
+  const cases = [
+    authEvent(s, "not-the-challenge", relay.url),
+    s.sign({ kind: 1, tags: [["relay", relay.url], ["challenge", challenge]] }),
+    authEvent(s, challenge, "wss://other.example.com/"),
+    authEvent(s, challenge, relay.url, now() - 3600),
+    { ...authEvent(s, challenge, relay.url), sig: "0".repeat(128) },
+  ];
+  for (const e of cases) {
+    const ok = await auth(c, e);
+    expect(ok[2]).toBe(false);
+    expect(ok[3]).toStartWith("invalid:");
+  }
+  // None of them authenticated the connection.
+  expect((await c.publish(s.sign({ kind: 1 })))[3]).toStartWith("auth-required:");
+  c.close();
+});
+
+test("several pubkeys can authenticate on one connection", async () => {
+  const [c, challenge] = await connectWithChallenge(relay.url);
+  const a = signer();
+  const b = signer();
+  expect((await auth(c, authEvent(a, challenge, relay.url)))[2]).toBe(true);
+  expect((await auth(c, authEvent(b, challenge, relay.url)))[2]).toBe(true);
+  expect((await c.publish(b.sign({ kind: 1 })))[2]).toBe(true);
+  c.close();
+});
+
+test("the relay tag is checked against info.relay_url when set", async () => {
+  const [c, challenge] = await connectWithChallenge(open.url);
+  const s = signer();
+  expect((await auth(c, authEvent(s, challenge, open.url)))[3]).toStartWith("invalid: AUTH relay tag");
+  expect((await auth(c, authEvent(s, challenge, "wss://relay.example.com")))[2]).toBe(true);
+  c.close();
+});
+
+test("kind 22242 sent as EVENT is refused, never stored or broadcast", async () => {
+  const [c, challenge] = await connectWithChallenge(open.url);
+  const listener = await Client.connect(open.url);
+  await listener.req("all", { kinds: [22242] });
+  const e = authEvent(signer(), challenge, "wss://relay.example.com");
+  const ok = await c.publish(e);
+  expect(ok[2]).toBe(false);
+  expect(ok[3]).toStartWith("invalid:");
+  await Bun.sleep(50);
+  expect(listener.eventsFor("all")).toEqual([]);
+  c.close();
+  listener.close();
+});
