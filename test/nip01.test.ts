@@ -317,6 +317,15 @@ describe("REQ", () => {
     c.close();
   });
 
+  test("long tag values are found by REQ as they are by live matching", async () => {
+    const c = await connect();
+    const long = "v".repeat(5000);
+    const e = s.sign({ kind: 1, content: "long tag", tags: [["t", long]] });
+    await c.publish(e);
+    expect((await c.req("long", { "#t": [long] })).events.map((x) => x.id)).toEqual([e.id]);
+    c.close();
+  });
+
   test("empty lists match nothing (EOSE, no events)", async () => {
     const c = await connect();
     const r = await c.req("empty", { authors: [] });

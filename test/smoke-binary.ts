@@ -29,7 +29,7 @@ c.close();
 const info = await fetch(`http://127.0.0.1:${relay.port}/`, { headers: { Accept: "application/nostr+json" } });
 const doc = (await info.json()) as { supported_nips?: number[]; version?: string };
 if (!doc.supported_nips?.includes(1) || info.headers.get("access-control-allow-origin") !== "*") fail(`NIP-11: ${JSON.stringify(doc)}`);
-console.log(`smoke: NIP-11 version ${doc.version}, NIPs ${doc.supported_nips.join(",")}`);
+console.log(`smoke: NIP-11 version ${doc.version}, NIPs ${doc.supported_nips!.join(",")}`);
 
 relay.proc.kill("SIGTERM");
 const code = await relay.proc.exited;

@@ -27,30 +27,34 @@ function lineOf(text: string, section: string, key: string): number | undefined 
 
 function describe(spec: KeySpec): string {
   if (spec.oneOf) return `one of ${spec.oneOf.map((v) => JSON.stringify(v)).join(", ")}`;
-  const range = spec.type === "int" && (spec.min !== undefined || spec.max !== undefined) ? ` (${spec.min ?? "…"}..${spec.max ?? "…"})` : "";
-  return { string: "a string", int: "an integer", bool: "true or false", "string[]": "an array of strings", "int[]": "an array of integers" }[spec.type] + range;
+  const range = spec.min !== undefined || spec.max !== undefined ? ` (${spec.min ?? "…"}..${spec.max ?? "…"})` : "";
+  const pattern = spec.patternDoc ? ` of ${spec.patternDoc}` : "";
+  const empty = spec.pattern && spec.type === "string" ? " (or empty)" : "";
+  return { string: "a string", int: "an integer", bool: "true or false", "string[]": "an array of strings", "int[]": "an array of integers" }[spec.type] + pattern + range + empty;
 }
+
+const inRange = (spec: KeySpec, n: number) => (spec.min === undefined || n >= spec.min) && (spec.max === undefined || n <= spec.max);
+const matches = (spec: KeySpec, v: string) => !spec.pattern || spec.pattern.test(v);
 
 /** Checks one value against its spec; returns the value to store, or an error text. */
 export function checkValue(spec: KeySpec, v: unknown): { ok: true; value: unknown } | { ok: false } {
   switch (spec.type) {
     case "string":
-      if (typeof v !== "string" || (spec.oneOf && !spec.oneOf.includes(v))) return { ok: false };
+      if (typeof v !== "string" || (spec.oneOf && !spec.oneOf.includes(v)) || (v !== "" && !matches(spec, v))) return { ok: false };
       return { ok: true, value: v };
     case "int": {
       const n = typeof v === "bigint" ? Number(v) : v;
-      if (typeof n !== "number" || !Number.isSafeInteger(n)) return { ok: false };
-      if ((spec.min !== undefined && n < spec.min) || (spec.max !== undefined && n > spec.max)) return { ok: false };
+      if (typeof n !== "number" || !Number.isSafeInteger(n) || !inRange(spec, n)) return { ok: false };
       return { ok: true, value: n };
     }
     case "bool":
       return typeof v === "boolean" ? { ok: true, value: v } : { ok: false };
     case "string[]":
-      return Array.isArray(v) && v.every((x) => typeof x === "string") ? { ok: true, value: [...v] } : { ok: false };
+      return Array.isArray(v) && v.every((x) => typeof x === "string" && matches(spec, x)) ? { ok: true, value: [...v] } : { ok: false };
     case "int[]": {
       if (!Array.isArray(v)) return { ok: false };
       const out = v.map((x) => (typeof x === "bigint" ? Number(x) : x));
-      return out.every((x) => Number.isSafeInteger(x)) ? { ok: true, value: out } : { ok: false };
+      return out.every((x) => Number.isSafeInteger(x) && inRange(spec, x)) ? { ok: true, value: out } : { ok: false };
     }
   }
 }
@@ -68,6 +72,7 @@ export function loadConfigText(text: string, file: string): Loaded {
   const ignored: string[] = [];
   for (const [section, body] of Object.entries(doc)) {
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      if (section in sections) throw new ConfigError(`${file}: ${section} must be a [${section}] table`);
       ignored.push(section);
       continue;
     }

@@ -11,10 +11,19 @@ interface KeySpec<K extends Kind = Kind> {
   reloadable: boolean;
   /** Allowed values for a string key. */
   oneOf?: readonly string[];
-  /** Inclusive bounds for an int key. */
+  /** Inclusive bounds for an int key, or for each item of an int[] key. */
   min?: number;
   max?: number;
+  /** Each string (or item of a string[]) must match, e.g. 64 lowercase hex for pubkeys. */
+  pattern?: RegExp;
+  /** What `pattern` means, for error messages. */
+  patternDoc?: string;
 }
+
+const HEX64 = { pattern: /^[0-9a-f]{64}$/, patternDoc: "64 lowercase hex characters" } as const;
+// No upper bound: nostr-rs-relay's sample config lists kind 70202, and a list entry that no event can
+// have is harmless.
+const KIND = { min: 0 } as const;
 
 type TypeOf<K extends Kind> = K extends "string"
   ? string
@@ -35,8 +44,8 @@ export const schema = {
     relay_url: key({ type: "string", default: "", doc: "Public websocket URL of this relay (wss://…), used by NIP-11 and NIP-42.", reloadable: true }),
     name: key({ type: "string", default: "bunstr", doc: "Relay name shown to clients (NIP-11), under 30 characters.", reloadable: true }),
     description: key({ type: "string", default: "A Nostr relay running bunstr.", doc: "Plain-text description (NIP-11).", reloadable: true }),
-    pubkey: key({ type: "string", default: "", doc: "Administrative contact pubkey, 64 hex (NIP-11).", reloadable: true }),
-    self: key({ type: "string", default: "", doc: "The relay's own pubkey, 64 hex (NIP-11 `self`).", reloadable: true }),
+    pubkey: key({ type: "string", default: "", ...HEX64, doc: "Administrative contact pubkey, 64 hex (NIP-11).", reloadable: true }),
+    self: key({ type: "string", default: "", ...HEX64, doc: "The relay's own pubkey, 64 hex (NIP-11 `self`).", reloadable: true }),
     contact: key({ type: "string", default: "", doc: "Alternative contact URI, e.g. mailto:… (NIP-11).", reloadable: true }),
     icon: key({ type: "string", default: "", doc: "URL of a square icon (NIP-11).", reloadable: true }),
     banner: key({ type: "string", default: "", doc: "URL of a banner image (NIP-11).", reloadable: true }),
@@ -81,10 +90,10 @@ export const schema = {
     max_pending_events: key({ type: "int", default: 1000, min: 1, doc: "EVENTs one connection may have in flight (verifying or writing); more get rate-limited.", reloadable: true }),
   },
   authorization: {
-    pubkey_allowlist: key({ type: "string[]", default: [], doc: "If not empty, only these pubkeys (hex) may publish.", reloadable: true }),
-    pubkey_denylist: key({ type: "string[]", default: [], doc: "Pubkeys (hex) that may not publish.", reloadable: true }),
-    kind_allowlist: key({ type: "int[]", default: [], doc: "If not empty, only these kinds are accepted.", reloadable: true }),
-    kind_denylist: key({ type: "int[]", default: [], doc: "Kinds that are refused.", reloadable: true }),
+    pubkey_allowlist: key({ type: "string[]", default: [], ...HEX64, doc: "If not empty, only these pubkeys (hex) may publish.", reloadable: true }),
+    pubkey_denylist: key({ type: "string[]", default: [], ...HEX64, doc: "Pubkeys (hex) that may not publish.", reloadable: true }),
+    kind_allowlist: key({ type: "int[]", default: [], ...KIND, doc: "If not empty, only these kinds are accepted.", reloadable: true }),
+    kind_denylist: key({ type: "int[]", default: [], ...KIND, doc: "Kinds that are refused.", reloadable: true }),
   },
 } as const satisfies Record<string, Record<string, KeySpec>>;
 

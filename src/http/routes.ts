@@ -4,10 +4,12 @@ import type { Config } from "../config/schema.ts";
 import { relayInfo } from "../nips/nip11.ts";
 import { landingPage } from "./landing.ts";
 
-const CORS = {
+const CORS: Record<string, string> = {
   "Access-Control-Allow-Origin": "*",
   "Access-Control-Allow-Headers": "*",
   "Access-Control-Allow-Methods": "GET, OPTIONS",
+  // The same URL answers JSON or HTML by Accept: caches must keep them apart.
+  Vary: "Accept",
 };
 
 export function httpResponse(req: Request, config: Config, version: string): Response {

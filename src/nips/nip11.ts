@@ -35,11 +35,13 @@ export function relayInfo(config: Config, version: string): Record<string, unkno
       auth_required: o.require_auth,
       payment_required: false,
       restricted_writes: a.pubkey_allowlist.length > 0 || a.kind_allowlist.length > 0,
-      created_at_lower_limit: o.reject_past_seconds,
-      created_at_upper_limit: o.reject_future_seconds,
       default_limit: l.default_limit,
-    },
+    } as Record<string, unknown>,
   };
+  // Seconds into the past / future an event may be; a check that is off (0) is not advertised.
+  const limitation = doc.limitation as Record<string, unknown>;
+  if (o.reject_past_seconds > 0) limitation.created_at_lower_limit = o.reject_past_seconds;
+  if (o.reject_future_seconds > 0) limitation.created_at_upper_limit = o.reject_future_seconds;
   // Omit empty optional strings rather than advertising "".
   for (const [k, v] of Object.entries(doc)) if (v === "") delete doc[k];
   return doc;

@@ -1,15 +1,24 @@
 // A REQ query worker: its own read-only connection, so a heavy scan never blocks the event loop.
+import type { Database } from "bun:sqlite";
 import { openDatabase } from "./db.ts";
 import { runQuery, StatementCache, type QueryJob } from "./query.ts";
 
 declare const self: Worker;
 
+let db: Database | undefined;
 let cache: StatementCache | undefined;
 
 self.onmessage = (msg: MessageEvent) => {
-  const data = msg.data as { open: string } | { n: number; job: QueryJob };
+  const data = msg.data as { open: string } | { close: true } | { n: number; job: QueryJob };
   if ("open" in data) {
-    cache = new StatementCache(openDatabase({ path: data.open, synchronous: "normal", readonly: true }));
+    db = openDatabase({ path: data.open, synchronous: "normal", readonly: true });
+    cache = new StatementCache(db);
+    return;
+  }
+  if ("close" in data) {
+    // Close our connection before the writer checkpoints, or the checkpoint finds us busy.
+    db?.close(true);
+    self.postMessage({ closed: true });
     return;
   }
   try {

@@ -30,6 +30,7 @@ class ReaderPool {
       worker.postMessage({ open: path });
       const slot = { worker, busy: 0 };
       worker.onmessage = (msg: MessageEvent) => {
+        if (msg.data.closed) return this.onClosed();
         const { n, events, error } = msg.data as { n: number; events?: string[]; error?: string };
         slot.busy--;
         const p = this.pending.get(n);
@@ -56,7 +57,16 @@ class ReaderPool {
     });
   }
 
-  close(): void {
+  private onClosed: () => void = () => {};
+
+  /** Asks every worker to close its connection, waits (bounded), then terminates them. */
+  async close(): Promise<void> {
+    let open = this.workers.length;
+    const closed = new Promise<void>((resolve) => {
+      this.onClosed = () => --open === 0 && resolve();
+    });
+    for (const { worker } of this.workers) worker.postMessage({ close: true });
+    await Promise.race([closed, Bun.sleep(2000)]);
     for (const { worker } of this.workers) worker.terminate();
     for (const p of this.pending.values()) p.reject(new Error("store closed"));
     this.pending.clear();
@@ -100,9 +110,10 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    this.readers?.close();
+    await this.readers?.close();
     // Fold the WAL back into the main file so a backup of the .sqlite alone is complete.
-    this.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-    this.db.close();
+    const r = this.db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number } | null;
+    if (r?.busy) console.warn("warning: WAL checkpoint at shutdown was busy; the -wal file is kept and replayed on the next start");
+    this.db.close(true);
   }
 }

@@ -4,8 +4,7 @@ import { dTag, type NostrEvent } from "../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
 import type { PendingWrite, WriteOutcome } from "./types.ts";
 
-/** Only the first value of single-letter tags is indexed (NIP-01); huge values are not. */
-const MAX_INDEXED_VALUE = 1024;
+/** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
 const SINGLE_LETTER = /^[a-zA-Z]$/;
 
 interface Existing {
@@ -78,7 +77,7 @@ export class SqliteWriter {
     for (const t of e.tags) {
       const name = t[0];
       const value = t[1];
-      if (name === undefined || value === undefined || !SINGLE_LETTER.test(name) || value.length > MAX_INDEXED_VALUE) continue;
+      if (name === undefined || value === undefined || !SINGLE_LETTER.test(name)) continue;
       this.insertTag.run(name, value, e.created_at, seq, e.kind);
     }
   }

@@ -1,0 +1,175 @@
+// The relay under test as a child process: spawn on a free 127.0.0.1 port with a temp data
+// directory, wait until it listens, sample its CPU and memory from /proc, stop it with SIGTERM.
+import type { Subprocess } from "bun";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export const REPO_ROOT = resolve(import.meta.dir, "..", "..");
+
+export interface SpawnOptions {
+  verify: boolean;
+  /** How long to wait for the "listening on" line. */
+  startTimeoutMs?: number;
+}
+
+/** Keeps the last `max` characters of a stream, so a chatty child never fills a pipe or our memory. */
+class Tail {
+  text = "";
+  constructor(private readonly max = 16_384) {}
+  push(chunk: string): void {
+    this.text = (this.text + chunk).slice(-this.max);
+  }
+}
+
+export class RelayProcess {
+  readonly stdout = new Tail();
+  readonly stderr = new Tail();
+  exitCode: number | null = null;
+
+  /** The websocket URL the relay reported ("listening on …"). */
+  url = "";
+
+  private constructor(
+    readonly proc: Subprocess<"ignore", "pipe", "pipe">,
+    readonly dataDir: string,
+    readonly args: string[],
+  ) {}
+
+  get pid(): number {
+    return this.proc.pid;
+  }
+
+  get running(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  static async spawn(opts: SpawnOptions): Promise<RelayProcess> {
+    let lastError: unknown;
+    // A port found free can be taken before the relay binds it; try a few.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        return await RelayProcess.spawnOnce(opts, await freePort());
+      } catch (err) {
+        lastError = err;
+      }
+    }
+    throw lastError;
+  }
+
+  private static async spawnOnce(opts: SpawnOptions, port: number): Promise<RelayProcess> {
+    const dataDir = mkdtempSync(join(tmpdir(), "bunstr-bench-"));
+    const args = [process.execPath, "src/main.ts", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir];
+    if (!opts.verify) args.push("--no-verify");
+    const proc = Bun.spawn(args, { cwd: REPO_ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const relay = new RelayProcess(proc, dataDir, args);
+    const timeoutMs = opts.startTimeoutMs ?? 15_000;
+    try {
+      relay.url = await new Promise<string>((resolveUrl, reject) => {
+        const timer = setTimeout(() => reject(new Error(`relay did not report listening within ${timeoutMs} ms`)), timeoutMs);
+        pump(proc.stdout, (chunk) => {
+          relay.stdout.push(chunk);
+          const m = /listening on (ws:\/\/\S+)/.exec(relay.stdout.text);
+          if (m) clearTimeout(timer), resolveUrl(m[1]!);
+        });
+        pump(proc.stderr, (chunk) => relay.stderr.push(chunk));
+        void proc.exited.then((code) => {
+          clearTimeout(timer);
+          reject(new Error(`relay exited with ${code} before listening:\n${relay.stderr.text || relay.stdout.text}`));
+        });
+      });
+      return relay;
+    } catch (err) {
+      proc.kill("SIGKILL");
+      await proc.exited;
+      relay.removeDataDir();
+      throw err;
+    }
+  }
+
+  /** SIGTERM, then wait; SIGKILL after `timeoutMs`. Returns the exit code (null if it had to be killed). */
+  async stop(timeoutMs = 15_000): Promise<number | null> {
+    if (this.running) this.proc.kill("SIGTERM");
+    const code = await Promise.race([this.proc.exited, Bun.sleep(timeoutMs).then(() => undefined)]);
+    if (code === undefined) {
+      this.proc.kill("SIGKILL");
+      await this.proc.exited;
+      return (this.exitCode = null);
+    }
+    return (this.exitCode = code);
+  }
+
+  /** Last resort (exit handlers, timeouts): kill without waiting. */
+  kill(): void {
+    if (this.running) this.proc.kill("SIGKILL");
+  }
+
+  /** Bytes in the data directory: all files, and the part in SQLite write-ahead logs (*-wal). */
+  dataBytes(): { total: number; wal: number } {
+    let total = 0;
+    let wal = 0;
+    for (const f of readdirSync(this.dataDir)) {
+      const size = statSync(join(this.dataDir, f)).size;
+      total += size;
+      if (f.endsWith("-wal")) wal += size;
+    }
+    return { total, wal };
+  }
+
+  removeDataDir(): void {
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+function pump(stream: ReadableStream<Uint8Array>, onChunk: (text: string) => void): void {
+  const decoder = new TextDecoder();
+  void (async () => {
+    for await (const chunk of stream) onChunk(decoder.decode(chunk, { stream: true }));
+  })().catch(() => {});
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      srv.close(() => (port ? resolvePort(port) : reject(new Error("could not find a free port"))));
+    });
+  });
+}
+
+// ---- /proc sampling (Linux) ----
+
+let ticks: number | undefined;
+/** Clock ticks per second for /proc/<pid>/stat times: `getconf CLK_TCK`, else 100. */
+export function clockTicks(): number {
+  if (ticks !== undefined) return ticks;
+  try {
+    const out = Bun.spawnSync(["getconf", "CLK_TCK"], { stdout: "pipe", stderr: "ignore" });
+    const n = Number(out.stdout.toString().trim());
+    ticks = out.exitCode === 0 && Number.isInteger(n) && n > 0 ? n : 100;
+  } catch {
+    ticks = 100;
+  }
+  return ticks;
+}
+
+/** User + system CPU seconds of a process, all threads included (utime + stime of /proc/<pid>/stat). */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+  return (Number(fields[11]) + Number(fields[12])) / clockTicks();
+}
+
+/** Resident memory now and at peak, in MiB (VmRSS, VmHWM of /proc/<pid>/status). */
+export function memoryMiB(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
+  return { rss: kib("VmRSS") / 1024, peak: kib("VmHWM") / 1024 };
+}

@@ -1,0 +1,548 @@
+// src/config: the rendered default file, loading (ours and nostr-rs-relay's config.toml),
+// error messages, CLI > file > default, and the CLI commands as a subprocess.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parse } from "smol-toml";
+import pkg from "../package.json" with { type: "json" };
+import { resolveConfig } from "../src/cli/serve.ts";
+import { ConfigError, loadConfigFile, loadConfigText, override } from "../src/config/load.ts";
+import { renderDefaultConfig } from "../src/config/render.ts";
+import { aliases, defaults, schema, type Config } from "../src/config/schema.ts";
+
+const ROOT = join(import.meta.dir, "..");
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "bunstr-config-"));
+});
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Writes a file in the temp directory and returns its path. */
+const file = (name: string, text: string): string => {
+  const p = join(dir, name);
+  writeFileSync(p, text);
+  return p;
+};
+
+/** 1-based line of the first line of `text` that starts with `prefix` (after indentation). */
+const lineNo = (text: string, prefix: string): number => {
+  const i = text.split("\n").findIndex((l) => l.trimStart().startsWith(prefix));
+  if (i < 0) throw new Error(`test bug: "${prefix}" not in text`);
+  return i + 1;
+};
+
+/** Runs fn, returns the ConfigError it throws (fails if it throws nothing or something else). */
+function configError(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return e as ConfigError;
+  }
+  throw new Error("expected a ConfigError, nothing was thrown");
+}
+
+const sectionsOf = schema as unknown as Record<string, Record<string, { default: unknown }>>;
+const allKeys = Object.entries(sectionsOf).flatMap(([s, keys]) => Object.keys(keys).map((k) => [s, k] as const));
+
+/** The rendered file with every `#key = value` line uncommented (doc comments stay). */
+const uncomment = (text: string): string => text.replace(/^#(?=[A-Za-z_][A-Za-z0-9_]* = )/gm, "");
+
+describe("renderDefaultConfig", () => {
+  const text = renderDefaultConfig();
+
+  test("the schema is not trivially small", () => {
+    expect(allKeys.length).toBeGreaterThan(30);
+  });
+
+  test("as rendered (all commented out) it loads to the defaults", () => {
+    const { config, ignored } = loadConfigText(text, "default.toml");
+    expect(config).toEqual(defaults());
+    expect(ignored).toEqual([]);
+  });
+
+  test("uncommented, it parses to exactly defaults() and loads back to defaults()", () => {
+    const live = uncomment(text);
+    // Every key line got uncommented (one per schema key), and nothing else.
+    expect(live.split("\n").filter((l) => /^[A-Za-z_]\w* = /.test(l)).length).toBe(allKeys.length);
+    // The TOML itself carries exactly the defaults: no key missing, none extra, right values.
+    expect(parse(live) as unknown).toEqual(defaults() as unknown);
+    const { config, ignored } = loadConfigText(live, "default.toml");
+    expect(config).toEqual(defaults());
+    expect(ignored).toEqual([]);
+  });
+
+  test("every schema key appears, under its own section, with its doc", () => {
+    const lines = text.split("\n");
+    for (const [section, key] of allKeys) {
+      const header = lines.indexOf(`[${section}]`);
+      expect(header).toBeGreaterThanOrEqual(0);
+      const next = lines.findIndex((l, i) => i > header && /^\[/.test(l));
+      const body = lines.slice(header + 1, next < 0 ? undefined : next);
+      const at = body.findIndex((l) => l.startsWith(`#${key} = `));
+      if (at < 0) throw new Error(`[${section}] ${key} is missing from the rendered config`);
+      const doc = (schema as any)[section][key].doc as string;
+      expect(body[at - 1]).toStartWith(`# ${doc}`);
+      expect(body[at - 1]!.endsWith(" (reloadable)")).toBe((schema as any)[section][key].reloadable);
+    }
+  });
+
+  test("defaults() returns fresh copies", () => {
+    const a = defaults();
+    a.authorization.kind_denylist.push(1);
+    expect(defaults().authorization.kind_denylist).toEqual([]);
+  });
+});
+
+// A nostr-rs-relay config.toml, modelled on its sample config (values changed from their
+// defaults where we map them, so that a mapping that does nothing is caught).
+const RS_PUBKEY = "0c2d168a4ae8ca58c9f1ab237b5df682599c6c7ab74307ea8b05684b60405d41";
+const RS_ALLOWED = ["35d26e4690cbe1a898af61cc3515661eb5fa763b57bd0b42e45099c8b32fd50f", "887645fef0ce0c3c1218d2f5d8e6132a19304cdc57cd20281d082f38cfea0072"];
+const NOSTR_RS_RELAY = `# Nostr-rs-relay configuration
+
+[info]
+# The advertised URL for the Nostr websocket.
+relay_url = "wss://nostr.example.com/"
+
+# Relay information for clients.  Put your unique server name here.
+name = "nostr-rs-relay"
+
+# Description
+description = "A newly created nostr-rs-relay.\\n\\nCustomize this with your own info."
+
+# Administrative contact pubkey (32-byte hex, not npub)
+pubkey = "${RS_PUBKEY}"
+
+# Administrative contact URI
+contact = "mailto:contact@example.com"
+
+# Favicon location.  Relative to the current directory.  Assumes an
+# ICO format.
+favicon = "favicon.ico"
+
+# URL of Relay's icon.
+relay_icon = "https://example.test/img.png"
+
+[diagnostics]
+# Enable tokio tracing (for use with tokio-console)
+tracing = false
+
+[database]
+# Database engine (sqlite/postgres).  Defaults to sqlite.
+engine = "sqlite"
+
+# Directory for SQLite files.  Defaults to the current directory.
+data_directory = "/var/lib/nostr-rs-relay"
+
+# Use an in-memory database instead of 'nostr.db'.
+in_memory = false
+
+# Database connection pool settings for subscribers:
+# Minimum number of SQLite reader connections
+min_conn = 4
+
+# Maximum number of SQLite reader connections.
+max_conn = 8
+
+[network]
+# Bind to this network address
+address = "127.0.0.1"
+
+# Listen on this port
+port = 8080
+
+# If present, read this HTTP header for logging client IP addresses.
+remote_ip_header = "x-forwarded-for"
+
+# Websocket ping interval in seconds, defaults to 5 minutes
+ping_interval = 300
+
+[options]
+# Reject events that have timestamps greater than this many seconds in
+# the future.  Defaults to rejecting anything greater than 30 minutes
+# from the current time.
+reject_future_seconds = 1800
+
+[limits]
+# Limit events created per second, averaged over one minute.
+messages_per_sec = 5
+
+# Limit the maximum size of an EVENT message.  Defaults to 128 KB.
+max_event_bytes = 131072
+
+# Maximum WebSocket message in bytes.  Defaults to 128 KB.
+max_ws_message_bytes = 262144
+
+# Maximum WebSocket frame size in bytes.  Defaults to 128 KB.
+max_ws_frame_bytes = 131072
+
+# Broadcast buffer size, in number of events.
+broadcast_buffer = 16384
+
+# Event persistence buffer size, in number of events.
+event_persist_buffer = 4096
+
+# Event kind blacklist. Events with these kinds will be discarded.
+event_kind_blacklist = [
+    70202,
+]
+
+# Event kind allowlist. Events other than these kinds will be discarded.
+event_kind_allowlist = [0, 1, 2, 3, 7, 40, 41, 42, 43, 44, 30023]
+
+# Rejects imprecise requests (kind only and author only etc)
+limit_scrapers = false
+
+[authorization]
+# Pubkey addresses in this array are whitelisted for event publishing.
+pubkey_whitelist = [
+  "${RS_ALLOWED[0]}",
+  "${RS_ALLOWED[1]}",
+]
+
+# Enable NIP-42 authentication
+nip42_auth = false
+
+# Send DMs (kind 4 and 44) and gift wraps (kind 1059) only to their authenticated recipients.
+nip42_dms = false
+
+[verified_users]
+# NIP-05 verification of users.  Can be "enabled" to require NIP-05
+# metadata for event authors, "passive" to perform validation but
+# never block publishing, or "disabled" to do nothing.
+mode = "disabled"
+
+# Domain names that will be prevented from publishing events.
+#domain_blacklist = ["wellorder.net"]
+
+# Domain names that are allowed to publish events.
+domain_whitelist = ["example.com"]
+
+# Consider an pubkey "verified" if we have a successful validation
+# from the NIP-05 domain within this amount of time.
+verify_expiration = "1 week"
+
+# How long to wait between verification attempts for a specific author.
+verify_update_frequency = "24 hours"
+
+# How many consecutive failed checks before we give up on verifying
+# this author.
+max_consecutive_failures = 20
+
+[pay_to_relay]
+# Enable pay to relay
+enabled = false
+
+# The cost to be admitted to relay
+admission_cost = 4200
+
+# The cost in sats per post
+cost_per_event = 0
+
+# Url of lightning node api
+node_url = "https://demo.lnbits.com"
+
+# LNBits api secret
+api_secret = "<ln bits api>"
+
+# Terms of service
+terms_message = """
+This service (and supporting services) are provided "as is", without warranty of any kind, express or implied.
+"""
+
+# Whether or not new sign ups should be allowed
+sign_ups = false
+
+# optional if nostr key for payments
+secret_key = "<nostr nsec>"
+
+# Payment processor: LNBits or ClnRest
+processor = "LNBits"
+`;
+
+describe("loading nostr-rs-relay's config.toml", () => {
+  test("mapped keys land on ours, the rest are listed in ignored", () => {
+    const { config, ignored } = loadConfigText(NOSTR_RS_RELAY, "config.toml");
+    const want = defaults();
+    want.info.relay_url = "wss://nostr.example.com/";
+    want.info.name = "nostr-rs-relay";
+    want.info.description = "A newly created nostr-rs-relay.\n\nCustomize this with your own info.";
+    want.info.pubkey = RS_PUBKEY;
+    want.info.contact = "mailto:contact@example.com";
+    want.info.icon = "https://example.test/img.png"; // info.relay_icon
+    want.database.engine = "sqlite";
+    want.database.data_directory = "/var/lib/nostr-rs-relay";
+    want.database.in_memory = false;
+    want.network.host = "127.0.0.1"; // network.address
+    want.network.port = 8080;
+    want.network.remote_ip_header = "x-forwarded-for";
+    want.options.reject_future_seconds = 1800;
+    want.limits.max_message_bytes = 262144; // limits.max_ws_message_bytes
+    want.authorization.kind_denylist = [70202]; // limits.event_kind_blacklist
+    want.authorization.kind_allowlist = [0, 1, 2, 3, 7, 40, 41, 42, 43, 44, 30023]; // limits.event_kind_allowlist
+    want.authorization.pubkey_allowlist = RS_ALLOWED; // authorization.pubkey_whitelist
+    expect(config).toEqual(want);
+    expect([...ignored].sort()).toEqual(
+      [
+        "info.favicon",
+        "diagnostics.tracing",
+        "database.min_conn",
+        "database.max_conn",
+        "network.ping_interval",
+        "limits.messages_per_sec",
+        "limits.max_event_bytes",
+        "limits.max_ws_frame_bytes",
+        "limits.broadcast_buffer",
+        "limits.event_persist_buffer",
+        "limits.limit_scrapers",
+        "authorization.nip42_auth",
+        "authorization.nip42_dms",
+        "verified_users.mode",
+        "verified_users.domain_whitelist",
+        "verified_users.verify_expiration",
+        "verified_users.verify_update_frequency",
+        "verified_users.max_consecutive_failures",
+        "pay_to_relay.enabled",
+        "pay_to_relay.admission_cost",
+        "pay_to_relay.cost_per_event",
+        "pay_to_relay.node_url",
+        "pay_to_relay.api_secret",
+        "pay_to_relay.terms_message",
+        "pay_to_relay.sign_ups",
+        "pay_to_relay.secret_key",
+        "pay_to_relay.processor",
+      ].sort(),
+    );
+  });
+
+  test("every alias points at a real key of ours and is applied", () => {
+    const specs = schema as unknown as Record<string, Record<string, { type: string }>>;
+    const sample: Record<string, unknown> = { string: "x.example", int: 4096, bool: true, "string[]": ["ab".repeat(32)], "int[]": [5, 6] };
+    for (const [from, to] of Object.entries(aliases)) {
+      const [fs, fk] = from.split(".") as [string, string];
+      const [ts, tk] = to.split(".") as [string, string];
+      const spec = specs[ts]?.[tk];
+      if (!spec) throw new Error(`alias ${from} -> ${to}: no such key`);
+      const v = sample[spec.type];
+      const { config, ignored } = loadConfigText(`[${fs}]\n${fk} = ${JSON.stringify(v)}\n`, "alias.toml");
+      expect(ignored).toEqual([]);
+      expect((config as any)[ts][tk]).toEqual(v);
+    }
+  });
+
+  test("an alias with a wrong type is reported under the name the file used", () => {
+    const text = `[limits]\nmessages_per_sec = 5\nevent_kind_blacklist = [1, "2", 3]\n`;
+    const e = configError(() => loadConfigText(text, "/etc/nostr/config.toml"));
+    expect(e.message).toStartWith("/etc/nostr/config.toml:3:");
+    expect(e.message).toContain("event_kind_blacklist");
+    expect(e.message).toContain("expected an array of integers");
+  });
+});
+
+describe("config errors", () => {
+  const cases: { name: string; text: string; key: string; expected: string }[] = [
+    { name: "port as a string", text: `[info]\nname = "x"\n\n[network]\nhost = "::"\nport = "abc"\n`, key: "port", expected: "an integer (0..65535)" },
+    { name: "port out of range", text: `[network]\n  port = 70000 # too big\n`, key: "port", expected: "an integer (0..65535)" },
+    { name: "port as a float", text: `[network]\nport = 80.5\n`, key: "port", expected: "an integer" },
+    { name: "verify_signatures as a string", text: `# comment\n[options]\nrequire_auth = true\nverify_signatures = "yes"\n`, key: "verify_signatures", expected: "true or false" },
+    { name: "kind list with strings", text: `[authorization]\nkind_denylist = ["1", "7"]\n`, key: "kind_denylist", expected: "an array of integers" },
+    { name: "pubkey list with a number", text: `[authorization]\npubkey_allowlist = [\n  "ab",\n  1,\n]\n`, key: "pubkey_allowlist", expected: "an array of strings" },
+    { name: "string instead of list", text: `[authorization]\nkind_allowlist = "1,7"\n`, key: "kind_allowlist", expected: "an array of integers" },
+    { name: "unknown enum value", text: `[database]\nsynchronous = "sometimes"\n`, key: "synchronous", expected: 'one of "normal", "full"' },
+    { name: "below minimum", text: `[limits]\nmax_filters = 0\n`, key: "max_filters", expected: "an integer (1..1000)" },
+    { name: "number for a string", text: `[info]\nname = 5\n`, key: "name", expected: "a string" },
+    { name: "int for a bool", text: `[database]\nin_memory = 1\n`, key: "in_memory", expected: "true or false" },
+  ];
+  for (const c of cases)
+    test(`${c.name}: names the file, the line and the key, and says what was expected`, () => {
+      const e = configError(() => loadConfigText(c.text, "relay.toml"));
+      const line = lineNo(c.text, c.key);
+      expect(e.message).toStartWith(`relay.toml:${line}: `);
+      expect(e.message).toContain(c.key);
+      expect(e.message).toContain(`expected ${c.expected}`);
+    });
+
+  test("the same key name in another section does not confuse the line number", () => {
+    const text = `[info]\nname = "ok"\n\n[limits]\nmax_filters = 10\n\n[network]\nport = true\n`;
+    expect(configError(() => loadConfigText(text, "a.toml")).message).toStartWith("a.toml:8: ");
+  });
+
+  test("a TOML syntax error names file:line:column", () => {
+    const text = `[network]\nhost = "127.0.0.1"\nport = = 7447\n`;
+    const e = configError(() => loadConfigText(text, "broken.toml"));
+    expect(e.message).toMatch(/^broken\.toml:3:\d+: \S/);
+    const e2 = configError(() => loadConfigText(`[info]\nname = "unterminated\n`, "b2.toml"));
+    expect(e2.message).toMatch(/^b2\.toml:2:\d+: \S/);
+    const e3 = configError(() => loadConfigText(`[network]\nport = 1\nport = 2\n`, "dup.toml"));
+    expect(e3.message).toMatch(/^dup\.toml:3:\d+: \S/);
+    // Exactly one line: the code frame smol-toml appends is dropped.
+    expect(e.message.includes("\n")).toBe(false);
+  });
+
+  test("loadConfigFile: a missing file and a bad file name the path", async () => {
+    const missing = join(dir, "nope.toml");
+    await expect(loadConfigFile(missing)).rejects.toThrow(`${missing}: no such file`);
+    const bad = file("bad-load.toml", `[network]\nport = "x"\n`);
+    await expect(loadConfigFile(bad)).rejects.toThrow(`${bad}:2: `);
+    const good = file("good-load.toml", `[network]\nport = 1234\n`);
+    expect((await loadConfigFile(good)).config.network.port).toBe(1234);
+  });
+});
+
+describe("override: CLI > file > default", () => {
+  const text = `[network]\nhost = "127.0.0.1"\nport = 8080\n\n[options]\nverify_signatures = false\n`;
+
+  test("a flag beats the file, the file beats the default", () => {
+    const { config } = loadConfigText(text, "f.toml");
+    override(config, "network.port", 9000);
+    expect(config.network.port).toBe(9000); // CLI
+    expect(config.network.host).toBe("127.0.0.1"); // file
+    expect(config.options.verify_signatures).toBe(false); // file
+    expect(config.network.path).toBe(defaults().network.path); // default
+    override(config, "options.verify_signatures", true);
+    expect(config.options.verify_signatures).toBe(true);
+    override(config, "authorization.kind_denylist", [1, 2]);
+    expect(config.authorization.kind_denylist).toEqual([1, 2]);
+  });
+
+  test("validates like the file and leaves the config untouched on error", () => {
+    const config = defaults();
+    const e = configError(() => override(config, "network.port", "notanumber"));
+    expect(e.message).toContain("network.port");
+    expect(e.message).toContain("expected an integer (0..65535)");
+    configError(() => override(config, "network.port", 65536));
+    configError(() => override(config, "network.port", 1.5));
+    configError(() => override(config, "options.require_auth", "true"));
+    configError(() => override(config, "database.synchronous", "off"));
+    expect(configError(() => override(config, "network.nope", 1)).message).toContain("network.nope");
+    expect(configError(() => override(config, "nosection.port", 1)).message).toContain("nosection.port");
+    expect(config).toEqual(defaults());
+  });
+
+  test("resolveConfig: flags over --config file over defaults", async () => {
+    const f = file("resolve.toml", text + `\n[info]\nname = "from file"\n`);
+    const c: Config = await resolveConfig(["--config", f, "--port", "9001", "--auth", "--path", "relay"]);
+    expect(c.network.port).toBe(9001);
+    expect(c.network.host).toBe("127.0.0.1");
+    expect(c.info.name).toBe("from file");
+    expect(c.options.require_auth).toBe(true);
+    expect(c.options.verify_signatures).toBe(false);
+    expect(c.network.path).toBe("/relay");
+    expect(c.limits.max_limit).toBe(defaults().limits.max_limit);
+    await expect(resolveConfig(["--port", "notanumber"])).rejects.toThrow("network.port");
+    await expect(resolveConfig(["--config", f, "--port", "99999"])).rejects.toThrow("network.port");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The CLI as a subprocess, run by the bun binary that runs these tests.
+
+async function cli(args: string[], timeoutMs = 15_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  // cwd is the temp directory: should a command wrongly start serving, its ./data lands there.
+  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], { cwd: dir, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  // A command that should exit but starts a server instead must not hang the suite.
+  const timer = setTimeout(() => proc.kill(), timeoutMs);
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  return { code: proc.signalCode ? null : code, stdout, stderr };
+}
+
+describe("CLI", () => {
+  test("config init prints the commented default config and exits 0", async () => {
+    const r = await cli(["config", "init"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(renderDefaultConfig());
+    expect(r.stderr).toBe("");
+  }, 20_000);
+
+  test("config check: a good file exits 0; nostr-rs-relay's warns about ignored keys", async () => {
+    const good = file("good.toml", uncomment(renderDefaultConfig()));
+    const r = await cli(["config", "check", good]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`${good}: ok`);
+    expect(r.stderr).toBe("");
+    const rs = file("nostr-rs-relay.toml", NOSTR_RS_RELAY);
+    const r2 = await cli(["config", "check", rs]);
+    expect(r2.code).toBe(0);
+    expect(r2.stdout).toContain(`${rs}: ok`);
+    expect(r2.stderr).toContain("pay_to_relay.enabled");
+    expect(r2.stderr).toContain("network.ping_interval");
+  }, 20_000);
+
+  test("config check: a bad file exits 2 with file:line in stderr", async () => {
+    const text = `[network]\nhost = "0.0.0.0"\n\n[options]\nverify_signatures = "yes"\n`;
+    const bad = file("bad.toml", text);
+    const r = await cli(["config", "check", bad]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`${bad}:5:`);
+    expect(r.stderr).toContain("verify_signatures");
+    expect(r.stderr).toContain("expected true or false");
+    const syntax = file("syntax.toml", `[network\nport = 1\n`);
+    const r2 = await cli(["config", "check", syntax]);
+    expect(r2.code).toBe(2);
+    expect(r2.stderr).toMatch(new RegExp(`${syntax.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:1:\\d+:`));
+    const r3 = await cli(["config", "check", join(dir, "missing.toml")]);
+    expect(r3.code).toBe(2);
+    expect(r3.stderr).toContain("no such file");
+  }, 30_000);
+
+  test("config with no subcommand prints usage and exits 2", async () => {
+    const r = await cli(["config"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("config init");
+  }, 20_000);
+
+  test("--version prints the package.json version", async () => {
+    const r = await cli(["--version"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toBe(pkg.version);
+  }, 20_000);
+
+  test("--help prints usage", async () => {
+    const r = await cli(["--help"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("Usage:");
+    expect(r.stdout).toContain("bunstr config init");
+    expect(r.stdout).toContain("--port");
+  }, 20_000);
+
+  test("an unknown command exits 2", async () => {
+    const r = await cli(["frobnicate"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("frobnicate");
+  }, 20_000);
+
+  test("bunstr --port notanumber exits 2 naming network.port", async () => {
+    const r = await cli(["--port", "notanumber"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("network.port");
+    expect(r.stderr).toContain("notanumber");
+    expect(r.stdout).not.toContain("listening");
+  }, 20_000);
+
+  test("bunstr --config with a bad file exits 2 with file:line", async () => {
+    const bad = file("serve-bad.toml", `[network]\nport = "abc"\n`);
+    const r = await cli(["--config", bad, "--port", "0"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`${bad}:2:`);
+    expect(r.stderr).toContain("port");
+  }, 20_000);
+});
+
+describe("value checks beyond the type", () => {
+  test.each([
+    ["an npub in pubkey_allowlist", `[authorization]\npubkey_allowlist = ["npub1xyz"]\n`, "64 lowercase hex"],
+    ["uppercase hex info.pubkey", `[info]\npubkey = "${"A".repeat(64)}"\n`, "64 lowercase hex"],
+    ["a negative kind", `[authorization]\nkind_denylist = [-1]\n`, "(0..…)"],
+    ["a known section that is not a table", `network = 5\n`, "must be a [network] table"],
+  ])("%s is an error", (_name, text, expected) => {
+    expect(configError(() => loadConfigText(text, "c.toml")).message).toContain(expected);
+  });
+
+  test("an empty info.pubkey is allowed (not advertised)", () => {
+    expect(loadConfigText(`[info]\npubkey = ""\n`, "c.toml").config.info.pubkey).toBe("");
+  });
+});

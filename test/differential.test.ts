@@ -1,0 +1,552 @@
+// Differential test of REQ filters: a naive NIP-01 matcher written here from the spec text is
+// the reference; the SQL path (runQuery) and the live path (LiveIndex) must agree with it on
+// thousands of seeded random filters over a seeded random event set. Deterministic: fixed seed.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Database } from "bun:sqlite";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
+import { canonicalFilterKey, compileFilter, type CompiledFilter } from "../src/protocol/filter.ts";
+import { ProtocolError } from "../src/protocol/reasons.ts";
+import { LiveIndex } from "../src/relay/monitors.ts";
+import { openDatabase } from "../src/store/db.ts";
+import { planFilter, runQuery, StatementCache } from "../src/store/query.ts";
+import { SqliteWriter } from "../src/store/write.ts";
+
+// ---------------------------------------------------------------------------------------------
+// Deterministic randomness
+
+const SEED = 0x5eed_b057;
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+let rand = mulberry32(SEED);
+/** Each test restarts its own stream, so running one test alone (-t) sees the same cases. */
+const reseed = (offset: number): void => {
+  rand = mulberry32(SEED + offset);
+};
+const int = (lo: number, hi: number): number => lo + Math.floor(rand() * (hi - lo + 1)); // inclusive
+const chance = (p: number): boolean => rand() < p;
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+const hex64 = (): string => {
+  let s = "";
+  for (let i = 0; i < 8; i++) s += Math.floor(rand() * 0x100000000).toString(16).padStart(8, "0");
+  return s;
+};
+/** 0..n values drawn (with possible repeats) from a pool. */
+const some = <T>(pool: readonly T[], min: number, max: number): T[] => Array.from({ length: int(min, max) }, () => pick(pool));
+
+// ---------------------------------------------------------------------------------------------
+// The event set
+
+const N_EVENTS = 2000;
+const N_FILTERS = 10_000;
+const N_MULTI = 1_000;
+const DEFAULT_LIMIT = 50;
+const BASE = 1_700_000_000;
+const SPAN = 40; // created_at in BASE..BASE+SPAN: many ties
+
+const pubkeys = Array.from({ length: 6 }, hex64);
+const strangerKeys = Array.from({ length: 3 }, hex64); // never authors, sometimes in p tags
+const ids = new Set<string>();
+while (ids.size < N_EVENTS) ids.add(hex64());
+const idList = [...ids];
+const unknownIds = Array.from({ length: 5 }, hex64);
+const ePool = [...idList.slice(0, 6), ...unknownIds.slice(0, 3)];
+const pPool = [...pubkeys, ...strangerKeys];
+const tPool = ["nostr", "bitcoin", "art", "music", "Nostr", "", "zap"];
+const TPool = ["Art", "art", "X"]; // the uppercase "T" tag: a different tag name than "t"
+const dPool = ["", "a", "b", "post-1", "post-2"];
+const regularKinds = [1, 7, 4, 1984];
+
+function genEvents(): NostrEvent[] {
+  const out: NostrEvent[] = [];
+  const addresses = new Set<string>();
+  // One kind-0 (replaceable) per author: unique, so none replaces another.
+  for (const pk of pubkeys)
+    out.push({ id: idList[out.length]!, pubkey: pk, created_at: BASE + int(0, SPAN), kind: 0, tags: [], content: "{}", sig: "0".repeat(128) });
+  while (out.length < N_EVENTS) {
+    const pubkey = pick(pubkeys);
+    let kind = chance(0.08) ? 30023 : pick(regularKinds);
+    const tags: string[][] = [];
+    if (kind === 30023) {
+      const d = pick(dPool);
+      const addr = `${pubkey}:${d}`;
+      if (addresses.has(addr)) kind = 1; // keep addresses unique: no replacement happens
+      else {
+        addresses.add(addr);
+        tags.push(d === "" && chance(0.5) ? ["d"] : ["d", d]); // ["d"] alone is the d "" address too
+      }
+    }
+    for (let i = int(0, 3); i > 0; i--) {
+      const r = rand();
+      if (r < 0.3) tags.push(chance(0.3) ? ["e", pick(ePool), "wss://relay.example.com", "reply"] : ["e", pick(ePool)]);
+      else if (r < 0.55) tags.push(["p", pick(pPool)]);
+      else if (r < 0.85) tags.push(["t", pick(tPool)]);
+      else if (r < 0.9) tags.push(["T", pick(TPool)]);
+      else if (r < 0.95) tags.push(["emoji", pick(tPool), "https://example.com/e.png"]); // multi-letter: never indexed
+      else tags.push([pick(["e", "p", "t"])]); // a tag with no value matches nothing
+    }
+    // The same tag twice, and two values of one tag.
+    if (chance(0.08)) {
+      const v = pick(tPool);
+      tags.push(["t", v], ["t", v]);
+    }
+    if (chance(0.08)) tags.push(["t", pick(tPool)], ["t", pick(tPool)]);
+    if (chance(0.05)) {
+      const v = pick(ePool);
+      tags.push(["e", v], ["e", v, "", "root"]);
+    }
+    // Shuffle tag order a bit so the duplicate/matching tags are not always last.
+    for (let i = tags.length - 1; i > 0; i--) {
+      const j = int(0, i);
+      [tags[i], tags[j]] = [tags[j]!, tags[i]!];
+    }
+    out.push({ id: idList[out.length]!, pubkey, created_at: BASE + int(0, SPAN), kind, tags, content: `note ${out.length}`, sig: "0".repeat(128) });
+  }
+  // Write order differs from created_at order and from id order.
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = int(0, i);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference: NIP-01's filter text, read literally, with arrays only (no Sets, no matchFilter).
+//   ids/authors/kinds: the event's field is in the list;
+//   #<single-letter>: the event has a tag with that name whose first value is in the list;
+//   since <= created_at <= until; every condition present must hold (AND), values of one list OR;
+//   stored results: created_at descending, ties by lowest id (lexical), at most `limit`.
+
+type RawFilter = Record<string, unknown>;
+
+/** The filter's conditions pulled out of the object once, kept as plain arrays. */
+interface Naive {
+  ids?: string[];
+  authors?: string[];
+  kinds?: number[];
+  tags: [name: string, values: string[]][];
+  since?: number;
+  until?: number;
+}
+
+function naiveOf(f: RawFilter): Naive {
+  // Every field set (even to undefined) so all filters share one object shape: keeps the
+  // 20 million reference matches fast.
+  const n: Naive = { ids: undefined, authors: undefined, kinds: undefined, tags: [], since: undefined, until: undefined };
+  for (const [key, v] of Object.entries(f)) {
+    if (key === "ids") n.ids = v as string[];
+    else if (key === "authors") n.authors = v as string[];
+    else if (key === "kinds") n.kinds = v as number[];
+    else if (key === "since") n.since = v as number;
+    else if (key === "until") n.until = v as number;
+    else if (key.startsWith("#")) n.tags.push([key.slice(1), v as string[]]);
+  }
+  return n;
+}
+
+function naiveMatch(n: Naive, e: NostrEvent): boolean {
+  if (n.ids && !n.ids.includes(e.id)) return false;
+  if (n.authors && !n.authors.includes(e.pubkey)) return false;
+  if (n.kinds && !n.kinds.includes(e.kind)) return false;
+  if (n.since !== undefined && e.created_at < n.since) return false;
+  if (n.until !== undefined && e.created_at > n.until) return false;
+  for (const [name, values] of n.tags) {
+    let found = false;
+    for (const t of e.tags)
+      if (t[0] === name && t.length >= 2 && values.includes(t[1]!)) {
+        found = true;
+        break;
+      }
+    if (!found) return false;
+  }
+  return true;
+}
+
+const nip01Order = (a: NostrEvent, b: NostrEvent): number => {
+  if (a.created_at !== b.created_at) return b.created_at - a.created_at;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+};
+
+/** The stored answer of one filter: matching events, ordered, limited. */
+function naiveQuery(f: RawFilter, events: readonly NostrEvent[], limit: number): NostrEvent[] {
+  const n = naiveOf(f);
+  return events.filter((e) => naiveMatch(n, e)).sort(nip01Order).slice(0, limit);
+}
+
+/** The id of a row as runQuery returns it (the stored form starts {"id":"<64 hex>"; checked below). */
+const idOf = (json: string): string => json.slice(7, 71);
+
+// ---------------------------------------------------------------------------------------------
+// Random filters: valid ones (compileFilter must accept every one of them).
+
+function genFilter(): RawFilter {
+  const f: RawFilter = {};
+  const keys: [string, () => unknown][] = [];
+  if (chance(0.12)) keys.push(["ids", () => (chance(0.05) ? [] : some([...idList.slice(0, 40), ...unknownIds], 1, 5).concat(chance(0.5) ? [pick(idList)] : []))]);
+  if (chance(0.35)) keys.push(["authors", () => (chance(0.05) ? [] : some([...pubkeys, ...strangerKeys], 1, 3))]);
+  if (chance(0.4)) keys.push(["kinds", () => (chance(0.05) ? [] : some([0, 1, 7, 4, 1984, 30023, 3, 9735], 1, 3))]);
+  if (chance(0.25)) keys.push(["#e", () => (chance(0.05) ? [] : some([...ePool, unknownIds[4]!], 1, 3))]);
+  if (chance(0.25)) keys.push(["#p", () => (chance(0.05) ? [] : some(pPool, 1, 3))]);
+  if (chance(0.3)) keys.push(["#t", () => (chance(0.05) ? [] : some([...tPool, "absent"], 1, 3))]);
+  if (chance(0.07)) keys.push(["#d", () => (chance(0.05) ? [] : some([...dPool, "c"], 1, 2))]);
+  if (chance(0.05)) keys.push(["#T", () => some(TPool, 1, 2)]);
+  if (chance(0.3)) keys.push(["since", () => BASE + int(-3, SPAN + 3)]);
+  if (chance(0.3)) keys.push(["until", () => BASE + int(-3, SPAN + 3)]);
+  if (chance(0.5)) keys.push(["limit", () => (chance(0.1) ? 0 : chance(0.06) ? 5000 : int(1, 40))]);
+  // Random key order: the SQL driver and the live index both pick "the first tag".
+  for (let i = keys.length - 1; i > 0; i--) {
+    const j = int(0, i);
+    [keys[i], keys[j]] = [keys[j]!, keys[i]!];
+  }
+  for (const [k, gen] of keys) f[k] = gen();
+  return f;
+}
+
+const effectiveLimit = (c: CompiledFilter): number => (c.neverMatch ? 0 : (c.limit ?? DEFAULT_LIMIT));
+
+// ---------------------------------------------------------------------------------------------
+
+let dir: string;
+let db: Database;
+let events: NostrEvent[];
+/** The events in NIP-01 order, sorted once: filtering keeps the order. */
+let ordered: NostrEvent[];
+const seqOf = new Map<string, number>();
+let maxSeq = 0;
+const compileLimits = { maxValues: 1000 };
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "bunstr-diff-"));
+  db = openDatabase({ path: join(dir, "diff.sqlite"), synchronous: "normal" });
+  reseed(100); // the value pools above used the first stream
+  events = genEvents();
+  ordered = [...events].sort(nip01Order);
+  const writer = new SqliteWriter(db);
+  for (let i = 0; i < events.length; i += 100) {
+    const batch = events.slice(i, i + 100);
+    const outcomes = writer.writeBatch(batch.map((event) => ({ event, json: serializeEvent(event) })));
+    outcomes.forEach((o, j) => {
+      if (!o.stored) throw new Error(`event ${batch[j]!.id} was not stored: ${JSON.stringify(o)}`);
+      seqOf.set(batch[j]!.id, o.seq);
+    });
+  }
+  maxSeq = writer.seq;
+});
+
+afterAll(() => {
+  db?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
+  test("the stored set is exactly the generated set", () => {
+    expect((db.query("SELECT count(*) AS n FROM events").get() as { n: number }).n).toBe(N_EVENTS);
+    expect(seqOf.size).toBe(N_EVENTS);
+    expect(maxSeq).toBe(Math.max(...seqOf.values()));
+    // Sanity of the generator: ties, duplicate tags and multi-value hits exist.
+    const byTs = new Map<number, number>();
+    for (const e of events) byTs.set(e.created_at, (byTs.get(e.created_at) ?? 0) + 1);
+    expect([...byTs.values()].filter((n) => n > 1).length).toBeGreaterThan(30);
+    const dupTag = events.filter((e) => e.tags.some((t, i) => t.length > 1 && e.tags.some((u, j) => j > i && u[0] === t[0] && u[1] === t[1])));
+    expect(dupTag.length).toBeGreaterThan(100);
+    expect(events.filter((e) => e.kind === 30023).length).toBeGreaterThan(15);
+  });
+
+  test(`${N_FILTERS} random filters: runQuery and LiveIndex agree with the reference`, () => {
+    const cache = new StatementCache(db);
+    const filters: { raw: RawFilter; c: CompiledFilter }[] = [];
+    const failures: string[] = [];
+    const fail = (msg: string) => {
+      if (failures.length < 5) failures.push(msg);
+    };
+    // For the live check below: which filters the reference accepts, per event (limit aside).
+    const acceptedBy = new Map<string, number[]>(events.map((e) => [e.id, []]));
+    reseed(1);
+    const counts = { filters: 0, neverMatch: 0, nonEmpty: 0, truncated: 0, tieBroken: 0, snapshot: 0, snapshotDiffers: 0, fullScans: 0 };
+
+    for (let i = 0; i < N_FILTERS; i++) {
+      const raw = genFilter();
+      let c: CompiledFilter;
+      try {
+        c = compileFilter(raw, compileLimits);
+      } catch (e) {
+        fail(`compileFilter rejected a valid filter ${JSON.stringify(raw)}: ${(e as Error).message}`);
+        continue;
+      }
+      const g = filters.push({ raw, c }) - 1;
+      counts.filters++;
+      if (c.neverMatch) counts.neverMatch++;
+      const limit = effectiveLimit(c);
+      const naive = naiveOf(raw);
+      const all = ordered.filter((e) => naiveMatch(naive, e)); // already in NIP-01 order
+      for (const e of all) acceptedBy.get(e.id)!.push(g);
+      const expected = all.slice(0, limit).map((e) => e.id);
+      if (c.neverMatch && all.length > 0) fail(`neverMatch set but the reference matches ${all.length} events: ${JSON.stringify(raw)}`);
+      if (expected.length > 0) counts.nonEmpty++;
+      if (all.length > limit && limit > 0) counts.truncated++;
+      for (let k = 1; k < expected.length; k++)
+        if (all[k]!.created_at === all[k - 1]!.created_at) {
+          counts.tieBroken++;
+          break;
+        }
+      if (Object.keys(raw).filter((k) => k !== "limit").length === 0) counts.fullScans++;
+
+      const got = runQuery(cache, { filters: [c.source], limits: [limit], maxSeq }).map(idOf);
+      if (JSON.stringify(got) !== JSON.stringify(expected))
+        fail(`SQL disagrees for filter #${i} ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
+
+      // neverMatch filters get limit 0 from the relay; the SQL must also find nothing on its own.
+      if (c.neverMatch) {
+        const own = runQuery(cache, { filters: [c.source], limits: [c.limit || DEFAULT_LIMIT], maxSeq });
+        if (own.length !== 0) fail(`SQL returns ${own.length} events for never-matching filter ${JSON.stringify(raw)}`);
+      }
+
+      // A REQ snapshot: only events committed at or before a seq.
+      if (i % 20 === 0 && limit > 0) {
+        counts.snapshot++;
+        const cut = int(0, maxSeq);
+        const exp = all.filter((e) => seqOf.get(e.id)! <= cut).slice(0, limit).map((e) => e.id);
+        if (JSON.stringify(exp) !== JSON.stringify(expected)) counts.snapshotDiffers++;
+        const snap = runQuery(cache, { filters: [c.source], limits: [limit], maxSeq: cut }).map(idOf);
+        if (JSON.stringify(snap) !== JSON.stringify(exp))
+          fail(`SQL disagrees at maxSeq ${cut} for ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(exp)}\n  got      ${JSON.stringify(snap)}`);
+      }
+    }
+
+    // Rows come back in the stored form, byte for byte.
+    const byId = new Map(events.map((e) => [e.id, e]));
+    const everything = runQuery(cache, { filters: [{}], limits: [N_EVENTS], maxSeq });
+    if (everything.length !== N_EVENTS) fail(`{} with limit ${N_EVENTS} returned ${everything.length} rows`);
+    for (const j of everything) {
+      const e = byId.get((JSON.parse(j) as NostrEvent).id)!;
+      if (j !== serializeEvent(e) || idOf(j) !== e.id) fail(`stored json differs for ${e.id}: ${j}`);
+    }
+
+    // The live path: every filter is its own group; the groups hit must be exactly the filters
+    // the reference accepts (limit plays no part), each reported once.
+    const index = new LiveIndex<number>();
+    const entries = filters.map(({ c }, g) => index.add(g, [c]));
+    let liveHits = 0;
+    let liveChecks = 0;
+    const removed = new Set<number>();
+    const checkLive = (label: string, sample: readonly NostrEvent[]) => {
+      for (const e of sample) {
+        const hits: number[] = [];
+        index.match(e, (g) => hits.push(g));
+        const got = [...hits].sort((a, b) => a - b);
+        const expected = acceptedBy.get(e.id)!.filter((g) => !removed.has(g)); // ascending already
+        liveChecks++;
+        liveHits += hits.length;
+        if (new Set(hits).size !== hits.length) fail(`${label}: LiveIndex reported a group twice for event ${JSON.stringify(e)}: ${JSON.stringify(got)}`);
+        if (JSON.stringify([...new Set(got)]) !== JSON.stringify(expected)) {
+          const missing = expected.filter((g) => !hits.includes(g));
+          const extra = got.filter((g) => !expected.includes(g));
+          const first = missing[0] ?? extra[0]!;
+          fail(
+            `${label}: live match disagrees for event ${JSON.stringify(e)}\n  missing groups ${JSON.stringify(missing.slice(0, 10))}, extra ${JSON.stringify(extra.slice(0, 10))}\n  first failing filter: ${JSON.stringify(filters[first]!.raw)}`,
+          );
+        }
+      }
+    };
+    checkLive("all filters", events);
+    const hitsBeforeRemoval = liveHits;
+    // Unsubscribe every third filter: they must stop matching, the rest must be unaffected.
+    for (let g = 0; g < filters.length; g += 3) {
+      index.remove(entries[g]!);
+      removed.add(g);
+    }
+    checkLive("after remove", events.filter((_, k) => k % 4 === 0)); // a quarter is plenty here
+
+    expect(failures[0]).toBeUndefined();
+    expect(failures).toEqual([]);
+    // Not vacuous: enough filters of every interesting sort went through.
+    expect(counts.filters).toBe(N_FILTERS);
+    expect(counts.neverMatch).toBeGreaterThan(300);
+    expect(counts.nonEmpty).toBeGreaterThan(3000);
+    expect(counts.truncated).toBeGreaterThan(1000);
+    expect(counts.tieBroken).toBeGreaterThan(1000);
+    expect(counts.snapshot).toBeGreaterThan(300);
+    expect(counts.snapshotDiffers).toBeGreaterThan(100);
+    expect(counts.fullScans).toBeGreaterThan(50);
+    expect(liveChecks).toBe(N_EVENTS + N_EVENTS / 4);
+    expect(hitsBeforeRemoval).toBeGreaterThan(100_000);
+    expect(liveHits - hitsBeforeRemoval).toBeGreaterThan(20_000);
+    console.log(`differential: ${counts.filters} filters (${counts.neverMatch} never-matching, ${counts.nonEmpty} non-empty, ${counts.truncated} cut by limit, ${counts.tieBroken} with created_at ties, ${counts.snapshot} also at a snapshot seq, ${counts.snapshotDiffers} of them changed by it, ${counts.fullScans} without conditions); live: ${liveChecks} event checks, ${liveHits} group hits`);
+  }, 60_000);
+
+  test(`${N_MULTI} multi-filter REQs: runQuery equals the union of per-filter answers, LiveIndex hits each REQ once`, () => {
+    const cache = new StatementCache(db);
+    const failures: string[] = [];
+    reseed(2);
+    let overlapping = 0;
+    let nonEmpty = 0;
+    // The same REQs as live subscriptions: one group per REQ, hit once when any filter matches.
+    const index = new LiveIndex<number>();
+    const reqs: Naive[][] = [];
+    const reqRaws: RawFilter[][] = [];
+    let compared = 0;
+    for (let i = 0; i < N_MULTI; i++) {
+      const raws = Array.from({ length: int(2, 3) }, genFilter);
+      const cs = raws.map((r) => compileFilter(r, compileLimits));
+      index.add(i, cs);
+      reqs.push(raws.map(naiveOf));
+      reqRaws.push(raws);
+      const limits = cs.map(effectiveLimit);
+      const union = new Map<string, NostrEvent>();
+      let total = 0;
+      raws.forEach((r, k) => {
+        for (const e of naiveQuery(r, events, limits[k]!)) {
+          union.set(e.id, e);
+          total++;
+        }
+      });
+      if (total > union.size) overlapping++;
+      const expected = [...union.values()].sort(nip01Order).map((e) => e.id);
+      if (expected.length > 0) nonEmpty++;
+      const got = runQuery(cache, { filters: cs.map((c) => c.source), limits, maxSeq }).map(idOf);
+      compared++;
+      if (JSON.stringify(got) !== JSON.stringify(expected) && failures.length < 5)
+        failures.push(`REQ #${i} ${JSON.stringify(raws)} limits ${JSON.stringify(limits)}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
+    }
+    let liveHits = 0;
+    let liveChecks = 0;
+    for (const e of events) {
+      liveChecks++;
+      const hits: number[] = [];
+      index.match(e, (g) => hits.push(g));
+      hits.sort((a, b) => a - b);
+      liveHits += hits.length;
+      const expected: number[] = [];
+      reqs.forEach((ns, g) => {
+        if (ns.some((n) => naiveMatch(n, e))) expected.push(g);
+      });
+      if (JSON.stringify(hits) !== JSON.stringify(expected) && failures.length < 5) {
+        const g = expected.find((x) => !hits.includes(x)) ?? hits.find((x) => !expected.includes(x)) ?? hits.find((x, k) => hits[k + 1] === x)!;
+        failures.push(`live REQ groups disagree for event ${JSON.stringify(e)}: expected ${expected.length} groups, got ${hits.length}; first failing REQ #${g}: ${JSON.stringify(reqRaws[g])}`);
+      }
+    }
+    expect(failures[0]).toBeUndefined();
+    expect(compared).toBe(N_MULTI);
+    expect(liveChecks).toBe(N_EVENTS);
+    expect(liveHits).toBeGreaterThan(50_000);
+    expect(nonEmpty).toBeGreaterThan(N_MULTI / 2);
+    expect(overlapping).toBeGreaterThan(100);
+    console.log(`differential: ${N_MULTI} multi-filter REQs (${nonEmpty} non-empty, ${overlapping} with overlapping filters); live: ${liveHits} group hits`);
+  }, 60_000);
+});
+
+describe("query plans", () => {
+  // Not a differential check, but the same database: a REQ without list conditions must walk the
+  // created_at index and stop at its limit, not read and sort every stored event (which the
+  // REQ snapshot cut `seq <= maxSeq` once caused, by offering SQLite a rowid range to drive from).
+  for (const f of [{}, { since: BASE + 10 }, { until: BASE + 30 }, { since: BASE, until: BASE + 30 }])
+    test(`${JSON.stringify(f)} is answered in index order`, () => {
+      const plan = planFilter(f, 10, maxSeq);
+      const detail = (db.query(`EXPLAIN QUERY PLAN ${plan.sql}`).all(...plan.params) as { detail: string }[]).map((r) => r.detail).join(" | ");
+      expect(detail).toContain("events_created");
+      expect(detail).not.toContain("TEMP B-TREE FOR ORDER BY");
+    });
+});
+
+// ---------------------------------------------------------------------------------------------
+// compileFilter validation and canonicalFilterKey
+
+describe("compileFilter", () => {
+  const H = "ab".repeat(32);
+  const limits = { maxValues: 3 };
+  const invalid: [string, unknown][] = [
+    ["not an object", "x"],
+    ["null", null],
+    ["an array", [{}]],
+    ["ids not hex", { ids: ["zz".repeat(32)] }],
+    ["ids too short", { ids: ["abcd"] }],
+    ["ids uppercase hex", { ids: [H.toUpperCase()] }],
+    ["authors uppercase hex", { authors: ["AB".repeat(32)] }],
+    ["ids non-string value", { ids: [123] }],
+    ["#e not hex", { "#e": ["note1xyz"] }],
+    ["#e uppercase", { "#e": [H.toUpperCase()] }],
+    ["#p not hex", { "#p": ["npub1abc"] }],
+    ["#p 63 chars", { "#p": [H.slice(1)] }],
+    ["#t non-string value", { "#t": [1] }],
+    ["multi-letter tag key", { "#emoji": ["x"] }],
+    ["empty tag key", { "#": ["x"] }],
+    ["digit tag key", { "#1": ["x"] }],
+    ["unknown key", { search: "x" }],
+    ["unknown key beside known", { kinds: [1], foo: 1 }],
+    ["non-integer kind", { kinds: [1.5] }],
+    ["string kind", { kinds: ["1"] }],
+    ["negative kind", { kinds: [-1] }],
+    ["kind above 65535", { kinds: [65536] }],
+    ["non-integer limit", { limit: 2.5 }],
+    ["string limit", { limit: "10" }],
+    ["negative limit", { limit: -1 }],
+    ["non-integer since", { since: 1.5 }],
+    ["negative since", { since: -1 }],
+    ["string until", { until: "1700000000" }],
+    ["negative until", { until: -5 }],
+    ["unsafe integer since", { since: 2 ** 60 }],
+    ["ids not an array", { ids: H }],
+    ["authors not an array", { authors: { 0: H } }],
+    ["kinds not an array", { kinds: 1 }],
+    ["#t not an array", { "#t": "nostr" }],
+    ["too many ids", { ids: [H, H, H, H] }],
+    ["too many authors", { authors: [H, H, H, H] }],
+    ["too many kinds", { kinds: [1, 2, 3, 4] }],
+    ["too many tag values", { "#t": ["a", "b", "c", "d"] }],
+  ];
+  for (const [name, raw] of invalid)
+    test(`rejects ${name} with "invalid"`, () => {
+      let err: unknown;
+      try {
+        compileFilter(raw, limits);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ProtocolError);
+      expect((err as ProtocolError).prefix).toBe("invalid");
+      expect((err as ProtocolError).text.startsWith("invalid: ")).toBe(true);
+    });
+
+  test("accepts the edges: max values, zero, kind 65535, any single letter tag", () => {
+    const c = compileFilter({ ids: [H, H, H], kinds: [0, 65535], since: 0, until: 0, limit: 0, "#Z": ["x"], "#t": [""] }, limits);
+    expect(c.neverMatch).toBe(false);
+    expect(c.tags.map(([n]) => n)).toEqual(["Z", "t"]);
+    expect(c.limit).toBe(0);
+  });
+
+  test("empty lists and since > until never match", () => {
+    for (const raw of [{ ids: [] }, { authors: [] }, { kinds: [] }, { "#t": [] }, { since: 10, until: 9 }])
+      expect(compileFilter(raw, limits).neverMatch).toBe(true);
+    expect(compileFilter({ since: 10, until: 10 }, limits).neverMatch).toBe(false);
+  });
+
+  test("canonicalFilterKey ignores key order, value order, duplicates and limit", () => {
+    const K = (raw: unknown) => canonicalFilterKey(compileFilter(raw, { maxValues: 10 }));
+    const a = { kinds: [7, 1], authors: [H, "cd".repeat(32)], "#t": ["b", "a"], since: 5, until: 9 };
+    const b = { until: 9, "#t": ["a", "b", "a"], since: 5, authors: ["cd".repeat(32), H], kinds: [1, 7, 1] };
+    expect(K(a)).toBe(K(b));
+    expect(K({ ...a, limit: 10 })).toBe(K(a));
+    expect(K({ ...a, limit: 10 })).toBe(K({ ...b, limit: 500 }));
+    // kinds sort numerically-consistently: [10, 9] and [9, 10] are the same set
+    expect(K({ kinds: [10, 9, 100] })).toBe(K({ kinds: [100, 9, 10] }));
+    // ... and anything that changes what matches changes the key.
+    expect(K({ ...a, since: 6 })).not.toBe(K(a));
+    expect(K({ ...a, kinds: [1] })).not.toBe(K(a));
+    expect(K({ "#t": ["a"] })).not.toBe(K({ "#T": ["a"] }));
+    expect(K({ "#t": ["a"] })).not.toBe(K({ "#d": ["a"] }));
+    expect(K({ since: 5 })).not.toBe(K({ until: 5 }));
+    expect(K({})).not.toBe(K({ kinds: [] }));
+  });
+});
