@@ -13,6 +13,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { finalizeEvent, getPublicKey } from "nostr-tools/pure";
+import type { NostrEvent } from "../src/protocol/event.ts";
 
 /** Change this when the generator changes: the ids change with it, so old caches are rebuilt. */
 export const CORPUS_SEED = "bunstr-bench-corpus-v1";
@@ -25,15 +26,7 @@ export const BASE_CREATED_AT = 1_700_000_000;
 
 export const OUT_DIR = join(import.meta.dir, "out");
 
-export interface BenchEvent {
-  id: string;
-  pubkey: string;
-  created_at: number;
-  kind: number;
-  tags: string[][];
-  content: string;
-  sig: string;
-}
+export type BenchEvent = NostrEvent;
 
 export interface Corpus {
   /** The events, in generation order. */
