@@ -14,7 +14,10 @@ const real = new SqliteStore({ path: join(dir, "db.sqlite"), synchronous: "norma
 // A store whose queries take 150 ms longer than they need: the snapshot is taken first.
 const slow: Store = {
   has: (id) => real.has(id),
-  writeBatch: (b) => real.writeBatch(b),
+  writeBatch: (b, rules) => real.writeBatch(b, rules),
+  count: (job) => real.count(job),
+  negentropyItems: (job) => real.negentropyItems(job),
+  sweepExpired: (now) => real.sweepExpired(now),
   lastSeq: () => real.lastSeq(),
   close: () => real.close(),
   query: async (job) => {

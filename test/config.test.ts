@@ -279,7 +279,7 @@ describe("loading nostr-rs-relay's config.toml", () => {
     want.network.host = "127.0.0.1"; // network.address
     want.network.port = 8080;
     want.network.remote_ip_header = "x-forwarded-for";
-    want.options.reject_future_seconds = 1800;
+    want.limits.created_at_upper_limit = 1800; // options.reject_future_seconds
     want.limits.max_message_bytes = 262144; // limits.max_ws_message_bytes
     want.authorization.kind_denylist = [70202]; // limits.event_kind_blacklist
     want.authorization.kind_allowlist = [0, 1, 2, 3, 7, 40, 41, 42, 43, 44, 30023]; // limits.event_kind_allowlist
@@ -428,7 +428,7 @@ describe("override: CLI > file > default", () => {
     expect(c.network.port).toBe(9001);
     expect(c.network.host).toBe("127.0.0.1");
     expect(c.info.name).toBe("from file");
-    expect(c.options.require_auth).toBe(true);
+    expect(c.options.auth).toBe("always");
     expect(c.options.verify_signatures).toBe(false);
     expect(c.network.path).toBe("/relay");
     expect(c.limits.max_limit).toBe(defaults().limits.max_limit);

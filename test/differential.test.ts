@@ -12,7 +12,10 @@ import { ProtocolError } from "../src/protocol/reasons.ts";
 import { LiveIndex } from "../src/relay/monitors.ts";
 import { openDatabase } from "../src/store/db.ts";
 import { planFilter, runQuery, StatementCache } from "../src/store/query.ts";
-import { SqliteWriter } from "../src/store/write.ts";
+import { SqliteWriter, type WriteRules } from "../src/store/write.ts";
+
+/** Plain NIP-01 storage: no deletions, vanishing or search indexing in this comparison. */
+const RULES: WriteRules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set() };
 
 // ---------------------------------------------------------------------------------------------
 // Deterministic randomness
@@ -236,7 +239,7 @@ beforeAll(() => {
   const writer = new SqliteWriter(db);
   for (let i = 0; i < events.length; i += 100) {
     const batch = events.slice(i, i + 100);
-    const outcomes = writer.writeBatch(batch.map((event) => ({ event, json: serializeEvent(event) })));
+    const outcomes = writer.writeBatch(batch.map((event) => ({ event, json: serializeEvent(event) })), RULES);
     outcomes.forEach((o, j) => {
       if (!o.stored) throw new Error(`event ${batch[j]!.id} was not stored: ${JSON.stringify(o)}`);
       seqOf.set(batch[j]!.id, o.seq);
@@ -303,13 +306,13 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
         }
       if (Object.keys(raw).filter((k) => k !== "limit").length === 0) counts.fullScans++;
 
-      const got = runQuery(cache, { filters: [c.source], limits: [limit], maxSeq }).map(idOf);
+      const got = runQuery(cache, { filters: [c.source], limits: [limit], maxSeq, now: 0 }).map(idOf);
       if (JSON.stringify(got) !== JSON.stringify(expected))
         fail(`SQL disagrees for filter #${i} ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
 
       // neverMatch filters get limit 0 from the relay; the SQL must also find nothing on its own.
       if (c.neverMatch) {
-        const own = runQuery(cache, { filters: [c.source], limits: [c.limit || DEFAULT_LIMIT], maxSeq });
+        const own = runQuery(cache, { filters: [c.source], limits: [c.limit || DEFAULT_LIMIT], maxSeq, now: 0 });
         if (own.length !== 0) fail(`SQL returns ${own.length} events for never-matching filter ${JSON.stringify(raw)}`);
       }
 
@@ -319,7 +322,7 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
         const cut = int(0, maxSeq);
         const exp = all.filter((e) => seqOf.get(e.id)! <= cut).slice(0, limit).map((e) => e.id);
         if (JSON.stringify(exp) !== JSON.stringify(expected)) counts.snapshotDiffers++;
-        const snap = runQuery(cache, { filters: [c.source], limits: [limit], maxSeq: cut }).map(idOf);
+        const snap = runQuery(cache, { filters: [c.source], limits: [limit], maxSeq: cut, now: 0 }).map(idOf);
         if (JSON.stringify(snap) !== JSON.stringify(exp))
           fail(`SQL disagrees at maxSeq ${cut} for ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(exp)}\n  got      ${JSON.stringify(snap)}`);
       }
@@ -327,7 +330,7 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
 
     // Rows come back in the stored form, byte for byte.
     const byId = new Map(events.map((e) => [e.id, e]));
-    const everything = runQuery(cache, { filters: [{}], limits: [N_EVENTS], maxSeq });
+    const everything = runQuery(cache, { filters: [{}], limits: [N_EVENTS], maxSeq, now: 0 });
     if (everything.length !== N_EVENTS) fail(`{} with limit ${N_EVENTS} returned ${everything.length} rows`);
     for (const j of everything) {
       const e = byId.get((JSON.parse(j) as NostrEvent).id)!;
@@ -415,7 +418,7 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
       if (total > union.size) overlapping++;
       const expected = [...union.values()].sort(nip01Order).map((e) => e.id);
       if (expected.length > 0) nonEmpty++;
-      const got = runQuery(cache, { filters: cs.map((c) => c.source), limits, maxSeq }).map(idOf);
+      const got = runQuery(cache, { filters: cs.map((c) => c.source), limits, maxSeq, now: 0 }).map(idOf);
       compared++;
       if (JSON.stringify(got) !== JSON.stringify(expected) && failures.length < 5)
         failures.push(`REQ #${i} ${JSON.stringify(raws)} limits ${JSON.stringify(limits)}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
@@ -453,7 +456,7 @@ describe("query plans", () => {
   // REQ snapshot cut `seq <= maxSeq` once caused, by offering SQLite a rowid range to drive from).
   for (const f of [{}, { since: BASE + 10 }, { until: BASE + 30 }, { since: BASE, until: BASE + 30 }])
     test(`${JSON.stringify(f)} is answered in index order`, () => {
-      const plan = planFilter(f, 10, maxSeq);
+      const plan = planFilter(f, 10, { maxSeq, now: 0 });
       const detail = (db.query(`EXPLAIN QUERY PLAN ${plan.sql}`).all(...plan.params) as { detail: string }[]).map((r) => r.detail).join(" | ");
       expect(detail).toContain("events_created");
       expect(detail).not.toContain("TEMP B-TREE FOR ORDER BY");

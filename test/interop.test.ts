@@ -18,7 +18,7 @@ let C: TestRelay; // require_auth relay
 const cleanups: (() => unknown)[] = [];
 
 beforeAll(async () => {
-  [A, B, C] = await Promise.all([startTestRelay(), startTestRelay(), startTestRelay({ options: { require_auth: true } })]);
+  [A, B, C] = await Promise.all([startTestRelay(), startTestRelay(), startTestRelay({ options: { auth: "always" } })]);
 });
 
 afterAll(async () => {

@@ -28,8 +28,10 @@ const custom: ConfigPatch = {
     privacy_policy: "https://example.com/privacy.html",
     posting_policy: "https://example.com/posting.html",
   },
-  options: { require_auth: true, reject_future_seconds: 321, reject_past_seconds: 86400 },
+  options: { auth: "always" },
   limits: {
+    created_at_upper_limit: 321,
+    created_at_lower_limit: 86400,
     max_message_bytes: 65536,
     max_subscriptions: 3,
     max_filters: 7,
@@ -53,14 +55,14 @@ function expectedLimitation(c: Config): Record<string, unknown> {
     max_subid_length: c.limits.max_subid_length,
     max_event_tags: c.limits.max_event_tags,
     max_content_length: c.limits.max_content_length,
-    auth_required: c.options.require_auth,
+    auth_required: c.options.auth === "always",
     payment_required: false,
     restricted_writes: c.authorization.pubkey_allowlist.length > 0 || c.authorization.kind_allowlist.length > 0,
     min_pow_difficulty: 0,
     // Seconds into the past / future an event's created_at may be. 0 in the config means
     // "no limit", which must not be advertised as a zero-second window: omitted instead.
-    ...(c.options.reject_past_seconds > 0 ? { created_at_lower_limit: c.options.reject_past_seconds } : {}),
-    ...(c.options.reject_future_seconds > 0 ? { created_at_upper_limit: c.options.reject_future_seconds } : {}),
+    ...(c.limits.created_at_lower_limit > 0 ? { created_at_lower_limit: c.limits.created_at_lower_limit } : {}),
+    ...(c.limits.created_at_upper_limit > 0 ? { created_at_upper_limit: c.limits.created_at_upper_limit } : {}),
   };
 }
 
@@ -136,7 +138,7 @@ describe("NIP-11 document", () => {
 
     // (created_at_* on a default config: see the test of its own below)
     expect(without(doc.limitation, CREATED_AT_KEYS)).toEqual(without(expectedLimitation(testConfig()), CREATED_AT_KEYS));
-    expect(doc.limitation.created_at_upper_limit).toBe(defaults().options.reject_future_seconds);
+    expect(doc.limitation.created_at_upper_limit).toBe(defaults().limits.created_at_upper_limit);
   });
 
   test("limitation follows the config", async () => {
@@ -152,7 +154,7 @@ describe("NIP-11 document", () => {
   });
 
   test("a created_at window that is off (0 = no limit) is not advertised as a 0-second limit", async () => {
-    // The default config has reject_past_seconds = 0: any age is accepted…
+    // The default config has created_at_lower_limit = 0: any age is accepted…
     const c = await connect(plain.url);
     const s = signer();
     const yearOld = s.sign({ kind: 1, content: "old", created_at: Math.floor(Date.now() / 1000) - 365 * 86400 });
@@ -162,7 +164,7 @@ describe("NIP-11 document", () => {
     expect(doc.limitation).toEqual(expectedLimitation(testConfig()));
     expect(Object.keys(doc.limitation)).not.toContain("created_at_lower_limit");
 
-    const r = await startTestRelay({ options: { reject_future_seconds: 0 } });
+    const r = await startTestRelay({ limits: { created_at_upper_limit: 0 } });
     try {
       const d2 = (await (await getInfo(httpUrl(r))).json()) as Record<string, any>;
       expect(Object.keys(d2.limitation)).not.toContain("created_at_upper_limit");

@@ -1,12 +1,12 @@
 // NIP-42 over a real websocket: challenge on connect, AUTH answered with OK, every check before
-// the pubkey is trusted, several pubkeys per connection, require_auth for EVENT and REQ.
+// the pubkey is trusted, several pubkeys per connection, auth = "always" for EVENT and REQ.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Client, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
 let relay: TestRelay;
 let open: TestRelay;
 beforeAll(async () => {
-  relay = await startTestRelay({ options: { require_auth: true } });
+  relay = await startTestRelay({ options: { auth: "always" } });
   open = await startTestRelay({ info: { relay_url: "wss://relay.example.com/" } });
 });
 afterAll(async () => {
@@ -30,7 +30,7 @@ async function auth(c: Client, e: object & { id: string }) {
   return c.next((f) => f[0] === "OK" && f[1] === e.id, 5000, from);
 }
 
-test("require_auth: EVENT and REQ refused with auth-required: until AUTH succeeds", async () => {
+test("auth always: EVENT and REQ refused with auth-required: until AUTH succeeds", async () => {
   const [c, challenge] = await connectWithChallenge(relay.url);
   const s = signer();
   const e = s.sign({ kind: 1, content: "hi" });

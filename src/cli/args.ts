@@ -16,7 +16,7 @@ Flags of serve:
   --path PATH       websocket/NIP-11 path     [network] path     (default /)
   --db FILE         SQLite database file      [database] file
   --data-dir DIR    directory for the database [database] data_directory (default ./data)
-  --auth            require NIP-42 auth       [options] require_auth
+  --auth            require NIP-42 auth       [options] auth = "always"
   --no-verify       skip signature checks     [options] verify_signatures = false
 `;
 
@@ -47,7 +47,7 @@ export function parseServeFlags(argv: string[]): ServeFlags {
   if (values.path !== undefined) overrides.push(["network.path", values.path]);
   if (values.db !== undefined) overrides.push(["database.file", values.db]);
   if (values["data-dir"] !== undefined) overrides.push(["database.data_directory", values["data-dir"]]);
-  if (values.auth) overrides.push(["options.require_auth", true]);
+  if (values.auth) overrides.push(["options.auth", "always"]);
   if (values["no-verify"]) overrides.push(["options.verify_signatures", false]);
   return { config: values.config, overrides };
 }

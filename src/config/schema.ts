@@ -71,10 +71,10 @@ export const schema = {
   options: {
     verify_signatures: key({ type: "bool", default: true, doc: "Verify event signatures (turn off only for trusted imports and benchmarks).", reloadable: false }),
     verify_workers: key({ type: "int", default: 0, min: 0, max: 64, doc: "Signature-verification worker threads; 0 = one per core.", reloadable: false }),
-    require_auth: key({ type: "bool", default: false, doc: "Require NIP-42 authentication before any EVENT, REQ or COUNT.", reloadable: true }),
+    auth: key({ type: "string", default: "when-needed", oneOf: ["when-needed", "writes", "always"], doc: "NIP-42: when-needed = only for restricted reads (DMs) and protected events; writes = also for every EVENT; always = before any EVENT, REQ or COUNT.", reloadable: true }),
     auth_relay_url_check: key({ type: "bool", default: true, doc: "NIP-42: the AUTH event's relay tag must name this relay's host (from info.relay_url, else the request Host).", reloadable: true }),
-    reject_future_seconds: key({ type: "int", default: 900, min: 0, doc: "Refuse events whose created_at is more than this far in the future (0 = no limit).", reloadable: true }),
-    reject_past_seconds: key({ type: "int", default: 0, min: 0, doc: "Refuse events whose created_at is more than this far in the past (0 = no limit).", reloadable: true }),
+    min_pow_difficulty: key({ type: "int", default: 0, min: 0, max: 256, doc: "NIP-13: refuse events whose id has fewer leading zero bits (or whose committed target is lower); 0 = off.", reloadable: true }),
+    expiration_sweep_seconds: key({ type: "int", default: 60, min: 1, doc: "NIP-40: how often expired events are deleted (they are never served after expiring, swept or not).", reloadable: false }),
   },
   limits: {
     max_message_bytes: key({ type: "int", default: 128 * KiB, min: 1024, max: 64 * MiB, doc: "Largest websocket message decoded (NIP-11 max_message_length). Larger EVENTs get OK false; frames over 4x this are closed with 1009.", reloadable: false }),
@@ -87,6 +87,9 @@ export const schema = {
     max_event_tags: key({ type: "int", default: 2000, min: 1, doc: "Most tags in one event.", reloadable: true }),
     max_content_length: key({ type: "int", default: 64 * KiB, min: 1, doc: "Longest content, in characters.", reloadable: true }),
     max_pending_bytes: key({ type: "int", default: 4 * MiB, min: 64 * KiB, doc: "Output a slow reader may leave unsent before it is disconnected.", reloadable: false }),
+    created_at_lower_limit: key({ type: "int", default: 0, min: 0, doc: "Refuse events whose created_at is more than this many seconds in the past (0 = no limit).", reloadable: true }),
+    created_at_upper_limit: key({ type: "int", default: 900, min: 0, doc: "Refuse events whose created_at is more than this many seconds in the future (0 = no limit).", reloadable: true }),
+    max_negentropy_items: key({ type: "int", default: 500000, min: 1, doc: "NIP-77: most stored events one negentropy session may cover; more gets NEG-ERR blocked:.", reloadable: true }),
     max_pending_events: key({ type: "int", default: 1000, min: 1, doc: "EVENTs one connection may have in flight (verifying or writing); more get rate-limited.", reloadable: true }),
   },
   authorization: {
@@ -94,6 +97,16 @@ export const schema = {
     pubkey_denylist: key({ type: "string[]", default: [], ...HEX64, doc: "Pubkeys (hex) that may not publish.", reloadable: true }),
     kind_allowlist: key({ type: "int[]", default: [], ...KIND, doc: "If not empty, only these kinds are accepted.", reloadable: true }),
     kind_denylist: key({ type: "int[]", default: [], ...KIND, doc: "Kinds that are refused.", reloadable: true }),
+    restricted_read_kinds: key({ type: "int[]", default: [4, 1059, 21059], ...KIND, doc: "NIP-17/59/04: events of these kinds are served (stored or live) only to a connection authenticated as their author or a p-tagged recipient.", reloadable: true }),
+  },
+  nips: {
+    nip09: key({ type: "bool", default: true, doc: "Deletion requests (kind 5) delete the author's referenced events.", reloadable: true }),
+    nip40: key({ type: "bool", default: true, doc: "Expiration tags: expired events are refused, hidden and swept.", reloadable: true }),
+    nip45: key({ type: "bool", default: true, doc: "COUNT, with HyperLogLog for tag filters.", reloadable: true }),
+    nip50: key({ type: "bool", default: true, doc: "Full-text search (the filter's search field).", reloadable: true }),
+    nip62: key({ type: "bool", default: true, doc: "Requests to vanish (kind 62) naming this relay delete all of a pubkey's events.", reloadable: true }),
+    nip70: key({ type: "bool", default: true, doc: "Protected events: accepted from their authenticated author. Off: every event with [\"-\"] is refused.", reloadable: true }),
+    nip77: key({ type: "bool", default: true, doc: "Negentropy set reconciliation (NEG-OPEN / NEG-MSG / NEG-CLOSE).", reloadable: true }),
   },
 } as const satisfies Record<string, Record<string, KeySpec>>;
 
@@ -111,6 +124,7 @@ export const aliases: Record<string, string> = {
   "limits.event_kind_blacklist": "authorization.kind_denylist",
   "limits.event_kind_allowlist": "authorization.kind_allowlist",
   "authorization.pubkey_whitelist": "authorization.pubkey_allowlist",
+  "options.reject_future_seconds": "limits.created_at_upper_limit",
 };
 
 export function defaults(): Config {

@@ -1,7 +1,23 @@
-// What is wired, advertised in NIP-11 `supported_nips`.
+// What is wired, advertised in NIP-11 `supported_nips`: a NIP is listed only while it is on.
 import type { Config } from "../config/schema.ts";
 
-export function supportedNips(_config: Config): number[] {
-  const nips = [1, 11, 42];
-  return nips.sort((a, b) => a - b);
+export function supportedNips(config: Config): number[] {
+  const n = config.nips;
+  const dmProtection = config.authorization.restricted_read_kinds.length > 0;
+  const nips = [
+    [1, true],
+    [9, n.nip09],
+    [11, true],
+    [13, true], // difficulty is checked whenever min_pow_difficulty > 0
+    [17, dmProtection],
+    [40, n.nip40],
+    [42, true],
+    [45, n.nip45],
+    [50, n.nip50],
+    [59, dmProtection],
+    [62, n.nip62],
+    [70, n.nip70],
+    [77, n.nip77],
+  ] as const;
+  return nips.filter(([, on]) => on).map(([nip]) => nip);
 }

@@ -31,8 +31,8 @@ export function relayInfo(config: Config, version: string): Record<string, unkno
       max_subid_length: l.max_subid_length,
       max_event_tags: l.max_event_tags,
       max_content_length: l.max_content_length,
-      min_pow_difficulty: 0,
-      auth_required: o.require_auth,
+      min_pow_difficulty: o.min_pow_difficulty,
+      auth_required: o.auth === "always",
       payment_required: false,
       restricted_writes: a.pubkey_allowlist.length > 0 || a.kind_allowlist.length > 0,
       default_limit: l.default_limit,
@@ -40,8 +40,8 @@ export function relayInfo(config: Config, version: string): Record<string, unkno
   };
   // Seconds into the past / future an event may be; a check that is off (0) is not advertised.
   const limitation = doc.limitation as Record<string, unknown>;
-  if (o.reject_past_seconds > 0) limitation.created_at_lower_limit = o.reject_past_seconds;
-  if (o.reject_future_seconds > 0) limitation.created_at_upper_limit = o.reject_future_seconds;
+  if (l.created_at_lower_limit > 0) limitation.created_at_lower_limit = l.created_at_lower_limit;
+  if (l.created_at_upper_limit > 0) limitation.created_at_upper_limit = l.created_at_upper_limit;
   // Omit empty optional strings rather than advertising "".
   for (const [k, v] of Object.entries(doc)) if (v === "") delete doc[k];
   return doc;

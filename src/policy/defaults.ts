@@ -1,9 +1,33 @@
 // The policy stack, in order: cheap checks first; the first refusal wins.
-import { createdAtWindow, kindLists, noAuthEvents, pubkeyLists, requireAuth, sizeLimits, type Policy, type PolicyContext } from "./rules.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Refusal } from "../protocol/reasons.ts";
+import {
+  authToWrite,
+  createdAtWindow,
+  kindLists,
+  noAuthEvents,
+  notExpired,
+  proofOfWork,
+  protectedEvents,
+  pubkeyLists,
+  sizeLimits,
+  vanishForUs,
+  type Policy,
+  type PolicyContext,
+} from "./rules.ts";
 
-export const defaultPolicies: Policy[] = [requireAuth, noAuthEvents, sizeLimits, createdAtWindow, kindLists, pubkeyLists];
+export const defaultPolicies: Policy[] = [
+  authToWrite,
+  noAuthEvents,
+  sizeLimits,
+  createdAtWindow,
+  notExpired,
+  proofOfWork,
+  vanishForUs,
+  kindLists,
+  pubkeyLists,
+  protectedEvents,
+];
 
 export function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: NostrEvent): Refusal | undefined {
   for (const p of policies) {

@@ -1,6 +1,11 @@
 // Write policies as plain functions: (context, event) => a refusal, or undefined to pass.
-// They run before the duplicate check and the signature check, so refusing costs little.
+// They need no signature and no database, so they run before both: refusing costs little.
 import type { Config } from "../config/schema.ts";
+import { committedTarget, difficulty } from "../nips/nip13.ts";
+import { isExpired } from "../nips/nip40.ts";
+import { AUTH_KIND } from "../nips/nip42.ts";
+import { namesRelay, VANISH_KIND } from "../nips/nip62.ts";
+import { embedsProtected, isProtected } from "../nips/nip70.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 
@@ -9,23 +14,25 @@ export interface PolicyContext {
   now: number;
   /** Pubkeys this connection has authenticated as (NIP-42). */
   authed: ReadonlySet<string>;
+  /** This relay's URL as clients reach it (info.relay_url, else from the request). */
+  relayUrl: string;
 }
+
+export type Policy = (ctx: PolicyContext, e: NostrEvent) => Refusal | undefined;
 
 /** Config lists as sets, built once per list (a reload replaces the array, and so the set). */
 const sets = new WeakMap<readonly unknown[], Set<unknown>>();
-function setOf<T>(list: readonly T[]): Set<T> {
+export function setOf<T>(list: readonly T[]): Set<T> {
   let s = sets.get(list);
   if (!s) sets.set(list, (s = new Set(list)));
   return s as Set<T>;
 }
 
-export type Policy = (ctx: PolicyContext, e: NostrEvent) => Refusal | undefined;
-
-export const requireAuth: Policy = (ctx) =>
-  ctx.config.options.require_auth && ctx.authed.size === 0 ? refuse("auth-required", "this relay requires authentication to publish") : undefined;
+export const authToWrite: Policy = ({ config, authed }) =>
+  config.options.auth !== "when-needed" && authed.size === 0 ? refuse("auth-required", "this relay requires authentication to publish") : undefined;
 
 /** NIP-42: kind 22242 proves identity to one relay; it travels in AUTH and is never published. */
-export const noAuthEvents: Policy = (_ctx, e) => (e.kind === 22242 ? refuse("invalid", "kind 22242 is sent with AUTH, not EVENT") : undefined);
+export const noAuthEvents: Policy = (_ctx, e) => (e.kind === AUTH_KIND ? refuse("invalid", "kind 22242 is sent with AUTH, not EVENT") : undefined);
 
 export const sizeLimits: Policy = ({ config: { limits } }, e) => {
   if (e.tags.length > limits.max_event_tags) return refuse("invalid", `too many tags (max ${limits.max_event_tags})`);
@@ -33,21 +40,57 @@ export const sizeLimits: Policy = ({ config: { limits } }, e) => {
   return undefined;
 };
 
-export const createdAtWindow: Policy = ({ config: { options }, now }, e) => {
-  if (options.reject_future_seconds > 0 && e.created_at > now + options.reject_future_seconds)
-    return refuse("invalid", `event creation date is more than ${options.reject_future_seconds} seconds in the future`);
-  if (options.reject_past_seconds > 0 && e.created_at < now - options.reject_past_seconds)
-    return refuse("invalid", `event creation date is more than ${options.reject_past_seconds} seconds in the past`);
+export const createdAtWindow: Policy = ({ config: { limits }, now }, e) => {
+  if (limits.created_at_upper_limit > 0 && e.created_at > now + limits.created_at_upper_limit)
+    return refuse("invalid", `event creation date is more than ${limits.created_at_upper_limit} seconds in the future`);
+  if (limits.created_at_lower_limit > 0 && e.created_at < now - limits.created_at_lower_limit)
+    return refuse("invalid", `event creation date is more than ${limits.created_at_lower_limit} seconds in the past`);
   return undefined;
 };
 
-export const kindLists: Policy = ({ config: { authorization: a } }, e) => {
+/** NIP-40: an event that has already expired is dropped. */
+export const notExpired: Policy = ({ config, now }, e) =>
+  config.nips.nip40 && isExpired(e, now) ? refuse("invalid", "this event has already expired") : undefined;
+
+/** NIP-13: enough leading zero bits, and a committed target (if any) that is not lower. */
+export const proofOfWork: Policy = ({ config }, e) => {
+  const min = config.options.min_pow_difficulty;
+  if (min <= 0) return undefined;
+  const target = committedTarget(e);
+  if (target !== undefined && target < min) return refuse("pow", `committed target ${target}<${min}`);
+  const bits = difficulty(e.id);
+  return bits < min ? refuse("pow", `difficulty ${bits}<${min}`) : undefined;
+};
+
+/** NIP-70: only the authenticated author may publish a protected event; reposts may not embed one. */
+export const protectedEvents: Policy = ({ config, authed }, e) => {
+  if (isProtected(e)) {
+    if (!config.nips.nip70) return refuse("blocked", "protected events are not accepted here");
+    if (authed.size === 0) return refuse("auth-required", "this event may only be published by its author");
+    if (!authed.has(e.pubkey)) return refuse("restricted", "this event may only be published by its author");
+  }
+  if (embedsProtected(e)) return refuse("blocked", "reposts must not embed a protected event");
+  return undefined;
+};
+
+/** NIP-62: a request to vanish must name this relay (or ALL_RELAYS). */
+export const vanishForUs: Policy = ({ config, relayUrl }, e) =>
+  e.kind === VANISH_KIND && config.nips.nip62 && !namesRelay(e, relayUrl) ? refuse("invalid", "this request to vanish does not name this relay") : undefined;
+
+/** Requests to vanish are honoured whatever the lists say (NIP-62). */
+const listsApply = (config: Config, e: NostrEvent) => !(e.kind === VANISH_KIND && config.nips.nip62);
+
+export const kindLists: Policy = ({ config }, e) => {
+  const a = config.authorization;
+  if (!listsApply(config, e)) return undefined;
   if (setOf(a.kind_denylist).has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
   if (a.kind_allowlist.length > 0 && !setOf(a.kind_allowlist).has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
   return undefined;
 };
 
-export const pubkeyLists: Policy = ({ config: { authorization: a } }, e) => {
+export const pubkeyLists: Policy = ({ config }, e) => {
+  const a = config.authorization;
+  if (!listsApply(config, e)) return undefined;
   if (setOf(a.pubkey_denylist).has(e.pubkey)) return refuse("blocked", "this pubkey may not publish here");
   if (a.pubkey_allowlist.length > 0 && !setOf(a.pubkey_allowlist).has(e.pubkey)) return refuse("restricted", "this pubkey is not allowed to publish here");
   return undefined;

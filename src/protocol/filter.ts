@@ -10,6 +10,8 @@ export interface Filter {
   since?: number;
   until?: number;
   limit?: number;
+  /** NIP-50 full-text search. */
+  search?: string;
   [tag: `#${string}`]: string[] | undefined;
 }
 
@@ -23,6 +25,8 @@ export interface CompiledFilter {
   readonly since?: number;
   readonly until?: number;
   readonly limit?: number;
+  /** NIP-50: the live counterpart of the store's full-text search. */
+  readonly search?: (e: NostrEvent) => boolean;
   /** An empty list somewhere (or since > until): the filter can match nothing. */
   readonly neverMatch: boolean;
 }
@@ -30,6 +34,8 @@ export interface CompiledFilter {
 export interface FilterLimits {
   /** Most values in one list (ids, authors, kinds, one tag). */
   maxValues: number;
+  /** Given when search (NIP-50) is enabled: builds the live matcher for a query string. */
+  compileSearch?: (query: string) => (e: NostrEvent) => boolean;
 }
 
 const TAG_KEY = /^#[a-zA-Z]$/;
@@ -51,6 +57,7 @@ export function compileFilter(raw: unknown, limits: FilterLimits): CompiledFilte
   const source: Filter = {};
   let ids: Set<string> | undefined, authors: Set<string> | undefined, kinds: Set<number> | undefined;
   let since: number | undefined, until: number | undefined, limit: number | undefined;
+  let search: ((e: NostrEvent) => boolean) | undefined;
   const tags: [string, Set<string>][] = [];
   let neverMatch = false;
   for (const [key, v] of Object.entries(raw as Record<string, unknown>)) {
@@ -84,6 +91,13 @@ export function compileFilter(raw: unknown, limits: FilterLimits): CompiledFilte
         else if (key === "until") until = v;
         else limit = v;
         break;
+      case "search":
+        if (!limits.compileSearch) throw new ProtocolError("invalid", `unsupported filter key "search"`);
+        if (typeof v !== "string") throw new ProtocolError("invalid", `"search" must be a string`);
+        if (v.length > 1000) throw new ProtocolError("invalid", `"search" is longer than 1000 characters`);
+        source.search = v;
+        search = limits.compileSearch(v);
+        break;
       default: {
         if (!TAG_KEY.test(key)) throw new ProtocolError("invalid", `unsupported filter key "${key.slice(0, 40)}"`);
         const name = key[1]!;
@@ -95,7 +109,7 @@ export function compileFilter(raw: unknown, limits: FilterLimits): CompiledFilte
     }
   }
   if (since !== undefined && until !== undefined && since > until) neverMatch = true;
-  return { source, ids, authors, kinds, tags, since, until, limit, neverMatch };
+  return { source, ids, authors, kinds, tags, since, until, limit, search, neverMatch };
 }
 
 export function matchFilter(f: CompiledFilter, e: NostrEvent): boolean {
@@ -106,7 +120,7 @@ export function matchFilter(f: CompiledFilter, e: NostrEvent): boolean {
   if (f.since !== undefined && e.created_at < f.since) return false;
   if (f.until !== undefined && e.created_at > f.until) return false;
   for (const [name, values] of f.tags) if (!hasTag(e, name, values)) return false;
-  return true;
+  return f.search === undefined || f.search(e);
 }
 
 function hasTag(e: NostrEvent, name: string, values: Set<string>): boolean {
@@ -132,7 +146,7 @@ export function canonicalFilterKey(f: CompiledFilter): string {
     if (Array.isArray(v)) {
       const sorted = [...new Set(v as (string | number)[])].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
       parts.push(`${JSON.stringify(key)}:${JSON.stringify(sorted)}`);
-    } else parts.push(`${JSON.stringify(key)}:${v}`);
+    } else parts.push(`${JSON.stringify(key)}:${JSON.stringify(v)}`);
   }
   return `{${parts.join(",")}}`;
 }

@@ -6,7 +6,11 @@ export type ClientMessage =
   | { type: "REQ"; subId: string; filters: unknown[] }
   | { type: "COUNT"; subId: string; filters: unknown[] }
   | { type: "CLOSE"; subId: string }
-  | { type: "AUTH"; event: unknown };
+  | { type: "AUTH"; event: unknown }
+  // NIP-77: the payloads are checked by the negentropy handler, which answers NEG-ERR.
+  | { type: "NEG-OPEN"; subId: string; filter: unknown; message: unknown }
+  | { type: "NEG-MSG"; subId: string; message: unknown }
+  | { type: "NEG-CLOSE"; subId: string };
 
 export interface MessageLimits {
   maxSubIdLength: number;
@@ -49,6 +53,12 @@ export function parseClientMessage(text: string, limits: MessageLimits): ClientM
     case "AUTH":
       if (msg.length !== 2) throw new ProtocolError("invalid", "AUTH takes one event");
       return { type: "AUTH", event: msg[1] };
+    case "NEG-OPEN":
+      return { type: verb, subId: subId(msg[1], limits), filter: msg[2], message: msg[3] };
+    case "NEG-MSG":
+      return { type: verb, subId: subId(msg[1], limits), message: msg[2] };
+    case "NEG-CLOSE":
+      return { type: verb, subId: subId(msg[1], limits) };
     default:
       throw new ProtocolError("invalid", `unknown message type ${JSON.stringify(verb.slice(0, 20))}`);
   }

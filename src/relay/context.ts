@@ -1,9 +1,15 @@
-// What the message handlers share: config, store, writer, verifier, fanout.
+// What the message handlers share: config, store, writer, verifier, fanout — and the few
+// derived views of config that several handlers need.
 import type { Config } from "../config/schema.ts";
-import type { Policy } from "../policy/rules.ts";
+import { matchesSearch, searchTerms } from "../nips/nip50.ts";
+import { setOf, type Policy } from "../policy/rules.ts";
+import type { NostrEvent } from "../protocol/event.ts";
+import type { FilterLimits } from "../protocol/filter.ts";
+import type { Visibility } from "../store/query.ts";
 import type { WriterQueue } from "../store/queue.ts";
-import type { Store } from "../store/types.ts";
+import type { Store, WriteRules } from "../store/types.ts";
 import type { Fanout } from "./fanout.ts";
+import type { Session } from "./session.ts";
 import type { Verifier } from "./verify.ts";
 
 export interface RelayContext {
@@ -23,3 +29,40 @@ export interface RelayContext {
 
 /** Most signature checks waiting relay-wide before EVENTs are refused as overload. */
 export const MAX_VERIFY_BACKLOG = 20000;
+
+export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
+
+/** This relay's URL as a client on this connection sees it (for NIP-42 and NIP-62). */
+export const relayUrlFor = (config: Config, s: Session): string => config.info.relay_url || `ws://${s.host}${config.network.path}`;
+
+export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(config.authorization.restricted_read_kinds);
+
+export function writeRules(config: Config): WriteRules {
+  return { deletion: config.nips.nip09, vanish: config.nips.nip62, search: config.nips.nip50, searchSkipKinds: restrictedKinds(config) };
+}
+
+export function filterLimits(config: Config): FilterLimits {
+  const skip = restrictedKinds(config);
+  return {
+    maxValues: config.limits.max_filter_values,
+    compileSearch: config.nips.nip50
+      ? (q) => {
+          const terms = searchTerms(q);
+          return (e: NostrEvent) => matchesSearch(terms, e, skip);
+        }
+      : undefined,
+  };
+}
+
+export const visibilityFor = (config: Config, s: Session): Visibility => ({
+  restrictedKinds: config.authorization.restricted_read_kinds,
+  viewers: [...s.authed],
+});
+
+/** May this connection read this event? Restricted kinds only by their author or a p-tagged recipient. */
+export function canRead(config: Config, s: Session, e: NostrEvent): boolean {
+  if (!restrictedKinds(config).has(e.kind)) return true;
+  if (s.authed.has(e.pubkey)) return true;
+  for (const t of e.tags) if (t[0] === "p" && t[1] !== undefined && s.authed.has(t[1])) return true;
+  return false;
+}

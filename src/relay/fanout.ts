@@ -1,25 +1,36 @@
 // Live fanout through Bun's native pub/sub. Subscriptions with the same id and the same
 // canonical filters, on any connection, form one group = one topic: matched once, serialized
-// once, published once in native code. A short ring of recent events lets a new subscription
-// catch up on what was committed while its stored query ran, so nothing falls in the gap.
+// once, published once in native code. Events of restricted kinds (DMs) are the exception: they
+// go to each member that may read them, one send per member. A short ring of recent events lets
+// a new subscription catch up on what was committed while its stored query ran.
 import { createHash } from "node:crypto";
 import type { NostrEvent } from "../protocol/event.ts";
 import { canonicalFilterKey, matchAny, type CompiledFilter } from "../protocol/filter.ts";
 import { LiveIndex, type Indexed } from "./monitors.ts";
+import type { Socket } from "./session.ts";
 
 export interface Group {
   readonly topic: string;
   /** `["EVENT",<subId>,` — the only bytes that differ between groups for the same event. */
   readonly prefix: string;
   readonly filters: readonly CompiledFilter[];
-  members: number;
+  readonly members: Set<Socket>;
   entries: Indexed<Group>[];
 }
 
-interface Recent {
+export interface Recent {
   seq: number;
   event: NostrEvent;
   json: string;
+}
+
+export interface FanoutOptions {
+  publish: (topic: string, frame: string) => number;
+  /** Events that may not go to a whole topic (restricted kinds). */
+  restricted: (e: NostrEvent) => boolean;
+  /** Whether one connection may read a restricted event. */
+  canRead: (ws: Socket, e: NostrEvent) => boolean;
+  ringSize?: number;
 }
 
 export class Fanout {
@@ -30,33 +41,33 @@ export class Fanout {
   seq = 0;
   deliveries = 0;
 
-  constructor(
-    private readonly publish: (topic: string, frame: string) => number,
-    ringSize = 8192,
-  ) {
-    this.ring = new Array(ringSize);
+  constructor(private readonly opts: FanoutOptions) {
+    this.ring = new Array(opts.ringSize ?? 8192);
   }
 
   get groupCount(): number {
     return this.groups.size;
   }
 
-  /** Joins (or creates) the group for this subscription id and filter set. */
-  acquire(subId: string, filters: readonly CompiledFilter[]): Group {
+  /** Adds the socket to the group for this subscription id and filter set (creating it). */
+  join(ws: Socket, subId: string, filters: readonly CompiledFilter[]): Group {
     const key = `${subId}\n${filters.map(canonicalFilterKey).sort().join("\n")}`;
     const topic = createHash("sha256").update(key).digest("base64url");
     let g = this.groups.get(topic);
     if (!g) {
-      g = { topic, prefix: `["EVENT",${JSON.stringify(subId)},`, filters, members: 0, entries: [] };
+      g = { topic, prefix: `["EVENT",${JSON.stringify(subId)},`, filters, members: new Set(), entries: [] };
       g.entries = this.index.add(g, filters);
       this.groups.set(topic, g);
     }
-    g.members++;
+    g.members.add(ws);
+    ws.subscribe(topic);
     return g;
   }
 
-  release(g: Group): void {
-    if (--g.members > 0) return;
+  leave(ws: Socket, g: Group): void {
+    if (!ws.data.closed) ws.unsubscribe(g.topic);
+    g.members.delete(ws);
+    if (g.members.size > 0) return;
     this.index.remove(g.entries);
     this.groups.delete(g.topic);
   }
@@ -65,9 +76,19 @@ export class Fanout {
   broadcast(event: NostrEvent, json: string): void {
     const seq = ++this.seq;
     this.ring[seq % this.ring.length] = { seq, event, json };
+    const restricted = this.opts.restricted(event);
     this.index.match(event, (g) => {
-      const sent = this.publish(g.topic, `${g.prefix}${json}]`);
-      if (sent > 0) this.deliveries += g.members;
+      const frame = `${g.prefix}${json}]`;
+      if (!restricted) {
+        this.opts.publish(g.topic, frame);
+        this.deliveries += g.members.size;
+        return;
+      }
+      for (const ws of g.members) {
+        if (!this.opts.canRead(ws, event)) continue;
+        ws.send(frame);
+        this.deliveries++;
+      }
     });
   }
 

@@ -5,7 +5,7 @@ import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from 
 import { isEphemeral } from "../protocol/kinds.ts";
 import { ProtocolError, refusalText } from "../protocol/reasons.ts";
 import { runPolicies } from "../policy/defaults.ts";
-import { MAX_VERIFY_BACKLOG, type RelayContext } from "./context.ts";
+import { MAX_VERIFY_BACKLOG, nowSeconds, relayUrlFor, type RelayContext } from "./context.ts";
 import { okFrame, send, type Socket } from "./session.ts";
 
 /** The id to answer an unparseable event with: the claimed one if it is a string, else "". */
@@ -29,7 +29,7 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
   if (s.inflight >= ctx.config.limits.max_pending_events) return ok(false, "rate-limited: too many events in flight on this connection");
   if (ctx.verifier.depth >= MAX_VERIFY_BACKLOG) return ok(false, "rate-limited: relay is overloaded, try again shortly");
 
-  const refusal = runPolicies(ctx.policies, { config: ctx.config, now: Math.floor(Date.now() / 1000), authed: s.authed }, e);
+  const refusal = runPolicies(ctx.policies, { config: ctx.config, now: nowSeconds(), authed: s.authed, relayUrl: relayUrlFor(ctx.config, s) }, e);
   if (refusal) return ok(false, refusalText(refusal));
 
   const ephemeral = isEphemeral(e.kind);

@@ -1,21 +1,44 @@
 // REQ, CLOSE and COUNT: stored events from a snapshot, EOSE, then live events through the
 // subscription's group topic, each event once.
+import { hllOffset } from "../nips/nip45.ts";
 import { compileFilter, type CompiledFilter } from "../protocol/filter.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
-import type { RelayContext } from "./context.ts";
-import { closedFrame, send, type Socket, type Subscription } from "./session.ts";
+import { canRead, filterLimits, nowSeconds, restrictedKinds, visibilityFor, type RelayContext } from "./context.ts";
+import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
+
+/**
+ * Compiles a REQ / COUNT / NEG-OPEN's filters and applies the read-side auth rules.
+ * Returns the filters, or the refusal text (for CLOSED or NEG-ERR).
+ */
+export function admitFilters(ctx: RelayContext, s: Session, rawFilters: unknown[]): CompiledFilter[] | string {
+  if (ctx.config.options.auth === "always" && s.authed.size === 0) return "auth-required: this relay requires authentication";
+  let filters: CompiledFilter[];
+  try {
+    const limits = filterLimits(ctx.config);
+    filters = rawFilters.map((f) => compileFilter(f, limits));
+  } catch (err) {
+    if (!(err instanceof ProtocolError)) throw err;
+    return err.text;
+  }
+  // Asking for DMs by kind needs an identity to show them to; without kinds they are just hidden.
+  const restricted = restrictedKinds(ctx.config);
+  if (s.authed.size === 0 && filters.some((f) => f.kinds && [...f.kinds].some((k) => restricted.has(k))))
+    return "auth-required: authenticate to read direct messages";
+  return filters;
+}
+
+function admit(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): CompiledFilter[] | undefined {
+  const filters = admitFilters(ctx, ws.data, rawFilters);
+  if (typeof filters !== "string") return filters;
+  send(ws, closedFrame(subId, filters));
+  return undefined;
+}
 
 export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): Promise<void> {
   const s = ws.data;
-  const { limits, options } = ctx.config;
-  if (options.require_auth && s.authed.size === 0) return send(ws, closedFrame(subId, "auth-required: this relay requires authentication"));
-  let filters: CompiledFilter[];
-  try {
-    filters = rawFilters.map((f) => compileFilter(f, { maxValues: limits.max_filter_values }));
-  } catch (err) {
-    if (!(err instanceof ProtocolError)) throw err;
-    return send(ws, closedFrame(subId, err.text));
-  }
+  const { limits } = ctx.config;
+  const filters = admit(ctx, ws, subId, rawFilters);
+  if (!filters) return;
   // A REQ with a known id replaces that subscription (NIP-01).
   if (!closeSubscription(ctx, ws, subId) && s.subs.size >= limits.max_subscriptions)
     return send(ws, closedFrame(subId, `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`));
@@ -29,7 +52,13 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   let stored: string[] = [];
   if (perFilter.some((n) => n > 0)) {
     try {
-      stored = await ctx.store.query({ filters: filters.map((f) => f.source), limits: perFilter, maxSeq });
+      stored = await ctx.store.query({
+        filters: filters.map((f) => f.source),
+        limits: perFilter,
+        maxSeq,
+        now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+        visibility: visibilityFor(ctx.config, s),
+      });
     } catch (err) {
       console.error("query failed:", err);
       if (s.subs.get(subId) === sub) s.subs.delete(subId);
@@ -43,11 +72,36 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     for (const json of stored) ws.send(`${prefix}${json}]`);
     const { events, complete } = ctx.fanout.recent(fanoutSeq, filters);
     if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
-    for (const r of events) ws.send(`${prefix}${r.json}]`);
+    for (const r of events) if (canRead(ctx.config, s, r.event)) ws.send(`${prefix}${r.json}]`);
     ws.send(`["EOSE",${JSON.stringify(subId)}]`);
-    sub.group = ctx.fanout.acquire(subId, filters);
-    ws.subscribe(sub.group.topic);
+    sub.group = ctx.fanout.join(ws, subId, filters);
   });
+}
+
+/** NIP-45: `["COUNT", id, {"count": n}]`, with `hll` for a single filter with a tag condition. */
+export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): Promise<void> {
+  if (!ctx.config.nips.nip45) return send(ws, closedFrame(subId, "error: COUNT is not supported by this relay"));
+  const filters = admit(ctx, ws, subId, rawFilters);
+  if (!filters) return;
+  const live = filters.filter((f) => !f.neverMatch).map((f) => f.source);
+  const offset = filters.length === 1 ? hllOffset(filters[0]!.source) : undefined;
+  let result: { count: number; hll?: string };
+  try {
+    result =
+      live.length === 0
+        ? { count: 0, hll: offset === undefined ? undefined : "00".repeat(256) }
+        : await ctx.store.count({
+            filters: live,
+            maxSeq: ctx.store.lastSeq(),
+            now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+            visibility: visibilityFor(ctx.config, ws.data),
+            hllOffset: offset,
+          });
+  } catch (err) {
+    console.error("count failed:", err);
+    return send(ws, closedFrame(subId, "error: could not count"));
+  }
+  send(ws, `["COUNT",${JSON.stringify(subId)},${JSON.stringify(result)}]`);
 }
 
 /** Ends a subscription; true if there was one. */
@@ -55,10 +109,7 @@ export function closeSubscription(ctx: RelayContext, ws: Socket, subId: string):
   const sub = ws.data.subs.get(subId);
   if (!sub) return false;
   ws.data.subs.delete(subId);
-  if (sub.group) {
-    if (!ws.data.closed) ws.unsubscribe(sub.group.topic);
-    ctx.fanout.release(sub.group);
-  }
+  if (sub.group) ctx.fanout.leave(ws, sub.group);
   return true;
 }
 

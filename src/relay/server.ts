@@ -9,10 +9,11 @@ import { WriterQueue } from "../store/queue.ts";
 import type { Store } from "../store/types.ts";
 import { VERSION } from "../version.ts";
 import { handleAuth } from "./auth.ts";
-import type { RelayContext } from "./context.ts";
+import { canRead, nowSeconds, restrictedKinds, writeRules, type RelayContext } from "./context.ts";
 import { Fanout } from "./fanout.ts";
 import { handleEvent } from "./ingest.ts";
-import { closeAllSubscriptions, closeSubscription, handleReq } from "./req.ts";
+import { handleNegClose, handleNegMsg, handleNegOpen } from "./neg.ts";
+import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
 import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
 import { inlineVerifier, noVerifier, WorkerVerifier, type Verifier } from "./verify.ts";
 
@@ -37,19 +38,29 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
   const verifier = given ?? (config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers) : noVerifier);
   const sockets = new Set<Socket>();
   let server: Server<Session>;
-  const fanout = new Fanout((topic, frame) => server.publish(topic, frame));
+  const fanout = new Fanout({
+    publish: (topic, frame) => server.publish(topic, frame),
+    restricted: (e) => restrictedKinds(config).has(e.kind),
+    canRead: (ws, e) => canRead(config, ws.data, e),
+  });
   const ctx: RelayContext = {
     config,
     store,
     verifier,
     authVerifier: verifier === noVerifier ? inlineVerifier : verifier,
     fanout,
-    writer: new WriterQueue(store, (w) => fanout.broadcast(w.event, w.json)),
+    writer: new WriterQueue(store, (w) => fanout.broadcast(w.event, w.json), () => writeRules(config)),
     policies: defaultPolicies,
     inflight: 0,
     closing: false,
   };
   const path = config.network.path;
+  // NIP-40: expired events are already hidden from every read; this reclaims their space.
+  const sweeper = setInterval(() => {
+    if (!config.nips.nip40 || ctx.closing) return;
+    Promise.resolve(store.sweepExpired(nowSeconds())).catch((err) => console.error("expiration sweep failed:", err));
+  }, config.options.expiration_sweep_seconds * 1000);
+  sweeper.unref();
 
   server = Bun.serve<Session>({
     hostname: config.network.host,
@@ -84,6 +95,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
         ws.data.closed = true;
         sockets.delete(ws);
         closeAllSubscriptions(ctx, ws);
+        ws.data.neg.clear();
       },
     },
   });
@@ -95,6 +107,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     async close() {
       if (ctx.closing) return;
       ctx.closing = true;
+      clearInterval(sweeper);
       server.stop(false); // stop accepting; open sockets stay until we close them
       for (const ws of sockets) ws.send(noticeFrame("closing: relay is shutting down"));
       const deadline = Date.now() + 5000;
@@ -137,7 +150,13 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
     case "AUTH":
       return void handleAuth(ctx, ws, msg.event).catch(fail);
     case "COUNT":
-      return send(ws, closedFrame(msg.subId, "error: COUNT is not supported by this relay"));
+      return void handleCount(ctx, ws, msg.subId, msg.filters).catch(fail);
+    case "NEG-OPEN":
+      return void handleNegOpen(ctx, ws, msg.subId, msg.filter, msg.message).catch(fail);
+    case "NEG-MSG":
+      return handleNegMsg(ctx, ws, msg.subId, msg.message);
+    case "NEG-CLOSE":
+      return handleNegClose(ws, msg.subId);
   }
 }
 

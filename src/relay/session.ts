@@ -2,6 +2,7 @@
 import type { ServerWebSocket } from "bun";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import type { Group } from "./fanout.ts";
+import type { NegSession } from "./neg.ts";
 
 export interface Subscription {
   readonly filters: readonly CompiledFilter[];
@@ -17,6 +18,8 @@ export interface Session {
   readonly challenge: string;
   readonly authed: Set<string>;
   readonly subs: Map<string, Subscription>;
+  /** NIP-77 sessions by id (a namespace of their own, apart from REQ ids). */
+  readonly neg: Map<string, NegSession>;
   /** EVENTs of this connection still verifying or waiting for the writer. */
   inflight: number;
   closed: boolean;
@@ -34,6 +37,7 @@ export function newSession(ip: string, host: string): Session {
     challenge: crypto.randomUUID(),
     authed: new Set(),
     subs: new Map(),
+    neg: new Map(),
     inflight: 0,
     closed: false,
   };

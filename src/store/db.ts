@@ -38,6 +38,20 @@ const migrations: string[] = [
      PRIMARY KEY (name, value, created_at, seq)
    ) WITHOUT ROWID;
    CREATE INDEX tags_seq ON tags(seq);`,
+  // 2: NIP-40 expiration, NIP-09/62 tombstones (so deleted events stay deleted), NIP-50 search.
+  `ALTER TABLE events ADD COLUMN expiration INTEGER;
+   CREATE INDEX events_expiration ON events(expiration) WHERE expiration IS NOT NULL;
+   -- Events deleted by id (kind 5 "e" tags): refused if the same author publishes them again.
+   CREATE TABLE deleted_ids (id BLOB PRIMARY KEY, pubkey BLOB NOT NULL) WITHOUT ROWID;
+   -- Addresses deleted up to a time (kind 5 "a" tags); d is "" for replaceable kinds.
+   CREATE TABLE deleted_addresses (
+     pubkey BLOB NOT NULL, kind INTEGER NOT NULL, d TEXT NOT NULL, until INTEGER NOT NULL,
+     PRIMARY KEY (pubkey, kind, d)
+   ) WITHOUT ROWID;
+   -- Requests to vanish (kind 62): nothing of this pubkey up to \`until\` may come back.
+   CREATE TABLE vanished (pubkey BLOB PRIMARY KEY, until INTEGER NOT NULL) WITHOUT ROWID;
+   -- Full-text index of content and title-like tags; rowid = events.seq.
+   CREATE VIRTUAL TABLE events_fts USING fts5(text, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');`,
 ];
 
 export function openDatabase(opts: DbOptions): Database {

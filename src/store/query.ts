@@ -1,6 +1,8 @@
-// REQ filters -> SQL. One statement per plan shape (the SQL text depends only on which
-// conditions a filter has; list values travel as one JSON parameter through json_each).
+// REQ / COUNT / NEG-OPEN filters -> SQL. One statement per plan shape: the SQL text depends only
+// on which conditions a filter has; list values travel as one JSON parameter through json_each.
 import type { Database, Statement } from "bun:sqlite";
+import { ftsExpression, searchTerms } from "../nips/nip50.ts";
+import { Hll } from "../nips/nip45.ts";
 import type { Filter } from "../protocol/filter.ts";
 
 export interface QueryRow {
@@ -9,14 +11,46 @@ export interface QueryRow {
   id: string;
 }
 
-type Param = string | number;
-interface Plan {
-  sql: string;
-  params: Param[];
-  /** How many times one event can appear (tag-driven plans join on several values). */
-  fanIn: number;
+/** Who is asking, for kinds only their author and p-tagged recipients may read (NIP-17/59). */
+export interface Visibility {
+  restrictedKinds: number[];
+  /** Pubkeys the connection authenticated as. */
+  viewers: string[];
 }
 
+interface Scope {
+  /** Only events committed at or before this seq (the request's snapshot). */
+  maxSeq: number;
+  /** Hide events whose expiration is at or before this time (NIP-40); 0 = hide nothing. */
+  now: number;
+  visibility?: Visibility;
+}
+
+export interface QueryJob extends Scope {
+  filters: Filter[];
+  /** Effective limit per filter (already clamped; 0 = skip). */
+  limits: number[];
+}
+
+export interface CountJob extends Scope {
+  filters: Filter[];
+  /** NIP-45 register offset, when the request is eligible for HyperLogLog. */
+  hllOffset?: number;
+}
+
+export interface NegJob extends Scope {
+  filter: Filter;
+  /** Most items to return; more means overflow. */
+  max: number;
+}
+
+export interface NegItems {
+  timestamps: number[];
+  ids: string[];
+  overflow: boolean;
+}
+
+type Param = string | number;
 const TAG_KEYS = (f: Filter): string[] => Object.keys(f).filter((k) => k[0] === "#");
 
 /**
@@ -36,15 +70,33 @@ function inList(where: string[], params: Param[], col: string, values: readonly 
 /** Lists up to this long on the driving column run as one ordered, limited query per value. */
 const MAX_SPLIT = 16;
 
-export function planFilter(f: Filter, limit: number, maxSeq: number): Plan {
+interface Core {
+  from: string;
+  where: string[];
+  params: Param[];
+  order: string;
+  /** How many times one event can appear (tag-driven plans join on several values). */
+  fanIn: number;
+  ranked: boolean;
+}
+
+/** FROM and WHERE for one filter: which index drives it, every condition, the snapshot cut. */
+function planCore(f: Filter, scope: Scope): Core {
   const where: string[] = [];
   const params: Param[] = [];
   const tagKeys = TAG_KEYS(f);
-  // Drive from the tag index when it is the most selective condition we have.
-  const driver = !f.ids && !f.authors && tagKeys.length > 0 ? tagKeys[0]! : undefined;
+  const terms = f.search !== undefined ? searchTerms(f.search) : [];
   let from = "events e";
   let order = "e.created_at DESC, e.id";
   let fanIn = 1;
+  // Drive from full-text search, else from the tag index when no ids/authors narrow it better.
+  const driver = terms.length === 0 && !f.ids && !f.authors && tagKeys.length > 0 ? tagKeys[0]! : undefined;
+  if (terms.length > 0) {
+    from = "events_fts s JOIN events e ON e.seq = s.rowid";
+    order = "s.rank, e.created_at DESC, e.id";
+    where.push("events_fts MATCH ?");
+    params.push(ftsExpression(terms));
+  }
   if (driver) {
     const values = f[driver as `#${string}`]!;
     from = "tags t JOIN events e ON e.seq = t.seq";
@@ -71,13 +123,33 @@ export function planFilter(f: Filter, limit: number, maxSeq: number): Plan {
     where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.seq = e.seq AND x.name = ? AND ${sub[0]})`);
     params.push(...subParams);
   }
-  // Unary + keeps SQLite from driving the query from this rowid range (which reads and sorts
-  // every stored event); the snapshot cut is a filter, the order comes from an index.
+  // Unary + keeps SQLite from driving the query from these (which would read and sort every
+  // stored event); they are filters, the order comes from an index.
   where.push("+e.seq <= ?");
-  params.push(maxSeq);
-  params.push(limit * fanIn);
-  const sql = `SELECT e.json AS json, e.created_at AS created_at, lower(hex(e.id)) AS id FROM ${from} WHERE ${where.join(" AND ")} ORDER BY ${order} LIMIT ?`;
-  return { sql, params, fanIn };
+  params.push(scope.maxSeq);
+  if (scope.now > 0) where.push("(e.expiration IS NULL OR +e.expiration > ?)"), params.push(scope.now);
+  const v = scope.visibility;
+  if (v && v.restrictedKinds.length > 0) {
+    where.push(
+      "(e.kind NOT IN (SELECT value FROM json_each(?)) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))" +
+        " OR EXISTS (SELECT 1 FROM tags y WHERE y.seq = e.seq AND y.name = 'p' AND y.value IN (SELECT value FROM json_each(?))))",
+    );
+    const viewers = JSON.stringify(v.viewers);
+    params.push(JSON.stringify(v.restrictedKinds), viewers, viewers);
+  }
+  return { from, where, params, order, fanIn, ranked: terms.length > 0 };
+}
+
+export function planFilter(f: Filter, limit: number, scope: Scope): { sql: string; params: Param[]; ranked: boolean } {
+  const c = planCore(f, scope);
+  const sql = `SELECT e.json AS json, e.created_at AS created_at, lower(hex(e.id)) AS id FROM ${c.from} WHERE ${c.where.join(" AND ")} ORDER BY ${c.order} LIMIT ?`;
+  return { sql, params: [...c.params, limit * c.fanIn], ranked: c.ranked };
+}
+
+/** `SELECT e.seq …` for one filter, without order or limit: the building block of counts. */
+function seqsOf(f: Filter, scope: Scope): { sql: string; params: Param[] } {
+  const c = planCore(f, scope);
+  return { sql: `SELECT e.seq FROM ${c.from} WHERE ${c.where.join(" AND ")}`, params: c.params };
 }
 
 /** Prepared statements keyed by SQL text (= plan shape), bounded. */
@@ -105,18 +177,10 @@ export class StatementCache {
   }
 }
 
-export interface QueryJob {
-  filters: Filter[];
-  /** Effective limit per filter (already clamped; 0 = skip). */
-  limits: number[];
-  /** Only events committed at or before this seq (the REQ's snapshot). */
-  maxSeq: number;
-}
-
 /** The list to run value by value: the driving column's, when it has 2..MAX_SPLIT values. */
 function splitKey(f: Filter): keyof Filter | undefined {
   const fits = (v: readonly unknown[] | undefined) => v !== undefined && v.length > 1 && v.length <= MAX_SPLIT;
-  if (f.ids) return undefined;
+  if (f.ids || f.search !== undefined) return undefined;
   if (f.authors) return fits(f.authors) ? "authors" : undefined;
   const tag = TAG_KEYS(f)[0] as `#${string}` | undefined;
   if (tag) return fits(f[tag]) ? tag : undefined;
@@ -125,19 +189,21 @@ function splitKey(f: Filter): keyof Filter | undefined {
 
 const newestFirst = (a: QueryRow, b: QueryRow) => b.created_at - a.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
-/** One filter's stored events: at most `limit`, newest first. */
-function filterRows(cache: StatementCache, f: Filter, limit: number, maxSeq: number): QueryRow[] {
+/** One filter's stored events: at most `limit`, newest first (search: most relevant first). */
+function filterRows(cache: StatementCache, f: Filter, limit: number, scope: Scope): QueryRow[] {
   const key = splitKey(f);
   const parts = key ? (f[key] as (string | number)[]).map((v) => ({ ...f, [key]: [v] }) as Filter) : [f];
   const rows = new Map<string, QueryRow>();
+  let ranked = false;
   for (const part of parts) {
-    const plan = planFilter(part, limit, maxSeq);
+    const plan = planFilter(part, limit, scope);
+    ranked = plan.ranked;
     // all(), not iterate(): a cursor abandoned mid-way would keep a read transaction open and
     // stop WAL checkpoints. LIMIT already bounds the rows to limit × fanIn.
     for (const row of cache.get(plan.sql).all(...plan.params) as QueryRow[]) rows.set(row.id, row);
   }
   const out = [...rows.values()];
-  if (parts.length > 1 || out.length > limit) out.sort(newestFirst);
+  if (!ranked && (parts.length > 1 || out.length > limit)) out.sort(newestFirst);
   return out.length > limit ? out.slice(0, limit) : out;
 }
 
@@ -147,9 +213,39 @@ export function runQuery(cache: StatementCache, job: QueryJob): string[] {
   job.filters.forEach((f, i) => {
     const limit = job.limits[i]!;
     if (limit <= 0) return;
-    for (const row of filterRows(cache, f, limit, job.maxSeq)) seen.set(row.id, row);
+    for (const row of filterRows(cache, f, limit, job)) if (!seen.has(row.id)) seen.set(row.id, row);
   });
   const rows = [...seen.values()];
-  if (job.filters.length > 1) rows.sort(newestFirst);
+  // Search results keep their relevance order; everything else is merged by time.
+  if (job.filters.length > 1 && !job.filters.some((f) => f.search !== undefined)) rows.sort(newestFirst);
   return rows.map((r) => r.json);
+}
+
+/** NIP-45: distinct events matching any filter; HyperLogLog registers over their pubkeys. */
+export function runCount(cache: StatementCache, job: CountJob): { count: number; hll?: string } {
+  const parts = job.filters.map((f) => seqsOf(f, job));
+  const union = parts.map((p) => p.sql).join(" UNION ");
+  const params = parts.flatMap((p) => p.params);
+  if (job.hllOffset === undefined) {
+    const row = cache.get(`SELECT count(*) AS n FROM (${union})`).get(...params) as { n: number };
+    return { count: row.n };
+  }
+  const hll = new Hll(job.hllOffset);
+  let count = 0;
+  for (const row of cache.get(`SELECT pubkey FROM events WHERE seq IN (${union})`).all(...params) as { pubkey: Uint8Array }[]) {
+    hll.add(row.pubkey);
+    count++;
+  }
+  return { count, hll: hll.hex() };
+}
+
+/** NIP-77: (created_at, id) of every matching event, up to max (limit is ignored). */
+export function runNegItems(cache: StatementCache, job: NegJob): NegItems {
+  const { limit: _ignored, ...filter } = job.filter;
+  const c = planCore(filter, job);
+  const sql = `SELECT DISTINCT e.created_at AS t, lower(hex(e.id)) AS id FROM ${c.from} WHERE ${c.where.join(" AND ")} LIMIT ?`;
+  const rows = cache.get(sql).all(...c.params, job.max + 1) as { t: number; id: string }[];
+  const overflow = rows.length > job.max;
+  if (overflow) rows.length = job.max;
+  return { timestamps: rows.map((r) => r.t), ids: rows.map((r) => r.id), overflow };
 }

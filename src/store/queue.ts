@@ -1,6 +1,6 @@
 // Group commit: every write accepted in the same tick goes into one transaction, and each
 // caller learns its outcome only after that transaction has committed.
-import type { PendingWrite, Store, WriteOutcome } from "./types.ts";
+import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
 
 interface Queued extends PendingWrite {
   resolve: (o: WriteOutcome) => void;
@@ -16,6 +16,8 @@ export class WriterQueue {
     private readonly store: Store,
     /** Called synchronously right after the commit, for each newly stored event, in commit order. */
     private readonly onStored: (w: PendingWrite, seq: number) => void,
+    /** The storage rules in force, read once per batch (so a config reload applies at once). */
+    private readonly rules: () => WriteRules,
     private readonly maxBatch = 2000,
   ) {}
 
@@ -45,7 +47,7 @@ export class WriterQueue {
       const batch = this.queue.splice(0, this.maxBatch);
       let outcomes: WriteOutcome[];
       try {
-        outcomes = await this.store.writeBatch(batch);
+        outcomes = await this.store.writeBatch(batch, this.rules());
       } catch (e) {
         const err = e instanceof Error ? e : new Error(String(e));
         for (const q of batch) q.reject(err);

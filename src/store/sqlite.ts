@@ -1,11 +1,11 @@
-// The SQLite store: one writer connection on the main thread, REQ queries in reader workers
-// (or inline for an in-memory database, which other threads cannot open).
+// The SQLite store: one writer connection on the main thread, reads (REQ, COUNT, NEG-OPEN) in
+// reader workers (or inline for an in-memory database, which other threads cannot open).
 import type { Database } from "bun:sqlite";
-import { openDatabase } from "./db.ts";
-import { runQuery, StatementCache, type QueryJob } from "./query.ts";
-import type { PendingWrite, Store, WriteOutcome } from "./types.ts";
-import { SqliteWriter } from "./write.ts";
 import { workerUrl } from "../workers.ts";
+import { openDatabase } from "./db.ts";
+import { runCount, runNegItems, runQuery, StatementCache, type CountJob, type NegItems, type NegJob, type QueryJob } from "./query.ts";
+import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
+import { SqliteWriter } from "./write.ts";
 
 export interface SqliteStoreOptions {
   /** Absolute file path, or ":memory:". */
@@ -14,8 +14,12 @@ export interface SqliteStoreOptions {
   readerWorkers: number;
 }
 
+/** A read request for a worker. */
+export type ReadOp = { n: number } & ({ op: "query"; job: QueryJob } | { op: "count"; job: CountJob } | { op: "neg"; job: NegJob });
+type ReadKind = ReadOp["op"];
+
 interface Pending {
-  resolve: (events: string[]) => void;
+  resolve: (r: unknown) => void;
   reject: (e: Error) => void;
 }
 
@@ -23,6 +27,7 @@ class ReaderPool {
   private readonly workers: { worker: Worker; busy: number }[] = [];
   private readonly pending = new Map<number, Pending>();
   private next = 1;
+  private onClosed: () => void = () => {};
 
   constructor(path: string, size: number) {
     for (let i = 0; i < size; i++) {
@@ -31,12 +36,12 @@ class ReaderPool {
       const slot = { worker, busy: 0 };
       worker.onmessage = (msg: MessageEvent) => {
         if (msg.data.closed) return this.onClosed();
-        const { n, events, error } = msg.data as { n: number; events?: string[]; error?: string };
+        const { n, result, error } = msg.data as { n: number; result?: unknown; error?: string };
         slot.busy--;
         const p = this.pending.get(n);
         this.pending.delete(n);
         if (error !== undefined) p?.reject(new Error(error));
-        else p?.resolve(events!);
+        else p?.resolve(result);
       };
       worker.onerror = (e) => {
         console.error(`query worker failed: ${e.message}`);
@@ -47,17 +52,15 @@ class ReaderPool {
     }
   }
 
-  query(job: QueryJob): Promise<string[]> {
+  run<T>(op: ReadKind, job: unknown): Promise<T> {
     const slot = this.workers.reduce((a, b) => (b.busy < a.busy ? b : a));
     const n = this.next++;
     slot.busy++;
     return new Promise((resolve, reject) => {
-      this.pending.set(n, { resolve, reject });
-      slot.worker.postMessage({ n, job });
+      this.pending.set(n, { resolve: resolve as (r: unknown) => void, reject });
+      slot.worker.postMessage({ n, op, job });
     });
   }
-
-  private onClosed: () => void = () => {};
 
   /** Asks every worker to close its connection, waits (bounded), then terminates them. */
   async close(): Promise<void> {
@@ -90,23 +93,37 @@ export class SqliteStore implements Store {
     return this.writer.has(id);
   }
 
-  writeBatch(batch: PendingWrite[]): WriteOutcome[] {
-    return this.writer.writeBatch(batch);
+  writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
+    return this.writer.writeBatch(batch, rules);
   }
 
   query(job: QueryJob): Promise<string[]> {
-    if (this.inline) {
-      try {
-        return Promise.resolve(runQuery(this.inline, job));
-      } catch (e) {
-        return Promise.reject(e);
-      }
-    }
-    return this.readers!.query(job);
+    return this.read("query", job, runQuery);
+  }
+
+  count(job: CountJob): Promise<{ count: number; hll?: string }> {
+    return this.read("count", job, runCount);
+  }
+
+  negentropyItems(job: NegJob): Promise<NegItems> {
+    return this.read("neg", job, runNegItems);
+  }
+
+  sweepExpired(now: number): number {
+    return this.writer.sweepExpired(now);
   }
 
   lastSeq(): number {
     return this.writer.seq;
+  }
+
+  private read<J, T>(op: ReadKind, job: J, inline: (c: StatementCache, j: J) => T): Promise<T> {
+    if (!this.inline) return this.readers!.run<T>(op, job);
+    try {
+      return Promise.resolve(inline(this.inline, job));
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   async close(): Promise<void> {

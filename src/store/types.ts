@@ -1,7 +1,8 @@
 // The store boundary. The relay only speaks to this interface, so an asynchronous backend
 // (Postgres) can sit behind it; the SQLite store answers synchronously where it can.
 import type { NostrEvent } from "../protocol/event.ts";
-import type { QueryJob } from "./query.ts";
+import type { CountJob, NegItems, NegJob, QueryJob } from "./query.ts";
+import type { WriteRules } from "./write.ts";
 
 export interface PendingWrite {
   event: NostrEvent;
@@ -18,10 +19,18 @@ export interface Store {
   /** Is an event with this id stored? */
   has(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */
-  writeBatch(batch: PendingWrite[]): WriteOutcome[] | Promise<WriteOutcome[]>;
+  writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]>;
   /** Stored events matching the job, serialized, newest first. */
   query(job: QueryJob): Promise<string[]>;
-  /** The highest committed seq: a REQ's snapshot point. */
+  /** NIP-45 counts. */
+  count(job: CountJob): Promise<{ count: number; hll?: string }>;
+  /** NIP-77: (created_at, id) of the events matching a filter. */
+  negentropyItems(job: NegJob): Promise<NegItems>;
+  /** NIP-40: deletes expired events; returns how many. */
+  sweepExpired(now: number): number | Promise<number>;
+  /** The highest committed seq: a request's snapshot point. */
   lastSeq(): number;
   close(): Promise<void>;
 }
+
+export type { WriteRules };

@@ -1,11 +1,25 @@
-// The single writer: NIP-01 storage semantics inside one transaction per batch.
+// The single writer: NIP-01/09/40/50/62 storage semantics inside one transaction per batch.
 import type { Database, Statement } from "bun:sqlite";
+import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../nips/nip09.ts";
+import { expirationOf } from "../nips/nip40.ts";
+import { searchableText } from "../nips/nip50.ts";
+import { VANISH_KIND } from "../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
 import type { PendingWrite, WriteOutcome } from "./types.ts";
 
+/** Which NIPs shape storage right now (read per batch, so a config reload applies at once). */
+export interface WriteRules {
+  deletion: boolean;
+  vanish: boolean;
+  search: boolean;
+  /** Kinds whose content is not indexed for search (encrypted DMs and the like). */
+  searchSkipKinds: ReadonlySet<number>;
+}
+
 /** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
 const SINGLE_LETTER = /^[a-zA-Z]$/;
+const GIFT_WRAP = 1059;
 
 interface Existing {
   seq: number;
@@ -13,64 +27,142 @@ interface Existing {
   id: string;
 }
 
+const refused = (reason: string): WriteOutcome => ({ stored: false, duplicate: false, reason });
+
 export class SqliteWriter {
-  private readonly insertEvent: Statement;
-  private readonly insertTag: Statement;
-  private readonly findReplaceable: Statement;
-  private readonly findAddressable: Statement;
-  private readonly deleteEvent: Statement;
-  private readonly deleteTags: Statement;
-  private readonly hasId: Statement;
-  private readonly txn: (batch: PendingWrite[]) => WriteOutcome[];
+  private readonly st: Record<string, Statement>;
+  private readonly txn: (batch: PendingWrite[], rules: WriteRules) => WriteOutcome[];
   seq: number;
 
   constructor(private readonly db: Database) {
-    this.insertEvent = db.prepare(
-      "INSERT INTO events (id, pubkey, created_at, kind, d, json) VALUES (unhex(?1), unhex(?2), ?3, ?4, ?5, ?6) ON CONFLICT(id) DO NOTHING",
-    );
-    this.insertTag = db.prepare("INSERT OR IGNORE INTO tags (name, value, created_at, seq, kind) VALUES (?, ?, ?, ?, ?)");
-    this.findReplaceable = db.prepare("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ?");
-    this.findAddressable = db.prepare("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ? AND d = ?");
-    this.deleteEvent = db.prepare("DELETE FROM events WHERE seq = ?");
-    this.deleteTags = db.prepare("DELETE FROM tags WHERE seq = ?");
-    this.hasId = db.prepare("SELECT 1 FROM events WHERE id = unhex(?)");
+    const q = (sql: string) => db.prepare(sql);
+    this.st = {
+      insertEvent: q(
+        "INSERT INTO events (id, pubkey, created_at, kind, d, expiration, json) VALUES (unhex(?1), unhex(?2), ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO NOTHING",
+      ),
+      insertTag: q("INSERT OR IGNORE INTO tags (name, value, created_at, seq, kind) VALUES (?, ?, ?, ?, ?)"),
+      insertText: q("INSERT INTO events_fts (rowid, text) VALUES (?, ?)"),
+      findReplaceable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ?"),
+      findAddressable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ? AND d = ?"),
+      deleteEvent: q("DELETE FROM events WHERE seq = ?"),
+      deleteTags: q("DELETE FROM tags WHERE seq = ?"),
+      deleteText: q("DELETE FROM events_fts WHERE rowid = ?"),
+      hasId: q("SELECT 1 FROM events WHERE id = unhex(?)"),
+      // NIP-09
+      deletedId: q("SELECT 1 FROM deleted_ids WHERE id = unhex(?) AND pubkey = unhex(?)"),
+      deletedAddress: q("SELECT until FROM deleted_addresses WHERE pubkey = unhex(?) AND kind = ? AND d = ?"),
+      tombstoneId: q("INSERT OR IGNORE INTO deleted_ids (id, pubkey) VALUES (unhex(?), unhex(?))"),
+      tombstoneAddress: q(
+        "INSERT INTO deleted_addresses (pubkey, kind, d, until) VALUES (unhex(?), ?, ?, ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)",
+      ),
+      ownEvent: q("SELECT seq, kind FROM events WHERE id = unhex(?) AND pubkey = unhex(?)"),
+      addressUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND kind = ? AND coalesce(d, '') = ? AND created_at <= ?"),
+      // NIP-62
+      vanishedUntil: q("SELECT until FROM vanished WHERE pubkey = unhex(?)"),
+      vanish: q("INSERT INTO vanished (pubkey, until) VALUES (unhex(?), ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)"),
+      authoredUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND created_at <= ? AND seq <> ?"),
+      wrapsFor: q("SELECT seq FROM tags WHERE name = 'p' AND value = ? AND kind = 1059"),
+      // NIP-40
+      expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? LIMIT ?"),
+    };
     this.seq = (db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
-    this.txn = db.transaction((batch: PendingWrite[]) => batch.map((w) => this.writeOne(w)));
+    this.txn = db.transaction((batch: PendingWrite[], rules: WriteRules) => batch.map((w) => this.writeOne(w, rules)));
   }
 
   has(id: string): boolean {
-    return this.hasId.get(id) !== null;
+    return this.st.hasId!.get(id) !== null;
   }
 
-  writeBatch(batch: PendingWrite[]): WriteOutcome[] {
+  writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
     const before = this.seq;
     try {
-      return this.txn(batch);
+      return this.txn(batch, rules);
     } catch (e) {
       this.seq = before; // the transaction rolled back
       throw e;
     }
   }
 
-  private writeOne({ event: e, json }: PendingWrite): WriteOutcome {
+  /** Deletes up to `max` expired events (NIP-40); returns how many. */
+  sweepExpired(now: number, max = 5000): number {
+    return this.db.transaction(() => {
+      const rows = this.st.expired!.all(now, max) as { seq: number }[];
+      for (const r of rows) this.remove(r.seq);
+      return rows.length;
+    })();
+  }
+
+  private writeOne({ event: e, json }: PendingWrite, rules: WriteRules): WriteOutcome {
+    const gone = this.tombstoned(e);
+    if (gone) return refused(gone);
     const addressable = isAddressable(e.kind);
     const d = addressable ? dTag(e) : null;
     if (addressable || isReplaceable(e.kind)) {
-      const existing = (addressable ? this.findAddressable.all(e.pubkey, e.kind, d) : this.findReplaceable.all(e.pubkey, e.kind)) as Existing[];
+      const existing = (addressable ? this.st.findAddressable!.all(e.pubkey, e.kind, d) : this.st.findReplaceable!.all(e.pubkey, e.kind)) as Existing[];
       for (const old of existing) {
         if (old.id === e.id) return { stored: false, duplicate: true };
         // Newest wins; on equal created_at the lowest id is kept (NIP-01).
         if (old.created_at > e.created_at || (old.created_at === e.created_at && old.id < e.id))
-          return { stored: false, duplicate: false, reason: "duplicate: a newer version of this replaceable event is already stored" };
+          return refused("duplicate: a newer version of this replaceable event is already stored");
       }
       for (const old of existing) this.remove(old.seq);
     }
-    const r = this.insertEvent.run(e.id, e.pubkey, e.created_at, e.kind, d, json);
+    const r = this.st.insertEvent!.run(e.id, e.pubkey, e.created_at, e.kind, d, expirationOf(e) ?? null, json);
     if (r.changes === 0) return { stored: false, duplicate: true };
     const seq = Number(r.lastInsertRowid);
     this.indexTags(e, seq);
+    if (rules.search) {
+      const text = searchableText(e, rules.searchSkipKinds);
+      if (text) this.st.insertText!.run(seq, text);
+    }
     this.seq = seq;
+    if (e.kind === DELETION_KIND && rules.deletion) this.applyDeletion(e);
+    if (e.kind === VANISH_KIND && rules.vanish) this.applyVanish(e, seq);
     return { stored: true, seq };
+  }
+
+  /** Why an event may not (re)enter: deleted by its author, or its author vanished. */
+  private tombstoned(e: NostrEvent): string | undefined {
+    const vanished = this.st.vanishedUntil!.get(e.pubkey) as { until: number } | null;
+    if (vanished && e.created_at <= vanished.until) return "blocked: this pubkey asked to vanish from this relay";
+    if (e.kind === GIFT_WRAP) {
+      for (const t of e.tags) {
+        if (t[0] !== "p" || t[1] === undefined || !/^[0-9a-f]{64}$/.test(t[1])) continue;
+        const v = this.st.vanishedUntil!.get(t[1]) as { until: number } | null;
+        if (v && e.created_at <= v.until) return "blocked: the recipient asked to vanish from this relay";
+      }
+    }
+    if (undeletable(e.kind)) return undefined;
+    if (this.st.deletedId!.get(e.id, e.pubkey)) return "blocked: this event was deleted by its author";
+    if (isAddressable(e.kind) || isReplaceable(e.kind)) {
+      const a = this.st.deletedAddress!.get(e.pubkey, e.kind, isAddressable(e.kind) ? dTag(e) : "") as { until: number } | null;
+      if (a && e.created_at <= a.until) return "blocked: this address was deleted by its author";
+    }
+    return undefined;
+  }
+
+  /** NIP-09: delete the requester's own referenced events and keep them deleted. */
+  private applyDeletion(req: NostrEvent): void {
+    const { ids, addresses } = deletionTargets(req);
+    for (const id of ids) {
+      const own = this.st.ownEvent!.get(id, req.pubkey) as { seq: number; kind: number } | null;
+      if (own && undeletable(own.kind)) continue;
+      if (own) this.remove(own.seq);
+      this.st.tombstoneId!.run(id, req.pubkey);
+    }
+    for (const a of addresses) this.deleteAddress(a, req.created_at);
+  }
+
+  private deleteAddress(a: Address, until: number): void {
+    for (const r of this.st.addressUpTo!.all(a.pubkey, a.kind, a.d, until) as { seq: number }[]) this.remove(r.seq);
+    this.st.tombstoneAddress!.run(a.pubkey, a.kind, a.d, until);
+  }
+
+  /** NIP-62: everything of the pubkey up to the request (the request itself stays), and gift wraps to it. */
+  private applyVanish(req: NostrEvent, keep: number): void {
+    for (const r of this.st.authoredUpTo!.all(req.pubkey, req.created_at, keep) as { seq: number }[]) this.remove(r.seq);
+    for (const r of this.st.wrapsFor!.all(req.pubkey) as { seq: number }[]) this.remove(r.seq);
+    this.st.vanish!.run(req.pubkey, req.created_at);
   }
 
   private indexTags(e: NostrEvent, seq: number): void {
@@ -78,12 +170,13 @@ export class SqliteWriter {
       const name = t[0];
       const value = t[1];
       if (name === undefined || value === undefined || !SINGLE_LETTER.test(name)) continue;
-      this.insertTag.run(name, value, e.created_at, seq, e.kind);
+      this.st.insertTag!.run(name, value, e.created_at, seq, e.kind);
     }
   }
 
   private remove(seq: number): void {
-    this.deleteEvent.run(seq);
-    this.deleteTags.run(seq);
+    this.st.deleteEvent!.run(seq);
+    this.st.deleteTags!.run(seq);
+    this.st.deleteText!.run(seq);
   }
 }

@@ -1,0 +1,58 @@
+// NIP-50 search: turn what a user typed into terms that can never be FTS syntax, the text an
+// event is indexed by, and the same match for live events.
+import type { NostrEvent } from "../protocol/event.ts";
+
+/** Tags whose values are searchable alongside content (titles of articles, subjects of messages…). */
+const TEXT_TAGS = new Set(["title", "summary", "subject", "alt", "name", "description"]);
+/** Profile (kind 0) fields worth finding a person by. */
+const PROFILE_FIELDS = ["name", "display_name", "displayName", "about", "nip05", "lud16", "website"];
+const MAX_TERMS = 16;
+
+/**
+ * Words of the query, normalized like SQLite's unicode61 tokenizer (lowercase, diacritics
+ * removed, split on anything that is not a letter or digit). `key:value` extensions are
+ * dropped: this relay supports none of them, and NIP-50 says to ignore those.
+ */
+export function searchTerms(query: string): string[] {
+  const terms: string[] = [];
+  for (const word of query.split(/\s+/)) {
+    if (/^[a-z_]+:\S/i.test(word)) continue; // extension such as include:spam, language:en
+    for (const t of tokens(word)) if (!terms.includes(t)) terms.push(t);
+  }
+  return terms.slice(0, MAX_TERMS);
+}
+
+export function tokens(text: string): string[] {
+  return text
+    .normalize("NFKD")
+    .replace(/\p{M}+/gu, "")
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter((t) => t.length > 0);
+}
+
+/** An FTS5 MATCH expression: every term quoted (so never an operator), all required. */
+export const ftsExpression = (terms: readonly string[]): string => terms.map((t) => `"${t.replaceAll('"', '""')}"`).join(" ");
+
+/** The text an event is found by; "" for events that should not be indexed. */
+export function searchableText(e: NostrEvent, skipKinds: ReadonlySet<number>): string {
+  if (skipKinds.has(e.kind)) return "";
+  const parts: string[] = [];
+  if (e.kind === 0) {
+    try {
+      const profile = JSON.parse(e.content) as Record<string, unknown>;
+      for (const f of PROFILE_FIELDS) if (typeof profile[f] === "string") parts.push(profile[f] as string);
+    } catch {
+      /* not JSON: nothing to index from the content */
+    }
+  } else parts.push(e.content);
+  for (const t of e.tags) if (t[1] !== undefined && TEXT_TAGS.has(t[0]!)) parts.push(t[1]);
+  return parts.join("\n");
+}
+
+/** Live matching: every term appears as a word of the event's searchable text. */
+export function matchesSearch(terms: readonly string[], e: NostrEvent, skipKinds: ReadonlySet<number>): boolean {
+  if (terms.length === 0) return true;
+  const words = new Set(tokens(searchableText(e, skipKinds)));
+  return terms.every((t) => words.has(t));
+}

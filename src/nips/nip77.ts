@@ -1,0 +1,474 @@
+// NIP-77 negentropy syncing: the relay (non-initiator) side of Negentropy protocol V1 (0x61),
+// range-based set reconciliation over (created_at, id) items.
+// Pure: no Bun imports. Messages are stateless (timestamps are delta-coded per message), so one
+// server object answers every NEG-MSG of a subscription; the relay keeps only the storage.
+import { createHash } from "node:crypto";
+import { isHex64 } from "../protocol/event.ts";
+
+export const NEGENTROPY_VERSION = 0x61;
+const VERSION_HEX = "61";
+const ID_SIZE = 32;
+const FINGERPRINT_SIZE = 16;
+const MODE_SKIP = 0;
+const MODE_FINGERPRINT = 1;
+const MODE_IDLIST = 2;
+/** A mismatched range with fewer items than this is answered with its ids, not fingerprints. */
+const BUCKETS = 16;
+/** The reference implementation's floor: below it a single split could not fit in a frame. */
+export const MIN_FRAME_SIZE_LIMIT = 4096;
+/** Room kept for the closing fingerprint-to-infinity range (19 bytes) and some slack. */
+const FRAME_SLACK = 200;
+/** Upper bound on a range header: timestamp (8) + prefix length (1) + prefix (32) + mode (1) + count (8). */
+const MAX_RANGE_HEADER = 64;
+const MAX_VARINT_BEFORE_DIGIT = (Number.MAX_SAFE_INTEGER - 127) / 128;
+
+/** Malformed input or misuse; the relay answers it with NEG-ERR. */
+export class NegentropyError extends Error {
+  override name = "NegentropyError";
+}
+
+export interface NegentropyItem {
+  timestamp: number;
+  /** 64 lowercase hex characters */
+  id: string;
+}
+
+/**
+ * An exclusive upper bound: a timestamp (Infinity is the protocol's "infinity") and an id prefix
+ * that stands for itself followed by zero bytes.
+ */
+export interface Bound {
+  timestamp: number;
+  prefix: Uint8Array;
+}
+
+const ZERO_BOUND: Bound = { timestamp: 0, prefix: new Uint8Array(0) };
+const INFINITY_BOUND: Bound = { timestamp: Infinity, prefix: new Uint8Array(0) };
+
+/** Compares two bounds as the protocol does: timestamp, then the zero-padded 32-byte id. */
+function compareBounds(a: Bound, b: Bound): number {
+  if (a.timestamp !== b.timestamp) return a.timestamp < b.timestamp ? -1 : 1;
+  for (let i = 0; i < ID_SIZE; i++) {
+    const x = a.prefix[i] ?? 0;
+    const y = b.prefix[i] ?? 0;
+    if (x !== y) return x - y;
+  }
+  return 0;
+}
+
+/**
+ * The items of one side, sorted by (timestamp, id). Insert, then seal once; sealing sorts and
+ * precomputes prefix sums of the ids so any range's fingerprint costs O(1) additions.
+ */
+export class NegentropyStorage {
+  private pendingTimestamps: number[] = [];
+  private pendingIds: string[] = [];
+  private sealedFlag = false;
+  private timestamps: Float64Array = new Float64Array(0);
+  private ids: Uint8Array = new Uint8Array(0);
+  /** sums[8i..8i+8) = sum of ids[0..i) mod 2^256, as eight little-endian 32-bit limbs. */
+  private sums: Uint32Array = new Uint32Array(8);
+
+  static from(items: Iterable<NegentropyItem>): NegentropyStorage {
+    const s = new NegentropyStorage();
+    for (const it of items) s.insert(it.timestamp, it.id);
+    return s.seal();
+  }
+
+  insert(timestamp: number, id: string): this {
+    if (this.sealedFlag) throw new NegentropyError("storage already sealed");
+    if (!Number.isSafeInteger(timestamp) || timestamp < 0) throw new NegentropyError(`bad timestamp ${timestamp}`);
+    if (!isHex64(id)) throw new NegentropyError("id must be 64 lowercase hex characters");
+    this.pendingTimestamps.push(timestamp);
+    this.pendingIds.push(id);
+    return this;
+  }
+
+  seal(): this {
+    if (this.sealedFlag) throw new NegentropyError("storage already sealed");
+    const ts = this.pendingTimestamps;
+    const n = ts.length;
+    const raw = new Uint8Array(n * ID_SIZE);
+    const rawView = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+    for (let i = 0; i < n; i++) rawView.write(this.pendingIds[i]!, i * ID_SIZE, ID_SIZE, "hex");
+    // Sort indices, comparing the first four id bytes as a number before falling back to a
+    // byte loop (ties there are rare for hashes).
+    const head = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const o = i * ID_SIZE;
+      head[i] = ((raw[o]! << 24) | (raw[o + 1]! << 16) | (raw[o + 2]! << 8) | raw[o + 3]!) >>> 0;
+    }
+    const order = new Uint32Array(n).map((_, i) => i);
+    order.sort((a, b) => ts[a]! - ts[b]! || head[a]! - head[b]! || compareIds(raw, a, raw, b));
+    this.timestamps = new Float64Array(n);
+    this.ids = new Uint8Array(n * ID_SIZE);
+    for (let i = 0; i < n; i++) {
+      const j = order[i]!;
+      this.timestamps[i] = ts[j]!;
+      this.ids.set(raw.subarray(j * ID_SIZE, (j + 1) * ID_SIZE), i * ID_SIZE);
+      if (i > 0 && this.timestamps[i] === this.timestamps[i - 1] && compareIds(this.ids, i, this.ids, i - 1) === 0)
+        throw new NegentropyError(`duplicate item ${this.pendingIds[j]}`);
+    }
+    this.sums = prefixSums(this.ids, n);
+    this.pendingTimestamps = [];
+    this.pendingIds = [];
+    this.sealedFlag = true;
+    return this;
+  }
+
+  get sealed(): boolean {
+    return this.sealedFlag;
+  }
+
+  get size(): number {
+    return this.timestamps.length;
+  }
+
+  /** The first index in [begin, end) whose item is not below the bound (end if none). */
+  lowerBound(begin: number, end: number, bound: Bound): number {
+    let lo = begin;
+    let hi = end;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.itemBelow(mid, bound)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** First 16 bytes of sha256(sum of ids mod 2^256, little-endian || varint(count)). */
+  fingerprint(begin: number, end: number): Uint8Array {
+    if (!(0 <= begin && begin <= end && end <= this.size)) throw new NegentropyError(`bad range ${begin}..${end}`);
+    const input = new ByteWriter(ID_SIZE + 8);
+    const slot = input.reserve(ID_SIZE);
+    const view = new DataView(slot.buffer, slot.byteOffset, ID_SIZE);
+    let borrow = 0;
+    for (let j = 0; j < 8; j++) {
+      let limb = this.sums[end * 8 + j]! - this.sums[begin * 8 + j]! - borrow;
+      borrow = limb < 0 ? 1 : 0;
+      if (limb < 0) limb += 0x100000000;
+      view.setUint32(j * 4, limb, true);
+    }
+    input.varint(end - begin);
+    return createHash("sha256").update(input.bytes()).digest().subarray(0, FINGERPRINT_SIZE);
+  }
+
+  idBytes(begin: number, end: number): Uint8Array {
+    return this.ids.subarray(begin * ID_SIZE, end * ID_SIZE);
+  }
+
+  /** The bound that is exactly item i. */
+  itemBound(i: number): Bound {
+    return { timestamp: this.timestamps[i]!, prefix: this.idBytes(i, i + 1) };
+  }
+
+  /** The shortest bound that puts item i-1 below it and item i at or above it. */
+  boundBefore(i: number): Bound {
+    const t = this.timestamps[i]!;
+    if (t !== this.timestamps[i - 1]) return { timestamp: t, prefix: ZERO_BOUND.prefix };
+    const cur = i * ID_SIZE;
+    const prev = cur - ID_SIZE;
+    let shared = 0;
+    while (shared < ID_SIZE - 1 && this.ids[cur + shared] === this.ids[prev + shared]) shared++;
+    return { timestamp: t, prefix: this.ids.subarray(cur, cur + shared + 1) };
+  }
+
+  private itemBelow(i: number, bound: Bound): boolean {
+    const t = this.timestamps[i]!;
+    if (t !== bound.timestamp) return t < bound.timestamp;
+    // Past the prefix the bound is zeros, which no item byte is below.
+    const base = i * ID_SIZE;
+    for (let k = 0; k < bound.prefix.length; k++) {
+      const a = this.ids[base + k]!;
+      const b = bound.prefix[k]!;
+      if (a !== b) return a < b;
+    }
+    return false;
+  }
+}
+
+function compareIds(a: Uint8Array, i: number, b: Uint8Array, j: number): number {
+  for (let k = 0; k < ID_SIZE; k++) {
+    const d = a[i * ID_SIZE + k]! - b[j * ID_SIZE + k]!;
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+function prefixSums(ids: Uint8Array, n: number): Uint32Array {
+  const sums = new Uint32Array((n + 1) * 8);
+  for (let i = 0; i < n; i++) {
+    let carry = 0;
+    for (let j = 0; j < 8; j++) {
+      const o = i * ID_SIZE + j * 4;
+      const limb = (ids[o]! | (ids[o + 1]! << 8) | (ids[o + 2]! << 16) | (ids[o + 3]! << 24)) >>> 0;
+      const v = sums[i * 8 + j]! + limb + carry;
+      carry = v > 0xffffffff ? 1 : 0;
+      sums[(i + 1) * 8 + j] = v >>> 0;
+    }
+  }
+  return sums;
+}
+
+/**
+ * Answers an initiator's messages. `frameSizeLimit` caps each binary reply (0 = unlimited; the
+ * hex on the wire is twice as long); a reply cut short ends with a fingerprint of everything
+ * not yet covered, so the client asks again from there.
+ */
+export class NegentropyServer {
+  constructor(
+    readonly storage: NegentropyStorage,
+    readonly frameSizeLimit = 0,
+  ) {
+    if (!storage.sealed) throw new NegentropyError("storage must be sealed");
+    if (!Number.isSafeInteger(frameSizeLimit) || frameSizeLimit < 0 || (frameSizeLimit !== 0 && frameSizeLimit < MIN_FRAME_SIZE_LIMIT))
+      throw new NegentropyError(`frameSizeLimit must be 0 or at least ${MIN_FRAME_SIZE_LIMIT}`);
+  }
+
+  /** One query (the NEG-OPEN initial message or a NEG-MSG), hex in, reply hex out. */
+  reconcile(queryHex: string): string {
+    const r = new ByteReader(decodeHex(queryHex));
+    const version = r.byte();
+    if (version < 0x60 || version > 0x6f) throw new NegentropyError(`invalid protocol version byte 0x${version.toString(16)}`);
+    // The spec: reply with just the highest version we support, so the client can downgrade.
+    if (version !== NEGENTROPY_VERSION) return VERSION_HEX;
+
+    const s = this.storage;
+    const size = s.size;
+    const out = new ByteWriter(1024);
+    out.byte(NEGENTROPY_VERSION);
+    let prevBound = ZERO_BOUND;
+    let prevIndex = 0;
+    let skip = false; // settled ranges are coalesced into one Skip, written only if more follows
+
+    while (!r.done) {
+      if (prevBound.timestamp === Infinity) throw new NegentropyError("range after the infinity bound");
+      const bound = r.bound();
+      if (compareBounds(bound, prevBound) < 0) throw new NegentropyError("bounds out of order");
+      const mode = r.varint();
+      const lower = prevIndex;
+      let upper = s.lowerBound(lower, size, bound);
+      const mark = out.mark();
+      const skipAtMark = skip;
+      const flushSkip = () => {
+        if (!skip) return;
+        skip = false;
+        out.bound(prevBound);
+        out.varint(MODE_SKIP);
+      };
+
+      if (mode === MODE_SKIP) {
+        skip = true;
+      } else if (mode === MODE_FINGERPRINT) {
+        if (equalBytes(r.take(FINGERPRINT_SIZE), s.fingerprint(lower, upper))) skip = true;
+        else {
+          flushSkip();
+          this.splitRange(out, lower, upper, bound);
+        }
+      } else if (mode === MODE_IDLIST) {
+        // Their ids only matter to them: the initiator compares our list with its own.
+        const count = r.varint();
+        if (count > r.remaining / ID_SIZE) throw new NegentropyError("id list longer than the message");
+        r.take(count * ID_SIZE);
+        flushSkip();
+        const room = this.frameSizeLimit ? Math.floor((this.frameSizeLimit - FRAME_SLACK - out.length - MAX_RANGE_HEADER) / ID_SIZE) : Infinity;
+        const sent = Math.max(0, Math.min(upper - lower, room));
+        if (sent < upper - lower) {
+          // Send what fits, ending the range exactly at the first id left out.
+          upper = lower + sent;
+          out.bound(s.itemBound(upper));
+          out.idList(sent, s.idBytes(lower, upper));
+          this.finishEarly(out, upper);
+          break;
+        }
+        out.bound(bound);
+        out.idList(sent, s.idBytes(lower, upper));
+      } else {
+        throw new NegentropyError(`unknown mode ${mode}`);
+      }
+
+      if (this.frameSizeLimit && out.length > this.frameSizeLimit - FRAME_SLACK) {
+        // Too big: drop this range's answer and fingerprint everything from its start instead.
+        // The pending Skip is kept, not folded into that fingerprint: ranges the client skipped
+        // are settled on its side (it already knows their differences), and reopening them
+        // would make it report those ids again. (The reference fingerprints from `upper` under
+        // a bound that starts earlier, which never matches and reopens them too.)
+        out.rewind(mark);
+        skip = skipAtMark;
+        flushSkip();
+        this.finishEarly(out, lower);
+        break;
+      }
+      prevIndex = upper;
+      prevBound = bound;
+    }
+    // A trailing Skip is implicit.
+    return out.hex();
+  }
+
+  /** Closes a cut-short reply: one fingerprint from the last bound written up to infinity. */
+  private finishEarly(out: ByteWriter, from: number): void {
+    out.bound(INFINITY_BOUND);
+    out.varint(MODE_FINGERPRINT);
+    out.append(this.storage.fingerprint(from, this.storage.size));
+  }
+
+  /** A range we disagree on: its ids when small, else 16 fingerprinted buckets of equal count. */
+  private splitRange(out: ByteWriter, lower: number, upper: number, upperBound: Bound): void {
+    const s = this.storage;
+    const n = upper - lower;
+    if (n < BUCKETS * 2) {
+      out.bound(upperBound);
+      out.idList(n, s.idBytes(lower, upper));
+      return;
+    }
+    const perBucket = Math.floor(n / BUCKETS);
+    const withExtra = n % BUCKETS;
+    let curr = lower;
+    for (let i = 0; i < BUCKETS; i++) {
+      const begin = curr;
+      curr += perBucket + (i < withExtra ? 1 : 0);
+      out.bound(curr === upper ? upperBound : s.boundBefore(curr));
+      out.varint(MODE_FINGERPRINT);
+      out.append(s.fingerprint(begin, curr));
+    }
+  }
+}
+
+const equalBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
+
+const HEX = /^(?:[0-9a-fA-F]{2})*$/;
+
+function decodeHex(hex: string): Uint8Array {
+  if (typeof hex !== "string" || !HEX.test(hex)) throw new NegentropyError("message is not hex");
+  return new Uint8Array(Buffer.from(hex, "hex"));
+}
+
+/** Reads one message; every read is bounds-checked, so malformed input throws instead of looping. */
+class ByteReader {
+  private pos = 0;
+  private lastTimestamp = 0;
+  constructor(private readonly buf: Uint8Array) {}
+
+  get done(): boolean {
+    return this.pos >= this.buf.length;
+  }
+
+  get remaining(): number {
+    return this.buf.length - this.pos;
+  }
+
+  byte(): number {
+    if (this.pos >= this.buf.length) throw new NegentropyError("message ends prematurely");
+    return this.buf[this.pos++]!;
+  }
+
+  take(n: number): Uint8Array {
+    if (n > this.remaining) throw new NegentropyError("message ends prematurely");
+    const out = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return out;
+  }
+
+  /** Varints beyond 2^53-1 are refused: nothing in a Nostr set needs them. */
+  varint(): number {
+    let v = 0;
+    for (;;) {
+      if (this.pos >= this.buf.length) throw new NegentropyError("truncated varint");
+      const b = this.buf[this.pos++]!;
+      if (v > MAX_VARINT_BEFORE_DIGIT) throw new NegentropyError("varint too large");
+      v = v * 128 + (b & 0x7f);
+      if ((b & 0x80) === 0) return v;
+    }
+  }
+
+  bound(): Bound {
+    const encoded = this.varint();
+    let timestamp = Infinity;
+    if (encoded !== 0) {
+      timestamp = this.lastTimestamp + encoded - 1;
+      if (timestamp > Number.MAX_SAFE_INTEGER) throw new NegentropyError("timestamp too large");
+    }
+    this.lastTimestamp = timestamp;
+    const length = this.varint();
+    if (length > ID_SIZE) throw new NegentropyError(`bound id prefix of ${length} bytes`);
+    return { timestamp, prefix: this.take(length) };
+  }
+}
+
+interface WriterMark {
+  length: number;
+  lastTimestamp: number;
+}
+
+/** A growable byte buffer that also carries the per-message timestamp delta state. */
+class ByteWriter {
+  private buf: Uint8Array;
+  length = 0;
+  private lastTimestamp = 0;
+  constructor(capacity: number) {
+    this.buf = new Uint8Array(capacity);
+  }
+
+  reserve(n: number): Uint8Array {
+    if (this.length + n > this.buf.length) {
+      const bigger = new Uint8Array(Math.max(this.buf.length * 2, this.length + n));
+      bigger.set(this.buf.subarray(0, this.length));
+      this.buf = bigger;
+    }
+    const slot = this.buf.subarray(this.length, this.length + n);
+    this.length += n;
+    return slot;
+  }
+
+  byte(b: number): void {
+    this.reserve(1)[0] = b;
+  }
+
+  append(bytes: Uint8Array): void {
+    this.reserve(bytes.length).set(bytes);
+  }
+
+  /** Base-128, most significant digit first; digits by division since n may exceed 2^32. */
+  varint(n: number): void {
+    let digits = 1;
+    for (let x = n; x >= 128; x = Math.floor(x / 128)) digits++;
+    const slot = this.reserve(digits);
+    for (let i = digits - 1, x = n; i >= 0; i--, x = Math.floor(x / 128)) slot[i] = (x % 128) | (i === digits - 1 ? 0 : 0x80);
+  }
+
+  bound(b: Bound): void {
+    if (b.timestamp === Infinity) this.varint(0);
+    else {
+      const delta = b.timestamp - this.lastTimestamp;
+      if (delta < 0) throw new Error("negentropy: bounds written out of order"); // a bug here, not bad input
+      this.varint(delta + 1);
+    }
+    this.lastTimestamp = b.timestamp;
+    this.varint(b.prefix.length);
+    this.append(b.prefix);
+  }
+
+  idList(count: number, ids: Uint8Array): void {
+    this.varint(MODE_IDLIST);
+    this.varint(count);
+    this.append(ids);
+  }
+
+  mark(): WriterMark {
+    return { length: this.length, lastTimestamp: this.lastTimestamp };
+  }
+
+  rewind(m: WriterMark): void {
+    this.length = m.length;
+    this.lastTimestamp = m.lastTimestamp;
+  }
+
+  bytes(): Uint8Array {
+    return this.buf.subarray(0, this.length);
+  }
+
+  hex(): string {
+    return Buffer.from(this.buf.buffer, this.buf.byteOffset, this.length).toString("hex");
+  }
+}

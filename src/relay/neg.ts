@@ -1,0 +1,76 @@
+// NIP-77 negentropy: NEG-OPEN / NEG-MSG / NEG-CLOSE, ids in a namespace apart from REQ.
+// Every refusal or malformed message is a NEG-ERR, after which the session is gone.
+import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
+import { nowSeconds, visibilityFor, type RelayContext } from "./context.ts";
+import { admitFilters } from "./req.ts";
+import { send, type Socket } from "./session.ts";
+
+export interface NegSession {
+  /** Set once the items are loaded; undefined while the store is being read. */
+  server?: NegentropyServer;
+}
+
+const HEX = /^(?:[0-9a-f]{2})*$/;
+const errFrame = (subId: string, reason: string) => `["NEG-ERR",${JSON.stringify(subId)},${JSON.stringify(reason)}]`;
+const msgFrame = (subId: string, hex: string) => `["NEG-MSG",${JSON.stringify(subId)},${JSON.stringify(hex)}]`;
+
+function fail(ws: Socket, subId: string, reason: string): void {
+  ws.data.neg.delete(subId);
+  send(ws, errFrame(subId, reason));
+}
+
+export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string, rawFilter: unknown, message: unknown): Promise<void> {
+  const s = ws.data;
+  s.neg.delete(subId); // reopening an id replaces it
+  if (!ctx.config.nips.nip77) return fail(ws, subId, "error: negentropy is not supported by this relay");
+  if (typeof message !== "string" || !HEX.test(message)) return fail(ws, subId, "invalid: the initial message must be hex");
+  if (s.neg.size >= ctx.config.limits.max_subscriptions)
+    return fail(ws, subId, `rate-limited: too many open negentropy sessions (max ${ctx.config.limits.max_subscriptions})`);
+  const filters = admitFilters(ctx, s, [rawFilter]);
+  if (typeof filters === "string") return fail(ws, subId, filters);
+
+  const session: NegSession = {};
+  s.neg.set(subId, session);
+  const max = ctx.config.limits.max_negentropy_items;
+  let items;
+  try {
+    items = filters[0]!.neverMatch
+      ? { timestamps: [], ids: [], overflow: false }
+      : await ctx.store.negentropyItems({
+          filter: filters[0]!.source,
+          max,
+          maxSeq: ctx.store.lastSeq(),
+          now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+          visibility: visibilityFor(ctx.config, s),
+        });
+  } catch (err) {
+    console.error("negentropy query failed:", err);
+    return fail(ws, subId, "error: could not read the events");
+  }
+  if (s.closed || s.neg.get(subId) !== session) return; // closed or replaced meanwhile
+  if (items.overflow) return fail(ws, subId, `blocked: this query is too big (more than ${max} events)`);
+  const storage = new NegentropyStorage();
+  for (let i = 0; i < items.ids.length; i++) storage.insert(items.timestamps[i]!, items.ids[i]!);
+  session.server = new NegentropyServer(storage.seal());
+  reply(ws, subId, session.server, message);
+}
+
+export function handleNegMsg(_ctx: RelayContext, ws: Socket, subId: string, message: unknown): void {
+  const session = ws.data.neg.get(subId);
+  if (!session?.server) return fail(ws, subId, "closed: no open negentropy session with this id");
+  if (typeof message !== "string" || !HEX.test(message)) return fail(ws, subId, "invalid: the message must be hex");
+  reply(ws, subId, session.server, message);
+}
+
+export function handleNegClose(ws: Socket, subId: string): void {
+  ws.data.neg.delete(subId);
+}
+
+function reply(ws: Socket, subId: string, server: NegentropyServer, message: string): void {
+  try {
+    send(ws, msgFrame(subId, server.reconcile(message)));
+  } catch (err) {
+    if (!(err instanceof NegentropyError)) throw err;
+    fail(ws, subId, `invalid: ${err.message}`);
+  }
+}
