@@ -78,12 +78,18 @@ function sync(sc: Scenario, serverLimit = 0, clientLimit = 1e9): SyncResult {
   return { have, need, replies, serverMs };
 }
 
-function expectReconciled(sc: Scenario, r: SyncResult, frameSizeLimit = 0): void {
-  // Each id reported exactly once, and exactly the right ones.
-  expect(r.have.length).toBe(new Set(r.have).size);
-  expect(r.need.length).toBe(new Set(r.need).size);
-  expect([...r.have].sort()).toEqual([...sc.have].sort());
-  expect([...r.need].sort()).toEqual([...sc.need].sort());
+/**
+ * The client learned exactly the right ids. A reply cut short by a frame size limit ends with
+ * one fingerprint up to infinity (the reference's scheme), which can reopen ranges the client
+ * had already settled, so it may report some ids twice; without limits each id comes once.
+ */
+function expectReconciled(sc: Scenario, r: SyncResult, frameSizeLimit = 0, exactlyOnce = frameSizeLimit === 0): void {
+  if (exactlyOnce) {
+    expect(r.have.length).toBe(new Set(r.have).size);
+    expect(r.need.length).toBe(new Set(r.need).size);
+  }
+  expect([...new Set(r.have)].sort()).toEqual([...sc.have].sort());
+  expect([...new Set(r.need)].sort()).toEqual([...sc.need].sort());
   if (frameSizeLimit) for (const reply of r.replies) expect(reply.length / 2).toBeLessThanOrEqual(frameSizeLimit);
 }
 
@@ -204,7 +210,7 @@ describe("reconciliation with nostr-tools' client", () => {
       );
       const serverLimit = [0, 4096, 6000][Math.floor(rnd() * 3)]!;
       const clientLimit = [4096, 1e9][Math.floor(rnd() * 2)]!;
-      expectReconciled(sc, sync(sc, serverLimit, clientLimit), serverLimit);
+      expectReconciled(sc, sync(sc, serverLimit, clientLimit), serverLimit, serverLimit === 0 && clientLimit === 1e9);
     }
   });
 });
@@ -238,6 +244,21 @@ describe("exact replies", () => {
     // bound(t=10) IdList(0), bound(t=10) IdList(0): the second range is empty.
     expect(tiny().reconcile("61" + "0b00" + "0200" + "0100" + "0200")).toBe("61" + "0b00" + "0200" + "0100" + "0200");
   });
+});
+
+test("a reply cut short by the frame limit keeps the client's Skip and fingerprints from the cut", () => {
+  // 200 items at t=1..200. Query: ids wanted for [0, 116), Skip [116, 136), a wrong fingerprint
+  // for [136, inf). 115 ids nearly fill a 4096-byte frame, so the 16 buckets for the last range
+  // do not fit: it must come back as one fingerprint over [136, inf), after an explicit Skip.
+  const rnd = prng(70);
+  const items = Array.from({ length: 200 }, (_, i) => ({ timestamp: i + 1, id: randomId(rnd) }));
+  const storage = NegentropyStorage.from(items);
+  const reply = new NegentropyServer(storage, 4096).reconcile(
+    "61" + "7500" + "02" + "00" + "1500" + "00" + "0000" + "01" + "00".repeat(16),
+  );
+  const ids = items.slice(0, 115).map((i) => i.id).join("");
+  const rest = Buffer.from(storage.fingerprint(135, 200)).toString("hex");
+  expect(reply).toBe("61" + "7500" + "02" + "73" + ids + "1500" + "00" + "0000" + "01" + rest);
 });
 
 describe("protocol version", () => {
@@ -293,7 +314,7 @@ describe("malformed messages throw NegentropyError, quickly", () => {
   test.each(malformed)("%s", (_, hex) => {
     const t0 = performance.now();
     expect(() => tiny().reconcile(hex)).toThrow(NegentropyError);
-    expect(performance.now() - t0).toBeLessThan(500);
+    expect(performance.now() - t0).toBeLessThan(250);
   });
 
   test("mutated client messages either get a reply or a NegentropyError, never anything else", () => {

@@ -37,16 +37,16 @@ export interface NegentropyItem {
  * An exclusive upper bound: a timestamp (Infinity is the protocol's "infinity") and an id prefix
  * that stands for itself followed by zero bytes.
  */
-export interface Bound {
+export interface NegentropyBound {
   timestamp: number;
   prefix: Uint8Array;
 }
 
-const ZERO_BOUND: Bound = { timestamp: 0, prefix: new Uint8Array(0) };
-const INFINITY_BOUND: Bound = { timestamp: Infinity, prefix: new Uint8Array(0) };
+const ZERO_BOUND: NegentropyBound = { timestamp: 0, prefix: new Uint8Array(0) };
+const INFINITY_BOUND: NegentropyBound = { timestamp: Infinity, prefix: new Uint8Array(0) };
 
 /** Compares two bounds as the protocol does: timestamp, then the zero-padded 32-byte id. */
-function compareBounds(a: Bound, b: Bound): number {
+function compareBounds(a: NegentropyBound, b: NegentropyBound): number {
   if (a.timestamp !== b.timestamp) return a.timestamp < b.timestamp ? -1 : 1;
   for (let i = 0; i < ID_SIZE; i++) {
     const x = a.prefix[i] ?? 0;
@@ -125,7 +125,7 @@ export class NegentropyStorage {
   }
 
   /** The first index in [begin, end) whose item is not below the bound (end if none). */
-  lowerBound(begin: number, end: number, bound: Bound): number {
+  lowerBound(begin: number, end: number, bound: NegentropyBound): number {
     let lo = begin;
     let hi = end;
     while (lo < hi) {
@@ -158,12 +158,12 @@ export class NegentropyStorage {
   }
 
   /** The bound that is exactly item i. */
-  itemBound(i: number): Bound {
+  itemBound(i: number): NegentropyBound {
     return { timestamp: this.timestamps[i]!, prefix: this.idBytes(i, i + 1) };
   }
 
   /** The shortest bound that puts item i-1 below it and item i at or above it. */
-  boundBefore(i: number): Bound {
+  boundBefore(i: number): NegentropyBound {
     const t = this.timestamps[i]!;
     if (t !== this.timestamps[i - 1]) return { timestamp: t, prefix: ZERO_BOUND.prefix };
     const cur = i * ID_SIZE;
@@ -173,7 +173,7 @@ export class NegentropyStorage {
     return { timestamp: t, prefix: this.ids.subarray(cur, cur + shared + 1) };
   }
 
-  private itemBelow(i: number, bound: Bound): boolean {
+  private itemBelow(i: number, bound: NegentropyBound): boolean {
     const t = this.timestamps[i]!;
     if (t !== bound.timestamp) return t < bound.timestamp;
     // Past the prefix the bound is zeros, which no item byte is below.
@@ -240,16 +240,15 @@ export class NegentropyServer {
     let prevBound = ZERO_BOUND;
     let prevIndex = 0;
     let skip = false; // settled ranges are coalesced into one Skip, written only if more follows
+    let cut = false; // the reply is full; the rest of the query is only checked
 
     while (!r.done) {
-      if (prevBound.timestamp === Infinity) throw new NegentropyError("range after the infinity bound");
-      const bound = r.bound();
-      if (compareBounds(bound, prevBound) < 0) throw new NegentropyError("bounds out of order");
-      const mode = r.varint();
+      const { bound, mode, fingerprint } = r.range();
+      if (cut) continue;
       const lower = prevIndex;
       let upper = s.lowerBound(lower, size, bound);
       const mark = out.mark();
-      const skipAtMark = skip;
+      const skipAtMark: boolean = skip;
       const flushSkip = () => {
         if (!skip) return;
         skip = false;
@@ -260,16 +259,13 @@ export class NegentropyServer {
       if (mode === MODE_SKIP) {
         skip = true;
       } else if (mode === MODE_FINGERPRINT) {
-        if (equalBytes(r.take(FINGERPRINT_SIZE), s.fingerprint(lower, upper))) skip = true;
+        if (equalBytes(fingerprint!, s.fingerprint(lower, upper))) skip = true;
         else {
           flushSkip();
           this.splitRange(out, lower, upper, bound);
         }
-      } else if (mode === MODE_IDLIST) {
-        // Their ids only matter to them: the initiator compares our list with its own.
-        const count = r.varint();
-        if (count > r.remaining / ID_SIZE) throw new NegentropyError("id list longer than the message");
-        r.take(count * ID_SIZE);
+      } else {
+        // An IdList. Their ids only matter to them: the initiator compares our list with its own.
         flushSkip();
         const room = this.frameSizeLimit ? Math.floor((this.frameSizeLimit - FRAME_SLACK - out.length - MAX_RANGE_HEADER) / ID_SIZE) : Infinity;
         const sent = Math.max(0, Math.min(upper - lower, room));
@@ -279,12 +275,11 @@ export class NegentropyServer {
           out.bound(s.itemBound(upper));
           out.idList(sent, s.idBytes(lower, upper));
           this.finishEarly(out, upper);
-          break;
+          cut = true;
+          continue;
         }
         out.bound(bound);
         out.idList(sent, s.idBytes(lower, upper));
-      } else {
-        throw new NegentropyError(`unknown mode ${mode}`);
       }
 
       if (this.frameSizeLimit && out.length > this.frameSizeLimit - FRAME_SLACK) {
@@ -297,7 +292,8 @@ export class NegentropyServer {
         skip = skipAtMark;
         flushSkip();
         this.finishEarly(out, lower);
-        break;
+        cut = true;
+        continue;
       }
       prevIndex = upper;
       prevBound = bound;
@@ -314,7 +310,7 @@ export class NegentropyServer {
   }
 
   /** A range we disagree on: its ids when small, else 16 fingerprinted buckets of equal count. */
-  private splitRange(out: ByteWriter, lower: number, upper: number, upperBound: Bound): void {
+  private splitRange(out: ByteWriter, lower: number, upper: number, upperBound: NegentropyBound): void {
     const s = this.storage;
     const n = upper - lower;
     if (n < BUCKETS * 2) {
@@ -337,10 +333,11 @@ export class NegentropyServer {
 
 const equalBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
-const HEX = /^(?:[0-9a-fA-F]{2})*$/;
+// A negated class, not /^(?:[0-9a-f]{2})*$/, which is ~500x slower on a megabyte of input.
+const NOT_HEX = /[^0-9a-fA-F]/;
 
 function decodeHex(hex: string): Uint8Array {
-  if (typeof hex !== "string" || !HEX.test(hex)) throw new NegentropyError("message is not hex");
+  if (typeof hex !== "string" || hex.length % 2 !== 0 || NOT_HEX.test(hex)) throw new NegentropyError("message is not hex");
   return new Uint8Array(Buffer.from(hex, "hex"));
 }
 
@@ -348,6 +345,7 @@ function decodeHex(hex: string): Uint8Array {
 class ByteReader {
   private pos = 0;
   private lastTimestamp = 0;
+  private lastBound = ZERO_BOUND;
   constructor(private readonly buf: Uint8Array) {}
 
   get done(): boolean {
@@ -382,7 +380,26 @@ class ByteReader {
     }
   }
 
-  bound(): Bound {
+  /** The next range, checked: bounds ascend, nothing follows infinity, the payload is whole. */
+  range(): { bound: NegentropyBound; mode: number; fingerprint?: Uint8Array } {
+    if (this.lastBound.timestamp === Infinity) throw new NegentropyError("range after the infinity bound");
+    const bound = this.bound();
+    if (compareBounds(bound, this.lastBound) < 0) throw new NegentropyError("bounds out of order");
+    this.lastBound = bound;
+    const mode = this.varint();
+    if (mode === MODE_SKIP) return { bound, mode };
+    if (mode === MODE_FINGERPRINT) return { bound, mode, fingerprint: this.take(FINGERPRINT_SIZE) };
+    if (mode === MODE_IDLIST) {
+      // Checked against what is left before anything is read, so a huge count allocates nothing.
+      const count = this.varint();
+      if (count > this.remaining / ID_SIZE) throw new NegentropyError("id list longer than the message");
+      this.take(count * ID_SIZE);
+      return { bound, mode };
+    }
+    throw new NegentropyError(`unknown mode ${mode}`);
+  }
+
+  private bound(): NegentropyBound {
     const encoded = this.varint();
     let timestamp = Infinity;
     if (encoded !== 0) {
@@ -437,7 +454,7 @@ class ByteWriter {
     for (let i = digits - 1, x = n; i >= 0; i--, x = Math.floor(x / 128)) slot[i] = (x % 128) | (i === digits - 1 ? 0 : 0x80);
   }
 
-  bound(b: Bound): void {
+  bound(b: NegentropyBound): void {
     if (b.timestamp === Infinity) this.varint(0);
     else {
       const delta = b.timestamp - this.lastTimestamp;

@@ -10,7 +10,10 @@ export interface NegSession {
   server?: NegentropyServer;
 }
 
-const HEX = /^(?:[0-9a-f]{2})*$/;
+/** A message that is not even-length lowercase hex is refused before the decoder sees it. */
+const isHex = (m: unknown): m is string => typeof m === "string" && m.length % 2 === 0 && !/[^0-9a-f]/.test(m);
+/** Reply frames stay well under what clients accept (nostr-tools' default is 60,000 bytes). */
+const FRAME_LIMIT = 60_000;
 const errFrame = (subId: string, reason: string) => `["NEG-ERR",${JSON.stringify(subId)},${JSON.stringify(reason)}]`;
 const msgFrame = (subId: string, hex: string) => `["NEG-MSG",${JSON.stringify(subId)},${JSON.stringify(hex)}]`;
 
@@ -23,7 +26,7 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   const s = ws.data;
   s.neg.delete(subId); // reopening an id replaces it
   if (!ctx.config.nips.nip77) return fail(ws, subId, "error: negentropy is not supported by this relay");
-  if (typeof message !== "string" || !HEX.test(message)) return fail(ws, subId, "invalid: the initial message must be hex");
+  if (!isHex(message)) return fail(ws, subId, "invalid: the initial message must be hex");
   if (s.neg.size >= ctx.config.limits.max_subscriptions)
     return fail(ws, subId, `rate-limited: too many open negentropy sessions (max ${ctx.config.limits.max_subscriptions})`);
   const filters = admitFilters(ctx, s, [rawFilter]);
@@ -51,14 +54,14 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   if (items.overflow) return fail(ws, subId, `blocked: this query is too big (more than ${max} events)`);
   const storage = new NegentropyStorage();
   for (let i = 0; i < items.ids.length; i++) storage.insert(items.timestamps[i]!, items.ids[i]!);
-  session.server = new NegentropyServer(storage.seal());
+  session.server = new NegentropyServer(storage.seal(), FRAME_LIMIT);
   reply(ws, subId, session.server, message);
 }
 
 export function handleNegMsg(_ctx: RelayContext, ws: Socket, subId: string, message: unknown): void {
   const session = ws.data.neg.get(subId);
   if (!session?.server) return fail(ws, subId, "closed: no open negentropy session with this id");
-  if (typeof message !== "string" || !HEX.test(message)) return fail(ws, subId, "invalid: the message must be hex");
+  if (!isHex(message)) return fail(ws, subId, "invalid: the message must be hex");
   reply(ws, subId, session.server, message);
 }
 
