@@ -6,7 +6,8 @@ export const isProtected = (e: { tags?: unknown }): boolean =>
 
 /** A repost (kind 6 / 16) whose content embeds a protected event. */
 export function embedsProtected(e: NostrEvent): boolean {
-  if ((e.kind !== 6 && e.kind !== 16) || !e.content.includes('"-"')) return false;
+  // Parse rather than search the text: "-" may be written as "\u002d".
+  if ((e.kind !== 6 && e.kind !== 16) || !e.content.trimStart().startsWith("{")) return false;
   try {
     const inner = JSON.parse(e.content) as unknown;
     return typeof inner === "object" && inner !== null && isProtected(inner);

@@ -20,6 +20,9 @@ export interface PolicyContext {
 
 export type Policy = (ctx: PolicyContext, e: NostrEvent) => Refusal | undefined;
 
+/** Requests to vanish are honoured "regardless of the user's status" (NIP-62): no lists, no AUTH. */
+const listsApply = (config: Config, e: NostrEvent) => !(e.kind === VANISH_KIND && config.nips.nip62);
+
 /** Config lists as sets, built once per list (a reload replaces the array, and so the set). */
 const sets = new WeakMap<readonly unknown[], Set<unknown>>();
 export function setOf<T>(list: readonly T[]): Set<T> {
@@ -28,8 +31,10 @@ export function setOf<T>(list: readonly T[]): Set<T> {
   return s as Set<T>;
 }
 
-export const authToWrite: Policy = ({ config, authed }) =>
-  config.options.auth !== "when-needed" && authed.size === 0 ? refuse("auth-required", "this relay requires authentication to publish") : undefined;
+export const authToWrite: Policy = ({ config, authed }, e) =>
+  config.options.auth !== "when-needed" && authed.size === 0 && listsApply(config, e)
+    ? refuse("auth-required", "this relay requires authentication to publish")
+    : undefined;
 
 /** NIP-42: kind 22242 proves identity to one relay; it travels in AUTH and is never published. */
 export const noAuthEvents: Policy = (_ctx, e) => (e.kind === AUTH_KIND ? refuse("invalid", "kind 22242 is sent with AUTH, not EVENT") : undefined);
@@ -77,8 +82,6 @@ export const protectedEvents: Policy = ({ config, authed }, e) => {
 export const vanishForUs: Policy = ({ config, relayUrl }, e) =>
   e.kind === VANISH_KIND && config.nips.nip62 && !namesRelay(e, relayUrl) ? refuse("invalid", "this request to vanish does not name this relay") : undefined;
 
-/** Requests to vanish are honoured whatever the lists say (NIP-62). */
-const listsApply = (config: Config, e: NostrEvent) => !(e.kind === VANISH_KIND && config.nips.nip62);
 
 export const kindLists: Policy = ({ config }, e) => {
   const a = config.authorization;

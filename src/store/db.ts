@@ -42,7 +42,8 @@ const migrations: string[] = [
   `ALTER TABLE events ADD COLUMN expiration INTEGER;
    CREATE INDEX events_expiration ON events(expiration) WHERE expiration IS NOT NULL;
    -- Events deleted by id (kind 5 "e" tags): refused if the same author publishes them again.
-   CREATE TABLE deleted_ids (id BLOB PRIMARY KEY, pubkey BLOB NOT NULL) WITHOUT ROWID;
+   -- Keyed by both: anyone may ask to delete any id, only the author's request counts.
+   CREATE TABLE deleted_ids (id BLOB NOT NULL, pubkey BLOB NOT NULL, PRIMARY KEY (id, pubkey)) WITHOUT ROWID;
    -- Addresses deleted up to a time (kind 5 "a" tags); d is "" for replaceable kinds.
    CREATE TABLE deleted_addresses (
      pubkey BLOB NOT NULL, kind INTEGER NOT NULL, d TEXT NOT NULL, until INTEGER NOT NULL,
