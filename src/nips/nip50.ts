@@ -6,7 +6,6 @@ import type { NostrEvent } from "../protocol/event.ts";
 const TEXT_TAGS = new Set(["title", "summary", "subject", "alt", "name", "description"]);
 /** Profile (kind 0) fields worth finding a person by. */
 const PROFILE_FIELDS = ["name", "display_name", "displayName", "about", "nip05", "lud16", "website"];
-const MAX_TERMS = 16;
 
 /**
  * Words of the query, normalized like SQLite's unicode61 tokenizer (lowercase, diacritics
@@ -19,7 +18,7 @@ export function searchTerms(query: string): string[] {
     if (/^[a-z_]+:\S/i.test(word)) continue; // extension such as include:spam, language:en
     for (const t of tokens(word)) if (!terms.includes(t)) terms.push(t);
   }
-  return terms.slice(0, MAX_TERMS);
+  return terms; // bounded by the 1000-character limit on the query
 }
 
 export function tokens(text: string): string[] {
@@ -34,7 +33,14 @@ export function tokens(text: string): string[] {
 /** An FTS5 MATCH expression: every term quoted (so never an operator), all required. */
 export const ftsExpression = (terms: readonly string[]): string => terms.map((t) => `"${t.replaceAll('"', '""')}"`).join(" ");
 
-/** The text an event is found by; "" for events that should not be indexed. */
+/**
+ * The text an event is found by, already tokenized and normalized exactly as queries are (the
+ * FTS tokenizer then only splits on the spaces), so every script matches itself; "" for events
+ * that are not indexed.
+ */
+export const indexText = (e: NostrEvent, skipKinds: ReadonlySet<number>): string => tokens(searchableText(e, skipKinds)).join(" ");
+
+/** The raw searchable text of an event; "" for events that should not be indexed. */
 export function searchableText(e: NostrEvent, skipKinds: ReadonlySet<number>): string {
   if (skipKinds.has(e.kind)) return "";
   const parts: string[] = [];

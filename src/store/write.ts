@@ -2,7 +2,7 @@
 import type { Database, Statement } from "bun:sqlite";
 import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../nips/nip09.ts";
 import { expirationOf } from "../nips/nip40.ts";
-import { searchableText } from "../nips/nip50.ts";
+import { indexText } from "../nips/nip50.ts";
 import { VANISH_KIND } from "../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
@@ -55,7 +55,8 @@ export class SqliteWriter {
       tombstoneAddress: q(
         "INSERT INTO deleted_addresses (pubkey, kind, d, until) VALUES (unhex(?), ?, ?, ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)",
       ),
-      ownEvent: q("SELECT seq, kind FROM events WHERE id = unhex(?) AND pubkey = unhex(?)"),
+      eventById: q("SELECT seq, kind, lower(hex(pubkey)) AS pubkey FROM events WHERE id = unhex(?)"),
+      tagged: q("SELECT 1 FROM tags WHERE seq = ? AND name = 'p' AND value = ?"),
       addressUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND kind = ? AND coalesce(d, '') = ? AND created_at <= ?"),
       // NIP-62
       vanishedUntil: q("SELECT until FROM vanished WHERE pubkey = unhex(?)"),
@@ -112,7 +113,7 @@ export class SqliteWriter {
     const seq = Number(r.lastInsertRowid);
     this.indexTags(e, seq);
     if (rules.search) {
-      const text = searchableText(e, rules.searchSkipKinds);
+      const text = indexText(e, rules.searchSkipKinds);
       if (text) this.st.insertText!.run(seq, text);
     }
     this.seq = seq;
@@ -134,6 +135,10 @@ export class SqliteWriter {
     }
     if (undeletable(e.kind)) return undefined;
     if (this.st.deletedId!.get(e.id, e.pubkey)) return "blocked: this event was deleted by its author";
+    if (e.kind === GIFT_WRAP)
+      for (const t of e.tags)
+        if (t[0] === "p" && t[1] !== undefined && /^[0-9a-f]{64}$/.test(t[1]) && this.st.deletedId!.get(e.id, t[1]))
+          return "blocked: this gift wrap was deleted by its recipient";
     if (isAddressable(e.kind) || isReplaceable(e.kind)) {
       const a = this.st.deletedAddress!.get(e.pubkey, e.kind, isAddressable(e.kind) ? dTag(e) : "") as { until: number } | null;
       if (a && e.created_at <= a.until) return "blocked: this address was deleted by its author";
@@ -141,13 +146,17 @@ export class SqliteWriter {
     return undefined;
   }
 
-  /** NIP-09: delete the requester's own referenced events and keep them deleted. */
+  /**
+   * NIP-09: delete the requester's own referenced events, and gift wraps addressed to the
+   * requester (NIP-59: their signing keys are random), and keep them deleted.
+   */
   private applyDeletion(req: NostrEvent): void {
     const { ids, addresses } = deletionTargets(req);
     for (const id of ids) {
-      const own = this.st.ownEvent!.get(id, req.pubkey) as { seq: number; kind: number } | null;
-      if (own && undeletable(own.kind)) continue;
-      if (own) this.remove(own.seq);
+      const target = this.st.eventById!.get(id) as { seq: number; kind: number; pubkey: string } | null;
+      if (target && undeletable(target.kind)) continue;
+      const mayDelete = target && (target.pubkey === req.pubkey || (target.kind === GIFT_WRAP && this.st.tagged!.get(target.seq, req.pubkey)));
+      if (mayDelete) this.remove(target.seq);
       this.st.tombstoneId!.run(id, req.pubkey);
     }
     for (const a of addresses) this.deleteAddress(a, req.created_at);
