@@ -169,7 +169,14 @@ function answerOversize(ws: Socket, message: string, max: number): void {
     const id = /"id"\s*:\s*"([0-9a-f]{64})"/.exec(message)?.[1] ?? "";
     return send(ws, okFrame(id, false, text));
   }
-  const sub = /^\s*\[\s*"(?:REQ|COUNT)"\s*,\s*"((?:[^"\\]|\\.){1,64})"/.exec(head)?.[1];
-  if (sub !== undefined) return send(ws, closedFrame(JSON.parse(`"${sub}"`), text));
+  const sub = /^\s*\[\s*"(REQ|COUNT|NEG-OPEN|NEG-MSG)"\s*,\s*"((?:[^"\\]|\\.){1,64})"/.exec(head);
+  if (sub) {
+    const subId = JSON.parse(`"${sub[2]}"`) as string;
+    if (sub[1]!.startsWith("NEG-")) {
+      ws.data.neg.delete(subId); // after NEG-ERR the session is closed (NIP-77)
+      return send(ws, `["NEG-ERR",${JSON.stringify(subId)},${JSON.stringify(text)}]`);
+    }
+    return send(ws, closedFrame(subId, text));
+  }
   send(ws, noticeFrame(text));
 }
