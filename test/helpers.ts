@@ -23,6 +23,9 @@ export function testConfig(patch: ConfigPatch = {}): Config {
   c.network.host = "127.0.0.1";
   c.network.port = 0;
   c.options.verify_workers = 1;
+  c.database.reader_workers = 1;
+  // Every test client comes from 127.0.0.1.
+  c.limits.max_connections_per_ip = 100_000;
   for (const [s, v] of Object.entries(patch)) Object.assign((c as any)[s], v);
   return c;
 }
@@ -31,7 +34,7 @@ export async function startTestRelay(patch: ConfigPatch = {}, opts: { dir?: stri
   const config = testConfig(patch);
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "bunstr-test-"));
   const dbPath = join(dir, "bunstr.sqlite");
-  const store = new SqliteStore({ path: dbPath, synchronous: "normal", readerWorkers: 1 });
+  const store = new SqliteStore({ path: dbPath, synchronous: "normal", readerWorkers: config.database.reader_workers, queryTimeoutMs: config.database.query_timeout_ms });
   const relay = startRelay({ config, store });
   return {
     ...relay,

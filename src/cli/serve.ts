@@ -6,6 +6,7 @@ import { startRelay } from "../relay/server.ts";
 import { SqliteStore } from "../store/sqlite.ts";
 import { VERSION } from "../version.ts";
 import { parseServeFlags } from "./args.ts";
+import { raiseOpenFileLimit } from "./rlimit.ts";
 
 export async function resolveConfig(argv: string[]): Promise<Config> {
   const flags = parseServeFlags(argv);
@@ -31,7 +32,15 @@ export function databasePath(config: Config): string {
 export async function serve(argv: string[]): Promise<void> {
   const config = await resolveConfig(argv);
   const dbPath = databasePath(config);
-  const store = new SqliteStore({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full", readerWorkers: config.database.reader_workers });
+  raiseOpenFileLimit();
+  if (config.network.remote_ip_header && config.network.trusted_proxies.length === 0)
+    console.warn(`warning: [network] remote_ip_header is ignored until trusted_proxies lists your proxy's address`);
+  const store = new SqliteStore({
+    path: dbPath,
+    synchronous: config.database.synchronous as "normal" | "full",
+    readerWorkers: config.database.reader_workers,
+    queryTimeoutMs: config.database.query_timeout_ms,
+  });
   const relay = startRelay({ config, store });
   console.log(`bunstr ${VERSION} listening on ${relay.url} (database: ${dbPath}, signatures: ${relay.ctx.verifier.name})`);
 

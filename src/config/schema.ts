@@ -58,6 +58,7 @@ export const schema = {
     port: key({ type: "int", default: 7447, min: 0, max: 65535, doc: "TCP port (0 picks a free one).", reloadable: false }),
     path: key({ type: "string", default: "/", doc: "HTTP path of the websocket and NIP-11 endpoint.", reloadable: false }),
     remote_ip_header: key({ type: "string", default: "", doc: "Header carrying the client IP behind a proxy (e.g. x-forwarded-for); empty = socket address.", reloadable: true }),
+    trusted_proxies: key({ type: "string[]", default: [], doc: "Peer addresses (e.g. 127.0.0.1, ::1) whose remote_ip_header is believed; from anyone else the header is ignored.", reloadable: true }),
     idle_timeout_seconds: key({ type: "int", default: 120, min: 0, max: 960, doc: "Close websockets idle this long; pings are sent automatically (0 = never).", reloadable: false }),
   },
   database: {
@@ -66,7 +67,8 @@ export const schema = {
     file: key({ type: "string", default: "", doc: "Database file; empty = <data_directory>/bunstr.sqlite.", reloadable: false }),
     in_memory: key({ type: "bool", default: false, doc: "Keep everything in memory (lost on exit; for tests and demos).", reloadable: false }),
     synchronous: key({ type: "string", default: "normal", oneOf: ["normal", "full"], doc: "SQLite synchronous mode: normal survives process crashes (kill -9); full also survives power loss, at a cost per commit.", reloadable: false }),
-    reader_workers: key({ type: "int", default: 1, min: 1, max: 16, doc: "Worker threads answering REQ queries, so a heavy query never blocks the event loop.", reloadable: false }),
+    reader_workers: key({ type: "int", default: 2, min: 1, max: 16, doc: "Worker threads answering REQ/COUNT/NEG queries, so a heavy query never blocks the event loop or every other query.", reloadable: false }),
+    query_timeout_ms: key({ type: "int", default: 5000, min: 100, doc: "A stored query running longer is abandoned (its worker is replaced) and answered with CLOSED error:.", reloadable: false }),
   },
   options: {
     verify_signatures: key({ type: "bool", default: true, doc: "Verify event signatures (turn off only for trusted imports and benchmarks).", reloadable: false }),
@@ -90,6 +92,9 @@ export const schema = {
     created_at_lower_limit: key({ type: "int", default: 0, min: 0, doc: "Refuse events whose created_at is more than this many seconds in the past (0 = no limit).", reloadable: true }),
     created_at_upper_limit: key({ type: "int", default: 900, min: 0, doc: "Refuse events whose created_at is more than this many seconds in the future (0 = no limit).", reloadable: true }),
     max_negentropy_items: key({ type: "int", default: 500000, min: 1, doc: "NIP-77: most stored events one negentropy session may cover; more gets NEG-ERR blocked:.", reloadable: true }),
+    max_events_per_req: key({ type: "int", default: 10000, min: 1, doc: "Most stored events one REQ returns over all its filters (per-filter limits are scaled down to fit).", reloadable: true }),
+    query_ms_per_second: key({ type: "int", default: 500, min: 1, doc: "Query time (worker ms) a connection may use per second, with bursts up to 20x; past it REQ/COUNT/NEG-OPEN get rate-limited:.", reloadable: true }),
+    max_connections_per_ip: key({ type: "int", default: 1000, min: 1, doc: "Simultaneous websocket connections from one IP; more are refused with HTTP 429.", reloadable: true }),
     max_pending_events: key({ type: "int", default: 1000, min: 1, doc: "EVENTs one connection may have in flight (verifying or writing); more get rate-limited.", reloadable: true }),
   },
   authorization: {

@@ -7,7 +7,8 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { FilterLimits } from "../protocol/filter.ts";
 import type { Visibility } from "../store/query.ts";
 import type { WriterQueue } from "../store/queue.ts";
-import type { Store, WriteRules } from "../store/types.ts";
+import { QueryTimeoutError, ReaderBusyError } from "../store/readers.ts";
+import type { ReadContext, Store, WriteRules } from "../store/types.ts";
 import type { Fanout } from "./fanout.ts";
 import type { Session } from "./session.ts";
 import type { Verifier } from "./verify.ts";
@@ -58,6 +59,33 @@ export const visibilityFor = (config: Config, s: Session): Visibility => ({
   restrictedKinds: config.authorization.restricted_read_kinds,
   viewers: [...s.authed],
 });
+
+/** Bursts of query time a connection may use, as a multiple of its per-second rate. */
+const QUERY_BURST = 20;
+
+/**
+ * Cost accounting for reads: a token bucket of worker milliseconds per connection. Returns the
+ * read context to pass to the store, or undefined when the connection has spent its budget.
+ */
+export function queryBudget(config: Config, s: Session): ReadContext | undefined {
+  const rate = config.limits.query_ms_per_second;
+  const b = s.queryBudget;
+  const now = performance.now();
+  b.tokens = Math.min(rate * QUERY_BURST, (Number.isFinite(b.tokens) ? b.tokens : rate * QUERY_BURST) + ((now - b.at) / 1000) * rate);
+  b.at = now;
+  if (b.tokens <= 0) return undefined;
+  return { owner: s, onCost: (ms) => (b.tokens -= ms) };
+}
+
+export const OVER_BUDGET = "rate-limited: too much query time used, slow down";
+
+/** The refusal text for a failed read. */
+export function readFailure(err: unknown, what: string): string {
+  if (err instanceof QueryTimeoutError) return `error: ${what} took too long and was stopped`;
+  if (err instanceof ReaderBusyError) return "rate-limited: the relay is busy, try again shortly";
+  console.error(`${what} failed:`, err);
+  return `error: could not run the ${what}`;
+}
 
 /** May this connection read this event? Restricted kinds only by their author or a p-tagged recipient. */
 export function canRead(config: Config, s: Session, e: NostrEvent): boolean {

@@ -1,7 +1,7 @@
 // NIP-77 negentropy: NEG-OPEN / NEG-MSG / NEG-CLOSE, ids in a namespace apart from REQ.
 // Every refusal or malformed message is a NEG-ERR, after which the session is gone.
 import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
-import { nowSeconds, visibilityFor, type RelayContext } from "./context.ts";
+import { nowSeconds, OVER_BUDGET, queryBudget, readFailure, visibilityFor, type RelayContext } from "./context.ts";
 import { admitFilters } from "./req.ts";
 import { send, type Socket } from "./session.ts";
 
@@ -32,6 +32,8 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   const filters = admitFilters(ctx, s, [rawFilter]);
   if (typeof filters === "string") return fail(ws, subId, filters);
 
+  const budget = queryBudget(ctx.config, s);
+  if (!budget) return fail(ws, subId, OVER_BUDGET);
   const session: NegSession = {};
   s.neg.set(subId, session);
   const max = ctx.config.limits.max_negentropy_items;
@@ -45,10 +47,9 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
           maxSeq: ctx.store.lastSeq(),
           now: ctx.config.nips.nip40 ? nowSeconds() : 0,
           visibility: visibilityFor(ctx.config, s),
-        });
+        }, budget);
   } catch (err) {
-    console.error("negentropy query failed:", err);
-    return fail(ws, subId, "error: could not read the events");
+    return fail(ws, subId, readFailure(err, "negentropy query"));
   }
   if (s.closed || s.neg.get(subId) !== session) return; // closed or replaced meanwhile
   if (items.overflow) return fail(ws, subId, `blocked: this query is too big (more than ${max} events)`);

@@ -3,7 +3,7 @@
 import { hllOffset } from "../nips/nip45.ts";
 import { compileFilter, type CompiledFilter } from "../protocol/filter.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
-import { canRead, filterLimits, nowSeconds, restrictedKinds, visibilityFor, type RelayContext } from "./context.ts";
+import { canRead, filterLimits, nowSeconds, OVER_BUDGET, queryBudget, readFailure, restrictedKinds, visibilityFor, type RelayContext } from "./context.ts";
 import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
 
 /**
@@ -43,9 +43,14 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   if (!closeSubscription(ctx, ws, subId) && s.subs.size >= limits.max_subscriptions)
     return send(ws, closedFrame(subId, `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`));
 
+  const perFilter = clampLimits(
+    filters.map((f) => (f.neverMatch ? 0 : Math.min(f.limit ?? limits.default_limit, limits.max_limit))),
+    limits.max_events_per_req,
+  );
+  const budget = perFilter.some((n) => n > 0) ? queryBudget(ctx.config, s) : undefined;
+  if (perFilter.some((n) => n > 0) && !budget) return send(ws, closedFrame(subId, OVER_BUDGET));
   const sub: Subscription = { filters };
   s.subs.set(subId, sub);
-  const perFilter = filters.map((f) => (f.neverMatch ? 0 : Math.min(f.limit ?? limits.default_limit, limits.max_limit)));
   // The snapshot: events committed up to here come from the store, later ones from the ring.
   const maxSeq = ctx.store.lastSeq();
   const fanoutSeq = ctx.fanout.seq;
@@ -58,11 +63,10 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
         maxSeq,
         now: ctx.config.nips.nip40 ? nowSeconds() : 0,
         visibility: visibilityFor(ctx.config, s),
-      });
+      }, budget);
     } catch (err) {
-      console.error("query failed:", err);
       if (s.subs.get(subId) === sub) s.subs.delete(subId);
-      return send(ws, closedFrame(subId, "error: could not run the query"));
+      return send(ws, closedFrame(subId, readFailure(err, "query")));
     }
   }
   if (s.closed || s.subs.get(subId) !== sub) return; // closed or replaced meanwhile
@@ -85,6 +89,8 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
   if (!filters) return;
   const live = filters.filter((f) => !f.neverMatch).map((f) => f.source);
   const offset = filters.length === 1 ? hllOffset(filters[0]!.source) : undefined;
+  const budget = queryBudget(ctx.config, ws.data);
+  if (!budget) return send(ws, closedFrame(subId, OVER_BUDGET));
   let result: { count: number; hll?: string };
   try {
     result =
@@ -96,12 +102,18 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
             now: ctx.config.nips.nip40 ? nowSeconds() : 0,
             visibility: visibilityFor(ctx.config, ws.data),
             hllOffset: offset,
-          });
+          }, budget);
   } catch (err) {
-    console.error("count failed:", err);
-    return send(ws, closedFrame(subId, "error: could not count"));
+    return send(ws, closedFrame(subId, readFailure(err, "count")));
   }
   send(ws, `["COUNT",${JSON.stringify(subId)},${JSON.stringify(result)}]`);
+}
+
+/** Scales per-filter limits down so that together they stay within `cap`. */
+export function clampLimits(limits: number[], cap: number): number[] {
+  const total = limits.reduce((a, b) => a + b, 0);
+  if (total <= cap) return limits;
+  return limits.map((n) => (n === 0 ? 0 : Math.max(1, Math.floor((n * cap) / total))));
 }
 
 /** Ends a subscription; true if there was one. */

@@ -37,6 +37,7 @@ const hardFrameLimit = (max: number) => Math.min(Math.max(4 * max, 1024 * 1024),
 export function startRelay({ config, store, verifier: given }: RelayOptions): Relay {
   const verifier = given ?? (config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers) : noVerifier);
   const sockets = new Set<Socket>();
+  const perIp = new Map<string, number>();
   let server: Server<Session>;
   const fanout = new Fanout({
     publish: (topic, frame) => server.publish(topic, frame),
@@ -70,8 +71,14 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
       if (url.pathname !== path) return new Response("not found", { status: 404 });
       if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
         if (ctx.closing) return new Response("shutting down", { status: 503 });
-        const session = newSession(clientIp(req, srv, config), req.headers.get("host") ?? "");
-        if (srv.upgrade(req, { data: session })) return undefined;
+        const ip = clientIp(req, srv, config);
+        if ((perIp.get(ip) ?? 0) >= config.limits.max_connections_per_ip)
+          return new Response("too many connections from this address", { status: 429 });
+        const session = newSession(ip, req.headers.get("host") ?? "");
+        if (srv.upgrade(req, { data: session })) {
+          perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
+          return undefined;
+        }
         return new Response("websocket upgrade failed", { status: 400 });
       }
       return httpResponse(req, config, VERSION);
@@ -94,6 +101,9 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
       close(ws) {
         ws.data.closed = true;
         sockets.delete(ws);
+        const left = (perIp.get(ws.data.ip) ?? 1) - 1;
+        if (left > 0) perIp.set(ws.data.ip, left);
+        else perIp.delete(ws.data.ip);
         closeAllSubscriptions(ctx, ws);
         ws.data.neg.clear();
       },
@@ -121,10 +131,14 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
   };
 }
 
-function clientIp(req: Request, srv: Server<Session>, config: Config): string {
+/** The socket's peer, or what remote_ip_header says when the peer is a trusted proxy. */
+export function clientIp(req: Request, srv: Server<Session>, config: Config): string {
+  const peer = srv.requestIP(req)?.address ?? "";
   const header = config.network.remote_ip_header;
-  const fromHeader = header ? req.headers.get(header)?.split(",")[0]?.trim() : undefined;
-  return fromHeader || srv.requestIP(req)?.address || "";
+  if (!header || !config.network.trusted_proxies.includes(peer)) return peer;
+  // The proxy appends the address it saw; the last entry is the one our proxy vouches for.
+  const forwarded = req.headers.get(header)?.split(",").at(-1)?.trim();
+  return forwarded || peer;
 }
 
 function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): void {

@@ -20,6 +20,8 @@ export interface Session {
   readonly subs: Map<string, Subscription>;
   /** NIP-77 sessions by id (a namespace of their own, apart from REQ ids). */
   readonly neg: Map<string, NegSession>;
+  /** Query time this connection may still spend (ms, a token bucket) and when it was last refilled. */
+  queryBudget: { tokens: number; at: number };
   /** EVENTs of this connection still verifying or waiting for the writer. */
   inflight: number;
   closed: boolean;
@@ -38,6 +40,7 @@ export function newSession(ip: string, host: string): Session {
     authed: new Set(),
     subs: new Map(),
     neg: new Map(),
+    queryBudget: { tokens: Number.POSITIVE_INFINITY, at: 0 },
     inflight: 0,
     closed: false,
   };

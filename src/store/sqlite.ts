@@ -1,10 +1,10 @@
 // The SQLite store: one writer connection on the main thread, reads (REQ, COUNT, NEG-OPEN) in
 // reader workers (or inline for an in-memory database, which other threads cannot open).
 import type { Database } from "bun:sqlite";
-import { workerUrl } from "../workers.ts";
 import { openDatabase } from "./db.ts";
 import { runCount, runNegItems, runQuery, StatementCache, type CountJob, type NegItems, type NegJob, type QueryJob } from "./query.ts";
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
+import { ReaderPool, type ReadContext, type ReadKind } from "./readers.ts";
 import { SqliteWriter } from "./write.ts";
 
 export interface SqliteStoreOptions {
@@ -12,69 +12,12 @@ export interface SqliteStoreOptions {
   path: string;
   synchronous: "normal" | "full";
   readerWorkers: number;
+  /** A read running longer is abandoned (its worker replaced); default 10 s. */
+  queryTimeoutMs?: number;
 }
 
 /** A read request for a worker. */
 export type ReadOp = { n: number } & ({ op: "query"; job: QueryJob } | { op: "count"; job: CountJob } | { op: "neg"; job: NegJob });
-type ReadKind = ReadOp["op"];
-
-interface Pending {
-  resolve: (r: unknown) => void;
-  reject: (e: Error) => void;
-}
-
-class ReaderPool {
-  private readonly workers: { worker: Worker; busy: number }[] = [];
-  private readonly pending = new Map<number, Pending>();
-  private next = 1;
-  private onClosed: () => void = () => {};
-
-  constructor(path: string, size: number) {
-    for (let i = 0; i < size; i++) {
-      const worker = new Worker(workerUrl("./store/reader-worker.ts"));
-      worker.postMessage({ open: path });
-      const slot = { worker, busy: 0 };
-      worker.onmessage = (msg: MessageEvent) => {
-        if (msg.data.closed) return this.onClosed();
-        const { n, result, error } = msg.data as { n: number; result?: unknown; error?: string };
-        slot.busy--;
-        const p = this.pending.get(n);
-        this.pending.delete(n);
-        if (error !== undefined) p?.reject(new Error(error));
-        else p?.resolve(result);
-      };
-      worker.onerror = (e) => {
-        console.error(`query worker failed: ${e.message}`);
-        process.exit(70);
-      };
-      worker.unref();
-      this.workers.push(slot);
-    }
-  }
-
-  run<T>(op: ReadKind, job: unknown): Promise<T> {
-    const slot = this.workers.reduce((a, b) => (b.busy < a.busy ? b : a));
-    const n = this.next++;
-    slot.busy++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(n, { resolve: resolve as (r: unknown) => void, reject });
-      slot.worker.postMessage({ n, op, job });
-    });
-  }
-
-  /** Asks every worker to close its connection, waits (bounded), then terminates them. */
-  async close(): Promise<void> {
-    let open = this.workers.length;
-    const closed = new Promise<void>((resolve) => {
-      this.onClosed = () => --open === 0 && resolve();
-    });
-    for (const { worker } of this.workers) worker.postMessage({ close: true });
-    await Promise.race([closed, Bun.sleep(2000)]);
-    for (const { worker } of this.workers) worker.terminate();
-    for (const p of this.pending.values()) p.reject(new Error("store closed"));
-    this.pending.clear();
-  }
-}
 
 export class SqliteStore implements Store {
   readonly db: Database;
@@ -86,7 +29,7 @@ export class SqliteStore implements Store {
     this.db = openDatabase({ path: opts.path, synchronous: opts.synchronous });
     this.writer = new SqliteWriter(this.db);
     if (opts.path === ":memory:") this.inline = new StatementCache(this.db);
-    else this.readers = new ReaderPool(opts.path, opts.readerWorkers);
+    else this.readers = new ReaderPool({ path: opts.path, size: opts.readerWorkers, timeoutMs: opts.queryTimeoutMs ?? 10_000, maxQueued: 10_000 });
   }
 
   has(id: string): boolean {
@@ -97,16 +40,16 @@ export class SqliteStore implements Store {
     return this.writer.writeBatch(batch, rules);
   }
 
-  query(job: QueryJob): Promise<string[]> {
-    return this.read("query", job, runQuery);
+  query(job: QueryJob, ctx?: ReadContext): Promise<string[]> {
+    return this.read("query", job, runQuery, ctx);
   }
 
-  count(job: CountJob): Promise<{ count: number; hll?: string }> {
-    return this.read("count", job, runCount);
+  count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }> {
+    return this.read("count", job, runCount, ctx);
   }
 
-  negentropyItems(job: NegJob): Promise<NegItems> {
-    return this.read("neg", job, runNegItems);
+  negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems> {
+    return this.read("neg", job, runNegItems, ctx);
   }
 
   sweepExpired(now: number): number {
@@ -117,10 +60,13 @@ export class SqliteStore implements Store {
     return this.writer.seq;
   }
 
-  private read<J, T>(op: ReadKind, job: J, inline: (c: StatementCache, j: J) => T): Promise<T> {
-    if (!this.inline) return this.readers!.run<T>(op, job);
+  private read<J, T>(op: ReadKind, job: J, inline: (c: StatementCache, j: J) => T, ctx?: ReadContext): Promise<T> {
+    if (!this.inline) return this.readers!.run<T>(op, job, ctx);
     try {
-      return Promise.resolve(inline(this.inline, job));
+      const started = performance.now();
+      const result = inline(this.inline, job);
+      ctx?.onCost?.(performance.now() - started);
+      return Promise.resolve(result);
     } catch (e) {
       return Promise.reject(e);
     }

@@ -2,6 +2,7 @@
 // (Postgres) can sit behind it; the SQLite store answers synchronously where it can.
 import type { NostrEvent } from "../protocol/event.ts";
 import type { CountJob, NegItems, NegJob, QueryJob } from "./query.ts";
+import type { ReadContext } from "./readers.ts";
 import type { WriteRules } from "./write.ts";
 
 export interface PendingWrite {
@@ -21,11 +22,11 @@ export interface Store {
   /** Commits a batch atomically; one outcome per write, in order. */
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]>;
   /** Stored events matching the job, serialized, newest first. */
-  query(job: QueryJob): Promise<string[]>;
+  query(job: QueryJob, ctx?: ReadContext): Promise<string[]>;
   /** NIP-45 counts. */
-  count(job: CountJob): Promise<{ count: number; hll?: string }>;
+  count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }>;
   /** NIP-77: (created_at, id) of the events matching a filter. */
-  negentropyItems(job: NegJob): Promise<NegItems>;
+  negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems>;
   /** NIP-40: deletes expired events; returns how many. */
   sweepExpired(now: number): number | Promise<number>;
   /** The highest committed seq: a request's snapshot point. */
@@ -33,4 +34,4 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export type { WriteRules };
+export type { ReadContext, WriteRules };
