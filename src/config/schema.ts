@@ -79,7 +79,7 @@ export const schema = {
     expiration_sweep_seconds: key({ type: "int", default: 60, min: 1, doc: "NIP-40: how often expired events are deleted (they are never served after expiring, swept or not).", reloadable: false }),
   },
   limits: {
-    max_message_bytes: key({ type: "int", default: 128 * KiB, min: 1024, max: 64 * MiB, doc: "Largest websocket message decoded (NIP-11 max_message_length). Larger EVENTs get OK false; frames over 4x this are closed with 1009.", reloadable: false }),
+    max_message_bytes: key({ type: "int", default: 128 * KiB, min: 1024, max: 64 * MiB, doc: "Largest websocket message decoded (NIP-11 max_message_length). Larger EVENTs get OK false (REQs CLOSED); frames over 4x this (at least 1 MiB) are closed with 1009.", reloadable: false }),
     max_subscriptions: key({ type: "int", default: 50, min: 1, max: 10000, doc: "Open subscriptions per connection; one more gets CLOSED.", reloadable: true }),
     max_filters: key({ type: "int", default: 20, min: 1, max: 1000, doc: "Filters per REQ or COUNT.", reloadable: true }),
     max_filter_values: key({ type: "int", default: 1000, min: 1, max: 100000, doc: "Values in one filter list (ids, authors, kinds, a tag).", reloadable: true }),

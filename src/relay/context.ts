@@ -7,7 +7,7 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { FilterLimits } from "../protocol/filter.ts";
 import type { Visibility } from "../store/query.ts";
 import type { WriterQueue } from "../store/queue.ts";
-import { QueryTimeoutError, ReaderBusyError } from "../store/readers.ts";
+import { QueryTimeoutError, ReaderBusyError, StoreClosedError } from "../store/readers.ts";
 import type { ReadContext, Store, WriteRules } from "../store/types.ts";
 import type { Fanout } from "./fanout.ts";
 import type { Session } from "./session.ts";
@@ -83,6 +83,7 @@ export const OVER_BUDGET = "rate-limited: too much query time used, slow down";
 export function readFailure(err: unknown, what: string): string {
   if (err instanceof QueryTimeoutError) return `error: ${what} took too long and was stopped`;
   if (err instanceof ReaderBusyError) return "rate-limited: the relay is busy, try again shortly";
+  if (err instanceof StoreClosedError) return "error: the relay is shutting down";
   console.error(`${what} failed:`, err);
   return `error: could not run the ${what}`;
 }

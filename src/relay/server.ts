@@ -174,18 +174,28 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
   }
 }
 
+/** A JSON string literal's value, or undefined if it is not a valid one (bad escapes, raw control characters). */
+function parseJsonString(literal: string): string | undefined {
+  try {
+    const v = JSON.parse(literal) as unknown;
+    return typeof v === "string" && v.length > 0 ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A frame over max_message_bytes: answer in the terms of what it claims to be. */
 function answerOversize(ws: Socket, message: string, max: number): void {
-  const head = message.slice(0, 400);
+  const head = message.slice(0, 512);
   const text = `invalid: message is larger than ${max} bytes`;
   if (/^\s*\[\s*"EVENT"/.test(head)) {
     // Inside a JSON string a quote is escaped, so this only matches an object key.
     const id = /"id"\s*:\s*"([0-9a-f]{64})"/.exec(message)?.[1] ?? "";
     return send(ws, okFrame(id, false, text));
   }
-  const sub = /^\s*\[\s*"(REQ|COUNT|NEG-OPEN|NEG-MSG)"\s*,\s*"((?:[^"\\]|\\.){1,64})"/.exec(head);
-  if (sub) {
-    const subId = JSON.parse(`"${sub[2]}"`) as string;
+  const sub = /^\s*\[\s*"(REQ|COUNT|NEG-OPEN|NEG-MSG)"\s*,\s*("(?:[^"\\]|\\.){1,384}")/.exec(head);
+  const subId = sub ? parseJsonString(sub[2]!) : undefined;
+  if (sub && subId !== undefined) {
     if (sub[1]!.startsWith("NEG-")) {
       ws.data.neg.delete(subId); // after NEG-ERR the session is closed (NIP-77)
       return send(ws, `["NEG-ERR",${JSON.stringify(subId)},${JSON.stringify(text)}]`);

@@ -13,6 +13,8 @@ export interface ReadContext {
 }
 
 export class QueryTimeoutError extends Error {}
+/** The store is shutting down: not a failure worth logging. */
+export class StoreClosedError extends Error {}
 export class ReaderBusyError extends Error {}
 
 interface Job {
@@ -53,7 +55,7 @@ export class ReaderPool {
   }
 
   run<T>(op: ReadKind, job: unknown, ctx?: ReadContext): Promise<T> {
-    if (this.closing) return Promise.reject(new Error("store closed"));
+    if (this.closing) return Promise.reject(new StoreClosedError("store closed"));
     if (this.queued >= this.opts.maxQueued) return Promise.reject(new ReaderBusyError("too many queries waiting"));
     return new Promise<T>((resolve, reject) => {
       const owner = ctx?.owner ?? ANONYMOUS;
@@ -120,7 +122,7 @@ export class ReaderPool {
   /** Asks every worker to close its connection, waits (bounded), then terminates them. */
   async close(): Promise<void> {
     this.closing = true;
-    for (const q of this.queues.values()) for (const j of q) j.reject(new Error("store closed"));
+    for (const q of this.queues.values()) for (const j of q) j.reject(new StoreClosedError("store closed"));
     this.queues.clear();
     this.queued = 0;
     const closed = this.slots.map(
@@ -135,7 +137,7 @@ export class ReaderPool {
     for (const s of this.slots) {
       clearTimeout(s.timer);
       s.worker.terminate();
-      s.job?.reject(new Error("store closed"));
+      s.job?.reject(new StoreClosedError("store closed"));
     }
   }
 }
