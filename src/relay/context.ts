@@ -26,6 +26,8 @@ export interface RelayContext {
   inflight: number;
   /** Refuse new work (set during shutdown). */
   closing: boolean;
+  /** Running average of what one read costs (worker ms), the first guess for a new connection. */
+  readCostEstimate: number;
 }
 
 /** Most signature checks waiting relay-wide before EVENTs are refused as overload. */
@@ -63,18 +65,31 @@ export const visibilityFor = (config: Config, s: Session): Visibility => ({
 /** Bursts of query time a connection may use, as a multiple of its per-second rate. */
 const QUERY_BURST = 20;
 
+const ewma = (avg: number, x: number) => avg + (x - avg) / 8;
+
 /**
- * Cost accounting for reads: a token bucket of worker milliseconds per connection. Returns the
- * read context to pass to the store, or undefined when the connection has spent its budget.
+ * Cost accounting for reads: a token bucket of worker milliseconds per connection. A read
+ * reserves its expected cost when admitted (so pipelined REQs cannot run ahead of the budget)
+ * and settles the difference when it has run. Returns the read context to pass to the store, or
+ * undefined when the connection has spent its budget.
  */
-export function queryBudget(config: Config, s: Session): ReadContext | undefined {
-  const rate = config.limits.query_ms_per_second;
+export function queryBudget(ctx: RelayContext, s: Session): ReadContext | undefined {
+  const rate = ctx.config.limits.query_ms_per_second;
   const b = s.queryBudget;
   const now = performance.now();
   b.tokens = Math.min(rate * QUERY_BURST, (Number.isFinite(b.tokens) ? b.tokens : rate * QUERY_BURST) + ((now - b.at) / 1000) * rate);
   b.at = now;
   if (b.tokens <= 0) return undefined;
-  return { owner: s, onCost: (ms) => (b.tokens -= ms) };
+  const reserved = b.estimate ?? ctx.readCostEstimate;
+  b.tokens -= reserved;
+  return {
+    owner: s,
+    onCost: (ms) => {
+      b.tokens += reserved - ms;
+      b.estimate = ewma(b.estimate ?? reserved, ms);
+      ctx.readCostEstimate = ewma(ctx.readCostEstimate, ms);
+    },
+  };
 }
 
 export const OVER_BUDGET = "rate-limited: too much query time used, slow down";

@@ -1,5 +1,5 @@
 // The EVENT pipeline, top to bottom. The order of the steps is the specification:
-//   shape -> policies -> duplicate -> id hash -> signature -> store (or fan out ephemeral)
+//   shape -> policies -> id hash -> duplicate -> signature -> store (or fan out ephemeral)
 //   -> OK (only after the commit) -> fanout (done by the writer, right after the commit).
 import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
@@ -32,11 +32,12 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
   const refusal = runPolicies(ctx.policies, { config: ctx.config, now: nowSeconds(), authed: s.authed, relayUrl: relayUrlFor(ctx.config, s) }, e);
   if (refusal) return ok(false, refusalText(refusal));
 
+  // The id before the duplicate check, so nobody learns which ids are stored without the event.
+  if (!hasValidId(e)) return ok(false, "invalid: event id does not match the event");
+
   const ephemeral = isEphemeral(e.kind);
   // Cheaper than a signature check, and the common case for a busy relay.
   if (!ephemeral && (await ctx.store.has(e.id))) return ok(true, "duplicate: already have this event");
-
-  if (!hasValidId(e)) return ok(false, "invalid: event id does not match the event");
 
   s.inflight++;
   ctx.inflight++;

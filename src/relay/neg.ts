@@ -32,7 +32,7 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   const filters = admitFilters(ctx, s, [rawFilter]);
   if (typeof filters === "string") return fail(ws, subId, filters);
 
-  const budget = queryBudget(ctx.config, s);
+  const budget = queryBudget(ctx, s);
   if (!budget) return fail(ws, subId, OVER_BUDGET);
   const session: NegSession = {};
   s.neg.set(subId, session);

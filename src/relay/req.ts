@@ -47,7 +47,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     filters.map((f) => (f.neverMatch ? 0 : Math.min(f.limit ?? limits.default_limit, limits.max_limit))),
     limits.max_events_per_req,
   );
-  const budget = perFilter.some((n) => n > 0) ? queryBudget(ctx.config, s) : undefined;
+  const budget = perFilter.some((n) => n > 0) ? queryBudget(ctx, s) : undefined;
   if (perFilter.some((n) => n > 0) && !budget) return send(ws, closedFrame(subId, OVER_BUDGET));
   const sub: Subscription = { filters };
   s.subs.set(subId, sub);
@@ -89,7 +89,7 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
   if (!filters) return;
   const live = filters.filter((f) => !f.neverMatch).map((f) => f.source);
   const offset = filters.length === 1 ? hllOffset(filters[0]!.source) : undefined;
-  const budget = queryBudget(ctx.config, ws.data);
+  const budget = queryBudget(ctx, ws.data);
   if (!budget) return send(ws, closedFrame(subId, OVER_BUDGET));
   let result: { count: number; hll?: string };
   try {

@@ -54,6 +54,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     policies: defaultPolicies,
     inflight: 0,
     closing: false,
+    readCostEstimate: 5,
   };
   const path = config.network.path;
   // NIP-40: expired events are already hidden from every read; this reclaims their space.
@@ -106,6 +107,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
         else perIp.delete(ws.data.ip);
         closeAllSubscriptions(ctx, ws);
         ws.data.neg.clear();
+        store.cancelReads?.(ws.data);
       },
     },
   });
@@ -133,7 +135,8 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
 
 /** The socket's peer, or what remote_ip_header says when the peer is a trusted proxy. */
 export function clientIp(req: Request, srv: Server<Session>, config: Config): string {
-  const peer = srv.requestIP(req)?.address ?? "";
+  // An IPv4 peer on a dual-stack socket shows as ::ffff:a.b.c.d.
+  const peer = (srv.requestIP(req)?.address ?? "").replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, "");
   const header = config.network.remote_ip_header;
   if (!header || !config.network.trusted_proxies.includes(peer)) return peer;
   // The proxy appends the address it saw; the last entry is the one our proxy vouches for.

@@ -21,7 +21,7 @@ export interface Session {
   /** NIP-77 sessions by id (a namespace of their own, apart from REQ ids). */
   readonly neg: Map<string, NegSession>;
   /** Query time this connection may still spend (ms, a token bucket) and when it was last refilled. */
-  queryBudget: { tokens: number; at: number };
+  queryBudget: { tokens: number; at: number; estimate?: number };
   /** EVENTs of this connection still verifying or waiting for the writer. */
   inflight: number;
   closed: boolean;

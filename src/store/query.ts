@@ -75,10 +75,11 @@ interface Core {
   where: string[];
   params: Param[];
   order: string;
-  /** How many times one event can appear (tag-driven plans join on several values). */
-  fanIn: number;
   ranked: boolean;
 }
+
+const fewestValues = (f: Filter, keys: string[]): string =>
+  keys.reduce((best, k) => (f[k as `#${string}`]!.length < f[best as `#${string}`]!.length ? k : best));
 
 /** FROM and WHERE for one filter: which index drives it, every condition, the snapshot cut. */
 function planCore(f: Filter, scope: Scope): Core {
@@ -88,26 +89,36 @@ function planCore(f: Filter, scope: Scope): Core {
   const terms = f.search !== undefined ? searchTerms(f.search) : [];
   let from = "events e";
   let order = "e.created_at DESC, e.id";
-  let fanIn = 1;
   // Drive from full-text search, else from the tag index when no ids/authors narrow it better.
-  const driver = terms.length === 0 && !f.ids && !f.authors && tagKeys.length > 0 ? tagKeys[0]! : undefined;
+  // Of several tags, the one with the fewest values drives (a short list is usually the narrow one).
+  const driver = terms.length === 0 && !f.ids && !f.authors && tagKeys.length > 0 ? fewestValues(f, tagKeys) : undefined;
   if (terms.length > 0) {
     from = "events_fts s JOIN events e ON e.seq = s.rowid";
     order = "s.rank, e.created_at DESC, e.id";
     where.push("events_fts MATCH ?");
     params.push(ftsExpression(terms));
   }
-  if (driver) {
-    const values = f[driver as `#${string}`]!;
+  const driverValues = driver ? f[driver as `#${string}`]! : [];
+  if (driver && driverValues.length === 1) {
+    // One value: walk the tag index in created_at order and stop at the limit.
     from = "tags t JOIN events e ON e.seq = t.seq";
     order = "t.created_at DESC, e.id";
-    where.push("t.name = ?");
-    params.push(driver.slice(1));
-    inList(where, params, "t.value", values);
-    fanIn = Math.max(1, values.length);
+    where.push("t.name = ?", "t.value = ?");
+    params.push(driver.slice(1), driverValues[0]!);
     if (f.kinds) inList(where, params, "t.kind", f.kinds);
     if (f.since !== undefined) where.push("t.created_at >= ?"), params.push(f.since);
     if (f.until !== undefined) where.push("t.created_at <= ?"), params.push(f.until);
+  } else if (driver) {
+    // Many values: the matching seqs as a set (no duplicates, so LIMIT is exact), ordered by
+    // the events' own index; joining would read every match's JSON before the sort.
+    const sub: string[] = ["t.name = ?"];
+    const subParams: Param[] = [driver.slice(1)];
+    inList(sub, subParams, "t.value", driverValues);
+    if (f.kinds) inList(sub, subParams, "t.kind", f.kinds);
+    if (f.since !== undefined) sub.push("t.created_at >= ?"), subParams.push(f.since);
+    if (f.until !== undefined) sub.push("t.created_at <= ?"), subParams.push(f.until);
+    where.push(`e.seq IN (SELECT t.seq FROM tags t WHERE ${sub.join(" AND ")})`);
+    params.push(...subParams);
   } else {
     if (f.ids) inList(where, params, "e.id", f.ids, true);
     if (f.authors) inList(where, params, "e.pubkey", f.authors, true);
@@ -119,8 +130,10 @@ function planCore(f: Filter, scope: Scope): Core {
     if (key === driver) continue;
     const sub: string[] = [];
     const subParams: Param[] = [key.slice(1)];
-    inList(sub, subParams, "x.value", f[key as `#${string}`]!);
-    where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.seq = e.seq AND x.name = ? AND ${sub[0]})`);
+    // `+x.value`: read this event's few tags and test each against the list, rather than probe
+    // the index once per listed value for every candidate event.
+    inList(sub, subParams, "+x.value", f[key as `#${string}`]!);
+    where.push(`EXISTS (SELECT 1 FROM tags x INDEXED BY tags_seq WHERE x.seq = e.seq AND x.name = ? AND ${sub[0]})`);
     params.push(...subParams);
   }
   // Unary + keeps SQLite from driving the query from these (which would read and sort every
@@ -132,18 +145,18 @@ function planCore(f: Filter, scope: Scope): Core {
   if (v && v.restrictedKinds.length > 0) {
     where.push(
       "(e.kind NOT IN (SELECT value FROM json_each(?)) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))" +
-        " OR EXISTS (SELECT 1 FROM tags y WHERE y.seq = e.seq AND y.name = 'p' AND y.value IN (SELECT value FROM json_each(?))))",
+        " OR EXISTS (SELECT 1 FROM tags y INDEXED BY tags_seq WHERE y.seq = e.seq AND y.name = 'p' AND +y.value IN (SELECT value FROM json_each(?))))",
     );
     const viewers = JSON.stringify(v.viewers);
     params.push(JSON.stringify(v.restrictedKinds), viewers, viewers);
   }
-  return { from, where, params, order, fanIn, ranked: terms.length > 0 };
+  return { from, where, params, order, ranked: terms.length > 0 };
 }
 
 export function planFilter(f: Filter, limit: number, scope: Scope): { sql: string; params: Param[]; ranked: boolean } {
   const c = planCore(f, scope);
   const sql = `SELECT e.json AS json, e.created_at AS created_at, lower(hex(e.id)) AS id FROM ${c.from} WHERE ${c.where.join(" AND ")} ORDER BY ${c.order} LIMIT ?`;
-  return { sql, params: [...c.params, limit * c.fanIn], ranked: c.ranked };
+  return { sql, params: [...c.params, limit], ranked: c.ranked };
 }
 
 /** `SELECT e.seq …` for one filter, without order or limit: the building block of counts. */
@@ -182,7 +195,8 @@ function splitKey(f: Filter): keyof Filter | undefined {
   const fits = (v: readonly unknown[] | undefined) => v !== undefined && v.length > 1 && v.length <= MAX_SPLIT;
   if (f.ids || f.search !== undefined) return undefined;
   if (f.authors) return fits(f.authors) ? "authors" : undefined;
-  const tag = TAG_KEYS(f)[0] as `#${string}` | undefined;
+  const keys = TAG_KEYS(f);
+  const tag = keys.length > 0 ? (fewestValues(f, keys) as `#${string}`) : undefined;
   if (tag) return fits(f[tag]) ? tag : undefined;
   return fits(f.kinds) ? "kinds" : undefined;
 }
@@ -199,7 +213,7 @@ function filterRows(cache: StatementCache, f: Filter, limit: number, scope: Scop
     const plan = planFilter(part, limit, scope);
     ranked = plan.ranked;
     // all(), not iterate(): a cursor abandoned mid-way would keep a read transaction open and
-    // stop WAL checkpoints. LIMIT already bounds the rows to limit × fanIn.
+    // stop WAL checkpoints. LIMIT already bounds the rows.
     for (const row of cache.get(plan.sql).all(...plan.params) as QueryRow[]) rows.set(row.id, row);
   }
   const out = [...rows.values()];

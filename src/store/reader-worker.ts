@@ -20,6 +20,7 @@ self.onmessage = (msg: MessageEvent) => {
   if ("open" in data) {
     db = openDatabase({ path: data.open, synchronous: "normal", readonly: true });
     cache = new StatementCache(db);
+    self.postMessage({ ready: true });
     return;
   }
   if ("close" in data) {

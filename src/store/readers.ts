@@ -1,6 +1,8 @@
 // The reader pool: each worker runs one job at a time. Jobs wait in per-owner queues served
-// round-robin, so one connection's burst of heavy REQs only delays that connection; a job that
-// runs past the time limit gets its worker terminated and replaced, so no query runs unbounded.
+// round-robin, and one owner (a connection) may hold at most all but one worker, so a burst of
+// heavy REQs only delays the connection that sent it. A job running past the time limit is
+// answered with QueryTimeoutError at once; SQLite cannot be interrupted from here, so its worker
+// finishes the statement and then returns to the pool (no extra threads pile up).
 import { workerUrl } from "../workers.ts";
 
 export type ReadKind = "query" | "count" | "neg";
@@ -13,20 +15,22 @@ export interface ReadContext {
 }
 
 export class QueryTimeoutError extends Error {}
+export class ReaderBusyError extends Error {}
 /** The store is shutting down: not a failure worth logging. */
 export class StoreClosedError extends Error {}
-export class ReaderBusyError extends Error {}
 
 interface Job {
   op: ReadKind;
   job: unknown;
+  owner: object;
   ctx?: ReadContext;
-  resolve: (r: unknown) => void;
-  reject: (e: Error) => void;
+  /** Settles the caller's promise; later calls are ignored (a job answered by its timeout). */
+  settle?: (err: Error | undefined, result?: unknown) => void;
 }
 
 interface Slot {
   worker: Worker;
+  ready: boolean;
   job?: Job;
   started: number;
   timer?: ReturnType<typeof setTimeout>;
@@ -35,10 +39,11 @@ interface Slot {
 export interface ReaderPoolOptions {
   path: string;
   size: number;
-  /** A job running longer than this is abandoned and its worker replaced. */
+  /** A job running longer than this is answered with QueryTimeoutError. */
   timeoutMs: number;
-  /** Most jobs waiting in all queues together. */
+  /** Most jobs waiting in all queues together, and per owner. */
   maxQueued: number;
+  maxQueuedPerOwner: number;
 }
 
 const ANONYMOUS = {};
@@ -47,6 +52,7 @@ export class ReaderPool {
   private readonly slots: Slot[] = [];
   /** Waiting jobs by owner; Map order is the round-robin order. */
   private readonly queues = new Map<object, Job[]>();
+  private readonly running = new Map<object, number>();
   private queued = 0;
   private closing = false;
 
@@ -56,47 +62,82 @@ export class ReaderPool {
 
   run<T>(op: ReadKind, job: unknown, ctx?: ReadContext): Promise<T> {
     if (this.closing) return Promise.reject(new StoreClosedError("store closed"));
-    if (this.queued >= this.opts.maxQueued) return Promise.reject(new ReaderBusyError("too many queries waiting"));
+    const owner = ctx?.owner ?? ANONYMOUS;
+    let q = this.queues.get(owner);
+    if (this.queued >= this.opts.maxQueued || (q?.length ?? 0) >= this.opts.maxQueuedPerOwner)
+      return Promise.reject(new ReaderBusyError("too many queries waiting"));
     return new Promise<T>((resolve, reject) => {
-      const owner = ctx?.owner ?? ANONYMOUS;
-      let q = this.queues.get(owner);
       if (!q) this.queues.set(owner, (q = []));
-      q.push({ op, job, ctx, resolve: resolve as (r: unknown) => void, reject });
+      let done = false;
+      const settle = (err: Error | undefined, result?: unknown) => {
+        if (done) return;
+        done = true;
+        if (err) reject(err);
+        else resolve(result as T);
+      };
+      q.push({ op, job, owner, ctx, settle });
       this.queued++;
       this.dispatch();
     });
   }
 
+  /** Drops the waiting jobs of an owner that went away (a closed connection). */
+  cancel(owner: object): void {
+    const q = this.queues.get(owner);
+    if (!q) return;
+    this.queues.delete(owner);
+    this.queued -= q.length;
+    for (const j of q) j.settle?.(new StoreClosedError("connection closed"));
+  }
+
   /** Starts waiting jobs on idle workers, taking owners in turn. */
   private dispatch(): void {
+    const perOwner = Math.max(1, this.slots.length - 1);
     for (const slot of this.slots) {
-      if (slot.job || this.queued === 0) continue;
-      const [owner, q] = this.queues.entries().next().value!;
+      if (!slot.ready || slot.job || this.queued === 0) continue;
+      const job = this.next(perOwner);
+      if (!job) return;
+      slot.job = job;
+      slot.started = performance.now();
+      this.running.set(job.owner, (this.running.get(job.owner) ?? 0) + 1);
+      slot.timer = setTimeout(() => job.settle?.(new QueryTimeoutError(`query ran longer than ${this.opts.timeoutMs} ms`)), this.opts.timeoutMs);
+      slot.worker.postMessage({ n: 0, op: job.op, job: job.job });
+    }
+  }
+
+  /** The first owner in line that is not already using its share of workers. */
+  private next(perOwner: number): Job | undefined {
+    for (const [owner, q] of this.queues) {
+      if ((this.running.get(owner) ?? 0) >= perOwner) continue;
       const job = q.shift()!;
       this.queued--;
       this.queues.delete(owner);
       if (q.length > 0) this.queues.set(owner, q); // to the back of the line
-      slot.job = job;
-      slot.started = performance.now();
-      slot.timer = setTimeout(() => this.timeout(slot), this.opts.timeoutMs);
-      slot.worker.postMessage({ n: 0, op: job.op, job: job.job });
+      return job;
     }
+    return undefined;
   }
 
   private spawn(): Slot {
     const worker = new Worker(workerUrl("./store/reader-worker.ts"));
     worker.postMessage({ open: this.opts.path });
-    const slot: Slot = { worker, started: 0 };
+    const slot: Slot = { worker, ready: false, started: 0 };
     worker.onmessage = (msg: MessageEvent) => {
-      if (msg.data.closed) return;
+      const data = msg.data as { ready?: true; closed?: true; result?: unknown; error?: string };
+      if (data.closed) return;
+      if (data.ready) {
+        slot.ready = true; // the connection is open: the first query does not pay for start-up
+        return this.dispatch();
+      }
       const job = slot.job;
       clearTimeout(slot.timer);
       slot.job = undefined;
       if (job) {
+        const left = (this.running.get(job.owner) ?? 1) - 1;
+        if (left > 0) this.running.set(job.owner, left);
+        else this.running.delete(job.owner);
         job.ctx?.onCost?.(performance.now() - slot.started);
-        const { result, error } = msg.data as { result?: unknown; error?: string };
-        if (error !== undefined) job.reject(new Error(error));
-        else job.resolve(result);
+        job.settle?.(data.error !== undefined ? new Error(data.error) : undefined, data.result);
       }
       this.dispatch();
     };
@@ -108,23 +149,10 @@ export class ReaderPool {
     return slot;
   }
 
-  private timeout(slot: Slot): void {
-    const job = slot.job;
-    if (!job) return;
-    slot.worker.terminate();
-    const i = this.slots.indexOf(slot);
-    this.slots[i] = this.spawn();
-    job.ctx?.onCost?.(this.opts.timeoutMs);
-    job.reject(new QueryTimeoutError(`query ran longer than ${this.opts.timeoutMs} ms`));
-    this.dispatch();
-  }
-
   /** Asks every worker to close its connection, waits (bounded), then terminates them. */
   async close(): Promise<void> {
     this.closing = true;
-    for (const q of this.queues.values()) for (const j of q) j.reject(new StoreClosedError("store closed"));
-    this.queues.clear();
-    this.queued = 0;
+    for (const owner of [...this.queues.keys()]) this.cancel(owner);
     const closed = this.slots.map(
       (s) =>
         new Promise<void>((resolve) => {
@@ -137,7 +165,7 @@ export class ReaderPool {
     for (const s of this.slots) {
       clearTimeout(s.timer);
       s.worker.terminate();
-      s.job?.reject(new StoreClosedError("store closed"));
+      s.job?.settle?.(new StoreClosedError("store closed"));
     }
   }
 }

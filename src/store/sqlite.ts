@@ -29,7 +29,7 @@ export class SqliteStore implements Store {
     this.db = openDatabase({ path: opts.path, synchronous: opts.synchronous });
     this.writer = new SqliteWriter(this.db);
     if (opts.path === ":memory:") this.inline = new StatementCache(this.db);
-    else this.readers = new ReaderPool({ path: opts.path, size: opts.readerWorkers, timeoutMs: opts.queryTimeoutMs ?? 10_000, maxQueued: 10_000 });
+    else this.readers = new ReaderPool({ path: opts.path, size: opts.readerWorkers, timeoutMs: opts.queryTimeoutMs ?? 10_000, maxQueued: 10_000, maxQueuedPerOwner: 1000 });
   }
 
   has(id: string): boolean {
@@ -54,6 +54,11 @@ export class SqliteStore implements Store {
 
   sweepExpired(now: number): number {
     return this.writer.sweepExpired(now);
+  }
+
+  /** Forgets the waiting reads of an owner (a connection) that went away. */
+  cancelReads(owner: object): void {
+    this.readers?.cancel(owner);
   }
 
   lastSeq(): number {

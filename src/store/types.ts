@@ -29,6 +29,8 @@ export interface Store {
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems>;
   /** NIP-40: deletes expired events; returns how many. */
   sweepExpired(now: number): number | Promise<number>;
+  /** Forgets the waiting reads of an owner (a connection) that went away. */
+  cancelReads?(owner: object): void;
   /** The highest committed seq: a request's snapshot point. */
   lastSeq(): number;
   close(): Promise<void>;
