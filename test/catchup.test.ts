@@ -4,6 +4,8 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { compileFilter } from "../src/protocol/filter.ts";
+import { Fanout } from "../src/relay/fanout.ts";
 import { startRelay } from "../src/relay/server.ts";
 import { SqliteStore } from "../src/store/sqlite.ts";
 import type { Store } from "../src/store/types.ts";
@@ -56,4 +58,20 @@ test("events committed during a slow stored query arrive once, before EOSE, with
   expect(ids).toHaveLength(16);
   c.close();
   p.close();
+});
+
+test("the catch-up ring is bounded in bytes as well as count", () => {
+  const fanout = new Fanout({ publish: () => 0, restricted: () => false, canRead: () => true, ringSize: 1000, ringBytes: 100_000 });
+  const s = signer();
+  const big = "x".repeat(10_000);
+  const events = Array.from({ length: 50 }, (_, i) => s.sign({ kind: 20001, content: `${i}${big}` }));
+  for (const e of events) fanout.broadcast(e, JSON.stringify(e));
+  const all = compileFilter({}, { maxValues: 10 });
+  const { events: kept, complete } = fanout.recent(0, [all]);
+  // About 100 kB of 10 kB events: the newest ~9, and the ring says it lost the older ones.
+  expect(kept.length).toBeLessThanOrEqual(10);
+  expect(kept.at(-1)!.event.id).toBe(events.at(-1)!.id);
+  expect(complete).toBe(false);
+  // A subscriber that started after the 45th event still gets everything after it.
+  expect(fanout.recent(45, [all])).toEqual({ events: kept.filter((r) => r.seq > 45), complete: true });
 });

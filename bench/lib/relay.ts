@@ -7,11 +7,26 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 export const REPO_ROOT = resolve(import.meta.dir, "..", "..");
+/** The relay's entry point: src/main.ts, or BUNSTR_RELAY_MAIN (e.g. a patched copy, to check that a check can fail). */
+export const RELAY_MAIN = process.env.BUNSTR_RELAY_MAIN ? resolve(process.env.BUNSTR_RELAY_MAIN) : "src/main.ts";
 
 export interface SpawnOptions {
   verify: boolean;
   /** How long to wait for the "listening on" line. */
   startTimeoutMs?: number;
+  /**
+   * Use this data directory (created if missing) instead of a new temp directory: a restart on
+   * the same data. It is not removed when the start fails; removeDataDir() still removes it.
+   */
+  dataDir?: string;
+  /** More flags for `bunstr serve`, e.g. ["--config", file]. */
+  args?: string[];
+  /**
+   * A command the relay's command line is appended to, e.g. a shell that lowers `ulimit -n` first:
+   * ["sh", "-c", 'ulimit -Sn 1024 && exec "$@"', "sh"]. The process we watch is then that command,
+   * so it must exec the relay.
+   */
+  wrap?: string[];
 }
 
 /** Keeps the last `max` characters of a stream, so a chatty child never fills a pipe or our memory. */
@@ -59,11 +74,13 @@ export class RelayProcess {
   }
 
   private static async spawnOnce(opts: SpawnOptions, port: number): Promise<RelayProcess> {
-    const dataDir = mkdtempSync(join(tmpdir(), "bunstr-bench-"));
-    const args = [process.execPath, "src/main.ts", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir];
+    const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "bunstr-bench-"));
+    const args = [process.execPath, RELAY_MAIN, "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir];
     if (!opts.verify) args.push("--no-verify");
-    const proc = Bun.spawn(args, { cwd: REPO_ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    if (opts.args) args.push(...opts.args);
+    const proc = Bun.spawn([...(opts.wrap ?? []), ...args], { cwd: REPO_ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
     const relay = new RelayProcess(proc, dataDir, args);
+    trackForExit(relay, !opts.dataDir);
     const timeoutMs = opts.startTimeoutMs ?? 15_000;
     try {
       relay.url = await new Promise<string>((resolveUrl, reject) => {
@@ -83,7 +100,7 @@ export class RelayProcess {
     } catch (err) {
       proc.kill("SIGKILL");
       await proc.exited;
-      relay.removeDataDir();
+      if (!opts.dataDir) relay.removeDataDir();
       throw err;
     }
   }
@@ -120,6 +137,23 @@ export class RelayProcess {
   removeDataDir(): void {
     rmSync(this.dataDir, { recursive: true, force: true });
   }
+}
+
+// Relays still running when this process exits (a crash, an uncaught error, process.exit) are
+// killed, so a failed run never leaves a relay behind.
+// (Temp data directories we created for them go too; a directory the caller gave is left alone.)
+const live = new Map<RelayProcess, boolean>();
+let exitHookInstalled = false;
+function trackForExit(relay: RelayProcess, ownsDataDir: boolean): void {
+  live.set(relay, ownsDataDir);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on("exit", () => {
+    for (const [r, owns] of live) {
+      r.kill();
+      if (owns) r.removeDataDir();
+    }
+  });
 }
 
 function pump(stream: ReadableStream<Uint8Array>, onChunk: (text: string) => void): void {
@@ -172,4 +206,16 @@ export function memoryMiB(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
   return { rss: kib("VmRSS") / 1024, peak: kib("VmHWM") / 1024 };
+}
+
+/** Open file descriptors of a process (entries of /proc/<pid>/fd). */
+export function openFds(pid: number): number {
+  return readdirSync(`/proc/${pid}/fd`).length;
+}
+
+/** RLIMIT_NOFILE of a process, from /proc/<pid>/limits ("self" for this one). */
+export function fdLimit(pid: number | "self"): { soft: number; hard: number } {
+  const line = /^Max open files\s+(\S+)\s+(\S+)/m.exec(readFileSync(`/proc/${pid}/limits`, "utf8"));
+  const n = (s: string | undefined) => (s === undefined ? NaN : s === "unlimited" ? Infinity : Number(s));
+  return { soft: n(line?.[1]), hard: n(line?.[2]) };
 }

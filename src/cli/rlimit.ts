@@ -7,21 +7,29 @@ const LIBC = process.platform === "darwin" ? "libc.dylib" : "libc.so.6";
 /** macOS refuses soft limits above OPEN_MAX for setrlimit. */
 const DARWIN_MAX = 10240n;
 
-export function raiseOpenFileLimit(): void {
+/** Raises the soft limit to the hard one; returns the soft limit now in force (undefined if unknown). */
+export function raiseOpenFileLimit(): number | undefined {
   try {
     const libc = dlopen(LIBC, {
       getrlimit: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 },
       setrlimit: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 },
     });
     const lim = new BigUint64Array(2); // { rlim_cur, rlim_max }
-    if (libc.symbols.getrlimit(RLIMIT_NOFILE, ptr(lim)) !== 0) return;
+    if (libc.symbols.getrlimit(RLIMIT_NOFILE, ptr(lim)) !== 0) return undefined;
     const [soft, hard] = [lim[0]!, lim[1]!];
     const target = process.platform === "darwin" && hard > DARWIN_MAX ? DARWIN_MAX : hard;
-    if (soft >= target) return;
-    lim[0] = target;
-    if (libc.symbols.setrlimit(RLIMIT_NOFILE, ptr(lim)) === 0) console.log(`open files limit raised from ${soft} to ${target}`);
+    let now = soft;
+    if (soft < target) {
+      lim[0] = target;
+      if (libc.symbols.setrlimit(RLIMIT_NOFILE, ptr(lim)) === 0) {
+        console.log(`open files limit raised from ${soft} to ${target}`);
+        now = target;
+      }
+    }
     libc.close();
+    return Number(now);
   } catch {
     // No libc to call (an unusual platform): keep the limit the system gave us.
+    return undefined;
   }
 }

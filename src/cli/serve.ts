@@ -32,7 +32,10 @@ export function databasePath(config: Config): string {
 export async function serve(argv: string[]): Promise<void> {
   const config = await resolveConfig(argv);
   const dbPath = databasePath(config);
-  raiseOpenFileLimit();
+  const files = raiseOpenFileLimit();
+  // Past the descriptor limit accept() fails in a loop and the database cannot open files:
+  // refuse connections (503) well before that.
+  if (config.limits.max_connections === 0 && files !== undefined) config.limits.max_connections = Math.max(64, files - 256);
   if (config.network.remote_ip_header && config.network.trusted_proxies.length === 0)
     console.warn(`warning: [network] remote_ip_header is ignored until trusted_proxies lists your proxy's address`);
   const store = new SqliteStore({

@@ -94,6 +94,7 @@ export const schema = {
     max_negentropy_items: key({ type: "int", default: 500000, min: 1, doc: "NIP-77: most stored events one negentropy session may cover; more gets NEG-ERR blocked:.", reloadable: true }),
     max_events_per_req: key({ type: "int", default: 10000, min: 1, doc: "Most stored events one REQ returns over all its filters (per-filter limits are scaled down to fit).", reloadable: true }),
     query_ms_per_second: key({ type: "int", default: 500, min: 1, doc: "Query time (worker ms) a connection may use per second, with bursts up to 20x; past it REQ/COUNT/NEG-OPEN get rate-limited:.", reloadable: true }),
+    max_connections: key({ type: "int", default: 0, min: 0, doc: "Simultaneous websocket connections in all; more are refused with HTTP 503. 0 = the open-files limit less a reserve for the database and workers.", reloadable: true }),
     max_connections_per_ip: key({ type: "int", default: 1000, min: 1, doc: "Simultaneous websocket connections from one IP; more are refused with HTTP 429.", reloadable: true }),
     max_pending_events: key({ type: "int", default: 1000, min: 1, doc: "EVENTs one connection may have in flight (verifying or writing); more get rate-limited.", reloadable: true }),
   },

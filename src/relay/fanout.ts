@@ -31,18 +31,25 @@ export interface FanoutOptions {
   /** Whether one connection may read a restricted event. */
   canRead: (ws: Socket, e: NostrEvent) => boolean;
   ringSize?: number;
+  /** The ring also keeps at most this many bytes of event JSON (big events push old ones out). */
+  ringBytes?: number;
 }
 
 export class Fanout {
   private readonly groups = new Map<string, Group>();
   private readonly index = new LiveIndex<Group>();
   private readonly ring: (Recent | undefined)[];
+  private readonly ringBytes: number;
+  private bytes = 0;
+  /** The oldest seq still in the ring. */
+  private oldest = 1;
   /** Sequence number of the last event fanned out. */
   seq = 0;
   deliveries = 0;
 
   constructor(private readonly opts: FanoutOptions) {
     this.ring = new Array(opts.ringSize ?? 8192);
+    this.ringBytes = opts.ringBytes ?? 16 * 1024 * 1024;
   }
 
   get groupCount(): number {
@@ -75,7 +82,7 @@ export class Fanout {
   /** Sends a newly accepted event to every matching group. */
   broadcast(event: NostrEvent, json: string): void {
     const seq = ++this.seq;
-    this.ring[seq % this.ring.length] = { seq, event, json };
+    this.remember(seq, event, json);
     const restricted = this.opts.restricted(event);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
@@ -92,13 +99,32 @@ export class Fanout {
     });
   }
 
+  /** Keeps the event for catch-up, bounded by count and by bytes. */
+  private remember(seq: number, event: NostrEvent, json: string): void {
+    const size = this.ring.length;
+    while (this.oldest <= seq - size) this.evict();
+    this.ring[seq % size] = { seq, event, json };
+    this.bytes += json.length;
+    while (this.bytes > this.ringBytes && this.oldest < seq) this.evict();
+  }
+
+  private evict(): void {
+    const slot = this.oldest % this.ring.length;
+    const r = this.ring[slot];
+    if (r && r.seq === this.oldest) {
+      this.bytes -= r.json.length;
+      this.ring[slot] = undefined;
+    }
+    this.oldest++;
+  }
+
   /**
    * Events fanned out after `afterSeq` that match `filters`, oldest first; `complete` is false
    * when the ring no longer holds all of them.
    */
   recent(afterSeq: number, filters: readonly CompiledFilter[]): { events: Recent[]; complete: boolean } {
     const events: Recent[] = [];
-    const oldest = Math.max(afterSeq + 1, this.seq - this.ring.length + 1);
+    const oldest = Math.max(afterSeq + 1, this.oldest);
     for (let s = oldest; s <= this.seq; s++) {
       const r = this.ring[s % this.ring.length];
       if (r && r.seq === s && matchAny(filters, r.event)) events.push(r);

@@ -72,6 +72,8 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
       if (url.pathname !== path) return new Response("not found", { status: 404 });
       if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
         if (ctx.closing) return new Response("shutting down", { status: 503 });
+        if (config.limits.max_connections > 0 && sockets.size >= config.limits.max_connections)
+          return new Response("too many connections", { status: 503 });
         const ip = clientIp(req, srv, config);
         if ((perIp.get(ip) ?? 0) >= config.limits.max_connections_per_ip)
           return new Response("too many connections from this address", { status: 429 });
