@@ -64,6 +64,8 @@ export function openDatabase(opts: DbOptions): Database {
     db.exec(`PRAGMA synchronous = ${opts.synchronous === "full" ? "FULL" : "NORMAL"}`);
     // Fewer, larger checkpoints: the writer commits small batches many times a second.
     db.exec("PRAGMA wal_autocheckpoint = 10000");
+    // After a checkpoint resets the WAL, shrink the file back rather than keep its peak size.
+    db.exec("PRAGMA journal_size_limit = 67108864");
     migrate(db);
   }
   db.exec("PRAGMA mmap_size = 1073741824");
