@@ -9,7 +9,7 @@
 // "right as the client connects or ... immediately before the CLOSED"), in every mode, so a
 // client always has a stored challenge to answer an auth-required: with.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Client, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { Client, signer, startTestRelay, type Signer, type TestRelay, relayInfo } from "./helpers.ts";
 
 let whenNeeded: TestRelay;
 let writes: TestRelay;
@@ -48,16 +48,9 @@ async function connectAs(url: string, s: Signer): Promise<Client> {
   return c;
 }
 
-async function count(c: Client, subId: string, ...filters: object[]): Promise<any[]> {
-  const from = c.frames.length;
-  c.send(["COUNT", subId, ...filters]);
-  return c.next((f) => (f[0] === "COUNT" || f[0] === "CLOSED") && f[1] === subId, 5000, from);
-}
+const count = (c: Client, subId: string, ...filters: object[]) => c.count(subId, filters);
 
-async function nip11(url: string): Promise<any> {
-  const res = await fetch(url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } });
-  return res.json();
-}
+const nip11 = relayInfo;
 
 describe("the AUTH handshake", () => {
   test.each(["when-needed", "writes", "always"] as const)("%s: the challenge is the first frame, sent on connect, fresh per connection", async (mode) => {

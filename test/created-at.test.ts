@@ -3,7 +3,7 @@
 // advertises a limit only while it is on.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { Client, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
+import { Client, now, signer, startTestRelay, type TestRelay, relayInfo } from "./helpers.ts";
 
 const UPPER = 60;
 const LOWER = 3600;
@@ -43,8 +43,7 @@ async function refusedInvalid(c: Client, e: NostrEvent): Promise<void> {
   expect((await c.req(`r-${e.id.slice(0, 8)}`, { ids: [e.id] })).events).toEqual([]);
 }
 
-const limitation = async (r: TestRelay) =>
-  ((await (await fetch(r.url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } })).json()) as Record<string, any>).limitation;
+const limitation = async (r: TestRelay) => (await relayInfo(r.url)).limitation;
 
 describe("a window of 60 s ahead and 1 h back", () => {
   test("events too far in the future are refused with invalid:", async () => {

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { unwrapEvent, wrapEvent } from "nostr-tools/nip17";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { Client, now, signer, startTestRelay, type Signer, type TestRelay, relayInfo } from "./helpers.ts";
 
 let relay: TestRelay;
 let open: TestRelay;
@@ -55,16 +55,9 @@ async function publishAll(c: Client, ...evs: NostrEvent[]): Promise<void> {
 
 const ids = (evs: NostrEvent[]) => evs.map((e) => e.id);
 
-async function count(c: Client, subId: string, ...filters: object[]): Promise<any[]> {
-  const from = c.frames.length;
-  c.send(["COUNT", subId, ...filters]);
-  return c.next((f) => (f[0] === "COUNT" || f[0] === "CLOSED") && f[1] === subId, 5000, from);
-}
+const count = (c: Client, subId: string, ...filters: object[]) => c.count(subId, filters);
 
-async function nip11(url: string): Promise<any> {
-  const res = await fetch(url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } });
-  return res.json();
-}
+const nip11 = relayInfo;
 
 test("NIP-11 lists 17 and 59 by default, and not when restricted_read_kinds = []", async () => {
   const on = (await nip11(relay.url)).supported_nips as number[];

@@ -102,11 +102,7 @@ async function req(c: Client, subId: string, filters: object[], timeoutMs = 30_0
   return { events, end, ms };
 }
 
-async function count(c: Client, subId: string, filters: object[], timeoutMs = 30_000): Promise<any[]> {
-  const from = c.frames.length;
-  c.send(["COUNT", subId, ...filters]);
-  return c.next((f) => (f[0] === "COUNT" || f[0] === "CLOSED") && f[1] === subId, timeoutMs, from);
-}
+const count = (c: Client, subId: string, filters: object[], timeoutMs = 30_000) => c.count(subId, filters, timeoutMs);
 
 const percentile = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);

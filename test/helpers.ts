@@ -106,6 +106,13 @@ export class Client {
     return { events, end };
   }
 
+  /** Sends COUNT and resolves with the COUNT (or CLOSED) answer for that id. */
+  count(subId: string, filters: unknown[], timeoutMs = 5000): Promise<any[]> {
+    const from = this.frames.length;
+    this.send(["COUNT", subId, ...filters]);
+    return this.next((f) => (f[0] === "COUNT" || f[0] === "CLOSED") && f[1] === subId, timeoutMs, from);
+  }
+
   eventsFor(subId: string): NostrEvent[] {
     return this.frames.filter((f) => f[0] === "EVENT" && f[1] === subId).map((f) => f[2]);
   }
@@ -116,6 +123,12 @@ export class Client {
 }
 
 export const now = (): number => Math.floor(Date.now() / 1000);
+
+/** The relay's NIP-11 document, fetched from its websocket URL as clients do. */
+export async function relayInfo(wsUrl: string): Promise<Record<string, any>> {
+  const res = await fetch(wsUrl.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } });
+  return (await res.json()) as Record<string, any>;
+}
 
 export interface Signer {
   sk: Uint8Array;

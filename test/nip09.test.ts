@@ -1,7 +1,7 @@
 // NIP-09 over a real websocket: kind 5 deletion requests delete the author's own referenced
 // events (by id and by address), keep them deleted, and are themselves stored and served.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Client, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
+import { Client, now, signer, startTestRelay, type TestRelay, relayInfo } from "./helpers.ts";
 
 let relay: TestRelay;
 let off: TestRelay; // nips.nip09 = false
@@ -35,8 +35,7 @@ async function refusedWith(c: Client, e: { id: string }, prefix: string): Promis
 let n = 0;
 const ids = async (c: Client, filter: object) => (await c.req(`q${n++}`, filter)).events.map((e) => e.id).sort();
 
-const info = async (r: TestRelay) =>
-  (await (await fetch(r.url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } })).json()) as Record<string, any>;
+const info = (r: TestRelay) => relayInfo(r.url);
 
 describe("e tags", () => {
   test("deletes the author's referenced events; other authors' events in the same request stay", async () => {

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { finalizeEvent, getEventHash } from "nostr-tools/pure";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { Client, now, signer, startTestRelay, type Signer, type TestRelay, relayInfo } from "./helpers.ts";
 
 const MIN = 12;
 
@@ -61,8 +61,7 @@ function unmined(s: Signer, tags: string[][] = []): NostrEvent {
   }
 }
 
-const info = async (r: TestRelay) =>
-  (await (await fetch(r.url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } })).json()) as Record<string, any>;
+const info = (r: TestRelay) => relayInfo(r.url);
 
 describe("min_pow_difficulty = 12", () => {
   test("the reference difficulty function agrees with the NIP's examples", () => {

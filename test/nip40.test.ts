@@ -2,7 +2,7 @@
 // as they expire (swept or not), physically deleted by the sweeper, and all of it off with nip40.
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Client, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
+import { Client, now, signer, startTestRelay, type TestRelay, relayInfo } from "./helpers.ts";
 
 let lazy: TestRelay; // the sweeper never runs during the tests
 let sweeping: TestRelay; // sweeps every second
@@ -52,8 +52,7 @@ function rowsInDb(r: TestRelay, id: string): number {
 /** Sleeps until the wall clock is past `exp` (unix seconds). */
 const untilAfter = (exp: number) => Bun.sleep(Math.max(0, (exp + 1) * 1000 - Date.now() + 50));
 
-const info = async (r: TestRelay) =>
-  (await (await fetch(r.url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } })).json()) as Record<string, any>;
+const info = (r: TestRelay) => relayInfo(r.url);
 
 describe("NIP-40 on", () => {
   test("an event that has already expired is refused with invalid: and not stored", async () => {

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { Client, now, signer, startTestRelay, type Signer, type TestRelay, relayInfo } from "./helpers.ts";
 
 let relay: TestRelay;
 let off: TestRelay;
@@ -27,11 +27,7 @@ async function connect(url = relay.url): Promise<Client> {
   return c;
 }
 
-async function count(c: Client, subId: string, ...filters: unknown[]): Promise<any[]> {
-  const from = c.frames.length;
-  c.send(["COUNT", subId, ...filters]);
-  return c.next((f) => (f[0] === "COUNT" || f[0] === "CLOSED") && f[1] === subId, 5000, from);
-}
+const count = (c: Client, subId: string, ...filters: unknown[]) => c.count(subId, filters);
 
 async function publishAll(c: Client, evs: NostrEvent[], batch = 50): Promise<void> {
   for (let i = 0; i < evs.length; i += batch) {
@@ -282,7 +278,6 @@ test("with nips.nip45 = false: COUNT gets CLOSED, and NIP-11 does not list 45", 
   expect(r[1]).toBe("x");
   expect(r[2]).toMatch(/^[a-z-]+: /);
   expect(c.frames.some((f) => f[0] === "COUNT")).toBe(false);
-  const info = async (url: string) => (await (await fetch(url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } })).json()) as any;
-  expect((await info(relay.url)).supported_nips).toContain(45);
-  expect((await info(off.url)).supported_nips).not.toContain(45);
+  expect((await relayInfo(relay.url)).supported_nips).toContain(45);
+  expect((await relayInfo(off.url)).supported_nips).not.toContain(45);
 });
