@@ -106,6 +106,15 @@ export class Client {
     return { events, end };
   }
 
+  /** NIP-42: answers the relay's challenge as `s` and resolves with the OK frame. */
+  async auth(s: Signer, relayUrl: string): Promise<any[]> {
+    const [, challenge] = await this.next((f) => f[0] === "AUTH");
+    const e = s.sign({ kind: 22242, tags: [["relay", relayUrl], ["challenge", challenge]] });
+    const from = this.frames.length;
+    this.send(["AUTH", e]);
+    return this.next((f) => f[0] === "OK" && f[1] === e.id, 5000, from);
+  }
+
   /** Sends COUNT and resolves with the COUNT (or CLOSED) answer for that id. */
   count(subId: string, filters: unknown[], timeoutMs = 5000): Promise<any[]> {
     const from = this.frames.length;

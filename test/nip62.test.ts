@@ -32,13 +32,7 @@ async function connect(r: TestRelay = relay): Promise<Client> {
 /** A connection authenticated (NIP-42) as each of `who`. */
 async function connectAs(r: TestRelay, ...who: Signer[]): Promise<Client> {
   const c = await connect(r);
-  const [, challenge] = await c.next((f) => f[0] === "AUTH");
-  for (const s of who) {
-    const auth = s.sign({ kind: 22242, tags: [["relay", r.url], ["challenge", challenge]] });
-    const from = c.frames.length;
-    c.send(["AUTH", auth]);
-    expect(await c.next((f) => f[0] === "OK" && f[1] === auth.id, 5000, from)).toEqual(["OK", auth.id, true, ""]);
-  }
+  for (const s of who) expect((await c.auth(s, r.url)).slice(2)).toEqual([true, ""]);
   return c;
 }
 
