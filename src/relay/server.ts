@@ -60,7 +60,9 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
   // NIP-40: expired events are already hidden from every read; this reclaims their space.
   const sweeper = setInterval(() => {
     if (!config.nips.nip40 || ctx.closing) return;
-    Promise.resolve(store.sweepExpired(nowSeconds())).catch((err) => console.error("expiration sweep failed:", err));
+    Promise.resolve()
+      .then(() => store.sweepExpired(nowSeconds()))
+      .catch((err) => console.error("expiration sweep failed:", err));
   }, config.options.expiration_sweep_seconds * 1000);
   sweeper.unref();
 
