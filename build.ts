@@ -14,7 +14,7 @@ const commit = Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"], { stderr: 
 const version = commit ? `${pkg.version}+${commit}` : pkg.version;
 
 const result = await Bun.build({
-  entrypoints: ["./src/main.ts", "./src/relay/verify-worker.ts", "./src/store/reader-worker.ts", "./src/store/checkpoint-worker.ts"],
+  entrypoints: ["./src/main.ts", "./src/relay/verify-worker.ts", "./src/store/reader-worker.ts"],
   compile: target ? { target, outfile } : { outfile },
   define: { BUNSTR_VERSION: JSON.stringify(version) },
   // Keep names so stack traces in an operator's log stay readable without a source map.

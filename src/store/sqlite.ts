@@ -4,7 +4,6 @@ import type { Database } from "bun:sqlite";
 import { openDatabase } from "./db.ts";
 import { runCount, runNegItems, runQuery, StatementCache, type CountJob, type NegItems, type NegJob, type QueryJob } from "./query.ts";
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
-import { workerUrl } from "../workers.ts";
 import { ReaderPool, type ReadContext, type ReadKind } from "./readers.ts";
 import { SqliteWriter } from "./write.ts";
 
@@ -25,7 +24,6 @@ export class SqliteStore implements Store {
   private readonly writer: SqliteWriter;
   private readonly readers?: ReaderPool;
   private readonly inline?: StatementCache;
-  private readonly checkpointer?: Worker;
 
   constructor(opts: SqliteStoreOptions) {
     this.db = openDatabase({ path: opts.path, synchronous: opts.synchronous });
@@ -35,13 +33,6 @@ export class SqliteStore implements Store {
       return;
     }
     this.readers = new ReaderPool({ path: opts.path, size: opts.readerWorkers, timeoutMs: opts.queryTimeoutMs ?? 10_000, maxQueued: 10_000, maxQueuedPerOwner: 1000 });
-    // Checkpoints run in their own worker, so the writer's automatic checkpoint (kept as a
-    // backstop: it also restarts the WAL) finds the frames already copied and costs next to
-    // nothing, instead of stopping the event loop for the disk writes (50-120 ms every ~700
-    // commits when the writer did them all).
-    this.checkpointer = new Worker(workerUrl("./store/checkpoint-worker.ts"));
-    this.checkpointer.postMessage({ open: opts.path, everyMs: 1000 });
-    this.checkpointer.unref();
   }
 
   has(id: string): boolean {
@@ -91,13 +82,6 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     await this.readers?.close();
-    if (this.checkpointer) {
-      const w = this.checkpointer;
-      const done = new Promise<void>((resolve) => (w.onmessage = () => resolve()));
-      w.postMessage({ close: true });
-      await Promise.race([done, Bun.sleep(2000)]);
-      w.terminate();
-    }
     // Fold the WAL back into the main file so a backup of the .sqlite alone is complete.
     const r = this.db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number } | null;
     if (r?.busy) console.warn("warning: WAL checkpoint at shutdown was busy; the -wal file is kept and replayed on the next start");
