@@ -72,6 +72,7 @@ export const schema = {
   },
   options: {
     verify_signatures: key({ type: "bool", default: true, doc: "Verify event signatures (turn off only for trusted imports and benchmarks).", reloadable: false }),
+    verifier: key({ type: "string", default: "auto", oneOf: ["auto", "noble", "native"], doc: "Schnorr verifier: native = the system's libsecp256k1 (~15x faster), noble = pure JS (always works), auto = native when installed.", reloadable: false }),
     verify_workers: key({ type: "int", default: 0, min: 0, max: 64, doc: "Signature-verification worker threads; 0 = one per core.", reloadable: false }),
     auth: key({ type: "string", default: "when-needed", oneOf: ["when-needed", "writes", "always"], doc: "NIP-42: when-needed = only for restricted reads (DMs) and protected events; writes = also for every EVENT; always = before any EVENT, REQ or COUNT.", reloadable: true }),
     auth_relay_url_check: key({ type: "bool", default: true, doc: "NIP-42: the AUTH event's relay tag must name this relay's host (from info.relay_url, else the request Host).", reloadable: true }),

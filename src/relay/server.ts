@@ -1,5 +1,6 @@
 // Bun.serve wiring: HTTP on the relay path, websocket frames to the handlers, shutdown.
 import type { Server } from "bun";
+import { ConfigError } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
 import { httpResponse } from "../http/routes.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
@@ -15,6 +16,7 @@ import { handleEvent } from "./ingest.ts";
 import { handleNegClose, handleNegMsg, handleNegOpen } from "./neg.ts";
 import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
 import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
+import { loadNativeVerifier } from "./secp256k1-native.ts";
 import { inlineVerifier, noVerifier, WorkerVerifier, type Verifier } from "./verify.ts";
 
 export interface Relay {
@@ -31,11 +33,20 @@ export interface RelayOptions {
   verifier?: Verifier;
 }
 
+/** Whether to verify with libsecp256k1: `native` insists, `auto` takes it when it loads. */
+function useNative(config: Config): boolean {
+  if (config.options.verifier === "noble") return false;
+  const available = loadNativeVerifier() !== undefined;
+  if (config.options.verifier === "native" && !available)
+    throw new ConfigError("[options] verifier = \"native\" but libsecp256k1 (with schnorrsig) was not found; install it (Debian: libsecp256k1-1) or use \"auto\"");
+  return available;
+}
+
 /** Frames above this are closed by Bun with 1009; between max_message_bytes and this we answer. */
 const hardFrameLimit = (max: number) => Math.min(Math.max(4 * max, 1024 * 1024), 256 * 1024 * 1024);
 
 export function startRelay({ config, store, verifier: given }: RelayOptions): Relay {
-  const verifier = given ?? (config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers) : noVerifier);
+  const verifier = given ?? (config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers, useNative(config)) : noVerifier);
   const sockets = new Set<Socket>();
   const perIp = new Map<string, number>();
   let server: Server<Session>;

@@ -24,7 +24,7 @@ interface Slot {
 }
 
 export class WorkerVerifier implements Verifier {
-  readonly name = "noble";
+  readonly name: string;
   private readonly slots: Slot[] = [];
   private readonly waiting = new Map<number, ((ok: boolean) => void)[]>();
   private queue: { job: VerifyJob; resolve: (ok: boolean) => void }[] = [];
@@ -32,10 +32,13 @@ export class WorkerVerifier implements Verifier {
   private next = 1;
   depth = 0;
 
-  constructor(workers = 0, private readonly maxBatch = 64) {
+  /** `native`: libsecp256k1 through bun:ffi (the caller checked it loads), else @noble/curves. */
+  constructor(workers = 0, native = false, private readonly maxBatch = 64) {
     const size = workers > 0 ? workers : availableParallelism();
+    this.name = `${native ? "native libsecp256k1" : "noble"} in ${size} worker${size === 1 ? "" : "s"}`;
     for (let i = 0; i < size; i++) {
       const slot: Slot = { worker: new Worker(workerUrl("./relay/verify-worker.ts")), inFlight: 0 };
+      slot.worker.postMessage({ native });
       slot.worker.onmessage = (msg: MessageEvent) => {
         const { n, ok } = msg.data as { n: number; ok: boolean[] };
         const resolvers = this.waiting.get(n)!;
