@@ -13,6 +13,7 @@ import { LiveIndex } from "../src/relay/monitors.ts";
 import { openDatabase } from "../src/store/db.ts";
 import { planFilter, runQuery, StatementCache } from "../src/store/query.ts";
 import { SqliteWriter, type WriteRules } from "../src/store/write.ts";
+import { prng } from "../bench/lib/stats.ts";
 
 /** Plain NIP-01 storage: no deletions, vanishing or search indexing in this comparison. */
 const RULES: WriteRules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set() };
@@ -22,16 +23,7 @@ const RULES: WriteRules = { deletion: false, vanish: false, search: false, searc
 
 const SEED = 0x5eed_b057;
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const mulberry32 = prng;
 
 let rand = mulberry32(SEED);
 /** Each test restarts its own stream, so running one test alone (-t) sees the same cases. */

@@ -4,20 +4,10 @@ import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { nip77 } from "nostr-tools";
 import { NegentropyError, NegentropyServer, NegentropyStorage, type NegentropyItem } from "./nip77.ts";
+import { prng } from "../../bench/lib/stats.ts";
 
 const { Negentropy, NegentropyStorageVector } = nip77;
 
-/** mulberry32: small, seeded, good enough to make sets. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const randomId = (rnd: () => number): string => {
   let s = "";
