@@ -80,7 +80,8 @@ export class WorkerVerifier implements Verifier {
       const n = this.next++;
       slot.inFlight += chunk.length;
       this.waiting.set(n, chunk.map((c) => c.resolve));
-      slot.worker.postMessage({ n, jobs: chunk.map((c) => c.job) });
+      // Only the three fields the check needs cross to the worker, not the content and tags.
+      slot.worker.postMessage({ n, jobs: chunk.map(({ job: { id, pubkey, sig } }) => ({ id, pubkey, sig })) });
     }
   }
 
