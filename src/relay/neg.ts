@@ -8,6 +8,8 @@ import { send, type Socket } from "./session.ts";
 export interface NegSession {
   /** Set once the items are loaded; undefined while the store is being read. */
   server?: NegentropyServer;
+  /** Items held, counted against the connection's max_negentropy_items. */
+  items: number;
 }
 
 /** A message that is not even-length lowercase hex is refused before the decoder sees it. */
@@ -34,9 +36,13 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
 
   const budget = queryBudget(ctx, s);
   if (!budget) return fail(ws, subId, OVER_BUDGET);
-  const session: NegSession = {};
+  // One budget of items per connection, however many sessions share it: memory stays bounded.
+  let held = 0;
+  for (const other of s.neg.values()) held += other.items;
+  const max = ctx.config.limits.max_negentropy_items - held;
+  if (max <= 0) return fail(ws, subId, `blocked: open negentropy sessions already cover ${held} events; close one first`);
+  const session: NegSession = { items: 0 };
   s.neg.set(subId, session);
-  const max = ctx.config.limits.max_negentropy_items;
   let items;
   try {
     items = filters[0]!.neverMatch
@@ -53,6 +59,7 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   }
   if (s.closed || s.neg.get(subId) !== session) return; // closed or replaced meanwhile
   if (items.overflow) return fail(ws, subId, `blocked: this query is too big (more than ${max} events)`);
+  session.items = items.ids.length;
   const storage = new NegentropyStorage();
   for (let i = 0; i < items.ids.length; i++) storage.insert(items.timestamps[i]!, items.ids[i]!);
   session.server = new NegentropyServer(storage.seal(), FRAME_LIMIT);

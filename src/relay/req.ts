@@ -42,6 +42,10 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   // A REQ with a known id replaces that subscription (NIP-01).
   if (!closeSubscription(ctx, ws, subId) && s.subs.size >= limits.max_subscriptions)
     return send(ws, closedFrame(subId, `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`));
+  let values = valueCount(filters);
+  for (const other of s.subs.values()) values += valueCount(other.filters);
+  if (values > limits.max_values_per_connection)
+    return send(ws, closedFrame(subId, `rate-limited: subscriptions on this connection would hold more than ${limits.max_values_per_connection} filter values`));
 
   const perFilter = clampLimits(
     filters.map((f) => (f.neverMatch ? 0 : Math.min(f.limit ?? limits.default_limit, limits.max_limit))),
@@ -107,6 +111,16 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
     return send(ws, closedFrame(subId, readFailure(err, "count")));
   }
   send(ws, `["COUNT",${JSON.stringify(subId)},${JSON.stringify(result)}]`);
+}
+
+/** How many keys a subscription's filters put into the live index (and memory). */
+function valueCount(filters: readonly CompiledFilter[]): number {
+  let n = 0;
+  for (const f of filters) {
+    n += (f.ids?.size ?? 0) + (f.authors?.size ?? 0) + (f.kinds?.size ?? 0) + 1;
+    for (const [, v] of f.tags) n += v.size;
+  }
+  return n;
 }
 
 /** Scales per-filter limits down so that together they stay within `cap`. */
