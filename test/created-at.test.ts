@@ -3,7 +3,7 @@
 // advertises a limit only while it is on.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { Client, now, signer, startTestRelay, type TestRelay, relayInfo } from "./helpers.ts";
+import { accepted, Client, now, signer, startTestRelay, type TestRelay, relayInfo } from "./helpers.ts";
 
 const UPPER = 60;
 const LOWER = 3600;
@@ -29,10 +29,6 @@ async function connect(r: TestRelay): Promise<Client> {
   const c = await Client.connect(r.url);
   clients.push(c);
   return c;
-}
-
-async function accepted(c: Client, e: NostrEvent): Promise<void> {
-  expect(await c.publish(e)).toEqual(["OK", e.id, true, ""]);
 }
 
 async function refusedInvalid(c: Client, e: NostrEvent): Promise<void> {

@@ -15,7 +15,7 @@
 // Longer, locally:   FUZZ_SECONDS=300 npx bun test test/fuzz.test.ts      (each stage runs that long)
 //                    FUZZ_CASES=200000 FUZZ_WIRE_FRAMES=50000 npx bun test test/fuzz.test.ts
 // Reproduce:         FUZZ_SEED=<seed printed> (a failure names the stage, case number and frame)
-import { afterAll, afterEach, beforeAll, expect, spyOn, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { nip77 } from "nostr-tools";
 import { finalizeEvent, getPublicKey } from "nostr-tools/pure";
@@ -24,7 +24,7 @@ import { canonicalFilterKey, compileFilter, matchFilter, type CompiledFilter } f
 import { parseClientMessage, SubscriptionError } from "../src/protocol/messages.ts";
 import { ProtocolError } from "../src/protocol/reasons.ts";
 import { filterLimits } from "../src/relay/context.ts";
-import { startTestRelay, testConfig, type TestRelay } from "./helpers.ts";
+import { failOnRelayErrors, startTestRelay, testConfig, type TestRelay } from "./helpers.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Knobs
@@ -472,28 +472,14 @@ const show = (f: string | Uint8Array): string =>
 // ---------------------------------------------------------------------------------------------
 // Failure capture: the relay runs in this process.
 
-const processErrors: string[] = [];
-const onUnhandled = (e: unknown) => void processErrors.push(`unhandledRejection: ${String((e as Error)?.stack ?? e)}`);
-const onUncaught = (e: unknown) => void processErrors.push(`uncaughtException: ${String((e as Error)?.stack ?? e)}`);
-let errorSpy: ReturnType<typeof spyOn>;
+failOnRelayErrors();
 
 let pool: Pool;
 beforeAll(() => {
-  process.on("unhandledRejection", onUnhandled);
-  process.on("uncaughtException", onUncaught);
-  errorSpy = spyOn(console, "error");
   pool = buildPool();
   console.log(`fuzz: FUZZ_SEED=${SEED}`);
 });
-afterAll(() => {
-  process.off("unhandledRejection", onUnhandled);
-  process.off("uncaughtException", onUncaught);
-  errorSpy.mockRestore();
-});
-afterEach(() => {
-  expect(processErrors).toEqual([]);
-  expect(errorSpy.mock.calls.map((c: unknown[]) => c.map(String).join(" ").slice(0, 500))).toEqual([]);
-});
+
 
 // ---------------------------------------------------------------------------------------------
 // 1. Unit level

@@ -1,5 +1,6 @@
 // Test helpers: a real relay on port 0 with a temp database, a raw websocket client that
 // records every frame, and signed events.
+import { afterAll, afterEach, beforeAll, expect, spyOn } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -133,6 +134,19 @@ export class Client {
 
 export const now = (): number => Math.floor(Date.now() / 1000);
 
+/** Publishes and expects OK true with an empty message. */
+export async function accepted(c: Client, e: NostrEvent): Promise<void> {
+  expect(await c.publish(e)).toEqual(["OK", e.id, true, ""]);
+}
+
+/** Publishes and expects OK false whose message starts with `prefix`. */
+export async function refusedWith(c: Client, e: NostrEvent, prefix: string): Promise<void> {
+  const ok = await c.publish(e);
+  expect(ok[1]).toBe(e.id);
+  expect(ok[2]).toBe(false);
+  expect(ok[3]).toStartWith(prefix);
+}
+
 /** The relay's NIP-11 document, fetched from its websocket URL as clients do. */
 export async function relayInfo(wsUrl: string): Promise<Record<string, any>> {
   const res = await fetch(wsUrl.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } });
@@ -153,4 +167,29 @@ export function signer(): Signer {
     // A plain copy: nostr-tools marks its events with a symbol that the wire does not carry.
     sign: (t) => JSON.parse(JSON.stringify(finalizeEvent({ kind: t.kind, content: t.content ?? "", tags: t.tags ?? [], created_at: t.created_at ?? now() }, sk))) as NostrEvent,
   };
+}
+
+/**
+ * For files whose relay runs in the test process: every test fails if the relay let an
+ * exception escape (unhandled rejection, uncaught exception) or logged an internal error.
+ */
+export function failOnRelayErrors(): void {
+  const escaped: string[] = [];
+  const onUnhandled = (e: unknown) => void escaped.push(`unhandledRejection: ${String((e as Error)?.stack ?? e)}`);
+  const onUncaught = (e: unknown) => void escaped.push(`uncaughtException: ${String((e as Error)?.stack ?? e)}`);
+  let errorSpy: ReturnType<typeof spyOn>;
+  beforeAll(() => {
+    process.on("unhandledRejection", onUnhandled);
+    process.on("uncaughtException", onUncaught);
+    errorSpy = spyOn(console, "error");
+  });
+  afterAll(() => {
+    process.off("unhandledRejection", onUnhandled);
+    process.off("uncaughtException", onUncaught);
+    errorSpy.mockRestore();
+  });
+  afterEach(() => {
+    expect(escaped).toEqual([]);
+    expect(errorSpy.mock.calls.map((c: unknown[]) => c.map(String).join(" ").slice(0, 500))).toEqual([]);
+  });
 }

@@ -2,9 +2,9 @@
 // clean close, and the relay keeps serving everyone else. After every case a clean control client
 // must still get its EOSE, and the relay (in this process) must log no internal error and raise no
 // uncaught exception or unhandled rejection.
-import { afterAll, afterEach, beforeAll, describe, expect, spyOn, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect as tcpConnect, type Socket } from "node:net";
-import { Client, signer, startTestRelay, type TestRelay } from "./helpers.ts";
+import { Client, failOnRelayErrors, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
 // 512 KiB: four times that (2 MiB) is above Bun's 1 MiB floor, so the documented rule holds exactly:
 // over max_message_bytes is answered, over 4x is closed with 1009.
@@ -20,15 +20,9 @@ let relay: TestRelay;
 let idleRelay: TestRelay;
 const clients: Client[] = [];
 const raws: RawWs[] = [];
-const processErrors: string[] = [];
-const onUnhandled = (e: unknown) => void processErrors.push(`unhandledRejection: ${String((e as Error)?.stack ?? e)}`);
-const onUncaught = (e: unknown) => void processErrors.push(`uncaughtException: ${String((e as Error)?.stack ?? e)}`);
-let errorSpy: ReturnType<typeof spyOn>;
+failOnRelayErrors();
 
 beforeAll(async () => {
-  process.on("unhandledRejection", onUnhandled);
-  process.on("uncaughtException", onUncaught);
-  errorSpy = spyOn(console, "error");
   relay = await startTestRelay({
     limits: { max_message_bytes: MAX_MESSAGE, max_subscriptions: MAX_SUBS, max_filters: MAX_FILTERS, max_filter_values: MAX_VALUES, max_connections_per_ip: 100_000 },
   });
@@ -39,13 +33,6 @@ afterAll(async () => {
   for (const r of raws) r.sock.destroy();
   await relay?.stop();
   await idleRelay?.stop();
-  process.off("unhandledRejection", onUnhandled);
-  process.off("uncaughtException", onUncaught);
-  errorSpy.mockRestore();
-});
-afterEach(() => {
-  expect(processErrors).toEqual([]);
-  expect(errorSpy.mock.calls.map((c: unknown[]) => c.map(String).join(" ").slice(0, 500))).toEqual([]);
 });
 
 async function connect(url = relay.url): Promise<Client> {

@@ -1,7 +1,7 @@
 // NIP-09 over a real websocket: kind 5 deletion requests delete the author's own referenced
 // events (by id and by address), keep them deleted, and are themselves stored and served.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Client, now, signer, startTestRelay, type TestRelay, relayInfo } from "./helpers.ts";
+import { refusedWith, accepted, Client, now, signer, startTestRelay, type TestRelay, relayInfo } from "./helpers.ts";
 
 let relay: TestRelay;
 let off: TestRelay; // nips.nip09 = false
@@ -19,17 +19,6 @@ async function connect(r: TestRelay = relay): Promise<Client> {
   const c = await Client.connect(r.url);
   clients.push(c);
   return c;
-}
-
-async function accepted(c: Client, e: { id: string }): Promise<void> {
-  expect(await c.publish(e as any)).toEqual(["OK", e.id, true, ""]);
-}
-
-async function refusedWith(c: Client, e: { id: string }, prefix: string): Promise<void> {
-  const ok = await c.publish(e as any);
-  expect(ok[1]).toBe(e.id);
-  expect(ok[2]).toBe(false);
-  expect(ok[3]).toStartWith(prefix);
 }
 
 let n = 0;

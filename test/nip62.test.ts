@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { refusedWith, accepted, Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
 const EXAMPLE_URL = "wss://relay.example.com/nostr";
 
@@ -34,17 +34,6 @@ async function connectAs(r: TestRelay, ...who: Signer[]): Promise<Client> {
   const c = await connect(r);
   for (const s of who) expect((await c.auth(s, r.url)).slice(2)).toEqual([true, ""]);
   return c;
-}
-
-async function accepted(c: Client, e: NostrEvent): Promise<void> {
-  expect(await c.publish(e)).toEqual(["OK", e.id, true, ""]);
-}
-
-async function refusedWith(c: Client, e: NostrEvent, prefix: string): Promise<void> {
-  const ok = await c.publish(e);
-  expect(ok[1]).toBe(e.id);
-  expect(ok[2]).toBe(false);
-  expect(ok[3]).toStartWith(prefix);
 }
 
 let n = 0;

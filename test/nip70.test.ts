@@ -2,7 +2,7 @@
 // author; reposts must not embed one; with nip70 off every protected event is refused.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { Client, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { refusedWith, Client, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
 let relay: TestRelay;
 let off: TestRelay; // nips.nip70 = false
@@ -21,13 +21,6 @@ async function connectAs(r: TestRelay, ...who: Signer[]): Promise<Client> {
   clients.push(c);
   for (const s of who) expect((await c.auth(s, r.url)).slice(2)).toEqual([true, ""]);
   return c;
-}
-
-async function refusedWith(c: Client, e: NostrEvent, prefix: string): Promise<void> {
-  const ok = await c.publish(e);
-  expect(ok[1]).toBe(e.id);
-  expect(ok[2]).toBe(false);
-  expect(ok[3]).toStartWith(prefix);
 }
 
 let n = 0;
