@@ -4,7 +4,7 @@
 // left out with a printed reason.
 import { describe, expect, test } from "bun:test";
 import { verifySchnorr, type VerifyJob } from "../src/protocol/schnorr.ts";
-import { loadNativeVerifier } from "../src/relay/secp256k1-native.ts";
+import { findNativeLibrary, loadNativeVerifier } from "../src/relay/secp256k1-native.ts";
 import { Client, signer, startTestRelay } from "./helpers.ts";
 
 // BIP-340's test vectors 0-14 (32-byte messages, as Nostr ids are): index, public key, message,
@@ -31,7 +31,8 @@ const jobOf = (pubkey: string, msg: string, sig: string): VerifyJob => ({ pubkey
 const events = Array.from({ length: 50 }, (_, i) => signer().sign({ kind: 1, content: `random ${i} ${Math.random()}` }));
 const forge = (j: VerifyJob, k: number): VerifyJob => ({ ...j, sig: j.sig.slice(0, k) + (j.sig[k] === "0" ? "1" : "0") + j.sig.slice(k + 1) });
 
-const native = loadNativeVerifier();
+const library = findNativeLibrary();
+const native = library && loadNativeVerifier(library.path);
 const nativeRequired = process.env.CI === "true";
 if (!native && !nativeRequired) console.log("verifier.test: libsecp256k1 not installed here; the native verifier's tests are left out (CI installs it and runs them)");
 

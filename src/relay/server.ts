@@ -16,7 +16,7 @@ import { handleEvent } from "./ingest.ts";
 import { handleNegClose, handleNegMsg, handleNegOpen } from "./neg.ts";
 import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
 import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
-import { loadNativeVerifier } from "./secp256k1-native.ts";
+import { findNativeLibrary, type NativeLibrary } from "./secp256k1-native.ts";
 import { inlineVerifier, noVerifier, WorkerVerifier, type Verifier } from "./verify.ts";
 
 export interface Relay {
@@ -33,20 +33,20 @@ export interface RelayOptions {
   verifier?: Verifier;
 }
 
-/** Whether to verify with libsecp256k1: `native` insists, `auto` takes it when it loads. */
-function useNative(config: Config): boolean {
-  if (config.options.verifier === "noble") return false;
-  const available = loadNativeVerifier() !== undefined;
-  if (config.options.verifier === "native" && !available)
+/** The libsecp256k1 to verify with, if any: `native` insists, `auto` takes it when it loads. */
+function nativeLibrary(config: Config): NativeLibrary | undefined {
+  if (config.options.verifier === "noble") return undefined;
+  const found = findNativeLibrary();
+  if (config.options.verifier === "native" && !found)
     throw new ConfigError("[options] verifier = \"native\" but libsecp256k1 (with schnorrsig) was not found; install it (Debian: libsecp256k1-1) or use \"auto\"");
-  return available;
+  return found;
 }
 
 /** Frames above this are closed by Bun with 1009; between max_message_bytes and this we answer. */
 const hardFrameLimit = (max: number) => Math.min(Math.max(4 * max, 1024 * 1024), 256 * 1024 * 1024);
 
 export function startRelay({ config, store, verifier: given }: RelayOptions): Relay {
-  const verifier = given ?? (config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers, useNative(config)) : noVerifier);
+  const verifier = given ?? (config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers, nativeLibrary(config)) : noVerifier);
   const sockets = new Set<Socket>();
   const perIp = new Map<string, number>();
   let server: Server<Session>;
