@@ -3,13 +3,13 @@
 // once, published once in native code. Events of restricted kinds (DMs) are the exception: they
 // go to each member that may read them, one send per member. A short ring of recent events lets
 // a new subscription catch up on what was committed while its stored query ran.
-import { createHash } from "node:crypto";
 import type { NostrEvent } from "../protocol/event.ts";
 import { canonicalFilterKey, matchAny, type CompiledFilter } from "../protocol/filter.ts";
 import { LiveIndex, type Indexed } from "./monitors.ts";
 import type { Socket } from "./session.ts";
 
 export interface Group {
+  readonly key: string;
   readonly topic: string;
   /** `["EVENT",<subId>,` — the only bytes that differ between groups for the same event. */
   readonly prefix: string;
@@ -36,7 +36,10 @@ export interface FanoutOptions {
 }
 
 export class Fanout {
+  /** Groups by canonical key (subscription id + sorted canonical filters). */
   private readonly groups = new Map<string, Group>();
+  /** Topic names are short counters: Bun hashes and copies the topic on every publish. */
+  private nextTopic = 0;
   private readonly index = new LiveIndex<Group>();
   private readonly ring: (Recent | undefined)[];
   private readonly ringBytes: number;
@@ -59,15 +62,14 @@ export class Fanout {
   /** Adds the socket to the group for this subscription id and filter set (creating it). */
   join(ws: Socket, subId: string, filters: readonly CompiledFilter[]): Group {
     const key = `${subId}\n${filters.map(canonicalFilterKey).sort().join("\n")}`;
-    const topic = createHash("sha256").update(key).digest("base64url");
-    let g = this.groups.get(topic);
+    let g = this.groups.get(key);
     if (!g) {
-      g = { topic, prefix: `["EVENT",${JSON.stringify(subId)},`, filters, members: new Set(), entries: [] };
+      g = { key, topic: (this.nextTopic++).toString(36), prefix: `["EVENT",${JSON.stringify(subId)},`, filters, members: new Set(), entries: [] };
       g.entries = this.index.add(g, filters);
-      this.groups.set(topic, g);
+      this.groups.set(key, g);
     }
     g.members.add(ws);
-    ws.subscribe(topic);
+    ws.subscribe(g.topic);
     return g;
   }
 
@@ -76,7 +78,7 @@ export class Fanout {
     g.members.delete(ws);
     if (g.members.size > 0) return;
     this.index.remove(g.entries);
-    this.groups.delete(g.topic);
+    this.groups.delete(g.key);
   }
 
   /** Sends a newly accepted event to every matching group. */

@@ -5,7 +5,8 @@ import type { NostrEvent } from "../protocol/event.ts";
 import { matchFilter, type CompiledFilter } from "../protocol/filter.ts";
 
 export interface Indexed<G> {
-  group: G;
+  /** Shared by all entries of one group: `mark` dedupes a group within one match() call. */
+  holder: { readonly group: G; mark: number };
   filter: CompiledFilter;
 }
 
@@ -17,13 +18,15 @@ export class LiveIndex<G> {
   private readonly tags = new Map<string, Bucket<G>>();
   private readonly kinds = new Map<number, Bucket<G>>();
   private readonly others: Bucket<G> = new Set();
+  private stamp = 0;
 
   /** Indexes every filter of a group; returns the entries to pass back to remove(). */
   add(group: G, filters: readonly CompiledFilter[]): Indexed<G>[] {
     const entries: Indexed<G>[] = [];
+    const holder = { group, mark: 0 };
     for (const filter of filters) {
       if (filter.neverMatch) continue;
-      const entry = { group, filter };
+      const entry = { holder, filter };
       for (const [map, key] of this.keysOf(filter)) put(map, key, entry);
       entries.push(entry);
     }
@@ -36,13 +39,14 @@ export class LiveIndex<G> {
 
   /** Calls `hit` once per group with a filter matching the event. */
   match(e: NostrEvent, hit: (group: G) => void): void {
-    const seen = new Set<G>();
+    const stamp = ++this.stamp;
     const check = (bucket: Bucket<G> | undefined) => {
       if (!bucket) return;
-      for (const { group, filter } of bucket) {
-        if (seen.has(group) || !matchFilter(filter, e)) continue;
-        seen.add(group);
-        hit(group);
+      for (const entry of bucket) {
+        const h = entry.holder;
+        if (h.mark === stamp || !matchFilter(entry.filter, e)) continue;
+        h.mark = stamp;
+        hit(h.group);
       }
     };
     check(this.ids.get(e.id));

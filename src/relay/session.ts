@@ -51,6 +51,33 @@ export function send(ws: Socket, frame: string): void {
   if (!ws.data.closed) ws.send(frame);
 }
 
+// Frames queued by sendSoon, written at the end of the current microtask checkpoint with one
+// cork per socket: an uncorked ws.send is one send() system call per frame.
+const soon = new Map<Socket, string[]>();
+let soonScheduled = false;
+
+function flushSoon(): void {
+  soonScheduled = false;
+  for (const [ws, frames] of soon) {
+    if (ws.data.closed) continue;
+    if (frames.length === 1) ws.send(frames[0]!);
+    else ws.cork(() => { for (const f of frames) ws.send(f); });
+  }
+  soon.clear();
+}
+
+/** Like send, but frames for the same socket within one tick go out in one write (OKs of a committed batch). */
+export function sendSoon(ws: Socket, frame: string): void {
+  if (ws.data.closed) return;
+  const q = soon.get(ws);
+  if (q) q.push(frame);
+  else soon.set(ws, [frame]);
+  if (!soonScheduled) {
+    soonScheduled = true;
+    queueMicrotask(flushSoon);
+  }
+}
+
 export const okFrame = (id: string, ok: boolean, message: string): string => `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`;
 export const closedFrame = (subId: string, message: string): string => `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`;
 export const noticeFrame = (message: string): string => `["NOTICE",${JSON.stringify(message)}]`;
