@@ -1,15 +1,18 @@
-// `bunstr serve`: load config, open the store, start the relay, stop cleanly on SIGTERM/SIGINT.
+// `bunstr serve`: load config, open the store, start the relay; SIGHUP reloads the config,
+// SIGTERM/SIGINT stop cleanly, SIGUSR2 drains for a zero-downtime restart (docs/operations.md).
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { loadConfigFile, override } from "../config/load.ts";
 import { defaults, type Config } from "../config/schema.ts";
-import { startRelay } from "../relay/server.ts";
+import { startRelay, type Shutdown } from "../relay/server.ts";
 import { SqliteStore } from "../store/sqlite.ts";
 import { VERSION } from "../version.ts";
-import { parseServeFlags } from "./args.ts";
+import { parseServeFlags, type ServeFlags } from "./args.ts";
+import { ConfigReloader } from "./reload.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
 
-export async function resolveConfig(argv: string[]): Promise<Config> {
-  const flags = parseServeFlags(argv);
+/** Defaults, then the --config file, then the flags (CLI > file > default). */
+async function loadServeConfig(flags: ServeFlags): Promise<Config> {
   let config = defaults();
   if (flags.config) {
     const loaded = await loadConfigFile(flags.config);
@@ -22,6 +25,10 @@ export async function resolveConfig(argv: string[]): Promise<Config> {
   return config;
 }
 
+export async function resolveConfig(argv: string[]): Promise<Config> {
+  return loadServeConfig(parseServeFlags(argv));
+}
+
 /** The database file: --db / [database] file, else <data_directory>/bunstr.sqlite; relative to the working directory. */
 export function databasePath(config: Config): string {
   if (config.database.in_memory) return ":memory:";
@@ -29,13 +36,43 @@ export function databasePath(config: Config): string {
   return resolve(config.database.data_directory, "bunstr.sqlite");
 }
 
-export async function serve(argv: string[]): Promise<void> {
-  const config = await resolveConfig(argv);
-  const dbPath = databasePath(config);
-  const files = raiseOpenFileLimit();
+/**
+ * What serve derives from the file before using it, at start and on every reload alike (or a
+ * reload would see a change that is none): max_connections = 0 means "from the open-files limit".
+ */
+function settle(config: Config, files: number | undefined): Config {
   // Past the descriptor limit accept() fails in a loop and the database cannot open files:
   // refuse connections (503) well before that.
   if (config.limits.max_connections === 0 && files !== undefined) config.limits.max_connections = Math.max(64, files - 256);
+  return config;
+}
+
+/** Linux resets connections still queued on a SO_REUSEPORT listener when it closes, unless this is 1. */
+function migrateQueuedConnections(): string | undefined {
+  try {
+    return readFileSync("/proc/sys/net/ipv4/tcp_migrate_req", "utf8").trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Does something accept TCP connections on the address we are about to share (reuse_port)? */
+async function someoneListens(host: string, port: number): Promise<boolean> {
+  if (port === 0) return false;
+  const hostname = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  const probe = Bun.connect({ hostname, port, socket: { data() {} } }).then(
+    (s) => (s.end(), true),
+    () => false,
+  );
+  return Promise.race([probe, Bun.sleep(500).then(() => false)]);
+}
+
+export async function serve(argv: string[]): Promise<void> {
+  const flags = parseServeFlags(argv);
+  if (flags.config) flags.config = resolve(flags.config);
+  const files = raiseOpenFileLimit();
+  const config = settle(await loadServeConfig(flags), files);
+  const dbPath = databasePath(config);
   if (config.network.remote_ip_header && config.network.trusted_proxies.length === 0)
     console.warn(`warning: [network] remote_ip_header is ignored until trusted_proxies lists your proxy's address`);
   const store = new SqliteStore({
@@ -44,21 +81,37 @@ export async function serve(argv: string[]): Promise<void> {
     readerWorkers: config.database.reader_workers,
     queryTimeoutMs: config.database.query_timeout_ms,
   });
+  // With reuse_port a second relay binds a busy port without an error: say so, since two relays
+  // on different databases behind one port would each get half of the clients.
+  if (config.network.reuse_port && (await someoneListens(config.network.host, config.network.port)))
+    console.warn(
+      `note: another process already listens on ${config.network.host}:${config.network.port}; sharing the port (reuse_port). ` +
+        "For a zero-downtime restart, now send the old one SIGUSR2; otherwise stop one of them (docs/operations.md)",
+    );
   const relay = startRelay({ config, store });
-  console.log(`bunstr ${VERSION} listening on ${relay.url} (database: ${dbPath}, signatures: ${relay.ctx.verifier.name})`);
+  console.log(`bunstr ${VERSION} listening on ${relay.url} (database: ${dbPath}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`);
+
+  const reloader = new ConfigReloader({ file: flags.config, live: config, relay, load: async () => settle(await loadServeConfig(flags), files) });
+  process.on("SIGHUP", () => void reloader.reload("SIGHUP"));
 
   let stopping = false;
-  const stop = async (signal: string) => {
+  const stop = async (signal: string, how: Shutdown) => {
     if (stopping) {
       console.error(`${signal} again: exiting now`);
       process.exit(1);
     }
     stopping = true;
-    console.log(`${signal}: shutting down`);
-    await relay.close();
+    reloader.close();
+    if (how === "restart") {
+      console.log(`${signal}: draining for a restart: no longer listening, finishing in-flight events, then closing connections with 1012`);
+      if (config.network.reuse_port && migrateQueuedConnections() === "0")
+        console.warn("note: net.ipv4.tcp_migrate_req = 0: connections queued on this listener as it closes are reset; set it to 1 for a lossless handover");
+    } else console.log(`${signal}: shutting down`);
+    await relay.close(how);
     console.log("bye");
     process.exit(0);
   };
-  process.on("SIGTERM", () => void stop("SIGTERM"));
-  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM", "stop"));
+  process.on("SIGINT", () => void stop("SIGINT", "stop"));
+  process.on("SIGUSR2", () => void stop("SIGUSR2", "restart"));
 }

@@ -14,6 +14,10 @@ import type { Session } from "./session.ts";
 import type { Verifier } from "./verify.ts";
 
 export interface RelayContext {
+  /**
+   * Changed in place by a config reload (config/reload.ts): read a value when it is used, never
+   * copy it at start. What Bun or a timer holds is re-applied by Relay.reconfigure().
+   */
   config: Config;
   store: Store;
   writer: WriterQueue;

@@ -1,5 +1,5 @@
 // Bun.serve wiring: HTTP on the relay path, websocket frames to the handlers, shutdown.
-import type { Server } from "bun";
+import type { Server, WebSocketHandler } from "bun";
 import { ConfigError } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
 import { httpResponse } from "../http/routes.ts";
@@ -23,9 +23,26 @@ export interface Relay {
   readonly server: Server<Session>;
   readonly url: string;
   readonly ctx: RelayContext;
-  /** Graceful stop: refuse new work, finish in-flight events, commit, close sockets and the store. */
-  close(): Promise<void>;
+  /**
+   * Re-reads what is held outside ctx.config after a reload changed it in place: Bun's websocket
+   * limits (frame size, backpressure, idle timeout; for open connections too) and the sweep timer.
+   */
+  reconfigure(): void;
+  /**
+   * Graceful stop: stop listening, refuse new work, finish in-flight events, commit, close the
+   * sockets (1001 going away; 1012 service restart for "restart", when a new process took over
+   * the port) and the store.
+   */
+  close(how?: Shutdown): Promise<void>;
 }
+
+/** "stop": the relay goes away. "restart": another process already serves the port (reuse_port). */
+export type Shutdown = "stop" | "restart";
+
+const CLOSING = {
+  stop: { notice: "closing: relay is shutting down", code: 1001, reason: "relay shutting down" },
+  restart: { notice: "closing: relay is restarting, reconnect", code: 1012, reason: "relay restarting" },
+} as const;
 
 export interface RelayOptions {
   config: Config;
@@ -44,6 +61,13 @@ function nativeLibrary(config: Config): NativeLibrary | undefined {
 
 /** Frames above this are closed by Bun with 1009; between max_message_bytes and this we answer. */
 const hardFrameLimit = (max: number) => Math.min(Math.max(4 * max, 1024 * 1024), 256 * 1024 * 1024);
+
+/** The config Bun's websocket layer holds; applied again by server.reload() when it changes. */
+const socketLimits = (config: Config) => ({
+  maxPayloadLength: hardFrameLimit(config.limits.max_message_bytes),
+  backpressureLimit: config.limits.max_pending_bytes,
+  idleTimeout: config.network.idle_timeout_seconds,
+});
 
 export function startRelay({ config, store, verifier: given }: RelayOptions): Relay {
   const verifier = given ?? (config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers, nativeLibrary(config)) : noVerifier);
@@ -67,80 +91,125 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     closing: false,
     readCostEstimate: 5,
   };
+  // Not reloadable: read once.
   const path = config.network.path;
+  let closing: (typeof CLOSING)[Shutdown] = CLOSING.stop;
+
   // NIP-40: expired events are already hidden from every read; this reclaims their space.
-  const sweeper = setInterval(() => {
+  const sweep = () => {
     if (!config.nips.nip40 || ctx.closing) return;
     Promise.resolve()
       .then(() => store.sweepExpired(nowSeconds()))
       .catch((err) => console.error("expiration sweep failed:", err));
-  }, config.options.expiration_sweep_seconds * 1000);
+  };
+  let sweepSeconds = config.options.expiration_sweep_seconds;
+  let sweeper = setInterval(sweep, sweepSeconds * 1000);
   sweeper.unref();
+
+  const fetch = (req: Request, srv: Server<Session>): Response | undefined => {
+    const url = new URL(req.url);
+    if (url.pathname !== path) return new Response("not found", { status: 404 });
+    if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, config, VERSION);
+    const ip = clientIp(req, srv, config);
+    // While closing, a connection accepted before the listener closed is still upgraded, then
+    // told to reconnect (in open): a close code clients act on rather than a failed connect.
+    if (!ctx.closing) {
+      if (config.limits.max_connections > 0 && sockets.size >= config.limits.max_connections)
+        return new Response("too many connections", { status: 503 });
+      if ((perIp.get(ip) ?? 0) >= config.limits.max_connections_per_ip)
+        return new Response("too many connections from this address", { status: 429 });
+    }
+    if (srv.upgrade(req, { data: newSession(ip, req.headers.get("host") ?? "") })) {
+      perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
+      return undefined;
+    }
+    return new Response("websocket upgrade failed", { status: 400 });
+  };
+
+  const websocket: WebSocketHandler<Session> = {
+    ...socketLimits(config),
+    closeOnBackpressureLimit: true,
+    sendPings: true,
+    perMessageDeflate: false,
+    publishToSelf: true,
+    open(ws) {
+      sockets.add(ws);
+      if (ctx.closing) {
+        ws.send(noticeFrame(closing.notice));
+        return ws.close(closing.code, closing.reason);
+      }
+      ws.send(`["AUTH",${JSON.stringify(ws.data.challenge)}]`);
+    },
+    message(ws, message) {
+      onMessage(ctx, ws, message);
+    },
+    close(ws) {
+      ws.data.closed = true;
+      sockets.delete(ws);
+      const left = (perIp.get(ws.data.ip) ?? 1) - 1;
+      if (left > 0) perIp.set(ws.data.ip, left);
+      else perIp.delete(ws.data.ip);
+      closeAllSubscriptions(ctx, ws);
+      ws.data.neg.clear();
+      store.cancelReads?.(ws.data);
+    },
+  };
 
   server = Bun.serve<Session>({
     hostname: config.network.host,
     port: config.network.port,
-    fetch(req, srv) {
-      const url = new URL(req.url);
-      if (url.pathname !== path) return new Response("not found", { status: 404 });
-      if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
-        if (ctx.closing) return new Response("shutting down", { status: 503 });
-        if (config.limits.max_connections > 0 && sockets.size >= config.limits.max_connections)
-          return new Response("too many connections", { status: 503 });
-        const ip = clientIp(req, srv, config);
-        if ((perIp.get(ip) ?? 0) >= config.limits.max_connections_per_ip)
-          return new Response("too many connections from this address", { status: 429 });
-        const session = newSession(ip, req.headers.get("host") ?? "");
-        if (srv.upgrade(req, { data: session })) {
-          perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
-          return undefined;
-        }
-        return new Response("websocket upgrade failed", { status: 400 });
-      }
-      return httpResponse(req, config, VERSION);
-    },
-    websocket: {
-      maxPayloadLength: hardFrameLimit(config.limits.max_message_bytes),
-      backpressureLimit: config.limits.max_pending_bytes,
-      closeOnBackpressureLimit: true,
-      idleTimeout: config.network.idle_timeout_seconds,
-      sendPings: true,
-      perMessageDeflate: false,
-      publishToSelf: true,
-      open(ws) {
-        sockets.add(ws);
-        ws.send(`["AUTH",${JSON.stringify(ws.data.challenge)}]`);
-      },
-      message(ws, message) {
-        onMessage(ctx, ws, message);
-      },
-      close(ws) {
-        ws.data.closed = true;
-        sockets.delete(ws);
-        const left = (perIp.get(ws.data.ip) ?? 1) - 1;
-        if (left > 0) perIp.set(ws.data.ip, left);
-        else perIp.delete(ws.data.ip);
-        closeAllSubscriptions(ctx, ws);
-        ws.data.neg.clear();
-        store.cancelReads?.(ws.data);
-      },
-    },
+    // SO_REUSEPORT: a new process may bind the port while this one drains (docs/operations.md).
+    reusePort: config.network.reuse_port,
+    fetch,
+    websocket,
   });
 
   return {
     server,
     url: `ws://${server.hostname === "0.0.0.0" ? "127.0.0.1" : server.hostname}:${server.port}${path}`,
     ctx,
-    async close() {
+    reconfigure() {
+      if (ctx.closing) return;
+      const limits = socketLimits(config);
+      // Bun applies reloaded websocket options to open connections as well as new ones.
+      if ((Object.keys(limits) as (keyof typeof limits)[]).some((k) => limits[k] !== websocket[k])) {
+        Object.assign(websocket, limits);
+        server.reload({ fetch, websocket });
+      }
+      if (config.options.expiration_sweep_seconds !== sweepSeconds) {
+        clearInterval(sweeper);
+        sweepSeconds = config.options.expiration_sweep_seconds;
+        sweeper = setInterval(sweep, sweepSeconds * 1000);
+        sweeper.unref();
+      }
+    },
+    async close(how: Shutdown = "stop") {
       if (ctx.closing) return;
       ctx.closing = true;
+      closing = CLOSING[how];
       clearInterval(sweeper);
-      server.stop(false); // stop accepting; open sockets stay until we close them
-      for (const ws of sockets) ws.send(noticeFrame("closing: relay is shutting down"));
+      // Stop listening (with reuse_port the kernel now sends every new connection to the other
+      // process); open sockets stay until we close them. Resolves once they are all closed.
+      const gone = server.stop(false);
+      for (const ws of sockets) ws.send(noticeFrame(closing.notice));
+      // New EVENTs are refused now (ingest.ts). A connection is closed as soon as it has none in
+      // flight, after its OKs: an idle client reconnects (to the new process) at once, and a busy
+      // one gets every answer it is owed first.
+      const told = new Set<Socket>();
       const deadline = Date.now() + 5000;
-      while (ctx.inflight > 0 && Date.now() < deadline) await Bun.sleep(5);
+      for (;;) {
+        for (const ws of sockets)
+          if (ws.data.inflight === 0 && !told.has(ws)) {
+            told.add(ws);
+            ws.close(closing.code, closing.reason);
+          }
+        if (ctx.inflight === 0 || Date.now() >= deadline) break;
+        await Bun.sleep(5);
+      }
       await ctx.writer.drain();
-      for (const ws of sockets) ws.close(1001, "relay shutting down");
+      for (const ws of sockets) if (!told.has(ws)) ws.close(closing.code, closing.reason);
+      // Let the close handshakes finish before cutting what is left.
+      await Promise.race([gone, Bun.sleep(1000)]);
       server.stop(true);
       verifier.close();
       await store.close();

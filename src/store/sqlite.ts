@@ -24,10 +24,15 @@ export class SqliteStore implements Store {
   private readonly writer: SqliteWriter;
   private readonly readers?: ReaderPool;
   private readonly inline?: StatementCache;
+  private readonly dataVersion;
+  private readonly maxSeq;
+  private seenVersion = -1;
 
   constructor(opts: SqliteStoreOptions) {
     this.db = openDatabase({ path: opts.path, synchronous: opts.synchronous });
     this.writer = new SqliteWriter(this.db);
+    this.dataVersion = this.db.prepare("PRAGMA data_version");
+    this.maxSeq = this.db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");
     if (opts.path === ":memory:") {
       this.inline = new StatementCache(this.db);
       return;
@@ -40,7 +45,10 @@ export class SqliteStore implements Store {
   }
 
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
-    return this.writer.writeBatch(batch, rules);
+    // IMMEDIATE: another process may write too (bunstr import, the other relay of a zero-downtime
+    // restart); a deferred transaction that read first fails with SQLITE_BUSY at its first write
+    // if the other committed meanwhile, while this one waits up to busy_timeout for the lock.
+    return this.writer.writeBatchImmediate(batch, rules);
   }
 
   query(job: QueryJob, ctx?: ReadContext): Promise<string[]> {
@@ -65,6 +73,13 @@ export class SqliteStore implements Store {
   }
 
   lastSeq(): number {
+    // data_version changes when another connection (another process) commits: then our seq,
+    // which only follows our own writes, may be behind what is stored.
+    const version = (this.dataVersion.get() as { data_version: number }).data_version;
+    if (version !== this.seenVersion) {
+      this.seenVersion = version;
+      this.writer.seq = Math.max(this.writer.seq, (this.maxSeq.get() as { s: number }).s);
+    }
     return this.writer.seq;
   }
 

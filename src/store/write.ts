@@ -84,13 +84,31 @@ export class SqliteWriter {
     }
   }
 
+  /**
+   * writeBatch with the write lock taken at BEGIN (IMMEDIATE), waiting up to busy_timeout for it.
+   * For a second process writing beside a running relay (bunstr import): a deferred transaction
+   * that reads first fails at once with SQLITE_BUSY if the other process commits between its
+   * first read and its first write.
+   */
+  writeBatchImmediate(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
+    const before = this.seq;
+    try {
+      type Txn = SqliteWriter["txn"];
+      return (this.txn as Txn & { immediate: Txn }).immediate(batch, rules);
+    } catch (e) {
+      this.seq = before;
+      throw e;
+    }
+  }
+
   /** Deletes up to `max` expired events (NIP-40); returns how many. */
   sweepExpired(now: number, max = 5000): number {
+    // IMMEDIATE, as writeBatchImmediate: another process may be writing to the same file.
     return this.db.transaction(() => {
       const rows = this.st.expired!.all(now, max) as { seq: number }[];
       for (const r of rows) this.remove(r.seq);
       return rows.length;
-    })();
+    }).immediate();
   }
 
   private writeOne({ event: e, json }: PendingWrite, rules: WriteRules): WriteOutcome {
