@@ -11,7 +11,7 @@ import { canonicalFilterKey, compileFilter, type CompiledFilter } from "../src/p
 import { ProtocolError } from "../src/protocol/reasons.ts";
 import { LiveIndex } from "../src/relay/monitors.ts";
 import { openDatabase } from "../src/store/db.ts";
-import { planFilter, runQuery, StatementCache } from "../src/store/query.ts";
+import { planFilter, planTuning, runQuery, StatementCache } from "../src/store/query.ts";
 import { SqliteWriter, type WriteRules } from "../src/store/write.ts";
 import { prng } from "../bench/lib/stats.ts";
 import { naiveMatch, naiveOf, naiveQuery, nip01Order, type Naive, type RawFilter } from "../bench/lib/match.ts";
@@ -320,6 +320,41 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
     expect(liveHits - hitsBeforeRemoval).toBeGreaterThan(20_000);
     console.log(`differential: ${counts.filters} filters (${counts.neverMatch} never-matching, ${counts.nonEmpty} non-empty, ${counts.truncated} cut by limit, ${counts.tieBroken} with created_at ties, ${counts.snapshot} also at a snapshot seq, ${counts.snapshotDiffers} of them changed by it, ${counts.fullScans} without conditions); live: ${liveChecks} event checks, ${liveHits} group hits`);
   }, 60_000);
+
+  test("long author lists (feeds): the recent-window plan and its fallback agree with the reference", () => {
+    const cache = new StatementCache(db);
+    reseed(3);
+    const failures: string[] = [];
+    let full = 0;
+    let short = 0;
+    const saved = planTuning.recentWindow;
+    try {
+      // Windows smaller and larger than the 2,000 events: the window alone answers, falls back
+      // to the full plan, or covers everything.
+      for (const window of [20, 150, 700, 1999, 5000]) {
+        planTuning.recentWindow = window;
+        for (let i = 0; i < 300; i++) {
+          const raw: RawFilter = { authors: [...some(pubkeys, 1, 6), ...Array.from({ length: int(17, 40) }, hex64)] };
+          if (chance(0.6)) raw.kinds = some(regularKinds, 1, 3);
+          if (chance(0.2)) raw["#t"] = some(tPool, 1, 2);
+          if (chance(0.3)) raw.since = BASE + int(0, SPAN);
+          if (chance(0.3)) raw.until = BASE + int(0, SPAN);
+          const limit = int(1, 120);
+          const expected = naiveQuery(raw, events, limit).map((e) => e.id);
+          if (expected.length === limit) full++;
+          else short++;
+          const got = runQuery(cache, { filters: [compileFilter(raw, compileLimits).source], limits: [limit], maxSeq, now: 0 }).map(idOf);
+          if (JSON.stringify(got) !== JSON.stringify(expected) && failures.length < 5)
+            failures.push(`window ${window}, ${JSON.stringify({ ...raw, authors: (raw.authors as string[]).length })} limit ${limit}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
+        }
+      }
+    } finally {
+      planTuning.recentWindow = saved;
+    }
+    expect(failures).toEqual([]);
+    expect(full).toBeGreaterThan(300);
+    expect(short).toBeGreaterThan(100);
+  });
 
   test(`${N_MULTI} multi-filter REQs: runQuery equals the union of per-filter answers, LiveIndex hits each REQ once`, () => {
     const cache = new StatementCache(db);

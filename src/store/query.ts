@@ -153,10 +153,39 @@ function planCore(f: Filter, scope: Scope): Core {
   return { from, where, params, order, ranked: terms.length > 0 };
 }
 
-export function planFilter(f: Filter, limit: number, scope: Scope): { sql: string; params: Param[]; ranked: boolean } {
+/**
+ * `recentFrom`: walk the time index from the newest event down to this created_at instead of
+ * the plan's own index (see planTuning).
+ */
+export function planFilter(f: Filter, limit: number, scope: Scope, recentFrom?: number): { sql: string; params: Param[]; ranked: boolean } {
   const c = planCore(f, scope);
+  if (recentFrom !== undefined) {
+    c.from = "events e INDEXED BY events_created";
+    c.where.push("e.created_at >= ?");
+    c.params.push(recentFrom);
+  }
   const sql = `SELECT e.json AS json, e.created_at AS created_at, lower(hex(e.id)) AS id FROM ${c.from} WHERE ${c.where.join(" AND ")} ORDER BY ${c.order} LIMIT ?`;
   return { sql, params: [...c.params, limit], ranked: c.ranked };
+}
+
+/**
+ * Long author lists (a feed: kinds 1/6 of the 20..1,000 accounts someone follows) would look up
+ * every (author, kind) and sort all their events to return the newest few. Their newest events
+ * are usually among the newest events of the relay: walking the time index over the newest
+ * planTuning.recentWindow events is a prefix of the NIP-01 order (created_at DESC, id), so if it finds
+ * `limit` matches they are exactly the answer; if not, the full plan runs.
+ */
+export const planTuning = { recentWindow: 10_000 };
+
+function recentFirst(f: Filter): boolean {
+  return f.authors !== undefined && f.authors.length > MAX_SPLIT && !f.ids && f.search === undefined;
+}
+
+/** created_at of the recentWindow-th newest event at or before `until`; undefined if fewer. */
+function recentBound(cache: StatementCache, until: number | undefined): number | undefined {
+  const sql = "SELECT created_at FROM events INDEXED BY events_created WHERE created_at <= ? ORDER BY created_at DESC, id LIMIT 1 OFFSET ?";
+  const row = cache.get(sql).get(until ?? Number.MAX_SAFE_INTEGER, planTuning.recentWindow - 1) as { created_at: number } | null;
+  return row?.created_at;
 }
 
 /** `SELECT e.seq …` for one filter, without order or limit: the building block of counts. */
@@ -205,6 +234,14 @@ const newestFirst = (a: QueryRow, b: QueryRow) => b.created_at - a.created_at ||
 
 /** One filter's stored events: at most `limit`, newest first (search: most relevant first). */
 function filterRows(cache: StatementCache, f: Filter, limit: number, scope: Scope): QueryRow[] {
+  if (recentFirst(f)) {
+    const bound = recentBound(cache, f.until);
+    // Fewer events than the window, or `since` inside it: the walk covers every candidate.
+    const whole = bound === undefined || (f.since !== undefined && f.since >= bound);
+    const plan = planFilter(f, limit, scope, whole ? (f.since ?? 0) : bound);
+    const rows = cache.get(plan.sql).all(...plan.params) as QueryRow[];
+    if (whole || rows.length >= limit) return rows;
+  }
   const key = splitKey(f);
   const parts = key ? (f[key] as (string | number)[]).map((v) => ({ ...f, [key]: [v] }) as Filter) : [f];
   const rows = new Map<string, QueryRow>();
