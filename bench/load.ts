@@ -1,34 +1,42 @@
-// bunstr local load check: ingest the deterministic corpus over C pipelined connections, then
-// run a checked REQ mix, and report throughput, latency, relay CPU and memory.
+// bunstr load check: ingest the deterministic corpus (bench/corpus.ts, 200,000 events by default)
+// over C pipelined connections, then run a checked REQ mix, and report throughput, latency, relay
+// CPU, memory and database size. Every answer is compared with an in-memory oracle.
 //
-//   npx bun bench/load.ts [--events 20000] [--conns 8] [--reqs 2000] [--no-verify] [--relay ws://...]
+//   npx bun bench/load.ts [--events 200000] [--conns 8] [--reqs 2000] [--per-type 300] [--no-verify] [--relay ws://...]
 //
 // Progress goes to stderr; stdout gets the table and, last, a one-line JSON result. Exit status
 // 0 = all checks passed, 1 = a check failed (lost/false/double OK, wrong REQ answer, relay exit
 // not 0, timeout), 2 = bad arguments. See bench/README.md.
-import { availableParallelism, loadavg } from "node:os";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { loadCorpus } from "./corpus.ts";
+import { DEFAULT_EVENTS, lineHead, loadCorpus } from "./corpus.ts";
+import { dbParts } from "./lib/dbsize.ts";
+import { isAddressableKind, metaOf, Oracle } from "./lib/oracle.ts";
 import { cpuSeconds, memoryMiB, RelayProcess } from "./lib/relay.ts";
 import { LAST, paramDiff, PREV, saveResult, table, tidy, type BenchParams, type BenchResult, type RelayStats } from "./lib/report.ts";
 import { IngestRun } from "./scenarios/ingest.ts";
 import { QueryRun } from "./scenarios/query.ts";
 
 const USAGE = `usage: npx bun bench/load.ts [options]
-  --events N          corpus size (default 20000)
+  --events N          corpus size (default ${DEFAULT_EVENTS})
   --conns C           ingest connections (default 8)
   --window W          unacknowledged EVENTs per ingest connection (default 500)
-  --reqs R            REQs in the query phase (default 2000)
+  --ingest-window E   report ingest events/s per E acknowledged events (default 100000)
+  --reqs R            REQs in the query mix (default 2000; 0 = ingest only)
+  --per-type P        REQs of each query type alone after the mix (default 300; 0 = none)
   --query-conns Q     query connections (default 4)
   --query-inflight K  REQs in flight per query connection (default 4)
   --no-verify         start the relay with --no-verify
-  --relay URL         use a running relay instead of spawning one (no CPU/RSS numbers)
-  --timeout S         hard limit for the whole run, seconds (default 600)
+  --relay URL         use a running relay instead of spawning one (no CPU/RSS numbers, looser checks)
+  --timeout S         hard limit for the whole run, seconds (default 900, or 3 ms per event if more)
   --no-save           do not write bench/out/last.json or rotate prev.json`;
 
 interface Options extends Omit<BenchParams, "verify" | "relay"> {
   verify: boolean;
   relayUrl?: string;
+  ingestWindow: number;
   timeoutSec: number;
   save: boolean;
 }
@@ -39,15 +47,17 @@ function parseOptions(argv: string[]): Options {
     strict: true,
     allowPositionals: false,
     options: {
-      events: { type: "string", default: "20000" },
+      events: { type: "string", default: String(DEFAULT_EVENTS) },
       conns: { type: "string", default: "8" },
       window: { type: "string", default: "500" },
+      "ingest-window": { type: "string", default: "100000" },
       reqs: { type: "string", default: "2000" },
+      "per-type": { type: "string", default: "300" },
       "query-conns": { type: "string", default: "4" },
       "query-inflight": { type: "string", default: "4" },
       "no-verify": { type: "boolean", default: false },
       relay: { type: "string" },
-      timeout: { type: "string", default: "600" },
+      timeout: { type: "string" },
       "no-save": { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -56,30 +66,47 @@ function parseOptions(argv: string[]): Options {
     console.log(USAGE);
     process.exit(0);
   }
-  const int = (name: string, v: string, max: number) => {
+  const int = (name: string, v: string, max: number, min = 1) => {
     const n = Number(v);
-    if (!/^\d+$/.test(v) || n < 1 || n > max) throw new UsageError(`--${name} must be an integer from 1 to ${max}, got ${JSON.stringify(v)}`);
+    if (!/^\d+$/.test(v) || n < min || n > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
     return n;
   };
   if (values.relay !== undefined && !/^wss?:\/\//.test(values.relay)) throw new UsageError(`--relay must be a ws:// or wss:// URL`);
+  const events = int("events", values.events, 10_000_000);
   return {
-    events: int("events", values.events, 10_000_000),
+    events,
     conns: int("conns", values.conns, 1000),
     window: int("window", values.window, 100_000),
-    reqs: int("reqs", values.reqs, 10_000_000),
+    ingestWindow: int("ingest-window", values["ingest-window"], 10_000_000),
+    reqs: int("reqs", values.reqs, 10_000_000, 0),
+    perType: int("per-type", values["per-type"], 10_000_000, 0),
     queryConns: int("query-conns", values["query-conns"], 1000),
     queryInflight: int("query-inflight", values["query-inflight"], 1000),
     verify: !values["no-verify"],
     relayUrl: values.relay,
-    timeoutSec: int("timeout", values.timeout, 86_400),
+    timeoutSec: values.timeout === undefined ? Math.max(900, Math.ceil(events * 0.003)) : int("timeout", values.timeout, 86_400),
     save: !values["no-save"],
   };
 }
 
 class UsageError extends Error {}
 
+/** RssAnon and RssFile of /proc/<pid>/status, MiB: the heap vs the pages of the memory-mapped database. */
+function rssParts(pid: number): { anon: number; file: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
+  return { anon: kib("RssAnon") / 1024, file: (kib("RssFile") + kib("RssShmem")) / 1024 };
+}
+
 const log = (msg: string) => console.error(`[bench] ${msg}`);
 const STALL_MS = 30_000;
+
+/**
+ * The relay's per-connection query budget ([limits] query_ms_per_second) is lifted: the bench's
+ * few query connections stand for many clients, and a rate-limited REQ (CLOSED) would fail the run
+ * depending on the machine's speed.
+ */
+const RELAY_CONFIG = "[limits]\nquery_ms_per_second = 1000000\n";
 
 async function main(): Promise<number> {
   let opts: Options;
@@ -99,29 +126,52 @@ async function main(): Promise<number> {
     log(`warning: ${warnings[0]}`);
   }
   const corpus = loadCorpus(opts.events, log);
-  log(`corpus: ${corpus.events.length} events ${corpus.generated ? "signed" : "loaded"} in ${corpus.seconds.toFixed(1)}s (${corpus.path})`);
+  log(`corpus: ${corpus.size} events ${corpus.generated ? "generated" : "loaded"} in ${corpus.seconds.toFixed(1)}s (${corpus.path})`);
+  // The oracle keeps events only when it has to answer queries (an ingest-only 1M run just counts).
+  const t0 = performance.now();
+  const oracle = new Oracle({ keepEvents: opts.reqs > 0 || opts.perType > 0 });
+  let corpusBytes = 0;
+  for (let i = 0; i < corpus.size; i++) {
+    const line = corpus.lines[i]!;
+    corpusBytes += Buffer.byteLength(line);
+    if (oracle.keepEvents) {
+      oracle.add(corpus.event(i));
+      continue;
+    }
+    // Counting only: what the relay keeps depends on id, pubkey, created_at, kind (and d).
+    const head = lineHead(line);
+    oracle.addMeta(head && !isAddressableKind(head.kind) ? head : metaOf(corpus.event(i)));
+  }
+  let storedBytes = 0;
+  for (let i = 0; i < corpus.size; i++) if (!oracle.isGone(corpus.id(i))) storedBytes += Buffer.byteLength(corpus.lines[i]!);
+  log(`oracle: ${oracle.size} of ${corpus.size} events stored (the rest are older versions of replaceable events), built in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
 
   let relay: RelayProcess | undefined;
-  // Abnormal exits (timeout, signal, crash) must not leave a relay or its temp directory behind.
-  const killRelay = () => {
+  const configDir = mkdtempSync(join(tmpdir(), "bunstr-bench-config-"));
+  // Abnormal exits (timeout, signal, crash) must not leave a relay or its temp directories behind.
+  const cleanUp = () => {
     relay?.kill();
     relay?.removeDataDir();
+    rmSync(configDir, { recursive: true, force: true });
   };
-  process.on("exit", killRelay);
+  process.on("exit", cleanUp);
   for (const sig of ["SIGINT", "SIGTERM"] as const)
     process.on(sig, () => {
       log(`${sig}: stopping`);
-      killRelay();
+      cleanUp();
       process.exit(130);
     });
   const hardStop = setTimeout(() => {
     log(`timeout: the run took longer than ${opts.timeoutSec}s`);
-    killRelay();
+    console.log(`FAIL timeout: the run took longer than ${opts.timeoutSec}s`);
+    cleanUp();
     process.exit(1);
   }, opts.timeoutSec * 1000);
 
   if (!opts.relayUrl) {
-    relay = await RelayProcess.spawn({ verify: opts.verify });
+    const config = join(configDir, "bunstr.toml");
+    writeFileSync(config, RELAY_CONFIG);
+    relay = await RelayProcess.spawn({ verify: opts.verify, args: ["--config", config] });
     log(`relay: pid ${relay.pid} at ${relay.url} (data ${relay.dataDir}, verify ${opts.verify ? "on" : "off"})`);
   }
   const url = opts.relayUrl ?? relay!.url;
@@ -130,37 +180,52 @@ async function main(): Promise<number> {
   let queryRun: QueryRun | undefined;
   try {
     const pid = relay?.pid;
-    const cpu0 = pid ? cpuSeconds(pid) : 0;
+    const cpu = pid ? () => cpuSeconds(pid) : undefined;
+    const cpu0 = cpu?.() ?? 0;
     const gen0 = process.cpuUsage();
 
     log(`ingest: ${opts.events} events over ${opts.conns} connections, window ${opts.window}`);
-    ingestRun = new IngestRun({ url, corpus, conns: opts.conns, window: opts.window, stallMs: STALL_MS });
+    ingestRun = new IngestRun({
+      url,
+      corpus,
+      conns: opts.conns,
+      window: opts.window,
+      stallMs: STALL_MS,
+      mayBeRefused: (i) => oracle.isGone(corpus.id(i)),
+      windowEvents: opts.ingestWindow,
+      log,
+    });
     const ingest = await ingestRun.run();
-    const cpu1 = pid ? cpuSeconds(pid) : 0;
-    log(`ingest: ${ingest.okTrue}/${ingest.events} OK true in ${ingest.seconds.toFixed(2)}s`);
+    const cpu1 = cpu?.() ?? 0;
+    log(`ingest: ${ingest.okTrue}/${ingest.events} OK true, ${ingest.refusedOlder} older versions refused, in ${ingest.seconds.toFixed(2)}s`);
     if (relay && !relay.running) throw new Error(`relay exited during ingest (code ${relay.proc.exitCode}, signal ${relay.proc.signalCode}):\n${relay.stderr.text}`);
 
     // Exact answers can be demanded only if the relay holds exactly the corpus.
-    const allStored = ingest.okTrue === ingest.events;
-    const exact = !!relay && allStored && ingest.duplicates === 0;
-    log(`query: ${opts.reqs} REQs over ${opts.queryConns} connections x ${opts.queryInflight} in flight (${exact ? "exact" : "match-only"} checks)`);
-    queryRun = new QueryRun({ url, corpus, reqs: opts.reqs, conns: opts.queryConns, inflight: opts.queryInflight, exact, allStored, seed: 1, timeoutMs: STALL_MS });
-    const query = await queryRun.run();
-    const cpu2 = pid ? cpuSeconds(pid) : 0;
-    const mem = pid ? memoryMiB(pid) : undefined;
+    const exact = !!relay && ingest.missing === 0 && ingest.okFalse === 0 && ingest.duplicates === 0;
+    let query = null;
+    let cpu2 = cpu1;
+    let mixCpuPer1k: number | null = null;
+    if (opts.reqs > 0 || opts.perType > 0) {
+      log(`query: ${opts.reqs} REQs in the mix + ${opts.perType} per type alone, over ${opts.queryConns} connections x ${opts.queryInflight} in flight (${exact ? "exact" : "match-only"} checks)`);
+      queryRun = new QueryRun({ url, corpus, oracle, reqs: opts.reqs, perType: opts.perType, conns: opts.queryConns, inflight: opts.queryInflight, exact, seed: 1, timeoutMs: STALL_MS, cpu, log });
+      query = await queryRun.run();
+      cpu2 = cpu?.() ?? 0;
+      mixCpuPer1k = query.mix.cpuPer1kReqs;
+    }
+    const mem = pid ? { ...memoryMiB(pid), ...rssParts(pid) } : undefined;
     const gen = process.cpuUsage(gen0);
-    log(`query: ${query.reqs} REQs in ${query.seconds.toFixed(2)}s`);
 
     await ingestRun.close(); // closed only now, so an OK arriving twice, however late, is caught
-    await queryRun.close();
-    failures.push(...ingestRun.failures.lines(), ...queryRun.failures.lines());
+    await queryRun?.close();
+    failures.push(...ingestRun.failures.lines(), ...(queryRun?.failures.lines() ?? []));
 
     let relayStats: RelayStats | null = null;
     if (relay) {
       const exitCode = await relay.stop();
       log(`relay: stopped with exit code ${exitCode}`);
       if (exitCode !== 0) failures.push(`relay exit code ${exitCode === null ? "none (killed after 15 s without exiting)" : exitCode} after SIGTERM, expected 0`);
-      const data = relay.dataBytes();
+      const data = relay.dataBytes(); // before dbParts opens the file (that may create -shm)
+      const parts = dbParts(relay.dataDir);
       if (data.wal > 0) warnings.push(`relay left a ${(data.wal / 1024 / 1024).toFixed(1)} MiB write-ahead log after a clean shutdown (its checkpoint on exit did not complete)`);
       const stderr = relay.stderr.text.trim();
       if (stderr) warnings.push(`relay stderr: ${stderr.slice(-2000)}`);
@@ -168,29 +233,35 @@ async function main(): Promise<number> {
         cpuSecIngest: cpu1 - cpu0,
         cpuSecQuery: cpu2 - cpu1,
         cpuPer1kEvents: ((cpu1 - cpu0) / ingest.events) * 1000,
-        cpuPer1kReqs: query.reqs ? ((cpu2 - cpu1) / query.reqs) * 1000 : NaN,
+        cpuPer1kReqs: mixCpuPer1k,
         rssMiB: mem!.rss,
         peakRssMiB: mem!.peak,
+        rssAnonMiB: mem!.anon,
+        rssFileMiB: mem!.file,
         dataMiB: data.total / 1024 / 1024,
         walMiB: data.wal / 1024 / 1024,
+        dbBytesPerEvent: data.total / oracle.size,
+        dbPartsPerEvent: parts ? Object.fromEntries(parts.map(([k, b]) => [k, b / oracle.size])) : null,
         exitCode,
       };
     }
 
     const result = tidy({
-      format: 1,
+      format: 2,
       at: new Date().toISOString(),
       params: {
         events: opts.events,
         conns: opts.conns,
         window: opts.window,
         reqs: opts.reqs,
+        perType: opts.perType,
         queryConns: opts.queryConns,
         queryInflight: opts.queryInflight,
         verify: relay ? opts.verify : null,
         relay: opts.relayUrl ?? "spawned",
       },
       machine: { cpus: availableParallelism(), bun: Bun.version, platform: `${process.platform}-${process.arch}`, loadAvg: loadAvgAtStart },
+      corpus: { events: corpus.size, bytes: corpusBytes, storedEvents: oracle.size, storedBytes },
       ingest,
       query,
       relay: relayStats,
@@ -202,13 +273,13 @@ async function main(): Promise<number> {
     return report(result, opts);
   } catch (err) {
     failures.push(...(ingestRun?.failures.lines() ?? []), ...(queryRun?.failures.lines() ?? []));
-    for (const f of failures) console.error(`FAIL ${f}`);
-    console.error(`error: ${err instanceof Error ? err.message : String(err)}`);
+    for (const f of failures) console.log(`FAIL ${f}`);
+    console.log(`FAIL ${err instanceof Error ? err.message : String(err)}`);
     if (relay?.running) await relay.stop();
     return 1;
   } finally {
     clearTimeout(hardStop);
-    relay?.removeDataDir();
+    cleanUp();
   }
 }
 
@@ -217,7 +288,8 @@ function report(result: BenchResult, opts: Options): number {
   let prev: BenchResult | undefined;
   if (result.ok && opts.save) prev = saveResult(result);
   console.log(
-    `\nbunstr load check: ${p.events} events over ${p.conns} conns (window ${p.window}), ${p.reqs} REQs over ${p.queryConns} conns x ${p.queryInflight}, ` +
+    `\nbunstr load check: ${p.events} events (${(result.corpus.bytes / 1024 / 1024).toFixed(0)} MiB of JSON, ${result.corpus.storedEvents} to keep) over ${p.conns} conns (window ${p.window}), ` +
+      `${p.reqs} REQs in the mix + ${p.perType} per type over ${p.queryConns} conns x ${p.queryInflight}, ` +
       `signature checks ${p.verify === null ? "as the external relay is configured" : p.verify ? "on" : "off (--no-verify)"}, ` +
       `${result.machine.cpus} cores shared with the load generator (load average ${result.machine.loadAvg} at start)`,
   );

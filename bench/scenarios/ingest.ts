@@ -1,5 +1,9 @@
 // Ingest: C connections, each pipelining its share of the corpus with at most `window`
-// unacknowledged EVENTs. Every event must get exactly one OK true, on the connection that sent it.
+// unacknowledged EVENTs. Every event must get exactly one OK, on the connection that sent it:
+// OK true, except that an older version of a replaceable / addressable event (one the oracle does
+// not keep) may get OK false "duplicate: …" when a newer version got there first.
+// Throughput is also reported per window of `windowEvents` acknowledged events, so a slowdown as
+// the database grows is visible.
 import type { Corpus } from "../corpus.ts";
 import { connectAll, type Conn, type RelayFrame } from "../lib/conn.ts";
 import { Failures, summarize, type Summary } from "../lib/stats.ts";
@@ -12,6 +16,20 @@ export interface IngestOptions {
   window: number;
   /** Give up when no OK arrived for this long. */
   stallMs: number;
+  /** Events that may be refused as "duplicate:" (an older version of a replaceable event): the oracle does not store them. */
+  mayBeRefused: (i: number) => boolean;
+  /** Report throughput per this many acknowledged events (default 100,000). */
+  windowEvents?: number;
+  log?: (msg: string) => void;
+}
+
+export interface IngestWindow {
+  /** Acknowledged events at the start and end of the window. */
+  from: number;
+  to: number;
+  seconds: number;
+  /** OK true per second within the window. */
+  eventsPerSec: number;
 }
 
 export interface IngestResult {
@@ -21,6 +39,9 @@ export interface IngestResult {
   okTrue: number;
   /** OK true whose message starts with "duplicate:" (only expected against an already-filled relay). */
   duplicates: number;
+  /** OK false "duplicate: …" for an older version of a replaceable event: expected, not a failure. */
+  refusedOlder: number;
+  /** Any other OK false (a failure). */
   okFalse: number;
   /** Events that never got an OK. */
   missing: number;
@@ -30,6 +51,9 @@ export interface IngestResult {
   eventsPerSec: number;
   /** EVENT sent -> its OK received, ms (includes queueing behind the window). */
   latencyMs: Summary;
+  /** Throughput per `windowEvents` acknowledged events. */
+  windows: IngestWindow[];
+  windowEvents: number;
 }
 
 const SENT = 1;
@@ -40,24 +64,31 @@ export class IngestRun {
   private conns: Conn[] = [];
   private readonly state: Uint8Array;
   private readonly sentAt: Float64Array;
-  private readonly latencies: number[] = [];
+  /** EVENT -> OK ms per event (NaN until acknowledged). */
+  private readonly latency: Float32Array;
   private okTrue = 0;
   private okFalse = 0;
+  private refusedOlder = 0;
   private duplicates = 0;
   private acked = 0;
   private firstSend = 0;
   private lastOk = 0;
+  private readonly windowEvents: number;
+  private readonly windows: IngestWindow[] = [];
+  private windowStart = { at: 0, acked: 0, okTrue: 0 };
   private finish?: () => void;
 
   constructor(private readonly opts: IngestOptions) {
-    this.state = new Uint8Array(opts.corpus.events.length);
-    this.sentAt = new Float64Array(opts.corpus.events.length);
+    this.state = new Uint8Array(opts.corpus.size);
+    this.sentAt = new Float64Array(opts.corpus.size);
+    this.latency = new Float32Array(opts.corpus.size).fill(NaN);
+    this.windowEvents = opts.windowEvents ?? 100_000;
   }
 
   /** Runs to completion (or stall). The connections stay open so late or repeated OKs are still seen; call close(). */
   async run(): Promise<IngestResult> {
     const { corpus, conns: c, window, stallMs } = this.opts;
-    const n = corpus.events.length;
+    const n = corpus.size;
     this.conns = await connectAll(this.opts.url, c, "ingest-");
     // Connection k sends events k, k+C, k+2C, … so every connection spans the whole time range.
     const next = this.conns.map((_, k) => k);
@@ -85,40 +116,59 @@ export class IngestRun {
 
     this.firstSend = performance.now();
     this.lastOk = this.firstSend;
+    this.windowStart = { at: this.firstSend, acked: 0, okTrue: 0 };
     for (let k = 0; k < c; k++) pump(k);
 
     let lastAcked = -1;
     let lastProgress = performance.now();
+    let lastLog = lastProgress;
     while (this.acked < n) {
       const stalled = await Promise.race([done.then(() => false), Bun.sleep(250).then(() => true)]);
       if (!stalled) break;
-      if (this.acked !== lastAcked) (lastAcked = this.acked), (lastProgress = performance.now());
+      const now = performance.now();
+      if (this.acked !== lastAcked) (lastAcked = this.acked), (lastProgress = now);
+      if (now - lastLog > 10_000) {
+        lastLog = now;
+        this.opts.log?.(`ingest: ${this.acked}/${n} acknowledged, ${Math.round(this.okTrue / ((now - this.firstSend) / 1000))} events/s so far`);
+      }
       const dead = this.conns.find((x) => x.closed);
       if (dead) {
         this.failures.add("connection closed during ingest", `${dead.name} code ${dead.closeCode}`);
         break;
       }
-      if (performance.now() - lastProgress > stallMs) break;
+      if (now - lastProgress > stallMs) break;
     }
     const missing = n - this.acked;
     if (missing > 0) {
       const examples: string[] = [];
-      for (let i = 0; i < n && examples.length < 3; i++) if (this.state[i] !== ACKED) examples.push(`#${i} ${corpus.events[i]!.id} (${this.state[i] === SENT ? "sent" : "never sent"})`);
+      for (let i = 0; i < n && examples.length < 3; i++) if (this.state[i] !== ACKED) examples.push(`#${i} ${corpus.id(i)} (${this.state[i] === SENT ? "sent" : "never sent"})`);
       this.failures.add("no OK", `${missing} events without an OK after ${stallMs} ms of silence, e.g. ${examples.join(", ")}`);
     }
+    if (this.acked > this.windowStart.acked) this.closeWindow(this.lastOk);
     const seconds = (this.lastOk - this.firstSend) / 1000;
+    const lat: number[] = [];
+    for (const ms of this.latency) if (!Number.isNaN(ms)) lat.push(ms);
     return {
       events: n,
       conns: c,
       window,
       okTrue: this.okTrue,
       duplicates: this.duplicates,
+      refusedOlder: this.refusedOlder,
       okFalse: this.okFalse,
       missing,
       seconds,
       eventsPerSec: seconds > 0 ? this.okTrue / seconds : NaN,
-      latencyMs: summarize(this.latencies),
+      latencyMs: summarize(lat),
+      windows: this.windows,
+      windowEvents: this.windowEvents,
     };
+  }
+
+  private closeWindow(at: number): void {
+    const seconds = (at - this.windowStart.at) / 1000;
+    this.windows.push({ from: this.windowStart.acked, to: this.acked, seconds, eventsPerSec: seconds > 0 ? (this.okTrue - this.windowStart.okTrue) / seconds : NaN });
+    this.windowStart = { at, acked: this.acked, okTrue: this.okTrue };
   }
 
   /** Handles one frame from connection k; true when it acknowledged one of k's in-flight events. */
@@ -136,15 +186,18 @@ export class IngestRun {
         this.state[i] = ACKED;
         this.acked++;
         this.lastOk = now;
-        this.latencies.push(now - this.sentAt[i]!);
+        this.latency[i] = now - this.sentAt[i]!;
         if (accepted === true) {
           this.okTrue++;
           if (typeof message === "string" && message.startsWith("duplicate:")) this.duplicates++;
+        } else if (typeof message === "string" && message.startsWith("duplicate:") && this.opts.mayBeRefused(i)) {
+          this.refusedOlder++;
         } else {
           this.okFalse++;
-          this.failures.add("OK false", `#${i} ${id}: ${JSON.stringify(message)}`);
+          this.failures.add("OK false", `#${i} ${id}: ${JSON.stringify(message)}${this.opts.mayBeRefused(i) ? "" : " (the oracle stores this event)"}`);
         }
-        if (this.acked === corpus.events.length) this.finish?.();
+        if (this.acked - this.windowStart.acked >= this.windowEvents) this.closeWindow(now);
+        if (this.acked === corpus.size) this.finish?.();
         return i % c === k;
       }
       case "AUTH":
