@@ -79,6 +79,8 @@ export const schema = {
     auth_relay_url_check: key({ type: "bool", default: true, doc: "NIP-42: the AUTH event's relay tag must name this relay's host (from info.relay_url, else the request Host).", reloadable: true }),
     min_pow_difficulty: key({ type: "int", default: 0, min: 0, max: 256, doc: "NIP-13: refuse events whose id has fewer leading zero bits (or whose committed target is lower); 0 = off.", reloadable: true }),
     expiration_sweep_seconds: key({ type: "int", default: 60, min: 1, doc: "NIP-40: how often expired events are deleted (they are never served after expiring, swept or not).", reloadable: true }),
+    write_policy_plugin: key({ type: "string", default: "", doc: "strfry-compatible write-policy plugin (strfry: relay.writePolicy.plugin): a command run with /bin/sh -c that judges each new, valid event before it is stored; a path without spaces is restarted when the file changes. Empty = none. See docs/plugins.md.", reloadable: true }),
+    write_policy_timeout_ms: key({ type: "int", default: 5000, min: 10, max: 600000, doc: "How long the write-policy plugin may take to answer; then the event gets OK false error: and the plugin is restarted.", reloadable: true }),
     watch_config: key({ type: "bool", default: false, doc: "Reload the --config file when it changes (as on SIGHUP), half a second after the last write.", reloadable: true }),
   },
   limits: {

@@ -1,10 +1,12 @@
 // The EVENT pipeline, top to bottom. The order of the steps is the specification:
-//   shape -> policies -> id hash -> duplicate -> signature -> store (or fan out ephemeral)
+//   shape -> policies -> id hash -> duplicate -> signature -> write-policy plugin
+//   -> store (or fan out ephemeral)
 //   -> OK (only after the commit) -> fanout (done by the writer, right after the commit).
 import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
 import { ProtocolError, refusalText } from "../protocol/reasons.ts";
 import { runPolicies } from "../policy/defaults.ts";
+import { askWritePolicy } from "./plugin.ts";
 import { MAX_VERIFY_BACKLOG, nowSeconds, relayUrlFor, type RelayContext } from "./context.ts";
 import { okFrame, send, type Socket } from "./session.ts";
 
@@ -44,6 +46,9 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
   try {
     if (!(await ctx.verifier.verify(e))) return ok(false, "invalid: signature verification failed");
     const json = serializeEvent(e);
+    // The operator's plugin (strfry's protocol) is the costliest check: it sees only valid, new events.
+    const verdict = await askWritePolicy(ctx, s, e, json);
+    if (verdict) return ok(verdict.accepted, verdict.message); // a shadow reject is OK true, never stored
     if (ephemeral) {
       ctx.fanout.broadcast(e, json);
       return ok(true, "");

@@ -16,6 +16,7 @@ import { handleEvent } from "./ingest.ts";
 import { handleNegClose, handleNegMsg, handleNegOpen } from "./neg.ts";
 import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
 import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
+import { closeWritePolicy } from "./plugin.ts";
 import { findNativeLibrary, type NativeLibrary } from "./secp256k1-native.ts";
 import { inlineVerifier, noVerifier, WorkerVerifier, type Verifier } from "./verify.ts";
 
@@ -212,6 +213,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
       await Promise.race([gone, Bun.sleep(1000)]);
       server.stop(true);
       verifier.close();
+      await closeWritePolicy(ctx);
       await store.close();
     },
   };
