@@ -8,7 +8,7 @@ import { ProtocolError, refusalText } from "../protocol/reasons.ts";
 import { runPolicies } from "../policy/defaults.ts";
 import { askWritePolicy } from "./plugin.ts";
 import { MAX_VERIFY_BACKLOG, nowSeconds, relayUrlFor, type RelayContext } from "./context.ts";
-import { okFrame, send, type Socket } from "./session.ts";
+import { okFrame, send, sendSoon, type Socket } from "./session.ts";
 
 /** The id to answer an unparseable event with: the claimed one if it is a string, else "". */
 const claimedId = (raw: unknown): string => {
@@ -25,7 +25,8 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
     if (!(err instanceof ProtocolError)) throw err;
     return send(ws, okFrame(claimedId(raw), false, err.text));
   }
-  const ok = (accepted: boolean, message: string) => send(ws, okFrame(e.id, accepted, message));
+  // OKs of one committed batch leave in one write per socket (sendSoon corks them).
+  const ok = (accepted: boolean, message: string) => sendSoon(ws, okFrame(e.id, accepted, message));
 
   if (ctx.closing) return ok(false, "error: relay is shutting down");
   if (s.inflight >= ctx.config.limits.max_pending_events) return ok(false, "rate-limited: too many events in flight on this connection");
