@@ -53,6 +53,9 @@ const migrations: string[] = [
    CREATE TABLE vanished (pubkey BLOB PRIMARY KEY, until INTEGER NOT NULL) WITHOUT ROWID;
    -- Full-text index of content and title-like tags; rowid = events.seq.
    CREATE VIRTUAL TABLE events_fts USING fts5(text, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');`,
+  // 3: no index of tags by seq (~360 bytes per event and a b-tree insert per tag): deletes and
+  // tag checks go through the primary key with the event's created_at and seq.
+  `DROP INDEX tags_seq;`,
 ];
 
 export function openDatabase(opts: DbOptions): Database {

@@ -69,6 +69,8 @@ function inList(where: string[], params: Param[], col: string, values: readonly 
 
 /** Lists up to this long on the driving column run as one ordered, limited query per value. */
 const MAX_SPLIT = 16;
+/** Tag lists up to this long (not driving the query) are checked by primary-key probes. */
+const MAX_TAG_PROBES = 8;
 
 interface Core {
   from: string;
@@ -128,13 +130,20 @@ function planCore(f: Filter, scope: Scope): Core {
   }
   for (const key of tagKeys) {
     if (key === driver) continue;
-    const sub: string[] = [];
-    const subParams: Param[] = [key.slice(1)];
-    // `+x.value`: read this event's few tags and test each against the list, rather than probe
-    // the index once per listed value for every candidate event.
-    inList(sub, subParams, "+x.value", f[key as `#${string}`]!);
-    where.push(`EXISTS (SELECT 1 FROM tags x INDEXED BY tags_seq WHERE x.seq = e.seq AND x.name = ? AND ${sub[0]})`);
-    params.push(...subParams);
+    const values = f[key as `#${string}`]!;
+    if (values.length <= MAX_TAG_PROBES) {
+      // A few values: probe the tag table's primary key (name, value, created_at, seq) per value.
+      const sub: string[] = [];
+      const subParams: Param[] = [key.slice(1)];
+      inList(sub, subParams, "x.value", values);
+      where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.name = ? AND ${sub[0]} AND x.created_at = e.created_at AND x.seq = e.seq)`);
+      params.push(...subParams);
+    } else {
+      // Many: read this event's own tags and test each against the list (one pass over a few
+      // tags, instead of one probe per listed value for every candidate event).
+      where.push("EXISTS (SELECT 1 FROM json_each(e.json, '$.tags') x WHERE x.value ->> 0 = ? AND x.value ->> 1 IN (SELECT value FROM json_each(?)))");
+      params.push(key.slice(1), JSON.stringify(values));
+    }
   }
   // Unary + keeps SQLite from driving the query from these (which would read and sort every
   // stored event); they are filters, the order comes from an index.
@@ -145,7 +154,7 @@ function planCore(f: Filter, scope: Scope): Core {
   if (v && v.restrictedKinds.length > 0) {
     where.push(
       "(e.kind NOT IN (SELECT value FROM json_each(?)) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))" +
-        " OR EXISTS (SELECT 1 FROM tags y INDEXED BY tags_seq WHERE y.seq = e.seq AND y.name = 'p' AND +y.value IN (SELECT value FROM json_each(?))))",
+        " OR EXISTS (SELECT 1 FROM tags y WHERE y.name = 'p' AND y.value IN (SELECT value FROM json_each(?)) AND y.created_at = e.created_at AND y.seq = e.seq))",
     );
     const viewers = JSON.stringify(v.viewers);
     params.push(JSON.stringify(v.restrictedKinds), viewers, viewers);
