@@ -555,3 +555,18 @@ describe("silent and flooding connections", () => {
     }
   }, 30_000);
 });
+
+describe("plain HTTP oddities", () => {
+  test("an HTTP/1.0 request without Host gets a short 400, never Bun's error page", async () => {
+    const answer = await new Promise<string>((resolve, reject) => {
+      let got = "";
+      const sock = tcpConnect(relay.server.port!, "127.0.0.1", () => sock.write("GET / HTTP/1.0\r\n\r\n"));
+      sock.on("data", (d) => (got += d.toString()));
+      sock.on("close", () => resolve(got));
+      sock.on("error", reject);
+      setTimeout(() => (sock.destroy(), resolve(got)), 3000);
+    });
+    expect(answer.split("\r\n")[0]).toBe("HTTP/1.1 400 Bad Request");
+    expect(answer.length).toBeLessThan(500);
+  });
+});

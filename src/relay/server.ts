@@ -108,6 +108,8 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
   sweeper.unref();
 
   const fetch = (req: Request, srv: Server<Session>): Response | undefined => {
+    // Without a Host header (HTTP/1.0) Bun cannot build the URL: read the path from the request line.
+    if (!URL.canParse(req.url)) return new Response("bad request", { status: 400 });
     const url = new URL(req.url);
     if (url.pathname !== path) return new Response("not found", { status: 404 });
     if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, config, VERSION);
@@ -161,6 +163,12 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     port: config.network.port,
     // SO_REUSEPORT: a new process may bind the port while this one drains (docs/operations.md).
     reusePort: config.network.reuse_port,
+    // Never Bun's development error page (source lines, stack, working directory) to a client.
+    development: false,
+    error(err) {
+      console.error("http handler failed:", err);
+      return new Response("internal error", { status: 500 });
+    },
     fetch,
     websocket,
   });
