@@ -2,8 +2,15 @@
 // Entry point: argv -> command.
 import { USAGE } from "./cli/args.ts";
 import { configCommand } from "./cli/config.ts";
+import { exportCommand } from "./cli/export.ts";
+import { importCommand } from "./cli/import.ts";
+import { backupCommand, compactCommand, statsCommand } from "./cli/maintenance.ts";
+import { UsageError } from "./cli/options.ts";
 import { serve } from "./cli/serve.ts";
+import { streamCommand } from "./cli/stream.ts";
+import { syncCommand } from "./cli/sync.ts";
 import { ConfigError } from "./config/load.ts";
+import { NoDatabaseError } from "./store/maintenance.ts";
 import { VERSION } from "./version.ts";
 
 async function main(argv: string[]): Promise<number | undefined> {
@@ -11,6 +18,13 @@ async function main(argv: string[]): Promise<number | undefined> {
   if (cmd === "--version" || cmd === "-V" || cmd === "version") return console.log(VERSION), 0;
   if (cmd === "--help" || cmd === "-h" || cmd === "help") return console.log(USAGE), 0;
   if (cmd === "config") return configCommand(rest);
+  if (cmd === "export") return exportCommand(rest);
+  if (cmd === "import") return importCommand(rest);
+  if (cmd === "backup") return backupCommand(rest);
+  if (cmd === "compact") return compactCommand(rest);
+  if (cmd === "stats") return statsCommand(rest);
+  if (cmd === "sync") return syncCommand(rest);
+  if (cmd === "stream") return streamCommand(rest);
   if (cmd === "serve") return serve(rest).then(() => undefined);
   if (cmd === undefined || cmd.startsWith("-")) return serve(argv).then(() => undefined);
   console.error(`unknown command "${cmd}"\n\n${USAGE}`);
@@ -22,9 +36,13 @@ main(process.argv.slice(2)).then(
     if (code !== undefined) process.exit(code);
   },
   (err) => {
-    if (err instanceof ConfigError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+    if (err instanceof ConfigError || err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       console.error(`error: ${err.message}`);
       process.exit(2);
+    }
+    if (err instanceof NoDatabaseError) {
+      console.error(`error: ${err.message}`);
+      process.exit(1);
     }
     console.error(err);
     process.exit(1);

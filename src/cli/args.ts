@@ -7,6 +7,17 @@ Usage:
   bunstr [serve] [flags]         run the relay
   bunstr config init             print a fully commented default config
   bunstr config check FILE       validate a config file
+  bunstr export [--filter JSON] [--since N] [--until N] [--include-expired] > events.jsonl
+                                 stored events as JSON lines, in commit order (relay may run)
+  bunstr import [FILE] [--no-verify] [--json] < events.jsonl
+                                 JSON lines in, with the relay's checks and storage rules (relay may run)
+  bunstr backup FILE [--force]   consistent copy of the database (relay may run)
+  bunstr compact [--online]      VACUUM, checkpoint, optimize (holds the write lock: stop the relay)
+  bunstr stats [--json]          events, authors, kinds, sizes
+  bunstr sync URL [--filter JSON] [--dir down|up|both]
+                                 NIP-77 reconcile with a remote relay, then download/upload the difference
+  bunstr stream URL [--filter JSON] [--since N]
+                                 import a remote relay's new events as they come, until SIGINT/SIGTERM
   bunstr --version | --help
 
 Flags of serve:
@@ -18,6 +29,9 @@ Flags of serve:
   --data-dir DIR    directory for the database [database] data_directory (default ./data)
   --auth            require NIP-42 auth       [options] auth = "always"
   --no-verify       skip signature checks     [options] verify_signatures = false
+
+export, import, backup, compact, stats, sync and stream find the database as serve does:
+  --config FILE, --db FILE, --data-dir DIR (see docs/operations.md)
 `;
 
 export interface ServeFlags {

@@ -2,38 +2,20 @@
 // SIGTERM/SIGINT stop cleanly, SIGUSR2 drains for a zero-downtime restart (docs/operations.md).
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { loadConfigFile, override } from "../config/load.ts";
-import { defaults, type Config } from "../config/schema.ts";
+import type { Config } from "../config/schema.ts";
 import { startRelay, type Shutdown } from "../relay/server.ts";
 import { SqliteStore } from "../store/sqlite.ts";
 import { VERSION } from "../version.ts";
 import { parseServeFlags, type ServeFlags } from "./args.ts";
+import { databasePath, loadConfig } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
 
 /** Defaults, then the --config file, then the flags (CLI > file > default). */
-async function loadServeConfig(flags: ServeFlags): Promise<Config> {
-  let config = defaults();
-  if (flags.config) {
-    const loaded = await loadConfigFile(flags.config);
-    config = loaded.config;
-    if (loaded.ignored.length > 0)
-      console.warn(`warning: ${flags.config}: these settings are not used by bunstr and were ignored: ${loaded.ignored.join(", ")}`);
-  }
-  for (const [path, value] of flags.overrides) override(config, path, value);
-  if (!config.network.path.startsWith("/")) config.network.path = `/${config.network.path}`;
-  return config;
-}
+const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags.config, flags.overrides);
 
 export async function resolveConfig(argv: string[]): Promise<Config> {
   return loadServeConfig(parseServeFlags(argv));
-}
-
-/** The database file: --db / [database] file, else <data_directory>/bunstr.sqlite; relative to the working directory. */
-export function databasePath(config: Config): string {
-  if (config.database.in_memory) return ":memory:";
-  if (config.database.file) return resolve(config.database.file);
-  return resolve(config.database.data_directory, "bunstr.sqlite");
 }
 
 /**

@@ -121,6 +121,10 @@ export const schema = {
     nip70: key({ type: "bool", default: true, doc: "Protected events: accepted from their authenticated author. Off: every event with [\"-\"] is refused.", reloadable: true }),
     nip77: key({ type: "bool", default: true, doc: "Negentropy set reconciliation (NEG-OPEN / NEG-MSG / NEG-CLOSE).", reloadable: true }),
   },
+  mirror: {
+    relays: key({ type: "string[]", default: [], pattern: /^wss?:\/\/\S+$/, patternDoc: "ws:// or wss:// URLs", doc: "Relays whose new events this relay subscribes to and stores as they arrive (as `bunstr stream` does, with the import's checks and signature verification), also sent to its own live subscribers. Reconnects with backoff after a drop. Empty = none.", reloadable: false }),
+    filter: key({ type: "string", default: "", doc: "NIP-01 filter (JSON, without limit) of what is mirrored from every relay in `relays`; empty = everything.", reloadable: false }),
+  },
 } as const satisfies Record<string, Record<string, KeySpec>>;
 
 export type Schema = typeof schema;

@@ -87,7 +87,7 @@ export class ByteReader {
   }
 
   /** The next range, checked: bounds ascend, nothing follows infinity, the payload is whole. */
-  range(): { bound: NegentropyBound; mode: number; fingerprint?: Uint8Array } {
+  range(): { bound: NegentropyBound; mode: number; fingerprint?: Uint8Array; ids?: Uint8Array } {
     if (this.lastBound.timestamp === Infinity) throw new NegentropyError("range after the infinity bound");
     const bound = this.bound();
     if (compareBounds(bound, this.lastBound) < 0) throw new NegentropyError("bounds out of order");
@@ -99,8 +99,7 @@ export class ByteReader {
       // Checked against what is left before anything is read, so a huge count allocates nothing.
       const count = this.varint();
       if (count > this.remaining / ID_SIZE) throw new NegentropyError("id list longer than the message");
-      this.take(count * ID_SIZE);
-      return { bound, mode };
+      return { bound, mode, ids: this.take(count * ID_SIZE) };
     }
     throw new NegentropyError(`unknown mode ${mode}`);
   }

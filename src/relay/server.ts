@@ -12,6 +12,7 @@ import { VERSION } from "../version.ts";
 import { handleAuth } from "./auth.ts";
 import { canRead, nowSeconds, restrictedKinds, writeRules, type RelayContext } from "./context.ts";
 import { Fanout } from "./fanout.ts";
+import { startMirrors } from "./mirror.ts";
 import { handleEvent } from "./ingest.ts";
 import { handleNegClose, handleNegMsg, handleNegOpen } from "./neg.ts";
 import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
@@ -52,7 +53,7 @@ export interface RelayOptions {
 }
 
 /** The libsecp256k1 to verify with, if any: `native` insists, `auto` takes it when it loads. */
-function nativeLibrary(config: Config): NativeLibrary | undefined {
+export function nativeLibrary(config: Config): NativeLibrary | undefined {
   if (config.options.verifier === "noble") return undefined;
   const found = findNativeLibrary();
   if (config.options.verifier === "native" && !found)
@@ -92,6 +93,9 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     closing: false,
     readCostEstimate: 5,
   };
+  // [mirror] relays: their new events stored and fanned out as if published here. Their
+  // connections open asynchronously, after the listener below exists.
+  const mirrors = startMirrors(ctx);
   // Not reloadable: read once.
   const path = config.network.path;
   let closing: (typeof CLOSING)[Shutdown] = CLOSING.stop;
@@ -197,6 +201,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
       ctx.closing = true;
       closing = CLOSING[how];
       clearInterval(sweeper);
+      mirrors.stop();
       // Stop listening (with reuse_port the kernel now sends every new connection to the other
       // process); open sockets stay until we close them. Resolves once they are all closed.
       const gone = server.stop(false);

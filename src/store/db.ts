@@ -55,7 +55,7 @@ const migrations: string[] = [
    CREATE VIRTUAL TABLE events_fts USING fts5(text, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');`,
   // 3: no index of tags by seq (~360 bytes per event and a b-tree insert per tag): deletes and
   // tag checks go through the primary key with the event's created_at and seq.
-  `DROP INDEX tags_seq;`,
+  `DROP INDEX IF EXISTS tags_seq;`,
 ];
 
 export function openDatabase(opts: DbOptions): Database {

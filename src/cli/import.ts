@@ -1,0 +1,98 @@
+// `bunstr import [FILE] [--no-verify] [--json]`: JSON lines (stdin by default) into the database.
+import { fstatSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
+import { importEvents, type ImportSummary } from "../ops/import.ts";
+import { verifierFor } from "../ops/verifier.ts";
+import { openDatabase } from "../store/db.ts";
+import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
+
+export const IMPORT_USAGE = "usage: bunstr import [FILE] [--no-verify] [--json] [--config F] [--data-dir D | --db F] < events.jsonl";
+
+export async function importCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { ...databaseFlags, "no-verify": { type: "boolean" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+  });
+  if (values.help) return console.log(IMPORT_USAGE), 0;
+  if (positionals.length > 1) throw new UsageError(`import takes one input file at most\n${IMPORT_USAGE}`);
+  const file = positionals[0] !== undefined && positionals[0] !== "-" ? positionals[0] : undefined;
+  if (!file && process.stdin.isTTY) throw new UsageError(`import reads JSON lines from stdin or FILE\n${IMPORT_USAGE}`);
+  const { config, dbPath } = await resolveDatabase(values);
+
+  let input: AsyncIterable<Uint8Array>;
+  let size: number | undefined;
+  try {
+    if (file) {
+      const f = Bun.file(file);
+      if (!(await f.exists())) throw new Error(`${file}: no such file`);
+      size = f.size;
+      input = f.stream();
+    } else {
+      const st = fstatSync(0);
+      size = st.isFile() ? st.size : undefined;
+      input = Bun.stdin.stream();
+    }
+  } catch (e) {
+    console.error(`error: cannot read the input: ${(e as Error).message}`);
+    return 1;
+  }
+
+  let db;
+  try {
+    db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+  } catch (e) {
+    console.error(`error: cannot open the database ${dbPath}: ${(e as Error).message}`);
+    return 1;
+  }
+  const verifier = values["no-verify"] ? undefined : verifierFor(config);
+  const progress = new Progress("import");
+  // The verify workers are unref'd (the relay's server keeps its process alive): hold ours open.
+  const keepAlive = setInterval(() => {}, 1 << 30);
+  let summary: ImportSummary;
+  try {
+    summary = await importEvents(db, input, {
+      config,
+      verifier,
+      onBusy: () => {
+        progress.end();
+        console.error("import: the database is locked by another writer (a compact?); waiting for it");
+      },
+      onProgress: (s) =>
+        progress.update(() => {
+          // Lines read run ahead of lines settled (verifying, waiting for their transaction).
+          const settled = s.accepted + s.duplicate + s.older + s.deleted + s.refused + s.ephemeral + s.badJson + s.badEvent + s.badId + s.badSig;
+          const rate = settled / Math.max(s.seconds, 1e-3);
+          const part = size ? `, ${eta((s.bytes * settled) / Math.max(1, s.lines), size, s.seconds)}` : "";
+          return `${int(settled)} lines, ${int(s.accepted)} stored, ${int(rate)}/s${part}`;
+        }),
+    });
+  } catch (e) {
+    progress.end();
+    // Reading failed half-way, or SQLite did (disk full, I/O error): what was committed stays.
+    console.error(`error: import stopped: ${(e as Error).message}`);
+    return 1;
+  } finally {
+    clearInterval(keepAlive);
+    verifier?.close();
+    db.close();
+  }
+  progress.end();
+  if (values.json) console.log(JSON.stringify({ database: dbPath, verified: verifier !== undefined, ...summary }));
+  else printSummary(summary, dbPath, verifier?.name);
+  return 0;
+}
+
+function printSummary(s: ImportSummary, dbPath: string, verifierName: string | undefined): void {
+  const invalid = s.badJson + s.badEvent + s.badId + s.badSig;
+  console.log(
+    `imported ${int(s.lines)} lines (${bytes(s.bytes)}) into ${dbPath} in ${duration(s.seconds)}, ${int(s.lines / Math.max(s.seconds, 1e-3))} lines/s; signatures: ${verifierName ?? "not checked (--no-verify)"}`,
+  );
+  console.log(
+    `  accepted ${int(s.accepted)}, duplicate ${int(s.duplicate)}, older than the stored version ${int(s.older)}, ` +
+      `deleted or vanished ${int(s.deleted)}, refused by config ${int(s.refused)}, ephemeral (not stored) ${int(s.ephemeral)}`,
+  );
+  console.log(`  invalid ${int(invalid)}: bad JSON ${int(s.badJson)}, bad event ${int(s.badEvent)}, bad id ${int(s.badId)}, bad signature ${int(s.badSig)}`);
+  for (const p of s.problems) console.log(`  line ${p.line}: ${p.reason}`);
+}

@@ -1,0 +1,52 @@
+// What every command shares: the config (CLI > --config file > defaults) and where the database
+// is. serve, export, import, backup, compact and stats all find the same file the same way.
+import { resolve } from "node:path";
+import { loadConfigFile, override } from "../config/load.ts";
+import { defaults, type Config } from "../config/schema.ts";
+
+/** The flags that choose the config and the database, as node:util parseArgs options. */
+export const databaseFlags = {
+  config: { type: "string" },
+  db: { type: "string" },
+  "data-dir": { type: "string" },
+} as const;
+
+export interface DatabaseFlagValues {
+  config?: string;
+  db?: string;
+  "data-dir"?: string;
+}
+
+/** The config from defaults, then the --config file, then `overrides` (section.key, value). */
+export async function loadConfig(file: string | undefined, overrides: readonly [path: string, value: unknown][]): Promise<Config> {
+  let config = defaults();
+  if (file) {
+    const loaded = await loadConfigFile(file);
+    config = loaded.config;
+    if (loaded.ignored.length > 0) console.warn(`warning: ${file}: these settings are not used by bunstr and were ignored: ${loaded.ignored.join(", ")}`);
+  }
+  for (const [path, value] of overrides) override(config, path, value);
+  if (!config.network.path.startsWith("/")) config.network.path = `/${config.network.path}`;
+  return config;
+}
+
+/** The database file: --db / [database] file, else <data_directory>/bunstr.sqlite; relative to the working directory. */
+export function databasePath(config: Config): string {
+  if (config.database.in_memory) return ":memory:";
+  if (config.database.file) return resolve(config.database.file);
+  return resolve(config.database.data_directory, "bunstr.sqlite");
+}
+
+/** Config and database path for a maintenance command (--config, --db, --data-dir as serve reads them). */
+export async function resolveDatabase(values: DatabaseFlagValues): Promise<{ config: Config; dbPath: string }> {
+  const overrides: [string, unknown][] = [];
+  if (values.db !== undefined) overrides.push(["database.file", values.db]);
+  if (values["data-dir"] !== undefined) overrides.push(["database.data_directory", values["data-dir"]]);
+  const config = await loadConfig(values.config, overrides);
+  const dbPath = databasePath(config);
+  if (dbPath === ":memory:") throw new UsageError("[database] in_memory = true: there is no database file to work on");
+  return { config, dbPath };
+}
+
+/** A command-line mistake: printed as `error: …` with exit status 2. */
+export class UsageError extends Error {}

@@ -1,0 +1,79 @@
+// `bunstr stream <relay-url> [--filter JSON] [--since N]`: import a remote relay's events as they
+// arrive, reconnecting after drops, until SIGINT or SIGTERM; then a summary.
+import { parseArgs } from "node:util";
+import { duration, int, Progress } from "../ops/progress.ts";
+import { streamFromRelay } from "../ops/stream.ts";
+import { parseSyncFilter } from "../ops/sync.ts";
+import { verifierFor } from "../ops/verifier.ts";
+import { openDatabase } from "../store/db.ts";
+import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
+import { relayUrl } from "./sync.ts";
+
+export const STREAM_USAGE = "usage: bunstr stream <ws[s]://relay> [--filter JSON] [--since N] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
+
+export async function streamCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      ...databaseFlags,
+      filter: { type: "string" },
+      since: { type: "string" },
+      "no-verify": { type: "boolean" },
+      json: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) return console.log(STREAM_USAGE), 0;
+  if (positionals.length !== 1) throw new UsageError(`stream takes one relay URL\n${STREAM_USAGE}`);
+  const url = relayUrl(positionals[0], STREAM_USAGE);
+  if (values.since !== undefined && !/^\d{1,15}$/.test(values.since)) throw new UsageError(`--since must be a unix time in seconds, not ${JSON.stringify(values.since)}`);
+  let filter;
+  try {
+    filter = parseSyncFilter(values.filter);
+  } catch (e) {
+    throw new UsageError((e as Error).message.replace("sync", "stream"));
+  }
+  const { config, dbPath } = await resolveDatabase(values);
+  const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+  const verifier = values["no-verify"] ? undefined : verifierFor(config);
+  const progress = new Progress("stream");
+  const stamp = () => new Date().toISOString().slice(0, 19) + "Z";
+  const streamer = streamFromRelay(db, {
+    config,
+    url,
+    filter,
+    since: values.since !== undefined ? Number(values.since) : filter.since,
+    verifier,
+    log: (t) => {
+      progress.end();
+      console.error(`${stamp()} stream: ${t}`);
+    },
+    onProgress: (s) => progress.update(() => `${int(s.received)} received, ${int(s.accepted)} stored, ${int(s.drops)} reconnects`),
+  });
+  console.error(`${stamp()} stream: ${url} -> ${dbPath}`);
+  const stop = () => streamer.stop();
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  const keepAlive = setInterval(() => {}, 1 << 30);
+  try {
+    const s = await streamer.done;
+    progress.end();
+    if (values.json) console.log(JSON.stringify({ database: dbPath, url, ...s }));
+    else {
+      const invalid = s.badJson + s.badEvent + s.badId + s.badSig;
+      console.log(`streamed from ${url} into ${dbPath} for ${duration(s.seconds)}: ${int(s.connects)} connections, ${int(s.drops)} drops`);
+      console.log(
+        `  received ${int(s.received)}: stored ${int(s.accepted)}, duplicate ${int(s.duplicate)}, older ${int(s.older)}, deleted ${int(s.deleted)}, ` +
+          `refused ${int(s.refused)}, ephemeral ${int(s.ephemeral)}, invalid ${int(invalid)}`,
+      );
+    }
+  } finally {
+    clearInterval(keepAlive);
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+    verifier?.close();
+    db.close();
+  }
+  return 0;
+}

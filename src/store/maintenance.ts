@@ -1,0 +1,204 @@
+// SQL for the operator commands (export, backup, compact, stats). A relay may be running on the
+// same file: WAL lets these read beside its writer; only compact takes the write lock.
+import { Database } from "bun:sqlite";
+import { existsSync } from "node:fs";
+import { openDatabase } from "./db.ts";
+
+/** A connection, for the operator commands to hand back to the functions here. */
+export type Db = Database;
+
+/** The database file is missing or is not a bunstr database. */
+export class NoDatabaseError extends Error {}
+
+/**
+ * Opens an existing bunstr database. Read-only connections never create or migrate anything;
+ * a read-write one migrates like the relay does.
+ */
+export function openExisting(path: string, mode: "readonly" | "readwrite"): Database {
+  if (!existsSync(path)) throw new NoDatabaseError(`no database at ${path}`);
+  const db = openDatabase({ path, synchronous: "normal", readonly: mode === "readonly" });
+  try {
+    const { user_version } = db.query("PRAGMA user_version").get() as { user_version: number };
+    if (user_version === 0) throw new NoDatabaseError(`${path} is not a bunstr database`);
+  } catch (e) {
+    db.close();
+    if (e instanceof NoDatabaseError) throw e;
+    throw new NoDatabaseError(`${path}: ${(e as Error).message}`);
+  }
+  return db;
+}
+
+/**
+ * Does another process have the database open (a running relay, an export)? In WAL mode every
+ * open connection holds a shared lock on the file for its lifetime, so an exclusive lock taken
+ * without waiting fails exactly then. A throwaway connection asks; it creates nothing.
+ */
+export function openedElsewhere(path: string): boolean {
+  const probe = new Database(path, { readwrite: true });
+  try {
+    probe.exec("PRAGMA busy_timeout = 0");
+    probe.exec("PRAGMA locking_mode = EXCLUSIVE");
+    probe.exec("BEGIN EXCLUSIVE");
+    probe.exec("ROLLBACK");
+    return false;
+  } catch (e) {
+    if (isBusy(e)) return true;
+    throw e;
+  } finally {
+    probe.close();
+  }
+}
+
+/** Is this error SQLite saying another connection holds the lock it needs? */
+export const isBusy = (e: unknown): boolean => /^SQLITE_(BUSY|LOCKED)/.test(String((e as { code?: unknown })?.code ?? ""));
+
+/**
+ * Changes whenever another connection (a running relay) commits to the database, never for this
+ * connection's own commits: how an import knows it is sharing the file with a writer.
+ */
+export const dataVersion = (db: Database): number => (db.query("PRAGMA data_version").get() as { data_version: number }).data_version;
+
+/**
+ * A page cache large enough for one import transaction's dirty pages (128 MB): smaller, SQLite
+ * spills them to the WAL before the commit and writes many of them twice.
+ */
+export function tuneForBulkWrites(db: Database): void {
+  db.exec("PRAGMA cache_size = -131072");
+}
+
+// ---- export -------------------------------------------------------------------------------
+
+/** What an export keeps; lists are matched in SQL, tag and search conditions by the caller. */
+export interface ExportScope {
+  since?: number;
+  until?: number;
+  kinds?: number[];
+  authors?: string[];
+  ids?: string[];
+  /** Leave out events expired at this time (NIP-40), as the relay hides them; 0 = keep them. */
+  now: number;
+}
+
+export interface ExportRow {
+  seq: number;
+  json: string;
+}
+
+/** Highest and lowest committed seq: an export covers what was committed when it started. */
+export function seqRange(db: Database): { min: number; max: number } {
+  const r = db.query("SELECT coalesce(min(seq), 0) AS min, coalesce(max(seq), 0) AS max FROM events").get() as { min: number; max: number };
+  return r;
+}
+
+/**
+ * Pages through events in commit (seq) order: `page(after, upTo, limit)` returns up to `limit`
+ * events with after < seq <= upTo. Each page is its own short read, so the relay's checkpoints
+ * are never held back for the length of the export. The unary `+` keeps SQLite on the seq
+ * order (an index on kind or created_at would need a sort of every match for each page).
+ */
+export function exportPager(db: Database, scope: ExportScope): (after: number, upTo: number, limit: number) => ExportRow[] {
+  const where = ["seq > ?1", "seq <= ?2"];
+  const params: (string | number)[] = [];
+  const add = (cond: string, value: string | number) => {
+    params.push(value);
+    where.push(cond.replace("?", `?${params.length + 3}`));
+  };
+  if (scope.since !== undefined) add("+created_at >= ?", scope.since);
+  if (scope.until !== undefined) add("+created_at <= ?", scope.until);
+  if (scope.kinds) add("+kind IN (SELECT value FROM json_each(?))", JSON.stringify(scope.kinds));
+  if (scope.authors) add("+pubkey IN (SELECT unhex(value) FROM json_each(?))", JSON.stringify(scope.authors));
+  if (scope.ids) add("+id IN (SELECT unhex(value) FROM json_each(?))", JSON.stringify(scope.ids));
+  if (scope.now > 0) add("(expiration IS NULL OR +expiration > ?)", scope.now);
+  const st = db.prepare(`SELECT seq, json FROM events WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?3`);
+  return (after, upTo, limit) => st.all(after, upTo, limit, ...params) as ExportRow[];
+}
+
+// ---- backup and compact ---------------------------------------------------------------------
+
+/**
+ * A consistent copy of the database as one self-contained file (rollback journal, no -wal): the
+ * snapshot of a read transaction, so the relay keeps writing meanwhile. `file` must not exist.
+ */
+export function vacuumInto(db: Database, file: string): void {
+  db.run("VACUUM INTO ?", [file]);
+}
+
+/** Page counts: the file is pageCount * pageSize bytes, freePages of them reusable (compact returns them). */
+export function pageCounts(db: Database): { pageSize: number; pageCount: number; freePages: number } {
+  const pageSize = (db.query("PRAGMA page_size").get() as { page_size: number }).page_size;
+  const pageCount = (db.query("PRAGMA page_count").get() as { page_count: number }).page_count;
+  const freePages = (db.query("PRAGMA freelist_count").get() as { freelist_count: number }).freelist_count;
+  return { pageSize, pageCount, freePages };
+}
+
+export interface CheckpointResult {
+  busy: boolean;
+  walFrames: number;
+  checkpointed: number;
+}
+
+export function checkpoint(db: Database, mode: "PASSIVE" | "TRUNCATE"): CheckpointResult {
+  const r = db.query(`PRAGMA wal_checkpoint(${mode})`).get() as { busy: number; log: number; checkpointed: number };
+  return { busy: r.busy !== 0, walFrames: r.log, checkpointed: r.checkpointed };
+}
+
+/**
+ * Rebuilds the file without free pages (VACUUM), folds the WAL back (checkpoint TRUNCATE) and
+ * refreshes the planner's statistics where SQLite thinks it useful (PRAGMA optimize). VACUUM
+ * holds the write lock throughout. Its scratch copy goes to a temporary file, not memory
+ * (the relay's connections keep temp_store = MEMORY, which would need RAM the size of the database).
+ */
+export function compactDatabase(db: Database, phase: (name: "vacuum" | "checkpoint" | "optimize") => void = () => {}): CheckpointResult {
+  db.exec("PRAGMA temp_store = FILE");
+  phase("vacuum");
+  db.exec("VACUUM");
+  phase("checkpoint");
+  const cp = checkpoint(db, "TRUNCATE");
+  phase("optimize");
+  db.exec("PRAGMA optimize");
+  return cp;
+}
+
+/** PRAGMA integrity_check: ["ok"] when the file is sound. */
+export const integrityCheck = (db: Database): string[] => (db.query("PRAGMA integrity_check").all() as { integrity_check: string }[]).map((r) => r.integrity_check);
+
+// ---- stats ----------------------------------------------------------------------------------
+
+export interface StoreStats {
+  events: number;
+  authors: number;
+  kinds: { kind: number; count: number }[];
+  distinctKinds: number;
+  oldest: number | null;
+  newest: number | null;
+  tagRows: number;
+  deletedIds: number;
+  deletedAddresses: number;
+  vanished: number;
+  expiring: number;
+  schemaVersion: number;
+  pageSize: number;
+  pageCount: number;
+  freePages: number;
+}
+
+/** Counts for `bunstr stats`, each from an index (a few hundred ms per million events). */
+export function storeStats(db: Database, topKinds = 10): StoreStats {
+  const one = <T>(sql: string) => Object.values(db.query(sql).get() as Record<string, T>)[0] as T;
+  const byKind = db.query("SELECT kind, count(*) AS count FROM events GROUP BY kind ORDER BY count DESC, kind").all() as { kind: number; count: number }[];
+  return {
+    events: one<number>("SELECT count(*) FROM events"),
+    authors: one<number>("SELECT count(DISTINCT pubkey) FROM events"),
+    kinds: byKind.slice(0, topKinds),
+    distinctKinds: byKind.length,
+    oldest: one<number | null>("SELECT min(created_at) FROM events"),
+    newest: one<number | null>("SELECT max(created_at) FROM events"),
+    tagRows: one<number>("SELECT count(*) FROM tags"),
+    deletedIds: one<number>("SELECT count(*) FROM deleted_ids"),
+    deletedAddresses: one<number>("SELECT count(*) FROM deleted_addresses"),
+    vanished: one<number>("SELECT count(*) FROM vanished"),
+    expiring: one<number>("SELECT count(*) FROM events WHERE expiration IS NOT NULL"),
+    schemaVersion: one<number>("PRAGMA user_version"),
+    ...pageCounts(db),
+  };
+}
