@@ -1,10 +1,8 @@
 // NIP-77 negentropy, the initiator (client) side of protocol V1 (0x61), on the same storage and
 // wire code as the relay side (nip77.ts, nip77-wire.ts). Used by `bunstr sync`.
-import { MIN_FRAME_SIZE_LIMIT, NEGENTROPY_VERSION, NegentropyError, type NegentropyStorage } from "./nip77.ts";
+import { MIN_FRAME_SIZE_LIMIT, NEGENTROPY_VERSION, NegentropyError, splitRange, type NegentropyStorage } from "./nip77.ts";
 import { ByteReader, ByteWriter, decodeHex, equalBytes, ID_SIZE, INFINITY_BOUND, MODE_FINGERPRINT, MODE_IDLIST, MODE_SKIP, ZERO_BOUND, type NegentropyBound } from "./nip77-wire.ts";
 
-/** A mismatched range with fewer items than 2x this is sent as ids, not fingerprints (as the relay side does). */
-const BUCKETS = 16;
 const FRAME_SLACK = 200;
 
 const hexOf = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString("hex");
@@ -93,22 +91,7 @@ export class NegentropyClient {
   }
 
   private splitRange(out: ByteWriter, lower: number, upper: number, upperBound: NegentropyBound): void {
-    const s = this.storage;
-    const n = upper - lower;
-    if (n < BUCKETS * 2) {
-      out.bound(upperBound);
-      out.idList(n, s.idBytes(lower, upper));
-      return;
-    }
-    const perBucket = Math.floor(n / BUCKETS);
-    const withExtra = n % BUCKETS;
-    let curr = lower;
-    for (let i = 0; i < BUCKETS; i++) {
-      const begin = curr;
-      curr += perBucket + (i < withExtra ? 1 : 0);
-      out.bound(curr === upper ? upperBound : s.boundBefore(curr));
-      out.varint(MODE_FINGERPRINT);
-      out.append(s.fingerprint(begin, curr));
-    }
+    splitRange(this.storage, out, lower, upper, upperBound);
   }
+
 }

@@ -278,24 +278,30 @@ export class NegentropyServer {
     out.append(this.storage.fingerprint(from, this.storage.size));
   }
 
-  /** A range we disagree on: its ids when small, else 16 fingerprinted buckets of equal count. */
   private splitRange(out: ByteWriter, lower: number, upper: number, upperBound: NegentropyBound): void {
-    const s = this.storage;
-    const n = upper - lower;
-    if (n < BUCKETS * 2) {
-      out.bound(upperBound);
-      out.idList(n, s.idBytes(lower, upper));
-      return;
-    }
-    const perBucket = Math.floor(n / BUCKETS);
-    const withExtra = n % BUCKETS;
-    let curr = lower;
-    for (let i = 0; i < BUCKETS; i++) {
-      const begin = curr;
-      curr += perBucket + (i < withExtra ? 1 : 0);
-      out.bound(curr === upper ? upperBound : s.boundBefore(curr));
-      out.varint(MODE_FINGERPRINT);
-      out.append(s.fingerprint(begin, curr));
-    }
+    splitRange(this.storage, out, lower, upper, upperBound);
+  }
+}
+
+/**
+ * A range the two sides disagree on (responder and initiator alike): its ids when small, else
+ * 16 fingerprinted buckets of equal count.
+ */
+export function splitRange(s: NegentropyStorage, out: ByteWriter, lower: number, upper: number, upperBound: NegentropyBound): void {
+  const n = upper - lower;
+  if (n < BUCKETS * 2) {
+    out.bound(upperBound);
+    out.idList(n, s.idBytes(lower, upper));
+    return;
+  }
+  const perBucket = Math.floor(n / BUCKETS);
+  const withExtra = n % BUCKETS;
+  let curr = lower;
+  for (let i = 0; i < BUCKETS; i++) {
+    const begin = curr;
+    curr += perBucket + (i < withExtra ? 1 : 0);
+    out.bound(curr === upper ? upperBound : s.boundBefore(curr));
+    out.varint(MODE_FINGERPRINT);
+    out.append(s.fingerprint(begin, curr));
   }
 }
