@@ -5,7 +5,7 @@ import { afterAll, expect, spyOn, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { backoffDelay } from "../src/ops/stream.ts";
+import { backoffDelay, followRelay } from "../src/ops/stream.ts";
 import { loadConfigText } from "../src/config/load.ts";
 import { Client, now, signer, startTestRelay } from "./helpers.ts";
 import { bunstr } from "./ops-helpers.ts";
@@ -148,4 +148,47 @@ test("[mirror] is one table: relays and filter", () => {
   expect(config.mirror).toEqual({ relays: ["wss://relay.example.com"], filter: '{"kinds":[1]}' });
   expect(() => loadConfigText('[mirror]\nrelays = ["https://x"]\n', "t.toml")).toThrow("ws:// or wss://");
   expect(() => loadConfigText('[[mirror]]\nurl = "wss://x"\n', "t.toml")).toThrow("must be a [mirror] table");
+});
+
+test("a remote sending faster than events are stored is cut off and resubscribed, never queued without bound", async () => {
+  // A fake relay answering every REQ with 3,000 events at once; the store takes 100 ms a batch.
+  const events = Array.from({ length: 3000 }, (_, i) => ({ id: i.toString(16).padStart(64, "0"), pubkey: "a".repeat(64), created_at: 1_700_000_000 + i, kind: 1, tags: [], content: "", sig: "b".repeat(128) }));
+  let reqs = 0;
+  const fake = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: (req, srv) => (srv.upgrade(req) ? undefined : new Response("no")),
+    websocket: {
+      message(ws, m) {
+        const [verb, subId] = JSON.parse(String(m));
+        if (verb !== "REQ") return;
+        reqs++;
+        ws.cork(() => {
+          for (const e of events) ws.send(JSON.stringify(["EVENT", subId, e]));
+          ws.send(JSON.stringify(["EOSE", subId]));
+        });
+      },
+    },
+  });
+  const logs: string[] = [];
+  const batches: number[] = [];
+  const streamer = followRelay(
+    { config: loadConfigText("", "test.toml").config, url: `ws://127.0.0.1:${fake.port}/`, filter: {}, since: 0, maxQueued: 500, backoffFirstMs: 20, backoffCapMs: 50, log: (t) => logs.push(t) },
+    async (batch) => {
+      batches.push(batch.length);
+      await Bun.sleep(100);
+      return { lines: batch.length, accepted: batch.length, duplicate: 0, older: 0, deleted: 0, refused: 0, ephemeral: 0, badJson: 0, badEvent: 0, badId: 0, badSig: 0, problems: [] };
+    },
+  );
+  try {
+    const deadline = Date.now() + 10_000;
+    while (reqs < 3 && Date.now() < deadline) await Bun.sleep(20);
+  } finally {
+    streamer.stop();
+    await streamer.done;
+    fake.stop(true);
+  }
+  expect(reqs).toBeGreaterThanOrEqual(3);
+  expect(logs.some((l) => l.includes("sends faster than events are stored (500 waiting)"))).toBe(true);
+  expect(Math.max(...batches)).toBeLessThanOrEqual(500);
 });

@@ -16,6 +16,8 @@ const BACKOFF_FIRST_MS = 1000;
 const BACKOFF_CAP_MS = 60_000;
 /** Events are gathered this long before an import, so a burst goes in one transaction. */
 const GATHER_MS = 100;
+/** Events received and not yet stored, at most (a fast remote is paused by reconnecting). */
+const MAX_QUEUED = 20_000;
 
 export interface StreamOptions {
   config: Config;
@@ -27,6 +29,8 @@ export interface StreamOptions {
   /** Called with each line of news (connected, dropped, ...). */
   log?: (text: string) => void;
   onProgress?: (s: StreamSummary) => void;
+  /** Received events waiting to be stored, at most (default MAX_QUEUED). */
+  maxQueued?: number;
   /** Backoff bounds, for tests. */
   backoffFirstMs?: number;
   backoffCapMs?: number;
@@ -76,6 +80,7 @@ export function streamFromRelay(db: Db, opts: StreamOptions): Streamer {
 /** The subscription, reconnection and batching of a stream; `ingest` stores what arrives. */
 export function followRelay(opts: StreamOptions, ingest: Ingest): Streamer {
   const log = opts.log ?? (() => {});
+  const maxQueued = opts.maxQueued ?? MAX_QUEUED;
   const started = performance.now();
   const s: StreamSummary = {
     lines: 0, accepted: 0, duplicate: 0, older: 0, deleted: 0, refused: 0, ephemeral: 0, badJson: 0, badEvent: 0, badId: 0, badSig: 0,
@@ -147,6 +152,12 @@ export function followRelay(opts: StreamOptions, ingest: Ingest): Streamer {
       const filter: Filter = { ...opts.filter, since };
       r.subscribe(subId, (f) => {
         if (f[0] === "EVENT") {
+          // A remote sending faster than we store: stop reading it rather than queue without
+          // bound; the reconnect resubscribes from the newest event taken.
+          if (queue.length >= maxQueued) {
+            if (!r.closed) log(`${opts.url} sends faster than events are stored (${maxQueued} waiting): reconnecting`);
+            return r.close();
+          }
           const e = f[2] as NostrEvent;
           s.received++;
           if (typeof e?.created_at === "number" && e.created_at > s.newest && e.created_at <= Date.now() / 1000 + 3600) s.newest = e.created_at;
