@@ -3,10 +3,9 @@
 // policies of an import, id, duplicate, signature) and then the relay's own writer queue, whose
 // commit fans them out to this relay's live subscribers like any published event.
 import { ConfigError } from "../config/load.ts";
-import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
+import { serializeEvent, type NostrEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
-import { ProtocolError, refusalText } from "../protocol/reasons.ts";
-import { runPolicies } from "../policy/defaults.ts";
+import { admitEvent } from "../policy/defaults.ts";
 import { importPolicies } from "../ops/import.ts";
 import { followRelay, type Ingest, type Streamer } from "../ops/stream.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
@@ -43,20 +42,8 @@ function ingestInto(ctx: RelayContext): Ingest {
     await Promise.all(
       events.map(async (raw: NostrEvent) => {
         r.lines++;
-        let e: NostrEvent;
-        try {
-          e = validateEventShape(raw);
-        } catch (err) {
-          if (!(err instanceof ProtocolError)) throw err;
-          r.badEvent++;
-          return void r.problems.push({ reason: err.text });
-        }
-        const refusal = runPolicies(importPolicies, policyCtx, e);
-        if (refusal) {
-          r.refused++;
-          return void r.problems.push({ reason: refusalText(refusal) });
-        }
-        if (!hasValidId(e)) return void (r.badId++, r.problems.push({ reason: "invalid: event id does not match the event" }));
+        const e = admitEvent(raw, importPolicies, policyCtx);
+        if ("fate" in e) return void (r[e.fate]++, r.problems.push({ reason: e.reason }));
         const ephemeral = isEphemeral(e.kind);
         if (!ephemeral && (await ctx.store.has(e.id))) return void r.duplicate++;
         if (!(await ctx.verifier.verify(e))) return void (r.badSig++, r.problems.push({ reason: "invalid: signature verification failed" }));
