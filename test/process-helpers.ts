@@ -20,6 +20,17 @@ export function freePort(): number {
 export async function spawnRelay(cmd: string[], args: string[], cwd: string): Promise<RelayProcess> {
   const port = freePort();
   const proc = Bun.spawn([...cmd, "--host", "127.0.0.1", "--port", String(port), ...args], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const output = collectOutput(proc);
+  const deadline = Date.now() + 15000;
+  while (!output().includes("listening on")) {
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`relay did not start:\n${output()}`);
+    await Bun.sleep(20);
+  }
+  return { proc, port, url: `ws://127.0.0.1:${port}/`, output };
+}
+
+/** Keeps everything a child prints (stdout and stderr, interleaved as it comes); returns a reader. */
+export function collectOutput(proc: Subprocess<"ignore", "pipe", "pipe">): () => string {
   let out = "";
   const decoder = new TextDecoder();
   const pump = async (s: ReadableStream<Uint8Array>) => {
@@ -27,10 +38,5 @@ export async function spawnRelay(cmd: string[], args: string[], cwd: string): Pr
   };
   void pump(proc.stdout);
   void pump(proc.stderr);
-  const deadline = Date.now() + 15000;
-  while (!out.includes("listening on")) {
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`relay did not start:\n${out}`);
-    await Bun.sleep(20);
-  }
-  return { proc, port, url: `ws://127.0.0.1:${port}/`, output: () => out };
+  return () => out;
 }

@@ -2,6 +2,7 @@
 // one itself), with its output kept and awaitable: for reload and restart tests.
 import type { Subprocess } from "bun";
 import { join } from "node:path";
+import { collectOutput } from "./process-helpers.ts";
 
 export const SOURCE = [process.execPath, join(import.meta.dir, "..", "src", "main.ts")];
 
@@ -14,19 +15,14 @@ export interface Bunstr {
 
 export async function spawnBunstr(args: string[], cwd: string, waitListening = true): Promise<Bunstr> {
   const proc = Bun.spawn([...SOURCE, ...args], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  let out = "";
-  const decoder = new TextDecoder();
-  const pump = async (s: ReadableStream<Uint8Array>) => {
-    for await (const chunk of s) out += decoder.decode(chunk);
-  };
-  void pump(proc.stdout);
-  void pump(proc.stderr);
+  const output = collectOutput(proc);
   const relay: Bunstr = {
     proc,
-    output: () => out,
+    output,
     async waitFor(pattern, timeoutMs = 10_000, from = 0) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
+        const out = output();
         const text = out.slice(from);
         const m = typeof pattern === "string" ? (text.includes(pattern) ? pattern : undefined) : pattern.exec(text)?.[0];
         if (m !== undefined) return m;
