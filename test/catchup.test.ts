@@ -21,6 +21,7 @@ const slow: Store = {
   negentropyItems: (job) => real.negentropyItems(job),
   sweepExpired: (now) => real.sweepExpired(now),
   lastSeq: () => real.lastSeq(),
+  sizeBytes: () => real.sizeBytes(),
   close: () => real.close(),
   query: async (job) => {
     const rows = await real.query(job);

@@ -121,6 +121,15 @@ export const schema = {
     nip70: key({ type: "bool", default: true, doc: "Protected events: accepted from their authenticated author. Off: every event with [\"-\"] is refused.", reloadable: true }),
     nip77: key({ type: "bool", default: true, doc: "Negentropy set reconciliation (NEG-OPEN / NEG-MSG / NEG-CLOSE).", reloadable: true }),
   },
+  admin: {
+    pubkeys: key({ type: "string[]", default: [], ...HEX64, doc: "NIP-86: pubkeys (hex) that may call the management API (HTTP POST on the relay URL, Content-Type application/nostr+json+rpc, signed with NIP-98) and use the /admin page. Empty = every call is refused (401).", reloadable: true }),
+    ban_deletes_events: key({ type: "bool", default: true, doc: "NIP-86 banpubkey also deletes the pubkey's stored events (off: they stay, only new ones are refused).", reloadable: true }),
+    auth_window_seconds: key({ type: "int", default: 60, min: 5, max: 3600, doc: "NIP-98: how far a token's created_at may be from now; a token is accepted once.", reloadable: true }),
+  },
+  metrics: {
+    enabled: key({ type: "bool", default: true, doc: "Serve Prometheus metrics at /metrics.", reloadable: true }),
+    token: key({ type: "string", default: "", doc: "If set, /metrics requires the header Authorization: Bearer <token>.", reloadable: true }),
+  },
   mirror: {
     relays: key({ type: "string[]", default: [], pattern: /^wss?:\/\/\S+$/, patternDoc: "ws:// or wss:// URLs", doc: "Relays whose new events this relay subscribes to and stores as they arrive (as `bunstr stream` does, with the import's checks and signature verification), also sent to its own live subscribers. Reconnects with backoff after a drop. Empty = none.", reloadable: false }),
     filter: key({ type: "string", default: "", doc: "NIP-01 filter (JSON, without limit) of what is mirrored from every relay in `relays`; empty = everything.", reloadable: false }),

@@ -32,6 +32,10 @@ export interface RelayContext {
   closing: boolean;
   /** Running average of what one read costs (worker ms), the first guess for a new connection. */
   readCostEstimate: number;
+  /** When this relay started (ms since the epoch), for the status page and metrics. */
+  readonly startedAt: number;
+  /** Open websocket connections. */
+  connections(): number;
 }
 
 /** Most signature checks waiting relay-wide before EVENTs are refused as overload. */

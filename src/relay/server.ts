@@ -92,6 +92,8 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     inflight: 0,
     closing: false,
     readCostEstimate: 5,
+    startedAt: Date.now(),
+    connections: () => sockets.size,
   };
   // [mirror] relays: their new events stored and fanned out as if published here. Their
   // connections open asynchronously, after the listener below exists.

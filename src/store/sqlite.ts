@@ -72,6 +72,11 @@ export class SqliteStore implements Store {
     this.readers?.cancel(owner);
   }
 
+  sizeBytes(): number {
+    const pages = this.db.query("SELECT page_count * page_size AS b FROM pragma_page_count(), pragma_page_size()").get() as { b: number };
+    return pages.b;
+  }
+
   lastSeq(): number {
     // data_version changes when another connection (another process) commits: then our seq,
     // which only follows our own writes, may be behind what is stored.

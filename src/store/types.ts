@@ -31,6 +31,8 @@ export interface Store {
   sweepExpired(now: number): number | Promise<number>;
   /** Forgets the waiting reads of an owner (a connection) that went away. */
   cancelReads?(owner: object): void;
+  /** Bytes the database takes on disk (for status and metrics). */
+  sizeBytes(): number | Promise<number>;
   /** The highest committed seq: a request's snapshot point. */
   lastSeq(): number;
   close(): Promise<void>;
