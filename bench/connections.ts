@@ -17,7 +17,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { cpuSeconds, fdLimit, openFds, RelayProcess } from "./lib/relay.ts";
+import { cpuSeconds, fdLimit, openFds, RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";
 import { connectionsThatFit, runConnections } from "./scenarios/connections.ts";
 
 const { values } = parseArgs({
@@ -97,7 +97,7 @@ process.exit(failures.length ? 1 : 0);
 /** Runs the relay at a tiny descriptor limit and floods it. Exit 0 if it survives without spinning and recovers. */
 async function probe(limit: number, waitMs: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), "bunstr-fd-probe-"));
-  writeFileSync(join(dir, "bunstr.toml"), "[limits]\nmax_connections_per_ip = 1000000\n");
+  writeFileSync(join(dir, "bunstr.toml"), `[limits]\nmax_connections_per_ip = 1000000\n${RATE_LIMITS_OFF}`);
   const relay = await RelayProcess.spawn({ verify: false, dataDir: dir, args: ["--config", join(dir, "bunstr.toml")], wrap: ["sh", "-c", `ulimit -n ${limit} && exec "$@"`, "sh"] });
   const sockets: WebSocket[] = [];
   try {

@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import { DEFAULT_EVENTS, lineHead, loadCorpus } from "./corpus.ts";
 import { dbParts } from "./lib/dbsize.ts";
 import { isAddressableKind, metaOf, Oracle } from "./lib/oracle.ts";
-import { cpuSeconds, memoryMiB, RelayProcess } from "./lib/relay.ts";
+import { cpuSeconds, memoryMiB, RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";
 import { LAST, paramDiff, PREV, saveResult, table, tidy, type BenchParams, type BenchResult, type RelayStats } from "./lib/report.ts";
 import { IngestRun } from "./scenarios/ingest.ts";
 import { QueryRun } from "./scenarios/query.ts";
@@ -106,7 +106,7 @@ const STALL_MS = 30_000;
  * few query connections stand for many clients, and a rate-limited REQ (CLOSED) would fail the run
  * depending on the machine's speed.
  */
-const RELAY_CONFIG = "[limits]\nquery_ms_per_second = 1000000\n";
+const RELAY_CONFIG = `[limits]\nquery_ms_per_second = 1000000\n${RATE_LIMITS_OFF}`;
 
 async function main(): Promise<number> {
   let opts: Options;

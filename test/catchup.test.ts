@@ -22,6 +22,7 @@ const slow: Store = {
   sweepExpired: (now) => real.sweepExpired(now),
   lastSeq: () => real.lastSeq(),
   sizeBytes: () => real.sizeBytes(),
+  admin: real.admin,
   close: () => real.close(),
   query: async (job) => {
     const rows = await real.query(job);

@@ -27,6 +27,8 @@ export function testConfig(patch: ConfigPatch = {}): Config {
   c.database.reader_workers = 1;
   // Every test client comes from 127.0.0.1.
   c.limits.max_connections_per_ip = 100_000;
+  // Rate limits off for the same reason; test/rate-limits.test.ts turns them on.
+  for (const k of Object.keys(c.rate_limits) as (keyof Config["rate_limits"])[]) if (k.endsWith("_per_minute")) c.rate_limits[k] = 0;
   for (const [s, v] of Object.entries(patch)) Object.assign((c as any)[s], v);
   return c;
 }

@@ -8,10 +8,11 @@
 // unshare(1) and ip(8), the file runs itself again in a private network namespace where it is set,
 // leaving the host alone; failing that, the connect check allows the few resets the kernel makes.
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fakePubkey, unsignedEvent } from "../bench/lib/events.ts";
+import { RATE_LIMITS_OFF } from "../bench/lib/relay.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { freePort } from "./process-helpers.ts";
 import { spawnBunstr, type Bunstr } from "./relay-process.ts";
@@ -58,8 +59,11 @@ function scenarios(): void {
   const dir = mkdtempSync(join(tmpdir(), "bunstr-zdt-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+  // The load is many clients from 127.0.0.1, reconnecting in a loop: no [rate_limits].
+  const config = join(dir, "bunstr.toml");
+  writeFileSync(config, RATE_LIMITS_OFF);
   /** Both relays: the same port and database; small worker pools for a 2-core machine. */
-  const relayArgs = (port: number, data: string) => ["--host", "127.0.0.1", "--port", String(port), "--data-dir", data, "--no-verify"];
+  const relayArgs = (port: number, data: string) => ["--host", "127.0.0.1", "--port", String(port), "--data-dir", data, "--no-verify", "--config", config];
 
   test("SIGUSR2 drain: no refused connection, every OK true readable from B, 1012 to A's clients, A exits 0", async () => {
     const port = freePort();

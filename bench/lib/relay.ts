@@ -1,14 +1,34 @@
 // The relay under test as a child process: spawn on a free 127.0.0.1 port with a temp data
 // directory, wait until it listens, sample its CPU and memory from /proc, stop it with SIGTERM.
 import type { Subprocess } from "bun";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { schema } from "../../src/config/schema.ts";
 
 export const REPO_ROOT = resolve(import.meta.dir, "..", "..");
 /** The relay's entry point: src/main.ts, or BUNSTR_RELAY_MAIN (e.g. a patched copy, to check that a check can fail). */
 export const RELAY_MAIN = process.env.BUNSTR_RELAY_MAIN ? resolve(process.env.BUNSTR_RELAY_MAIN) : "src/main.ts";
+
+/**
+ * [rate_limits] all off, as TOML: a bench or stress run is many clients from one address, and its
+ * numbers must not depend on the relay's defaults. Append it to a --config file; a relay spawned
+ * without --config gets a file with just this.
+ */
+export const RATE_LIMITS_OFF = `[rate_limits]\n${Object.keys(schema.rate_limits)
+  .filter((k) => k.endsWith("_per_minute"))
+  .map((k) => `${k} = 0\n`)
+  .join("")}`;
+
+let rateLimitsOffFile: string | undefined;
+function rateLimitsOffConfig(): string {
+  if (rateLimitsOffFile) return rateLimitsOffFile;
+  const dir = mkdtempSync(join(tmpdir(), "bunstr-bench-config-"));
+  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync((rateLimitsOffFile = join(dir, "bunstr.toml")), RATE_LIMITS_OFF);
+  return rateLimitsOffFile;
+}
 
 export interface SpawnOptions {
   verify: boolean;
@@ -19,7 +39,7 @@ export interface SpawnOptions {
    * the same data. It is not removed when the start fails; removeDataDir() still removes it.
    */
   dataDir?: string;
-  /** More flags for `bunstr serve`, e.g. ["--config", file]. */
+  /** More flags for `bunstr serve`, e.g. ["--config", file] (that file should include RATE_LIMITS_OFF). */
   args?: string[];
   /**
    * A command the relay's command line is appended to, e.g. a shell that lowers `ulimit -n` first:
@@ -78,6 +98,7 @@ export class RelayProcess {
     const args = [process.execPath, RELAY_MAIN, "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir];
     if (!opts.verify) args.push("--no-verify");
     if (opts.args) args.push(...opts.args);
+    if (!opts.args?.includes("--config")) args.push("--config", rateLimitsOffConfig());
     const proc = Bun.spawn([...(opts.wrap ?? []), ...args], { cwd: REPO_ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
     const relay = new RelayProcess(proc, dataDir, args);
     trackForExit(relay, !opts.dataDir);

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Conn } from "../lib/conn.ts";
 import { fakePubkey, unsignedEvent } from "../lib/events.ts";
-import { fdLimit, memoryMiB, openFds, RelayProcess } from "../lib/relay.ts";
+import { fdLimit, memoryMiB, openFds, RATE_LIMITS_OFF, RelayProcess } from "../lib/relay.ts";
 
 export interface ConnectionsOptions {
   connections: number;
@@ -62,7 +62,7 @@ export async function runConnections(opts: ConnectionsOptions): Promise<Connecti
   const batch = opts.batch ?? 250;
   const dataDir = mkdtempSync(join(tmpdir(), "bunstr-connections-"));
   // Every client is 127.0.0.1: lift the per-IP cap above our count.
-  writeFileSync(join(dataDir, "bunstr.toml"), `[limits]\nmax_connections_per_ip = ${n + 100}\n`);
+  writeFileSync(join(dataDir, "bunstr.toml"), `[limits]\nmax_connections_per_ip = ${n + 100}\n${RATE_LIMITS_OFF}`);
   const wrap = opts.relaySoftLimit ? ["sh", "-c", `ulimit -Sn ${opts.relaySoftLimit} && exec "$@"`, "sh"] : undefined;
   const relay = await RelayProcess.spawn({ verify: false, dataDir, args: ["--config", join(dataDir, "bunstr.toml")], wrap });
   const run = Math.random().toString(36).slice(2, 8);

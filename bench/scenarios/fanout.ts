@@ -23,7 +23,7 @@ import { schnorr } from "@noble/curves/secp256k1.js";
 import type { NostrEvent } from "../../src/protocol/event.ts";
 import { Conn, type RelayFrame } from "../lib/conn.ts";
 import { naiveMatch, naiveOf, type RawFilter } from "../lib/match.ts";
-import { clockTicks, memoryMiB, RelayProcess } from "../lib/relay.ts";
+import { clockTicks, memoryMiB, RATE_LIMITS_OFF, RelayProcess } from "../lib/relay.ts";
 import { prng } from "../lib/stats.ts";
 
 // ---------------------------------------------------------------- options and results
@@ -824,7 +824,7 @@ async function spawnRelay(opts: FanoutOptions, w: Workload): Promise<Target> {
   process.on("exit", () => rmSync(cfgDir, { recursive: true, force: true })); // also after a timeout
   const perConn = Math.max(...Array.from({ length: w.conns }, (_, c) => w.subs.filter((s) => s.conn === c).length));
   const cfg = join(cfgDir, "bunstr.toml");
-  writeFileSync(cfg, `[limits]\nmax_connections_per_ip = ${w.conns + 100}\nmax_subscriptions = ${Math.max(50, perConn)}\n`);
+  writeFileSync(cfg, `[limits]\nmax_connections_per_ip = ${w.conns + 100}\nmax_subscriptions = ${Math.max(50, perConn)}\n${RATE_LIMITS_OFF}`);
   let relay: RelayProcess;
   try {
     // --cpu-prof goes between bun and the relay's entry point: a shell puts it there.

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Conn } from "../lib/conn.ts";
 import { fakePubkey, unsignedEvent } from "../lib/events.ts";
-import { cpuSeconds, memoryMiB, RelayProcess } from "../lib/relay.ts";
+import { cpuSeconds, memoryMiB, RATE_LIMITS_OFF, RelayProcess } from "../lib/relay.ts";
 import { summarize, type Summary } from "../lib/stats.ts";
 import { holdsSocket, socketFd, stuckReader, tcpEntry } from "../lib/tcp.ts";
 
@@ -147,7 +147,7 @@ export async function runSlowReader(opts: SlowReaderOptions): Promise<SlowReader
   // Every client here comes from 127.0.0.1: lift the per-IP connection cap above our count.
   const limits = [`max_connections_per_ip = ${opts.subscribers + opts.rounds + 100}`];
   if (opts.maxPendingBytes !== undefined) limits.push(`max_pending_bytes = ${opts.maxPendingBytes}`);
-  writeFileSync(join(dataDir, "bunstr.toml"), `[limits]\n${limits.join("\n")}\n`);
+  writeFileSync(join(dataDir, "bunstr.toml"), `[limits]\n${limits.join("\n")}\n${RATE_LIMITS_OFF}`);
   const args = ["--config", join(dataDir, "bunstr.toml")];
   const relay = await RelayProcess.spawn({ verify: false, dataDir, args });
   const port = Number(new URL(relay.url).port);

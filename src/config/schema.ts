@@ -37,6 +37,16 @@ type TypeOf<K extends Kind> = K extends "string"
 
 const key = <K extends Kind>(spec: KeySpec<K>): KeySpec<K> => spec;
 const KiB = 1024;
+const RATE_NOTE =
+  "Token buckets per IP and per NIP-42 authenticated pubkey: each refills at its *_per_minute up to its *_burst. " +
+  "Past it an EVENT gets OK false, a REQ or COUNT CLOSED, a NEG-OPEN NEG-ERR (all `rate-limited:`), a new connection HTTP 429 with Retry-After. " +
+  "Connections authenticated as an [admin] pubkey are exempt. ";
+/** A [rate_limits] refill rate; `note` explains the section once, on its first key. */
+const perMinute = (n: number, what: string, note = "") =>
+  key({ type: "int", default: n, min: 0, doc: `${note}${what} allowed per minute, on average (0 = unlimited).`, reloadable: true });
+/** A [rate_limits] bucket size: what may come at once after a quiet spell. */
+const burst = (n: number, what: string) =>
+  key({ type: "int", default: n, min: 1, doc: `Most ${what} allowed at once (the bucket size; refilled at the rate above).`, reloadable: true });
 const MiB = 1024 * KiB;
 
 export const schema = {
@@ -129,6 +139,26 @@ export const schema = {
   metrics: {
     enabled: key({ type: "bool", default: true, doc: "Serve Prometheus metrics at /metrics.", reloadable: true }),
     token: key({ type: "string", default: "", doc: "If set, /metrics requires the header Authorization: Bearer <token>.", reloadable: true }),
+  },
+  rate_limits: {
+    connections_per_minute: perMinute(120, "New websocket connections from one IP", RATE_NOTE),
+    connections_burst: burst(60, "new connections from one IP"),
+    events_per_minute: perMinute(600, "EVENTs from one IP"),
+    events_burst: burst(200, "EVENTs from one IP"),
+    reqs_per_minute: perMinute(1200, "REQs from one IP"),
+    reqs_burst: burst(400, "REQs from one IP"),
+    counts_per_minute: perMinute(600, "COUNTs (NIP-45) from one IP"),
+    counts_burst: burst(200, "COUNTs from one IP"),
+    neg_opens_per_minute: perMinute(120, "NEG-OPENs (NIP-77) from one IP"),
+    neg_opens_burst: burst(60, "NEG-OPENs from one IP"),
+    pubkey_events_per_minute: perMinute(300, "EVENTs from connections authenticated (NIP-42) as one pubkey, over all its IPs"),
+    pubkey_events_burst: burst(100, "EVENTs per authenticated pubkey"),
+    pubkey_reqs_per_minute: perMinute(1200, "REQs from connections authenticated as one pubkey"),
+    pubkey_reqs_burst: burst(400, "REQs per authenticated pubkey"),
+    pubkey_counts_per_minute: perMinute(600, "COUNTs from connections authenticated as one pubkey"),
+    pubkey_counts_burst: burst(200, "COUNTs per authenticated pubkey"),
+    pubkey_neg_opens_per_minute: perMinute(120, "NEG-OPENs from connections authenticated as one pubkey"),
+    pubkey_neg_opens_burst: burst(60, "NEG-OPENs per authenticated pubkey"),
   },
   mirror: {
     relays: key({ type: "string[]", default: [], pattern: /^wss?:\/\/\S+$/, patternDoc: "ws:// or wss:// URLs", doc: "Relays whose new events this relay subscribes to and stores as they arrive (as `bunstr stream` does, with the import's checks and signature verification), also sent to its own live subscribers. Reconnects with backoff after a drop. Empty = none.", reloadable: false }),

@@ -1,8 +1,9 @@
 // Plain HTTP on the relay path: NIP-11 for Accept: application/nostr+json (with CORS, also on
-// OPTIONS), a landing page for browsers.
-import type { Config } from "../config/schema.ts";
+// OPTIONS), a status page for browsers; the admin page beside it (adminPagePath).
 import { relayInfo } from "../nips/nip11.ts";
+import { adminPage } from "./admin-page.ts";
 import { landingPage } from "./landing.ts";
+import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "./status.ts";
 
 const CORS: Record<string, string> = {
   "Access-Control-Allow-Origin": "*",
@@ -12,13 +13,45 @@ const CORS: Record<string, string> = {
   Vary: "Accept",
 };
 
-export function httpResponse(req: Request, config: Config, version: string): Response {
+export function httpResponse(req: Request, src: StatusSource, version: string): Response | Promise<Response> {
   if (req.method === "OPTIONS") return new Response(null, { status: 204, headers: CORS });
   if (req.method !== "GET" && req.method !== "HEAD") return new Response("method not allowed", { status: 405, headers: CORS });
+  const config = src.config;
   const info = relayInfo(config, version);
   if ((req.headers.get("accept") ?? "").includes("application/nostr+json"))
     return new Response(JSON.stringify(info), { headers: { ...CORS, "Content-Type": "application/nostr+json" } });
+  return statusPage(req, src, info);
+}
+
+async function statusPage(req: Request, src: StatusSource, info: Record<string, unknown>): Promise<Response> {
   const url = new URL(req.url);
-  const wsUrl = config.info.relay_url || `${url.protocol === "https:" ? "wss" : "ws"}://${url.host}${url.pathname}`;
-  return new Response(landingPage(info, wsUrl), { headers: { ...CORS, "Content-Type": "text/html; charset=utf-8" } });
+  const wsUrl = src.config.info.relay_url || `${url.protocol === "https:" ? "wss" : "ws"}://${url.host}${url.pathname}`;
+  const html = landingPage({
+    info,
+    wsUrl,
+    uptime: formatUptime(Date.now() - src.startedAt),
+    eventsStored: await eventsStored(src.store),
+    connections: src.connections(),
+    policies: policiesInForce(src.config, src.admin),
+  });
+  // The numbers are live: a cached copy would show stale ones.
+  return new Response(html, { headers: { ...CORS, "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store" } });
+}
+
+/** The admin page's path: the relay path joined with "admin" ("/" -> "/admin", "/nostr" -> "/nostr/admin"). */
+export const adminPagePath = (relayPath: string): string => `${relayPath.replace(/\/+$/, "")}/admin`;
+
+const ADMIN_HEADERS = {
+  "Content-Type": "text/html; charset=utf-8",
+  // The page drives a signer: no framing (clickjacking), no referrer, no cache.
+  "Content-Security-Policy": "frame-ancestors 'none'",
+  "X-Frame-Options": "DENY",
+  "Referrer-Policy": "no-referrer",
+  "Cache-Control": "no-store",
+};
+
+/** GET on the admin page; its NIP-86 calls go to the relay path (admin-api.ts answers them). */
+export function adminPageResponse(req: Request, relayPath: string): Response {
+  if (req.method !== "GET" && req.method !== "HEAD") return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
+  return new Response(adminPage(relayPath), { headers: ADMIN_HEADERS });
 }

@@ -9,10 +9,12 @@
 // (measured at 100k events: 2.8 WAL pages per event in 1,000-event transactions, 0.7 in 10,000).
 import type { Config } from "../config/schema.ts";
 import { admitEvent } from "../policy/defaults.ts";
-import { kindLists, noAuthEvents, notExpired, pubkeyLists, sizeLimits, type Policy } from "../policy/rules.ts";
+import { adminBans, kindLists, noAuthEvents, notExpired, pubkeyLists, sizeLimits, type Policy } from "../policy/rules.ts";
 import { serializeEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
+import { adminViewOf } from "../relay/admin.ts";
 import { writeRules } from "../relay/context.ts";
+import { SqliteAdmin } from "../store/admin.ts";
 import type { Verifier } from "../relay/verify.ts";
 import { dataVersion, isBusy, tuneForBulkWrites, type Db } from "../store/maintenance.ts";
 import type { PendingWrite } from "../store/types.ts";
@@ -24,7 +26,8 @@ import { SqliteWriter } from "../store/write.ts";
  * the relay the file came from), the created_at window and proof of work (an archive is old by
  * nature) and whether a request to vanish names this relay (it named the relay it came from).
  */
-export const importPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, kindLists, pubkeyLists];
+/** An import keeps to the lists (config and admin bans), not to the rules of live publishing (time window, PoW, AUTH). */
+export const importPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists];
 
 export interface ImportCounts {
   /** Non-empty lines read. */
@@ -114,7 +117,8 @@ export async function importEvents(db: Db, input: AsyncIterable<Uint8Array>, opt
   const problem = (line: number, reason: string) => {
     if (s.problems.length < maxProblems) s.problems.push({ line, reason });
   };
-  const policyCtx = { config, now: nowSeconds(), authed: new Set<string>(), relayUrl: config.info.relay_url };
+  const admin = adminViewOf(new SqliteAdmin(db, writer).entries());
+  const policyCtx = { config, now: nowSeconds(), authed: new Set<string>(), relayUrl: config.info.relay_url, admin };
 
   let batch: Candidate[] = [];
   const inFlight: Promise<{ batch: Candidate[]; ok: boolean[] | undefined }>[] = [];

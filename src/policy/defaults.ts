@@ -1,8 +1,11 @@
 // The policy stack, in order: cheap checks first; the first refusal wins.
 import { hasValidId, validateEventShape, type NostrEvent } from "../protocol/event.ts";
 import { ProtocolError, refusalText, type Refusal } from "../protocol/reasons.ts";
+import { eventRate } from "./rate-limit.ts";
 import {
+  adminBans,
   authToWrite,
+  blockedIps,
   createdAtWindow,
   kindLists,
   noAuthEvents,
@@ -17,6 +20,8 @@ import {
 } from "./rules.ts";
 
 export const defaultPolicies: Policy[] = [
+  blockedIps,
+  eventRate, // a flood is charged before anything else is done for it
   authToWrite,
   noAuthEvents,
   sizeLimits,
@@ -24,6 +29,7 @@ export const defaultPolicies: Policy[] = [
   notExpired,
   proofOfWork,
   vanishForUs,
+  adminBans,
   kindLists,
   pubkeyLists,
   protectedEvents,

@@ -8,6 +8,7 @@ import { namesRelay, VANISH_KIND } from "../nips/nip62.ts";
 import { embedsProtected, isProtected } from "../nips/nip70.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
+import type { RateLimiter } from "./rate-limit.ts";
 
 export interface PolicyContext {
   config: Config;
@@ -16,6 +17,22 @@ export interface PolicyContext {
   authed: ReadonlySet<string>;
   /** This relay's URL as clients reach it (info.relay_url, else from the request). */
   relayUrl: string;
+  /** The client's IP; absent for events that come by import, sync or stream (never rate-limited). */
+  ip?: string;
+  /** The relay's rate limits ([rate_limits]); absent outside a running relay. */
+  rates?: RateLimiter;
+  /** NIP-86 admin state (bans, allow lists, kinds, blocked IPs); absent when there is none. */
+  admin?: AdminView;
+}
+
+/** What the policies read of the NIP-86 admin state (relay/admin.ts): keys are hex or IPs. */
+export interface AdminView {
+  readonly bannedPubkeys: ReadonlyMap<string, unknown>;
+  readonly allowedPubkeys: ReadonlyMap<string, unknown>;
+  readonly bannedEvents: ReadonlyMap<string, unknown>;
+  readonly blockedIps: ReadonlyMap<string, unknown>;
+  readonly allowedKinds: ReadonlySet<number>;
+  readonly disallowedKinds: ReadonlySet<number>;
 }
 
 export type Policy = (ctx: PolicyContext, e: NostrEvent) => Refusal | undefined;
@@ -83,18 +100,35 @@ export const vanishForUs: Policy = ({ config, relayUrl }, e) =>
   e.kind === VANISH_KIND && config.nips.nip62 && !namesRelay(e, relayUrl) ? refuse("invalid", "this request to vanish does not name this relay") : undefined;
 
 
-export const kindLists: Policy = ({ config }, e) => {
-  const a = config.authorization;
-  if (!listsApply(config, e)) return undefined;
-  if (setOf(a.kind_denylist).has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
-  if (a.kind_allowlist.length > 0 && !setOf(a.kind_allowlist).has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
+/** An address an admin blocked (NIP-86 blockip): its open connections were closed, this is for what was in flight. */
+export const blockedIps: Policy = ({ admin, ip }, _e) =>
+  ip !== undefined && admin?.blockedIps.has(ip) ? refuse("blocked", "your IP address is blocked on this relay") : undefined;
+
+/** NIP-86 banpubkey and banevent. */
+export const adminBans: Policy = ({ config, admin }, e) => {
+  if (!admin || !listsApply(config, e)) return undefined;
+  if (admin.bannedPubkeys.has(e.pubkey)) return refuse("blocked", "this pubkey is banned from this relay");
+  if (admin.bannedEvents.has(e.id)) return refuse("blocked", "this event is banned from this relay");
   return undefined;
 };
 
-export const pubkeyLists: Policy = ({ config }, e) => {
+/** Config kind lists and the admin's (NIP-86 allowkind/disallowkind): a denial wins; any allow list makes the relay allow-only. */
+export const kindLists: Policy = ({ config, admin }, e) => {
+  const a = config.authorization;
+  if (!listsApply(config, e)) return undefined;
+  if (setOf(a.kind_denylist).has(e.kind) || admin?.disallowedKinds.has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
+  const allowOnly = a.kind_allowlist.length > 0 || (admin?.allowedKinds.size ?? 0) > 0;
+  if (allowOnly && !setOf(a.kind_allowlist).has(e.kind) && !admin?.allowedKinds.has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
+  return undefined;
+};
+
+/** Config pubkey lists and the admin's allow list (NIP-86 allowpubkey): any allow list makes the relay allow-only. */
+export const pubkeyLists: Policy = ({ config, admin }, e) => {
   const a = config.authorization;
   if (!listsApply(config, e)) return undefined;
   if (setOf(a.pubkey_denylist).has(e.pubkey)) return refuse("blocked", "this pubkey may not publish here");
-  if (a.pubkey_allowlist.length > 0 && !setOf(a.pubkey_allowlist).has(e.pubkey)) return refuse("restricted", "this pubkey is not allowed to publish here");
+  const allowOnly = a.pubkey_allowlist.length > 0 || (admin?.allowedPubkeys.size ?? 0) > 0;
+  if (allowOnly && !setOf(a.pubkey_allowlist).has(e.pubkey) && !admin?.allowedPubkeys.has(e.pubkey))
+    return refuse("restricted", "this pubkey is not allowed to publish here");
   return undefined;
 };

@@ -2,13 +2,15 @@
 // derived views of config that several handlers need.
 import type { Config } from "../config/schema.ts";
 import { matchesSearch, searchTerms } from "../nips/nip50.ts";
-import { setOf, type Policy } from "../policy/rules.ts";
+import type { RateLimiter } from "../policy/rate-limit.ts";
+import { setOf, type Policy, type PolicyContext } from "../policy/rules.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { FilterLimits } from "../protocol/filter.ts";
 import type { Visibility } from "../store/query.ts";
 import type { WriterQueue } from "../store/queue.ts";
 import { QueryTimeoutError, ReaderBusyError, StoreClosedError } from "../store/readers.ts";
 import type { ReadContext, Store, WriteRules } from "../store/types.ts";
+import type { AdminState } from "./admin.ts";
 import type { Fanout } from "./fanout.ts";
 import type { Session } from "./session.ts";
 import type { Verifier } from "./verify.ts";
@@ -26,6 +28,10 @@ export interface RelayContext {
   authVerifier: Verifier;
   fanout: Fanout;
   policies: Policy[];
+  /** NIP-86 admin state: bans, allow lists, kinds, blocked IPs, relay info (relay/admin.ts). */
+  admin: AdminState;
+  /** [rate_limits] buckets per IP and per pubkey, for connections, EVENT, REQ, COUNT and NEG-OPEN. */
+  rates: RateLimiter;
   /** EVENTs anywhere in the pipeline; shutdown waits for them. */
   inflight: number;
   /** Refuse new work (set during shutdown). */
@@ -45,6 +51,17 @@ export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 
 /** This relay's URL as a client on this connection sees it (for NIP-42 and NIP-62). */
 export const relayUrlFor = (config: Config, s: Session): string => config.info.relay_url || `ws://${s.host}${config.network.path}`;
+
+/** What the policies see of an EVENT from this connection (or, without one, from a mirror). */
+export const policyContext = (ctx: RelayContext, s?: Session): PolicyContext => ({
+  config: ctx.config,
+  now: nowSeconds(),
+  authed: s?.authed ?? new Set<string>(),
+  relayUrl: s ? relayUrlFor(ctx.config, s) : ctx.config.info.relay_url,
+  ip: s?.ip,
+  rates: s ? ctx.rates : undefined,
+  admin: ctx.admin,
+});
 
 export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(config.authorization.restricted_read_kinds);
 

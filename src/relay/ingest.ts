@@ -7,7 +7,8 @@ import { isEphemeral } from "../protocol/kinds.ts";
 import { ProtocolError, refusalText } from "../protocol/reasons.ts";
 import { runPolicies } from "../policy/defaults.ts";
 import { askWritePolicy } from "./plugin.ts";
-import { MAX_VERIFY_BACKLOG, nowSeconds, relayUrlFor, type RelayContext } from "./context.ts";
+import { MAX_VERIFY_BACKLOG, policyContext, type RelayContext } from "./context.ts";
+import { countEventResult } from "./metrics.ts";
 import { okFrame, send, sendSoon, type Socket } from "./session.ts";
 
 /** The id to answer an unparseable event with: the claimed one if it is a string, else "". */
@@ -23,16 +24,20 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
     e = validateEventShape(raw);
   } catch (err) {
     if (!(err instanceof ProtocolError)) throw err;
+    countEventResult(undefined, false, err.text);
     return send(ws, okFrame(claimedId(raw), false, err.text));
   }
   // OKs of one committed batch leave in one write per socket (sendSoon corks them).
-  const ok = (accepted: boolean, message: string) => sendSoon(ws, okFrame(e.id, accepted, message));
+  const ok = (accepted: boolean, message: string) => {
+    countEventResult(e.kind, accepted, message);
+    sendSoon(ws, okFrame(e.id, accepted, message));
+  };
 
   if (ctx.closing) return ok(false, "error: relay is shutting down");
   if (s.inflight >= ctx.config.limits.max_pending_events) return ok(false, "rate-limited: too many events in flight on this connection");
   if (ctx.verifier.depth >= MAX_VERIFY_BACKLOG) return ok(false, "rate-limited: relay is overloaded, try again shortly");
 
-  const refusal = runPolicies(ctx.policies, { config: ctx.config, now: nowSeconds(), authed: s.authed, relayUrl: relayUrlFor(ctx.config, s) }, e);
+  const refusal = runPolicies(ctx.policies, policyContext(ctx, s), e);
   if (refusal) return ok(false, refusalText(refusal));
 
   // The id before the duplicate check, so nobody learns which ids are stored without the event.

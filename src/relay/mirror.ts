@@ -9,7 +9,7 @@ import { admitEvent } from "../policy/defaults.ts";
 import { importPolicies } from "../ops/import.ts";
 import { followRelay, type Ingest, type Streamer } from "../ops/stream.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
-import { nowSeconds, type RelayContext } from "./context.ts";
+import { policyContext, type RelayContext } from "./context.ts";
 
 export interface Mirrors {
   stop(): void;
@@ -38,7 +38,7 @@ export function startMirrors(ctx: RelayContext): Mirrors {
 function ingestInto(ctx: RelayContext): Ingest {
   return async (events) => {
     const r = { lines: 0, accepted: 0, duplicate: 0, older: 0, deleted: 0, refused: 0, ephemeral: 0, badJson: 0, badEvent: 0, badId: 0, badSig: 0, problems: [] as { reason: string }[] };
-    const policyCtx = { config: ctx.config, now: nowSeconds(), authed: new Set<string>(), relayUrl: ctx.config.info.relay_url };
+    const policyCtx = policyContext(ctx);
     await Promise.all(
       events.map(async (raw: NostrEvent) => {
         r.lines++;

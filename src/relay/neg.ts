@@ -31,7 +31,7 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   if (!isHex(message)) return fail(ws, subId, "invalid: the initial message must be hex");
   if (s.neg.size >= ctx.config.limits.max_subscriptions)
     return fail(ws, subId, `rate-limited: too many open negentropy sessions (max ${ctx.config.limits.max_subscriptions})`);
-  const filters = admitFilters(ctx, s, [rawFilter]);
+  const filters = admitFilters(ctx, s, "neg_opens", [rawFilter]);
   if (typeof filters === "string") return fail(ws, subId, filters);
 
   const budget = queryBudget(ctx, s);

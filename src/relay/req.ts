@@ -2,15 +2,20 @@
 // subscription's group topic, each event once.
 import { hllOffset } from "../nips/nip45.ts";
 import { compileFilter, type CompiledFilter } from "../protocol/filter.ts";
+import { chargeRate, rateLimitMessage } from "../policy/rate-limit.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
 import { canRead, filterLimits, nowSeconds, OVER_BUDGET, queryBudget, readFailure, restrictedKinds, visibilityFor, type RelayContext } from "./context.ts";
+import { relayMessages } from "./metrics.ts";
 import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
 
 /**
- * Compiles a REQ / COUNT / NEG-OPEN's filters and applies the read-side auth rules.
- * Returns the filters, or the refusal text (for CLOSED or NEG-ERR).
+ * Charges a REQ / COUNT / NEG-OPEN to the rate limits, compiles its filters and applies the
+ * read-side auth rules. Returns the filters, or the refusal text (for CLOSED or NEG-ERR).
  */
-export function admitFilters(ctx: RelayContext, s: Session, rawFilters: unknown[]): CompiledFilter[] | string {
+export function admitFilters(ctx: RelayContext, s: Session, verb: "reqs" | "counts" | "neg_opens", rawFilters: unknown[]): CompiledFilter[] | string {
+  // First: the cheapest check, and a flood of refused requests must still be charged.
+  const wait = chargeRate(ctx.config, ctx.rates, verb, s);
+  if (wait > 0) return `rate-limited: ${rateLimitMessage(verb, wait)}`;
   if (ctx.config.options.auth === "always" && s.authed.size === 0) return "auth-required: this relay requires authentication";
   let filters: CompiledFilter[];
   try {
@@ -27,8 +32,8 @@ export function admitFilters(ctx: RelayContext, s: Session, rawFilters: unknown[
   return filters;
 }
 
-function admit(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): CompiledFilter[] | undefined {
-  const filters = admitFilters(ctx, ws.data, rawFilters);
+function admit(ctx: RelayContext, ws: Socket, verb: "reqs" | "counts", subId: string, rawFilters: unknown[]): CompiledFilter[] | undefined {
+  const filters = admitFilters(ctx, ws.data, verb, rawFilters);
   if (typeof filters !== "string") return filters;
   send(ws, closedFrame(subId, filters));
   return undefined;
@@ -37,7 +42,7 @@ function admit(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown
 export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): Promise<void> {
   const s = ws.data;
   const { limits } = ctx.config;
-  const filters = admit(ctx, ws, subId, rawFilters);
+  const filters = admit(ctx, ws, "reqs", subId, rawFilters);
   if (!filters) return;
   // A REQ with a known id replaces that subscription (NIP-01).
   if (!closeSubscription(ctx, ws, subId) && s.subs.size >= limits.max_subscriptions)
@@ -80,8 +85,15 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     for (const json of stored) ws.send(`${prefix}${json}]`);
     const { events, complete } = ctx.fanout.recent(fanoutSeq, filters);
     if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
-    for (const r of events) if (canRead(ctx.config, s, r.event)) ws.send(`${prefix}${r.json}]`);
+    let caughtUp = 0;
+    for (const r of events) {
+      if (!canRead(ctx.config, s, r.event)) continue;
+      ws.send(`${prefix}${r.json}]`);
+      caughtUp++;
+    }
     ws.send(`["EOSE",${JSON.stringify(subId)}]`);
+    relayMessages.EVENT += stored.length + caughtUp;
+    relayMessages.EOSE++;
     sub.group = ctx.fanout.join(ws, subId, filters);
   });
 }
@@ -89,7 +101,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
 /** NIP-45: `["COUNT", id, {"count": n}]`, with `hll` for a single filter with a tag condition. */
 export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): Promise<void> {
   if (!ctx.config.nips.nip45) return send(ws, closedFrame(subId, "error: COUNT is not supported by this relay"));
-  const filters = admit(ctx, ws, subId, rawFilters);
+  const filters = admit(ctx, ws, "counts", subId, rawFilters);
   if (!filters) return;
   const live = filters.filter((f) => !f.neverMatch).map((f) => f.source);
   const offset = filters.length === 1 ? hllOffset(filters[0]!.source) : undefined;

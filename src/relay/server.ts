@@ -2,17 +2,22 @@
 import type { Server, WebSocketHandler } from "bun";
 import { ConfigError } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
-import { httpResponse } from "../http/routes.ts";
+import { adminPagePath, adminPageResponse, httpResponse } from "../http/routes.ts";
+import { metricsResponse, wantsMetrics } from "../http/metrics.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
+import { chargeRate, RateLimiter } from "../policy/rate-limit.ts";
 import { parseClientMessage, SubscriptionError } from "../protocol/messages.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
 import { WriterQueue } from "../store/queue.ts";
 import type { Store } from "../store/types.ts";
 import { VERSION } from "../version.ts";
+import { handleAdminRequest, isAdminRequest } from "../http/admin-api.ts";
+import { AdminState } from "./admin.ts";
 import { handleAuth } from "./auth.ts";
 import { canRead, nowSeconds, restrictedKinds, writeRules, type RelayContext } from "./context.ts";
 import { Fanout } from "./fanout.ts";
 import { startMirrors } from "./mirror.ts";
+import { clientMessages, countEventResult, metricsRenderer, observeWriterBatch } from "./metrics.ts";
 import { handleEvent } from "./ingest.ts";
 import { handleNegClose, handleNegMsg, handleNegOpen } from "./neg.ts";
 import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
@@ -89,6 +94,18 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     fanout,
     writer: new WriterQueue(store, (w) => fanout.broadcast(w.event, w.json), () => writeRules(config)),
     policies: defaultPolicies,
+    admin: new AdminState(store, config, {
+      disconnectIp(ip) {
+        let n = 0;
+        for (const ws of sockets)
+          if (ws.data.ip === ip) {
+            n++;
+            ws.close(1008, "blocked");
+          }
+        return n;
+      },
+    }),
+    rates: new RateLimiter(),
     inflight: 0,
     closing: false,
     readCostEstimate: 5,
@@ -98,6 +115,16 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
   // [mirror] relays: their new events stored and fanned out as if published here. Their
   // connections open asynchronously, after the listener below exists.
   const mirrors = startMirrors(ctx);
+  // Resolves before the first connection is served (SQLite answers synchronously).
+  ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
+  ctx.writer.onBatch = observeWriterBatch;
+  const renderMetrics = metricsRenderer(ctx, {
+    subscriptions: () => {
+      let n = 0;
+      for (const ws of sockets) n += ws.data.subs.size;
+      return n;
+    },
+  });
   // Not reloadable: read once.
   const path = config.network.path;
   let closing: (typeof CLOSING)[Shutdown] = CLOSING.stop;
@@ -113,13 +140,17 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
   let sweeper = setInterval(sweep, sweepSeconds * 1000);
   sweeper.unref();
 
-  const fetch = (req: Request, srv: Server<Session>): Response | undefined => {
+  const fetch = (req: Request, srv: Server<Session>): Response | Promise<Response> | undefined => {
     // Without a Host header (HTTP/1.0) Bun cannot build the URL: read the path from the request line.
     if (!URL.canParse(req.url)) return new Response("bad request", { status: 400 });
     const url = new URL(req.url);
+    if (wantsMetrics(req, url.pathname, path, config)) return metricsResponse(req, config, renderMetrics);
+    if (url.pathname === adminPagePath(path)) return adminPageResponse(req, path);
     if (url.pathname !== path) return new Response("not found", { status: 404 });
-    if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, config, VERSION);
+    if (isAdminRequest(req)) return handleAdminRequest(req, ctx);
+    if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, ctx, VERSION);
     const ip = clientIp(req, srv, config);
+    if (ctx.admin.blockedIps.has(ip)) return new Response("this address is blocked", { status: 403 });
     // While closing, a connection accepted before the listener closed is still upgraded, then
     // told to reconnect (in open): a close code clients act on rather than a failed connect.
     if (!ctx.closing) {
@@ -127,6 +158,10 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
         return new Response("too many connections", { status: 503 });
       if ((perIp.get(ip) ?? 0) >= config.limits.max_connections_per_ip)
         return new Response("too many connections from this address", { status: 429 });
+      // Before AUTH nobody is known, so new connections are limited per IP only.
+      const wait = chargeRate(config, ctx.rates, "connections", { ip });
+      if (wait > 0)
+        return new Response("rate-limited: too many new connections from this address", { status: 429, headers: { "Retry-After": String(Math.ceil(wait / 1000)) } });
     }
     if (srv.upgrade(req, { data: newSession(ip, req.headers.get("host") ?? "") })) {
       perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
@@ -185,6 +220,8 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     ctx,
     reconfigure() {
       if (ctx.closing) return;
+      // A reload wrote the file's relay name back; an admin's change (NIP-86) stays in force.
+      ctx.admin.overlayInfo();
       const limits = socketLimits(config);
       // Bun applies reloaded websocket options to open connections as well as new ones.
       if ((Object.keys(limits) as (keyof typeof limits)[]).some((k) => limits[k] !== websocket[k])) {
@@ -246,17 +283,25 @@ export function clientIp(req: Request, srv: Server<Session>, config: Config): st
 }
 
 function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): void {
-  if (typeof message !== "string") return send(ws, noticeFrame("invalid: binary frames are not supported, send JSON text"));
+  if (typeof message !== "string") {
+    clientMessages.invalid++;
+    return send(ws, noticeFrame("invalid: binary frames are not supported, send JSON text"));
+  }
   const max = ctx.config.limits.max_message_bytes;
-  if (message.length > max / 3 && (message.length > max || Buffer.byteLength(message) > max)) return answerOversize(ws, message, max);
+  if (message.length > max / 3 && (message.length > max || Buffer.byteLength(message) > max)) {
+    clientMessages.invalid++;
+    return answerOversize(ws, message, max);
+  }
   let msg;
   try {
     msg = parseClientMessage(message, { maxSubIdLength: ctx.config.limits.max_subid_length, maxFilters: ctx.config.limits.max_filters });
   } catch (err) {
+    clientMessages.invalid++;
     if (err instanceof SubscriptionError) return send(ws, closedFrame(err.subId, err.text));
     if (err instanceof ProtocolError) return send(ws, noticeFrame(err.text));
     throw err;
   }
+  clientMessages[msg.type]++;
   const fail = (err: unknown) => console.error(`${msg.type} handler failed:`, err);
   switch (msg.type) {
     case "EVENT":
@@ -295,6 +340,7 @@ function answerOversize(ws: Socket, message: string, max: number): void {
   if (/^\s*\[\s*"EVENT"/.test(head)) {
     // Inside a JSON string a quote is escaped, so this only matches an object key.
     const id = /"id"\s*:\s*"([0-9a-f]{64})"/.exec(message)?.[1] ?? "";
+    countEventResult(undefined, false, text);
     return send(ws, okFrame(id, false, text));
   }
   const sub = /^\s*\[\s*"(REQ|COUNT|NEG-OPEN|NEG-MSG)"\s*,\s*("(?:[^"\\]|\\.){1,384}")/.exec(head);

@@ -2,6 +2,7 @@
 import type { ServerWebSocket } from "bun";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import type { Group } from "./fanout.ts";
+import { relayMessages } from "./metrics.ts";
 import type { NegSession } from "./neg.ts";
 
 export interface Subscription {
@@ -78,6 +79,7 @@ export function sendSoon(ws: Socket, frame: string): void {
   }
 }
 
-export const okFrame = (id: string, ok: boolean, message: string): string => `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`;
-export const closedFrame = (subId: string, message: string): string => `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`;
-export const noticeFrame = (message: string): string => `["NOTICE",${JSON.stringify(message)}]`;
+// Every OK, CLOSED and NOTICE is built here right before it is sent: the one place to count them.
+export const okFrame = (id: string, ok: boolean, message: string): string => (relayMessages.OK++, `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`);
+export const closedFrame = (subId: string, message: string): string => (relayMessages.CLOSED++, `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`);
+export const noticeFrame = (message: string): string => (relayMessages.NOTICE++, `["NOTICE",${JSON.stringify(message)}]`);

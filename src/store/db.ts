@@ -56,6 +56,20 @@ const migrations: string[] = [
   // 3: no index of tags by seq (~360 bytes per event and a b-tree insert per tag): deletes and
   // tag checks go through the primary key with the event's created_at and seq.
   `DROP INDEX IF EXISTS tags_seq;`,
+  // 4: NIP-86 admin state (bans, allow lists, kinds, blocked IPs, relay info, roles) in one
+  // keyed table, NIP-98 tokens already used (replay protection) and the log of admin calls.
+  `CREATE TABLE admin_entries (
+     list  TEXT    NOT NULL,           -- e.g. banned_pubkeys, allowed_kinds, blocked_ips, info
+     key   TEXT    NOT NULL,           -- pubkey, event id, kind, IP, info field, role id
+     value TEXT    NOT NULL,           -- the reason, or the new value
+     at    INTEGER NOT NULL,
+     PRIMARY KEY (list, key)
+   ) WITHOUT ROWID;
+   CREATE TABLE admin_tokens (id TEXT PRIMARY KEY, expires INTEGER NOT NULL) WITHOUT ROWID;
+   CREATE TABLE admin_log (
+     seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, pubkey TEXT NOT NULL,
+     method TEXT NOT NULL, params TEXT NOT NULL, result TEXT NOT NULL
+   );`,
 ];
 
 export function openDatabase(opts: DbOptions): Database {

@@ -11,6 +11,8 @@ export class WriterQueue {
   private queue: Queued[] = [];
   private scheduled = false;
   private flushing: Promise<void> = Promise.resolve();
+  /** Told each committed batch's size and write+commit time (metrics); set by the relay. */
+  onBatch?: (size: number, seconds: number) => void;
 
   constructor(
     private readonly store: Store,
@@ -46,8 +48,10 @@ export class WriterQueue {
     while (this.queue.length > 0) {
       const batch = this.queue.splice(0, this.maxBatch);
       let outcomes: WriteOutcome[];
+      const started = performance.now();
       try {
         outcomes = await this.store.writeBatch(batch, this.rules());
+        this.onBatch?.(batch.length, (performance.now() - started) / 1000);
       } catch (e) {
         const err = e instanceof Error ? e : new Error(String(e));
         for (const q of batch) q.reject(err);

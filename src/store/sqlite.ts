@@ -1,6 +1,7 @@
 // The SQLite store: one writer connection on the main thread, reads (REQ, COUNT, NEG-OPEN) in
 // reader workers (or inline for an in-memory database, which other threads cannot open).
 import type { Database } from "bun:sqlite";
+import { SqliteAdmin } from "./admin.ts";
 import { openDatabase } from "./db.ts";
 import { runCount, runNegItems, runQuery, StatementCache, type CountJob, type NegItems, type NegJob, type QueryJob } from "./query.ts";
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
@@ -21,6 +22,7 @@ export type ReadOp = { n: number } & ({ op: "query"; job: QueryJob } | { op: "co
 
 export class SqliteStore implements Store {
   readonly db: Database;
+  readonly admin: SqliteAdmin;
   private readonly writer: SqliteWriter;
   private readonly readers?: ReaderPool;
   private readonly inline?: StatementCache;
@@ -31,6 +33,7 @@ export class SqliteStore implements Store {
   constructor(opts: SqliteStoreOptions) {
     this.db = openDatabase({ path: opts.path, synchronous: opts.synchronous });
     this.writer = new SqliteWriter(this.db);
+    this.admin = new SqliteAdmin(this.db, this.writer);
     this.dataVersion = this.db.prepare("PRAGMA data_version");
     this.maxSeq = this.db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");
     if (opts.path === ":memory:") {

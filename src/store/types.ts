@@ -16,7 +16,41 @@ export type WriteOutcome =
   | { stored: false; duplicate: true }
   | { stored: false; duplicate: false; reason: string };
 
+/** One row of admin state: which list, the key in it, the reason or value, when (seconds). */
+export interface AdminEntry {
+  list: string;
+  key: string;
+  value: string;
+  at: number;
+}
+
+export interface AdminLogEntry {
+  at: number;
+  pubkey: string;
+  method: string;
+  /** JSON of the params. */
+  params: string;
+  /** "ok", or the error text. */
+  result: string;
+}
+
+/** Where NIP-86 admin state lives: the same database as the events. */
+export interface AdminStore {
+  entries(): AdminEntry[] | Promise<AdminEntry[]>;
+  put(e: AdminEntry): void | Promise<void>;
+  remove(list: string, key: string): void | Promise<void>;
+  /** Records a NIP-98 token id until `expires`; false if it was used before (a replay). */
+  useToken(id: string, expires: number, now: number): boolean | Promise<boolean>;
+  log(e: AdminLogEntry): void | Promise<void>;
+  recentLog(limit: number): AdminLogEntry[] | Promise<AdminLogEntry[]>;
+  /** Deletes a stored event (banevent); false if it was not stored. */
+  deleteEvent(id: string): boolean | Promise<boolean>;
+  /** Deletes every stored event of an author (banpubkey); how many. */
+  deleteAuthor(pubkey: string): number | Promise<number>;
+}
+
 export interface Store {
+  readonly admin: AdminStore;
   /** Is an event with this id stored? */
   has(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */

@@ -67,6 +67,8 @@ export class SqliteWriter {
       vanish: q("INSERT INTO vanished (pubkey, until) VALUES (unhex(?), ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)"),
       authoredUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND created_at <= ? AND seq <> ?"),
       wrapsFor: q("SELECT seq FROM tags WHERE name = 'p' AND value = ? AND kind = 1059"),
+      // NIP-86
+      authored: q("SELECT seq FROM events WHERE pubkey = unhex(?)"),
       // NIP-40
       expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? LIMIT ?"),
     };
@@ -110,6 +112,24 @@ export class SqliteWriter {
     // IMMEDIATE, as writeBatchImmediate: another process may be writing to the same file.
     return this.db.transaction(() => {
       const rows = this.st.expired!.all(now, max) as { seq: number }[];
+      for (const r of rows) this.remove(r.seq);
+      return rows.length;
+    }).immediate();
+  }
+
+  /** NIP-86 banevent: deletes the event with this id; false if it was not stored. */
+  removeById(id: string): boolean {
+    return this.db.transaction(() => {
+      const target = this.st.eventById!.get(id) as { seq: number } | null;
+      if (target) this.remove(target.seq);
+      return target !== null;
+    }).immediate();
+  }
+
+  /** NIP-86 banpubkey: deletes every event of this author; returns how many. */
+  removeByAuthor(pubkey: string): number {
+    return this.db.transaction(() => {
+      const rows = this.st.authored!.all(pubkey) as { seq: number }[];
       for (const r of rows) this.remove(r.seq);
       return rows.length;
     }).immediate();

@@ -1,0 +1,85 @@
+// NIP-86 over HTTP: POST on the relay URL with Content-Type application/nostr+json+rpc,
+// authorized by a NIP-98 token of an [admin] pubkey. The order: body (bounded) -> token shape ->
+// NIP-98 checks (kind, time, u, method, payload hash) -> id -> signature -> admin? -> not a
+// replay -> call -> log. Any failure of authorization is 401 with WWW-Authenticate: Nostr.
+import { parseAdminCall, RPC_CONTENT_TYPE } from "../nips/nip86.ts";
+import { checkHttpAuth, parseAuthorization, relayUrlForms } from "../nips/nip98.ts";
+import { hasValidId } from "../protocol/event.ts";
+import { AdminError } from "../relay/admin.ts";
+import { nowSeconds, type RelayContext } from "../relay/context.ts";
+
+/** Admin calls are small; a larger body is refused before it is read further. */
+const MAX_BODY = 64 * 1024;
+
+const json = (body: unknown, status = 200, headers: Record<string, string> = {}) =>
+  new Response(JSON.stringify(body), { status, headers: { "Content-Type": RPC_CONTENT_TYPE, "Access-Control-Allow-Origin": "*", ...headers } });
+
+const unauthorized = (why: string) => json({ error: `unauthorized: ${why}` }, 401, { "WWW-Authenticate": "Nostr" });
+
+export const isAdminRequest = (req: Request): boolean =>
+  req.method === "POST" && (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase() === RPC_CONTENT_TYPE;
+
+/**
+ * The URLs a token's `u` may name: the configured public URL (info.relay_url) in its ws and
+ * http spellings; without one, this request's URL by its Host header, over http or https (a TLS
+ * proxy in front), in both spellings too.
+ */
+function acceptedUrls(ctx: RelayContext, url: URL): string[] {
+  if (ctx.config.info.relay_url) {
+    const configured = new URL(ctx.config.info.relay_url);
+    return relayUrlForms(`${configured.protocol}//${configured.host}${configured.pathname}${url.search}`);
+  }
+  const tail = `//${url.host}${url.pathname}${url.search}`;
+  return [...relayUrlForms(`http:${tail}`), ...relayUrlForms(`https:${tail}`)];
+}
+
+async function readBody(req: Request): Promise<Uint8Array | undefined> {
+  if (Number(req.headers.get("content-length") ?? 0) > MAX_BODY) return undefined;
+  const body = new Uint8Array(await req.arrayBuffer());
+  return body.length > MAX_BODY ? undefined : body;
+}
+
+export async function handleAdminRequest(req: Request, ctx: RelayContext): Promise<Response> {
+  const url = new URL(req.url);
+  const body = await readBody(req);
+  if (!body) return json({ error: `request body is larger than ${MAX_BODY} bytes` }, 413);
+  const token = parseAuthorization(req.headers.get("authorization"));
+  if (typeof token === "string") return unauthorized(token);
+  const now = nowSeconds();
+  const window = ctx.config.admin.auth_window_seconds;
+  const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+  const wrong = checkHttpAuth(token, { method: req.method, urls: acceptedUrls(ctx, url), now, windowSeconds: window, payload });
+  if (wrong) return unauthorized(wrong);
+  if (!hasValidId(token)) return unauthorized("auth event id does not match the event");
+  if (!(await ctx.authVerifier.verify(token))) return unauthorized("auth event signature is invalid");
+  if (!ctx.config.admin.pubkeys.includes(token.pubkey)) {
+    console.warn(`admin: refused ${token.pubkey}: not in [admin] pubkeys`);
+    return unauthorized("this pubkey is not an admin of this relay");
+  }
+  // Once only: the id is kept until the token could no longer pass the time check anyway.
+  if (!(await ctx.store.admin.useToken(token.id, token.created_at + window, now))) return unauthorized("this auth event was already used");
+
+  const call = parseAdminCall(new TextDecoder().decode(body));
+  if ("error" in call) return logged(ctx, token.pubkey, "?", [], json({ error: call.error }, 400), call.error);
+  const params = Object.fromEntries(Object.entries(call).filter(([k]) => k !== "method"));
+  try {
+    const result = await ctx.admin.apply(call);
+    return logged(ctx, token.pubkey, call.method, params, json({ result }), "ok");
+  } catch (err) {
+    if (!(err instanceof AdminError)) console.error(`admin ${call.method} failed:`, err);
+    const error = err instanceof AdminError ? err.message : `${call.method} failed`;
+    return logged(ctx, token.pubkey, call.method, params, json({ error }, err instanceof AdminError ? 400 : 500), error);
+  }
+}
+
+/** Each call is logged (stdout and the admin_log table) with who, what and how it ended. */
+async function logged(ctx: RelayContext, pubkey: string, method: string, params: unknown, res: Response, result: string): Promise<Response> {
+  const p = JSON.stringify(params);
+  console.log(`admin: ${pubkey} ${method} ${p} -> ${result}`);
+  try {
+    await ctx.store.admin.log({ at: nowSeconds(), pubkey, method, params: p, result });
+  } catch (err) {
+    console.error("admin log write failed:", err);
+  }
+  return res;
+}

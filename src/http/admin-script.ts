@@ -1,0 +1,253 @@
+// The admin page's browser script, as text (the page is served from the single binary). Plain
+// ES2020 for any current browser, in one function scope (a global named like window.nostr would
+// replace the extension's); it expects RELAY_PATH defined before it. No template
+// literals inside: this file is one String.raw template.
+export const ADMIN_SCRIPT = String.raw`(() => {
+"use strict";
+const $ = (id) => document.getElementById(id);
+const result = $("result");
+let seq = 0;
+
+function show(state, text) {
+  result.dataset.state = state;
+  result.dataset.seq = String(++seq);
+  result.textContent = text;
+}
+
+// ---- NIP-19: a tiny bech32 decoder (npub / note), checksum verified -------------------------
+const CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l";
+const GENERATOR = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3];
+
+function polymod(values) {
+  let chk = 1;
+  for (const v of values) {
+    const top = chk >>> 25;
+    chk = ((chk & 0x1ffffff) << 5) ^ v;
+    for (let i = 0; i < 5; i++) if ((top >>> i) & 1) chk ^= GENERATOR[i];
+  }
+  return chk;
+}
+
+function bech32Decode(text) {
+  if (text !== text.toLowerCase() && text !== text.toUpperCase()) throw new Error("mixed case");
+  const s = text.toLowerCase();
+  const sep = s.lastIndexOf("1");
+  if (sep < 1 || sep + 7 > s.length) throw new Error("no separator");
+  const hrp = s.slice(0, sep);
+  const data = [];
+  for (const ch of s.slice(sep + 1)) {
+    const d = CHARSET.indexOf(ch);
+    if (d < 0) throw new Error("invalid character " + ch);
+    data.push(d);
+  }
+  const expanded = [];
+  for (const ch of hrp) expanded.push(ch.charCodeAt(0) >>> 5);
+  expanded.push(0);
+  for (const ch of hrp) expanded.push(ch.charCodeAt(0) & 31);
+  if (polymod(expanded.concat(data)) !== 1) throw new Error("bad checksum");
+  // 5-bit words -> bytes; leftover bits must be zero padding.
+  let acc = 0, bits = 0;
+  const bytes = [];
+  for (const w of data.slice(0, -6)) {
+    acc = (acc << 5) | w;
+    bits += 5;
+    while (bits >= 8) {
+      bits -= 8;
+      bytes.push((acc >>> bits) & 255);
+    }
+    acc &= (1 << bits) - 1;
+  }
+  if (bits >= 5 || acc !== 0) throw new Error("bad padding");
+  return { hrp, bytes };
+}
+
+const toHex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+
+/** 64 hex characters, or a bech32 string with this prefix (npub, note), as lowercase hex. */
+function hex32(field, prefix) {
+  const v = $(field).value.trim();
+  if (/^[0-9a-fA-F]{64}$/.test(v)) return v.toLowerCase();
+  if (v.toLowerCase().startsWith(prefix + "1")) {
+    let decoded;
+    try {
+      decoded = bech32Decode(v);
+    } catch (err) {
+      throw new Error("not a valid " + prefix + ": " + err.message);
+    }
+    if (decoded.hrp !== prefix || decoded.bytes.length !== 32) throw new Error("not a valid " + prefix);
+    return toHex(decoded.bytes);
+  }
+  throw new Error("enter 64 hex characters or " + prefix + "1…");
+}
+
+const text = (field) => $(field).value.trim();
+
+function required(field, what) {
+  const v = text(field);
+  if (!v) throw new Error("enter " + what);
+  return v;
+}
+
+function kind() {
+  const v = text("kind-input");
+  if (!/^[0-9]+$/.test(v) || !Number.isSafeInteger(Number(v))) throw new Error("enter a kind number");
+  return Number(v);
+}
+
+// ---- NIP-07 signer and NIP-98 authorization -------------------------------------------------
+let signerPubkey;
+
+function extension() {
+  if (!window.nostr) throw new Error("no NIP-07 signer found: install or unlock a Nostr browser extension (nos2x, Alby, …)");
+  return window.nostr;
+}
+
+async function connectSigner() {
+  signerPubkey = await extension().getPublicKey();
+  $("signer-pubkey").textContent = signerPubkey;
+  return signerPubkey;
+}
+
+async function sha256Hex(bytes) {
+  return toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)));
+}
+
+/** base64 of UTF-8 (btoa alone only takes Latin-1). */
+function base64(textValue) {
+  let binary = "";
+  for (const b of new TextEncoder().encode(textValue)) binary += String.fromCharCode(b);
+  return btoa(binary);
+}
+
+/** One NIP-86 call: resolves with its result, throws with the relay's error text. */
+async function rpc(method, params) {
+  if (!signerPubkey) await connectSigner();
+  const body = JSON.stringify({ method, params });
+  const bodyBytes = new TextEncoder().encode(body);
+  const unsigned = {
+    kind: 27235,
+    created_at: Math.floor(Date.now() / 1000),
+    tags: [["u", location.origin + RELAY_PATH], ["method", "POST"], ["payload", await sha256Hex(bodyBytes)]],
+    content: "",
+  };
+  const signed = await extension().signEvent(unsigned);
+  if (!signed || typeof signed.sig !== "string") throw new Error("the signer did not sign the request");
+  const res = await fetch(RELAY_PATH, {
+    method: "POST",
+    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: "Nostr " + base64(JSON.stringify(signed)) },
+    body: bodyBytes,
+  });
+  const raw = await res.text();
+  let data;
+  try {
+    data = JSON.parse(raw);
+  } catch {}
+  const error = data && typeof data.error === "string" && data.error ? data.error : undefined;
+  if (!res.ok || error || !data) throw new Error("HTTP " + res.status + ": " + (error || raw || res.statusText));
+  return data.result;
+}
+
+// ---- the page's actions ---------------------------------------------------------------------
+function describe(v) {
+  if (Array.isArray(v)) return v.length + (v.length === 1 ? " item" : " items");
+  if (v === true) return "ok";
+  return JSON.stringify(v);
+}
+
+function entryText(item) {
+  if (typeof item !== "object" || item === null) return String(item);
+  const main = item.pubkey || item.id || item.ip || JSON.stringify(item);
+  return item.reason ? main + " (" + item.reason + ")" : main;
+}
+
+function renderList(listId, items, withButtons) {
+  const ul = $(listId);
+  ul.replaceChildren();
+  for (const item of Array.isArray(items) ? items : []) {
+    const li = document.createElement("li");
+    li.textContent = entryText(item) + " ";
+    if (withButtons && item && item.id) {
+      for (const [method, label] of [["allowevent", "Allow"], ["banevent", "Ban"]]) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = label;
+        b.dataset.method = method;
+        b.dataset.id = item.id;
+        b.addEventListener("click", () => run(method, () => [item.id], () => li.remove()));
+        li.append(b);
+      }
+    }
+    ul.append(li);
+  }
+}
+
+async function run(method, params, after) {
+  let args;
+  try {
+    args = params();
+  } catch (err) {
+    return show("error", method + ": " + err.message);
+  }
+  show("pending", method + "…");
+  try {
+    const value = await rpc(method, args);
+    if (after) after(value);
+    show("ok", method + ": " + describe(value));
+  } catch (err) {
+    show("error", method + " failed: " + (err && err.message ? err.message : String(err)));
+  }
+}
+
+const pubkeyArgs = () => [hex32("pubkey-input", "npub"), text("pubkey-reason")];
+const eventArgs = () => [hex32("event-input", "note"), text("event-reason")];
+const list = (id, buttons) => (items) => renderList(id, items, buttons);
+
+/** Button id -> [NIP-86 method, params, what to do with the result]. */
+const ACTIONS = {
+  "ban-pubkey": ["banpubkey", pubkeyArgs],
+  "unban-pubkey": ["unbanpubkey", pubkeyArgs],
+  "allow-pubkey": ["allowpubkey", pubkeyArgs],
+  "unallow-pubkey": ["unallowpubkey", pubkeyArgs],
+  "list-banned-pubkeys": ["listbannedpubkeys", () => [], list("banned-pubkeys")],
+  "list-allowed-pubkeys": ["listallowedpubkeys", () => [], list("allowed-pubkeys")],
+  "ban-event": ["banevent", eventArgs],
+  "allow-event": ["allowevent", eventArgs],
+  "list-banned-events": ["listbannedevents", () => [], list("banned-events")],
+  "list-moderation": ["listeventsneedingmoderation", () => [], list("moderation-events", true)],
+  "change-name": ["changerelayname", () => [required("name-input", "a name")]],
+  "change-description": ["changerelaydescription", () => [text("description-input")]],
+  "change-icon": ["changerelayicon", () => [text("icon-input")]],
+  "allow-kind": ["allowkind", () => [kind()]],
+  "disallow-kind": ["disallowkind", () => [kind()]],
+  "list-allowed-kinds": ["listallowedkinds", () => [], list("allowed-kinds")],
+  "block-ip": ["blockip", () => [required("ip-input", "an IP address"), text("ip-reason")]],
+  "unblock-ip": ["unblockip", () => [required("ip-input", "an IP address")]],
+  "list-blocked-ips": ["listblockedips", () => [], list("blocked-ips")],
+};
+
+for (const [id, [method, params, after]] of Object.entries(ACTIONS)) $(id).addEventListener("click", () => run(method, params, after));
+
+$("connect").addEventListener("click", async () => {
+  try {
+    show("ok", "signer: " + (await connectSigner()));
+  } catch (err) {
+    show("error", "signer: " + (err && err.message ? err.message : String(err)));
+  }
+});
+
+// The current name, description and icon, to edit rather than retype (NIP-11, no signature needed).
+fetch(RELAY_PATH, { headers: { Accept: "application/nostr+json" } })
+  .then((r) => r.json())
+  .then((info) => {
+    for (const [field, key] of [["name-input", "name"], ["description-input", "description"], ["icon-input", "icon"]])
+      if (!$(field).value && typeof info[key] === "string") $(field).value = info[key];
+  })
+  .catch(() => {});
+
+// NIP-98's payload hash needs WebCrypto, which browsers only offer in a secure context.
+if (!window.crypto || !crypto.subtle) {
+  for (const b of document.querySelectorAll("button")) b.disabled = true;
+  show("error", "This admin page needs https (or http://127.0.0.1 / localhost): the browser offers no crypto.subtle here, so requests cannot be signed.");
+}
+})();
+`;

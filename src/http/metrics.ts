@@ -1,0 +1,35 @@
+// GET /metrics: the gate in front of the Prometheus text (enabled, method, bearer token). The
+// path is fixed, whatever [network] path is, because that is where scrapers look by default.
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { Config } from "../config/schema.ts";
+import { CONTENT_TYPE } from "./exposition.ts";
+
+export const METRICS_PATH = "/metrics";
+
+/**
+ * Is this request for the metrics? When the relay itself lives at /metrics, websocket upgrades
+ * and NIP-11 requests (and everything, with metrics off) stay the relay's.
+ */
+export function wantsMetrics(req: Request, pathname: string, relayPath: string, config: Config): boolean {
+  if (pathname !== METRICS_PATH) return false;
+  if (relayPath !== METRICS_PATH) return true;
+  return config.metrics.enabled && !req.headers.get("upgrade") && !(req.headers.get("accept") ?? "").includes("application/nostr+json");
+}
+
+const digest = (s: string): Buffer => createHash("sha256").update(s).digest();
+
+/** Constant-time in the token's content and length: both sides are hashed to 32 bytes first. */
+function tokenMatches(header: string | null, token: string): boolean {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? "");
+  return timingSafeEqual(digest(m?.[1] ?? ""), digest(token)) && m !== null;
+}
+
+/** Config is read per request: a reload may turn metrics off or change the token. */
+export async function metricsResponse(req: Request, config: Config, render: () => Promise<string>): Promise<Response> {
+  if (!config.metrics.enabled) return new Response("not found", { status: 404 });
+  if (req.method !== "GET" && req.method !== "HEAD") return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
+  const token = config.metrics.token;
+  if (token && !tokenMatches(req.headers.get("authorization"), token))
+    return new Response("unauthorized", { status: 401, headers: { "WWW-Authenticate": 'Bearer realm="metrics"' } });
+  return new Response(await render(), { headers: { "Content-Type": CONTENT_TYPE, "Cache-Control": "no-store" } });
+}

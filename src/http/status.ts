@@ -1,0 +1,126 @@
+// What the status page shows besides NIP-11: uptime, stored events, open connections and the
+// policies in force, read from config at request time (a reload changes config in place).
+import type { Config } from "../config/schema.ts";
+import type { Store } from "../store/types.ts";
+
+/** The slice of RelayContext the status page reads (RelayContext satisfies it). */
+export interface StatusSource {
+  config: Config;
+  store: Store;
+  readonly startedAt: number;
+  connections(): number;
+  /** NIP-86 state, when the relay has it: only the sizes are shown. */
+  admin?: AdminCounts;
+}
+
+type Sized = { readonly size: number };
+export interface AdminCounts {
+  readonly bannedPubkeys: Sized;
+  readonly allowedPubkeys: Sized;
+  readonly bannedEvents: Sized;
+  readonly blockedIps: Sized;
+  readonly allowedKinds: Sized;
+  readonly disallowedKinds: Sized;
+}
+
+export interface PolicyRow {
+  label: string;
+  value: string;
+  /** Entries of a list, shown folded (capped): the size is in `value`. */
+  items?: string[];
+}
+
+/** A full count scans the events table: one per store per CACHE_MS is plenty for a status page. */
+const CACHE_MS = 10_000;
+const counts = new WeakMap<Store, { at: number; count: Promise<number> }>();
+
+/** Events in the store, cached ~10 s; undefined when the store cannot answer (closing, busy). */
+export async function eventsStored(store: Store): Promise<number | undefined> {
+  let hit = counts.get(store);
+  if (!hit || Date.now() - hit.at > CACHE_MS) {
+    // maxSeq = the last commit, now = 0: every stored event, expired-but-unswept ones included.
+    hit = { at: Date.now(), count: store.count({ filters: [{}], maxSeq: store.lastSeq(), now: 0 }).then((r) => r.count) };
+    counts.set(store, hit);
+  }
+  try {
+    return await hit.count;
+  } catch {
+    // Not cached: the next request asks again. The page still renders, with "unknown".
+    if (counts.get(store) === hit) counts.delete(store);
+    return undefined;
+  }
+}
+
+export function formatUptime(ms: number): string {
+  let s = Math.max(0, Math.floor(ms / 1000));
+  const parts: string[] = [];
+  for (const [unit, size] of [["d", 86400], ["h", 3600], ["m", 60]] as const) {
+    if (s >= size || parts.length > 0) parts.push(`${Math.floor(s / size)}${unit}`);
+    s %= size;
+  }
+  parts.push(`${s}s`);
+  return parts.join(" ");
+}
+
+/** Lists are folded on the page; a huge allowlist must not make a huge page. */
+const MAX_ITEMS = 200;
+const list = (label: string, values: readonly (string | number)[], empty: string): PolicyRow => ({
+  label,
+  value: values.length === 0 ? empty : `${values.length}`,
+  items: values.length === 0 ? undefined : values.slice(0, MAX_ITEMS).map(String),
+});
+const seconds = (n: number) => (n > 0 ? `${n} s` : "no limit");
+
+/** Sections rendered by hand below, or not policy at all (addresses, paths, secrets). */
+const KNOWN_SECTIONS = new Set(["info", "network", "database", "options", "limits", "authorization", "nips", "admin", "metrics", "mirror"]);
+/** Never shown, whatever section a later key lands in. */
+const SECRET = /token|secret|password|private|credential/i;
+
+export function policiesInForce(config: Config, admin?: AdminCounts): PolicyRow[] {
+  const o = config.options;
+  const l = config.limits;
+  const a = config.authorization;
+  const rows: PolicyRow[] = [
+    { label: "Authentication (NIP-42)", value: o.auth },
+    list("Pubkeys allowed to publish", a.pubkey_allowlist, "anyone"),
+    list("Pubkeys denied", a.pubkey_denylist, "none"),
+    list("Kinds allowed", a.kind_allowlist, "all"),
+    list("Kinds denied", a.kind_denylist, "none"),
+    list("Kinds readable only by author and recipients", a.restricted_read_kinds, "none"),
+    { label: "Proof of work (NIP-13)", value: o.min_pow_difficulty > 0 ? `at least ${o.min_pow_difficulty} bits` : "not required" },
+    { label: "created_at at most in the past", value: seconds(l.created_at_lower_limit) },
+    { label: "created_at at most in the future", value: seconds(l.created_at_upper_limit) },
+    { label: "Largest message", value: `${l.max_message_bytes} bytes` },
+    { label: "Longest content", value: `${l.max_content_length} characters` },
+    { label: "Most tags per event", value: `${l.max_event_tags}` },
+    { label: "Subscriptions per connection", value: `${l.max_subscriptions}` },
+    { label: "Filters per subscription", value: `${l.max_filters}` },
+    { label: "Largest limit", value: `${l.max_limit}` },
+    { label: "Write-policy plugin", value: o.write_policy_plugin ? "on" : "off" },
+    { label: "Relay administrators (NIP-86)", value: `${config.admin.pubkeys.length}` },
+  ];
+  if (admin)
+    rows.push(
+      { label: "Pubkeys banned by an admin", value: `${admin.bannedPubkeys.size}` },
+      { label: "Pubkeys allowed by an admin", value: `${admin.allowedPubkeys.size}` },
+      { label: "Events banned by an admin", value: `${admin.bannedEvents.size}` },
+      { label: "IP addresses blocked by an admin", value: `${admin.blockedIps.size}` },
+      { label: "Kinds allowed by an admin", value: `${admin.allowedKinds.size}` },
+      { label: "Kinds disallowed by an admin", value: `${admin.disallowedKinds.size}` },
+    );
+  // Keys other modules add later (rate limits, …) show without a change here.
+  const known = new Set(["pubkey_allowlist", "pubkey_denylist", "kind_allowlist", "kind_denylist", "restricted_read_kinds"]);
+  for (const [k, v] of Object.entries(a)) if (!known.has(k)) rows.push(generic(`authorization.${k}`, v));
+  for (const [section, keys] of Object.entries(config as Record<string, unknown>)) {
+    if (KNOWN_SECTIONS.has(section) || typeof keys !== "object" || keys === null) continue;
+    for (const [k, v] of Object.entries(keys)) rows.push(generic(`${section}.${k}`, v));
+  }
+  return rows.filter((r) => !SECRET.test(r.label));
+}
+
+function generic(label: string, v: unknown): PolicyRow {
+  if (Array.isArray(v)) return list(label, v.map((x) => (typeof x === "object" ? JSON.stringify(x) : String(x))), "none");
+  if (typeof v === "boolean") return { label, value: v ? "on" : "off" };
+  if (typeof v === "object" && v !== null) return { label, value: JSON.stringify(v) };
+  return { label, value: String(v) };
+}

@@ -1,0 +1,151 @@
+// NIP-86 relay management API (pure): the method table and the parsing of a call's params.
+// What each method does to the relay is in relay/admin.ts.
+
+export const RPC_CONTENT_TYPE = "application/nostr+json+rpc";
+
+/** Role fields of createrole / editrole: [id, label, description, color, order]. */
+export interface Role {
+  id: string;
+  label: string;
+  description: string;
+  color: string;
+  order: number;
+}
+
+export type AdminCall =
+  | { method: "supportedmethods" }
+  | { method: "banpubkey" | "unbanpubkey" | "allowpubkey" | "unallowpubkey"; pubkey: string; reason: string }
+  | { method: "listbannedpubkeys" | "listallowedpubkeys" | "listeventsneedingmoderation" | "listbannedevents" | "listallowedkinds" | "listblockedips" }
+  | { method: "allowevent" | "banevent"; id: string; reason: string }
+  | { method: "changerelayname" | "changerelaydescription" | "changerelayicon"; value: string }
+  | { method: "allowkind" | "disallowkind"; kind: number }
+  | { method: "blockip"; ip: string; reason: string }
+  | { method: "unblockip"; ip: string }
+  | { method: "createrole" | "editrole"; role: Role }
+  | { method: "deleterole"; id: string }
+  | { method: "assignrole" | "unassignrole"; pubkey: string; role: string };
+
+export type AdminMethod = AdminCall["method"];
+
+/** Every method, in the NIP's order (supportedmethods answers with this list). */
+export const ADMIN_METHODS: readonly AdminMethod[] = [
+  "supportedmethods",
+  "banpubkey",
+  "unbanpubkey",
+  "listbannedpubkeys",
+  "allowpubkey",
+  "unallowpubkey",
+  "listallowedpubkeys",
+  "createrole",
+  "editrole",
+  "deleterole",
+  "assignrole",
+  "unassignrole",
+  "listeventsneedingmoderation",
+  "allowevent",
+  "banevent",
+  "listbannedevents",
+  "changerelayname",
+  "changerelaydescription",
+  "changerelayicon",
+  "allowkind",
+  "disallowkind",
+  "listallowedkinds",
+  "blockip",
+  "unblockip",
+  "listblockedips",
+];
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const MAX_TEXT = 2000;
+
+class ParamError extends Error {}
+
+function text(v: unknown, what: string, optional = false): string {
+  if (v === undefined && optional) return "";
+  if (typeof v !== "string") throw new ParamError(`${what} must be a string`);
+  if (v.length > MAX_TEXT) throw new ParamError(`${what} is longer than ${MAX_TEXT} characters`);
+  return v;
+}
+
+function hex64(v: unknown, what: string): string {
+  if (typeof v !== "string" || !HEX64.test(v.toLowerCase())) throw new ParamError(`${what} must be 64 hex characters`);
+  return v.toLowerCase();
+}
+
+function ip(v: unknown): string {
+  const s = text(v, "ip address").trim();
+  // IPv4 dotted quad or an IPv6 literal; the relay compares addresses as it sees them.
+  if (!/^(\d{1,3}\.){3}\d{1,3}$/.test(s) && !/^[0-9a-fA-F:.]{2,45}$/.test(s)) throw new ParamError("not an IP address");
+  return s.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, "").toLowerCase();
+}
+
+function role(p: unknown[]): Role {
+  const order = p[4] === undefined ? 0 : p[4];
+  if (typeof order !== "number" || !Number.isSafeInteger(order)) throw new ParamError("role order must be an integer");
+  return { id: text(p[0], "role id"), label: text(p[1], "role label", true), description: text(p[2], "role description", true), color: text(p[3], "role color", true), order };
+}
+
+function call(method: string, p: unknown[]): AdminCall {
+  switch (method) {
+    case "supportedmethods":
+    case "listbannedpubkeys":
+    case "listallowedpubkeys":
+    case "listeventsneedingmoderation":
+    case "listbannedevents":
+    case "listallowedkinds":
+    case "listblockedips":
+      return { method };
+    case "banpubkey":
+    case "unbanpubkey":
+    case "allowpubkey":
+    case "unallowpubkey":
+      return { method, pubkey: hex64(p[0], "pubkey"), reason: text(p[1], "reason", true) };
+    case "allowevent":
+    case "banevent":
+      return { method, id: hex64(p[0], "event id"), reason: text(p[1], "reason", true) };
+    case "changerelayname":
+    case "changerelaydescription":
+    case "changerelayicon":
+      return { method, value: text(p[0], method.slice(11)) };
+    case "allowkind":
+    case "disallowkind": {
+      const kind = p[0];
+      if (typeof kind !== "number" || !Number.isInteger(kind) || kind < 0 || kind > 65535) throw new ParamError("kind must be an integer from 0 to 65535");
+      return { method, kind };
+    }
+    case "blockip":
+      return { method, ip: ip(p[0]), reason: text(p[1], "reason", true) };
+    case "unblockip":
+      return { method, ip: ip(p[0]) };
+    case "createrole":
+    case "editrole":
+      return { method, role: role(p) };
+    case "deleterole":
+      return { method, id: text(p[0], "role id") };
+    case "assignrole":
+    case "unassignrole":
+      return { method, pubkey: hex64(p[0], "pubkey"), role: text(p[1], "role id") };
+    default:
+      throw new ParamError(`unsupported method: ${method.slice(0, 64)}`);
+  }
+}
+
+/** A request body's call, or the error to answer with. */
+export function parseAdminCall(body: string): AdminCall | { error: string } {
+  let req: unknown;
+  try {
+    req = JSON.parse(body);
+  } catch {
+    return { error: "request body is not JSON" };
+  }
+  const { method, params } = (req ?? {}) as { method?: unknown; params?: unknown };
+  if (typeof method !== "string") return { error: "method must be a string" };
+  if (params !== undefined && !Array.isArray(params)) return { error: "params must be an array" };
+  try {
+    return call(method, params ?? []);
+  } catch (err) {
+    if (err instanceof ParamError) return { error: `${method}: ${err.message}` };
+    throw err;
+  }
+}

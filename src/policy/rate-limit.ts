@@ -1,0 +1,160 @@
+// Rate limits as token buckets: per IP and per authenticated pubkey, for new connections and for
+// EVENT, REQ, COUNT and NEG-OPEN. Pure (the clock is injected); the relay holds one RateLimiter.
+import type { Config } from "../config/schema.ts";
+import type { Policy } from "./rules.ts";
+import { refuse } from "../protocol/reasons.ts";
+import { setOf } from "./rules.ts";
+
+/** Tokens refill at perMinute, up to burst; perMinute 0 = unlimited. */
+export interface Rate {
+  perMinute: number;
+  burst: number;
+}
+
+export interface Bucket {
+  tokens: number;
+  /** When `tokens` was computed (ms). */
+  at: number;
+  /** When the bucket will be full again (ms): from then on it is the same as no bucket. */
+  fullAt: number;
+}
+
+/** The bucket's tokens at `now`, refilled since it was last touched (never above burst). */
+export function refill(b: Bucket, rate: Rate, now: number): number {
+  const gained = (Math.max(0, now - b.at) * rate.perMinute) / 60_000;
+  return Math.min(rate.burst, b.tokens + gained);
+}
+
+/** Milliseconds until `tokens` has grown to `need`. */
+export function waitFor(tokens: number, need: number, rate: Rate): number {
+  return tokens >= need ? 0 : Math.ceil(((need - tokens) * 60_000) / rate.perMinute);
+}
+
+export interface Charge {
+  key: string;
+  rate: Rate;
+}
+
+export interface LimiterOptions {
+  /** Most buckets held; past it the least recently used is dropped (it then starts full again). */
+  maxKeys?: number;
+  /** How often buckets that have refilled completely are dropped. */
+  pruneEveryMs?: number;
+  now?: () => number;
+}
+
+/**
+ * Buckets by key, bounded in memory: a full bucket is the same as none, so full ones are pruned
+ * (lazily, at most every pruneEveryMs), and past maxKeys the least recently used one is dropped:
+ * an attack from many addresses costs a fixed amount of memory, never an unbounded Map.
+ */
+export class RateLimiter {
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly maxKeys: number;
+  private readonly pruneEveryMs: number;
+  private readonly now: () => number;
+  private prunedAt: number;
+
+  constructor(opts: LimiterOptions = {}) {
+    this.maxKeys = opts.maxKeys ?? 100_000;
+    this.pruneEveryMs = opts.pruneEveryMs ?? 60_000;
+    this.now = opts.now ?? Date.now;
+    this.prunedAt = this.now();
+  }
+
+  get size(): number {
+    return this.buckets.size;
+  }
+
+  /**
+   * Takes one token from every charged bucket, or from none when one of them is empty (a refused
+   * request costs nothing elsewhere). Returns 0 when allowed, else the ms until it would be.
+   */
+  take(charges: readonly Charge[]): number {
+    const now = this.now();
+    if (now - this.prunedAt >= this.pruneEveryMs) this.prune(now);
+    let wait = 0;
+    const levels: number[] = [];
+    for (const { key, rate } of charges) {
+      if (rate.perMinute <= 0) continue;
+      const b = this.buckets.get(key);
+      const tokens = b ? refill(b, rate, now) : rate.burst;
+      levels.push(tokens);
+      wait = Math.max(wait, waitFor(tokens, 1, rate));
+    }
+    if (wait > 0) {
+      // A key that keeps being refused is the one to remember: mark it recently used.
+      for (const { key } of charges) this.touch(key);
+      return wait;
+    }
+    let i = 0;
+    for (const { key, rate } of charges) {
+      if (rate.perMinute <= 0) continue;
+      const tokens = levels[i++]! - 1;
+      // Re-inserted so the Map's order is least recently used first.
+      this.buckets.delete(key);
+      this.buckets.set(key, { tokens, at: now, fullAt: now + waitFor(tokens, rate.burst, rate) });
+      if (this.buckets.size > this.maxKeys) this.buckets.delete(this.buckets.keys().next().value!);
+    }
+    return 0;
+  }
+
+  private touch(key: string): void {
+    const b = this.buckets.get(key);
+    if (!b) return;
+    this.buckets.delete(key);
+    this.buckets.set(key, b);
+  }
+
+  /** Drops the buckets that have refilled completely. */
+  prune(now = this.now()): void {
+    this.prunedAt = now;
+    for (const [key, b] of this.buckets) if (b.fullAt <= now) this.buckets.delete(key);
+  }
+}
+
+/** What can be rate-limited per IP and per pubkey (connections: per IP only, before any AUTH). */
+export type RatedVerb = "connections" | "events" | "reqs" | "counts" | "neg_opens";
+
+const NOUN: Record<RatedVerb, string> = { connections: "new connections", events: "events", reqs: "REQs", counts: "COUNTs", neg_opens: "NEG-OPENs" };
+
+type RateKey = keyof Config["rate_limits"];
+/** Read at each use: a reload changes config.rate_limits in place. */
+const rateOf = (config: Config, prefix: "" | "pubkey_", verb: RatedVerb): Rate => ({
+  perMinute: config.rate_limits[`${prefix}${verb}_per_minute` as RateKey],
+  burst: config.rate_limits[`${prefix}${verb}_burst` as RateKey],
+});
+
+/** Who is asking: the client's IP (absent for import, sync and stream) and its NIP-42 pubkeys. */
+export interface RateSubject {
+  ip?: string;
+  authed?: ReadonlySet<string>;
+}
+
+/**
+ * Charges one `verb` to the subject's IP and to each pubkey it authenticated as. Returns 0 when
+ * allowed, else the ms to wait. A connection authenticated as an [admin] pubkey is never limited.
+ */
+export function chargeRate(config: Config, limiter: RateLimiter, verb: RatedVerb, who: RateSubject): number {
+  if (who.ip === undefined) return 0;
+  const authed = who.authed ?? [];
+  const admins = setOf(config.admin.pubkeys);
+  for (const pk of authed) if (admins.has(pk)) return 0;
+  const charges: Charge[] = [{ key: `${verb} ip ${who.ip}`, rate: rateOf(config, "", verb) }];
+  if (verb !== "connections") {
+    const rate = rateOf(config, "pubkey_", verb);
+    for (const pk of authed) charges.push({ key: `${verb} pk ${pk}`, rate });
+  }
+  return limiter.take(charges);
+}
+
+/** The reason after `rate-limited: ` in OK false, CLOSED and NEG-ERR. */
+export const rateLimitMessage = (verb: RatedVerb, waitMs: number): string =>
+  `too many ${NOUN[verb]}, try again in ${Math.ceil(waitMs / 1000)} s`;
+
+/** EVENT: the first policy, so a flood is charged before any other work is done for it. */
+export const eventRate: Policy = (ctx, _e) => {
+  if (!ctx.rates) return undefined;
+  const wait = chargeRate(ctx.config, ctx.rates, "events", ctx);
+  return wait > 0 ? refuse("rate-limited", rateLimitMessage("events", wait)) : undefined;
+};

@@ -1,0 +1,125 @@
+// The relay's Prometheus metrics. Counters are process-wide (a process serves one relay; tests
+// that start several read differences), and every hot-path hook is a plain number increment on a
+// pre-created slot: no label strings are built until a scrape. Gauges are read from existing
+// state at scrape time rather than maintained on the way. Names follow strfry's where they
+// overlap (nostr_client_messages_total, nostr_relay_messages_total).
+import { Exposition, Histogram } from "../http/exposition.ts";
+import type { RelayContext } from "./context.ts";
+
+export const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
+export const RELAY_VERBS = ["EVENT", "EOSE", "OK", "CLOSED", "NOTICE"] as const;
+type Tally<K extends string> = Record<K, number>;
+const tally = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, 0])) as Tally<K>;
+
+/** Client frames by verb; `invalid` = unparseable, binary, oversize or of an unknown verb. */
+export const clientMessages = tally(CLIENT_VERBS);
+/** Per-connection frames sent. Live EVENTs fanned out are nostr_fanout_deliveries_total instead. */
+export const relayMessages = tally(RELAY_VERBS);
+
+// EVENT outcomes: result x reason, per kind. "" = no reason (accepted); "other" = unprefixed.
+const RESULTS = ["accepted", "duplicate", "refused"] as const;
+const REASONS = ["", "invalid", "pow", "blocked", "rate-limited", "restricted", "auth-required", "mute", "error", "duplicate", "other"] as const;
+const R = REASONS.length;
+const DUPLICATE = REASONS.indexOf("duplicate");
+const OTHER = REASONS.indexOf("other");
+/** Kinds that get their own label value; later ones share kind="other", so series stay bounded. */
+export const MAX_KIND_LABELS = 50;
+const byKind = new Map<number, Float64Array>();
+const otherKinds = new Float64Array(RESULTS.length * R);
+/** Events refused before they had a readable kind (bad shape, oversize frame). */
+const noKind = new Float64Array(RESULTS.length * R);
+
+/** The index of the message's NIP-01 prefix ("invalid: …") in REASONS; no allocation. */
+function reasonOf(message: string): number {
+  for (let i = 1; i < OTHER; i++) {
+    const p = REASONS[i]!;
+    if (message.charCodeAt(p.length) === 58 && message.startsWith(p)) return i;
+  }
+  return message === "" ? 0 : OTHER;
+}
+
+/** Counts one OK answer to an EVENT; kind undefined when the event never parsed. */
+export function countEventResult(kind: number | undefined, accepted: boolean, message: string): void {
+  let row = kind === undefined ? noKind : byKind.get(kind);
+  if (!row) {
+    if (byKind.size < MAX_KIND_LABELS) byKind.set(kind!, (row = new Float64Array(RESULTS.length * R)));
+    else row = otherKinds;
+  }
+  const reason = reasonOf(message);
+  // An accepted event with a message that is no NIP-01 prefix (a plugin's note) is just accepted.
+  const result = !accepted ? 2 : reason === DUPLICATE ? 1 : 0;
+  row[result * R + (accepted && reason === OTHER ? 0 : reason)]!++;
+}
+
+/** Writer batches (events per transaction) and how long each took to commit. */
+export const writerBatchSize = new Histogram([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]);
+export const writerCommitSeconds = new Histogram([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]);
+
+export function observeWriterBatch(size: number, seconds: number): void {
+  writerBatchSize.observe(size);
+  writerCommitSeconds.observe(seconds);
+}
+
+/** What only server.ts can see. */
+export interface LiveState {
+  subscriptions(): number;
+}
+
+/** A full count of stored events is a table scan: at most one per this many ms. */
+const STORED_COUNT_TTL_MS = 10_000;
+
+/** Returns the scrape renderer for one relay; it caches the stored-event count. */
+export function metricsRenderer(ctx: RelayContext, live: LiveState): () => Promise<string> {
+  let stored: { at: number; value: Promise<number> } | undefined;
+  const storedEvents = (): Promise<number> => {
+    const now = Date.now();
+    if (!stored || now - stored.at >= STORED_COUNT_TTL_MS) {
+      // Everything committed, expired or not, every kind: the table's size, not a client's view.
+      const value = ctx.store.count({ filters: [{}], maxSeq: ctx.store.lastSeq(), now: 0 }).then((r) => r.count);
+      stored = { at: now, value };
+      value.catch(() => (stored = undefined)); // retried on the next scrape
+    }
+    return stored.value;
+  };
+  return async () => {
+    const [dbBytes, events] = await Promise.all([ctx.store.sizeBytes(), storedEvents().catch(() => NaN)]);
+    return render(ctx, live, dbBytes, events);
+  };
+}
+
+function render(ctx: RelayContext, live: LiveState, dbBytes: number, storedEvents: number): string {
+  const x = new Exposition();
+  x.family("nostr_client_messages_total", "counter", "Messages received from clients, by verb (invalid = unparseable or unknown).");
+  for (const v of CLIENT_VERBS) x.sample("nostr_client_messages_total", clientMessages[v], [["verb", v]]);
+  x.family("nostr_relay_messages_total", "counter", "Per-connection messages sent to clients, by verb (EVENT = stored results; live ones are nostr_fanout_deliveries_total).");
+  for (const v of RELAY_VERBS) x.sample("nostr_relay_messages_total", relayMessages[v], [["verb", v]]);
+
+  x.family("nostr_events_received_total", "counter", `EVENTs answered with OK, by result, NIP-01 reason prefix and kind (the first ${MAX_KIND_LABELS} kinds seen; then kind="other").`);
+  const rows: [string, Float64Array][] = [...[...byKind].sort((a, b) => a[0] - b[0]).map(([k, row]) => [String(k), row] as [string, Float64Array]), ["other", otherKinds], ["unknown", noKind]];
+  for (const [kind, row] of rows)
+    row.forEach((n, i) => {
+      if (n > 0) x.sample("nostr_events_received_total", n, [["result", RESULTS[Math.floor(i / R)]!], ["reason", REASONS[i % R]!], ["kind", kind]]);
+    });
+
+  x.single("nostr_fanout_deliveries_total", "counter", "Live events delivered to subscriptions (one per socket and subscription).", ctx.fanout.deliveries);
+  x.single("nostr_connections", "gauge", "Open websocket connections.", ctx.connections());
+  x.single("nostr_subscriptions", "gauge", "Open REQ subscriptions on all connections.", live.subscriptions());
+  x.single("nostr_subscription_groups", "gauge", "Distinct live subscription groups (one fanout topic each).", ctx.fanout.groupCount);
+
+  x.single("bunstr_database_size_bytes", "gauge", "Bytes the database takes on disk.", dbBytes);
+  x.single("bunstr_events_stored", "gauge", `Events in the database (recounted at most every ${STORED_COUNT_TTL_MS / 1000} s).`, storedEvents);
+  x.histogram("bunstr_writer_batch_size", "Events per writer transaction.", writerBatchSize);
+  x.histogram("bunstr_writer_commit_seconds", "Time to write and commit one writer batch.", writerCommitSeconds);
+  x.single("bunstr_writer_queue_depth", "gauge", "Events waiting for the writer.", ctx.writer.depth);
+  x.single("bunstr_verify_queue_depth", "gauge", "Signatures waiting for a verify worker.", ctx.verifier.depth);
+  x.single("bunstr_events_in_flight", "gauge", "EVENTs between admission and their OK.", ctx.inflight);
+
+  const mem = process.memoryUsage();
+  const cpu = process.cpuUsage();
+  x.single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", mem.rss);
+  x.single("process_heap_bytes", "gauge", "JavaScript heap in use, in bytes.", mem.heapUsed);
+  x.single("process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.", (cpu.user + cpu.system) / 1e6);
+  x.single("process_start_time_seconds", "gauge", "When the relay started, seconds since the Unix epoch.", ctx.startedAt / 1000);
+  x.single("bunstr_uptime_seconds", "gauge", "Seconds since the relay started.", (Date.now() - ctx.startedAt) / 1000);
+  return x.text();
+}

@@ -1,0 +1,240 @@
+// GET /metrics over real HTTP with traffic over real websockets: the numbers move with what
+// happened, the gate (enabled, token) holds, and the body is valid Prometheus text 0.0.4.
+// Counters are process-wide, so each check compares a scrape before and after its own traffic.
+import { afterEach, describe, expect, test } from "bun:test";
+import { escapeHelp, escapeLabelValue, Exposition, Histogram } from "../src/http/exposition.ts";
+import { countEventResult, MAX_KIND_LABELS } from "../src/relay/metrics.ts";
+import { accepted, Client, failOnRelayErrors, refusedWith, signer, startTestRelay, type ConfigPatch, type TestRelay } from "./helpers.ts";
+
+failOnRelayErrors();
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+const promNumber = (t: string): number => (t === "+Inf" ? Infinity : t === "-Inf" ? -Infinity : Number(t));
+
+/** Parses exposition text, failing on anything the format does not allow. */
+function parseExposition(text: string): { types: Map<string, string>; samples: Sample[] } {
+  expect(text.endsWith("\n")).toBe(true);
+  const types = new Map<string, string>();
+  const helps = new Set<string>();
+  const samples: Sample[] = [];
+  let current = "";
+  for (const line of text.slice(0, -1).split("\n")) {
+    const meta = /^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*)$/.exec(line);
+    if (meta) {
+      const [, what, name, rest] = meta;
+      if (what === "HELP") helps.add(name!);
+      else {
+        expect(["counter", "gauge", "histogram", "summary", "untyped"]).toContain(rest!);
+        expect(types.has(name!)).toBe(false); // one TYPE per family
+        types.set(name!, rest!);
+        current = name!;
+      }
+      continue;
+    }
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m) throw new Error(`not a sample line: ${JSON.stringify(line)}`);
+    const [, name, labelText, valueText] = m;
+    const labels: Record<string, string> = {};
+    if (labelText) {
+      const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)/y;
+      let at = 0;
+      while (at < labelText.length) {
+        re.lastIndex = at;
+        const l = re.exec(labelText);
+        if (!l) throw new Error(`bad labels: ${labelText}`);
+        labels[l[1]!] = l[2]!.replace(/\\(.)/g, (_, c) => (c === "n" ? "\n" : c));
+        at = re.lastIndex;
+      }
+    }
+    const value = promNumber(valueText!);
+    expect(valueText === "NaN" || !Number.isNaN(value)).toBe(true);
+    // Every sample belongs to the family declared just before it.
+    const family = types.get(current) === "histogram" ? name!.replace(/_(bucket|sum|count)$/, "") : name!;
+    if (family !== current) throw new Error(`sample ${name} outside its family (current: ${current})`);
+    samples.push({ name: name!, labels, value });
+  }
+  for (const name of types.keys()) expect(helps.has(name)).toBe(true);
+  // Histograms: buckets cumulative, +Inf bucket equal to _count.
+  for (const [name, type] of types) {
+    if (type !== "histogram") continue;
+    const buckets = samples.filter((s) => s.name === `${name}_bucket`);
+    expect(buckets.length).toBeGreaterThan(1);
+    for (let i = 1; i < buckets.length; i++) {
+      expect(promNumber(buckets[i]!.labels.le!)).toBeGreaterThan(promNumber(buckets[i - 1]!.labels.le!));
+      expect(buckets[i]!.value).toBeGreaterThanOrEqual(buckets[i - 1]!.value);
+    }
+    expect(buckets.at(-1)!.labels.le).toBe("+Inf");
+    expect(buckets.at(-1)!.value).toBe(samples.find((s) => s.name === `${name}_count`)!.value);
+    expect(samples.some((s) => s.name === `${name}_sum`)).toBe(true);
+  }
+  return { types, samples };
+}
+
+/** The value of the one sample with these labels (0 when absent: counters start unreported). */
+function valueOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
+  const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+  expect(found.length).toBeLessThanOrEqual(1);
+  return found[0]?.value ?? 0;
+}
+
+const httpBase = (r: TestRelay) => `http://127.0.0.1:${r.server.port}`;
+
+async function scrape(r: TestRelay, headers: Record<string, string> = {}): Promise<Sample[]> {
+  const res = await fetch(`${httpBase(r)}/metrics`, { headers });
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
+  return parseExposition(await res.text()).samples;
+}
+
+let relay: TestRelay | undefined;
+const clients: Client[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  await relay?.stop();
+  relay = undefined;
+});
+
+async function start(patch: ConfigPatch = {}): Promise<TestRelay> {
+  relay = await startTestRelay(patch);
+  return relay;
+}
+
+async function connect(r: TestRelay): Promise<Client> {
+  const c = await Client.connect(r.url);
+  clients.push(c);
+  return c;
+}
+
+describe("metrics move with traffic", () => {
+  test("messages, event results, fanout, connections, subscriptions, writer", async () => {
+    const r = await start({ limits: { max_content_length: 100 } });
+    const subscriber = await connect(r);
+    const publisher = await connect(r);
+    const before = await scrape(r);
+    expect(valueOf(before, "nostr_connections")).toBe(2);
+    expect(valueOf(before, "nostr_subscriptions")).toBe(0);
+
+    expect((await subscriber.req("live", { kinds: [1] })).end[0]).toBe("EOSE");
+    const alice = signer();
+    const a = alice.sign({ kind: 1, content: "one" });
+    const b = alice.sign({ kind: 1, content: "two" });
+    await accepted(publisher, a);
+    await accepted(publisher, b);
+    expect(await publisher.publish(a)).toEqual(["OK", a.id, true, "duplicate: already have this event"]);
+    const forged = { ...alice.sign({ kind: 1, content: "three" }) };
+    forged.sig = (forged.sig[0] === "0" ? "1" : "0") + forged.sig.slice(1);
+    await refusedWith(publisher, forged, "invalid:");
+    await refusedWith(publisher, alice.sign({ kind: 1, content: "x".repeat(101) }), "invalid:");
+    await subscriber.next((f) => f[0] === "EVENT" && f[1] === "live" && f[2].id === b.id);
+    const from = publisher.frames.length;
+    publisher.send("not json");
+    await publisher.next((f) => f[0] === "NOTICE", 5000, from);
+
+    const after = await scrape(r);
+    const delta = (name: string, labels: Record<string, string> = {}) => valueOf(after, name, labels) - valueOf(before, name, labels);
+    expect(delta("nostr_client_messages_total", { verb: "EVENT" })).toBe(5);
+    expect(delta("nostr_client_messages_total", { verb: "REQ" })).toBe(1);
+    expect(delta("nostr_client_messages_total", { verb: "invalid" })).toBe(1);
+    expect(delta("nostr_relay_messages_total", { verb: "OK" })).toBe(5);
+    expect(delta("nostr_relay_messages_total", { verb: "NOTICE" })).toBe(1);
+    expect(delta("nostr_relay_messages_total", { verb: "EOSE" })).toBe(1);
+    const kind1 = (result: string, reason: string) => delta("nostr_events_received_total", { result, reason, kind: "1" });
+    expect(kind1("accepted", "")).toBe(2);
+    expect(kind1("duplicate", "duplicate")).toBe(1);
+    expect(kind1("refused", "invalid")).toBe(2);
+    expect(delta("nostr_fanout_deliveries_total")).toBe(2);
+    expect(valueOf(after, "nostr_subscriptions")).toBe(1);
+    expect(valueOf(after, "nostr_subscription_groups")).toBe(1);
+    expect(delta("bunstr_writer_batch_size_count")).toBeGreaterThanOrEqual(1);
+    expect(delta("bunstr_writer_batch_size_sum")).toBe(2);
+    expect(delta("bunstr_writer_commit_seconds_count")).toBe(delta("bunstr_writer_batch_size_count"));
+    expect(valueOf(after, "bunstr_database_size_bytes")).toBeGreaterThan(0);
+    expect(valueOf(after, "process_resident_memory_bytes")).toBeGreaterThan(0);
+    expect(valueOf(after, "process_cpu_seconds_total")).toBeGreaterThan(0);
+    expect(valueOf(after, "process_start_time_seconds")).toBeCloseTo(r.ctx.startedAt / 1000, 3);
+
+    // Closing the subscription and a connection shows at the next scrape.
+    subscriber.send(["CLOSE", "live"]);
+    publisher.close();
+    await Bun.sleep(50);
+    const later = await scrape(r);
+    expect(valueOf(later, "nostr_subscriptions")).toBe(0);
+    expect(valueOf(later, "nostr_connections")).toBe(1);
+    expect(valueOf(later, "nostr_client_messages_total", { verb: "CLOSE" }) - valueOf(after, "nostr_client_messages_total", { verb: "CLOSE" })).toBe(1);
+  });
+
+  test("stored events: counted at the first scrape, then cached", async () => {
+    const r = await start();
+    const c = await connect(r);
+    const s = signer();
+    for (let i = 0; i < 3; i++) await accepted(c, s.sign({ kind: 1, content: `n${i}` }));
+    expect(valueOf(await scrape(r), "bunstr_events_stored")).toBe(3);
+    await accepted(c, s.sign({ kind: 1, content: "n3" }));
+    // Within the cache period the count stays: a scrape never scans the table twice in 10 s.
+    expect(valueOf(await scrape(r), "bunstr_events_stored")).toBe(3);
+  });
+
+  test("the kind label is bounded", async () => {
+    const r = await start();
+    for (let k = 40000; k < 40000 + MAX_KIND_LABELS + 10; k++) countEventResult(k, true, "");
+    const samples = await scrape(r);
+    const kinds = new Set(samples.filter((s) => s.name === "nostr_events_received_total").map((s) => s.labels.kind));
+    expect(kinds.size).toBeLessThanOrEqual(MAX_KIND_LABELS + 2); // + "other" and "unknown"
+    expect(valueOf(samples, "nostr_events_received_total", { result: "accepted", reason: "", kind: "other" })).toBeGreaterThanOrEqual(10);
+  });
+});
+
+describe("the gate", () => {
+  test("a token is required when set, read at request time", async () => {
+    const r = await start({ metrics: { token: "s3cret-token" } });
+    const url = `${httpBase(r)}/metrics`;
+    expect((await fetch(url)).status).toBe(401);
+    expect((await fetch(url, { headers: { Authorization: "Bearer wrong-token" } })).status).toBe(401);
+    expect((await fetch(url, { headers: { Authorization: "Bearer s3cret-token-longer" } })).status).toBe(401);
+    expect((await fetch(url, { headers: { Authorization: "Basic s3cret-token" } })).status).toBe(401);
+    await scrape(r, { Authorization: "Bearer s3cret-token" });
+    // A reload changes config in place.
+    r.ctx.config.metrics.token = "";
+    await scrape(r);
+    r.ctx.config.metrics.enabled = false;
+    expect((await fetch(url)).status).toBe(404);
+  });
+
+  test("404 when disabled; /metrics whatever the relay path is", async () => {
+    const off = await start({ metrics: { enabled: false } });
+    expect((await fetch(`${httpBase(off)}/metrics`)).status).toBe(404);
+    await off.stop();
+    const r = await start({ network: { path: "/relay" } as ConfigPatch["network"] });
+    await scrape(r);
+    expect((await fetch(`${httpBase(r)}/metrics`, { method: "POST" })).status).toBe(405);
+  });
+
+  test("a relay served at /metrics keeps its websocket and NIP-11", async () => {
+    const r = await start({ network: { path: "/metrics" } as ConfigPatch["network"] });
+    const c = await connect(r);
+    expect((await c.req("x", { limit: 1 })).end[0]).toBe("EOSE");
+    const info = await fetch(`${httpBase(r)}/metrics`, { headers: { Accept: "application/nostr+json" } });
+    expect(info.headers.get("content-type")).toContain("application/nostr+json");
+    await scrape(r);
+  });
+});
+
+describe("exposition text", () => {
+  test("label values and help are escaped", () => {
+    expect(escapeLabelValue('a\\b"c\nd')).toBe('a\\\\b\\"c\\nd');
+    expect(escapeHelp('a\\b"c\nd')).toBe('a\\\\b"c\\nd');
+    const h = new Histogram([1, 5]);
+    [0.5, 1, 3, 7, 100].forEach((v) => h.observe(v));
+    const x = new Exposition().family("t_total", "counter", "help with \\ and\nnewline").sample("t_total", 1, [["v", 'q"\\\n']]).histogram("t_h", "h", h);
+    const { samples } = parseExposition(x.text());
+    expect(samples[0]).toEqual({ name: "t_total", labels: { v: 'q"\\\n' }, value: 1 });
+    expect(samples.filter((s) => s.name === "t_h_bucket").map((s) => s.value)).toEqual([2, 3, 5]);
+    expect(valueOf(samples, "t_h_sum")).toBe(111.5);
+    expect(() => new Exposition().family("a", "gauge", "").family("a", "gauge", "")).toThrow();
+  });
+});

@@ -1,0 +1,261 @@
+// NIP-86 management API over real HTTP with NIP-98 tokens, and each method's effect on later
+// EVENT / REQ / NIP-11 / connections, over a real websocket.
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { accepted, Client, failOnRelayErrors, now, refusedWith, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+
+failOnRelayErrors();
+
+const admin = signer();
+const outsider = signer();
+const dir = mkdtempSync(join(tmpdir(), "bunstr-nip86-"));
+let relay: TestRelay;
+let logSpy: ReturnType<typeof spyOn>;
+
+const httpUrl = () => relay.url.replace(/^ws/, "http");
+
+interface CallOptions {
+  as?: Signer;
+  u?: string;
+  method?: string;
+  payload?: string | null;
+  createdAt?: number;
+  kind?: number;
+  tamper?: boolean;
+  header?: string;
+  body?: string;
+}
+
+async function call(method: string, params: unknown[] = [], o: CallOptions = {}): Promise<{ status: number; body: any; res: Response }> {
+  const body = o.body ?? JSON.stringify({ method, params });
+  const hash = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+  const tags = [["u", o.u ?? httpUrl()], ["method", o.method ?? "POST"]];
+  if (o.payload !== null) tags.push(["payload", o.payload ?? hash]);
+  // The same call twice in one second would be the same event (id) again: a replay.
+  tags.push(["nonce", crypto.randomUUID()]);
+  const token = (o.as ?? admin).sign({ kind: o.kind ?? 27235, tags, created_at: o.createdAt ?? now() });
+  if (o.tamper) token.content = "changed";
+  const header = o.header ?? `Nostr ${Buffer.from(JSON.stringify(token)).toString("base64")}`;
+  const res = await fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc", Authorization: header }, body });
+  return { status: res.status, body: await res.json(), res };
+}
+
+async function ok(method: string, params: unknown[] = []): Promise<any> {
+  const r = await call(method, params);
+  expect(r.body).toEqual({ result: r.body.result });
+  expect(r.status).toBe(200);
+  return r.body.result;
+}
+
+beforeAll(async () => {
+  logSpy = spyOn(console, "log").mockImplementation(() => {});
+  spyOn(console, "warn").mockImplementation(() => {});
+  relay = await startTestRelay({ admin: { pubkeys: [admin.pubkey], ban_deletes_events: true, auth_window_seconds: 60 } }, { dir });
+});
+afterAll(async () => {
+  await relay.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("NIP-98 authorization", () => {
+  test("without Authorization: 401 with WWW-Authenticate: Nostr", async () => {
+    const res = await fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc" }, body: '{"method":"supportedmethods","params":[]}' });
+    expect(res.status).toBe(401);
+    expect(res.headers.get("www-authenticate")).toBe("Nostr");
+    expect(((await res.json()) as any).error).toContain("missing Authorization");
+  });
+
+  test("a valid token of a pubkey that is not an admin: 401", async () => {
+    const r = await call("banpubkey", [outsider.pubkey], { as: outsider });
+    expect(r.status).toBe(401);
+    expect(r.body.error).toContain("not an admin");
+    expect(await ok("listbannedpubkeys")).toEqual([]);
+  });
+
+  test("each NIP-98 check refuses with 401", async () => {
+    const cases: [CallOptions, string][] = [
+      [{ kind: 1 }, "kind 27235"],
+      [{ createdAt: now() - 120 }, "created_at"],
+      [{ createdAt: now() + 120 }, "created_at"],
+      [{ u: "http://example.com/" }, "u tag"],
+      [{ method: "GET" }, "method tag"],
+      [{ payload: null }, "payload"],
+      [{ payload: "00".repeat(32) }, "payload"],
+      [{ tamper: true }, "id does not match"],
+      [{ header: "Nostr bm90IGpzb24=" }, "not base64 of a JSON event"],
+      [{ header: "Basic YWRtaW46YWRtaW4=" }, "Nostr <base64"],
+    ];
+    for (const [o, why] of cases) {
+      const r = await call("supportedmethods", [], o);
+      expect(r.status, why).toBe(401);
+      expect(r.body.error, why).toContain(why);
+    }
+  });
+
+  test("a bad signature: 401", async () => {
+    const body = JSON.stringify({ method: "supportedmethods", params: [] });
+    const token = admin.sign({ kind: 27235, tags: [["u", httpUrl()], ["method", "POST"], ["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")]] });
+    token.sig = token.sig.slice(0, -2) + (token.sig.endsWith("00") ? "11" : "00");
+    const res = await fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` }, body });
+    expect(res.status).toBe(401);
+    expect(((await res.json()) as any).error).toContain("signature");
+  });
+
+  test("a token is accepted once: a replay gets 401", async () => {
+    const body = JSON.stringify({ method: "supportedmethods", params: [] });
+    const token = admin.sign({ kind: 27235, tags: [["u", httpUrl()], ["method", "POST"], ["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")]] });
+    const send = () => fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` }, body });
+    expect((await send()).status).toBe(200);
+    const again = await send();
+    expect(again.status).toBe(401);
+    expect(((await again.json()) as any).error).toContain("already used");
+  });
+
+  test("the ws:// spelling of the relay URL is accepted as u", async () => {
+    expect((await call("supportedmethods", [], { u: relay.url })).status).toBe(200);
+  });
+});
+
+describe("NIP-86 methods", () => {
+  test("supportedmethods lists every method of NIP-86", async () => {
+    const methods = await ok("supportedmethods");
+    for (const m of ["banpubkey", "unbanpubkey", "listbannedpubkeys", "allowpubkey", "unallowpubkey", "listallowedpubkeys", "createrole", "editrole", "deleterole", "assignrole", "unassignrole", "listeventsneedingmoderation", "allowevent", "banevent", "listbannedevents", "changerelayname", "changerelaydescription", "changerelayicon", "allowkind", "disallowkind", "listallowedkinds", "blockip", "unblockip", "listblockedips"])
+      expect(methods).toContain(m);
+  });
+
+  test("bad params and unknown methods: 400 with an error", async () => {
+    for (const [m, p, why] of [["banpubkey", ["xyz"], "64 hex"], ["allowkind", ["1"], "kind must be"], ["frobnicate", [], "unsupported method"], ["blockip", ["not an ip"], "IP address"]] as const) {
+      const r = await call(m, [...p]);
+      expect(r.status).toBe(400);
+      expect(r.body.error).toContain(why);
+    }
+    const r = await call("x", [], { body: "{not json" });
+    expect(r.status).toBe(400);
+  });
+
+  test("banpubkey refuses the pubkey's events and deletes those stored; unbanpubkey lets it publish again", async () => {
+    const x = signer();
+    const c = await Client.connect(relay.url);
+    const old = x.sign({ kind: 1, content: "before the ban" });
+    await accepted(c, old);
+    expect(await ok("banpubkey", [x.pubkey, "spam"])).toBe(true);
+    expect(await ok("listbannedpubkeys")).toContainEqual({ pubkey: x.pubkey, reason: "spam" });
+    await refusedWith(c, x.sign({ kind: 1, content: "after" }), "blocked:");
+    expect((await c.req("s1", { authors: [x.pubkey] })).events).toEqual([]);
+    expect(await ok("unbanpubkey", [x.pubkey])).toBe(true);
+    expect(await ok("listbannedpubkeys")).not.toContainEqual({ pubkey: x.pubkey, reason: "spam" });
+    await accepted(c, x.sign({ kind: 1, content: "welcome back" }));
+    c.close();
+  });
+
+  test("allowpubkey makes publishing allow-only; unallowpubkey opens it again", async () => {
+    const x = signer();
+    const y = signer();
+    const c = await Client.connect(relay.url);
+    expect(await ok("allowpubkey", [x.pubkey, "member"])).toBe(true);
+    expect(await ok("listallowedpubkeys")).toEqual([{ pubkey: x.pubkey, reason: "member" }]);
+    await accepted(c, x.sign({ kind: 1, content: "member post" }));
+    await refusedWith(c, y.sign({ kind: 1, content: "stranger" }), "restricted:");
+    expect(await ok("unallowpubkey", [x.pubkey])).toBe(true);
+    expect(await ok("listallowedpubkeys")).toEqual([]);
+    await accepted(c, y.sign({ kind: 1, content: "stranger again" }));
+    c.close();
+  });
+
+  test("reported events need moderation; banevent deletes and keeps out, allowevent lets back", async () => {
+    const author = signer();
+    const reporter = signer();
+    const c = await Client.connect(relay.url);
+    const bad = author.sign({ kind: 1, content: "buy now" });
+    await accepted(c, bad);
+    await accepted(c, reporter.sign({ kind: 1984, tags: [["e", bad.id, "spam"], ["p", author.pubkey]], content: "" }));
+    expect(await ok("listeventsneedingmoderation")).toContainEqual({ id: bad.id, reason: "reported: spam" });
+    expect(await ok("banevent", [bad.id, "spam"])).toBe(true);
+    expect(await ok("listbannedevents")).toContainEqual({ id: bad.id, reason: "spam" });
+    expect(await ok("listeventsneedingmoderation")).not.toContainEqual(expect.objectContaining({ id: bad.id }));
+    expect((await c.req("s2", { ids: [bad.id] })).events).toEqual([]);
+    await refusedWith(c, bad, "blocked:");
+    expect(await ok("allowevent", [bad.id, "on appeal"])).toBe(true);
+    expect(await ok("listbannedevents")).not.toContainEqual(expect.objectContaining({ id: bad.id }));
+    await accepted(c, bad);
+    c.close();
+  });
+
+  test("changerelayname / description / icon show in NIP-11 at once", async () => {
+    expect(await ok("changerelayname", ["Moderated"])).toBe(true);
+    expect(await ok("changerelaydescription", ["Now with moderators"])).toBe(true);
+    expect(await ok("changerelayicon", ["https://example.com/icon.png"])).toBe(true);
+    const info = await relayInfo(relay.url);
+    expect([info.name, info.description, info.icon]).toEqual(["Moderated", "Now with moderators", "https://example.com/icon.png"]);
+  });
+
+  test("disallowkind refuses a kind; allowkind makes kinds allow-only; listallowedkinds", async () => {
+    const x = signer();
+    const c = await Client.connect(relay.url);
+    expect(await ok("disallowkind", [7])).toBe(true);
+    await refusedWith(c, x.sign({ kind: 7, content: "+" }), "blocked:");
+    expect(await ok("allowkind", [1])).toBe(true);
+    expect(await ok("listallowedkinds")).toEqual([1]);
+    await accepted(c, x.sign({ kind: 1, content: "text" }));
+    await refusedWith(c, x.sign({ kind: 30023, content: "long", tags: [["d", "a"]] }), "blocked:");
+    expect(await ok("allowkind", [7])).toBe(true);
+    expect(await ok("listallowedkinds")).toEqual([1, 7]);
+    await accepted(c, x.sign({ kind: 7, content: "+" }));
+    expect(await ok("disallowkind", [1])).toBe(true);
+    expect(await ok("disallowkind", [7])).toBe(true);
+    expect(await ok("listallowedkinds")).toEqual([]);
+    await refusedWith(c, x.sign({ kind: 1, content: "text" }), "blocked:");
+    c.close();
+  });
+
+  test("roles: create, edit, assign, unassign, delete", async () => {
+    expect(await ok("createrole", ["mod", "Moderator", "keeps order", "#00f", 1])).toBe(true);
+    expect((await call("createrole", ["mod", "again", "", "", 2])).body.error).toContain("exists");
+    expect(await ok("editrole", ["mod", "Moderator", "keeps the peace", "#0f0", 1])).toBe(true);
+    expect(await ok("assignrole", [outsider.pubkey, "mod"])).toBe(true);
+    expect((await call("assignrole", [outsider.pubkey, "nobody"])).body.error).toContain("no role");
+    expect(await ok("unassignrole", [outsider.pubkey, "mod"])).toBe(true);
+    expect(await ok("deleterole", ["mod"])).toBe(true);
+    expect((await call("editrole", ["mod", "x", "", "", 0])).status).toBe(400);
+  });
+
+  test("blockip closes that address's connections and refuses new ones; unblockip", async () => {
+    const c = await Client.connect(relay.url);
+    expect(await ok("blockip", ["127.0.0.1", "flood"])).toBe(true);
+    expect(await ok("listblockedips")).toEqual([{ ip: "127.0.0.1", reason: "flood" }]);
+    for (let i = 0; i < 100 && !c.closed; i++) await Bun.sleep(10);
+    expect(c.closed).toBe(true);
+    await expect(Client.connect(relay.url)).rejects.toThrow();
+    const res = await fetch(httpUrl(), { headers: { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13" } });
+    expect(res.status).toBe(403);
+    expect(await ok("unblockip", ["127.0.0.1"])).toBe(true);
+    const again = await Client.connect(relay.url);
+    again.close();
+  });
+
+  test("each call is logged with pubkey, method and result", async () => {
+    const lines = logSpy.mock.calls.map((c: unknown[]) => String(c[0]));
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^admin: ${admin.pubkey} banpubkey .*-> ok$`)));
+    const db = new Database(relay.dbPath, { readonly: true });
+    const rows = db.query("SELECT pubkey, method, result FROM admin_log WHERE method = 'banpubkey'").all() as { pubkey: string; method: string; result: string }[];
+    db.close();
+    expect(rows.length).toBeGreaterThan(0);
+    expect(rows[0]).toEqual({ pubkey: admin.pubkey, method: "banpubkey", result: "ok" });
+  });
+
+  test("admin state survives a restart", async () => {
+    const x = signer();
+    expect(await ok("banpubkey", [x.pubkey, "kept"])).toBe(true);
+    const config = relay.ctx.config;
+    await relay.stop();
+    relay = await startTestRelay({ admin: config.admin }, { dir });
+    expect(await ok("listbannedpubkeys")).toContainEqual({ pubkey: x.pubkey, reason: "kept" });
+    expect((await relayInfo(relay.url)).name).toBe("Moderated");
+    const c = await Client.connect(relay.url);
+    await refusedWith(c, x.sign({ kind: 1, content: "still banned" }), "blocked:");
+    c.close();
+  });
+});

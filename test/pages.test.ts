@@ -1,0 +1,190 @@
+// The relay's web pages in a real headless Chromium, driven over the DevTools protocol
+// (test/cdp.ts): the status page's numbers, and the /admin page calling NIP-86 through its UI
+// with a stubbed NIP-07 signer whose signatures come from this process.
+// Skipped (with a message) when Chromium is missing outside CI; under CI a missing Chromium fails.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { npubEncode } from "nostr-tools/nip19";
+import { finalizeEvent } from "nostr-tools/pure";
+import { Browser, CHROMIUM, type Page } from "./cdp.ts";
+import { Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+
+const inCi = !!process.env.CI;
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium && !inCi) console.log(`pages.test.ts skipped: ${CHROMIUM} is missing (apt-get install chromium); under CI this fails instead`);
+
+const ADMIN = signer();
+const RELAY_NAME = "Pages <test> relay";
+
+/**
+ * window.nostr for the page, installed before its scripts run: each call goes to this process
+ * through a DevTools binding and comes back through __nostrAnswer.
+ */
+const NIP07_STUB = `(() => {
+  const waiting = new Map();
+  let next = 0;
+  const call = (method, arg) => new Promise((resolve, reject) => {
+    const id = ++next;
+    waiting.set(id, { resolve, reject });
+    window.__nip07(JSON.stringify({ id, method, arg }));
+  });
+  window.__nostrAnswer = (id, value, error) => {
+    const w = waiting.get(id);
+    waiting.delete(id);
+    if (w) error ? w.reject(new Error(error)) : w.resolve(value);
+  };
+  window.nostr = { getPublicKey: () => call("getPublicKey"), signEvent: (e) => call("signEvent", e) };
+})();`;
+
+describe.skipIf(!haveChromium && !inCi)("web pages in Chromium", () => {
+  failOnRelayErrors();
+  let relay: TestRelay;
+  let browser: Browser | undefined;
+  let page: Page;
+  let httpBase: string;
+  /** Who the stubbed extension signs as. */
+  let signingAs: Signer = ADMIN;
+  /** Every event the page had signed, in order. */
+  const signed: any[] = [];
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    if (!haveChromium) throw new Error(`${CHROMIUM} is missing and CI is set: install chromium (see .ci/run)`);
+    relay = await startTestRelay({ info: { name: RELAY_NAME, description: "Seen in a real browser." }, admin: { pubkeys: [ADMIN.pubkey] } });
+    httpBase = relay.url.replace(/^ws/, "http").replace(/\/$/, "");
+    browser = await Browser.launch();
+    page = await browser.newPage();
+    await page.send("Runtime.addBinding", { name: "__nip07" });
+    await page.send("Page.addScriptToEvaluateOnNewDocument", { source: NIP07_STUB });
+    page.on("Runtime.bindingCalled", (p) => {
+      if (p.name !== "__nip07") return;
+      const { id, method, arg } = JSON.parse(p.payload);
+      let answer: unknown;
+      if (method === "getPublicKey") answer = signingAs.pubkey;
+      else {
+        // A plain copy: nostr-tools marks its events with a symbol that JSON does not carry.
+        answer = JSON.parse(JSON.stringify(finalizeEvent({ kind: arg.kind, created_at: arg.created_at, tags: arg.tags, content: arg.content }, signingAs.sk)));
+        signed.push(answer);
+      }
+      void page.evaluate(`window.__nostrAnswer(${id}, ${JSON.stringify(answer)})`).catch(() => {});
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const c of clients) c.close();
+    await browser?.close();
+    await relay?.stop();
+  });
+
+  async function connect(): Promise<Client> {
+    const c = await Client.connect(relay.url);
+    clients.push(c);
+    return c;
+  }
+
+  /** Clicks a button of the admin page and resolves with the call's outcome as the page shows it. */
+  async function click(id: string): Promise<{ state: string; text: string }> {
+    const before = await page.evaluate<string>(`document.getElementById("result").dataset.seq`);
+    await page.evaluate(`document.getElementById(${JSON.stringify(id)}).click()`);
+    return page.waitFor(
+      `(() => { const r = document.getElementById("result");
+        return r.dataset.seq !== ${JSON.stringify(before)} && r.dataset.state !== "pending" && { state: r.dataset.state, text: r.textContent }; })()`,
+    );
+  }
+
+  const fill = (id: string, value: string) => page.evaluate(`document.getElementById(${JSON.stringify(id)}).value = ${JSON.stringify(value)}`);
+
+  test("the status page shows name, NIPs, connections and the events stored", async () => {
+    const c = await connect();
+    const author = signer();
+    for (let i = 0; i < 3; i++) expect((await c.publish(author.sign({ kind: 1, content: `status ${i}`, created_at: now() - i })))[2]).toBe(true);
+
+    await page.goto(`${httpBase}/`);
+    const shown = await page.evaluate<any>(`({
+      title: document.title,
+      name: document.getElementById("name").textContent,
+      nips: [...document.querySelectorAll("#nips li")].map((li) => li.textContent),
+      connections: Number(document.getElementById("connections").textContent),
+      stored: document.getElementById("events-stored").textContent,
+      url: document.getElementById("url").textContent,
+      policies: document.getElementById("policies").textContent,
+    })`);
+    expect(shown.title).toBe(RELAY_NAME);
+    expect(shown.name).toBe(RELAY_NAME);
+    expect(shown.nips).toContain("NIP-01");
+    expect(shown.nips).toContain("NIP-11");
+    expect(shown.connections).toBeGreaterThanOrEqual(1);
+    expect(shown.stored).toBe("3");
+    expect(shown.url).toBe(relay.url);
+    expect(shown.policies).toContain("Authentication (NIP-42)");
+  });
+
+  test("the admin page bans a pubkey (given as npub) through its UI; the relay then refuses its events", async () => {
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    const x = signer();
+    await fill("pubkey-input", npubEncode(x.pubkey));
+    await fill("pubkey-reason", "spam");
+    const outcome = await click("ban-pubkey");
+    expect(outcome).toEqual({ state: "ok", text: "banpubkey: ok" });
+    expect(await page.evaluate(`document.getElementById("signer-pubkey").textContent`)).toBe(ADMIN.pubkey);
+
+    // The NIP-98 token the page had signed: u = origin + relay path, payload = sha256 of the body.
+    const token = signed.at(-1);
+    expect(token.kind).toBe(27235);
+    expect(token.tags).toContainEqual(["u", `${httpBase}/`]);
+    expect(token.tags).toContainEqual(["method", "POST"]);
+    const body = JSON.stringify({ method: "banpubkey", params: [x.pubkey, "spam"] });
+    expect(token.tags).toContainEqual(["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")]);
+
+    const listed = await click("list-banned-pubkeys");
+    expect(listed.state).toBe("ok");
+    expect(await page.evaluate(`document.getElementById("banned-pubkeys").textContent`)).toContain(x.pubkey);
+
+    const c = await connect();
+    const [, , ok, msg] = await c.publish(x.sign({ kind: 1, content: "after the ban" }));
+    expect(ok).toBe(false);
+    expect(msg).toStartWith("blocked:");
+
+    // The status page counts the admin's bans among the policies in force.
+    await page.goto(`${httpBase}/`);
+    const row = await page.evaluate<string>(
+      `[...document.querySelectorAll("#policies tr")].find((tr) => tr.textContent.startsWith("Pubkeys banned by an admin"))?.textContent ?? ""`,
+    );
+    expect(row).toBe("Pubkeys banned by an admin1");
+  });
+
+  test("a signer who is not an admin sees the relay's 401 error in the page", async () => {
+    signingAs = signer();
+    try {
+      await page.goto(`${httpBase}/admin`);
+      const outcome = await click("list-banned-pubkeys");
+      expect(outcome.state).toBe("error");
+      expect(outcome.text).toStartWith("listbannedpubkeys failed: HTTP 401: ");
+      expect(outcome.text.length).toBeGreaterThan("listbannedpubkeys failed: HTTP 401: ".length);
+      expect(await page.evaluate(`document.getElementById("signer-pubkey").textContent`)).toBe(signingAs.pubkey);
+    } finally {
+      signingAs = ADMIN;
+    }
+  });
+
+  test("changerelayname from the page shows in NIP-11 at once", async () => {
+    await page.goto(`${httpBase}/admin`);
+    // The page fills the field with the current name (from NIP-11) when it loads.
+    expect(await page.waitFor<string>(`document.getElementById("name-input").value`)).toBe(RELAY_NAME);
+    await fill("name-input", "Renamed from the page");
+    expect(await click("change-name")).toEqual({ state: "ok", text: "changerelayname: ok" });
+    expect((await relayInfo(relay.url)).name).toBe("Renamed from the page");
+  });
+
+  test("input errors show in the page without a call", async () => {
+    await page.goto(`${httpBase}/admin`);
+    const before = signed.length;
+    const good = npubEncode(signer().pubkey);
+    await fill("pubkey-input", good.slice(0, -1) + (good.endsWith("q") ? "p" : "q"));
+    expect(await click("ban-pubkey")).toEqual({ state: "error", text: "banpubkey: not a valid npub: bad checksum" });
+    await fill("event-input", "xyz");
+    expect((await click("ban-event")).text).toBe("banevent: enter 64 hex characters or note1…");
+    expect(signed.length).toBe(before);
+  });
+});

@@ -1,0 +1,183 @@
+// [rate_limits] over the wire: EVENT, REQ, COUNT, NEG-OPEN and new connections trip with their
+// `rate-limited:` answer (HTTP 429 for a connection) and recover once tokens refill; per-pubkey
+// buckets follow an AUTHed pubkey across connections; admins are exempt; a reload takes effect.
+import { afterEach, expect, test } from "bun:test";
+import { connect as tcpConnect } from "node:net";
+import { nip77 } from "nostr-tools";
+import type { Config } from "../src/config/schema.ts";
+import { Client, failOnRelayErrors, signer, startTestRelay, type TestRelay } from "./helpers.ts";
+
+failOnRelayErrors();
+
+type Rates = Partial<Config["rate_limits"]>;
+// 600 a minute: a token every 100 ms, so a tripped limit recovers within a test's patience.
+const FAST = 600;
+const REFILL_MS = 150;
+
+const relays: TestRelay[] = [];
+const clients: Client[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  for (const r of relays.splice(0)) await r.stop();
+});
+
+async function relayWith(rates: Rates, admins: string[] = []): Promise<TestRelay> {
+  const relay = await startTestRelay({ rate_limits: rates, admin: { pubkeys: admins } });
+  relays.push(relay);
+  return relay;
+}
+
+async function client(relay: TestRelay): Promise<Client> {
+  const c = await Client.connect(relay.url);
+  clients.push(c);
+  return c;
+}
+
+/** Sends every frame at once (no waiting in between, so no refill), then collects the answers. */
+async function burst(c: Client, frames: unknown[][], answered: (f: any, subId: string) => boolean): Promise<any[]> {
+  const from = c.frames.length;
+  for (const f of frames) c.send(f);
+  return Promise.all(frames.map((f) => c.next((a) => answered(a, f[0] === "EVENT" ? (f[1] as any).id : (f[1] as string)), 5000, from)));
+}
+
+const isOk = (a: any, id: string) => a[0] === "OK" && a[1] === id;
+const endsReq = (a: any, id: string) => (a[0] === "EOSE" || a[0] === "CLOSED") && a[1] === id;
+const endsCount = (a: any, id: string) => (a[0] === "COUNT" || a[0] === "CLOSED") && a[1] === id;
+const endsNeg = (a: any, id: string) => (a[0] === "NEG-MSG" || a[0] === "NEG-ERR") && a[1] === id;
+
+const events = (n: number, s = signer()) => Array.from({ length: n }, (_, i) => ["EVENT", s.sign({ kind: 1, content: `rate ${i} ${Math.random()}` })]);
+const reqs = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ["REQ", `${tag}${i}`, { kinds: [1], limit: 1 }]);
+
+test("EVENT: past the burst OK false rate-limited:, accepted again after a refill", async () => {
+  const relay = await relayWith({ events_per_minute: FAST, events_burst: 3 });
+  const c = await client(relay);
+  const oks = await burst(c, events(5), isOk);
+  expect(oks.map((o) => o[2])).toEqual([true, true, true, false, false]);
+  expect(oks[3][3]).toMatch(/^rate-limited: too many events, try again in \d+ s$/);
+  await Bun.sleep(REFILL_MS);
+  expect((await burst(c, events(1), isOk))[0][2]).toBe(true);
+});
+
+test("REQ: past the burst CLOSED rate-limited:, EOSE again after a refill", async () => {
+  const relay = await relayWith({ reqs_per_minute: FAST, reqs_burst: 3 });
+  const c = await client(relay);
+  const ends = await burst(c, reqs(4, "r"), endsReq);
+  expect(ends.map((f) => f[0])).toEqual(["EOSE", "EOSE", "EOSE", "CLOSED"]);
+  expect(ends[3][2]).toStartWith("rate-limited: too many REQs");
+  await Bun.sleep(REFILL_MS);
+  expect((await c.req("again", { limit: 1 })).end).toEqual(["EOSE", "again"]);
+});
+
+test("COUNT: past the burst CLOSED rate-limited:, counted again after a refill", async () => {
+  const relay = await relayWith({ counts_per_minute: FAST, counts_burst: 2 });
+  const c = await client(relay);
+  const ends = await burst(c, [1, 2, 3].map((i) => ["COUNT", `c${i}`, { kinds: [1] }]), endsCount);
+  expect(ends.map((f) => f[0])).toEqual(["COUNT", "COUNT", "CLOSED"]);
+  expect(ends[2][2]).toStartWith("rate-limited: too many COUNTs");
+  // REQs have their own bucket.
+  expect((await c.req("r", { limit: 1 })).end[0]).toBe("EOSE");
+  await Bun.sleep(REFILL_MS);
+  expect((await c.count("again", [{ kinds: [1] }]))[0]).toBe("COUNT");
+});
+
+test("NEG-OPEN: past the burst NEG-ERR rate-limited:, reconciles again after a refill", async () => {
+  const relay = await relayWith({ neg_opens_per_minute: FAST, neg_opens_burst: 2 });
+  const c = await client(relay);
+  const storage = new nip77.NegentropyStorageVector();
+  storage.seal();
+  const initial = await new nip77.Negentropy(storage).initiate();
+  const open = (id: string) => ["NEG-OPEN", id, { kinds: [1] }, initial];
+  const answers = await burst(c, [open("n1"), open("n2"), open("n3")], endsNeg);
+  expect(answers.map((f) => f[0])).toEqual(["NEG-MSG", "NEG-MSG", "NEG-ERR"]);
+  expect(answers[2][2]).toStartWith("rate-limited: too many NEG-OPENs");
+  await Bun.sleep(REFILL_MS);
+  expect((await burst(c, [open("n4")], endsNeg))[0][0]).toBe("NEG-MSG");
+});
+
+test("connections: past the burst HTTP 429 with Retry-After, upgraded again after a refill", async () => {
+  const relay = await relayWith({ connections_per_minute: FAST, connections_burst: 2 });
+  const port = relay.server.port!;
+  const first = await upgrade(port);
+  const second = await upgrade(port);
+  const third = await upgrade(port);
+  expect([first.status, second.status, third.status]).toEqual([101, 101, 429]);
+  expect(third.headers["retry-after"]).toBe("1");
+  expect(third.body).toStartWith("rate-limited:");
+  // The open connections are not affected: the limit is on new ones.
+  await Bun.sleep(REFILL_MS);
+  expect((await upgrade(port)).status).toBe(101);
+});
+
+test("per pubkey: an AUTHed pubkey's bucket follows it across connections; unauthenticated ones from the IP are not charged to it", async () => {
+  const relay = await relayWith({ pubkey_events_per_minute: FAST, pubkey_events_burst: 2, pubkey_reqs_per_minute: FAST, pubkey_reqs_burst: 1 });
+  const alice = signer();
+  const a1 = await client(relay);
+  const a2 = await client(relay);
+  const anon = await client(relay);
+  expect((await a1.auth(alice, relay.url))[2]).toBe(true);
+  expect((await a2.auth(alice, relay.url))[2]).toBe(true);
+  const oks = await burst(a1, events(2, alice), isOk);
+  expect(oks.map((o) => o[2])).toEqual([true, true]);
+  const refused = (await burst(a2, events(1, alice), isOk))[0];
+  expect(refused[2]).toBe(false);
+  expect(refused[3]).toStartWith("rate-limited: too many events");
+  // The IP has no limit here: the same signer's events from an unauthenticated connection pass.
+  expect((await burst(anon, events(3, alice), isOk)).map((o) => o[2])).toEqual([true, true, true]);
+  // REQs per pubkey too.
+  expect((await burst(a1, reqs(2, "p"), endsReq)).map((f) => f[0])).toEqual(["EOSE", "CLOSED"]);
+  expect((await burst(anon, reqs(3, "q"), endsReq)).map((f) => f[0])).toEqual(["EOSE", "EOSE", "EOSE"]);
+  await Bun.sleep(REFILL_MS);
+  expect((await burst(a2, events(1, alice), isOk))[0][2]).toBe(true);
+});
+
+test("a connection authenticated as an [admin] pubkey is exempt", async () => {
+  const admin = signer();
+  const relay = await relayWith({ events_per_minute: 1, events_burst: 1, reqs_per_minute: 1, reqs_burst: 1 }, [admin.pubkey]);
+  const boss = await client(relay);
+  expect((await boss.auth(admin, relay.url))[2]).toBe(true);
+  expect((await burst(boss, events(4, admin), isOk)).map((o) => o[2])).toEqual([true, true, true, true]);
+  expect((await burst(boss, reqs(3, "a"), endsReq)).map((f) => f[0])).toEqual(["EOSE", "EOSE", "EOSE"]);
+  // Everyone else from the same IP is limited (the admin's traffic was not charged to the IP).
+  const other = await client(relay);
+  expect((await burst(other, events(2), isOk)).map((o) => o[2])).toEqual([true, false]);
+  expect((await burst(other, reqs(2, "o"), endsReq)).map((f) => f[0])).toEqual(["EOSE", "CLOSED"]);
+});
+
+test("a reload that changes a rate takes effect at once, both ways", async () => {
+  const relay = await relayWith({ reqs_per_minute: 1, reqs_burst: 1 });
+  const c = await client(relay);
+  expect((await burst(c, reqs(2, "x"), endsReq)).map((f) => f[0])).toEqual(["EOSE", "CLOSED"]);
+  relay.ctx.config.rate_limits.reqs_per_minute = 0; // as config/reload.ts does: in place
+  expect((await burst(c, reqs(5, "y"), endsReq)).map((f) => f.at(0))).toEqual(["EOSE", "EOSE", "EOSE", "EOSE", "EOSE"]);
+  relay.ctx.config.rate_limits.events_per_minute = 1;
+  relay.ctx.config.rate_limits.events_burst = 2;
+  expect((await burst(c, events(3), isOk)).map((o) => o[2])).toEqual([true, true, false]);
+});
+
+/** A websocket upgrade over raw TCP, so the HTTP status and headers are visible. */
+async function upgrade(port: number): Promise<{ status: number; headers: Record<string, string>; body: string }> {
+  const sock = tcpConnect(port, "127.0.0.1");
+  const text = await new Promise<string>((resolve, reject) => {
+    let buf = "";
+    const timer = setTimeout(() => reject(new Error(`no HTTP answer: ${JSON.stringify(buf)}`)), 5000);
+    sock.once("error", reject);
+    sock.once("connect", () =>
+      sock.write(
+        `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+      ),
+    );
+    sock.on("data", (d: Buffer) => {
+      buf += d.toString("latin1");
+      const end = buf.indexOf("\r\n\r\n");
+      const length = Number(/content-length: *(\d+)/i.exec(buf)?.[1] ?? 0);
+      // A 101 has no body; a refusal is complete once its Content-Length has arrived.
+      if (end >= 0 && (buf.startsWith("HTTP/1.1 101") || buf.length >= end + 4 + length)) clearTimeout(timer), resolve(buf);
+    });
+  });
+  sock.destroy();
+  const [head = "", body = ""] = text.split("\r\n\r\n");
+  const [statusLine = "", ...lines] = head.split("\r\n");
+  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+  return { status: Number(statusLine.split(" ")[1]), headers, body };
+}
