@@ -120,7 +120,8 @@ export class Browser {
     readonly log: string[],
   ) {}
 
-  static async launch(executable = CHROMIUM, timeoutMs = 30_000): Promise<Browser> {
+  /** `args` are extra Chromium switches, e.g. --host-resolver-rules. */
+  static async launch(args: string[] = [], executable = CHROMIUM, timeoutMs = 30_000): Promise<Browser> {
     const profile = mkdtempSync(join(tmpdir(), "bunstr-chromium-"));
     const proc = Bun.spawn(
       [
@@ -135,6 +136,7 @@ export class Browser {
         "--disable-dev-shm-usage", // containers often have a tiny /dev/shm
         "--disable-extensions",
         "--disable-background-networking",
+        ...args,
         "about:blank",
       ],
       { stdin: "ignore", stdout: "ignore", stderr: "pipe" },

@@ -15,6 +15,7 @@ if (!haveChromium && !inCi) console.log(`pages.test.ts skipped: ${CHROMIUM} is m
 
 const ADMIN = signer();
 const RELAY_NAME = "Pages <test> relay";
+const INSECURE_HOST = "relay.example";
 
 /**
  * window.nostr for the page, installed before its scripts run: each call goes to this process
@@ -52,7 +53,8 @@ describe.skipIf(!haveChromium && !inCi)("web pages in Chromium", () => {
     if (!haveChromium) throw new Error(`${CHROMIUM} is missing and CI is set: install chromium (see .ci/run)`);
     relay = await startTestRelay({ info: { name: RELAY_NAME, description: "Seen in a real browser." }, admin: { pubkeys: [ADMIN.pubkey] } });
     httpBase = relay.url.replace(/^ws/, "http").replace(/\/$/, "");
-    browser = await Browser.launch();
+    // A name that is not localhost: plain http to it is not a secure context (no crypto.subtle).
+    browser = await Browser.launch([`--host-resolver-rules=MAP ${INSECURE_HOST} 127.0.0.1`]);
     page = await browser.newPage();
     await page.send("Runtime.addBinding", { name: "__nip07" });
     await page.send("Page.addScriptToEvaluateOnNewDocument", { source: NIP07_STUB });
@@ -175,6 +177,19 @@ describe.skipIf(!haveChromium && !inCi)("web pages in Chromium", () => {
     await fill("name-input", "Renamed from the page");
     expect(await click("change-name")).toEqual({ state: "ok", text: "changerelayname: ok" });
     expect((await relayInfo(relay.url)).name).toBe("Renamed from the page");
+  });
+
+  test("over plain http to a non-local name the admin page says it needs https", async () => {
+    await page.goto(`${httpBase.replace("127.0.0.1", INSECURE_HOST)}/admin`);
+    expect(await page.evaluate(`window.isSecureContext`)).toBe(false);
+    const shown = await page.evaluate<any>(`({
+      state: document.getElementById("result").dataset.state,
+      text: document.getElementById("result").textContent,
+      enabled: [...document.querySelectorAll("button")].filter((b) => !b.disabled).length,
+    })`);
+    expect(shown.state).toBe("error");
+    expect(shown.text).toContain("needs https");
+    expect(shown.enabled).toBe(0);
   });
 
   test("input errors show in the page without a call", async () => {

@@ -127,7 +127,8 @@ async function rpc(method, params) {
   const unsigned = {
     kind: 27235,
     created_at: Math.floor(Date.now() / 1000),
-    tags: [["u", location.origin + RELAY_PATH], ["method", "POST"], ["payload", await sha256Hex(bodyBytes)]],
+    // The nonce: the same call twice in one second would otherwise be the same event, refused as a replay.
+    tags: [["u", location.origin + RELAY_PATH], ["method", "POST"], ["payload", await sha256Hex(bodyBytes)], ["nonce", crypto.randomUUID()]],
     content: "",
   };
   const signed = await extension().signEvent(unsigned);

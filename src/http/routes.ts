@@ -7,8 +7,9 @@ import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "
 
 const CORS: Record<string, string> = {
   "Access-Control-Allow-Origin": "*",
-  "Access-Control-Allow-Headers": "*",
-  "Access-Control-Allow-Methods": "GET, OPTIONS",
+  // "*" does not cover Authorization (Fetch spec): NIP-86 clients on other origins send it.
+  "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, *",
+  "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
   // The same URL answers JSON or HTML by Accept: caches must keep them apart.
   Vary: "Accept",
 };

@@ -113,9 +113,24 @@ export function policiesInForce(config: Config, admin?: AdminCounts): PolicyRow[
   for (const [k, v] of Object.entries(a)) if (!known.has(k)) rows.push(generic(`authorization.${k}`, v));
   for (const [section, keys] of Object.entries(config as Record<string, unknown>)) {
     if (KNOWN_SECTIONS.has(section) || typeof keys !== "object" || keys === null) continue;
-    for (const [k, v] of Object.entries(keys)) rows.push(generic(`${section}.${k}`, v));
+    rows.push(...sectionRows(section, keys as Record<string, unknown>));
   }
   return rows.filter((r) => !SECRET.test(r.label));
+}
+
+/** A section's keys as rows; a rate (x_per_minute) and its bucket (x_burst) make one row. */
+function sectionRows(section: string, keys: Record<string, unknown>): PolicyRow[] {
+  const rows: PolicyRow[] = [];
+  const paired = new Set<string>();
+  for (const [k, v] of Object.entries(keys)) {
+    const rate = /^(.+)_per_minute$/.exec(k)?.[1];
+    const burst = rate === undefined ? undefined : keys[`${rate}_burst`];
+    if (rate === undefined || typeof v !== "number" || typeof burst !== "number") continue;
+    paired.add(k).add(`${rate}_burst`);
+    rows.push({ label: `${section.replace(/_/g, " ")}: ${rate.replace(/_/g, " ")}`, value: v > 0 ? `${v} per minute, bursts up to ${burst}` : "unlimited" });
+  }
+  for (const [k, v] of Object.entries(keys)) if (!paired.has(k)) rows.push(generic(`${section}.${k}`, v));
+  return rows;
 }
 
 function generic(label: string, v: unknown): PolicyRow {

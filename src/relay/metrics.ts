@@ -29,13 +29,20 @@ const otherKinds = new Float64Array(RESULTS.length * R);
 /** Events refused before they had a readable kind (bad shape, oversize frame). */
 const noKind = new Float64Array(RESULTS.length * R);
 
+/** REASONS indexes by first letter: the prefixes that start with it (at most two). */
+const byFirstLetter: number[][] = [];
+for (let i = 1; i < OTHER; i++) (byFirstLetter[REASONS[i]!.charCodeAt(0)] ??= []).push(i);
+
 /** The index of the message's NIP-01 prefix ("invalid: …") in REASONS; no allocation. */
 function reasonOf(message: string): number {
-  for (let i = 1; i < OTHER; i++) {
-    const p = REASONS[i]!;
-    if (message.charCodeAt(p.length) === 58 && message.startsWith(p)) return i;
-  }
-  return message === "" ? 0 : OTHER;
+  if (message === "") return 0;
+  const candidates = byFirstLetter[message.charCodeAt(0)];
+  if (candidates)
+    for (const i of candidates) {
+      const p = REASONS[i]!;
+      if (message.charCodeAt(p.length) === 58 && message.startsWith(p)) return i;
+    }
+  return OTHER;
 }
 
 /** Counts one OK answer to an EVENT; kind undefined when the event never parsed. */
@@ -70,20 +77,22 @@ const STORED_COUNT_TTL_MS = 10_000;
 
 /** Returns the scrape renderer for one relay; it caches the stored-event count. */
 export function metricsRenderer(ctx: RelayContext, live: LiveState): () => Promise<string> {
-  let stored: { at: number; value: Promise<number> } | undefined;
+  let cached: { at: number; value: Promise<number> } | undefined;
   const storedEvents = (): Promise<number> => {
     const now = Date.now();
-    if (!stored || now - stored.at >= STORED_COUNT_TTL_MS) {
+    if (!cached || now - cached.at >= STORED_COUNT_TTL_MS) {
       // Everything committed, expired or not, every kind: the table's size, not a client's view.
       const value = ctx.store.count({ filters: [{}], maxSeq: ctx.store.lastSeq(), now: 0 }).then((r) => r.count);
-      stored = { at: now, value };
-      value.catch(() => (stored = undefined)); // retried on the next scrape
+      cached = { at: now, value };
+      value.catch(() => (cached = undefined)); // retried on the next scrape
     }
-    return stored.value;
+    return cached.value;
   };
   return async () => {
-    const [dbBytes, events] = await Promise.all([ctx.store.sizeBytes(), storedEvents().catch(() => NaN)]);
-    return render(ctx, live, dbBytes, events);
+    // A failed count shows as NaN (and is logged) rather than failing the whole scrape.
+    const events = storedEvents().catch((err) => (console.error("metrics: counting stored events failed:", err), NaN));
+    const [dbBytes, stored] = await Promise.all([ctx.store.sizeBytes(), events]);
+    return render(ctx, live, dbBytes, stored);
   };
 }
 
