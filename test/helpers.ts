@@ -7,7 +7,9 @@ import { join } from "node:path";
 import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
 import { defaults, type Config } from "../src/config/schema.ts";
 import { startRelay, type Relay } from "../src/relay/server.ts";
+import { PostgresStore } from "../src/store/postgres/store.ts";
 import { SqliteStore } from "../src/store/sqlite.ts";
+import { createDatabase, databaseFor, dropDatabase, onPostgres, REDIS_URL } from "./postgres-env.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 
 export interface TestRelay extends Relay {
@@ -37,7 +39,10 @@ export async function startTestRelay(patch: ConfigPatch = {}, opts: { dir?: stri
   const config = testConfig(patch);
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "bunstr-test-"));
   const dbPath = join(dir, "bunstr.sqlite");
-  const store = new SqliteStore({ path: dbPath, synchronous: "normal", readerWorkers: config.database.reader_workers, queryTimeoutMs: config.database.query_timeout_ms });
+  const pgName = databaseFor(dir);
+  const store = onPostgres
+    ? await PostgresStore.open({ url: await createDatabase(pgName), busUrl: REDIS_URL, poolSize: 4, queryTimeoutMs: config.database.query_timeout_ms })
+    : new SqliteStore({ path: dbPath, synchronous: "normal", readerWorkers: config.database.reader_workers, queryTimeoutMs: config.database.query_timeout_ms });
   const relay = startRelay({ config, store });
   return {
     ...relay,
@@ -46,7 +51,10 @@ export async function startTestRelay(patch: ConfigPatch = {}, opts: { dir?: stri
     dbPath,
     async stop() {
       await relay.close();
-      if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+      if (!opts.dir) {
+        rmSync(dir, { recursive: true, force: true });
+        if (onPostgres) await dropDatabase(pgName);
+      }
     },
   };
 }
@@ -147,6 +155,13 @@ export async function refusedWith(c: Client, e: NostrEvent, prefix: string): Pro
   expect(ok[1]).toBe(e.id);
   expect(ok[2]).toBe(false);
   expect(ok[3]).toStartWith(prefix);
+}
+
+/** Rows stored with this id, read from the database itself (not through the relay's queries). */
+export async function rowsWithId(r: Relay, id: string): Promise<number> {
+  const store = r.ctx.store;
+  if (store instanceof PostgresStore) return (await store.sql`SELECT count(*)::int AS n FROM events WHERE id = decode(${id}, 'hex')`)[0].n;
+  return ((store as SqliteStore).db.query("SELECT count(*) AS n FROM events WHERE id = unhex(?)").get(id) as { n: number }).n;
 }
 
 /** The relay's NIP-11 document, fetched from its websocket URL as clients do. */

@@ -1,8 +1,7 @@
 // NIP-40 over a real websocket: expired events are refused, hidden from REQ and COUNT as soon
 // as they expire (swept or not), physically deleted by the sweeper, and all of it off with nip40.
-import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Client, now, signer, startTestRelay, type TestRelay, relayInfo } from "./helpers.ts";
+import { Client, now, rowsWithId, signer, startTestRelay, type TestRelay, relayInfo } from "./helpers.ts";
 
 let lazy: TestRelay; // the sweeper never runs during the tests
 let sweeping: TestRelay; // sweeps every second
@@ -39,15 +38,7 @@ async function count(c: Client, filter: object): Promise<number> {
   return f[2].count;
 }
 
-/** Rows in the events table with this id, read from the database file itself. */
-function rowsInDb(r: TestRelay, id: string): number {
-  const db = new Database(r.dbPath, { readonly: true });
-  try {
-    return (db.query("SELECT count(*) AS n FROM events WHERE id = unhex(?)").get(id) as { n: number }).n;
-  } finally {
-    db.close();
-  }
-}
+const rowsInDb = rowsWithId;
 
 /** Sleeps until the wall clock is past `exp` (unix seconds). */
 const untilAfter = (exp: number) => Bun.sleep(Math.max(0, (exp + 1) * 1000 - Date.now() + 50));
@@ -63,7 +54,7 @@ describe("NIP-40 on", () => {
       const ok = await c.publish(e);
       expect(ok[2]).toBe(false);
       expect(ok[3]).toStartWith("invalid:");
-      expect(rowsInDb(lazy, e.id)).toBe(0);
+      expect(await rowsInDb(lazy, e.id)).toBe(0);
     }
     expect(await ids(c, { authors: [s.pubkey] })).toEqual([]);
   });
@@ -88,7 +79,7 @@ describe("NIP-40 on", () => {
     expect(await count(c, { authors: [s.pubkey] })).toBe(2);
     expect(await count(c, { "#t": ["nip40-lazy"] })).toBe(2);
     // Hidden, not swept: the row is still in the database.
-    expect(rowsInDb(lazy, e.id)).toBe(1);
+    expect(await rowsInDb(lazy, e.id)).toBe(1);
     // A fresh connection sees the same.
     const fresh = await connect(lazy);
     expect(await ids(fresh, { ids: [e.id] })).toEqual([]);
@@ -101,12 +92,12 @@ describe("NIP-40 on", () => {
     const e = s.sign({ kind: 1, content: "swept", tags: [["expiration", String(exp)], ["t", "nip40-swept"]] });
     const stays = s.sign({ kind: 1, content: "kept", tags: [["expiration", String(now() + 3600)]] });
     for (const x of [e, stays]) expect((await c.publish(x))[2]).toBe(true);
-    expect(rowsInDb(sweeping, e.id)).toBe(1);
+    expect(await rowsInDb(sweeping, e.id)).toBe(1);
     await untilAfter(exp);
     const deadline = Date.now() + 3000;
-    while (rowsInDb(sweeping, e.id) > 0 && Date.now() < deadline) await Bun.sleep(100);
-    expect(rowsInDb(sweeping, e.id)).toBe(0);
-    expect(rowsInDb(sweeping, stays.id)).toBe(1);
+    while ((await rowsInDb(sweeping, e.id)) > 0 && Date.now() < deadline) await Bun.sleep(100);
+    expect(await rowsInDb(sweeping, e.id)).toBe(0);
+    expect(await rowsInDb(sweeping, stays.id)).toBe(1);
     expect(await ids(c, { "#t": ["nip40-swept"] })).toEqual([]);
     expect(await ids(c, { authors: [s.pubkey] })).toEqual([stays.id]);
   });
@@ -137,7 +128,7 @@ describe("nips.nip40 = false", () => {
     expect(await count(c, { authors: [s.pubkey] })).toBe(1);
     // The 1 s sweeper is configured but NIP-40 is off: the row stays.
     await Bun.sleep(1200);
-    expect(rowsInDb(off, e.id)).toBe(1);
+    expect(await rowsInDb(off, e.id)).toBe(1);
     expect(await ids(c, { ids: [e.id] })).toEqual([e.id]);
   });
 });

@@ -1,5 +1,30 @@
 // Running bunstr as a real process (from source or the compiled binary) for process-level tests.
 import type { Subprocess } from "bun";
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { schema } from "../src/config/schema.ts";
+
+/** [rate_limits] all off, as TOML: these tests are many clients from 127.0.0.1. */
+const RATE_LIMITS_OFF = `\n[rate_limits]\n${Object.keys(schema.rate_limits)
+  .filter((k) => k.endsWith("_per_minute"))
+  .map((k) => `${k} = 0\n`)
+  .join("")}`;
+
+/**
+ * The arguments with rate limits off: appended to the test's own --config file (unless it sets
+ * [rate_limits] itself), else a config file of just that in `cwd`.
+ */
+export function withRateLimitsOff(args: string[], cwd: string): string[] {
+  const at = args.indexOf("--config");
+  if (at >= 0) {
+    const file = resolve(cwd, args[at + 1]!);
+    if (!existsSync(file) || !readFileSync(file, "utf8").includes("[rate_limits]")) appendFileSync(file, RATE_LIMITS_OFF);
+    return args;
+  }
+  const file = join(cwd, "rate-limits-off.toml");
+  writeFileSync(file, RATE_LIMITS_OFF);
+  return [...args, "--config", file];
+}
 
 export interface RelayProcess {
   proc: Subprocess<"ignore", "pipe", "pipe">;
@@ -19,7 +44,7 @@ export function freePort(): number {
 /** Starts `cmd` (e.g. [process.execPath, "src/main.ts"] or ["dist/bunstr"]) and waits for "listening". */
 export async function spawnRelay(cmd: string[], args: string[], cwd: string): Promise<RelayProcess> {
   const port = freePort();
-  const proc = Bun.spawn([...cmd, "--host", "127.0.0.1", "--port", String(port), ...args], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([...cmd, "--host", "127.0.0.1", "--port", String(port), ...withRateLimitsOff(args, cwd)], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const output = collectOutput(proc);
   const deadline = Date.now() + 15000;
   while (!output().includes("listening on")) {

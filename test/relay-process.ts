@@ -2,7 +2,7 @@
 // one itself), with its output kept and awaitable: for reload and restart tests.
 import type { Subprocess } from "bun";
 import { join } from "node:path";
-import { collectOutput } from "./process-helpers.ts";
+import { collectOutput, withRateLimitsOff } from "./process-helpers.ts";
 
 export const SOURCE = [process.execPath, join(import.meta.dir, "..", "src", "main.ts")];
 
@@ -14,7 +14,7 @@ export interface Bunstr {
 }
 
 export async function spawnBunstr(args: string[], cwd: string, waitListening = true): Promise<Bunstr> {
-  const proc = Bun.spawn([...SOURCE, ...args], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([...SOURCE, ...withRateLimitsOff(args, cwd)], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const output = collectOutput(proc);
   const relay: Bunstr = {
     proc,

@@ -3,6 +3,9 @@
 import { resolve } from "node:path";
 import { loadConfigFile, override } from "../config/load.ts";
 import { defaults, type Config } from "../config/schema.ts";
+import { PostgresStore } from "../store/postgres/store.ts";
+import { SqliteStore } from "../store/sqlite.ts";
+import type { Store } from "../store/types.ts";
 
 /** The flags that choose the config and the database, as node:util parseArgs options. */
 export const databaseFlags = {
@@ -43,9 +46,36 @@ export async function resolveDatabase(values: DatabaseFlagValues): Promise<{ con
   if (values.db !== undefined) overrides.push(["database.file", values.db]);
   if (values["data-dir"] !== undefined) overrides.push(["database.data_directory", values["data-dir"]]);
   const config = await loadConfig(values.config, overrides);
+  if (config.database.engine !== "sqlite")
+    throw new UsageError(`this command works on the SQLite store; [database] engine = "${config.database.engine}" (for Postgres use pg_dump / pg_restore, or run \`bunstr sync\` against a node)`);
   const dbPath = databasePath(config);
   if (dbPath === ":memory:") throw new UsageError("[database] in_memory = true: there is no database file to work on");
   return { config, dbPath };
+}
+
+/** The Postgres connection URL: [database] postgres_url, else $DATABASE_URL. */
+export function postgresUrl(config: Config): string {
+  const url = config.database.postgres_url || process.env.DATABASE_URL || "";
+  if (!url) throw new UsageError('[database] engine = "postgres" needs postgres_url (or DATABASE_URL in the environment)');
+  return url;
+}
+
+/** Where serve keeps events, as config says: the SQLite file, or Postgres (and its bus). */
+export async function openStore(config: Config): Promise<{ store: Store; where: string }> {
+  if (config.database.engine === "postgres") {
+    const url = postgresUrl(config);
+    const store = await PostgresStore.open({ url, busUrl: config.database.bus_url, poolSize: config.database.postgres_pool, queryTimeoutMs: config.database.query_timeout_ms });
+    const where = `postgres ${new URL(url).host}${new URL(url).pathname}${config.database.bus_url ? `, bus ${new URL(config.database.bus_url).host}` : ""}`;
+    return { store, where };
+  }
+  const path = databasePath(config);
+  const store = new SqliteStore({
+    path,
+    synchronous: config.database.synchronous as "normal" | "full",
+    readerWorkers: config.database.reader_workers,
+    queryTimeoutMs: config.database.query_timeout_ms,
+  });
+  return { store, where: path };
 }
 
 /** A command-line mistake: printed as `error: …` with exit status 2. */

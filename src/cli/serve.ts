@@ -4,10 +4,9 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { startRelay, type Shutdown } from "../relay/server.ts";
-import { SqliteStore } from "../store/sqlite.ts";
 import { VERSION } from "../version.ts";
 import { parseServeFlags, type ServeFlags } from "./args.ts";
-import { databasePath, loadConfig } from "./options.ts";
+import { loadConfig, openStore } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
 
@@ -54,15 +53,9 @@ export async function serve(argv: string[]): Promise<void> {
   if (flags.config) flags.config = resolve(flags.config);
   const files = raiseOpenFileLimit();
   const config = settle(await loadServeConfig(flags), files);
-  const dbPath = databasePath(config);
   if (config.network.remote_ip_header && config.network.trusted_proxies.length === 0)
     console.warn(`warning: [network] remote_ip_header is ignored until trusted_proxies lists your proxy's address`);
-  const store = new SqliteStore({
-    path: dbPath,
-    synchronous: config.database.synchronous as "normal" | "full",
-    readerWorkers: config.database.reader_workers,
-    queryTimeoutMs: config.database.query_timeout_ms,
-  });
+  const { store, where } = await openStore(config);
   // With reuse_port a second relay binds a busy port without an error: say so, since two relays
   // on different databases behind one port would each get half of the clients.
   if (config.network.reuse_port && (await someoneListens(config.network.host, config.network.port)))
@@ -71,7 +64,7 @@ export async function serve(argv: string[]): Promise<void> {
         "For a zero-downtime restart, now send the old one SIGUSR2; otherwise stop one of them (docs/operations.md)",
     );
   const relay = startRelay({ config, store });
-  console.log(`bunstr ${VERSION} listening on ${relay.url} (database: ${dbPath}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`);
+  console.log(`bunstr ${VERSION} listening on ${relay.url} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`);
 
   const reloader = new ConfigReloader({ file: flags.config, live: config, relay, load: async () => settle(await loadServeConfig(flags), files) });
   process.on("SIGHUP", () => void reloader.reload("SIGHUP"));

@@ -73,7 +73,10 @@ export const schema = {
     reuse_port: key({ type: "bool", default: true, doc: "Listen with SO_REUSEPORT, so a new bunstr can bind the same host and port while this one drains (zero-downtime restart, see docs/operations.md). Off: a second relay on the port fails to start.", reloadable: false }),
   },
   database: {
-    engine: key({ type: "string", default: "sqlite", oneOf: ["sqlite"], doc: "Storage engine.", reloadable: false }),
+    engine: key({ type: "string", default: "sqlite", oneOf: ["sqlite", "postgres"], doc: "Storage engine: sqlite (one file, nothing else to run) or postgres (several bunstr nodes on one database; see docs/scaling.md).", reloadable: false }),
+    postgres_url: key({ type: "string", default: "", doc: "engine = \"postgres\": the connection URL, e.g. postgres://bunstr:secret@127.0.0.1:5432/bunstr (the environment variable DATABASE_URL is used when this is empty).", reloadable: false }),
+    postgres_pool: key({ type: "int", default: 10, min: 1, max: 200, doc: "engine = \"postgres\": most connections this node opens (writes use one at a time; the rest serve REQ/COUNT/NEG queries).", reloadable: false }),
+    bus_url: key({ type: "string", default: "", doc: "engine = \"postgres\" with several nodes: Redis URL (redis://127.0.0.1:6379) of the bus that carries each accepted event to the other nodes' live subscribers at once. Empty = no bus: other nodes' events reach live subscribers here within about a second (polling).", reloadable: false }),
     data_directory: key({ type: "string", default: "./data", doc: "Directory of the SQLite database (created if missing).", reloadable: false }),
     file: key({ type: "string", default: "", doc: "Database file; empty = <data_directory>/bunstr.sqlite.", reloadable: false }),
     in_memory: key({ type: "bool", default: false, doc: "Keep everything in memory (lost on exit; for tests and demos).", reloadable: false }),

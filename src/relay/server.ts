@@ -92,7 +92,8 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     verifier,
     authVerifier: verifier === noVerifier ? inlineVerifier : verifier,
     fanout,
-    writer: new WriterQueue(store, (w) => fanout.broadcast(w.event, w.json), () => writeRules(config)),
+    // A store with other writers (Postgres nodes) fans out from its commit feed, in commit order.
+    writer: new WriterQueue(store, store.follow ? () => {} : (w) => fanout.broadcast(w.event, w.json), () => writeRules(config)),
     policies: defaultPolicies,
     admin: new AdminState(store, config, {
       disconnectIp(ip) {
@@ -114,6 +115,10 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
   };
   // [mirror] relays: their new events stored and fanned out as if published here. Their
   // connections open asynchronously, after the listener below exists.
+  store.follow?.({
+    committed: (e, json) => fanout.broadcast(e, json),
+    adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
+  });
   const mirrors = startMirrors(ctx);
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));

@@ -49,8 +49,21 @@ export interface AdminStore {
   deleteAuthor(pubkey: string): number | Promise<number>;
 }
 
+/** What a store with other writers (other nodes) tells the relay. */
+export interface CommitFeed {
+  /** Each event committed here or by another node, once, in commit order (for fanout). */
+  committed(event: NostrEvent, json: string): void;
+  /** Another node changed the admin state. */
+  adminChanged(): void;
+}
+
 export interface Store {
   readonly admin: AdminStore;
+  /**
+   * Stores that several nodes write to: the relay fans out from this feed (in commit order,
+   * its own commits included) instead of from its writer queue.
+   */
+  follow?(feed: CommitFeed): void;
   /** Is an event with this id stored? */
   has(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */

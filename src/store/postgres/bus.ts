@@ -1,0 +1,69 @@
+// The cross-node bus on Redis pub/sub (Bun's built-in client): each committed batch is
+// published once, with each event's JSON once, whatever the number of subscribers on any node;
+// admin changes are announced so every node reloads its admin state. Why Redis rather than
+// Postgres LISTEN/NOTIFY: docs/scaling.md (NOTIFY payloads stop at 8,000 bytes and every NOTIFY
+// takes a global lock at commit).
+import { RedisClient } from "bun";
+import type { Batch } from "./order.ts";
+
+const EVENTS = "bunstr:events";
+const ADMIN = "bunstr:admin";
+
+export interface BusHandlers {
+  batch(b: { from: number; to: number; events: { seq: number; json: string }[] }): void;
+  adminChanged(): void;
+}
+
+/** A node's identity on the bus: its own messages are not handled twice. */
+const NODE = crypto.randomUUID();
+
+export class RedisBus {
+  private readonly pub: RedisClient;
+  private readonly sub: RedisClient;
+  private closed = false;
+
+  private constructor(url: string) {
+    this.pub = new RedisClient(url, { autoReconnect: true, enableOfflineQueue: true });
+    this.sub = new RedisClient(url, { autoReconnect: true, enableOfflineQueue: true });
+  }
+
+  static async connect(url: string, handlers: BusHandlers): Promise<RedisBus> {
+    const bus = new RedisBus(url);
+    await bus.pub.connect();
+    await bus.sub.subscribe([EVENTS, ADMIN], (message: string, channel: string) => {
+      if (bus.closed) return;
+      let m: { node: string; from?: number; to?: number; events?: { seq: number; json: string }[] };
+      try {
+        m = JSON.parse(message);
+      } catch {
+        return console.error(`bus: not JSON on ${channel}`);
+      }
+      if (m.node === NODE) return;
+      if (channel === ADMIN) return handlers.adminChanged();
+      if (typeof m.from === "number" && typeof m.to === "number" && Array.isArray(m.events)) handlers.batch({ from: m.from, to: m.to, events: m.events });
+    });
+    return bus;
+  }
+
+  /** Tells the other nodes about a committed batch (an empty one too: it closes their gap). */
+  publishBatch(b: Batch): void {
+    // Hand-built: each event's JSON is already a string; it goes in as a JSON string once.
+    const events = b.events.map((e) => `{"seq":${e.seq},"json":${JSON.stringify(e.json)}}`).join(",");
+    this.send(EVENTS, `{"node":"${NODE}","from":${b.from},"to":${b.to},"events":[${events}]}`);
+  }
+
+  publishAdminChange(): void {
+    this.send(ADMIN, `{"node":"${NODE}"}`);
+  }
+
+  private send(channel: string, message: string): void {
+    // A lost message is not lost data: the other nodes read the gap from Postgres (order.ts).
+    this.pub.publish(channel, message).catch((err: unknown) => console.error("bus: publish failed:", err));
+  }
+
+  close(): void {
+    this.closed = true;
+    this.pub.close();
+    this.sub.close();
+  }
+}

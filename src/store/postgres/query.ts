@@ -1,0 +1,117 @@
+// REQ / COUNT / NEG-OPEN filters -> Postgres SQL, with the same meaning as store/query.ts
+// (SQLite). Lists travel as one JSON parameter each, so a statement's text depends only on the
+// filter's shape. NIP-50 search uses Postgres full text over the same token stream as SQLite.
+import { searchTerms } from "../../nips/nip50.ts";
+import type { Filter } from "../../protocol/filter.ts";
+import type { QueryJob } from "../query.ts";
+
+type Scope = Omit<QueryJob, "filters" | "limits">;
+type Param = string | number;
+
+const TAG_KEYS = (f: Filter): string[] => Object.keys(f).filter((k) => k[0] === "#");
+
+class Sql {
+  readonly where: string[] = [];
+  readonly params: Param[] = [];
+  p(v: Param): string {
+    this.params.push(v);
+    return `$${this.params.length}`;
+  }
+  /** `col = ANY(...)` over a JSON list parameter (hex decoded for bytea columns). */
+  any(col: string, values: readonly (string | number)[], as: "bytea" | "int" | "text"): string {
+    if (values.length === 1) {
+      const v = values[0]!;
+      return as === "bytea" ? `${col} = decode(${this.p(v as string)}, 'hex')` : `${col} = ${this.p(v)}`;
+    }
+    const x = as === "bytea" ? "decode(x, 'hex')" : as === "int" ? "x::int" : "x";
+    return `${col} = ANY(ARRAY(SELECT ${x} FROM jsonb_array_elements_text(${this.p(JSON.stringify(values))}::text::jsonb) x))`;
+  }
+}
+
+const fewestValues = (f: Filter, keys: string[]): string => keys.reduce((best, k) => (f[k as `#${string}`]!.length < f[best as `#${string}`]!.length ? k : best));
+
+/**
+ * NIP-50 terms as a tsquery literal: every term must appear (AND), as SQLite's MATCH. Quoted
+ * lexemes are taken as they are (no parser), matching the tsvector built from the same tokens.
+ */
+export const tsQuery = (terms: readonly string[]): string => terms.map((t) => `'${t.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`).join(" & ");
+
+interface Core extends Sql {
+  from: string;
+  order: string;
+}
+
+function planCore(f: Filter, scope: Scope): Core {
+  const q = new Sql() as Core;
+  const tagKeys = TAG_KEYS(f);
+  const terms = f.search !== undefined ? searchTerms(f.search) : [];
+  q.from = "events e";
+  q.order = "e.created_at DESC, e.id";
+  const driver = terms.length === 0 && !f.ids && !f.authors && tagKeys.length > 0 ? fewestValues(f, tagKeys) : undefined;
+  if (terms.length > 0) {
+    const tsq = `${q.p(tsQuery(terms))}::tsquery`;
+    q.where.push(`e.fts @@ ${tsq}`);
+    q.order = `ts_rank(e.fts, ${tsq}) DESC, e.created_at DESC, e.id`;
+  }
+  if (driver) {
+    // The tag drives: walk its (name, value, created_at) index newest first, join the event.
+    q.from = "tags t JOIN events e ON e.seq = t.seq";
+    q.order = "t.created_at DESC, e.id";
+    q.where.push(`t.name = ${q.p(driver.slice(1))}`, q.any("t.value", f[driver as `#${string}`]!, "text"));
+    if (f.kinds) q.where.push(q.any("t.kind", f.kinds, "int"));
+    if (f.since !== undefined) q.where.push(`t.created_at >= ${q.p(f.since)}`);
+    if (f.until !== undefined) q.where.push(`t.created_at <= ${q.p(f.until)}`);
+  } else {
+    if (f.ids) q.where.push(q.any("e.id", f.ids, "bytea"));
+    if (f.authors) q.where.push(q.any("e.pubkey", f.authors, "bytea"));
+    if (f.kinds) q.where.push(q.any("e.kind", f.kinds, "int"));
+    if (f.since !== undefined) q.where.push(`e.created_at >= ${q.p(f.since)}`);
+    if (f.until !== undefined) q.where.push(`e.created_at <= ${q.p(f.until)}`);
+  }
+  for (const key of tagKeys) {
+    if (key === driver) continue;
+    q.where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.seq = e.seq AND x.name = ${q.p(key.slice(1))} AND ${q.any("x.value", f[key as `#${string}`]!, "text")})`);
+  }
+  q.where.push(`e.seq <= ${q.p(scope.maxSeq)}`);
+  if (scope.now > 0) q.where.push(`(e.expiration IS NULL OR e.expiration > ${q.p(scope.now)})`);
+  const v = scope.visibility;
+  if (v && v.restrictedKinds.length > 0) {
+    const viewers = JSON.stringify(v.viewers);
+    q.where.push(
+      `(NOT (e.kind = ANY(ARRAY(SELECT x::int FROM jsonb_array_elements_text(${q.p(JSON.stringify(v.restrictedKinds))}::text::jsonb) x)))` +
+        ` OR e.pubkey = ANY(ARRAY(SELECT decode(x, 'hex') FROM jsonb_array_elements_text(${q.p(viewers)}::text::jsonb) x))` +
+        ` OR EXISTS (SELECT 1 FROM tags y WHERE y.seq = e.seq AND y.name = 'p' AND y.value = ANY(ARRAY(SELECT jsonb_array_elements_text(${q.p(viewers)}::text::jsonb)))))`,
+    );
+  }
+  return q;
+}
+
+const COLUMNS = "e.json AS json, e.created_at::float8 AS created_at, encode(e.id, 'hex') AS id";
+
+/** One filter's newest (or, searching, most relevant) `limit` events. */
+export function planFilter(f: Filter, limit: number, scope: Scope): { sql: string; params: Param[]; ranked: boolean } {
+  const q = planCore(f, scope);
+  const sql = `SELECT ${COLUMNS} FROM ${q.from} WHERE ${q.where.join(" AND ")} ORDER BY ${q.order} LIMIT ${q.p(limit)}`;
+  return { sql, params: q.params, ranked: f.search !== undefined && searchTerms(f.search).length > 0 };
+}
+
+/** The seqs of the events matching any filter (for counts), and the parameters. */
+export function planSeqs(filters: readonly Filter[], scope: Scope): { sql: string; params: Param[] } {
+  const params: Param[] = [];
+  const parts = filters.map((f) => {
+    const q = planCore(f, scope);
+    // Renumber this part's $n after the previous parts' parameters.
+    const offset = params.length;
+    params.push(...q.params);
+    const where = q.where.join(" AND ").replace(/\$(\d+)/g, (_, n) => `$${Number(n) + offset}`);
+    return `SELECT e.seq FROM ${q.from} WHERE ${where}`;
+  });
+  return { sql: parts.join(" UNION "), params };
+}
+
+/** NIP-77: (created_at, id) of up to max+1 matching events (limit ignored). */
+export function planNeg(filter: Filter, max: number, scope: Scope): { sql: string; params: Param[] } {
+  const { limit: _ignored, ...f } = filter;
+  const q = planCore(f, scope);
+  return { sql: `SELECT DISTINCT e.created_at::float8 AS t, encode(e.id, 'hex') AS id FROM ${q.from} WHERE ${q.where.join(" AND ")} LIMIT ${q.p(max + 1)}`, params: q.params };
+}

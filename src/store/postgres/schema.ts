@@ -1,0 +1,64 @@
+// The Postgres schema and its versioned migrations, run at start under an advisory lock so that
+// nodes starting together migrate once. The same semantics as SQLite's (store/db.ts), enforced
+// by the database where several nodes write at once: one row per replaceable key and per
+// address (partial unique indexes), a single-row sequence whose row lock orders every write
+// batch of every node (commit order = seq order, no gaps by rollback).
+import type { SQL } from "bun";
+
+const migrations: string[] = [
+  `CREATE TABLE relay_seq (one boolean PRIMARY KEY DEFAULT true CHECK (one), value bigint NOT NULL);
+   INSERT INTO relay_seq VALUES (true, 0);
+   CREATE TABLE events (
+     seq        bigint  PRIMARY KEY,
+     id         bytea   NOT NULL UNIQUE,
+     pubkey     bytea   NOT NULL,
+     created_at bigint  NOT NULL,
+     kind       integer NOT NULL,
+     d          text,
+     expiration bigint,
+     json       text    NOT NULL,
+     fts        tsvector
+   );
+   CREATE INDEX events_created ON events (created_at DESC, id);
+   CREATE INDEX events_pubkey ON events (pubkey, created_at DESC);
+   CREATE INDEX events_pubkey_kind ON events (pubkey, kind, created_at DESC);
+   CREATE INDEX events_kind ON events (kind, created_at DESC);
+   CREATE INDEX events_expiration ON events (expiration) WHERE expiration IS NOT NULL;
+   CREATE INDEX events_fts ON events USING gin (fts) WHERE fts IS NOT NULL;
+   CREATE UNIQUE INDEX events_replaceable ON events (pubkey, kind) WHERE kind IN (0, 3) OR (kind >= 10000 AND kind < 20000);
+   CREATE UNIQUE INDEX events_address ON events (pubkey, kind, d) WHERE kind >= 30000 AND kind < 40000;
+   -- One row per single-letter tag (first value), with created_at and kind for ordered tag scans.
+   CREATE TABLE tags (
+     name       text    NOT NULL,
+     value      text    NOT NULL,
+     created_at bigint  NOT NULL,
+     seq        bigint  NOT NULL REFERENCES events (seq) ON DELETE CASCADE,
+     kind       integer NOT NULL,
+     PRIMARY KEY (name, value, created_at, seq)
+   );
+   CREATE INDEX tags_seq ON tags (seq);
+   CREATE TABLE deleted_ids (id bytea NOT NULL, pubkey bytea NOT NULL, PRIMARY KEY (id, pubkey));
+   CREATE TABLE deleted_addresses (pubkey bytea NOT NULL, kind integer NOT NULL, d text NOT NULL, until bigint NOT NULL, PRIMARY KEY (pubkey, kind, d));
+   CREATE TABLE vanished (pubkey bytea PRIMARY KEY, until bigint NOT NULL);
+   CREATE TABLE admin_entries (list text NOT NULL, key text NOT NULL, value text NOT NULL, at bigint NOT NULL, PRIMARY KEY (list, key));
+   CREATE TABLE admin_tokens (id text PRIMARY KEY, expires bigint NOT NULL);
+   CREATE TABLE admin_log (seq bigserial PRIMARY KEY, at bigint NOT NULL, pubkey text NOT NULL, method text NOT NULL, params text NOT NULL, result text NOT NULL);`,
+];
+
+/** Any fixed number: the advisory lock that serializes migrations of nodes starting together. */
+const MIGRATION_LOCK = 0x6275_6e73;
+
+export async function migrate(sql: SQL): Promise<void> {
+  await sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
+    await tx`CREATE TABLE IF NOT EXISTS bunstr_schema (version integer NOT NULL)`;
+    const rows = await tx`SELECT version FROM bunstr_schema`;
+    let current = rows.length > 0 ? Number(rows[0].version) : 0;
+    if (rows.length === 0) await tx`INSERT INTO bunstr_schema VALUES (0)`;
+    if (current > migrations.length) throw new Error(`database schema version ${current} is newer than this bunstr (${migrations.length})`);
+    for (; current < migrations.length; current++) {
+      await tx.unsafe(migrations[current]!);
+      await tx`UPDATE bunstr_schema SET version = ${current + 1}`;
+    }
+  });
+}

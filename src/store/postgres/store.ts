@@ -1,0 +1,224 @@
+// The Postgres store (Bun's built-in SQL client): for several bunstr nodes on one database.
+// Writes: postgres/write.ts (batches serialized by the database). Committed batches of every
+// node reach each node's fanout in seq order through postgres/order.ts, fed by this node's own
+// commits, by the Redis bus (postgres/bus.ts) and, as a safety net, by polling the sequence.
+import { SQL } from "bun";
+import { Hll } from "../../nips/nip45.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
+import type { CountJob, NegItems, NegJob, QueryJob, QueryRow } from "../query.ts";
+import { QueryTimeoutError, StoreClosedError, type ReadContext } from "../readers.ts";
+import type { AdminEntry, AdminLogEntry, AdminStore, CommitFeed, PendingWrite, Store, WriteOutcome, WriteRules } from "../types.ts";
+import { RedisBus } from "./bus.ts";
+import { CommitOrder, type OrderedEvent } from "./order.ts";
+import { planFilter, planNeg, planSeqs } from "./query.ts";
+import { migrate } from "./schema.ts";
+import { writeBatch } from "./write.ts";
+
+export interface PostgresStoreOptions {
+  url: string;
+  /** Redis URL of the cross-node bus; empty = none (other nodes' events are found by polling). */
+  busUrl?: string;
+  poolSize?: number;
+  queryTimeoutMs?: number;
+  /** How often the sequence is read for commits whose bus message never came. */
+  pollMs?: number;
+}
+
+const newestFirst = (a: QueryRow, b: QueryRow) => b.created_at - a.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+const TIMEOUT = "57014"; // query_canceled (statement_timeout)
+
+export class PostgresStore implements Store {
+  readonly admin: PostgresAdmin;
+  private feed?: CommitFeed;
+  private readonly order: CommitOrder;
+  private bus?: RedisBus;
+  private poller?: ReturnType<typeof setInterval>;
+  private closed = false;
+
+  private constructor(
+    readonly sql: SQL,
+    start: number,
+  ) {
+    this.order = new CommitOrder(start, {
+      emit: (e) => this.feed?.committed(e.event, e.json),
+      readRange: (from, to) => this.readRange(from, to),
+    });
+    this.admin = new PostgresAdmin(sql, () => this.bus?.publishAdminChange());
+  }
+
+  static async open(opts: PostgresStoreOptions): Promise<PostgresStore> {
+    const sql = new SQL({
+      url: opts.url,
+      max: opts.poolSize ?? 10,
+      // Reads that run too long are cancelled by the server (answered CLOSED error:).
+      connection: { statement_timeout: String(opts.queryTimeoutMs ?? 10_000), application_name: "bunstr" },
+    } as ConstructorParameters<typeof SQL>[0]);
+    await migrate(sql);
+    const [row] = await sql`SELECT value FROM relay_seq`;
+    const store = new PostgresStore(sql, Number(row.value));
+    if (opts.busUrl)
+      store.bus = await RedisBus.connect(opts.busUrl, {
+        batch: (b) => store.order.add({ from: b.from, to: b.to, events: b.events.map((e) => ({ seq: e.seq, json: e.json, event: JSON.parse(e.json) as NostrEvent })) }),
+        adminChanged: () => store.feed?.adminChanged(),
+      });
+    store.poller = setInterval(() => void store.poll(), opts.pollMs ?? 1000);
+    store.poller.unref();
+    return store;
+  }
+
+  follow(feed: CommitFeed): void {
+    this.feed = feed;
+  }
+
+  private async poll(): Promise<void> {
+    if (this.closed) return;
+    try {
+      const [row] = await this.sql`SELECT value FROM relay_seq`;
+      await this.order.catchUp(Number(row.value));
+    } catch (err) {
+      if (!this.closed) console.error("postgres: could not read the commit sequence:", err);
+    }
+  }
+
+  private async readRange(from: number, to: number): Promise<OrderedEvent[]> {
+    const rows = await this.sql`SELECT seq, json FROM events WHERE seq BETWEEN ${from} AND ${to} ORDER BY seq`;
+    return rows.map((r: { seq: string; json: string }) => ({ seq: Number(r.seq), json: r.json, event: JSON.parse(r.json) as NostrEvent }));
+  }
+
+  async has(id: string): Promise<boolean> {
+    return (await this.sql`SELECT 1 FROM events WHERE id = decode(${id}, 'hex')`).length > 0;
+  }
+
+  async writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]> {
+    const { outcomes, committed } = await writeBatch(this.sql, batch, rules);
+    const b = { from: committed.from, to: committed.to, events: committed.stored };
+    this.bus?.publishBatch(b);
+    this.order.add(b);
+    return outcomes;
+  }
+
+  private async read<T>(ctx: ReadContext | undefined, run: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new StoreClosedError();
+    const started = performance.now();
+    try {
+      return await run();
+    } catch (err) {
+      if ((err as { errno?: string }).errno === TIMEOUT) throw new QueryTimeoutError();
+      throw err;
+    } finally {
+      ctx?.onCost?.(performance.now() - started);
+    }
+  }
+
+  query(job: QueryJob, ctx?: ReadContext): Promise<string[]> {
+    return this.read(ctx, async () => {
+      const parts = await Promise.all(
+        job.filters.map(async (f, i) => {
+          const limit = job.limits[i]!;
+          if (limit <= 0) return [];
+          const plan = planFilter(f, limit, job);
+          return (await this.sql.unsafe(plan.sql, plan.params)) as QueryRow[];
+        }),
+      );
+      const seen = new Map<string, QueryRow>();
+      for (const rows of parts) for (const r of rows) if (!seen.has(r.id)) seen.set(r.id, r);
+      const rows = [...seen.values()];
+      // Search results keep their relevance order; everything else is merged by time.
+      if (job.filters.length > 1 && !job.filters.some((f) => f.search !== undefined)) rows.sort(newestFirst);
+      return rows.map((r) => r.json);
+    });
+  }
+
+  count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }> {
+    return this.read(ctx, async () => {
+      const { sql, params } = planSeqs(job.filters, job);
+      if (job.hllOffset === undefined) {
+        const [row] = await this.sql.unsafe(`SELECT count(*)::float8 AS n FROM (${sql}) s`, params);
+        return { count: row.n as number };
+      }
+      const hll = new Hll(job.hllOffset);
+      const rows = (await this.sql.unsafe(`SELECT pubkey FROM events WHERE seq IN (${sql})`, params)) as { pubkey: Uint8Array }[];
+      for (const r of rows) hll.add(r.pubkey);
+      return { count: rows.length, hll: hll.hex() };
+    });
+  }
+
+  negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems> {
+    return this.read(ctx, async () => {
+      const { sql, params } = planNeg(job.filter, job.max, job);
+      const rows = (await this.sql.unsafe(sql, params)) as { t: number; id: string }[];
+      const overflow = rows.length > job.max;
+      if (overflow) rows.length = job.max;
+      return { timestamps: rows.map((r) => r.t), ids: rows.map((r) => r.id), overflow };
+    });
+  }
+
+  async sweepExpired(now: number): Promise<number> {
+    const rows = await this.sql`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ${now} LIMIT 5000) RETURNING seq`;
+    return rows.length;
+  }
+
+  async sizeBytes(): Promise<number> {
+    const [row] = await this.sql`SELECT pg_database_size(current_database())::float8 AS b`;
+    return row.b as number;
+  }
+
+  lastSeq(): number {
+    return this.order.applied;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.poller);
+    this.order.close();
+    this.bus?.close();
+    await this.sql.close({ timeout: 5 });
+  }
+}
+
+/** Admin state in Postgres; each change is announced on the bus so every node reloads it. */
+class PostgresAdmin implements AdminStore {
+  constructor(
+    private readonly sql: SQL,
+    private readonly changed: () => void,
+  ) {}
+
+  async entries(): Promise<AdminEntry[]> {
+    const rows = await this.sql`SELECT list, key, value, at::float8 AS at FROM admin_entries ORDER BY list, at, key`;
+    return [...rows] as AdminEntry[];
+  }
+
+  async put(e: AdminEntry): Promise<void> {
+    await this.sql`INSERT INTO admin_entries (list, key, value, at) VALUES (${e.list}, ${e.key}, ${e.value}, ${e.at})
+                   ON CONFLICT (list, key) DO UPDATE SET value = excluded.value, at = excluded.at`;
+    this.changed();
+  }
+
+  async remove(list: string, key: string): Promise<void> {
+    await this.sql`DELETE FROM admin_entries WHERE list = ${list} AND key = ${key}`;
+    this.changed();
+  }
+
+  async useToken(id: string, expires: number, now: number): Promise<boolean> {
+    await this.sql`DELETE FROM admin_tokens WHERE expires < ${now}`;
+    return (await this.sql`INSERT INTO admin_tokens (id, expires) VALUES (${id}, ${expires}) ON CONFLICT DO NOTHING RETURNING id`).length === 1;
+  }
+
+  async log(e: AdminLogEntry): Promise<void> {
+    await this.sql`INSERT INTO admin_log (at, pubkey, method, params, result) VALUES (${e.at}, ${e.pubkey}, ${e.method}, ${e.params}, ${e.result})`;
+  }
+
+  async recentLog(limit: number): Promise<AdminLogEntry[]> {
+    const rows = await this.sql`SELECT at::float8 AS at, pubkey, method, params, result FROM admin_log ORDER BY seq DESC LIMIT ${limit}`;
+    return [...rows] as AdminLogEntry[];
+  }
+
+  async deleteEvent(id: string): Promise<boolean> {
+    return (await this.sql`DELETE FROM events WHERE id = decode(${id}, 'hex') RETURNING seq`).length > 0;
+  }
+
+  async deleteAuthor(pubkey: string): Promise<number> {
+    return (await this.sql`DELETE FROM events WHERE pubkey = decode(${pubkey}, 'hex') RETURNING seq`).length;
+  }
+}

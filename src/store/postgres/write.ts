@@ -1,0 +1,144 @@
+// The Postgres writer: NIP-01/09/40/50/62 storage semantics, one transaction per batch, as the
+// SQLite writer (store/write.ts) but safe with several nodes writing at once. Every batch first
+// takes the relay_seq row lock and a range of seqs: batches of all nodes are serialized and
+// commit in seq order, so "all seqs up to N are committed" holds once N is (postgres/order.ts).
+import type { SQL } from "bun";
+import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../../nips/nip09.ts";
+import { expirationOf } from "../../nips/nip40.ts";
+import { tokens, searchableText } from "../../nips/nip50.ts";
+import { VANISH_KIND } from "../../nips/nip62.ts";
+import { dTag, type NostrEvent } from "../../protocol/event.ts";
+import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
+import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
+
+type Tx = SQL;
+const GIFT_WRAP = 1059;
+const SINGLE_LETTER = /^[a-zA-Z]$/;
+const HEX64 = /^[0-9a-f]{64}$/;
+/** Postgres text cannot hold NUL; such tag values are not indexed (the event is still stored). */
+const indexable = (s: string) => !s.includes("\0");
+/** A tsvector lexeme is at most 2,047 bytes. */
+const MAX_LEXEME = 2000;
+
+const refused = (reason: string): WriteOutcome => ({ stored: false, duplicate: false, reason });
+
+export interface CommittedBatch {
+  /** The seq range the batch took: every seq in it is either a stored event below or unused. */
+  from: number;
+  to: number;
+  stored: { seq: number; event: NostrEvent; json: string }[];
+}
+
+export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRules): Promise<{ outcomes: WriteOutcome[]; committed: CommittedBatch }> {
+  return sql.begin(async (tx) => {
+    const [row] = await tx`UPDATE relay_seq SET value = value + ${batch.length} RETURNING value`;
+    const to = Number(row.value);
+    const from = to - batch.length + 1;
+    const outcomes: WriteOutcome[] = [];
+    const stored: CommittedBatch["stored"] = [];
+    for (let i = 0; i < batch.length; i++) {
+      const w = batch[i]!;
+      const o = await writeOne(tx, w, from + i, rules);
+      outcomes.push(o);
+      if (o.stored) stored.push({ seq: o.seq, event: w.event, json: w.json });
+    }
+    return { outcomes, committed: { from, to, stored } };
+  });
+}
+
+async function writeOne(tx: Tx, { event: e, json }: PendingWrite, seq: number, rules: WriteRules): Promise<WriteOutcome> {
+  const addressable = isAddressable(e.kind);
+  const replaceable = isReplaceable(e.kind);
+  const d = addressable ? dTag(e) : null;
+  const gone = await tombstoned(tx, e, addressable ? d : replaceable ? "" : null);
+  if (gone) return refused(gone);
+  if (addressable || replaceable) {
+    const existing = (
+      addressable
+        ? await tx`SELECT seq, created_at::float8 AS created_at, encode(id, 'hex') AS id FROM events WHERE pubkey = decode(${e.pubkey}, 'hex') AND kind = ${e.kind} AND d = ${d}`
+        : await tx`SELECT seq, created_at::float8 AS created_at, encode(id, 'hex') AS id FROM events WHERE pubkey = decode(${e.pubkey}, 'hex') AND kind = ${e.kind}`
+    ) as { seq: string; created_at: number; id: string }[];
+    for (const old of existing) {
+      if (old.id === e.id) return { stored: false, duplicate: true };
+      // Newest wins; on equal created_at the lowest id is kept (NIP-01).
+      if (old.created_at > e.created_at || (old.created_at === e.created_at && old.id < e.id))
+        return refused("duplicate: a newer version of this replaceable event is already stored");
+    }
+    for (const old of existing) await tx`DELETE FROM events WHERE seq = ${old.seq}`;
+  }
+  const words = rules.search ? tokens(searchableText(e, rules.searchSkipKinds)).filter((t) => t.length <= MAX_LEXEME) : [];
+  const inserted = await tx.unsafe(
+    `INSERT INTO events (seq, id, pubkey, created_at, kind, d, expiration, json, fts)
+     VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, $5, $6, $7, $8,
+             CASE WHEN $9::text IS NULL THEN NULL ELSE array_to_tsvector(ARRAY(SELECT jsonb_array_elements_text($9::text::jsonb))) END)
+     ON CONFLICT DO NOTHING RETURNING seq`,
+    [seq, e.id, e.pubkey, e.created_at, e.kind, d === null ? null : d.replaceAll("\0", "\uFFFD"), expirationOf(e) ?? null, json, words.length > 0 ? JSON.stringify(words) : null],
+  );
+  if (inserted.length === 0) return { stored: false, duplicate: true };
+  const tags: [string, string][] = [];
+  for (const t of e.tags) if (t[0] !== undefined && t[1] !== undefined && SINGLE_LETTER.test(t[0]) && indexable(t[1])) tags.push([t[0], t[1]]);
+  if (tags.length > 0)
+    await tx.unsafe(
+      "INSERT INTO tags (name, value, created_at, seq, kind) SELECT x->>0, x->>1, $2, $3, $4 FROM jsonb_array_elements($1::text::jsonb) x ON CONFLICT DO NOTHING",
+      [JSON.stringify(tags), e.created_at, seq, e.kind],
+    );
+  if (e.kind === DELETION_KIND && rules.deletion) await applyDeletion(tx, e);
+  if (e.kind === VANISH_KIND && rules.vanish) await applyVanish(tx, e, seq);
+  return { stored: true, seq };
+}
+
+/** Why an event may not (re)enter: deleted by its author, or its author (or recipient) vanished. */
+async function tombstoned(tx: Tx, e: NostrEvent, d: string | null): Promise<string | undefined> {
+  const [t] = await tx.unsafe(
+    `SELECT (SELECT until::float8 FROM vanished WHERE pubkey = decode($1, 'hex')) AS vanished,
+            EXISTS (SELECT 1 FROM deleted_ids WHERE id = decode($2, 'hex') AND pubkey = decode($1, 'hex')) AS deleted,
+            (SELECT until::float8 FROM deleted_addresses WHERE pubkey = decode($1, 'hex') AND kind = $3 AND d = $4) AS address`,
+    [e.pubkey, e.id, e.kind, d === null ? null : d.replaceAll("\0", "\uFFFD")],
+  );
+  if (t.vanished !== null && e.created_at <= t.vanished) return "blocked: this pubkey asked to vanish from this relay";
+  const recipients = e.kind === GIFT_WRAP ? e.tags.filter((x) => x[0] === "p" && x[1] !== undefined && HEX64.test(x[1])).map((x) => x[1]!) : [];
+  if (recipients.length > 0) {
+    const rows = await tx.unsafe(
+      `SELECT (SELECT until::float8 FROM vanished WHERE pubkey = decode(r, 'hex')) AS vanished,
+              EXISTS (SELECT 1 FROM deleted_ids WHERE id = decode($2, 'hex') AND pubkey = decode(r, 'hex')) AS deleted
+       FROM jsonb_array_elements_text($1::text::jsonb) r`,
+      [JSON.stringify(recipients), e.id],
+    );
+    if (rows.some((r: { vanished: number | null }) => r.vanished !== null && e.created_at <= r.vanished)) return "blocked: the recipient asked to vanish from this relay";
+    if (!undeletable(e.kind) && rows.some((r: { deleted: boolean }) => r.deleted)) return "blocked: this gift wrap was deleted by its recipient";
+  }
+  if (undeletable(e.kind)) return undefined;
+  if (t.deleted) return "blocked: this event was deleted by its author";
+  if (t.address !== null && e.created_at <= t.address) return "blocked: this address was deleted by its author";
+  return undefined;
+}
+
+/** NIP-09: the requester's own referenced events, and gift wraps addressed to the requester. */
+async function applyDeletion(tx: Tx, req: NostrEvent): Promise<void> {
+  const { ids, addresses } = deletionTargets(req);
+  for (const id of ids) {
+    const [target] = await tx`SELECT seq, kind, encode(pubkey, 'hex') AS pubkey FROM events WHERE id = decode(${id}, 'hex')`;
+    if (target && !undeletable(target.kind)) {
+      const mine = target.pubkey === req.pubkey;
+      const wrapToMe = !mine && target.kind === GIFT_WRAP && (await tx`SELECT 1 FROM tags WHERE seq = ${target.seq} AND name = 'p' AND value = ${req.pubkey}`).length > 0;
+      if (mine || wrapToMe) await tx`DELETE FROM events WHERE seq = ${target.seq}`;
+    }
+    await tx`INSERT INTO deleted_ids (id, pubkey) VALUES (decode(${id}, 'hex'), decode(${req.pubkey}, 'hex')) ON CONFLICT DO NOTHING`;
+  }
+  for (const a of addresses) await deleteAddress(tx, a, req.created_at);
+}
+
+async function deleteAddress(tx: Tx, a: Address, until: number): Promise<void> {
+  const d = a.d.replaceAll("\0", "\uFFFD");
+  await tx`DELETE FROM events WHERE pubkey = decode(${a.pubkey}, 'hex') AND kind = ${a.kind} AND coalesce(d, '') = ${d} AND created_at <= ${until}`;
+  await tx`INSERT INTO deleted_addresses (pubkey, kind, d, until) VALUES (decode(${a.pubkey}, 'hex'), ${a.kind}, ${d}, ${until})
+           ON CONFLICT (pubkey, kind, d) DO UPDATE SET until = greatest(deleted_addresses.until, excluded.until)`;
+}
+
+/** NIP-62: everything of the pubkey up to the request (the request stays), and gift wraps to it. */
+async function applyVanish(tx: Tx, req: NostrEvent, keep: number): Promise<void> {
+  await tx`DELETE FROM events WHERE pubkey = decode(${req.pubkey}, 'hex') AND created_at <= ${req.created_at} AND seq <> ${keep}`;
+  await tx`DELETE FROM events WHERE seq IN (SELECT seq FROM tags WHERE name = 'p' AND value = ${req.pubkey} AND kind = ${GIFT_WRAP})`;
+  await tx`INSERT INTO vanished (pubkey, until) VALUES (decode(${req.pubkey}, 'hex'), ${req.created_at})
+           ON CONFLICT (pubkey) DO UPDATE SET until = greatest(vanished.until, excluded.until)`;
+}
