@@ -11,6 +11,7 @@ import { PostgresStore } from "../src/store/postgres/store.ts";
 import { SqliteStore } from "../src/store/sqlite.ts";
 import { createDatabase, databaseFor, dropDatabase, onPostgres, REDIS_URL } from "./postgres-env.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
+import type { Store } from "../src/store/types.ts";
 
 export interface TestRelay extends Relay {
   dir: string;
@@ -35,14 +36,22 @@ export function testConfig(patch: ConfigPatch = {}): Config {
   return c;
 }
 
+/**
+ * The store a test relay in `dir` uses: the SQLite file there, or (BUNSTR_TEST_STORE=postgres)
+ * the Postgres database named after `dir`, with the Redis bus.
+ */
+export async function openTestStore(dir: string, config: Config = testConfig()): Promise<Store> {
+  if (onPostgres)
+    return PostgresStore.open({ url: await createDatabase(databaseFor(dir)), busUrl: REDIS_URL, poolSize: 4, queryTimeoutMs: config.database.query_timeout_ms });
+  return new SqliteStore({ path: join(dir, "bunstr.sqlite"), synchronous: "normal", readerWorkers: config.database.reader_workers, queryTimeoutMs: config.database.query_timeout_ms });
+}
+
 export async function startTestRelay(patch: ConfigPatch = {}, opts: { dir?: string } = {}): Promise<TestRelay> {
   const config = testConfig(patch);
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "bunstr-test-"));
   const dbPath = join(dir, "bunstr.sqlite");
   const pgName = databaseFor(dir);
-  const store = onPostgres
-    ? await PostgresStore.open({ url: await createDatabase(pgName), busUrl: REDIS_URL, poolSize: 4, queryTimeoutMs: config.database.query_timeout_ms })
-    : new SqliteStore({ path: dbPath, synchronous: "normal", readerWorkers: config.database.reader_workers, queryTimeoutMs: config.database.query_timeout_ms });
+  const store = await openTestStore(dir, config);
   const relay = startRelay({ config, store });
   return {
     ...relay,

@@ -16,9 +16,8 @@ import { matchFilter, type Filter } from "nostr-tools/filter";
 import { finalizeEvent } from "nostr-tools/pure";
 import { Relay } from "nostr-tools/relay";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { SqliteStore } from "../src/store/sqlite.ts";
 import type { PendingWrite } from "../src/store/types.ts";
-import { Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { Client, now, openTestStore, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
 const { Negentropy, NegentropyStorageVector, NegentropySync } = nip77;
 
@@ -218,7 +217,7 @@ describe("a whole sync with nostr-tools' NegentropySync", () => {
     const relayOnly = items.slice(N - DIFF, N);
     const clientOnly = items.slice(N);
 
-    const store = new SqliteStore({ path: join(dir, "bunstr.sqlite"), synchronous: "normal", readerWorkers: 1 });
+    const store = await openTestStore(dir);
     try {
       const rules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
       for (let i = 0; i < relayItems.length; i += 1000) {
@@ -226,7 +225,7 @@ describe("a whole sync with nostr-tools' NegentropySync", () => {
           const event: NostrEvent = { id: it.id, pubkey: pubkeys[(i + j) % pubkeys.length]!, created_at: it.created_at, kind: 1, tags: [], content: "", sig };
           return { event, json: JSON.stringify(event) };
         });
-        const out = store.writeBatch(batch, rules);
+        const out = await store.writeBatch(batch, rules);
         expect(out.every((o) => o.stored)).toBe(true);
       }
     } finally {

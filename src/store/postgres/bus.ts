@@ -21,6 +21,8 @@ export class RedisBus {
   private readonly pub: RedisClient;
   private readonly sub: RedisClient;
   private closed = false;
+  /** Publishes not yet confirmed: close() lets them finish. */
+  private readonly sending = new Set<Promise<unknown>>();
 
   private constructor(url: string) {
     this.pub = new RedisClient(url, { autoReconnect: true, enableOfflineQueue: true });
@@ -58,11 +60,14 @@ export class RedisBus {
 
   private send(channel: string, message: string): void {
     // A lost message is not lost data: the other nodes read the gap from Postgres (order.ts).
-    this.pub.publish(channel, message).catch((err: unknown) => console.error("bus: publish failed:", err));
+    const p = this.pub.publish(channel, message).catch((err: unknown) => console.error("bus: publish failed:", err));
+    this.sending.add(p);
+    void p.finally(() => this.sending.delete(p));
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.closed = true;
+    await Promise.race([Promise.all(this.sending), Bun.sleep(2000)]);
     this.pub.close();
     this.sub.close();
   }

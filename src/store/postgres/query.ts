@@ -51,7 +51,8 @@ function planCore(f: Filter, scope: Scope): Core {
   if (terms.length > 0) {
     const tsq = `${q.p(tsQuery(terms))}::tsquery`;
     q.where.push(`e.fts @@ ${tsq}`);
-    q.order = `ts_rank(e.fts, ${tsq}) DESC, e.created_at DESC, e.id`;
+    // Normalization 1: more occurrences rank higher, longer texts lower (as bm25 does in SQLite).
+    q.order = `ts_rank(e.fts, ${tsq}, 1) DESC, e.created_at DESC, e.id`;
   }
   if (driver) {
     // The tag drives: walk its (name, value, created_at) index newest first, join the event.

@@ -172,7 +172,7 @@ export class PostgresStore implements Store {
     this.closed = true;
     clearInterval(this.poller);
     this.order.close();
-    this.bus?.close();
+    await this.bus?.close();
     await this.sql.close({ timeout: 5 });
   }
 }

@@ -20,6 +20,23 @@ const indexable = (s: string) => !s.includes("\0");
 /** A tsvector lexeme is at most 2,047 bytes. */
 const MAX_LEXEME = 2000;
 
+/**
+ * The tokens (already normalized as queries are, nips/nip50.ts) as a tsvector literal with their
+ * positions, so no text-search parser re-splits them and ts_rank sees how often each occurs.
+ */
+function tsvectorOf(words: string[]): string | null {
+  const positions = new Map<string, number[]>();
+  words.forEach((w, i) => {
+    if (w.length > MAX_LEXEME) return;
+    // Postgres keeps positions up to 16,383 and 256 per lexeme; later words still match.
+    const p = positions.get(w) ?? [];
+    if (p.length < 256) p.push(Math.min(i + 1, 16383));
+    positions.set(w, p);
+  });
+  if (positions.size === 0) return null;
+  return [...positions].map(([w, p]) => `'${w.replaceAll("\\", "\\\\").replaceAll("'", "''")}':${p.join(",")}`).join(" ");
+}
+
 const refused = (reason: string): WriteOutcome => ({ stored: false, duplicate: false, reason });
 
 export interface CommittedBatch {
@@ -66,13 +83,13 @@ async function writeOne(tx: Tx, { event: e, json }: PendingWrite, seq: number, r
     }
     for (const old of existing) await tx`DELETE FROM events WHERE seq = ${old.seq}`;
   }
-  const words = rules.search ? tokens(searchableText(e, rules.searchSkipKinds)).filter((t) => t.length <= MAX_LEXEME) : [];
+  const fts = rules.search ? tsvectorOf(tokens(searchableText(e, rules.searchSkipKinds))) : null;
   const inserted = await tx.unsafe(
     `INSERT INTO events (seq, id, pubkey, created_at, kind, d, expiration, json, fts)
      VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, $5, $6, $7, $8,
-             CASE WHEN $9::text IS NULL THEN NULL ELSE array_to_tsvector(ARRAY(SELECT jsonb_array_elements_text($9::text::jsonb))) END)
+             $9::text::tsvector)
      ON CONFLICT DO NOTHING RETURNING seq`,
-    [seq, e.id, e.pubkey, e.created_at, e.kind, d === null ? null : d.replaceAll("\0", "\uFFFD"), expirationOf(e) ?? null, json, words.length > 0 ? JSON.stringify(words) : null],
+    [seq, e.id, e.pubkey, e.created_at, e.kind, d === null ? null : d.replaceAll("\0", "\uFFFD"), expirationOf(e) ?? null, json, fts],
   );
   if (inserted.length === 0) return { stored: false, duplicate: true };
   const tags: [string, string][] = [];
