@@ -54,14 +54,23 @@ function planCore(f: Filter, scope: Scope): Core {
     // Normalization 1: more occurrences rank higher, longer texts lower (as bm25 does in SQLite).
     q.order = `ts_rank(e.fts, ${tsq}, 1) DESC, e.created_at DESC, e.id`;
   }
-  if (driver) {
-    // The tag drives: walk its (name, value, created_at) index newest first, join the event.
+  const driverValues = driver ? f[driver as `#${string}`]! : [];
+  if (driver && driverValues.length === 1) {
+    // One value: walk its (name, value, created_at) index newest first, join the event.
     q.from = "tags t JOIN events e ON e.seq = t.seq";
     q.order = "t.created_at DESC, e.id";
-    q.where.push(`t.name = ${q.p(driver.slice(1))}`, q.any("t.value", f[driver as `#${string}`]!, "text"));
+    q.where.push(`t.name = ${q.p(driver.slice(1))}`, `t.value = ${q.p(driverValues[0]!)}`);
     if (f.kinds) q.where.push(q.any("t.kind", f.kinds, "int"));
     if (f.since !== undefined) q.where.push(`t.created_at >= ${q.p(f.since)}`);
     if (f.until !== undefined) q.where.push(`t.created_at <= ${q.p(f.until)}`);
+  } else if (driver) {
+    // Several values: an event tagged with two of them would join twice (and LIMIT would count
+    // it twice), so the matching seqs are a set.
+    const sub = [`t.name = ${q.p(driver.slice(1))}`, q.any("t.value", driverValues, "text")];
+    if (f.kinds) sub.push(q.any("t.kind", f.kinds, "int"));
+    if (f.since !== undefined) sub.push(`t.created_at >= ${q.p(f.since)}`);
+    if (f.until !== undefined) sub.push(`t.created_at <= ${q.p(f.until)}`);
+    q.where.push(`e.seq IN (SELECT t.seq FROM tags t WHERE ${sub.join(" AND ")})`);
   } else {
     if (f.ids) q.where.push(q.any("e.id", f.ids, "bytea"));
     if (f.authors) q.where.push(q.any("e.pubkey", f.authors, "bytea"));
