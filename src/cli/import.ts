@@ -4,8 +4,19 @@ import { parseArgs } from "node:util";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
 import { importEvents, type ImportSummary } from "../ops/import.ts";
 import { verifierFor } from "../ops/verifier.ts";
+import type { Config } from "../config/schema.ts";
 import { openDatabase } from "../store/db.ts";
-import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
+import type { Db } from "../store/maintenance.ts";
+import { PostgresStore } from "../store/postgres/store.ts";
+import { databaseFlags, loadConfig, postgresUrl, resolveDatabase, UsageError, type DatabaseFlagValues } from "./options.ts";
+
+/** The SQLite file, or for engine = "postgres" the database named by its URL (for messages). */
+async function resolveImportTarget(values: DatabaseFlagValues): Promise<{ config: Config; dbPath: string }> {
+  const config = await loadConfig(values.config, []);
+  if (config.database.engine !== "postgres") return resolveDatabase(values);
+  const url = new URL(postgresUrl(config));
+  return { config, dbPath: `postgres ${url.host}${url.pathname}` };
+}
 
 export const IMPORT_USAGE = "usage: bunstr import [FILE] [--no-verify] [--json] [--config F] [--data-dir D | --db F] < events.jsonl";
 
@@ -19,7 +30,7 @@ export async function importCommand(argv: string[]): Promise<number> {
   if (positionals.length > 1) throw new UsageError(`import takes one input file at most\n${IMPORT_USAGE}`);
   const file = positionals[0] !== undefined && positionals[0] !== "-" ? positionals[0] : undefined;
   if (!file && process.stdin.isTTY) throw new UsageError(`import reads JSON lines from stdin or FILE\n${IMPORT_USAGE}`);
-  const { config, dbPath } = await resolveDatabase(values);
+  const { config, dbPath } = await resolveImportTarget(values);
 
   let input: AsyncIterable<Uint8Array>;
   let size: number | undefined;
@@ -39,9 +50,12 @@ export async function importCommand(argv: string[]): Promise<number> {
     return 1;
   }
 
-  let db;
+  let db: Db | PostgresStore;
   try {
-    db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+    // Into Postgres (moving a relay to several nodes: bunstr export | bunstr import --config pg.toml).
+    db = config.database.engine === "postgres"
+      ? await PostgresStore.open({ url: postgresUrl(config), poolSize: 2 })
+      : openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
   } catch (e) {
     console.error(`error: cannot open the database ${dbPath}: ${(e as Error).message}`);
     return 1;
@@ -76,7 +90,7 @@ export async function importCommand(argv: string[]): Promise<number> {
   } finally {
     clearInterval(keepAlive);
     verifier?.close();
-    db.close();
+    await db.close();
   }
   progress.end();
   if (values.json) console.log(JSON.stringify({ database: dbPath, verified: verifier !== undefined, ...summary }));

@@ -7,9 +7,10 @@
 // relay) has committed since the import began, so its writer waits milliseconds, not minutes;
 // alone, they grow to about a second, which writes each index page once for many events
 // (measured at 100k events: 2.8 WAL pages per event in 1,000-event transactions, 0.7 in 10,000).
+import { Database } from "bun:sqlite";
 import type { Config } from "../config/schema.ts";
 import { admitEvent } from "../policy/defaults.ts";
-import { adminBans, kindLists, noAuthEvents, notExpired, pubkeyLists, sizeLimits, type Policy } from "../policy/rules.ts";
+import { adminBans, kindLists, noAuthEvents, notExpired, pubkeyLists, sizeLimits, type AdminView, type Policy } from "../policy/rules.ts";
 import { serializeEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
 import { adminViewOf } from "../relay/admin.ts";
@@ -17,7 +18,7 @@ import { writeRules } from "../relay/context.ts";
 import { SqliteAdmin } from "../store/admin.ts";
 import type { Verifier } from "../relay/verify.ts";
 import { dataVersion, isBusy, tuneForBulkWrites, type Db } from "../store/maintenance.ts";
-import type { PendingWrite } from "../store/types.ts";
+import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
 import { SqliteWriter } from "../store/write.ts";
 
 /**
@@ -101,14 +102,83 @@ const SHARED_PAUSE_MAX_MS = 100;
 /** Keep retrying a batch the database refuses as locked (a compact running, say) this long. */
 const BUSY_GIVE_UP_MS = 10 * 60_000;
 
-export async function importEvents(db: Db, input: AsyncIterable<Uint8Array>, opts: ImportOptions): Promise<ImportSummary> {
+/** Where an import writes: the SQLite file itself, or a Store (Postgres) through its writer. */
+interface Target {
+  admin: AdminView;
+  /** Already stored? (cheaper than a signature check); stores without a fast answer say false. */
+  has(id: string): boolean;
+  /** Commits one transaction; the outcomes in order. */
+  commit(writes: PendingWrite[]): Promise<WriteOutcome[]>;
+  /** Events in the next transaction. */
+  txnSize: number;
+}
+
+/**
+ * The SQLite file, written by our own writer: transactions sized by time (ALONE_TXN_MS, or
+ * SHARED_TXN_MS and a pause once another process writes too), retried while it is locked.
+ */
+function sqliteTarget(db: Db, opts: ImportOptions, batchSize: number): Target {
+  const writer = new SqliteWriter(db);
+  const rules = writeRules(opts.config);
+  tuneForBulkWrites(db);
+  const maxTxn = opts.maxTxn ?? ALONE_TXN_MAX;
+  let ourVersion = dataVersion(db);
+  /** Another process has committed since the import began: it is running, share the lock. */
+  let shared = false;
+  let busyReported = false;
+  const once = async (writes: PendingWrite[]) => {
+    const since = performance.now();
+    for (;;) {
+      try {
+        return writer.writeBatchImmediate(writes, rules);
+      } catch (err) {
+        // Each attempt already waited busy_timeout (5 s) for the lock.
+        if (!isBusy(err) || performance.now() - since > BUSY_GIVE_UP_MS) throw err;
+        if (!busyReported) (busyReported = true), opts.onBusy?.();
+        await Bun.sleep(100);
+      }
+    }
+  };
+  const target: Target = {
+    admin: adminViewOf(new SqliteAdmin(db, writer).entries()),
+    has: (id) => writer.has(id),
+    txnSize: batchSize,
+    async commit(writes) {
+      const t0 = performance.now();
+      if (!shared && dataVersion(db) !== ourVersion) shared = true;
+      const outcomes = await once(writes);
+      const t1 = performance.now();
+      ourVersion = dataVersion(db);
+      // The next transaction: about SHARED_TXN_MS or ALONE_TXN_MS of work at this rate.
+      const perEvent = Math.max((t1 - t0) / writes.length, 1e-3);
+      target.txnSize = shared
+        ? Math.round(Math.min(batchSize, Math.max(50, SHARED_TXN_MS / perEvent)))
+        : Math.round(Math.min(maxTxn, Math.max(batchSize, ALONE_TXN_MS / perEvent)));
+      if (shared) await Bun.sleep(Math.min(SHARED_PAUSE_MAX_MS, Math.max(5, t1 - t0)));
+      return outcomes;
+    },
+  };
+  return target;
+}
+
+/** A Store (Postgres): its own batch writer, which other nodes' writes already share. */
+async function storeTarget(store: Store, opts: ImportOptions, batchSize: number): Promise<Target> {
+  const rules = writeRules(opts.config);
+  return {
+    admin: adminViewOf(await store.admin.entries()),
+    has: () => false, // a duplicate is found by the write itself
+    txnSize: batchSize,
+    commit: async (writes) => store.writeBatch(writes, rules),
+  };
+}
+
+export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8Array>, opts: ImportOptions): Promise<ImportSummary> {
   const { config, verifier } = opts;
   const batchSize = opts.batchSize ?? 1000;
   const maxProblems = opts.maxProblems ?? 10;
   // A line longer than any frame the relay would decode is not an event it could have stored.
   const maxLine = Math.max(4 * config.limits.max_message_bytes, 1 << 20);
-  const writer = new SqliteWriter(db);
-  const rules = writeRules(config);
+  const target = into instanceof Database ? sqliteTarget(into, opts, batchSize) : await storeTarget(into, opts, batchSize);
   const started = performance.now();
   const s: ImportSummary = {
     lines: 0, accepted: 0, duplicate: 0, older: 0, deleted: 0, refused: 0, ephemeral: 0,
@@ -117,20 +187,12 @@ export async function importEvents(db: Db, input: AsyncIterable<Uint8Array>, opt
   const problem = (line: number, reason: string) => {
     if (s.problems.length < maxProblems) s.problems.push({ line, reason });
   };
-  const admin = adminViewOf(new SqliteAdmin(db, writer).entries());
-  const policyCtx = { config, now: nowSeconds(), authed: new Set<string>(), relayUrl: config.info.relay_url, admin };
+  const policyCtx = { config, now: nowSeconds(), authed: new Set<string>(), relayUrl: config.info.relay_url, admin: target.admin };
 
   let batch: Candidate[] = [];
   const inFlight: Promise<{ batch: Candidate[]; ok: boolean[] | undefined }>[] = [];
   /** Verified, waiting for the next transaction. */
   let pending: Candidate[] = [];
-  let busyReported = false;
-  tuneForBulkWrites(db);
-  const maxTxn = opts.maxTxn ?? ALONE_TXN_MAX;
-  let txnSize = batchSize;
-  let ourVersion = dataVersion(db);
-  /** Another process has committed since the import began: it is running, share the lock. */
-  let shared = false;
 
   function take(text: string, line: number): void {
     s.lines++;
@@ -152,25 +214,11 @@ export async function importEvents(db: Db, input: AsyncIterable<Uint8Array>, opt
     }
     // Cheaper than a signature check (without one, the write's ON CONFLICT finds duplicates anyway);
     // duplicates within the in-flight batches are caught at the write.
-    if (verifier && writer.has(e.id)) {
+    if (verifier && target.has(e.id)) {
       s.duplicate++;
       return;
     }
     batch.push({ event: e, json: serializeEvent(e), line });
-  }
-
-  async function commit(writes: PendingWrite[]) {
-    const since = performance.now();
-    for (;;) {
-      try {
-        return writer.writeBatchImmediate(writes, rules);
-      } catch (err) {
-        // Each attempt already waited busy_timeout (5 s) for the lock.
-        if (!isBusy(err) || performance.now() - since > BUSY_GIVE_UP_MS) throw err;
-        if (!busyReported) (busyReported = true), opts.onBusy?.();
-        await Bun.sleep(100);
-      }
-    }
   }
 
   async function writeOldest(): Promise<void> {
@@ -185,24 +233,15 @@ export async function importEvents(db: Db, input: AsyncIterable<Uint8Array>, opt
 
   /** Commits what waits, in transactions of txnSize events; `all`: the last partial one too. */
   async function commitPending(all: boolean): Promise<void> {
-    while (pending.length >= txnSize || (all && pending.length > 0)) {
-      const writes = pending.slice(0, txnSize);
+    while (pending.length >= target.txnSize || (all && pending.length > 0)) {
+      const writes = pending.slice(0, target.txnSize);
       pending = pending.slice(writes.length);
       await commitOne(writes);
     }
   }
 
   async function commitOne(writes: Candidate[]): Promise<void> {
-    const t0 = performance.now();
-    if (!shared && dataVersion(db) !== ourVersion) shared = true;
-    const outcomes = await commit(writes);
-    const t1 = performance.now();
-    ourVersion = dataVersion(db);
-    // The next transaction: about SHARED_TXN_MS or ALONE_TXN_MS of work at this rate.
-    const perEvent = Math.max((t1 - t0) / writes.length, 1e-3);
-    txnSize = shared
-      ? Math.round(Math.min(batchSize, Math.max(50, SHARED_TXN_MS / perEvent)))
-      : Math.round(Math.min(maxTxn, Math.max(batchSize, ALONE_TXN_MS / perEvent)));
+    const outcomes = await target.commit(writes);
     outcomes.forEach((o, i) => {
       if (o.stored) s.accepted++;
       else if (o.duplicate) s.duplicate++;
@@ -212,7 +251,6 @@ export async function importEvents(db: Db, input: AsyncIterable<Uint8Array>, opt
     });
     s.seconds = (performance.now() - started) / 1000;
     opts.onProgress?.(s);
-    if (shared) await Bun.sleep(Math.min(SHARED_PAUSE_MAX_MS, Math.max(5, t1 - t0)));
   }
 
   async function flush(): Promise<void> {
@@ -222,7 +260,7 @@ export async function importEvents(db: Db, input: AsyncIterable<Uint8Array>, opt
     policyCtx.now = nowSeconds();
     inFlight.push(verifier ? Promise.all(b.map((c) => verifier.verify(c.event))).then((ok) => ({ batch: b, ok })) : Promise.resolve({ batch: b, ok: undefined }));
     // Verify up to a whole transaction ahead, so the workers check the next one while this is written.
-    const ahead = verifier ? Math.ceil(txnSize / batchSize) + 1 : 0;
+    const ahead = verifier ? Math.ceil(target.txnSize / batchSize) + 1 : 0;
     while (inFlight.length >= Math.max(IN_FLIGHT, ahead)) await writeOldest();
   }
 

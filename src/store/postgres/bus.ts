@@ -6,8 +6,6 @@
 import { RedisClient } from "bun";
 import type { Batch } from "./order.ts";
 
-const EVENTS = "bunstr:events";
-const ADMIN = "bunstr:admin";
 
 export interface BusHandlers {
   batch(b: { from: number; to: number; events: { seq: number; json: string }[] }): void;
@@ -24,15 +22,21 @@ export class RedisBus {
   /** Publishes not yet confirmed: close() lets them finish. */
   private readonly sending = new Set<Promise<unknown>>();
 
-  private constructor(url: string) {
+  private readonly events: string;
+  private readonly admin: string;
+
+  /** `scope`: the database's identity; its channels are bunstr:<scope>:events and :admin. */
+  private constructor(url: string, scope: string) {
+    this.events = `bunstr:${scope}:events`;
+    this.admin = `bunstr:${scope}:admin`;
     this.pub = new RedisClient(url, { autoReconnect: true, enableOfflineQueue: true });
     this.sub = new RedisClient(url, { autoReconnect: true, enableOfflineQueue: true });
   }
 
-  static async connect(url: string, handlers: BusHandlers): Promise<RedisBus> {
-    const bus = new RedisBus(url);
+  static async connect(url: string, scope: string, handlers: BusHandlers): Promise<RedisBus> {
+    const bus = new RedisBus(url, scope);
     await bus.pub.connect();
-    await bus.sub.subscribe([EVENTS, ADMIN], (message: string, channel: string) => {
+    await bus.sub.subscribe([bus.events, bus.admin], (message: string, channel: string) => {
       if (bus.closed) return;
       let m: { node: string; from?: number; to?: number; events?: { seq: number; json: string }[] };
       try {
@@ -41,7 +45,7 @@ export class RedisBus {
         return console.error(`bus: not JSON on ${channel}`);
       }
       if (m.node === NODE) return;
-      if (channel === ADMIN) return handlers.adminChanged();
+      if (channel === bus.admin) return handlers.adminChanged();
       if (typeof m.from === "number" && typeof m.to === "number" && Array.isArray(m.events)) handlers.batch({ from: m.from, to: m.to, events: m.events });
     });
     return bus;
@@ -51,11 +55,11 @@ export class RedisBus {
   publishBatch(b: Batch): void {
     // Hand-built: each event's JSON is already a string; it goes in as a JSON string once.
     const events = b.events.map((e) => `{"seq":${e.seq},"json":${JSON.stringify(e.json)}}`).join(",");
-    this.send(EVENTS, `{"node":"${NODE}","from":${b.from},"to":${b.to},"events":[${events}]}`);
+    this.send(this.events, `{"node":"${NODE}","from":${b.from},"to":${b.to},"events":[${events}]}`);
   }
 
   publishAdminChange(): void {
-    this.send(ADMIN, `{"node":"${NODE}"}`);
+    this.send(this.admin, `{"node":"${NODE}"}`);
   }
 
   private send(channel: string, message: string): void {

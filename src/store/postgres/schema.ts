@@ -43,6 +43,10 @@ const migrations: string[] = [
    CREATE TABLE admin_entries (list text NOT NULL, key text NOT NULL, value text NOT NULL, at bigint NOT NULL, PRIMARY KEY (list, key));
    CREATE TABLE admin_tokens (id text PRIMARY KEY, expires bigint NOT NULL);
    CREATE TABLE admin_log (seq bigserial PRIMARY KEY, at bigint NOT NULL, pubkey text NOT NULL, method text NOT NULL, params text NOT NULL, result text NOT NULL);`,
+  // 2: the database's identity, which names its channels on the bus: two relays (or test
+  // databases) sharing one Redis never read each other's batches.
+  `CREATE TABLE relay_identity (one boolean PRIMARY KEY DEFAULT true CHECK (one), id text NOT NULL);
+   INSERT INTO relay_identity (id) VALUES (md5(random()::text || clock_timestamp()::text));`,
 ];
 
 /** Any fixed number: the advisory lock that serializes migrations of nodes starting together. */

@@ -56,11 +56,13 @@ export class PostgresStore implements Store {
     await migrate(sql);
     const [row] = await sql`SELECT value FROM relay_seq`;
     const store = new PostgresStore(sql, Number(row.value));
-    if (opts.busUrl)
-      store.bus = await RedisBus.connect(opts.busUrl, {
+    if (opts.busUrl) {
+      const [identity] = await sql`SELECT id FROM relay_identity`;
+      store.bus = await RedisBus.connect(opts.busUrl, identity.id, {
         batch: (b) => store.order.add({ from: b.from, to: b.to, events: b.events.map((e) => ({ seq: e.seq, json: e.json, event: JSON.parse(e.json) as NostrEvent })) }),
         adminChanged: () => store.feed?.adminChanged(),
       });
+    }
     store.poller = setInterval(() => void store.poll(), opts.pollMs ?? 1000);
     store.poller.unref();
     return store;

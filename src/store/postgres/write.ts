@@ -51,16 +51,94 @@ export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRu
     const [row] = await tx`UPDATE relay_seq SET value = value + ${batch.length} RETURNING value`;
     const to = Number(row.value);
     const from = to - batch.length + 1;
-    const outcomes: WriteOutcome[] = [];
-    const stored: CommittedBatch["stored"] = [];
+    const outcomes: WriteOutcome[] = new Array(batch.length);
+    // Plain regular events go in runs, a few statements per run; the others (replaceable,
+    // addressable, deletions, requests to vanish, gift wraps) one by one, in order, so each sees
+    // what the events before it did.
+    let run: number[] = [];
+    const flush = async () => {
+      if (run.length > 0) await writeRun(tx, batch, run, from, rules, outcomes);
+      run = [];
+    };
     for (let i = 0; i < batch.length; i++) {
-      const w = batch[i]!;
-      const o = await writeOne(tx, w, from + i, rules);
-      outcomes.push(o);
-      if (o.stored) stored.push({ seq: o.seq, event: w.event, json: w.json });
+      if (isPlain(batch[i]!.event)) {
+        run.push(i);
+        continue;
+      }
+      await flush();
+      outcomes[i] = await writeOne(tx, batch[i]!, from + i, rules);
     }
+    await flush();
+    const stored: CommittedBatch["stored"] = [];
+    outcomes.forEach((o, i) => {
+      if (o.stored) stored.push({ seq: o.seq, event: batch[i]!.event, json: batch[i]!.json });
+    });
     return { outcomes, committed: { from, to, stored } };
   });
+}
+
+/** Stored as it is, with no effect on other events and no address: the common case. */
+const isPlain = (e: NostrEvent): boolean =>
+  !isReplaceable(e.kind) && !isAddressable(e.kind) && e.kind !== DELETION_KIND && e.kind !== VANISH_KIND && e.kind !== GIFT_WRAP;
+
+const indexedTags = (e: NostrEvent): [string, string][] => {
+  const tags: [string, string][] = [];
+  for (const t of e.tags) if (t[0] !== undefined && t[1] !== undefined && SINGLE_LETTER.test(t[0]) && indexable(t[1])) tags.push([t[0], t[1]]);
+  return tags;
+};
+
+/**
+ * A run of plain events (the batch indexes in `run`): one statement finds the tombstoned ones,
+ * one inserts the rest (a duplicate id is skipped by ON CONFLICT), one inserts their tags.
+ */
+async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: number, rules: WriteRules, outcomes: WriteOutcome[]): Promise<void> {
+  const keys = run.map((i) => ({ i, id: batch[i]!.event.id, pubkey: batch[i]!.event.pubkey, created_at: batch[i]!.event.created_at }));
+  const gone = await tx.unsafe(
+    `SELECT r.i,
+            EXISTS (SELECT 1 FROM vanished v WHERE v.pubkey = decode(r.pubkey, 'hex') AND r.created_at <= v.until) AS vanished,
+            EXISTS (SELECT 1 FROM deleted_ids d WHERE d.id = decode(r.id, 'hex') AND d.pubkey = decode(r.pubkey, 'hex')) AS deleted
+     FROM jsonb_to_recordset($1::text::jsonb) AS r(i int, id text, pubkey text, created_at bigint)`,
+    [JSON.stringify(keys)],
+  );
+  const live: number[] = [];
+  for (const g of gone as { i: number; vanished: boolean; deleted: boolean }[]) {
+    if (g.vanished) outcomes[g.i] = refused("blocked: this pubkey asked to vanish from this relay");
+    else if (g.deleted) outcomes[g.i] = refused("blocked: this event was deleted by its author");
+    else live.push(g.i);
+  }
+  if (live.length === 0) return;
+  const rows = live.map((i) => {
+    const e = batch[i]!.event;
+    return { seq: from + i, id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, expiration: expirationOf(e) ?? null, json: batch[i]!.json, fts: rules.search ? tsvectorOf(tokens(searchableText(e, rules.searchSkipKinds))) : null };
+  });
+  const inserted = new Set(
+    (
+      await tx.unsafe(
+        `INSERT INTO events (seq, id, pubkey, created_at, kind, d, expiration, json, fts)
+         SELECT r.seq, decode(r.id, 'hex'), decode(r.pubkey, 'hex'), r.created_at, r.kind, NULL, r.expiration, r.json, r.fts::tsvector
+         FROM jsonb_to_recordset($1::text::jsonb) AS r(seq bigint, id text, pubkey text, created_at bigint, kind int, expiration bigint, json text, fts text)
+         ORDER BY r.seq
+         ON CONFLICT DO NOTHING RETURNING seq`,
+        [JSON.stringify(rows)],
+      )
+    ).map((r: { seq: string }) => Number(r.seq)),
+  );
+  const tags: (string | number)[][] = [];
+  for (const i of live) {
+    const seq = from + i;
+    if (!inserted.has(seq)) {
+      outcomes[i] = { stored: false, duplicate: true };
+      continue;
+    }
+    outcomes[i] = { stored: true, seq };
+    const e = batch[i]!.event;
+    for (const [name, value] of indexedTags(e)) tags.push([name, value, e.created_at, seq, e.kind]);
+  }
+  if (tags.length > 0)
+    await tx.unsafe(
+      "INSERT INTO tags (name, value, created_at, seq, kind) SELECT x->>0, x->>1, (x->>2)::bigint, (x->>3)::bigint, (x->>4)::int FROM jsonb_array_elements($1::text::jsonb) x ON CONFLICT DO NOTHING",
+      [JSON.stringify(tags)],
+    );
 }
 
 async function writeOne(tx: Tx, { event: e, json }: PendingWrite, seq: number, rules: WriteRules): Promise<WriteOutcome> {
@@ -92,8 +170,7 @@ async function writeOne(tx: Tx, { event: e, json }: PendingWrite, seq: number, r
     [seq, e.id, e.pubkey, e.created_at, e.kind, d === null ? null : d.replaceAll("\0", "\uFFFD"), expirationOf(e) ?? null, json, fts],
   );
   if (inserted.length === 0) return { stored: false, duplicate: true };
-  const tags: [string, string][] = [];
-  for (const t of e.tags) if (t[0] !== undefined && t[1] !== undefined && SINGLE_LETTER.test(t[0]) && indexable(t[1])) tags.push([t[0], t[1]]);
+  const tags = indexedTags(e);
   if (tags.length > 0)
     await tx.unsafe(
       "INSERT INTO tags (name, value, created_at, seq, kind) SELECT x->>0, x->>1, $2, $3, $4 FROM jsonb_array_elements($1::text::jsonb) x ON CONFLICT DO NOTHING",
