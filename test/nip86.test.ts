@@ -125,6 +125,20 @@ describe("NIP-86 methods", () => {
       expect(methods).toContain(m);
   });
 
+  test("NIP-11 lists 86 and 98 while [admin] pubkeys is set, not without", async () => {
+    expect((await relayInfo(relay.url)).supported_nips).toEqual(expect.arrayContaining([86, 98]));
+    const plain = await startTestRelay();
+    try {
+      const nips = (await relayInfo(plain.url)).supported_nips;
+      expect(nips).not.toContain(86);
+      expect(nips).not.toContain(98);
+      const r = await fetch(plain.url.replace(/^ws/, "http"), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc" }, body: "{}" });
+      expect(r.status).toBe(401);
+    } finally {
+      await plain.stop();
+    }
+  });
+
   test("bad params and unknown methods: 400 with an error", async () => {
     for (const [m, p, why] of [["banpubkey", ["xyz"], "64 hex"], ["allowkind", ["1"], "kind must be"], ["frobnicate", [], "unsupported method"], ["blockip", ["not an ip"], "IP address"]] as const) {
       const r = await call(m, [...p]);

@@ -18,6 +18,9 @@ export function supportedNips(config: Config): number[] {
     [62, n.nip62],
     [70, n.nip70],
     [77, n.nip77],
+    // The management API (and its NIP-98 auth) is open once someone may use it.
+    [86, config.admin.pubkeys.length > 0],
+    [98, config.admin.pubkeys.length > 0],
   ] as const;
   return nips.filter(([, on]) => on).map(([nip]) => nip);
 }
