@@ -7,7 +7,6 @@
 // relay) has committed since the import began, so its writer waits milliseconds, not minutes;
 // alone, they grow to about a second, which writes each index page once for many events
 // (measured at 100k events: 2.8 WAL pages per event in 1,000-event transactions, 0.7 in 10,000).
-import { Database } from "bun:sqlite";
 import type { Config } from "../config/schema.ts";
 import { admitEvent } from "../policy/defaults.ts";
 import { adminBans, kindLists, noAuthEvents, notExpired, pubkeyLists, sizeLimits, type AdminView, type Policy } from "../policy/rules.ts";
@@ -17,7 +16,7 @@ import { adminViewOf } from "../relay/admin.ts";
 import { writeRules } from "../relay/context.ts";
 import { SqliteAdmin } from "../store/admin.ts";
 import type { Verifier } from "../relay/verify.ts";
-import { dataVersion, isBusy, tuneForBulkWrites, type Db } from "../store/maintenance.ts";
+import { dataVersion, isBusy, isSqliteDb, tuneForBulkWrites, type Db } from "../store/maintenance.ts";
 import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
 import { SqliteWriter } from "../store/write.ts";
 
@@ -178,7 +177,7 @@ export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8A
   const maxProblems = opts.maxProblems ?? 10;
   // A line longer than any frame the relay would decode is not an event it could have stored.
   const maxLine = Math.max(4 * config.limits.max_message_bytes, 1 << 20);
-  const target = into instanceof Database ? sqliteTarget(into, opts, batchSize) : await storeTarget(into, opts, batchSize);
+  const target = isSqliteDb(into) ? sqliteTarget(into, opts, batchSize) : await storeTarget(into, opts, batchSize);
   const started = performance.now();
   const s: ImportSummary = {
     lines: 0, accepted: 0, duplicate: 0, older: 0, deleted: 0, refused: 0, ephemeral: 0,

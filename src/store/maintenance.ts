@@ -62,6 +62,9 @@ export const dataVersion = (db: Database): number => (db.query("PRAGMA data_vers
  * A page cache large enough for one import transaction's dirty pages (128 MB): smaller, SQLite
  * spills them to the WAL before the commit and writes many of them twice.
  */
+/** A SQLite database handle (not a Store): for callers that take either. */
+export const isSqliteDb = (x: unknown): x is Database => x instanceof Database;
+
 export function tuneForBulkWrites(db: Database): void {
   db.exec("PRAGMA cache_size = -131072");
 }
