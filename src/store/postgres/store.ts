@@ -156,8 +156,11 @@ export class PostgresStore implements Store {
   }
 
   async sweepExpired(now: number): Promise<number> {
-    const rows = await this.sql`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ${now} LIMIT 5000) RETURNING seq`;
-    return rows.length;
+    return this.sql.begin(async (tx) => {
+      await tx`SET LOCAL statement_timeout = 0`;
+      const rows = await tx`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ${now} LIMIT 5000) RETURNING seq`;
+      return rows.length;
+    });
   }
 
   async sizeBytes(): Promise<number> {
@@ -221,6 +224,10 @@ class PostgresAdmin implements AdminStore {
   }
 
   async deleteAuthor(pubkey: string): Promise<number> {
-    return (await this.sql`DELETE FROM events WHERE pubkey = decode(${pubkey}, 'hex') RETURNING seq`).length;
+    // However many events the pubkey has: not cut off by the read timeout.
+    return this.sql.begin(async (tx) => {
+      await tx`SET LOCAL statement_timeout = 0`;
+      return (await tx`DELETE FROM events WHERE pubkey = decode(${pubkey}, 'hex') RETURNING seq`).length;
+    });
   }
 }

@@ -48,6 +48,9 @@ export interface CommittedBatch {
 
 export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRules): Promise<{ outcomes: WriteOutcome[]; committed: CommittedBatch }> {
   return sql.begin(async (tx) => {
+    // statement_timeout is for reads (a REQ that runs too long); a write waits its turn for the
+    // sequence lock behind other nodes' batches and must not be cancelled half-way.
+    await tx`SET LOCAL statement_timeout = 0`;
     const [row] = await tx`UPDATE relay_seq SET value = value + ${batch.length} RETURNING value`;
     const to = Number(row.value);
     const from = to - batch.length + 1;
