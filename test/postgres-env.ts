@@ -44,7 +44,9 @@ export async function servicesMissing(): Promise<string | undefined> {
   try {
     await Promise.race([withServer((sql) => sql`SELECT 1`), Bun.sleep(3000).then(() => Promise.reject(new Error("timed out")))]);
   } catch (err) {
-    return `PostgreSQL at ${PG_URL} does not answer (${(err as Error).message})`;
+    const shown = new URL(PG_URL);
+    shown.password = shown.password ? "***" : "";
+    return `PostgreSQL at ${shown} does not answer (${(err as Error).message})`;
   }
   try {
     const r = new RedisClient(REDIS_URL, { autoReconnect: false, connectionTimeout: 3000 });

@@ -4,6 +4,7 @@
 import { searchTerms } from "../../nips/nip50.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import type { QueryJob } from "../query.ts";
+import { pgSafe } from "./text.ts";
 
 type Scope = Omit<QueryJob, "filters" | "limits">;
 type Param = string | number;
@@ -18,7 +19,10 @@ class Sql {
     return `$${this.params.length}`;
   }
   /** `col = ANY(...)` over a JSON list parameter (hex decoded for bytea columns). */
-  any(col: string, values: readonly (string | number)[], as: "bytea" | "int" | "text"): string {
+  any(col: string, all: readonly (string | number)[], as: "bytea" | "int" | "text"): string {
+    // A tag value Postgres cannot store was never indexed: it matches nothing here.
+    const values = as === "text" ? all.filter((v) => pgSafe(String(v))) : all;
+    if (values.length === 0) return "FALSE";
     if (values.length === 1) {
       const v = values[0]!;
       return as === "bytea" ? `${col} = decode(${this.p(v as string)}, 'hex')` : `${col} = ${this.p(v)}`;
@@ -59,7 +63,7 @@ function planCore(f: Filter, scope: Scope): Core {
     // One value: walk its (name, value, created_at) index newest first, join the event.
     q.from = "tags t JOIN events e ON e.seq = t.seq";
     q.order = "t.created_at DESC, e.id";
-    q.where.push(`t.name = ${q.p(driver.slice(1))}`, `t.value = ${q.p(driverValues[0]!)}`);
+    q.where.push(`t.name = ${q.p(driver.slice(1))}`, q.any("t.value", driverValues, "text"));
     if (f.kinds) q.where.push(q.any("t.kind", f.kinds, "int"));
     if (f.since !== undefined) q.where.push(`t.created_at >= ${q.p(f.since)}`);
     if (f.until !== undefined) q.where.push(`t.created_at <= ${q.p(f.until)}`);

@@ -92,7 +92,25 @@ export class PostgresStore implements Store {
   }
 
   async writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]> {
-    const { outcomes, committed } = await writeBatch(this.sql, batch, rules);
+    let result;
+    try {
+      result = await writeBatch(this.sql, batch, rules);
+    } catch (err) {
+      // The server refused something in the batch (one odd event): the others must not fail
+      // with it, so each is written on its own. Connection errors fail the batch as they are.
+      if (batch.length === 1 || (err as { code?: string }).code !== "ERR_POSTGRES_SERVER_ERROR") throw err;
+      const outcomes: WriteOutcome[] = [];
+      for (const w of batch) {
+        try {
+          outcomes.push(...(await this.writeBatch([w], rules)));
+        } catch (one) {
+          console.error(`postgres: could not store event ${w.event.id}:`, one);
+          outcomes.push({ stored: false, duplicate: false, reason: "error: could not store the event" });
+        }
+      }
+      return outcomes;
+    }
+    const { outcomes, committed } = result;
     const b = { from: committed.from, to: committed.to, events: committed.stored };
     this.bus?.publishBatch(b);
     this.order.add(b);

@@ -10,13 +10,14 @@ import { VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
+import { pgSafe, pgText } from "./text.ts";
 
 type Tx = SQL;
 const GIFT_WRAP = 1059;
 const SINGLE_LETTER = /^[a-zA-Z]$/;
 const HEX64 = /^[0-9a-f]{64}$/;
-/** Postgres text cannot hold NUL; such tag values are not indexed (the event is still stored). */
-const indexable = (s: string) => !s.includes("\0");
+/** Tag values Postgres text cannot hold are not indexed (the event is still stored; postgres/text.ts). */
+const indexable = pgSafe;
 /** A tsvector lexeme is at most 2,047 bytes. */
 const MAX_LEXEME = 2000;
 
@@ -170,7 +171,7 @@ async function writeOne(tx: Tx, { event: e, json }: PendingWrite, seq: number, r
      VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, $5, $6, $7, $8,
              $9::text::tsvector)
      ON CONFLICT DO NOTHING RETURNING seq`,
-    [seq, e.id, e.pubkey, e.created_at, e.kind, d === null ? null : d.replaceAll("\0", "\uFFFD"), expirationOf(e) ?? null, json, fts],
+    [seq, e.id, e.pubkey, e.created_at, e.kind, d === null ? null : pgText(d), expirationOf(e) ?? null, json, fts],
   );
   if (inserted.length === 0) return { stored: false, duplicate: true };
   const tags = indexedTags(e);
@@ -190,7 +191,7 @@ async function tombstoned(tx: Tx, e: NostrEvent, d: string | null): Promise<stri
     `SELECT (SELECT until::float8 FROM vanished WHERE pubkey = decode($1, 'hex')) AS vanished,
             EXISTS (SELECT 1 FROM deleted_ids WHERE id = decode($2, 'hex') AND pubkey = decode($1, 'hex')) AS deleted,
             (SELECT until::float8 FROM deleted_addresses WHERE pubkey = decode($1, 'hex') AND kind = $3 AND d = $4) AS address`,
-    [e.pubkey, e.id, e.kind, d === null ? null : d.replaceAll("\0", "\uFFFD")],
+    [e.pubkey, e.id, e.kind, d === null ? null : pgText(d)],
   );
   if (t.vanished !== null && e.created_at <= t.vanished) return "blocked: this pubkey asked to vanish from this relay";
   const recipients = e.kind === GIFT_WRAP ? e.tags.filter((x) => x[0] === "p" && x[1] !== undefined && HEX64.test(x[1])).map((x) => x[1]!) : [];
@@ -226,7 +227,7 @@ async function applyDeletion(tx: Tx, req: NostrEvent): Promise<void> {
 }
 
 async function deleteAddress(tx: Tx, a: Address, until: number): Promise<void> {
-  const d = a.d.replaceAll("\0", "\uFFFD");
+  const d = pgText(a.d);
   await tx`DELETE FROM events WHERE pubkey = decode(${a.pubkey}, 'hex') AND kind = ${a.kind} AND coalesce(d, '') = ${d} AND created_at <= ${until}`;
   await tx`INSERT INTO deleted_addresses (pubkey, kind, d, until) VALUES (decode(${a.pubkey}, 'hex'), ${a.kind}, ${d}, ${until})
            ON CONFLICT (pubkey, kind, d) DO UPDATE SET until = greatest(deleted_addresses.until, excluded.until)`;
