@@ -62,8 +62,10 @@ export class AdminState implements AdminView {
 
   /** (Re)reads every list from the store, and shows the stored relay info in config.info. */
   async load(): Promise<void> {
+    // Read first, then swap in one go: the policies never see the lists half-empty.
+    const entries = await this.db.entries();
     for (const l of this.lists.values()) l.clear();
-    for (const e of await this.db.entries()) this.lists.get(e.list as List)?.set(e.key, e);
+    for (const e of entries) this.lists.get(e.list as List)?.set(e.key, e);
     this.syncKinds();
     this.overlayInfo();
   }

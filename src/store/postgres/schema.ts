@@ -47,6 +47,10 @@ const migrations: string[] = [
   // databases) sharing one Redis never read each other's batches.
   `CREATE TABLE relay_identity (one boolean PRIMARY KEY DEFAULT true CHECK (one), id text NOT NULL);
    INSERT INTO relay_identity (id) VALUES (md5(random()::text || clock_timestamp()::text));`,
+  // 3: a counter of admin changes: nodes that missed the bus message (or run without a bus)
+  // see it move when they poll, and reload their admin state.
+  `CREATE TABLE admin_version (one boolean PRIMARY KEY DEFAULT true CHECK (one), value bigint NOT NULL);
+   INSERT INTO admin_version (value) VALUES (0);`,
 ];
 
 /** Any fixed number: the advisory lock that serializes migrations of nodes starting together. */

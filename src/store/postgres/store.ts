@@ -72,11 +72,17 @@ export class PostgresStore implements Store {
     this.feed = feed;
   }
 
+  /** The admin_version last seen; a change (by another node) reloads the admin state. */
+  private adminVersion?: number;
+
   private async poll(): Promise<void> {
     if (this.closed) return;
     try {
-      const [row] = await this.sql`SELECT value FROM relay_seq`;
-      await this.order.catchUp(Number(row.value));
+      const [row] = await this.sql`SELECT (SELECT value FROM relay_seq) AS seq, (SELECT value FROM admin_version) AS admin`;
+      const admin = Number(row.admin);
+      if (this.adminVersion !== undefined && admin !== this.adminVersion) this.feed?.adminChanged();
+      this.adminVersion = admin;
+      await this.order.catchUp(Number(row.seq));
     } catch (err) {
       if (!this.closed) console.error("postgres: could not read the commit sequence:", err);
     }
@@ -213,13 +219,14 @@ class PostgresAdmin implements AdminStore {
   }
 
   async put(e: AdminEntry): Promise<void> {
-    await this.sql`INSERT INTO admin_entries (list, key, value, at) VALUES (${e.list}, ${e.key}, ${e.value}, ${e.at})
-                   ON CONFLICT (list, key) DO UPDATE SET value = excluded.value, at = excluded.at`;
+    await this.sql`WITH put AS (INSERT INTO admin_entries (list, key, value, at) VALUES (${e.list}, ${e.key}, ${e.value}, ${e.at})
+                            ON CONFLICT (list, key) DO UPDATE SET value = excluded.value, at = excluded.at)
+                   UPDATE admin_version SET value = value + 1`;
     this.changed();
   }
 
   async remove(list: string, key: string): Promise<void> {
-    await this.sql`DELETE FROM admin_entries WHERE list = ${list} AND key = ${key}`;
+    await this.sql`WITH gone AS (DELETE FROM admin_entries WHERE list = ${list} AND key = ${key}) UPDATE admin_version SET value = value + 1`;
     this.changed();
   }
 
