@@ -28,6 +28,8 @@ export interface RelayContext {
   authVerifier: Verifier;
   fanout: Fanout;
   policies: Policy[];
+  /** Sends an ephemeral event to live subscribers: here, and on the other nodes (Postgres). */
+  ephemeral(e: NostrEvent, json: string): void;
   /** NIP-86 admin state: bans, allow lists, kinds, blocked IPs, relay info (relay/admin.ts). */
   admin: AdminState;
   /** [rate_limits] buckets per IP and per pubkey, for connections, EVENT, REQ, COUNT and NEG-OPEN. */

@@ -56,7 +56,7 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
     const verdict = await askWritePolicy(ctx, s, e, json);
     if (verdict) return ok(verdict.accepted, verdict.message); // a shadow reject is OK true, never stored
     if (ephemeral) {
-      ctx.fanout.broadcast(e, json);
+      ctx.ephemeral(e, json);
       return ok(true, "");
     }
     const outcome = await ctx.writer.enqueue({ event: e, json });

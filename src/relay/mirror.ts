@@ -50,7 +50,7 @@ function ingestInto(ctx: RelayContext): Ingest {
         const json = serializeEvent(e);
         if (ephemeral) {
           r.ephemeral++;
-          return ctx.fanout.broadcast(e, json);
+          return ctx.ephemeral(e, json);
         }
         if (ctx.closing) return;
         const o = await ctx.writer.enqueue({ event: e, json });

@@ -95,6 +95,10 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     // A store with other writers (Postgres nodes) fans out from its commit feed, in commit order.
     writer: new WriterQueue(store, store.follow ? () => {} : (w) => fanout.broadcast(w.event, w.json), () => writeRules(config)),
     policies: defaultPolicies,
+    ephemeral(e, json) {
+      fanout.broadcast(e, json);
+      store.shareEphemeral?.(e, json);
+    },
     admin: new AdminState(store, config, {
       disconnectIp(ip) {
         let n = 0;
@@ -117,6 +121,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
   // connections open asynchronously, after the listener below exists.
   store.follow?.({
     committed: (e, json) => fanout.broadcast(e, json),
+    ephemeral: (e, json) => fanout.broadcast(e, json),
     adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
   });
   const mirrors = startMirrors(ctx);

@@ -55,6 +55,8 @@ export interface CommitFeed {
   committed(event: NostrEvent, json: string): void;
   /** Another node changed the admin state. */
   adminChanged(): void;
+  /** An ephemeral event another node accepted (never stored, so outside the commit order). */
+  ephemeral(event: NostrEvent, json: string): void;
 }
 
 export interface Store {
@@ -64,6 +66,8 @@ export interface Store {
    * its own commits included) instead of from its writer queue.
    */
   follow?(feed: CommitFeed): void;
+  /** Such stores also carry this node's ephemeral events to the other nodes' subscribers. */
+  shareEphemeral?(event: NostrEvent, json: string): void;
   /** Is an event with this id stored? */
   has(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */

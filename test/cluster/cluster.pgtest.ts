@@ -91,6 +91,23 @@ function expectExactlyOnce(c: Client, subId: string, ids: string[]): void {
 }
 
 describe("fanout across nodes", () => {
+  test("an ephemeral event (never stored) accepted on A reaches a live subscriber on B once", async () => {
+    const s = signer();
+    const pub = await connect(a);
+    const subB = await connect(b);
+    const subA = await connect(a);
+    await subB.req("eph", { kinds: [20001], authors: [s.pubkey] });
+    await subA.req("eph", { kinds: [20001], authors: [s.pubkey] });
+    const events = Array.from({ length: 10 }, (_, i) => s.sign({ kind: 20001, content: `typing ${i}` }));
+    const oks = await publishAll(pub, events);
+    expect([...oks.values()].every((f) => f[2] === true)).toBe(true);
+    const ids = events.map((e) => e.id);
+    await until(() => tally(subB, "eph").size >= ids.length && tally(subA, "eph").size >= ids.length, 3000);
+    expectExactlyOnce(subB, "eph", ids);
+    expectExactlyOnce(subA, "eph", ids);
+    expect((await subB.req("stored", { ids })).events).toEqual([]);
+  });
+
   test("an event accepted on A reaches a live subscriber on B once, quickly", async () => {
     const s = signer();
     const pub = await connect(a);

@@ -10,6 +10,8 @@ import type { Batch } from "./order.ts";
 export interface BusHandlers {
   batch(b: { from: number; to: number; events: { seq: number; json: string }[] }): void;
   adminChanged(): void;
+  /** An ephemeral event's JSON (kinds 20000-29999 are never stored: only the bus carries them). */
+  ephemeral(json: string): void;
 }
 
 /** A node's identity on the bus: its own messages are not handled twice. */
@@ -24,11 +26,13 @@ export class RedisBus {
 
   private readonly events: string;
   private readonly admin: string;
+  private readonly ephemeral: string;
 
   /** `scope`: the database's identity; its channels are bunstr:<scope>:events and :admin. */
   private constructor(url: string, scope: string) {
     this.events = `bunstr:${scope}:events`;
     this.admin = `bunstr:${scope}:admin`;
+    this.ephemeral = `bunstr:${scope}:ephemeral`;
     this.pub = new RedisClient(url, { autoReconnect: true, enableOfflineQueue: true });
     this.sub = new RedisClient(url, { autoReconnect: true, enableOfflineQueue: true });
   }
@@ -36,9 +40,9 @@ export class RedisBus {
   static async connect(url: string, scope: string, handlers: BusHandlers): Promise<RedisBus> {
     const bus = new RedisBus(url, scope);
     await bus.pub.connect();
-    await bus.sub.subscribe([bus.events, bus.admin], (message: string, channel: string) => {
+    await bus.sub.subscribe([bus.events, bus.admin, bus.ephemeral], (message: string, channel: string) => {
       if (bus.closed) return;
-      let m: { node: string; from?: number; to?: number; events?: { seq: number; json: string }[] };
+      let m: { node: string; from?: number; to?: number; events?: { seq: number; json: string }[]; json?: string };
       try {
         m = JSON.parse(message);
       } catch {
@@ -46,6 +50,7 @@ export class RedisBus {
       }
       if (m.node === NODE) return;
       if (channel === bus.admin) return handlers.adminChanged();
+      if (channel === bus.ephemeral) return typeof m.json === "string" ? handlers.ephemeral(m.json) : undefined;
       if (typeof m.from === "number" && typeof m.to === "number" && Array.isArray(m.events)) handlers.batch({ from: m.from, to: m.to, events: m.events });
     });
     return bus;
@@ -56,6 +61,10 @@ export class RedisBus {
     // Hand-built: each event's JSON is already a string; it goes in as a JSON string once.
     const events = b.events.map((e) => `{"seq":${e.seq},"json":${JSON.stringify(e.json)}}`).join(",");
     this.send(this.events, `{"node":"${NODE}","from":${b.from},"to":${b.to},"events":[${events}]}`);
+  }
+
+  publishEphemeral(json: string): void {
+    this.send(this.ephemeral, `{"node":"${NODE}","json":${JSON.stringify(json)}}`);
   }
 
   publishAdminChange(): void {

@@ -102,9 +102,23 @@ function planCore(f: Filter, scope: Scope): Core {
 
 const COLUMNS = "e.json AS json, e.created_at::float8 AS created_at, encode(e.id, 'hex') AS id";
 
-/** One filter's newest (or, searching, most relevant) `limit` events. */
-export function planFilter(f: Filter, limit: number, scope: Scope): { sql: string; params: Param[]; ranked: boolean } {
+/**
+ * Long author lists (a feed: the 20..1,000 accounts someone follows) would read every event of
+ * every author and sort them for the newest few (0.35-1.4 s on 1M events). Their newest events
+ * are usually among the relay's newest: filtering the newest `window` events (within since/until)
+ * is a prefix of the NIP-01 order, so `limit` matches found there are exactly the answer
+ * (2-3 ms); with fewer, the full plan runs.
+ */
+export const FEED_WINDOW = 10_000;
+export const feedWindowFits = (f: Filter): boolean => f.authors !== undefined && f.authors.length > 16 && !f.ids && f.search === undefined;
+
+/** One filter's newest (or, searching, most relevant) `limit` events; `window`: see FEED_WINDOW. */
+export function planFilter(f: Filter, limit: number, scope: Scope, window?: number): { sql: string; params: Param[]; ranked: boolean } {
   const q = planCore(f, scope);
+  if (window !== undefined) {
+    const bounds = [f.since !== undefined ? `created_at >= ${q.p(f.since)}` : "", f.until !== undefined ? `created_at <= ${q.p(f.until)}` : ""].filter(Boolean);
+    q.from = `(SELECT * FROM events ${bounds.length > 0 ? `WHERE ${bounds.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT ${q.p(window)}) e`;
+  }
   const sql = `SELECT ${COLUMNS} FROM ${q.from} WHERE ${q.where.join(" AND ")} ORDER BY ${q.order} LIMIT ${q.p(limit)}`;
   return { sql, params: q.params, ranked: f.search !== undefined && searchTerms(f.search).length > 0 };
 }

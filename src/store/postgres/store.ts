@@ -10,7 +10,7 @@ import { QueryTimeoutError, StoreClosedError, type ReadContext } from "../reader
 import type { AdminEntry, AdminLogEntry, AdminStore, CommitFeed, PendingWrite, Store, WriteOutcome, WriteRules } from "../types.ts";
 import { RedisBus } from "./bus.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
-import { planFilter, planNeg, planSeqs } from "./query.ts";
+import { FEED_WINDOW, feedWindowFits, planFilter, planNeg, planSeqs } from "./query.ts";
 import { migrate } from "./schema.ts";
 import { writeBatch } from "./write.ts";
 
@@ -51,7 +51,9 @@ export class PostgresStore implements Store {
       url: opts.url,
       max: opts.poolSize ?? 10,
       // Reads that run too long are cancelled by the server (answered CLOSED error:).
-      connection: { statement_timeout: String(opts.queryTimeoutMs ?? 10_000), application_name: "bunstr" },
+      // JIT compiles for 100-300 ms when list parameters inflate the cost estimates of queries
+      // that run in milliseconds (measured on 1M events: docs/scaling.md).
+      connection: { statement_timeout: String(opts.queryTimeoutMs ?? 10_000), application_name: "bunstr", jit: "off" },
     } as ConstructorParameters<typeof SQL>[0]);
     await migrate(sql);
     const [row] = await sql`SELECT value FROM relay_seq`;
@@ -61,6 +63,7 @@ export class PostgresStore implements Store {
       store.bus = await RedisBus.connect(opts.busUrl, identity.id, {
         batch: (b) => store.order.add({ from: b.from, to: b.to, events: b.events.map((e) => ({ seq: e.seq, json: e.json, event: JSON.parse(e.json) as NostrEvent })) }),
         adminChanged: () => store.feed?.adminChanged(),
+        ephemeral: (json) => store.feed?.ephemeral(JSON.parse(json) as NostrEvent, json),
       });
     }
     store.poller = setInterval(() => void store.poll(), opts.pollMs ?? 1000);
@@ -70,6 +73,10 @@ export class PostgresStore implements Store {
 
   follow(feed: CommitFeed): void {
     this.feed = feed;
+  }
+
+  shareEphemeral(_event: NostrEvent, json: string): void {
+    this.bus?.publishEphemeral(json);
   }
 
   /** The admin_version last seen; a change (by another node) reloads the admin state. */
@@ -142,6 +149,11 @@ export class PostgresStore implements Store {
         job.filters.map(async (f, i) => {
           const limit = job.limits[i]!;
           if (limit <= 0) return [];
+          if (feedWindowFits(f)) {
+            const recent = planFilter(f, limit, job, FEED_WINDOW);
+            const rows = (await this.sql.unsafe(recent.sql, recent.params)) as QueryRow[];
+            if (rows.length >= limit) return rows;
+          }
           const plan = planFilter(f, limit, job);
           return (await this.sql.unsafe(plan.sql, plan.params)) as QueryRow[];
         }),
