@@ -111,38 +111,42 @@ async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: numb
     else live.push(g.i);
   }
   if (live.length === 0) return;
-  const rows = live.map((i) => {
-    const e = batch[i]!.event;
-    return { seq: from + i, id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, expiration: expirationOf(e) ?? null, json: batch[i]!.json, fts: rules.search ? tsvectorOf(tokens(searchableText(e, rules.searchSkipKinds))) : null };
-  });
-  const inserted = new Set(
-    (
-      await tx.unsafe(
-        `INSERT INTO events (seq, id, pubkey, created_at, kind, d, expiration, json, fts)
-         SELECT r.seq, decode(r.id, 'hex'), decode(r.pubkey, 'hex'), r.created_at, r.kind, NULL, r.expiration, r.json, r.fts::tsvector
-         FROM jsonb_to_recordset($1::text::jsonb) AS r(seq bigint, id text, pubkey text, created_at bigint, kind int, expiration bigint, json text, fts text)
-         ORDER BY r.seq
-         ON CONFLICT DO NOTHING RETURNING seq`,
-        [JSON.stringify(rows)],
-      )
-    ).map((r: { seq: string }) => Number(r.seq)),
+  const inserted = await insertEvents(
+    tx,
+    live.map((i) => ({ w: batch[i]!, seq: from + i, d: null })),
+    rules,
   );
+  for (const i of live) outcomes[i] = inserted.has(from + i) ? { stored: true, seq: from + i } : { stored: false, duplicate: true };
+}
+
+/**
+ * Inserts events and their tag rows in one statement (a duplicate id is skipped, and so are its
+ * tags); returns the seqs inserted.
+ */
+async function insertEvents(tx: Tx, items: { w: PendingWrite; seq: number; d: string | null }[], rules: WriteRules): Promise<Set<number>> {
+  const rows = items.map(({ w: { event: e, json }, seq, d }) => ({
+    seq, id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, d: d === null ? null : pgText(d), expiration: expirationOf(e) ?? null, json,
+    fts: rules.search ? tsvectorOf(tokens(searchableText(e, rules.searchSkipKinds))) : null,
+  }));
   const tags: (string | number)[][] = [];
-  for (const i of live) {
-    const seq = from + i;
-    if (!inserted.has(seq)) {
-      outcomes[i] = { stored: false, duplicate: true };
-      continue;
-    }
-    outcomes[i] = { stored: true, seq };
-    const e = batch[i]!.event;
-    for (const [name, value] of indexedTags(e)) tags.push([name, value, e.created_at, seq, e.kind]);
-  }
-  if (tags.length > 0)
-    await tx.unsafe(
-      "INSERT INTO tags (name, value, created_at, seq, kind) SELECT x->>0, x->>1, (x->>2)::bigint, (x->>3)::bigint, (x->>4)::int FROM jsonb_array_elements($1::text::jsonb) x ON CONFLICT DO NOTHING",
-      [JSON.stringify(tags)],
-    );
+  for (const { w: { event: e }, seq } of items) for (const [name, value] of indexedTags(e)) tags.push([name, value, e.created_at, seq, e.kind]);
+  const inserted = await tx.unsafe(
+    `WITH ins AS (
+       INSERT INTO events (seq, id, pubkey, created_at, kind, d, expiration, json, fts)
+       SELECT r.seq, decode(r.id, 'hex'), decode(r.pubkey, 'hex'), r.created_at, r.kind, r.d, r.expiration, r.json, r.fts::tsvector
+       FROM jsonb_to_recordset($1::text::jsonb) AS r(seq bigint, id text, pubkey text, created_at bigint, kind int, d text, expiration bigint, json text, fts text)
+       ORDER BY r.seq
+       ON CONFLICT DO NOTHING RETURNING seq
+     ), t AS (
+       INSERT INTO tags (name, value, created_at, seq, kind)
+       SELECT x->>0, x->>1, (x->>2)::bigint, (x->>3)::bigint, (x->>4)::int FROM jsonb_array_elements($2::text::jsonb) x
+       WHERE (x->>3)::bigint IN (SELECT seq FROM ins)
+       ON CONFLICT DO NOTHING
+     )
+     SELECT seq FROM ins`,
+    [JSON.stringify(rows), JSON.stringify(tags)],
+  );
+  return new Set(inserted.map((r: { seq: string }) => Number(r.seq)));
 }
 
 async function writeOne(tx: Tx, { event: e, json }: PendingWrite, seq: number, rules: WriteRules): Promise<WriteOutcome> {
@@ -165,21 +169,7 @@ async function writeOne(tx: Tx, { event: e, json }: PendingWrite, seq: number, r
     }
     for (const old of existing) await tx`DELETE FROM events WHERE seq = ${old.seq}`;
   }
-  const fts = rules.search ? tsvectorOf(tokens(searchableText(e, rules.searchSkipKinds))) : null;
-  const inserted = await tx.unsafe(
-    `INSERT INTO events (seq, id, pubkey, created_at, kind, d, expiration, json, fts)
-     VALUES ($1, decode($2, 'hex'), decode($3, 'hex'), $4, $5, $6, $7, $8,
-             $9::text::tsvector)
-     ON CONFLICT DO NOTHING RETURNING seq`,
-    [seq, e.id, e.pubkey, e.created_at, e.kind, d === null ? null : pgText(d), expirationOf(e) ?? null, json, fts],
-  );
-  if (inserted.length === 0) return { stored: false, duplicate: true };
-  const tags = indexedTags(e);
-  if (tags.length > 0)
-    await tx.unsafe(
-      "INSERT INTO tags (name, value, created_at, seq, kind) SELECT x->>0, x->>1, $2, $3, $4 FROM jsonb_array_elements($1::text::jsonb) x ON CONFLICT DO NOTHING",
-      [JSON.stringify(tags), e.created_at, seq, e.kind],
-    );
+  if (!(await insertEvents(tx, [{ w: { event: e, json }, seq, d }], rules)).has(seq)) return { stored: false, duplicate: true };
   if (e.kind === DELETION_KIND && rules.deletion) await applyDeletion(tx, e);
   if (e.kind === VANISH_KIND && rules.vanish) await applyVanish(tx, e, seq);
   return { stored: true, seq };
