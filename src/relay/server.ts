@@ -117,13 +117,15 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     startedAt: Date.now(),
     connections: () => sockets.size,
   };
-  // [mirror] relays: their new events stored and fanned out as if published here. Their
-  // connections open asynchronously, after the listener below exists.
+  // Postgres: events committed by any node (this one too), in commit order; other nodes'
+  // ephemeral events and admin changes.
   store.follow?.({
     committed: (e, json) => fanout.broadcast(e, json),
     ephemeral: (e, json) => fanout.broadcast(e, json),
     adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
   });
+  // [mirror] relays: their new events stored and fanned out as if published here. Their
+  // connections open asynchronously, after the listener below exists.
   const mirrors = startMirrors(ctx);
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
