@@ -30,14 +30,14 @@ export interface PolicyRow {
   items?: string[];
 }
 
-/** A full count scans the events table: one per store per CACHE_MS is plenty for a status page. */
-const CACHE_MS = 10_000;
+/** A full count scans the events table: one per store per this many ms (status page and metrics). */
+export const STORED_COUNT_TTL_MS = 10_000;
 const counts = new WeakMap<Store, { at: number; count: Promise<number> }>();
 
 /** Events in the store, cached ~10 s; undefined when the store cannot answer (closing, busy). */
 export async function eventsStored(store: Store): Promise<number | undefined> {
   let hit = counts.get(store);
-  if (!hit || Date.now() - hit.at > CACHE_MS) {
+  if (!hit || Date.now() - hit.at > STORED_COUNT_TTL_MS) {
     // maxSeq = the last commit, now = 0: every stored event, expired-but-unswept ones included.
     hit = { at: Date.now(), count: store.count({ filters: [{}], maxSeq: store.lastSeq(), now: 0 }).then((r) => r.count) };
     counts.set(store, hit);

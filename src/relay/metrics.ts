@@ -4,6 +4,7 @@
 // state at scrape time rather than maintained on the way. Names follow strfry's where they
 // overlap (nostr_client_messages_total, nostr_relay_messages_total).
 import { Exposition, Histogram } from "../http/exposition.ts";
+import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
 import type { RelayContext } from "./context.ts";
 
 export const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
@@ -72,27 +73,12 @@ export interface LiveState {
   subscriptions(): number;
 }
 
-/** A full count of stored events is a table scan: at most one per this many ms. */
-const STORED_COUNT_TTL_MS = 10_000;
-
-/** Returns the scrape renderer for one relay; it caches the stored-event count. */
+/** Returns the scrape renderer for one relay. */
 export function metricsRenderer(ctx: RelayContext, live: LiveState): () => Promise<string> {
-  let cached: { at: number; value: Promise<number> } | undefined;
-  const storedEvents = (): Promise<number> => {
-    const now = Date.now();
-    if (!cached || now - cached.at >= STORED_COUNT_TTL_MS) {
-      // Everything committed, expired or not, every kind: the table's size, not a client's view.
-      const value = ctx.store.count({ filters: [{}], maxSeq: ctx.store.lastSeq(), now: 0 }).then((r) => r.count);
-      cached = { at: now, value };
-      value.catch(() => (cached = undefined)); // retried on the next scrape
-    }
-    return cached.value;
-  };
   return async () => {
-    // A failed count shows as NaN (and is logged) rather than failing the whole scrape.
-    const events = storedEvents().catch((err) => (console.error("metrics: counting stored events failed:", err), NaN));
-    const [dbBytes, stored] = await Promise.all([ctx.store.sizeBytes(), events]);
-    return render(ctx, live, dbBytes, stored);
+    // The status page's count, cached there (a full count is a table scan); NaN when it fails.
+    const [dbBytes, stored] = await Promise.all([ctx.store.sizeBytes(), eventsStored(ctx.store)]);
+    return render(ctx, live, dbBytes, stored ?? NaN);
   };
 }
 
