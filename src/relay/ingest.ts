@@ -44,8 +44,16 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
   if (!hasValidId(e)) return ok(false, "invalid: event id does not match the event");
 
   const ephemeral = isEphemeral(e.kind);
-  // Cheaper than a signature check, and the common case for a busy relay.
-  if (!ephemeral && (await ctx.store.has(e.id))) return ok(true, "duplicate: already have this event");
+  // Cheaper than a signature check, and the common case for a busy relay. (A Postgres store
+  // answers over the network: that can fail, and the EVENT still gets its OK.)
+  let known: boolean;
+  try {
+    known = !ephemeral && (await ctx.store.has(e.id));
+  } catch (err) {
+    console.error("event pipeline error:", err);
+    return ok(false, "error: could not check the event, try again");
+  }
+  if (known) return ok(true, "duplicate: already have this event");
 
   s.inflight++;
   ctx.inflight++;
