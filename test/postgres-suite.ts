@@ -1,5 +1,5 @@
 // The end-to-end suite again on the Postgres store (BUNSTR_TEST_STORE=postgres), then the
-// multi-node tests (test/cluster/*.pgtest.ts, which the default `bun test` does not pick up).
+// multi-node test and the writer parity test (*.pgtest.ts, which the default `bun test` does not pick up).
 // Run by `npm test` after the SQLite suite. Without PostgreSQL and Redis on loopback it is
 // skipped with the reason, locally; in CI (CI set) that is a failure.
 import { join } from "node:path";
@@ -15,7 +15,7 @@ const SUITE = [
   "pages", "plugin", "rate-limits", "security", "smoke",
 ].map((f) => `./test/${f}.test.ts`);
 
-const CLUSTER = ["./test/cluster/cluster.pgtest.ts"];
+const CLUSTER = ["./test/cluster/cluster.pgtest.ts", "./test/postgres/write-parity.pgtest.ts"];
 
 const missing = await servicesMissing();
 if (missing) {

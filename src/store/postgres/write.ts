@@ -56,16 +56,16 @@ export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRu
     const to = Number(row.value);
     const from = to - batch.length + 1;
     const outcomes: WriteOutcome[] = new Array(batch.length);
-    // Plain regular events go in runs, a few statements per run; the others (replaceable,
-    // addressable, deletions, requests to vanish, gift wraps) one by one, in order, so each sees
-    // what the events before it did.
+    // Events that only affect themselves and their own address go in runs, a few statements per
+    // run; the others (deletions, requests to vanish, gift wraps) one by one, in order, so each
+    // sees what the events before it did.
     let run: number[] = [];
     const flush = async () => {
       if (run.length > 0) await writeRun(tx, batch, run, from, rules, outcomes);
       run = [];
     };
     for (let i = 0; i < batch.length; i++) {
-      if (isPlain(batch[i]!.event)) {
+      if (runs(batch[i]!.event)) {
         run.push(i);
         continue;
       }
@@ -81,9 +81,20 @@ export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRu
   });
 }
 
-/** Stored as it is, with no effect on other events and no address: the common case. */
-const isPlain = (e: NostrEvent): boolean =>
-  !isReplaceable(e.kind) && !isAddressable(e.kind) && e.kind !== DELETION_KIND && e.kind !== VANISH_KIND && e.kind !== GIFT_WRAP;
+/** No effect on other events beyond its own address (regular, replaceable, addressable): the common case. */
+const runs = (e: NostrEvent): boolean => e.kind !== DELETION_KIND && e.kind !== VANISH_KIND && e.kind !== GIFT_WRAP;
+
+/** The address of a replaceable ("" d) or addressable event; null for a regular one. */
+const addressOf = (e: NostrEvent): string | null => (isAddressable(e.kind) ? pgText(dTag(e)) : isReplaceable(e.kind) ? "" : null);
+
+interface Version {
+  created_at: number;
+  id: string;
+  /** Its row, when stored before this run. */
+  seq?: number;
+  /** Its index in the batch, when it came earlier in this run. */
+  i?: number;
+}
 
 const indexedTags = (e: NostrEvent): [string, string][] => {
   const tags: [string, string][] = [];
@@ -92,31 +103,90 @@ const indexedTags = (e: NostrEvent): [string, string][] => {
 };
 
 /**
- * A run of plain events (the batch indexes in `run`): one statement finds the tombstoned ones,
- * one inserts the rest (a duplicate id is skipped by ON CONFLICT), one inserts their tags.
+ * A run (the batch indexes in `run`), in a handful of statements whatever its length: one finds
+ * the tombstoned events, one reads the stored versions of the run's addresses, one deletes the
+ * versions the run replaces, one inserts events and tags. Versions of one address within the run
+ * are settled here in order, as one by one: each newer one replaces the one before (which was
+ * stored and is reported so, then replaced, as the SQLite writer does); only the last is written.
  */
 async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: number, rules: WriteRules, outcomes: WriteOutcome[]): Promise<void> {
-  const keys = run.map((i) => ({ i, id: batch[i]!.event.id, pubkey: batch[i]!.event.pubkey, created_at: batch[i]!.event.created_at }));
+  const keys = run.map((i) => {
+    const e = batch[i]!.event;
+    return { i, id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, d: addressOf(e) };
+  });
   const gone = await tx.unsafe(
     `SELECT r.i,
             EXISTS (SELECT 1 FROM vanished v WHERE v.pubkey = decode(r.pubkey, 'hex') AND r.created_at <= v.until) AS vanished,
-            EXISTS (SELECT 1 FROM deleted_ids d WHERE d.id = decode(r.id, 'hex') AND d.pubkey = decode(r.pubkey, 'hex')) AS deleted
-     FROM jsonb_to_recordset($1::text::jsonb) AS r(i int, id text, pubkey text, created_at bigint)`,
+            EXISTS (SELECT 1 FROM deleted_ids d WHERE d.id = decode(r.id, 'hex') AND d.pubkey = decode(r.pubkey, 'hex')) AS deleted,
+            EXISTS (SELECT 1 FROM deleted_addresses a WHERE r.d IS NOT NULL AND a.pubkey = decode(r.pubkey, 'hex') AND a.kind = r.kind AND a.d = r.d AND r.created_at <= a.until) AS address
+     FROM jsonb_to_recordset($1::text::jsonb) AS r(i int, id text, pubkey text, created_at bigint, kind int, d text)`,
     [JSON.stringify(keys)],
   );
   const live: number[] = [];
-  for (const g of gone as { i: number; vanished: boolean; deleted: boolean }[]) {
+  for (const g of gone as { i: number; vanished: boolean; deleted: boolean; address: boolean }[]) {
     if (g.vanished) outcomes[g.i] = refused("blocked: this pubkey asked to vanish from this relay");
     else if (g.deleted) outcomes[g.i] = refused("blocked: this event was deleted by its author");
+    else if (g.address) outcomes[g.i] = refused("blocked: this address was deleted by its author");
     else live.push(g.i);
   }
   if (live.length === 0) return;
+
+  // The stored versions of every address in the run (replaceable: pubkey + kind; addressable: + d).
+  const addressKey = (pubkey: string, kind: number, d: string) => `${pubkey}:${kind}:${d}`;
+  const wanted = live.map((i) => ({ e: batch[i]!.event, d: addressOf(batch[i]!.event) })).filter((x) => x.d !== null);
+  const versions = new Map<string, Version[]>();
+  if (wanted.length > 0) {
+    const rows = await tx.unsafe(
+      `SELECT DISTINCT e.seq, e.kind, e.d, encode(e.pubkey, 'hex') AS pubkey, e.created_at::float8 AS created_at, encode(e.id, 'hex') AS id
+       FROM jsonb_to_recordset($1::text::jsonb) AS r(pubkey text, kind int, d text)
+       JOIN events e ON e.pubkey = decode(r.pubkey, 'hex') AND e.kind = r.kind AND (r.d = '' AND e.d IS NULL OR e.d = r.d)`,
+      [JSON.stringify(wanted.map(({ e, d }) => ({ pubkey: e.pubkey, kind: e.kind, d })))],
+    );
+    for (const r of rows as { seq: string; kind: number; d: string | null; pubkey: string; created_at: number; id: string }[]) {
+      const key = addressKey(r.pubkey, r.kind, r.d ?? "");
+      versions.set(key, [...(versions.get(key) ?? []), { seq: Number(r.seq), created_at: r.created_at, id: r.id }]);
+    }
+  }
+  const replacedRows: number[] = [];
+  const superseded = new Set<number>();
+  const toInsert: number[] = [];
+  for (const i of live) {
+    const e = batch[i]!.event;
+    const d = addressOf(e);
+    if (d === null) {
+      toInsert.push(i);
+      continue;
+    }
+    const key = addressKey(e.pubkey, e.kind, d);
+    const current = versions.get(key) ?? [];
+    let verdict: WriteOutcome | undefined;
+    for (const old of current) {
+      if (old.id === e.id) verdict = { stored: false, duplicate: true };
+      // Newest wins; on equal created_at the lowest id is kept (NIP-01).
+      else if (old.created_at > e.created_at || (old.created_at === e.created_at && old.id < e.id))
+        verdict = refused("duplicate: a newer version of this replaceable event is already stored");
+      if (verdict) break;
+    }
+    if (verdict) {
+      outcomes[i] = verdict;
+      continue;
+    }
+    for (const old of current) {
+      if (old.seq !== undefined) replacedRows.push(old.seq);
+      if (old.i !== undefined) superseded.add(old.i);
+    }
+    versions.set(key, [{ created_at: e.created_at, id: e.id, i }]);
+    toInsert.push(i);
+  }
+  if (replacedRows.length > 0)
+    await tx.unsafe("DELETE FROM events WHERE seq IN (SELECT x::bigint FROM jsonb_array_elements_text($1::text::jsonb) x)", [JSON.stringify(replacedRows)]);
+  const written = toInsert.filter((i) => !superseded.has(i));
   const inserted = await insertEvents(
     tx,
-    live.map((i) => ({ w: batch[i]!, seq: from + i, d: null })),
+    written.map((i) => ({ w: batch[i]!, seq: from + i, d: isAddressable(batch[i]!.event.kind) ? dTag(batch[i]!.event) : null })),
     rules,
   );
-  for (const i of live) outcomes[i] = inserted.has(from + i) ? { stored: true, seq: from + i } : { stored: false, duplicate: true };
+  for (const i of toInsert) outcomes[i] = inserted.has(from + i) || superseded.has(i) ? { stored: true, seq: from + i } : { stored: false, duplicate: true };
 }
 
 /**
