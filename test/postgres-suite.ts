@@ -27,7 +27,7 @@ if (missing) {
   process.exit(0);
 }
 
-console.log(`Postgres suite: ${SUITE.length} files + the multi-node test on ${new URL(PG_URL).host}, bus ${new URL(REDIS_URL).host}`);
+console.log(`Postgres suite: ${SUITE.length} files + the multi-node and writer-parity tests on ${new URL(PG_URL).host}, bus ${new URL(REDIS_URL).host}`);
 const proc = Bun.spawn([process.execPath, "test", "--timeout", "30000", ...SUITE, ...CLUSTER], {
   cwd: join(import.meta.dir, ".."),
   env: { ...process.env, BUNSTR_TEST_STORE: "postgres" },
