@@ -94,6 +94,24 @@ describe("NIP-98 authorization", () => {
     }
   });
 
+  test("a body over 64 KiB is refused with 413, also when it is sent chunked without a length", async () => {
+    const big = JSON.stringify({ method: "supportedmethods", params: ["x".repeat(70 * 1024)] });
+    const sized = await fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc" }, body: big });
+    expect(sized.status).toBe(413);
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(c) {
+        // 64 MiB if nobody stopped reading; the relay gives up after 64 KiB.
+        if (sent >= 64 * 1024 * 1024) return c.close();
+        sent += 16 * 1024;
+        c.enqueue(new Uint8Array(16 * 1024).fill(0x20));
+      },
+    });
+    const chunked = await fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc" }, body: stream });
+    expect(chunked.status).toBe(413);
+    expect(sent).toBeLessThan(64 * 1024 * 1024);
+  });
+
   test("a bad signature: 401", async () => {
     const body = JSON.stringify({ method: "supportedmethods", params: [] });
     const token = admin.sign({ kind: 27235, tags: [["u", httpUrl()], ["method", "POST"], ["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")]] });

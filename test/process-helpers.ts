@@ -2,13 +2,7 @@
 import type { Subprocess } from "bun";
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { schema } from "../src/config/schema.ts";
-
-/** [rate_limits] all off, as TOML: these tests are many clients from 127.0.0.1. */
-const RATE_LIMITS_OFF = `\n[rate_limits]\n${Object.keys(schema.rate_limits)
-  .filter((k) => k.endsWith("_per_minute"))
-  .map((k) => `${k} = 0\n`)
-  .join("")}`;
+import { RATE_LIMITS_OFF } from "../bench/lib/relay.ts";
 
 /**
  * The arguments with rate limits off: appended to the test's own --config file (unless it sets
@@ -18,7 +12,7 @@ export function withRateLimitsOff(args: string[], cwd: string): string[] {
   const at = args.indexOf("--config");
   if (at >= 0) {
     const file = resolve(cwd, args[at + 1]!);
-    if (!existsSync(file) || !readFileSync(file, "utf8").includes("[rate_limits]")) appendFileSync(file, RATE_LIMITS_OFF);
+    if (!existsSync(file) || !readFileSync(file, "utf8").includes("[rate_limits]")) appendFileSync(file, `\n${RATE_LIMITS_OFF}`);
     return args;
   }
   const file = join(cwd, "rate-limits-off.toml");

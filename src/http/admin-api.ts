@@ -33,10 +33,18 @@ function acceptedUrls(ctx: RelayContext, url: URL): string[] {
   return [...relayUrlForms(`http:${tail}`), ...relayUrlForms(`https:${tail}`)];
 }
 
+/** The body, read no further than MAX_BODY bytes (a chunked upload has no Content-Length to refuse by). */
 async function readBody(req: Request): Promise<Uint8Array | undefined> {
   if (Number(req.headers.get("content-length") ?? 0) > MAX_BODY) return undefined;
-  const body = new Uint8Array(await req.arrayBuffer());
-  return body.length > MAX_BODY ? undefined : body;
+  if (!req.body) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of req.body) {
+    size += chunk.byteLength;
+    if (size > MAX_BODY) return undefined;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
 }
 
 export async function handleAdminRequest(req: Request, ctx: RelayContext): Promise<Response> {

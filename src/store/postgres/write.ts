@@ -219,39 +219,22 @@ async function insertEvents(tx: Tx, items: { w: PendingWrite; seq: number; d: st
   return new Set(inserted.map((r: { seq: string }) => Number(r.seq)));
 }
 
+/** Deletions, requests to vanish and gift wraps (regular kinds, no address; see `runs`), one by one. */
 async function writeOne(tx: Tx, { event: e, json }: PendingWrite, seq: number, rules: WriteRules): Promise<WriteOutcome> {
-  const addressable = isAddressable(e.kind);
-  const replaceable = isReplaceable(e.kind);
-  const d = addressable ? dTag(e) : null;
-  const gone = await tombstoned(tx, e, addressable ? d : replaceable ? "" : null);
+  const gone = await tombstoned(tx, e);
   if (gone) return refused(gone);
-  if (addressable || replaceable) {
-    const existing = (
-      addressable
-        ? await tx`SELECT seq, created_at::float8 AS created_at, encode(id, 'hex') AS id FROM events WHERE pubkey = decode(${e.pubkey}, 'hex') AND kind = ${e.kind} AND d = ${d}`
-        : await tx`SELECT seq, created_at::float8 AS created_at, encode(id, 'hex') AS id FROM events WHERE pubkey = decode(${e.pubkey}, 'hex') AND kind = ${e.kind}`
-    ) as { seq: string; created_at: number; id: string }[];
-    for (const old of existing) {
-      if (old.id === e.id) return { stored: false, duplicate: true };
-      // Newest wins; on equal created_at the lowest id is kept (NIP-01).
-      if (old.created_at > e.created_at || (old.created_at === e.created_at && old.id < e.id))
-        return refused("duplicate: a newer version of this replaceable event is already stored");
-    }
-    for (const old of existing) await tx`DELETE FROM events WHERE seq = ${old.seq}`;
-  }
-  if (!(await insertEvents(tx, [{ w: { event: e, json }, seq, d }], rules)).has(seq)) return { stored: false, duplicate: true };
+  if (!(await insertEvents(tx, [{ w: { event: e, json }, seq, d: null }], rules)).has(seq)) return { stored: false, duplicate: true };
   if (e.kind === DELETION_KIND && rules.deletion) await applyDeletion(tx, e);
   if (e.kind === VANISH_KIND && rules.vanish) await applyVanish(tx, e, seq);
   return { stored: true, seq };
 }
 
 /** Why an event may not (re)enter: deleted by its author, or its author (or recipient) vanished. */
-async function tombstoned(tx: Tx, e: NostrEvent, d: string | null): Promise<string | undefined> {
+async function tombstoned(tx: Tx, e: NostrEvent): Promise<string | undefined> {
   const [t] = await tx.unsafe(
     `SELECT (SELECT until::float8 FROM vanished WHERE pubkey = decode($1, 'hex')) AS vanished,
-            EXISTS (SELECT 1 FROM deleted_ids WHERE id = decode($2, 'hex') AND pubkey = decode($1, 'hex')) AS deleted,
-            (SELECT until::float8 FROM deleted_addresses WHERE pubkey = decode($1, 'hex') AND kind = $3 AND d = $4) AS address`,
-    [e.pubkey, e.id, e.kind, d === null ? null : pgText(d)],
+            EXISTS (SELECT 1 FROM deleted_ids WHERE id = decode($2, 'hex') AND pubkey = decode($1, 'hex')) AS deleted`,
+    [e.pubkey, e.id],
   );
   if (t.vanished !== null && e.created_at <= t.vanished) return "blocked: this pubkey asked to vanish from this relay";
   const recipients = e.kind === GIFT_WRAP ? e.tags.filter((x) => x[0] === "p" && x[1] !== undefined && HEX64.test(x[1])).map((x) => x[1]!) : [];
@@ -267,7 +250,6 @@ async function tombstoned(tx: Tx, e: NostrEvent, d: string | null): Promise<stri
   }
   if (undeletable(e.kind)) return undefined;
   if (t.deleted) return "blocked: this event was deleted by its author";
-  if (t.address !== null && e.created_at <= t.address) return "blocked: this address was deleted by its author";
   return undefined;
 }
 
