@@ -8,7 +8,7 @@ import { compileFilter } from "../src/protocol/filter.ts";
 import { Fanout } from "../src/relay/fanout.ts";
 import { startRelay } from "../src/relay/server.ts";
 import { SqliteStore } from "../src/store/sqlite.ts";
-import type { Store } from "../src/store/types.ts";
+import { allRows, type Store } from "../src/store/types.ts";
 import { Client, signer, testConfig } from "./helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bunstr-catchup-"));
@@ -24,10 +24,10 @@ const slow: Store = {
   sizeBytes: () => real.sizeBytes(),
   admin: real.admin,
   close: () => real.close(),
-  query: async (job) => {
-    const rows = await real.query(job);
+  query: async function* (job) {
+    const rows = await allRows(real.query(job));
     await Bun.sleep(150);
-    return rows;
+    yield rows;
   },
 };
 const relay = startRelay({ config: testConfig(), store: slow });

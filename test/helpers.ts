@@ -32,6 +32,9 @@ export function testConfig(patch: ConfigPatch = {}): Config {
   c.limits.max_connections_per_ip = 100_000;
   // Rate limits off for the same reason; test/rate-limits.test.ts turns them on.
   for (const k of Object.keys(c.rate_limits) as (keyof Config["rate_limits"])[]) if (k.endsWith("_per_minute")) c.rate_limits[k] = 0;
+  // The per-address memory caps likewise (test/hostile-reads.test.ts turns them on).
+  c.limits.max_filter_bytes_per_ip = 0;
+  c.limits.max_negentropy_items_per_ip = 0;
   for (const [s, v] of Object.entries(patch)) Object.assign((c as any)[s], v);
   return c;
 }

@@ -34,6 +34,8 @@ export interface CompiledFilter {
 export interface FilterLimits {
   /** Most values in one list (ids, authors, kinds, one tag). */
   maxValues: number;
+  /** Longest string value (a tag value); unset = no limit. */
+  maxValueLength?: number;
   /** Given when search (NIP-50) is enabled: builds the live matcher for a query string. */
   compileSearch?: (query: string) => (e: NostrEvent) => boolean;
 }
@@ -41,11 +43,14 @@ export interface FilterLimits {
 const TAG_KEY = /^#[a-zA-Z]$/;
 const isTimestamp = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 
-function stringList(key: string, v: unknown, max: number, hex: boolean): string[] {
+function stringList(key: string, v: unknown, limits: FilterLimits, hex: boolean): string[] {
+  const max = limits.maxValues;
   if (!Array.isArray(v)) throw new ProtocolError("invalid", `"${key}" must be an array`);
   if (v.length > max) throw new ProtocolError("invalid", `"${key}" has more than ${max} values`);
+  const longest = limits.maxValueLength ?? Number.POSITIVE_INFINITY;
   for (const x of v) {
     if (typeof x !== "string") throw new ProtocolError("invalid", `"${key}" values must be strings`);
+    if (x.length > longest) throw new ProtocolError("invalid", `"${key}" has a value longer than ${longest} characters`);
     if (hex && !isHex64(x)) throw new ProtocolError("invalid", `"${key}" values must be 64 lowercase hex characters`);
   }
   return v as string[];
@@ -64,7 +69,7 @@ export function compileFilter(raw: unknown, limits: FilterLimits): CompiledFilte
     switch (key) {
       case "ids":
       case "authors": {
-        const list = stringList(key, v, limits.maxValues, true);
+        const list = stringList(key, v, limits, true);
         source[key] = list;
         if (key === "ids") ids = new Set(list);
         else authors = new Set(list);
@@ -101,7 +106,7 @@ export function compileFilter(raw: unknown, limits: FilterLimits): CompiledFilte
       default: {
         if (!TAG_KEY.test(key)) throw new ProtocolError("invalid", `unsupported filter key "${key.slice(0, 40)}"`);
         const name = key[1]!;
-        const list = stringList(key, v, limits.maxValues, name === "e" || name === "p");
+        const list = stringList(key, v, limits, name === "e" || name === "p");
         source[key as `#${string}`] = list;
         tags.push([name, new Set(list)]);
         if (list.length === 0) neverMatch = true;

@@ -197,9 +197,9 @@ export class AdminState implements AdminView {
    * allowed or banned yet; the reason gathers the report types and how many reported it.
    */
   private async needingModeration(): Promise<{ id: string; reason: string }[]> {
-    const reports = await this.store.query({ filters: [{ kinds: [REPORT_KIND] }], limits: [REPORTS_SCANNED], maxSeq: this.store.lastSeq(), now: nowSeconds() });
+    const reports = this.store.query({ filters: [{ kinds: [REPORT_KIND] }], limits: [REPORTS_SCANNED], maxSeq: this.store.lastSeq(), now: nowSeconds() });
     const found = new Map<string, Map<string, number>>();
-    for (const json of reports) {
+    for await (const batch of reports) for (const json of batch) {
       const report = JSON.parse(json) as { tags: string[][] };
       for (const t of report.tags) {
         const id = t[1];

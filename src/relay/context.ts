@@ -8,9 +8,10 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { FilterLimits } from "../protocol/filter.ts";
 import type { Visibility } from "../store/query.ts";
 import type { WriterQueue } from "../store/queue.ts";
-import { QueryTimeoutError, ReaderBusyError, StoreClosedError } from "../store/readers.ts";
-import type { ReadContext, Store, WriteRules } from "../store/types.ts";
+import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError } from "../store/readers.ts";
+import type { Store, WriteRules } from "../store/types.ts";
 import type { AdminState } from "./admin.ts";
+import type { Bucket } from "./budget.ts";
 import type { Fanout } from "./fanout.ts";
 import type { Session } from "./session.ts";
 import type { Verifier } from "./verify.ts";
@@ -40,6 +41,14 @@ export interface RelayContext {
   closing: boolean;
   /** Running average of what one read costs (worker ms), the first guess for a new connection. */
   readCostEstimate: number;
+  /** Query time left per address group (relay/budget.ts). */
+  queryGroups: Map<string, Bucket>;
+  /** Filter bytes held by the live subscriptions of each address group (relay/req.ts). */
+  filterBytes: Map<string, number>;
+  /** NIP-77 items held by the open negentropy sessions of each address group (relay/neg.ts). */
+  negItems: Map<string, number>;
+  /** Main-thread reconciliation time left per address group (relay/budget.ts). */
+  negGroups: Map<string, Bucket>;
   /** When this relay started (ms since the epoch), for the status page and metrics. */
   readonly startedAt: number;
   /** Open websocket connections. */
@@ -75,6 +84,7 @@ export function filterLimits(config: Config): FilterLimits {
   const skip = restrictedKinds(config);
   return {
     maxValues: config.limits.max_filter_values,
+    maxValueLength: config.limits.max_filter_value_length,
     compileSearch: config.nips.nip50
       ? (q) => {
           const terms = searchTerms(q);
@@ -89,41 +99,10 @@ export const visibilityFor = (config: Config, s: Session): Visibility => ({
   viewers: [...s.authed],
 });
 
-/** Bursts of query time a connection may use, as a multiple of its per-second rate. */
-const QUERY_BURST = 20;
-
-const ewma = (avg: number, x: number) => avg + (x - avg) / 8;
-
-/**
- * Cost accounting for reads: a token bucket of worker milliseconds per connection. A read
- * reserves its expected cost when admitted (so pipelined REQs cannot run ahead of the budget)
- * and settles the difference when it has run. Returns the read context to pass to the store, or
- * undefined when the connection has spent its budget.
- */
-export function queryBudget(ctx: RelayContext, s: Session): ReadContext | undefined {
-  const rate = ctx.config.limits.query_ms_per_second;
-  const b = s.queryBudget;
-  const now = performance.now();
-  b.tokens = Math.min(rate * QUERY_BURST, (Number.isFinite(b.tokens) ? b.tokens : rate * QUERY_BURST) + ((now - b.at) / 1000) * rate);
-  b.at = now;
-  if (b.tokens <= 0) return undefined;
-  const reserved = b.estimate ?? ctx.readCostEstimate;
-  b.tokens -= reserved;
-  return {
-    owner: s,
-    onCost: (ms) => {
-      b.tokens += reserved - ms;
-      b.estimate = ewma(b.estimate ?? reserved, ms);
-      ctx.readCostEstimate = ewma(ctx.readCostEstimate, ms);
-    },
-  };
-}
-
-export const OVER_BUDGET = "rate-limited: too much query time used, slow down";
-
 /** The refusal text for a failed read. */
 export function readFailure(err: unknown, what: string): string {
   if (err instanceof QueryTimeoutError) return `error: ${what} took too long and was stopped`;
+  if (err instanceof ReadStoppedError) return err.message;
   if (err instanceof ReaderBusyError) return "rate-limited: the relay is busy, try again shortly";
   if (err instanceof StoreClosedError) return "error: the relay is shutting down";
   console.error(`${what} failed:`, err);

@@ -1,7 +1,9 @@
 // NIP-77 negentropy: NEG-OPEN / NEG-MSG / NEG-CLOSE, ids in a namespace apart from REQ.
 // Every refusal or malformed message is a NEG-ERR, after which the session is gone.
 import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
-import { nowSeconds, OVER_BUDGET, queryBudget, readFailure, visibilityFor, type RelayContext } from "./context.ts";
+import { ipGroup } from "../policy/ip.ts";
+import { chargeNegTime, hasNegTime, OVER_BUDGET, queryBudget } from "./budget.ts";
+import { nowSeconds, readFailure, visibilityFor, type RelayContext } from "./context.ts";
 import { admitFilters } from "./req.ts";
 import { send, type Socket } from "./session.ts";
 
@@ -19,28 +21,46 @@ const FRAME_LIMIT = 60_000;
 const errFrame = (subId: string, reason: string) => `["NEG-ERR",${JSON.stringify(subId)},${JSON.stringify(reason)}]`;
 const msgFrame = (subId: string, hex: string) => `["NEG-MSG",${JSON.stringify(subId)},${JSON.stringify(hex)}]`;
 
-function fail(ws: Socket, subId: string, reason: string): void {
-  ws.data.neg.delete(subId);
+function fail(ctx: RelayContext, ws: Socket, subId: string, reason: string): void {
+  closeNeg(ctx, ws, subId);
   send(ws, errFrame(subId, reason));
+}
+
+/** Forgets a session and gives its items back to the address's budget. */
+export function closeNeg(ctx: RelayContext, ws: Socket, subId: string): void {
+  const session = ws.data.neg.get(subId);
+  if (!session) return;
+  ws.data.neg.delete(subId);
+  if (session.items === 0) return;
+  const g = ipGroup(ws.data.ip);
+  const left = (ctx.negItems.get(g) ?? 0) - session.items;
+  if (left > 0) ctx.negItems.set(g, left);
+  else ctx.negItems.delete(g);
 }
 
 export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string, rawFilter: unknown, message: unknown): Promise<void> {
   const s = ws.data;
-  s.neg.delete(subId); // reopening an id replaces it
-  if (!ctx.config.nips.nip77) return fail(ws, subId, "error: negentropy is not supported by this relay");
-  if (!isHex(message)) return fail(ws, subId, "invalid: the initial message must be hex");
+  closeNeg(ctx, ws, subId); // reopening an id replaces it
+  if (!ctx.config.nips.nip77) return fail(ctx, ws, subId, "error: negentropy is not supported by this relay");
+  if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the initial message must be hex");
   if (s.neg.size >= ctx.config.limits.max_subscriptions)
-    return fail(ws, subId, `rate-limited: too many open negentropy sessions (max ${ctx.config.limits.max_subscriptions})`);
+    return fail(ctx, ws, subId, `rate-limited: too many open negentropy sessions (max ${ctx.config.limits.max_subscriptions})`);
   const filters = admitFilters(ctx, s, "neg_opens", [rawFilter]);
-  if (typeof filters === "string") return fail(ws, subId, filters);
+  if (typeof filters === "string") return fail(ctx, ws, subId, filters);
 
   const budget = queryBudget(ctx, s);
-  if (!budget) return fail(ws, subId, OVER_BUDGET);
+  if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
   // One budget of items per connection, however many sessions share it: memory stays bounded.
   let held = 0;
   for (const other of s.neg.values()) held += other.items;
-  const max = ctx.config.limits.max_negentropy_items - held;
-  if (max <= 0) return fail(ws, subId, `blocked: open negentropy sessions already cover ${held} events; close one first`);
+  const group = ipGroup(s.ip);
+  const perIp = ctx.config.limits.max_negentropy_items_per_ip;
+  const ipLeft = perIp > 0 ? perIp - (ctx.negItems.get(group) ?? 0) : Number.POSITIVE_INFINITY;
+  const max = Math.min(ctx.config.limits.max_negentropy_items - held, ipLeft);
+  if (max <= 0) {
+    budget.onEnd?.(0);
+    return fail(ctx, ws, subId, `blocked: open negentropy sessions already cover ${held} events${ipLeft <= 0 ? " (from this address)" : ""}; close one first`);
+  }
   const session: NegSession = { items: 0 };
   s.neg.set(subId, session);
   let items;
@@ -55,33 +75,41 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
           visibility: visibilityFor(ctx.config, s),
         }, budget);
   } catch (err) {
-    return fail(ws, subId, readFailure(err, "negentropy query"));
+    return fail(ctx, ws, subId, readFailure(err, "negentropy query"));
   }
   if (s.closed || s.neg.get(subId) !== session) return; // closed or replaced meanwhile
-  if (items.overflow) return fail(ws, subId, `blocked: this query is too big (more than ${max} events)`);
+  if (items.overflow) return fail(ctx, ws, subId, `blocked: this query is too big (more than ${max} events)`);
   session.items = items.ids.length;
+  ctx.negItems.set(group, (ctx.negItems.get(group) ?? 0) + session.items);
   const storage = new NegentropyStorage();
   for (let i = 0; i < items.ids.length; i++) storage.insert(items.timestamps[i]!, items.ids[i]!);
   session.server = new NegentropyServer(storage.seal(), FRAME_LIMIT);
-  reply(ws, subId, session.server, message);
+  reply(ctx, ws, subId, session.server, message);
 }
 
-export function handleNegMsg(_ctx: RelayContext, ws: Socket, subId: string, message: unknown): void {
+export function handleNegMsg(ctx: RelayContext, ws: Socket, subId: string, message: unknown): void {
   const session = ws.data.neg.get(subId);
-  if (!session?.server) return fail(ws, subId, "closed: no open negentropy session with this id");
-  if (!isHex(message)) return fail(ws, subId, "invalid: the message must be hex");
-  reply(ws, subId, session.server, message);
+  if (!session?.server) return fail(ctx, ws, subId, "closed: no open negentropy session with this id");
+  if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the message must be hex");
+  // Reconciliation runs on the main thread: it is paid for from the query budget and from a
+  // small per-address allowance of main-thread time, so a loop of NEG-MSGs cannot hold the
+  // event loop that every other client waits on.
+  if (!hasNegTime(ctx, ws.data)) return fail(ctx, ws, subId, "rate-limited: too much negentropy reconciliation, slow down");
+  reply(ctx, ws, subId, session.server, message);
 }
 
-export function handleNegClose(ws: Socket, subId: string): void {
-  ws.data.neg.delete(subId);
+export function handleNegClose(ctx: RelayContext, ws: Socket, subId: string): void {
+  closeNeg(ctx, ws, subId);
 }
 
-function reply(ws: Socket, subId: string, server: NegentropyServer, message: string): void {
+function reply(ctx: RelayContext, ws: Socket, subId: string, server: NegentropyServer, message: string): void {
+  const started = performance.now();
   try {
     send(ws, msgFrame(subId, server.reconcile(message)));
   } catch (err) {
     if (!(err instanceof NegentropyError)) throw err;
-    fail(ws, subId, `invalid: ${err.message}`);
+    fail(ctx, ws, subId, `invalid: ${err.message}`);
+  } finally {
+    chargeNegTime(ctx, ws.data, performance.now() - started);
   }
 }

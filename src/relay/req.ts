@@ -4,7 +4,9 @@ import { hllOffset } from "../nips/nip45.ts";
 import { compileFilter, type CompiledFilter } from "../protocol/filter.ts";
 import { chargeRate, rateLimitMessage } from "../policy/rate-limit.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
-import { canRead, filterLimits, nowSeconds, OVER_BUDGET, queryBudget, readFailure, restrictedKinds, visibilityFor, type RelayContext } from "./context.ts";
+import { ipGroup } from "../policy/ip.ts";
+import { OVER_BUDGET, queryBudget } from "./budget.ts";
+import { canRead, filterLimits, nowSeconds, readFailure, restrictedKinds, visibilityFor, type RelayContext } from "./context.ts";
 import { relayMessages } from "./metrics.ts";
 import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
 
@@ -47,42 +49,54 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   // A REQ with a known id replaces that subscription (NIP-01).
   if (!closeSubscription(ctx, ws, subId) && s.subs.size >= limits.max_subscriptions)
     return send(ws, closedFrame(subId, `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`));
-  let values = valueCount(filters);
-  for (const other of s.subs.values()) values += valueCount(other.filters);
-  if (values > limits.max_values_per_connection)
-    return send(ws, closedFrame(subId, `rate-limited: subscriptions on this connection would hold more than ${limits.max_values_per_connection} filter values`));
+  const tooMuch = overFilterBudget(ctx, s, filters);
+  if (tooMuch) return send(ws, closedFrame(subId, tooMuch));
 
   const perFilter = clampLimits(
     filters.map((f) => (f.neverMatch ? 0 : Math.min(f.limit ?? limits.default_limit, limits.max_limit))),
     limits.max_events_per_req,
   );
-  const budget = perFilter.some((n) => n > 0) ? queryBudget(ctx, s) : undefined;
-  if (perFilter.some((n) => n > 0) && !budget) return send(ws, closedFrame(subId, OVER_BUDGET));
-  const sub: Subscription = { filters };
-  s.subs.set(subId, sub);
+  const reads = perFilter.some((n) => n > 0);
+  const budget = reads ? queryBudget(ctx, s) : undefined;
+  if (reads && !budget) return send(ws, closedFrame(subId, OVER_BUDGET));
+  const sub: Subscription = { filters, bytes: filterBytes(filters) };
+  addSubscription(ctx, s, subId, sub);
   // The snapshot: events committed up to here come from the store, later ones from the ring.
   const maxSeq = ctx.store.lastSeq();
   const fanoutSeq = ctx.fanout.seq;
-  let stored: string[] = [];
-  if (perFilter.some((n) => n > 0)) {
+  const prefix = `["EVENT",${JSON.stringify(subId)},`;
+  const live = () => !s.closed && s.subs.get(subId) === sub;
+  let sent = 0;
+  if (reads) {
+    // Stored events stream in batches: each is sent before the next is read, and while the
+    // socket holds more than its share of unsent bytes the read waits (docs/operations.md).
+    const batches = ctx.store.query({
+      filters: filters.map((f) => f.source),
+      limits: perFilter,
+      maxSeq,
+      now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+      visibility: visibilityFor(ctx.config, s),
+    }, budget);
     try {
-      stored = await ctx.store.query({
-        filters: filters.map((f) => f.source),
-        limits: perFilter,
-        maxSeq,
-        now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-        visibility: visibilityFor(ctx.config, s),
-      }, budget);
+      for await (const rows of batches) {
+        if (!live()) break;
+        ws.cork(() => {
+          for (const json of rows) ws.send(`${prefix}${json}]`);
+        });
+        sent += rows.length;
+        if (ws.getBufferedAmount() > highWater(ctx)) await drained(ws);
+        if (!live()) break;
+      }
     } catch (err) {
-      if (s.subs.get(subId) === sub) s.subs.delete(subId);
+      if (s.subs.get(subId) === sub) removeSubscription(ctx, s, subId);
+      relayMessages.EVENT += sent;
       return send(ws, closedFrame(subId, readFailure(err, "query")));
     }
   }
-  if (s.closed || s.subs.get(subId) !== sub) return; // closed or replaced meanwhile
+  relayMessages.EVENT += sent;
+  if (!live()) return; // closed or replaced meanwhile
 
-  const prefix = `["EVENT",${JSON.stringify(subId)},`;
   ws.cork(() => {
-    for (const json of stored) ws.send(`${prefix}${json}]`);
     const { events, complete } = ctx.fanout.recent(fanoutSeq, filters);
     if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
     let caughtUp = 0;
@@ -92,10 +106,64 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
       caughtUp++;
     }
     ws.send(`["EOSE",${JSON.stringify(subId)}]`);
-    relayMessages.EVENT += stored.length + caughtUp;
+    relayMessages.EVENT += caughtUp;
     relayMessages.EOSE++;
     sub.group = ctx.fanout.join(ws, subId, filters);
   });
+}
+
+/** Unsent bytes above which a REQ stops reading stored events until the socket drains. */
+const highWater = (ctx: RelayContext) => Math.min(1024 * 1024, ctx.config.limits.max_pending_bytes / 4);
+
+/** Resolves when the socket has drained (Bun's drain callback) or closed. */
+function drained(ws: Socket): Promise<void> {
+  return new Promise((resolve) => ws.data.drainWaiters.push(resolve));
+}
+
+/** Bytes a subscription's filters hold: every value, with a little for each entry's overhead. */
+function filterBytes(filters: readonly CompiledFilter[]): number {
+  let n = 0;
+  for (const f of filters) {
+    const s = f.source;
+    n += 64 + (s.search?.length ?? 0);
+    for (const [key, v] of Object.entries(s)) if (Array.isArray(v)) for (const x of v) n += 16 + (typeof x === "string" ? x.length + key.length : 8);
+  }
+  return n;
+}
+
+/** The refusal when a new subscription would take its connection or address over its filter budget. */
+function overFilterBudget(ctx: RelayContext, s: Session, filters: readonly CompiledFilter[]): string | undefined {
+  const { limits } = ctx.config;
+  let values = valueCount(filters);
+  for (const other of s.subs.values()) values += valueCount(other.filters);
+  if (values > limits.max_values_per_connection)
+    return `rate-limited: subscriptions on this connection would hold more than ${limits.max_values_per_connection} filter values`;
+  const bytes = filterBytes(filters);
+  let held = bytes;
+  for (const other of s.subs.values()) held += other.bytes;
+  if (held > limits.max_filter_bytes_per_connection)
+    return `rate-limited: subscriptions on this connection would hold more than ${limits.max_filter_bytes_per_connection} bytes of filters`;
+  const cap = limits.max_filter_bytes_per_ip;
+  if (cap > 0 && (ctx.filterBytes.get(ipGroup(s.ip)) ?? 0) + bytes > cap)
+    return `rate-limited: subscriptions from this address would hold more than ${cap} bytes of filters`;
+  return undefined;
+}
+
+function addSubscription(ctx: RelayContext, s: Session, subId: string, sub: Subscription): void {
+  s.subs.set(subId, sub);
+  const g = ipGroup(s.ip);
+  ctx.filterBytes.set(g, (ctx.filterBytes.get(g) ?? 0) + sub.bytes);
+}
+
+function removeSubscription(ctx: RelayContext, s: Session, subId: string): Subscription | undefined {
+  const sub = s.subs.get(subId);
+  if (!sub) return undefined;
+  s.subs.delete(subId);
+  const g = ipGroup(s.ip);
+  const left = (ctx.filterBytes.get(g) ?? 0) - sub.bytes;
+  if (left > 0) ctx.filterBytes.set(g, left);
+  else ctx.filterBytes.delete(g);
+  return sub;
 }
 
 /** NIP-45: `["COUNT", id, {"count": n}]`, with `hll` for a single filter with a tag condition. */
@@ -144,9 +212,8 @@ export function clampLimits(limits: number[], cap: number): number[] {
 
 /** Ends a subscription; true if there was one. */
 export function closeSubscription(ctx: RelayContext, ws: Socket, subId: string): boolean {
-  const sub = ws.data.subs.get(subId);
+  const sub = removeSubscription(ctx, ws.data, subId);
   if (!sub) return false;
-  ws.data.subs.delete(subId);
   if (sub.group) ctx.fanout.leave(ws, sub.group);
   return true;
 }

@@ -19,7 +19,7 @@ import { Fanout } from "./fanout.ts";
 import { startMirrors } from "./mirror.ts";
 import { clientMessages, countEventResult, metricsRenderer, observeWriterBatch } from "./metrics.ts";
 import { handleEvent } from "./ingest.ts";
-import { handleNegClose, handleNegMsg, handleNegOpen } from "./neg.ts";
+import { closeNeg, handleNegClose, handleNegMsg, handleNegOpen } from "./neg.ts";
 import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
 import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
 import { closeWritePolicy } from "./plugin.ts";
@@ -114,6 +114,10 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     inflight: 0,
     closing: false,
     readCostEstimate: 5,
+    queryGroups: new Map(),
+    filterBytes: new Map(),
+    negItems: new Map(),
+    negGroups: new Map(),
     startedAt: Date.now(),
     connections: () => sockets.size,
   };
@@ -199,14 +203,18 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     message(ws, message) {
       onMessage(ctx, ws, message);
     },
+    drain(ws) {
+      wakeDrainWaiters(ws);
+    },
     close(ws) {
       ws.data.closed = true;
+      wakeDrainWaiters(ws);
       sockets.delete(ws);
       const left = (perIp.get(ws.data.ip) ?? 1) - 1;
       if (left > 0) perIp.set(ws.data.ip, left);
       else perIp.delete(ws.data.ip);
       closeAllSubscriptions(ctx, ws);
-      ws.data.neg.clear();
+      for (const subId of [...ws.data.neg.keys()]) closeNeg(ctx, ws, subId);
       store.cancelReads?.(ws.data);
     },
   };
@@ -283,6 +291,11 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
   };
 }
 
+function wakeDrainWaiters(ws: Socket): void {
+  const waiters = ws.data.drainWaiters.splice(0);
+  for (const wake of waiters) wake();
+}
+
 /** The socket's peer, or what remote_ip_header says when the peer is a trusted proxy. */
 export function clientIp(req: Request, srv: Server<Session>, config: Config): string {
   // An IPv4 peer on a dual-stack socket shows as ::ffff:a.b.c.d.
@@ -302,7 +315,7 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
   const max = ctx.config.limits.max_message_bytes;
   if (message.length > max / 3 && (message.length > max || Buffer.byteLength(message) > max)) {
     clientMessages.invalid++;
-    return answerOversize(ws, message, max);
+    return answerOversize(ctx, ws, message, max);
   }
   let msg;
   try {
@@ -331,7 +344,7 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
     case "NEG-MSG":
       return handleNegMsg(ctx, ws, msg.subId, msg.message);
     case "NEG-CLOSE":
-      return handleNegClose(ws, msg.subId);
+      return handleNegClose(ctx, ws, msg.subId);
   }
 }
 
@@ -346,7 +359,7 @@ function parseJsonString(literal: string): string | undefined {
 }
 
 /** A frame over max_message_bytes: answer in the terms of what it claims to be. */
-function answerOversize(ws: Socket, message: string, max: number): void {
+function answerOversize(ctx: RelayContext, ws: Socket, message: string, max: number): void {
   const head = message.slice(0, 512);
   const text = `invalid: message is larger than ${max} bytes`;
   if (/^\s*\[\s*"EVENT"/.test(head)) {
@@ -359,7 +372,7 @@ function answerOversize(ws: Socket, message: string, max: number): void {
   const subId = sub ? parseJsonString(sub[2]!) : undefined;
   if (sub && subId !== undefined) {
     if (sub[1]!.startsWith("NEG-")) {
-      ws.data.neg.delete(subId); // after NEG-ERR the session is closed (NIP-77)
+      closeNeg(ctx, ws, subId); // after NEG-ERR the session is closed (NIP-77)
       return send(ws, `["NEG-ERR",${JSON.stringify(subId)},${JSON.stringify(text)}]`);
     }
     return send(ws, closedFrame(subId, text));

@@ -7,6 +7,8 @@ import type { NegSession } from "./neg.ts";
 
 export interface Subscription {
   readonly filters: readonly CompiledFilter[];
+  /** What its filters hold in bytes, counted against the connection's and the address's budget. */
+  readonly bytes: number;
   /** Set once the stored events and EOSE are sent and the socket has joined the group's topic. */
   group?: Group;
 }
@@ -25,6 +27,8 @@ export interface Session {
   queryBudget: { tokens: number; at: number; estimate?: number };
   /** EVENTs of this connection still verifying or waiting for the writer. */
   inflight: number;
+  /** Reads waiting for the socket to drain (relay/req.ts), woken by Bun's drain callback or the close. */
+  drainWaiters: (() => void)[];
   closed: boolean;
 }
 
@@ -43,6 +47,7 @@ export function newSession(ip: string, host: string): Session {
     neg: new Map(),
     queryBudget: { tokens: Number.POSITIVE_INFINITY, at: 0 },
     inflight: 0,
+    drainWaiters: [],
     closed: false,
   };
 }

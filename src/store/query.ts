@@ -1,10 +1,22 @@
-// REQ / COUNT / NEG-OPEN filters -> SQL. One statement per plan shape: the SQL text depends only
-// on which conditions a filter has; list values travel as one JSON parameter through json_each.
+// REQ / COUNT / NEG-OPEN filters -> SQL, run as time-sliced scans.
+//
+// Every filter is answered by one or more *walks*: ordered index ranges read newest first, a
+// bounded chunk of candidates per statement, resumed from a cursor. A candidate is checked
+// against the rest of the filter (the residual) in the same statement, so one statement reads
+// at most one chunk of index entries however few of them match: a scan that would read 300,000
+// rows is 300 short statements, and between any two the job can be paused, charged, handed to
+// another connection's job or stopped (store/readers.ts). Nothing holds a read transaction
+// between chunks; the snapshot is the `maxSeq` cut.
+//
+// A REQ first selects keys (created_at, seq, id) — per filter the newest `limit` — and then
+// reads the JSON of the chosen events in small batches, so the rows a job holds are bounded in
+// bytes whatever the event sizes (the caller sends each batch before asking for the next).
 import type { Database, Statement } from "bun:sqlite";
 import { ftsExpression, searchTerms } from "../nips/nip50.ts";
 import { Hll } from "../nips/nip45.ts";
 import type { Filter } from "../protocol/filter.ts";
 
+/** A stored event as the Postgres store's planner returns it. */
 export interface QueryRow {
   json: string;
   created_at: number;
@@ -50,157 +62,293 @@ export interface NegItems {
   overflow: boolean;
 }
 
+/**
+ * A running read, advanced one statement per `next()`. It yields a batch of serialized events
+ * (REQ) or nothing (progress); its return value is the job's result.
+ */
+export type ReadSteps<T> = Generator<string[] | undefined, T, void>;
+
 type Param = string | number;
 const TAG_KEYS = (f: Filter): string[] => Object.keys(f).filter((k) => k[0] === "#");
+const MAX_TIME = Number.MAX_SAFE_INTEGER;
+
+/** Index entries one statement reads: starts small (most answers are near the top), grows while cheap. */
+const CHUNK_MIN = 16;
+const CHUNK_MAX = 4096;
+/** A chunk that took longer than this (ms) halves the next one; one under a quarter of it doubles it. */
+const CHUNK_TARGET_MS = 4;
+/** The fetch phase reads events' JSON in batches of at most this many bytes (but one event at least) and events. */
+const FETCH_BYTES = 128 * 1024;
+const FETCH_MAX = 512;
+/** Author x kind pairs walked one by one; beyond this, one walk per author with the kinds checked. */
+const MAX_PAIR_WALKS = 256;
+/** Tag lists up to this long (not driving the query) are checked by primary-key probes. */
+const MAX_TAG_PROBES = 8;
+/** NIP-50: results are ranked among this many newest matches (as the Postgres store does). */
+export const SEARCH_WINDOW = 5000;
 
 /**
- * `col = ?` for one value (SQLite then walks an index in created_at order and stops at the
- * limit), else `col IN (json_each(?))`: one statement shape whatever the list length.
+ * Long author lists (a feed: kinds 1/6 of the 20..1,000 accounts someone follows) would walk
+ * every (author, kind). Their newest events are usually among the newest events of the relay:
+ * walking the time index over the newest recentWindow events first is a prefix of the NIP-01
+ * order, so once it has `limit` matches older entries cannot improve the answer; if not, the
+ * per-author walks run.
  */
-function inList(where: string[], params: Param[], col: string, values: readonly (string | number)[], hex = false): void {
+export const planTuning = { recentWindow: 10_000 };
+const RECENT_FIRST_AUTHORS = 16;
+
+// ---------------------------------------------------------------------------------------------
+// Residual conditions: what a candidate from a walk must also satisfy.
+
+interface Residual {
+  where: string[];
+  params: Param[];
+  /**
+   * Conditions that may reject many candidates in a row (lists, tags, visibility, search). Without
+   * them a walk's LIMIT alone bounds its work (only events committed during the read, or expired
+   * and not yet swept, are passed over), so no boundary is needed.
+   */
+  selective?: boolean;
+}
+
+function inList(r: Residual, col: string, values: readonly (string | number)[], hex = false): void {
   if (values.length === 1) {
-    where.push(`${col} = ${hex ? "unhex(?)" : "?"}`);
-    params.push(values[0]!);
+    r.where.push(`${col} = ${hex ? "unhex(?)" : "?"}`);
+    r.params.push(values[0]!);
   } else {
-    where.push(`${col} IN (SELECT ${hex ? "unhex(value)" : "value"} FROM json_each(?))`);
-    params.push(JSON.stringify(values));
+    r.where.push(`${col} IN (SELECT ${hex ? "unhex(value)" : "value"} FROM json_each(?))`);
+    r.params.push(JSON.stringify(values));
   }
 }
 
-/** Lists up to this long on the driving column run as one ordered, limited query per value. */
-const MAX_SPLIT = 16;
-/** Tag lists up to this long (not driving the query) are checked by primary-key probes. */
-const MAX_TAG_PROBES = 8;
+/** What the walk's own index range does not already guarantee. */
+interface Covered {
+  ids?: boolean;
+  authors?: boolean;
+  kinds?: boolean;
+  tag?: string;
+  time?: boolean;
+}
 
-interface Core {
-  from: string;
-  where: string[];
-  params: Param[];
-  order: string;
-  ranked: boolean;
+function residualOf(f: Filter, scope: Scope, covered: Covered): Residual {
+  const r: Residual = { where: [], params: [] };
+  if (f.ids && !covered.ids) inList(r, "e.id", f.ids, true);
+  if (f.authors && !covered.authors) inList(r, "e.pubkey", f.authors, true);
+  if (f.kinds && !covered.kinds) inList(r, "e.kind", f.kinds);
+  if (!covered.time) {
+    if (f.since !== undefined) r.where.push("e.created_at >= ?"), r.params.push(f.since);
+    if (f.until !== undefined) r.where.push("e.created_at <= ?"), r.params.push(f.until);
+  }
+  for (const key of TAG_KEYS(f)) {
+    if (key === covered.tag) continue;
+    const values = f[key as `#${string}`]!;
+    if (values.length <= MAX_TAG_PROBES) {
+      // A few values: probe the tag table's primary key (name, value, created_at, seq) per value.
+      const sub: Residual = { where: [], params: [] };
+      inList(sub, "x.value", values);
+      r.where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.name = ? AND ${sub.where[0]} AND x.created_at = e.created_at AND x.seq = e.seq)`);
+      r.params.push(key.slice(1), ...sub.params);
+    } else {
+      // Many: read this event's own tags and test each against the list.
+      r.where.push("EXISTS (SELECT 1 FROM json_each(e.json, '$.tags') x WHERE x.value ->> 0 = ? AND x.value ->> 1 IN (SELECT value FROM json_each(?)))");
+      r.params.push(key.slice(1), JSON.stringify(values));
+    }
+  }
+  r.selective = r.where.length > 0;
+  r.where.push("e.seq <= ?");
+  r.params.push(scope.maxSeq);
+  if (scope.now > 0) r.where.push("(e.expiration IS NULL OR e.expiration > ?)"), r.params.push(scope.now);
+  const v = scope.visibility;
+  if (v && v.restrictedKinds.length > 0) {
+    r.where.push(
+      "(e.kind NOT IN (SELECT value FROM json_each(?)) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))" +
+        " OR EXISTS (SELECT 1 FROM tags y WHERE y.name = 'p' AND y.value IN (SELECT value FROM json_each(?)) AND y.created_at = e.created_at AND y.seq = e.seq))",
+    );
+    const viewers = JSON.stringify(v.viewers);
+    r.params.push(JSON.stringify(v.restrictedKinds), viewers, viewers);
+    // Only selective if the filter can reach a restricted kind at all.
+    if (!f.kinds || f.kinds.some((k) => v.restrictedKinds.includes(k))) r.selective = true;
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Walks.
+
+/** How a walk orders ties of created_at, and so what its cursor holds after created_at. */
+type Tie = "seq-desc" | "seq-asc" | "id-asc" | "fts";
+
+interface Walk {
+  /** FROM of the index walked, alone (for the boundary) and joined to events (for the chunk). */
+  index: string;
+  joined: string;
+  /** The index range (prefix and since/until), on the walk's own columns. */
+  range: Residual;
+  residual: Residual;
+  tie: Tie;
+  /** Columns of the walk: its created_at, its tie value, its seq. */
+  tCol: string;
+  tieCol: string;
+  sCol: string;
+  /** ids: one statement answers it whole. */
+  single?: boolean;
+  /** Also return each match's pubkey (NIP-45 HyperLogLog) / rank (NIP-50). */
+  withPubkey: boolean;
+  rank?: string;
+  at: number;
+  after: number | string;
+  done: boolean;
+  /** Index entries in the next chunk. */
+  chunk: number;
+  /** Index entries read so far. */
+  read: number;
+}
+
+const ORDER: Record<Tie, string> = { "seq-desc": "DESC", "seq-asc": "ASC", "id-asc": "ASC", fts: "" };
+
+/** The cursor: entries after (at, after) in walk order. `from` = at or before a boundary instead. */
+function cursorSql(w: Walk, bound: "after" | "upTo"): string {
+  const t = w.tCol;
+  const tie = w.tie === "id-asc" ? `${w.tieCol} ${bound === "after" ? ">" : "<="} unhex(?)` : `${w.tieCol} ${bound === "after" ? ">" : "<="} ?`;
+  switch (w.tie) {
+    case "seq-desc":
+      return bound === "after" ? `(${t}, ${w.tieCol}) < (?, ?)` : `(${t}, ${w.tieCol}) >= (?, ?)`;
+    case "seq-asc":
+    case "id-asc":
+      return bound === "after" ? `${t} <= ? AND (${t} < ? OR ${tie})` : `${t} >= ? AND (${t} > ? OR ${tie})`;
+    case "fts":
+      return bound === "after" ? `${w.tieCol} < ?` : `${w.tieCol} >= ?`;
+  }
+}
+
+function cursorParams(w: Walk, at: number, after: number | string): Param[] {
+  switch (w.tie) {
+    case "seq-desc":
+      return [at, after];
+    case "seq-asc":
+    case "id-asc":
+      return [at, at, after];
+    case "fts":
+      return [after];
+  }
+}
+
+const orderSql = (w: Walk) => (w.tie === "fts" ? `${w.tieCol} DESC` : `${w.tCol} DESC, ${w.tieCol} ${ORDER[w.tie]}`);
+
+function newWalk(w: Omit<Walk, "at" | "after" | "done" | "chunk" | "read" | "withPubkey">): Walk {
+  const after = w.tie === "seq-desc" || w.tie === "fts" ? MAX_TIME : w.tie === "seq-asc" ? -1 : "";
+  return { ...w, withPubkey: false, at: MAX_TIME, after, done: false, chunk: CHUNK_MIN, read: 0 };
+}
+
+function withTime(r: Residual, col: string, f: Filter): Residual {
+  const out: Residual = { where: [...r.where], params: [...r.params] };
+  if (f.since !== undefined) out.where.push(`${col} >= ?`), out.params.push(f.since);
+  if (f.until !== undefined) out.where.push(`${col} <= ?`), out.params.push(f.until);
+  return out;
+}
+
+/** One tag value, from the tag table's primary key: (name, value, created_at, seq) backwards. */
+function tagWalk(name: string, value: string, f: Filter, residual: Residual): Walk {
+  return newWalk({
+    index: "tags t",
+    joined: "tags t CROSS JOIN events e ON e.seq = t.seq AND e.created_at = t.created_at",
+    range: withTime({ where: ["t.name = ?", "t.value = ?"], params: [name, value] }, "t.created_at", f),
+    residual,
+    tie: "seq-desc",
+    tCol: "t.created_at",
+    tieCol: "t.seq",
+    sCol: "t.seq",
+  });
+}
+
+/** An events index: (prefix…, created_at DESC) and the rowid (or, for the time index, the id) after it. */
+function eventsWalk(index: string, prefix: Residual, f: Filter, residual: Residual): Walk {
+  const timeIndex = index === "events_created";
+  return newWalk({
+    index: `events e INDEXED BY ${index}`,
+    joined: `events e INDEXED BY ${index}`,
+    range: withTime(prefix, "e.created_at", f),
+    residual,
+    tie: timeIndex ? "id-asc" : "seq-asc",
+    tCol: "e.created_at",
+    tieCol: timeIndex ? "e.id" : "e.seq",
+    sCol: "e.seq",
+  });
+}
+
+function idsWalk(ids: string[], residual: Residual): Walk {
+  return newWalk({
+    index: "events e",
+    joined: "events e",
+    range: { where: ["e.id IN (SELECT unhex(value) FROM json_each(?))"], params: [JSON.stringify(ids)] },
+    residual,
+    tie: "seq-asc",
+    tCol: "e.created_at",
+    tieCol: "e.seq",
+    sCol: "e.seq",
+    single: true,
+  });
+}
+
+/** NIP-50: the full-text index by rowid (= seq), newest first, with its bm25 rank. */
+function searchWalk(terms: string[], residual: Residual): Walk {
+  return newWalk({
+    index: "events_fts f",
+    joined: "events_fts f CROSS JOIN events e ON e.seq = f.rowid",
+    range: { where: ["events_fts MATCH ?"], params: [ftsExpression(terms)] },
+    residual,
+    tie: "fts",
+    tCol: "e.created_at",
+    tieCol: "f.rowid",
+    sCol: "f.rowid",
+    rank: "f.rank",
+  });
 }
 
 const fewestValues = (f: Filter, keys: string[]): string =>
   keys.reduce((best, k) => (f[k as `#${string}`]!.length < f[best as `#${string}`]!.length ? k : best));
 
-/** FROM and WHERE for one filter: which index drives it, every condition, the snapshot cut. */
-function planCore(f: Filter, scope: Scope): Core {
-  const where: string[] = [];
-  const params: Param[] = [];
-  const tagKeys = TAG_KEYS(f);
+/** The walks that together cover every candidate of a filter (the time walk of a feed aside). */
+function walksFor(f: Filter, scope: Scope): { walks: Walk[]; ranked: boolean } {
   const terms = f.search !== undefined ? searchTerms(f.search) : [];
-  let from = "events e";
-  let order = "e.created_at DESC, e.id";
-  // Drive from full-text search, else from the tag index when no ids/authors narrow it better.
-  // Of several tags, the one with the fewest values drives (a short list is usually the narrow one).
-  const driver = terms.length === 0 && !f.ids && !f.authors && tagKeys.length > 0 ? fewestValues(f, tagKeys) : undefined;
-  if (terms.length > 0) {
-    from = "events_fts s JOIN events e ON e.seq = s.rowid";
-    order = "s.rank, e.created_at DESC, e.id";
-    where.push("events_fts MATCH ?");
-    params.push(ftsExpression(terms));
-  }
-  const driverValues = driver ? f[driver as `#${string}`]! : [];
-  if (driver && driverValues.length === 1) {
-    // One value: walk the tag index in created_at order and stop at the limit.
-    from = "tags t JOIN events e ON e.seq = t.seq";
-    order = "t.created_at DESC, e.id";
-    where.push("t.name = ?", "t.value = ?");
-    params.push(driver.slice(1), driverValues[0]!);
-    if (f.kinds) inList(where, params, "t.kind", f.kinds);
-    if (f.since !== undefined) where.push("t.created_at >= ?"), params.push(f.since);
-    if (f.until !== undefined) where.push("t.created_at <= ?"), params.push(f.until);
-  } else if (driver) {
-    // Many values: the matching seqs as a set (no duplicates, so LIMIT is exact), ordered by
-    // the events' own index; joining would read every match's JSON before the sort.
-    const sub: string[] = ["t.name = ?"];
-    const subParams: Param[] = [driver.slice(1)];
-    inList(sub, subParams, "t.value", driverValues);
-    if (f.kinds) inList(sub, subParams, "t.kind", f.kinds);
-    if (f.since !== undefined) sub.push("t.created_at >= ?"), subParams.push(f.since);
-    if (f.until !== undefined) sub.push("t.created_at <= ?"), subParams.push(f.until);
-    where.push(`e.seq IN (SELECT t.seq FROM tags t WHERE ${sub.join(" AND ")})`);
-    params.push(...subParams);
-  } else {
-    if (f.ids) inList(where, params, "e.id", f.ids, true);
-    if (f.authors) inList(where, params, "e.pubkey", f.authors, true);
-    if (f.kinds) inList(where, params, "e.kind", f.kinds);
-    if (f.since !== undefined) where.push("e.created_at >= ?"), params.push(f.since);
-    if (f.until !== undefined) where.push("e.created_at <= ?"), params.push(f.until);
-  }
-  for (const key of tagKeys) {
-    if (key === driver) continue;
-    const values = f[key as `#${string}`]!;
-    if (values.length <= MAX_TAG_PROBES) {
-      // A few values: probe the tag table's primary key (name, value, created_at, seq) per value.
-      const sub: string[] = [];
-      const subParams: Param[] = [key.slice(1)];
-      inList(sub, subParams, "x.value", values);
-      where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.name = ? AND ${sub[0]} AND x.created_at = e.created_at AND x.seq = e.seq)`);
-      params.push(...subParams);
-    } else {
-      // Many: read this event's own tags and test each against the list (one pass over a few
-      // tags, instead of one probe per listed value for every candidate event).
-      where.push("EXISTS (SELECT 1 FROM json_each(e.json, '$.tags') x WHERE x.value ->> 0 = ? AND x.value ->> 1 IN (SELECT value FROM json_each(?)))");
-      params.push(key.slice(1), JSON.stringify(values));
+  if (terms.length > 0) return { walks: [searchWalk(terms, residualOf(f, scope, {}))], ranked: true };
+  if (f.ids) return { walks: [idsWalk(f.ids, residualOf(f, scope, { ids: true }))], ranked: false };
+  if (f.authors) {
+    const pairs = f.kinds !== undefined && f.authors.length * f.kinds.length <= MAX_PAIR_WALKS;
+    const res = residualOf(f, scope, { authors: true, kinds: pairs, time: true });
+    const walks: Walk[] = [];
+    for (const a of f.authors) {
+      if (pairs)
+        for (const k of f.kinds!)
+          walks.push(eventsWalk("events_pubkey_kind", { where: ["e.pubkey = unhex(?)", "e.kind = ?"], params: [a, k] }, f, res));
+      else walks.push(eventsWalk("events_pubkey", { where: ["e.pubkey = unhex(?)"], params: [a] }, f, res));
     }
+    return { walks, ranked: false };
   }
-  // Unary + keeps SQLite from driving the query from these (which would read and sort every
-  // stored event); they are filters, the order comes from an index.
-  where.push("+e.seq <= ?");
-  params.push(scope.maxSeq);
-  if (scope.now > 0) where.push("(e.expiration IS NULL OR +e.expiration > ?)"), params.push(scope.now);
-  const v = scope.visibility;
-  if (v && v.restrictedKinds.length > 0) {
-    where.push(
-      "(e.kind NOT IN (SELECT value FROM json_each(?)) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))" +
-        " OR EXISTS (SELECT 1 FROM tags y WHERE y.name = 'p' AND y.value IN (SELECT value FROM json_each(?)) AND y.created_at = e.created_at AND y.seq = e.seq))",
-    );
-    const viewers = JSON.stringify(v.viewers);
-    params.push(JSON.stringify(v.restrictedKinds), viewers, viewers);
+  const tagKeys = TAG_KEYS(f);
+  if (tagKeys.length > 0) {
+    const driver = fewestValues(f, tagKeys);
+    const res = residualOf(f, scope, { tag: driver, time: true });
+    return { walks: f[driver as `#${string}`]!.map((v) => tagWalk(driver.slice(1), v, f, res)), ranked: false };
   }
-  return { from, where, params, order, ranked: terms.length > 0 };
-}
-
-/**
- * `recentFrom`: walk the time index from the newest event down to this created_at instead of
- * the plan's own index (see planTuning).
- */
-export function planFilter(f: Filter, limit: number, scope: Scope, recentFrom?: number): { sql: string; params: Param[]; ranked: boolean } {
-  const c = planCore(f, scope);
-  if (recentFrom !== undefined) {
-    c.from = "events e INDEXED BY events_created";
-    c.where.push("e.created_at >= ?");
-    c.params.push(recentFrom);
+  if (f.kinds) {
+    const res = residualOf(f, scope, { kinds: true, time: true });
+    return { walks: f.kinds.map((k) => eventsWalk("events_kind", { where: ["e.kind = ?"], params: [k] }, f, res)), ranked: false };
   }
-  const sql = `SELECT e.json AS json, e.created_at AS created_at, lower(hex(e.id)) AS id FROM ${c.from} WHERE ${c.where.join(" AND ")} ORDER BY ${c.order} LIMIT ?`;
-  return { sql, params: [...c.params, limit], ranked: c.ranked };
+  return { walks: [timeWalk(f, scope)], ranked: false };
 }
 
-/**
- * Long author lists (a feed: kinds 1/6 of the 20..1,000 accounts someone follows) would look up
- * every (author, kind) and sort all their events to return the newest few. Their newest events
- * are usually among the newest events of the relay: walking the time index over the newest
- * planTuning.recentWindow events is a prefix of the NIP-01 order (created_at DESC, id), so if it finds
- * `limit` matches they are exactly the answer; if not, the full plan runs.
- */
-export const planTuning = { recentWindow: 10_000 };
+const timeWalk = (f: Filter, scope: Scope): Walk => eventsWalk("events_created", { where: [], params: [] }, f, residualOf(f, scope, { time: true }));
 
-function recentFirst(f: Filter): boolean {
-  return f.authors !== undefined && f.authors.length > MAX_SPLIT && !f.ids && f.search === undefined;
-}
-
-/** created_at of the recentWindow-th newest event at or before `until`; undefined if fewer. */
-function recentBound(cache: StatementCache, until: number | undefined): number | undefined {
-  const sql = "SELECT created_at FROM events INDEXED BY events_created WHERE created_at <= ? ORDER BY created_at DESC, id LIMIT 1 OFFSET ?";
-  const row = cache.get(sql).get(until ?? Number.MAX_SAFE_INTEGER, planTuning.recentWindow - 1) as { created_at: number } | null;
-  return row?.created_at;
-}
-
-/** `SELECT e.seq …` for one filter, without order or limit: the building block of counts. */
-function seqsOf(f: Filter, scope: Scope): { sql: string; params: Param[] } {
-  const c = planCore(f, scope);
-  return { sql: `SELECT e.seq FROM ${c.from} WHERE ${c.where.join(" AND ")}`, params: c.params };
+/** A matching candidate: enough to order, dedupe, count and fetch it. */
+interface Key {
+  t: number;
+  s: number;
+  id: string;
+  /** Bytes of its JSON. */
+  b: number;
+  pk?: Uint8Array;
+  r?: number;
 }
 
 /** Prepared statements keyed by SQL text (= plan shape), bounded. */
@@ -228,84 +376,319 @@ export class StatementCache {
   }
 }
 
-/** The list to run value by value: the driving column's, when it has 2..MAX_SPLIT values. */
-function splitKey(f: Filter): keyof Filter | undefined {
-  const fits = (v: readonly unknown[] | undefined) => v !== undefined && v.length > 1 && v.length <= MAX_SPLIT;
-  if (f.ids || f.search !== undefined) return undefined;
-  if (f.authors) return fits(f.authors) ? "authors" : undefined;
-  const keys = TAG_KEYS(f);
-  const tag = keys.length > 0 ? (fewestValues(f, keys) as `#${string}`) : undefined;
-  if (tag) return fits(f[tag]) ? tag : undefined;
-  return fits(f.kinds) ? "kinds" : undefined;
+/** The statements of a chunk: where it ends (the chunk-th entry ahead), and its matches up to there. */
+function chunkStatements(w: Walk, need: number, json = false): { boundary?: { sql: string; params: Param[] }; matches: (upTo?: [number, number | string]) => { sql: string; params: Param[] } } {
+  const cursor = cursorSql(w, "after");
+  const after = cursorParams(w, w.at, w.after);
+  const tieOut = w.tie === "id-asc" ? `lower(hex(${w.tieCol}))` : w.tieCol;
+  const boundary = w.single || !w.residual.selective
+    ? undefined
+    : {
+        sql: `SELECT ${w.tie === "fts" ? "NULL" : w.tCol} AS t, ${tieOut} AS tie FROM ${w.index} WHERE ${[...w.range.where, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
+        params: [...w.range.params, ...after, w.chunk - 1],
+      };
+  const matches = (upTo?: [number, number | string]) => {
+    const where = [...w.range.where];
+    const params: Param[] = [...w.range.params];
+    if (!w.single) where.push(cursor), params.push(...after);
+    if (upTo) where.push(cursorSql(w, "upTo")), params.push(...cursorParams(w, upTo[0], upTo[1]));
+    where.push(...w.residual.where);
+    params.push(...w.residual.params);
+    const cols = `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${json ? "e.json" : "octet_length(e.json)"} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
+    return { sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where.join(" AND ")} ORDER BY ${orderSql(w)} LIMIT ?`, params: [...params, need] };
+  };
+  return { boundary, matches };
 }
 
-const newestFirst = (a: QueryRow, b: QueryRow) => b.created_at - a.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-
-/** One filter's stored events: at most `limit`, newest first (search: most relevant first). */
-function filterRows(cache: StatementCache, f: Filter, limit: number, scope: Scope): QueryRow[] {
-  if (recentFirst(f)) {
-    const bound = recentBound(cache, f.until);
-    // Fewer events than the window, or `since` inside it: the walk covers every candidate.
-    const whole = bound === undefined || (f.since !== undefined && f.since >= bound);
-    const plan = planFilter(f, limit, scope, whole ? (f.since ?? 0) : bound);
-    const rows = cache.get(plan.sql).all(...plan.params) as QueryRow[];
-    if (whole || rows.length >= limit) return rows;
-  }
-  const key = splitKey(f);
-  const parts = key ? (f[key] as (string | number)[]).map((v) => ({ ...f, [key]: [v] }) as Filter) : [f];
-  const rows = new Map<string, QueryRow>();
-  let ranked = false;
-  for (const part of parts) {
-    const plan = planFilter(part, limit, scope);
-    ranked = plan.ranked;
-    // all(), not iterate(): a cursor abandoned mid-way would keep a read transaction open and
-    // stop WAL checkpoints. LIMIT already bounds the rows.
-    for (const row of cache.get(plan.sql).all(...plan.params) as QueryRow[]) rows.set(row.id, row);
-  }
-  const out = [...rows.values()];
-  if (!ranked && (parts.length > 1 || out.length > limit)) out.sort(newestFirst);
-  return out.length > limit ? out.slice(0, limit) : out;
-}
-
-/** Runs every filter, merges, dedupes and orders newest first (ties by lowest id). */
-export function runQuery(cache: StatementCache, job: QueryJob): string[] {
-  const seen = new Map<string, QueryRow>();
-  job.filters.forEach((f, i) => {
-    const limit = job.limits[i]!;
-    if (limit <= 0) return;
-    for (const row of filterRows(cache, f, limit, job)) if (!seen.has(row.id)) seen.set(row.id, row);
+/** The first chunk statements of each walk of a filter (for EXPLAIN QUERY PLAN in tests). */
+export function planStatements(f: Filter, scope: Scope): { sql: string; params: Param[] }[] {
+  return walksFor(f, scope).walks.flatMap((w) => {
+    const c = chunkStatements(w, 10);
+    return c.boundary ? [c.boundary, c.matches([0, 0])] : [c.matches()];
   });
-  const rows = [...seen.values()];
+}
+
+/**
+ * One chunk of a walk: at most `need` matches among its next `chunk` index entries, and the
+ * walk moved past what it read. The boundary (an index-only walk of `chunk` entries) bounds
+ * the work of the statement that checks candidates, however few of them match.
+ */
+function step(cache: StatementCache, w: Walk, need: number): Key[] {
+  const started = performance.now();
+  const c = chunkStatements(w, Math.max(1, need));
+  const upTo = boundaryOf(cache, c);
+  const m = c.matches(upTo);
+  const rows = cache.get(m.sql).all(...m.params) as { t: number; s: number; tie: number | string; id: string; b: number; pk: Uint8Array | null; r: number | null }[];
+  advance(w, rows[rows.length - 1], rows.length >= need, upTo);
+  adapt(w, started);
+  return rows.map((r) => ({ t: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined, r: r.r ?? undefined }));
+}
+
+/** Moves a walk past what a chunk read: the last row taken, else the boundary, else its end. */
+function advance(w: Walk, last: { t: number; tie: number | string } | undefined, stoppedEarly: boolean, upTo: [number, number | string] | undefined): void {
+  if (w.single) w.done = true;
+  else if (stoppedEarly && last) {
+    w.at = last.t;
+    w.after = last.tie;
+  } else if (upTo) {
+    w.at = upTo[0];
+    w.after = upTo[1];
+  } else w.done = true;
+}
+
+function boundaryOf(cache: StatementCache, c: ReturnType<typeof chunkStatements>): [number, number | string] | undefined {
+  if (!c.boundary) return undefined;
+  const b = cache.get(c.boundary.sql).get(...c.boundary.params) as { t: number | null; tie: number | string } | null;
+  return b ? [b.t ?? 0, b.tie] : undefined;
+}
+
+function adapt(w: Walk, started: number): void {
+  w.read += w.chunk;
+  const ms = performance.now() - started;
+  if (ms > CHUNK_TARGET_MS) w.chunk = Math.max(CHUNK_MIN, w.chunk >> 1);
+  else if (ms < CHUNK_TARGET_MS / 4) w.chunk = Math.min(CHUNK_MAX, w.chunk << 1);
+}
+
+interface Row {
+  t: number;
+  id: string;
+  json: string;
+}
+
+/** Like step, with the events' JSON read in the same statement, up to FETCH_BYTES (one row at least). */
+function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
+  const started = performance.now();
+  const c = chunkStatements(w, need, true);
+  const upTo = boundaryOf(cache, c);
+  const m = c.matches(upTo);
+  const out: Row[] = [];
+  let bytes = 0;
+  let last: { t: number; tie: number | string } | undefined;
+  let early = false;
+  for (const r of cache.get(m.sql).iterate(...m.params) as IterableIterator<{ t: number; tie: number | string; id: string; b: string }>) {
+    out.push({ t: r.t, id: r.id, json: r.b });
+    last = r;
+    bytes += r.b.length;
+    if (out.length >= need || bytes >= FETCH_BYTES) {
+      early = true;
+      break;
+    }
+  }
+  advance(w, last, early, upTo);
+  adapt(w, started);
+  return out;
+}
+
+const rowOrder = (a: Row, b: Row) => b.t - a.t || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/**
+ * A REQ of one filter answered by one walk (a profile, a thread, one hashtag, one kind): the
+ * walk's order is the answer's but for ties of created_at, so rows are handed on as soon as
+ * nothing unread can come before them, and held only while they tie with the walk's frontier.
+ */
+function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<void> {
+  w.chunk = Math.min(CHUNK_MAX / 4, Math.max(CHUNK_MIN, limit + 1));
+  let emitted = 0;
+  let held: Row[] = [];
+  while (!w.done) {
+    held.push(...stepWithJson(cache, w, Math.max(CHUNK_MIN, limit - emitted - held.length)));
+    held.sort(rowOrder);
+    if (w.done) break;
+    // Unread entries are at or below the frontier: rows above it are final.
+    let final = 0;
+    while (final < held.length && held[final]!.t > w.at) final++;
+    const take = Math.min(final, limit - emitted);
+    if (take > 0) {
+      yield held.slice(0, take).map((r) => r.json);
+      emitted += take;
+      held = held.slice(take);
+    }
+    if (emitted >= limit) return;
+    const want = limit - emitted;
+    if (held.length >= want && w.at < held[want - 1]!.t) break;
+    yield;
+  }
+  const rest = held.slice(0, limit - emitted).map((r) => r.json);
+  if (rest.length > 0) yield rest;
+}
+
+/** NIP-01 order: newest first, ties by lowest id. */
+const newestFirst = (a: Key, b: Key) => b.t - a.t || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+const byRank = (a: Key, b: Key) => (a.r ?? 0) - (b.r ?? 0) || newestFirst(a, b);
+
+/** The newest `limit` matches of a set of walks, deduplicated by seq. */
+class TopKeys {
+  private keys: Key[] = [];
+  private readonly seqs = new Set<number>();
+  /** Keys were added since the last sort. */
+  private dirty = false;
+  constructor(private readonly limit: number) {}
+  add(ks: Key[]): void {
+    for (const k of ks) if (!this.seqs.has(k.s)) this.seqs.add(k.s), this.keys.push(k), (this.dirty = true);
+    if (this.keys.length >= 2 * this.limit) this.trim();
+  }
+  /** Full, and every key left unread is older than the worst kept: the walk can stop. */
+  settled(walkAt: number): boolean {
+    if (this.keys.length < this.limit) return false;
+    this.trim();
+    return walkAt < this.keys[this.keys.length - 1]!.t;
+  }
+  result(): Key[] {
+    this.trim();
+    return this.keys;
+  }
+  private trim(): void {
+    if (!this.dirty) return;
+    this.dirty = false;
+    this.keys.sort(newestFirst);
+    if (this.keys.length > this.limit) {
+      for (const k of this.keys.slice(this.limit)) this.seqs.delete(k.s);
+      this.keys.length = this.limit;
+    }
+  }
+}
+
+/** One filter's newest `limit` keys (search: the most relevant among the newest matches). */
+function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Scope): Generator<undefined, Key[], void> {
+  const { walks, ranked } = walksFor(f, scope);
+  if (ranked) {
+    const matches: Key[] = [];
+    const w = walks[0]!;
+    const window = Math.max(limit, SEARCH_WINDOW);
+    while (!w.done && matches.length < window) {
+      matches.push(...step(cache, w, window - matches.length));
+      yield;
+    }
+    return matches.sort(byRank).slice(0, limit);
+  }
+  const top = new TopKeys(limit);
+  if (f.authors && f.authors.length > RECENT_FIRST_AUTHORS && !f.ids) {
+    // The newest recentWindow events of the relay first (see planTuning).
+    const w = timeWalk(f, scope);
+    w.chunk = Math.min(CHUNK_MAX / 4, planTuning.recentWindow);
+    while (!w.done && w.read < planTuning.recentWindow && !top.settled(w.at)) {
+      w.chunk = Math.min(w.chunk, planTuning.recentWindow - w.read);
+      top.add(step(cache, w, limit));
+      yield;
+    }
+    if (w.done || top.settled(w.at)) return top.result();
+  }
+  for (const w of walks) {
+    w.chunk = Math.min(CHUNK_MAX / 4, Math.max(CHUNK_MIN, limit + 1));
+    while (!w.done && !top.settled(w.at)) {
+      top.add(step(cache, w, limit));
+      yield;
+    }
+  }
+  return top.result();
+}
+
+/** REQ: every filter's keys, merged and ordered, then the events' JSON in small batches. */
+export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void> {
+  if (job.filters.length === 1 && job.limits[0]! > 0) {
+    const f = job.filters[0]!;
+    const { walks, ranked } = walksFor(f, job);
+    const feed = f.authors !== undefined && f.authors.length > RECENT_FIRST_AUTHORS && !f.ids;
+    if (walks.length === 1 && !ranked && !feed) return yield* singleWalk(cache, walks[0]!, job.limits[0]!);
+  }
+  const chosen = new Map<number, Key>();
+  for (let i = 0; i < job.filters.length; i++) {
+    const limit = job.limits[i]!;
+    if (limit <= 0) continue;
+    for (const k of yield* filterKeys(cache, job.filters[i]!, limit, job)) if (!chosen.has(k.s)) chosen.set(k.s, k);
+  }
+  const keys = [...chosen.values()];
   // Search results keep their relevance order; everything else is merged by time.
-  if (job.filters.length > 1 && !job.filters.some((f) => f.search !== undefined)) rows.sort(newestFirst);
-  return rows.map((r) => r.json);
+  if (!job.filters.some((f) => f.search !== undefined && searchTerms(f.search).length > 0)) keys.sort(newestFirst);
+  const fetch = cache.get("SELECT seq, json FROM events WHERE seq IN (SELECT value FROM json_each(?))");
+  for (let i = 0; i < keys.length; ) {
+    // As many events as fit in FETCH_BYTES (at least one), at most FETCH_MAX.
+    let end = i + 1;
+    for (let bytes = keys[i]!.b; end < keys.length && end - i < FETCH_MAX && bytes + keys[end]!.b <= FETCH_BYTES; end++) bytes += keys[end]!.b;
+    const part = keys.slice(i, end);
+    i = end;
+    const bySeq = new Map<number, string>();
+    for (const row of fetch.values(JSON.stringify(part.map((k) => k.s))) as [number, string][]) bySeq.set(row[0], row[1]);
+    // An event deleted since its key was read is left out.
+    const out: string[] = [];
+    for (const k of part) {
+      const json = bySeq.get(k.s);
+      if (json !== undefined) out.push(json);
+    }
+    yield out;
+  }
 }
 
 /** NIP-45: distinct events matching any filter; HyperLogLog registers over their pubkeys. */
-export function runCount(cache: StatementCache, job: CountJob): { count: number; hll?: string } {
-  const parts = job.filters.map((f) => seqsOf(f, job));
-  const union = parts.map((p) => p.sql).join(" UNION ");
-  const params = parts.flatMap((p) => p.params);
-  if (job.hllOffset === undefined) {
-    const row = cache.get(`SELECT count(*) AS n FROM (${union})`).get(...params) as { n: number };
-    return { count: row.n };
+export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ count: number; hll?: string }> {
+  const hll = job.hllOffset === undefined ? undefined : new Hll(job.hllOffset);
+  if (!hll && job.filters.length === 1 && Object.keys(job.filters[0]!).length === 0 && job.now === 0 && !job.visibility?.restrictedKinds.length) {
+    // Everything (the status page's total): one count of the rowid range.
+    return { count: (cache.get("SELECT count(*) AS n FROM events WHERE seq <= ?").get(job.maxSeq) as { n: number }).n };
   }
-  const hll = new Hll(job.hllOffset);
+  // Several filters may match one event: count each seq once.
+  const seen = job.filters.length > 1 ? new Set<number>() : undefined;
   let count = 0;
-  for (const row of cache.get(`SELECT pubkey FROM events WHERE seq IN (${union})`).all(...params) as { pubkey: Uint8Array }[]) {
-    hll.add(row.pubkey);
-    count++;
+  for (const f of job.filters) {
+    const { walks } = walksFor(f, job);
+    if (hll) for (const w of walks) w.withPubkey = true;
+    // Several walks of one filter (tag values) may also reach one event twice.
+    const mine = !seen && walks.length > 1 ? new Set<number>() : seen;
+    for (const w of walks) {
+      w.chunk = 256;
+      while (!w.done) {
+        for (const k of step(cache, w, Number.MAX_SAFE_INTEGER)) {
+          if (mine) {
+            if (mine.has(k.s)) continue;
+            mine.add(k.s);
+          }
+          count++;
+          hll?.add(k.pk!);
+        }
+        yield;
+      }
+    }
   }
-  return { count, hll: hll.hex() };
+  return hll ? { count, hll: hll.hex() } : { count };
 }
 
 /** NIP-77: (created_at, id) of every matching event, up to max (limit is ignored). */
-export function runNegItems(cache: StatementCache, job: NegJob): NegItems {
+export function* negJob(cache: StatementCache, job: NegJob): ReadSteps<NegItems> {
   const { limit: _ignored, ...filter } = job.filter;
-  const c = planCore(filter, job);
-  const sql = `SELECT DISTINCT e.created_at AS t, lower(hex(e.id)) AS id FROM ${c.from} WHERE ${c.where.join(" AND ")} LIMIT ?`;
-  const rows = cache.get(sql).all(...c.params, job.max + 1) as { t: number; id: string }[];
-  const overflow = rows.length > job.max;
-  if (overflow) rows.length = job.max;
-  return { timestamps: rows.map((r) => r.t), ids: rows.map((r) => r.id), overflow };
+  const { walks } = walksFor(filter, job);
+  const seen = new Set<number>();
+  const timestamps: number[] = [];
+  const ids: string[] = [];
+  for (const w of walks) {
+    w.chunk = 256;
+    while (!w.done) {
+      for (const k of step(cache, w, job.max + 1 - ids.length)) {
+        if (seen.has(k.s)) continue;
+        seen.add(k.s);
+        if (ids.length === job.max) return { timestamps, ids, overflow: true };
+        timestamps.push(k.t);
+        ids.push(k.id);
+      }
+      yield;
+    }
+  }
+  return { timestamps, ids, overflow: false };
 }
+
+/** Runs a job to its end in one go (in-memory stores, tests, offline tools). */
+export function runToEnd<T>(steps: ReadSteps<T>, rows?: string[]): T {
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+    if (rows && r.value) for (const json of r.value) rows.push(json);
+  }
+}
+
+export function runQuery(cache: StatementCache, job: QueryJob): string[] {
+  const rows: string[] = [];
+  runToEnd(queryJob(cache, job), rows);
+  return rows;
+}
+
+export const runCount = (cache: StatementCache, job: CountJob) => runToEnd(countJob(cache, job));
+export const runNegItems = (cache: StatementCache, job: NegJob) => runToEnd(negJob(cache, job));

@@ -1,22 +1,31 @@
 // A query worker: its own read-only connection, so a heavy scan never blocks the event loop.
+// It advances each job a slice at a time (a few ms of statements, or a bounded amount of rows)
+// and reports back; the pool decides which job runs next (store/readers.ts).
 import type { Database } from "bun:sqlite";
 import { openDatabase } from "./db.ts";
-import { runCount, runNegItems, runQuery, StatementCache } from "./query.ts";
-import type { ReadOp } from "./sqlite.ts";
+import { countJob, negJob, queryJob, runQuery, StatementCache, type ReadSteps } from "./query.ts";
+import type { ReadKind } from "./readers.ts";
 
 declare const self: Worker;
 
+/** A slice ends after this much time (ms) or this many bytes of rows, whichever comes first. */
+const SLICE_MS = 5;
+const SLICE_BYTES = 256 * 1024;
+
 let db: Database | undefined;
 let cache: StatementCache | undefined;
+const jobs = new Map<number, ReadSteps<unknown>>();
 
-const ops = {
-  query: runQuery,
-  count: runCount,
-  neg: runNegItems,
-} as const;
+const start: Record<ReadKind, (c: StatementCache, job: never) => ReadSteps<unknown>> = {
+  query: queryJob,
+  count: countJob,
+  neg: negJob,
+};
+
+type Message = { open: string } | { close: true } | { drop: number } | { id: number; op?: ReadKind; job?: unknown };
 
 self.onmessage = (msg: MessageEvent) => {
-  const data = msg.data as { open: string } | { close: true } | ReadOp;
+  const data = msg.data as Message;
   if ("open" in data) {
     db = openDatabase({ path: data.open, synchronous: "normal", readonly: true });
     cache = new StatementCache(db);
@@ -29,13 +38,42 @@ self.onmessage = (msg: MessageEvent) => {
   }
   if ("close" in data) {
     // Close our connection before the writer checkpoints, or the checkpoint finds us busy.
+    jobs.clear();
     db?.close(true);
     self.postMessage({ closed: true });
     return;
   }
-  try {
-    self.postMessage({ n: data.n, result: (ops[data.op] as (c: StatementCache, j: unknown) => unknown)(cache!, data.job) });
-  } catch (e) {
-    self.postMessage({ n: data.n, error: String(e) });
+  if ("drop" in data) {
+    jobs.get(data.drop)?.return(undefined as never);
+    jobs.delete(data.drop);
+    return;
   }
+  slice(data.id, data.op, data.job);
 };
+
+function slice(id: number, op: ReadKind | undefined, job: unknown): void {
+  const started = performance.now();
+  let steps = jobs.get(id);
+  const rows: string[] = [];
+  let bytes = 0;
+  try {
+    if (!steps) {
+      if (!op) return void self.postMessage({ id, ms: 0, done: true, error: "unknown job" });
+      steps = start[op](cache!, job as never);
+      jobs.set(id, steps);
+    }
+    for (;;) {
+      const r = steps.next();
+      if (r.done) {
+        jobs.delete(id);
+        return void self.postMessage({ id, ms: performance.now() - started, done: true, rows, result: r.value });
+      }
+      if (r.value) for (const json of r.value) rows.push(json), (bytes += json.length);
+      if (bytes >= SLICE_BYTES || performance.now() - started >= SLICE_MS) break;
+    }
+    self.postMessage({ id, ms: performance.now() - started, rows });
+  } catch (e) {
+    jobs.delete(id);
+    self.postMessage({ id, ms: performance.now() - started, done: true, error: String(e) });
+  }
+}

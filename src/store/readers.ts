@@ -1,45 +1,77 @@
-// The reader pool: each worker runs one job at a time. Jobs wait in per-owner queues served
-// round-robin, and one owner (a connection) may hold at most all but one worker, so a burst of
-// heavy REQs only delays the connection that sent it. A job running past the time limit is
-// answered with QueryTimeoutError at once; SQLite cannot be interrupted from here, so its worker
-// finishes the statement and then returns to the pool (no extra threads pile up).
+// The reader pool: worker threads that run reads (REQ, COUNT, NEG-OPEN) in time slices.
+//
+// A read is a job the worker advances a few milliseconds at a time (store/query.ts walks the
+// indexes in bounded chunks). After each slice it comes back here: its time is charged to the
+// caller, it may be stopped (out of time, out of budget, the connection gone), and otherwise
+// it goes to the back of the line. The line is served round-robin by client group (an IP), and
+// one group may hold at most all but one worker, so a heavy query only delays the client that
+// sent it: everyone else waits at most a slice per worker. A job keeps its state in the worker
+// that started it (its cursors), so it resumes there. Workers start with the pool and stay: no
+// thread (and no file descriptor) has to be found later, under load.
 import { workerUrl } from "../workers.ts";
 
 export type ReadKind = "query" | "count" | "neg";
 
-/** Who a read is for (a connection) and how its cost is reported. */
+/** Who a read is for (a connection), how its cost is reported, and when it must stop. */
 export interface ReadContext {
   owner: object;
-  /** Called with the worker time the job took, in ms. */
+  /** The client's address group (an IP, an IPv6 /64): the unit of fair scheduling. */
+  group?: string;
+  /** Worker time of each slice, in ms, as it is spent. */
   onCost?: (ms: number) => void;
+  /** Asked after every slice: a reason to stop now (a spent budget), or undefined. */
+  stop?: () => string | undefined;
+  /** The job ended (answered, failed or dropped), with its total worker time. */
+  onEnd?: (ms: number) => void;
 }
 
 export class QueryTimeoutError extends Error {}
 export class ReaderBusyError extends Error {}
-/** The store is shutting down: not a failure worth logging. */
+/** The store is shutting down, or the reader went away: not a failure worth logging. */
 export class StoreClosedError extends Error {}
+/** ReadContext.stop asked for it; the message is the reason, meant for the client. */
+export class ReadStoppedError extends Error {}
+
+/** What a worker sends back after a slice. */
+interface SliceReply {
+  id: number;
+  ms: number;
+  rows?: string[];
+  done?: boolean;
+  result?: unknown;
+  error?: string;
+}
 
 interface Job {
+  id: number;
   op: ReadKind;
   job: unknown;
-  owner: object;
   ctx?: ReadContext;
-  /** Settles the caller's promise; later calls are ignored (a job answered by its timeout). */
-  settle?: (err: Error | undefined, result?: unknown) => void;
+  owner: object;
+  group: string;
+  /** The worker holding the job's state, once it has run a slice. */
+  slot?: Slot;
+  started: boolean;
+  /** Worker ms used so far. */
+  used: number;
+  ended: boolean;
+  /** Handles a slice's reply (or a failure); decides whether the job goes on. */
+  onSlice(reply: SliceReply): void;
+  fail(err: Error): void;
 }
 
 interface Slot {
   worker: Worker;
   ready: boolean;
   job?: Job;
-  started: number;
-  timer?: ReturnType<typeof setTimeout>;
+  /** Jobs whose state this worker holds. */
+  held: Set<Job>;
 }
 
 export interface ReaderPoolOptions {
   path: string;
   size: number;
-  /** A job running longer than this is answered with QueryTimeoutError. */
+  /** A job that has used more worker time than this is stopped with QueryTimeoutError. */
   timeoutMs: number;
   /** Most jobs waiting in all queues together, and per owner. */
   maxQueued: number;
@@ -47,24 +79,22 @@ export interface ReaderPoolOptions {
 }
 
 const ANONYMOUS = {};
-/** Query workers idle this long are stopped; the next read starts one again. */
-const IDLE_MS = 5 * 60_000;
+/** Respawns of crashed workers allowed per minute before reads fail instead. */
+const MAX_RESPAWNS = 10;
 
 export class ReaderPool {
-  private slots: Slot[] = [];
-  private lastUsed = 0;
-  private readonly idleTimer: ReturnType<typeof setInterval>;
-  /** Waiting jobs by owner; Map order is the round-robin order. */
-  private readonly queues = new Map<object, Job[]>();
-  private readonly running = new Map<object, number>();
+  private readonly slots: Slot[] = [];
+  /** Jobs ready for a slice, by group; Map order is the round-robin order. */
+  private readonly queues = new Map<string, Job[]>();
+  private readonly running = new Map<string, number>();
+  private readonly byOwner = new Map<object, Set<Job>>();
   private queued = 0;
+  private nextId = 1;
   private closing = false;
+  private respawns: number[] = [];
 
   constructor(private readonly opts: ReaderPoolOptions) {
-    // Workers start with the first read (an idle relay holds no query threads) and stop again
-    // after a quiet spell; up to `size` run when reads overlap.
-    this.idleTimer = setInterval(() => this.retireIfIdle(), IDLE_MS / 5);
-    this.idleTimer.unref();
+    for (let i = 0; i < opts.size; i++) this.slots.push(this.spawn());
   }
 
   /** Worker threads running now. */
@@ -72,117 +102,244 @@ export class ReaderPool {
     return this.slots.length;
   }
 
+  /** A read with one result (COUNT, NEG-OPEN). */
   run<T>(op: ReadKind, job: unknown, ctx?: ReadContext): Promise<T> {
-    if (this.closing) return Promise.reject(new StoreClosedError("store closed"));
-    const owner = ctx?.owner ?? ANONYMOUS;
-    let q = this.queues.get(owner);
-    if (this.queued >= this.opts.maxQueued || (q?.length ?? 0) >= this.opts.maxQueuedPerOwner)
-      return Promise.reject(new ReaderBusyError("too many queries waiting"));
     return new Promise<T>((resolve, reject) => {
-      if (!q) this.queues.set(owner, (q = []));
-      let done = false;
-      const settle = (err: Error | undefined, result?: unknown) => {
-        if (done) return;
-        done = true;
-        if (err) reject(err);
-        else resolve(result as T);
+      const j = this.add(op, job, ctx, reject);
+      if (!j) return;
+      j.onSlice = (reply) => {
+        if (reply.done) {
+          this.end(j);
+          if (reply.error !== undefined) reject(new Error(reply.error));
+          else resolve(reply.result as T);
+        } else this.enqueue(j);
       };
-      q.push({ op, job, owner, ctx, settle });
-      this.queued++;
-      this.dispatch();
+      this.enqueue(j);
     });
   }
 
-  /** Drops the waiting jobs of an owner that went away (a closed connection). */
-  cancel(owner: object): void {
-    const q = this.queues.get(owner);
-    if (!q) return;
-    this.queues.delete(owner);
-    this.queued -= q.length;
-    for (const j of q) j.settle?.(new StoreClosedError("connection closed"));
+  /**
+   * A REQ's events in batches. The job runs only while the caller asks for the next batch, so a
+   * caller that waits for its socket to drain holds the read where it is (backpressure). Ending
+   * the iteration early (break, return) drops the job.
+   */
+  stream(job: unknown, ctx?: ReadContext): AsyncIterableIterator<string[]> {
+    let wake: { resolve(r: IteratorResult<string[]>): void; reject(e: Error): void } | undefined;
+    let finished = false;
+    let failure: Error | undefined;
+    const j = this.add("query", job, ctx, (err) => {
+      failure = err;
+      wake?.reject(err);
+      wake = undefined;
+    });
+    if (j)
+      j.onSlice = (reply) => {
+        if (reply.error !== undefined) return j.fail(new Error(reply.error));
+        if (reply.done) {
+          finished = true;
+          this.end(j);
+        }
+        if (reply.rows?.length || reply.done) {
+          wake?.resolve(reply.rows?.length ? { value: reply.rows, done: false } : { value: undefined, done: true });
+          wake = undefined;
+        } else this.enqueue(j); // a slice that only read keys: straight back in line
+      };
+    const iterator: AsyncIterableIterator<string[]> = {
+      next: () => {
+        if (failure) return Promise.reject(failure);
+        if (finished || !j) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve, reject) => {
+          wake = { resolve, reject };
+          this.enqueue(j);
+        });
+      },
+      return: () => {
+        if (j && !j.ended) this.drop(j);
+        finished = true;
+        return Promise.resolve({ value: undefined, done: true });
+      },
+      [Symbol.asyncIterator]: () => iterator,
+    };
+    return iterator;
   }
 
-  /** Starts waiting jobs on idle workers, taking owners in turn. */
+  /** Drops every job of an owner that went away (a closed connection). */
+  cancel(owner: object): void {
+    for (const j of [...(this.byOwner.get(owner) ?? [])]) j.fail(new StoreClosedError("connection closed"));
+  }
+
+  private add(op: ReadKind, job: unknown, ctx: ReadContext | undefined, reject: (e: Error) => void): Job | undefined {
+    if (this.closing) return void reject(new StoreClosedError("store closed"));
+    const owner = ctx?.owner ?? ANONYMOUS;
+    const mine = this.byOwner.get(owner);
+    if (this.queued >= this.opts.maxQueued || (mine?.size ?? 0) >= this.opts.maxQueuedPerOwner)
+      return void reject(new ReaderBusyError("too many queries waiting"));
+    const j: Job = {
+      id: this.nextId++,
+      op,
+      job,
+      ctx,
+      owner,
+      group: ctx?.group ?? "",
+      started: false,
+      used: 0,
+      ended: false,
+      onSlice: () => {},
+      fail: (err) => {
+        if (j.ended) return;
+        this.drop(j);
+        reject(err);
+      },
+    };
+    if (mine) mine.add(j);
+    else this.byOwner.set(owner, new Set([j]));
+    return j;
+  }
+
+  /** Puts a job in its group's line for its next slice. */
+  private enqueue(j: Job): void {
+    if (j.ended) return;
+    let q = this.queues.get(j.group);
+    if (!q) this.queues.set(j.group, (q = []));
+    q.push(j);
+    this.queued++;
+    this.dispatch();
+  }
+
+  /** The job is over: forget it here and in its worker. */
+  private end(j: Job): void {
+    if (j.ended) return;
+    j.ended = true;
+    const mine = this.byOwner.get(j.owner);
+    mine?.delete(j);
+    if (mine?.size === 0) this.byOwner.delete(j.owner);
+    const q = this.queues.get(j.group);
+    const at = q?.indexOf(j) ?? -1;
+    if (at >= 0) {
+      q!.splice(at, 1);
+      this.queued--;
+      if (q!.length === 0) this.queues.delete(j.group);
+    }
+    if (j.slot) j.slot.held.delete(j);
+    j.ctx?.onEnd?.(j.used);
+  }
+
+  /** Ends a job before its worker finished it: the worker frees its state. */
+  private drop(j: Job): void {
+    const slot = j.slot;
+    this.end(j);
+    // A slice in progress is answered first; its reply finds the job ended and drops it then.
+    if (slot && slot.job !== j) slot.worker.postMessage({ drop: j.id });
+  }
+
+  /** Starts a slice on every idle worker, taking groups in turn. */
   private dispatch(): void {
-    const perOwner = Math.max(1, this.opts.size - 1);
-    if (this.queued > 0) this.lastUsed = performance.now();
-    const starting = this.slots.reduce((n, s) => n + (s.ready ? 0 : 1), 0);
-    const idle = this.slots.reduce((n, s) => n + (s.ready && !s.job ? 1 : 0), 0);
-    if (this.queued > idle + starting && this.slots.length < this.opts.size) this.slots.push(this.spawn());
+    const perGroup = Math.max(1, this.slots.length - 1);
     for (const slot of this.slots) {
       if (!slot.ready || slot.job || this.queued === 0) continue;
-      const job = this.next(perOwner);
-      if (!job) return;
-      slot.job = job;
-      slot.started = performance.now();
-      this.running.set(job.owner, (this.running.get(job.owner) ?? 0) + 1);
-      slot.timer = setTimeout(() => job.settle?.(new QueryTimeoutError(`query ran longer than ${this.opts.timeoutMs} ms`)), this.opts.timeoutMs);
-      slot.worker.postMessage({ n: 0, op: job.op, job: job.job });
+      const j = this.next(slot, perGroup);
+      if (!j) continue;
+      slot.job = j;
+      this.running.set(j.group, (this.running.get(j.group) ?? 0) + 1);
+      if (!j.started) {
+        j.started = true;
+        j.slot = slot;
+        slot.held.add(j);
+        slot.worker.postMessage({ id: j.id, op: j.op, job: j.job });
+      } else slot.worker.postMessage({ id: j.id });
     }
   }
 
-  /** The first owner in line that is not already using its share of workers. */
-  private next(perOwner: number): Job | undefined {
-    for (const [owner, q] of this.queues) {
-      if ((this.running.get(owner) ?? 0) >= perOwner) continue;
-      const job = q.shift()!;
+  /** The first group in line with a job this worker can run, and that is under its share. */
+  private next(slot: Slot, perGroup: number): Job | undefined {
+    for (const [group, q] of this.queues) {
+      if ((this.running.get(group) ?? 0) >= perGroup) continue;
+      const at = q.findIndex((j) => !j.slot || j.slot === slot);
+      if (at < 0) continue;
+      const [j] = q.splice(at, 1);
       this.queued--;
-      this.queues.delete(owner);
-      if (q.length > 0) this.queues.set(owner, q); // to the back of the line
-      return job;
+      this.queues.delete(group);
+      if (q.length > 0) this.queues.set(group, q); // to the back of the line
+      return j;
     }
     return undefined;
+  }
+
+  private onReply(slot: Slot, reply: SliceReply): void {
+    const j = slot.job;
+    slot.job = undefined;
+    if (j) {
+      const left = (this.running.get(j.group) ?? 1) - 1;
+      if (left > 0) this.running.set(j.group, left);
+      else this.running.delete(j.group);
+    }
+    if (j && j.id === reply.id && !j.ended) {
+      j.used += reply.ms;
+      j.ctx?.onCost?.(reply.ms);
+      const stop = reply.done ? undefined : j.used > this.opts.timeoutMs ? "timeout" : j.ctx?.stop?.();
+      if (stop === "timeout") j.fail(new QueryTimeoutError(`query ran longer than ${this.opts.timeoutMs} ms`));
+      else if (stop !== undefined) j.fail(new ReadStoppedError(stop));
+      else j.onSlice(reply);
+    } else if (j && !reply.done) slot.worker.postMessage({ drop: reply.id }); // dropped meanwhile
+    this.dispatch();
   }
 
   private spawn(): Slot {
     const worker = new Worker(workerUrl("./store/reader-worker.ts"));
     worker.postMessage({ open: this.opts.path });
-    const slot: Slot = { worker, ready: false, started: 0 };
+    const slot: Slot = { worker, ready: false, held: new Set() };
     worker.onmessage = (msg: MessageEvent) => {
-      const data = msg.data as { ready?: true; closed?: true; result?: unknown; error?: string };
+      const data = msg.data as SliceReply & { ready?: true; closed?: true };
       if (data.closed) return;
       if (data.ready) {
         slot.ready = true; // the connection is open: the first query does not pay for start-up
         return this.dispatch();
       }
-      const job = slot.job;
-      clearTimeout(slot.timer);
-      slot.job = undefined;
-      if (job) {
-        const left = (this.running.get(job.owner) ?? 1) - 1;
-        if (left > 0) this.running.set(job.owner, left);
-        else this.running.delete(job.owner);
-        job.ctx?.onCost?.(performance.now() - slot.started);
-        job.settle?.(data.error !== undefined ? new Error(data.error) : undefined, data.result);
-      }
-      this.dispatch();
+      this.onReply(slot, data);
     };
     worker.onerror = (e) => {
+      e.preventDefault?.();
       console.error(`query worker failed: ${e.message}`);
-      process.exit(70);
+      this.replace(slot);
     };
     worker.unref();
     return slot;
   }
 
-  /** Stops every worker once none has had a job for IDLE_MS. */
-  private retireIfIdle(): void {
-    if (this.slots.length === 0 || this.queued > 0 || this.slots.some((s) => s.job || !s.ready)) return;
-    if (performance.now() - this.lastUsed < IDLE_MS) return;
-    const retired = this.slots;
-    this.slots = [];
-    for (const s of retired) {
-      // Close the connection first (so no read lock lingers), then end the thread.
-      s.worker.onmessage = (msg: MessageEvent) => void (msg.data.closed && s.worker.terminate());
-      s.worker.postMessage({ close: true });
+  /** A worker died: its jobs fail, and a new one takes its place (a bounded number of times). */
+  private replace(slot: Slot): void {
+    const i = this.slots.indexOf(slot);
+    if (i < 0) return;
+    slot.worker.terminate();
+    const lost = [...slot.held];
+    if (slot.job) {
+      lost.push(slot.job);
+      const left = (this.running.get(slot.job.group) ?? 1) - 1;
+      if (left > 0) this.running.set(slot.job.group, left);
+      else this.running.delete(slot.job.group);
+    }
+    slot.job = undefined;
+    for (const j of lost) j.fail(new Error("the query worker failed"));
+    const now = Date.now();
+    this.respawns = this.respawns.filter((t) => now - t < 60_000);
+    if (this.closing || this.respawns.length >= MAX_RESPAWNS) {
+      this.slots.splice(i, 1);
+      if (this.slots.length === 0) console.error("every query worker failed: reads are refused until the relay restarts");
+      return;
+    }
+    this.respawns.push(now);
+    try {
+      this.slots[i] = this.spawn();
+    } catch (err) {
+      this.slots.splice(i, 1);
+      console.error("could not start a query worker:", err);
     }
   }
 
   /** Asks every worker to close its connection, waits (bounded), then terminates them. */
   async close(): Promise<void> {
     this.closing = true;
-    clearInterval(this.idleTimer);
-    for (const owner of [...this.queues.keys()]) this.cancel(owner);
+    for (const owner of [...this.byOwner.keys()]) this.cancel(owner);
     const closed = this.slots.map(
       (s) =>
         new Promise<void>((resolve) => {
@@ -192,10 +349,6 @@ export class ReaderPool {
     );
     for (const s of this.slots) s.worker.postMessage({ close: true });
     await Promise.race([Promise.all(closed), Bun.sleep(2000)]);
-    for (const s of this.slots) {
-      clearTimeout(s.timer);
-      s.worker.terminate();
-      s.job?.settle?.(new StoreClosedError("store closed"));
-    }
+    for (const s of this.slots) s.worker.terminate();
   }
 }

@@ -3,7 +3,7 @@
 import type { Database } from "bun:sqlite";
 import { SqliteAdmin } from "./admin.ts";
 import { openDatabase } from "./db.ts";
-import { runCount, runNegItems, runQuery, StatementCache, type CountJob, type NegItems, type NegJob, type QueryJob } from "./query.ts";
+import { countJob, negJob, queryJob, runToEnd, StatementCache, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadSteps } from "./query.ts";
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
 import { ReaderPool, type ReadContext, type ReadKind } from "./readers.ts";
 import { SqliteWriter } from "./write.ts";
@@ -17,8 +17,6 @@ export interface SqliteStoreOptions {
   queryTimeoutMs?: number;
 }
 
-/** A read request for a worker. */
-export type ReadOp = { n: number } & ({ op: "query"; job: QueryJob } | { op: "count"; job: CountJob } | { op: "neg"; job: NegJob });
 
 export class SqliteStore implements Store {
   readonly db: Database;
@@ -54,16 +52,17 @@ export class SqliteStore implements Store {
     return this.writer.writeBatchImmediate(batch, rules);
   }
 
-  query(job: QueryJob, ctx?: ReadContext): Promise<string[]> {
-    return this.read("query", job, runQuery, ctx);
+  query(job: QueryJob, ctx?: ReadContext): AsyncIterable<string[]> {
+    if (this.readers) return this.readers.stream(job, ctx);
+    return inlineBatches(queryJob(this.inline!, job), ctx);
   }
 
   count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }> {
-    return this.read("count", job, runCount, ctx);
+    return this.read("count", job, countJob, ctx);
   }
 
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems> {
-    return this.read("neg", job, runNegItems, ctx);
+    return this.read("neg", job, negJob, ctx);
   }
 
   sweepExpired(now: number): number {
@@ -91,12 +90,14 @@ export class SqliteStore implements Store {
     return this.writer.seq;
   }
 
-  private read<J, T>(op: ReadKind, job: J, inline: (c: StatementCache, j: J) => T, ctx?: ReadContext): Promise<T> {
+  private read<J, T>(op: ReadKind, job: J, steps: (c: StatementCache, j: J) => ReadSteps<T>, ctx?: ReadContext): Promise<T> {
     if (!this.inline) return this.readers!.run<T>(op, job, ctx);
     try {
       const started = performance.now();
-      const result = inline(this.inline, job);
-      ctx?.onCost?.(performance.now() - started);
+      const result = runToEnd(steps(this.inline, job));
+      const ms = performance.now() - started;
+      ctx?.onCost?.(ms);
+      ctx?.onEnd?.(ms);
       return Promise.resolve(result);
     } catch (e) {
       return Promise.reject(e);
@@ -109,5 +110,23 @@ export class SqliteStore implements Store {
     const r = this.db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number } | null;
     if (r?.busy) console.warn("warning: WAL checkpoint at shutdown was busy; the -wal file is kept and replayed on the next start");
     this.db.close(true);
+  }
+}
+
+/** An in-memory database (tests, tools): the job runs on this thread, its batches handed out as asked. */
+async function* inlineBatches(steps: ReadSteps<void>, ctx?: ReadContext): AsyncGenerator<string[]> {
+  let used = 0;
+  try {
+    for (;;) {
+      const started = performance.now();
+      const r = steps.next();
+      const ms = performance.now() - started;
+      used += ms;
+      ctx?.onCost?.(ms);
+      if (r.done) return;
+      if (r.value && r.value.length > 0) yield r.value;
+    }
+  } finally {
+    ctx?.onEnd?.(used);
   }
 }

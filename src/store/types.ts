@@ -72,8 +72,12 @@ export interface Store {
   has(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]>;
-  /** Stored events matching the job, serialized, newest first. */
-  query(job: QueryJob, ctx?: ReadContext): Promise<string[]>;
+  /**
+   * Stored events matching the job, serialized, newest first, in batches of bounded size. The
+   * read advances only as the caller asks for the next batch (so a caller waiting for a slow
+   * socket holds it); leaving the loop early ends it.
+   */
+  query(job: QueryJob, ctx?: ReadContext): AsyncIterable<string[]>;
   /** NIP-45 counts. */
   count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }>;
   /** NIP-77: (created_at, id) of the events matching a filter. */
@@ -90,3 +94,10 @@ export interface Store {
 }
 
 export type { ReadContext, WriteRules };
+
+/** Every batch of a query, concatenated (tools and tests; the relay streams them). */
+export async function allRows(batches: AsyncIterable<string[]>): Promise<string[]> {
+  const rows: string[] = [];
+  for await (const batch of batches) for (const json of batch) rows.push(json);
+  return rows;
+}

@@ -11,7 +11,7 @@ import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure
 import { serializeEvent, type NostrEvent } from "../../src/protocol/event.ts";
 import { PostgresStore } from "../../src/store/postgres/store.ts";
 import { SqliteStore } from "../../src/store/sqlite.ts";
-import type { WriteOutcome, WriteRules } from "../../src/store/types.ts";
+import { allRows, type WriteOutcome, type WriteRules } from "../../src/store/types.ts";
 import { prng } from "../../bench/lib/stats.ts";
 import { createDatabase, databaseFor, dropDatabase } from "../postgres-env.ts";
 
@@ -73,8 +73,8 @@ test("40 seeded batches: the same outcomes and the same stored set as the SQLite
     replaced += want.filter((w) => w.startsWith("duplicate: a newer")).length;
   }
   const job = { filters: [{}], limits: [100_000], maxSeq: Number.MAX_SAFE_INTEGER, now: 0 };
-  const sqliteIds = (await sqlite.query({ ...job, maxSeq: sqlite.lastSeq() })).map((j) => j.slice(7, 71)).sort();
-  const pgIds = (await pg.query({ ...job, maxSeq: pg.lastSeq() })).map((j) => j.slice(7, 71)).sort();
+  const sqliteIds = (await allRows(sqlite.query({ ...job, maxSeq: sqlite.lastSeq() }))).map((j) => j.slice(7, 71)).sort();
+  const pgIds = (await allRows(pg.query({ ...job, maxSeq: pg.lastSeq() }))).map((j) => j.slice(7, 71)).sort();
   expect(pgIds).toEqual(sqliteIds);
   // Not vacuous: versions were refused as older, and both stores kept a mix.
   expect(replaced).toBeGreaterThan(20);

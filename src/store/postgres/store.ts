@@ -139,11 +139,19 @@ export class PostgresStore implements Store {
       if ((err as { errno?: string }).errno === TIMEOUT) throw new QueryTimeoutError();
       throw err;
     } finally {
-      ctx?.onCost?.(performance.now() - started);
+      const ms = performance.now() - started;
+      ctx?.onCost?.(ms);
+      ctx?.onEnd?.(ms);
     }
   }
 
-  query(job: QueryJob, ctx?: ReadContext): Promise<string[]> {
+  /** Postgres answers a query whole (statement_timeout bounds it); handed on in batches. */
+  async *query(job: QueryJob, ctx?: ReadContext): AsyncGenerator<string[]> {
+    const rows = await this.queryAll(job, ctx);
+    for (let i = 0; i < rows.length; i += 64) yield rows.slice(i, i + 64);
+  }
+
+  private queryAll(job: QueryJob, ctx?: ReadContext): Promise<string[]> {
     return this.read(ctx, async () => {
       const parts = await Promise.all(
         job.filters.map(async (f, i) => {

@@ -1,0 +1,136 @@
+// Query time budgets: token buckets of worker milliseconds, one per connection and one per
+// address group (an IP, an IPv6 /64). A read is admitted while both have time left, reserves
+// its expected cost (so pipelined REQs cannot all start on one full bucket), is charged slice by
+// slice while it runs, and is stopped when either bucket runs dry. A new connection from the
+// same address starts with its own bucket but shares the address's.
+import { ipGroup } from "../policy/ip.ts";
+import type { ReadContext } from "../store/types.ts";
+import type { RelayContext } from "./context.ts";
+import type { Session } from "./session.ts";
+
+export interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+/** Bursts of query time, as a multiple of the per-second rate. */
+const QUERY_BURST = 20;
+/** Address buckets kept before full (idle) ones are forgotten. */
+const MAX_GROUPS = 10_000;
+
+export const OVER_BUDGET = "rate-limited: too much query time used, slow down";
+
+const ewma = (avg: number, x: number) => avg + (x - avg) / 8;
+
+function refill(b: Bucket, rate: number, now: number, cap = rate * QUERY_BURST): void {
+  b.tokens = Math.min(cap, (Number.isFinite(b.tokens) ? b.tokens : cap) + ((now - b.at) / 1000) * rate);
+  b.at = now;
+}
+
+/** The address group's bucket of a [rate_limits] pair (rate per second, burst), created full. */
+function groupBucket(groups: Map<string, Bucket>, group: string, rate: number, cap: number, now: number): Bucket {
+  let b = groups.get(group);
+  if (!b) {
+    if (groups.size >= MAX_GROUPS) forgetFull(groups, rate, cap, now);
+    b = { tokens: cap, at: now };
+    groups.set(group, b);
+  }
+  refill(b, rate, now, cap);
+  return b;
+}
+
+function forgetFull(groups: Map<string, Bucket>, rate: number, cap: number, now: number): void {
+  for (const [k, b] of groups) {
+    refill(b, rate, now, cap);
+    if (b.tokens >= cap) groups.delete(k);
+  }
+}
+
+const ipCap = (ctx: RelayContext) => ctx.config.rate_limits.query_ms_burst;
+
+/**
+ * The read context for a REQ / COUNT / NEG-OPEN of this connection, or undefined when the
+ * connection or its address has spent its query time.
+ */
+export function queryBudget(ctx: RelayContext, s: Session): ReadContext | undefined {
+  const rate = ctx.config.limits.query_ms_per_second;
+  const ipRate = ctx.config.rate_limits.query_ms_per_minute / 60;
+  const now = performance.now();
+  const group = ipGroup(s.ip);
+  const mine = s.queryBudget;
+  refill(mine, rate, now);
+  const shared = ipRate > 0 ? groupBucket(ctx.queryGroups, group, ipRate, ipCap(ctx), now) : undefined;
+  if (mine.tokens <= 0 || (shared && shared.tokens <= 0)) return undefined;
+  const reserved = mine.estimate ?? ctx.readCostEstimate;
+  mine.tokens -= reserved;
+  if (shared) shared.tokens -= reserved;
+  let refunded = false;
+  return {
+    owner: s,
+    group,
+    onCost: (ms) => {
+      mine.tokens -= ms;
+      if (shared) shared.tokens -= ms;
+    },
+    stop: () => {
+      const t = performance.now();
+      refill(mine, rate, t);
+      if (shared) refill(shared, ipRate, t, ipCap(ctx));
+      // What it reserved counts as its own: only what others left it matters.
+      return mine.tokens + reserved <= 0 || (shared && shared.tokens + reserved <= 0) ? OVER_BUDGET : undefined;
+    },
+    onEnd: (ms) => {
+      if (refunded) return;
+      refunded = true;
+      mine.tokens += reserved;
+      if (shared) shared.tokens += reserved;
+      mine.estimate = ewma(mine.estimate ?? reserved, ms);
+      ctx.readCostEstimate = ewma(ctx.readCostEstimate, ms);
+    },
+  };
+}
+
+/** Charges time spent on the main thread for this connection (NIP-77 reconciliation); false when it is over budget. */
+export function chargeQueryTime(ctx: RelayContext, s: Session, ms: number): boolean {
+  const rate = ctx.config.limits.query_ms_per_second;
+  const ipRate = ctx.config.rate_limits.query_ms_per_minute / 60;
+  const now = performance.now();
+  refill(s.queryBudget, rate, now);
+  s.queryBudget.tokens -= ms;
+  let ok = s.queryBudget.tokens > 0;
+  if (ipRate > 0) {
+    const shared = groupBucket(ctx.queryGroups, ipGroup(s.ip), ipRate, ipCap(ctx), now);
+    shared.tokens -= ms;
+    ok &&= shared.tokens > 0;
+  }
+  return ok;
+}
+
+/** May this connection start more query work now? */
+export function hasQueryTime(ctx: RelayContext, s: Session): boolean {
+  const rate = ctx.config.limits.query_ms_per_second;
+  const ipRate = ctx.config.rate_limits.query_ms_per_minute / 60;
+  const now = performance.now();
+  refill(s.queryBudget, rate, now);
+  if (s.queryBudget.tokens <= 0) return false;
+  return ipRate <= 0 || groupBucket(ctx.queryGroups, ipGroup(s.ip), ipRate, ipCap(ctx), now).tokens > 0;
+}
+
+function negBucket(ctx: RelayContext, s: Session, now: number): Bucket | undefined {
+  const { negentropy_ms_per_minute: perMinute, negentropy_ms_burst: cap } = ctx.config.rate_limits;
+  if (perMinute <= 0) return undefined;
+  return groupBucket(ctx.negGroups, ipGroup(s.ip), perMinute / 60, cap, now);
+}
+
+/** May this connection's address run another NEG-MSG reconciliation now? */
+export function hasNegTime(ctx: RelayContext, s: Session): boolean {
+  const b = negBucket(ctx, s, performance.now());
+  return (b === undefined || b.tokens > 0) && hasQueryTime(ctx, s);
+}
+
+/** Charges a reconciliation's main-thread time to the address's allowance and the query budgets. */
+export function chargeNegTime(ctx: RelayContext, s: Session, ms: number): void {
+  const b = negBucket(ctx, s, performance.now());
+  if (b) b.tokens -= ms;
+  chargeQueryTime(ctx, s, ms);
+}
