@@ -3,9 +3,10 @@
 // A read is a job the worker advances a few milliseconds at a time (store/query.ts walks the
 // indexes in bounded chunks). After each slice it comes back here: its time is charged to the
 // caller, it may be stopped (out of time, out of budget, the connection gone), and otherwise
-// it goes to the back of the line. The line is served round-robin by client group (an IP), and
-// one group may hold at most all but one worker, so a heavy query only delays the client that
-// sent it: everyone else waits at most a slice per worker. A job keeps its state in the worker
+// it goes to the back of the line. The line is served round-robin by client group (an IP), then
+// by connection, and a group takes more than all but one worker only when no other group is
+// waiting, so a heavy query only delays the client that sent it: everyone else waits at most a
+// slice. A job keeps its state in the worker
 // that started it (its cursors), so it resumes there. Workers start with the pool and stay: no
 // thread (and no file descriptor) has to be found later, under load.
 import { workerUrl } from "../workers.ts";
@@ -84,8 +85,8 @@ const MAX_RESPAWNS = 10;
 
 export class ReaderPool {
   private readonly slots: Slot[] = [];
-  /** Jobs ready for a slice, by group; Map order is the round-robin order. */
-  private readonly queues = new Map<string, Job[]>();
+  /** Jobs ready for a slice, by group and then by owner; Map order is the round-robin order of each. */
+  private readonly queues = new Map<string, Map<object, Job[]>>();
   private readonly running = new Map<string, number>();
   private readonly byOwner = new Map<object, Set<Job>>();
   private queued = 0;
@@ -199,8 +200,10 @@ export class ReaderPool {
   /** Puts a job in its group's line for its next slice. */
   private enqueue(j: Job): void {
     if (j.ended) return;
-    let q = this.queues.get(j.group);
-    if (!q) this.queues.set(j.group, (q = []));
+    let g = this.queues.get(j.group);
+    if (!g) this.queues.set(j.group, (g = new Map()));
+    let q = g.get(j.owner);
+    if (!q) g.set(j.owner, (q = []));
     q.push(j);
     this.queued++;
     this.dispatch();
@@ -213,12 +216,14 @@ export class ReaderPool {
     const mine = this.byOwner.get(j.owner);
     mine?.delete(j);
     if (mine?.size === 0) this.byOwner.delete(j.owner);
-    const q = this.queues.get(j.group);
+    const g = this.queues.get(j.group);
+    const q = g?.get(j.owner);
     const at = q?.indexOf(j) ?? -1;
     if (at >= 0) {
       q!.splice(at, 1);
       this.queued--;
-      if (q!.length === 0) this.queues.delete(j.group);
+      if (q!.length === 0) g!.delete(j.owner);
+      if (g!.size === 0) this.queues.delete(j.group);
     }
     if (j.slot) j.slot.held.delete(j);
     j.ctx?.onEnd?.(j.used);
@@ -237,7 +242,10 @@ export class ReaderPool {
     const perGroup = Math.max(1, this.slots.length - 1);
     for (const slot of this.slots) {
       if (!slot.ready || slot.job || this.queued === 0) continue;
-      const j = this.next(slot, perGroup);
+      // Work-conserving: a group over its share still gets an idle worker nobody else wants
+      // (behind a proxy without remote_ip_header every client is one group). A newcomer then
+      // waits at most the slice in progress.
+      const j = this.next(slot, perGroup) ?? this.next(slot, Number.POSITIVE_INFINITY);
       if (!j) continue;
       slot.job = j;
       this.running.set(j.group, (this.running.get(j.group) ?? 0) + 1);
@@ -250,17 +258,24 @@ export class ReaderPool {
     }
   }
 
-  /** The first group in line with a job this worker can run, and that is under its share. */
+  /**
+   * The first group in line that is under its share of workers, and in it the first owner, with
+   * a job this worker can run; both go to the back of their lines.
+   */
   private next(slot: Slot, perGroup: number): Job | undefined {
-    for (const [group, q] of this.queues) {
+    for (const [group, owners] of this.queues) {
       if ((this.running.get(group) ?? 0) >= perGroup) continue;
-      const at = q.findIndex((j) => !j.slot || j.slot === slot);
-      if (at < 0) continue;
-      const [j] = q.splice(at, 1);
-      this.queued--;
-      this.queues.delete(group);
-      if (q.length > 0) this.queues.set(group, q); // to the back of the line
-      return j;
+      for (const [owner, q] of owners) {
+        const at = q.findIndex((j) => !j.slot || j.slot === slot);
+        if (at < 0) continue;
+        const [j] = q.splice(at, 1);
+        this.queued--;
+        owners.delete(owner);
+        if (q.length > 0) owners.set(owner, q);
+        this.queues.delete(group);
+        if (owners.size > 0) this.queues.set(group, owners);
+        return j;
+      }
     }
     return undefined;
   }
