@@ -38,7 +38,7 @@ type TypeOf<K extends Kind> = K extends "string"
 const key = <K extends Kind>(spec: KeySpec<K>): KeySpec<K> => spec;
 const KiB = 1024;
 const RATE_NOTE =
-  "Token buckets per IP and per NIP-42 authenticated pubkey: each refills at its *_per_minute up to its *_burst. " +
+  "Token buckets per IP (an IPv6 /64 counts as one IP) and per NIP-42 authenticated pubkey: each refills at its *_per_minute up to its *_burst. " +
   "Past it an EVENT gets OK false, a REQ or COUNT CLOSED, a NEG-OPEN NEG-ERR (all `rate-limited:`), a new connection HTTP 429 with Retry-After. " +
   "Connections authenticated as an [admin] pubkey are exempt. ";
 /** A [rate_limits] refill rate; `note` explains the section once, on its first key. */

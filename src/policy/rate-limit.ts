@@ -3,6 +3,7 @@
 import type { Config } from "../config/schema.ts";
 import type { Policy } from "./rules.ts";
 import { refuse } from "../protocol/reasons.ts";
+import { ipGroup } from "./ip.ts";
 import { setOf } from "./rules.ts";
 
 /** Tokens refill at perMinute, up to burst; perMinute 0 = unlimited. */
@@ -140,7 +141,7 @@ export function chargeRate(config: Config, limiter: RateLimiter, verb: RatedVerb
   const authed = who.authed ?? [];
   const admins = setOf(config.admin.pubkeys);
   for (const pk of authed) if (admins.has(pk)) return 0;
-  const charges: Charge[] = [{ key: `${verb} ip ${who.ip}`, rate: rateOf(config, "", verb) }];
+  const charges: Charge[] = [{ key: `${verb} ip ${ipGroup(who.ip)}`, rate: rateOf(config, "", verb) }];
   if (verb !== "connections") {
     const rate = rateOf(config, "pubkey_", verb);
     for (const pk of authed) charges.push({ key: `${verb} pk ${pk}`, rate });

@@ -5,6 +5,7 @@ import type { Config } from "../config/schema.ts";
 import { adminPagePath, adminPageResponse, httpResponse } from "../http/routes.ts";
 import { metricsResponse, wantsMetrics } from "../http/metrics.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
+import { ipGroup } from "../policy/ip.ts";
 import { chargeRate, RateLimiter } from "../policy/rate-limit.ts";
 import { parseClientMessage, SubscriptionError } from "../protocol/messages.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
@@ -172,7 +173,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     if (!ctx.closing) {
       if (config.limits.max_connections > 0 && sockets.size >= config.limits.max_connections)
         return new Response("too many connections", { status: 503 });
-      if ((perIp.get(ip) ?? 0) >= config.limits.max_connections_per_ip)
+      if ((perIp.get(ipGroup(ip)) ?? 0) >= config.limits.max_connections_per_ip)
         return new Response("too many connections from this address", { status: 429 });
       // Before AUTH nobody is known, so new connections are limited per IP only.
       const wait = chargeRate(config, ctx.rates, "connections", { ip });
@@ -180,7 +181,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
         return new Response("rate-limited: too many new connections from this address", { status: 429, headers: { "Retry-After": String(Math.ceil(wait / 1000)) } });
     }
     if (srv.upgrade(req, { data: newSession(ip, req.headers.get("host") ?? "") })) {
-      perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
+      perIp.set(ipGroup(ip), (perIp.get(ipGroup(ip)) ?? 0) + 1);
       return undefined;
     }
     return new Response("websocket upgrade failed", { status: 400 });
@@ -210,9 +211,10 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
       ws.data.closed = true;
       wakeDrainWaiters(ws);
       sockets.delete(ws);
-      const left = (perIp.get(ws.data.ip) ?? 1) - 1;
-      if (left > 0) perIp.set(ws.data.ip, left);
-      else perIp.delete(ws.data.ip);
+      const group = ipGroup(ws.data.ip);
+      const left = (perIp.get(group) ?? 1) - 1;
+      if (left > 0) perIp.set(group, left);
+      else perIp.delete(group);
       closeAllSubscriptions(ctx, ws);
       for (const subId of [...ws.data.neg.keys()]) closeNeg(ctx, ws, subId);
       store.cancelReads?.(ws.data);
