@@ -190,7 +190,7 @@ interface Walk {
   tCol: string;
   tieCol: string;
   sCol: string;
-  /** ids: one statement answers it whole. */
+  /** ids: its list bounds it, no boundary is needed. */
   single?: boolean;
   /** Also return each match's pubkey (NIP-45 HyperLogLog) / rank (NIP-50). */
   withPubkey: boolean;
@@ -390,7 +390,8 @@ function chunkStatements(w: Walk, need: number, json = false): { boundary?: { sq
   const matches = (upTo?: [number, number | string]) => {
     const where = [...w.range.where];
     const params: Param[] = [...w.range.params];
-    if (!w.single) where.push(cursor), params.push(...after);
+    where.push(cursor);
+    params.push(...after);
     if (upTo) where.push(cursorSql(w, "upTo")), params.push(...cursorParams(w, upTo[0], upTo[1]));
     where.push(...w.residual.where);
     params.push(...w.residual.params);
@@ -426,8 +427,7 @@ function step(cache: StatementCache, w: Walk, need: number): Key[] {
 
 /** Moves a walk past what a chunk read: the last row taken, else the boundary, else its end. */
 function advance(w: Walk, last: { t: number; tie: number | string } | undefined, stoppedEarly: boolean, upTo: [number, number | string] | undefined): void {
-  if (w.single) w.done = true;
-  else if (stoppedEarly && last) {
+  if (stoppedEarly && last) {
     w.at = last.t;
     w.after = last.tie;
   } else if (upTo) {

@@ -1,0 +1,114 @@
+// A minimal websocket client over raw TCP that can pick its source address (127.x.y.z), so one
+// machine can play many clients: each attacker and each well-behaved client of a hostile-client
+// scenario comes from an address of its own, as per-address limits see them.
+import { connect as tcpConnect, type Socket } from "node:net";
+import { clientTextFrame } from "./tcp.ts";
+
+export type Frame = [string, ...any[]];
+
+export class RawWs {
+  readonly frames: Frame[] = [];
+  private buf: Buffer = Buffer.alloc(0);
+  private waiters: { pred: (f: Frame) => boolean; resolve: (f: Frame) => void; from: number }[] = [];
+  closed = false;
+  /** Keep received frames (false: count them only, for clients that read megabytes). */
+  keep = true;
+  received = 0;
+
+  private constructor(readonly sock: Socket) {}
+
+  static async connect(port: number, localAddress: string, path = "/"): Promise<RawWs> {
+    const sock = tcpConnect({ port, host: "127.0.0.1", localAddress });
+    await new Promise<void>((resolve, reject) => {
+      sock.once("connect", () => resolve());
+      sock.once("error", reject);
+    });
+    sock.write(
+      `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    );
+    const ws = new RawWs(sock);
+    await new Promise<void>((resolve, reject) => {
+      let head = Buffer.alloc(0);
+      const onData = (b: Buffer) => {
+        head = Buffer.concat([head, b]);
+        const end = head.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        sock.off("data", onData);
+        if (!head.subarray(0, 12).toString().startsWith("HTTP/1.1 101")) return reject(new Error(`upgrade refused: ${head.subarray(0, 120)}`));
+        ws.onData(head.subarray(end + 4));
+        sock.on("data", (d: Buffer) => ws.onData(d));
+        resolve();
+      };
+      sock.on("data", onData);
+      sock.once("error", reject);
+    });
+    sock.on("error", () => {});
+    sock.on("close", () => (ws.closed = true));
+    return ws;
+  }
+
+  send(msg: unknown): void {
+    if (!this.closed) this.sock.write(clientTextFrame(typeof msg === "string" ? msg : JSON.stringify(msg)));
+  }
+
+  /** The next frame (from index `from` on) matching pred; rejects after timeoutMs. */
+  next(pred: (f: Frame) => boolean, timeoutMs = 10_000, from = 0): Promise<Frame> {
+    for (let i = from; i < this.frames.length; i++) if (pred(this.frames[i]!)) return Promise.resolve(this.frames[i]!);
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve, from };
+      this.waiters.push(w);
+      setTimeout(() => {
+        const i = this.waiters.indexOf(w);
+        if (i >= 0) this.waiters.splice(i, 1), reject(new Error("timeout"));
+      }, timeoutMs).unref?.();
+    });
+  }
+
+  /** REQ until EOSE or CLOSED; the round-trip time in ms and the end frame. */
+  async req(subId: string, filters: object[], timeoutMs = 10_000): Promise<{ ms: number; end: Frame; events: number }> {
+    const from = this.frames.length;
+    const t0 = performance.now();
+    this.send(["REQ", subId, ...filters]);
+    const end = await this.next((f) => (f[0] === "EOSE" || f[0] === "CLOSED") && f[1] === subId, timeoutMs, from);
+    const events = this.frames.slice(from).filter((f) => f[0] === "EVENT" && f[1] === subId).length;
+    this.send(["CLOSE", subId]);
+    return { ms: performance.now() - t0, end, events };
+  }
+
+  close(): void {
+    this.sock.destroy();
+  }
+
+  private onData(d: Buffer): void {
+    this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
+    for (;;) {
+      if (this.buf.length < 2) return;
+      let len = this.buf[1]! & 0x7f;
+      let off = 2;
+      if (len === 126) {
+        if (this.buf.length < 4) return;
+        len = this.buf.readUInt16BE(2);
+        off = 4;
+      } else if (len === 127) {
+        if (this.buf.length < 10) return;
+        len = Number(this.buf.readBigUInt64BE(2));
+        off = 10;
+      }
+      if (this.buf.length < off + len) return;
+      const op = this.buf[0]! & 0x0f;
+      const payload = this.buf.subarray(off, off + len);
+      this.buf = this.buf.subarray(off + len);
+      if (op === 9) this.sock.write(Buffer.concat([Buffer.from([0x8a, 0x80 | payload.length, 0, 0, 0, 0]), payload])); // pong
+      if (op !== 1) continue;
+      this.received++;
+      if (!this.keep) continue;
+      const f = JSON.parse(payload.toString()) as Frame;
+      this.frames.push(f);
+      for (let i = this.waiters.length - 1; i >= 0; i--) {
+        const w = this.waiters[i]!;
+        if (w.pred(f)) this.waiters.splice(i, 1), w.resolve(f);
+      }
+    }
+  }
+}
