@@ -47,13 +47,9 @@ export interface ReaderPoolOptions {
 }
 
 const ANONYMOUS = {};
-/** Query workers idle this long are stopped; the next read starts one again. */
-const IDLE_MS = 5 * 60_000;
 
 export class ReaderPool {
   private slots: Slot[] = [];
-  private lastUsed = 0;
-  private readonly idleTimer: ReturnType<typeof setInterval>;
   /** Waiting jobs by owner; Map order is the round-robin order. */
   private readonly queues = new Map<object, Job[]>();
   private readonly running = new Map<object, number>();
@@ -61,10 +57,10 @@ export class ReaderPool {
   private closing = false;
 
   constructor(private readonly opts: ReaderPoolOptions) {
-    // Workers start with the first read (an idle relay holds no query threads) and stop again
-    // after a quiet spell; up to `size` run when reads overlap.
-    this.idleTimer = setInterval(() => this.retireIfIdle(), IDLE_MS / 5);
-    this.idleTimer.unref();
+    // Every worker (and its database connection) starts now and runs until close(): a thread
+    // started later, when the open-files limit may be reached, would end the process (Bun treats
+    // that failure as fatal).
+    for (let i = 0; i < opts.size; i++) this.slots.push(this.spawn());
   }
 
   /** Worker threads running now. */
@@ -105,7 +101,6 @@ export class ReaderPool {
   /** Starts waiting jobs on idle workers, taking owners in turn. */
   private dispatch(): void {
     const perOwner = Math.max(1, this.opts.size - 1);
-    if (this.queued > 0) this.lastUsed = performance.now();
     const starting = this.slots.reduce((n, s) => n + (s.ready ? 0 : 1), 0);
     const idle = this.slots.reduce((n, s) => n + (s.ready && !s.job ? 1 : 0), 0);
     if (this.queued > idle + starting && this.slots.length < this.opts.size) this.slots.push(this.spawn());
@@ -165,23 +160,9 @@ export class ReaderPool {
     return slot;
   }
 
-  /** Stops every worker once none has had a job for IDLE_MS. */
-  private retireIfIdle(): void {
-    if (this.slots.length === 0 || this.queued > 0 || this.slots.some((s) => s.job || !s.ready)) return;
-    if (performance.now() - this.lastUsed < IDLE_MS) return;
-    const retired = this.slots;
-    this.slots = [];
-    for (const s of retired) {
-      // Close the connection first (so no read lock lingers), then end the thread.
-      s.worker.onmessage = (msg: MessageEvent) => void (msg.data.closed && s.worker.terminate());
-      s.worker.postMessage({ close: true });
-    }
-  }
-
   /** Asks every worker to close its connection, waits (bounded), then terminates them. */
   async close(): Promise<void> {
     this.closing = true;
-    clearInterval(this.idleTimer);
     for (const owner of [...this.queues.keys()]) this.cancel(owner);
     const closed = this.slots.map(
       (s) =>
