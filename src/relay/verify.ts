@@ -8,6 +8,8 @@ import { workerUrl } from "../workers.ts";
 export interface Verifier {
   readonly name: string;
   verify(job: VerifyJob): Promise<boolean>;
+  /** Resolves once its worker threads can verify (rejects if one could not start). */
+  ready?(): Promise<void>;
   /** Jobs waiting for an answer (bounded by the ingest pipeline). */
   readonly depth: number;
   close(): void;
@@ -27,6 +29,8 @@ export const inlineVerifier: Verifier = {
 
 interface Slot {
   worker: Worker;
+  /** Loaded its verifier (the first message it sends). */
+  ready: boolean;
   inFlight: number;
   /** Batches sent to this worker and not answered yet. */
   batches: Set<number>;
@@ -45,6 +49,7 @@ export class WorkerVerifier implements Verifier {
   private queue: { job: VerifyJob; resolve: (ok: boolean) => void; reject: (err: Error) => void }[] = [];
   private scheduled = false;
   private next = 1;
+  private startError?: string;
   depth = 0;
 
   /**
@@ -62,6 +67,11 @@ export class WorkerVerifier implements Verifier {
   /** Worker threads running now. */
   get threads(): number {
     return this.slots.length;
+  }
+
+  async ready(): Promise<void> {
+    while (this.startError === undefined && this.slots.some((s) => !s.ready)) await Bun.sleep(5);
+    if (this.startError !== undefined) throw new Error(`a signature verification worker could not start: ${this.startError}`);
   }
 
   verify(job: VerifyJob): Promise<boolean> {
@@ -101,9 +111,10 @@ export class WorkerVerifier implements Verifier {
 
   private start(): void {
     for (let i = 0; i < this.size; i++) {
-      const slot: Slot = { worker: new Worker(workerUrl("./relay/verify-worker.ts")), inFlight: 0, batches: new Set() };
+      const slot: Slot = { worker: new Worker(workerUrl("./relay/verify-worker.ts")), ready: false, inFlight: 0, batches: new Set() };
       slot.worker.postMessage({ native: this.native?.path });
       slot.worker.onmessage = (msg: MessageEvent) => {
+        if ((msg.data as { ready?: true }).ready) return void (slot.ready = true);
         const { n, ok } = msg.data as { n: number; ok: boolean[] };
         const { resolvers } = this.waiting.get(n)!;
         this.waiting.delete(n);
@@ -125,6 +136,7 @@ export class WorkerVerifier implements Verifier {
    */
   private fail(slot: Slot, message: string): void {
     if (!this.slots.includes(slot)) return;
+    if (!slot.ready) this.startError ??= message;
     this.slots = this.slots.filter((s) => s !== slot);
     console.error(`verify worker failed: ${message}; ${this.slots.length} of ${this.size} left${this.slots.length === 0 ? ": EVENTs get error: until the relay is restarted" : ""}`);
     slot.worker.terminate();

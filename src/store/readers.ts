@@ -68,6 +68,11 @@ export class ReaderPool {
     return this.slots.length;
   }
 
+  /** Resolves once every worker has opened its database connection. */
+  async ready(): Promise<void> {
+    while (this.slots.some((s) => !s.ready)) await Bun.sleep(5);
+  }
+
   run<T>(op: ReadKind, job: unknown, ctx?: ReadContext): Promise<T> {
     if (this.closing) return Promise.reject(new StoreClosedError("store closed"));
     const owner = ctx?.owner ?? ANONYMOUS;
