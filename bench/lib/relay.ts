@@ -47,6 +47,8 @@ export interface SpawnOptions {
    * so it must exec the relay.
    */
   wrap?: string[];
+  /** The relay's command instead of `bun src/main.ts`, e.g. ["dist/bunstr"] (the compiled binary). */
+  command?: string[];
 }
 
 /** Keeps the last `max` characters of a stream, so a chatty child never fills a pipe or our memory. */
@@ -95,7 +97,7 @@ export class RelayProcess {
 
   private static async spawnOnce(opts: SpawnOptions, port: number): Promise<RelayProcess> {
     const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "bunstr-bench-"));
-    const args = [process.execPath, RELAY_MAIN, "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir];
+    const args = [...(opts.command ?? [process.execPath, RELAY_MAIN]), "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir];
     if (!opts.verify) args.push("--no-verify");
     if (opts.args) args.push(...opts.args);
     if (!opts.args?.includes("--config")) args.push("--config", rateLimitsOffConfig());

@@ -3,11 +3,12 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Config } from "../config/schema.ts";
-import { startRelay, type Shutdown } from "../relay/server.ts";
+import { configuredVerifier, startRelay, type Shutdown } from "../relay/server.ts";
 import { VERSION } from "../version.ts";
 import { parseServeFlags, type ServeFlags } from "./args.ts";
 import { loadConfig, openStore } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
+import { connectionCeiling } from "../relay/fd-guard.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
 
 /** Defaults, then the --config file, then the flags (CLI > file > default). */
@@ -22,11 +23,23 @@ export async function resolveConfig(argv: string[]): Promise<Config> {
  * reload would see a change that is none): max_connections = 0 means "from the open-files limit".
  */
 function settle(config: Config, files: number | undefined): Config {
-  // Past the descriptor limit accept() fails in a loop and the database cannot open files:
-  // refuse connections (503) well before that.
-  if (config.limits.max_connections === 0 && files !== undefined) config.limits.max_connections = Math.max(64, files - 256);
+  // Past the descriptor limit accept() fails in a busy loop: websockets alone must never get
+  // there (the relay's own files, HTTP connections and the cutting margin of src/relay/fd-guard.ts
+  // need the rest), so max_connections is at most the ceiling (503 past it).
+  if (files === undefined) return config;
+  const ceiling = connectionCeiling(files);
+  if (config.limits.max_connections === 0) config.limits.max_connections = ceiling;
+  else if (config.limits.max_connections > ceiling) {
+    console.warn(
+      `warning: [limits] max_connections = ${config.limits.max_connections} does not fit the open-files limit ${files}; using ${ceiling} (raise the limit: docs/deploy.md, Open files)`,
+    );
+    config.limits.max_connections = ceiling;
+  }
   return config;
 }
+
+/** Below this the relay serves few clients, and a flood of connections reaches the limit fast. */
+const LOW_FILE_LIMIT = 4096;
 
 /** Linux resets connections still queued on a SO_REUSEPORT listener when it closes, unless this is 1. */
 function migrateQueuedConnections(): string | undefined {
@@ -63,7 +76,23 @@ export async function serve(argv: string[]): Promise<void> {
       `note: another process already listens on ${config.network.host}:${config.network.port}; sharing the port (reuse_port). ` +
         "For a zero-downtime restart, now send the old one SIGUSR2; otherwise stop one of them (docs/operations.md)",
     );
-  const relay = startRelay({ config, store });
+  if (files !== undefined && files < LOW_FILE_LIMIT)
+    console.warn(
+      `warning: the open-files limit is ${files}: at most ${config.limits.max_connections} websocket connections, and a flood of connections reaches it quickly; ` +
+        "raise the hard limit (systemd: LimitNOFILE=65536; docs/deploy.md, Open files)",
+    );
+  // Every worker thread and database connection the relay will use is open before it listens:
+  // later, a flood of connections may have taken the descriptors (and a thread that cannot get
+  // its own ends the process).
+  const verifier = configuredVerifier(config);
+  try {
+    await Promise.all([verifier.ready?.(), store.ready?.()]);
+  } catch (err) {
+    verifier.close();
+    await store.close();
+    throw err;
+  }
+  const relay = startRelay({ config, store, verifier, fileLimit: files });
   console.log(`bunstr ${VERSION} listening on ${relay.url} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`);
 
   const reloader = new ConfigReloader({ file: flags.config, live: config, relay, load: async () => settle(await loadServeConfig(flags), files) });

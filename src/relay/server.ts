@@ -26,6 +26,7 @@ import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type
 import { closeWritePolicy } from "./plugin.ts";
 import { findNativeLibrary, type NativeLibrary } from "./secp256k1-native.ts";
 import { inlineVerifier, noVerifier, WorkerVerifier, type Verifier } from "./verify.ts";
+import { FdGuard } from "./fd-guard.ts";
 
 export interface Relay {
   readonly server: Server<Session>;
@@ -56,6 +57,11 @@ export interface RelayOptions {
   config: Config;
   store: Store;
   verifier?: Verifier;
+  /**
+   * The open-files limit in force: connections that are not websockets are then watched and cut
+   * before they exhaust it (fd-guard.ts, Linux). Tests running the relay in-process leave it out.
+   */
+  fileLimit?: number;
 }
 
 /** The libsecp256k1 to verify with, if any: `native` insists, `auto` takes it when it loads. */
@@ -67,6 +73,8 @@ export function nativeLibrary(config: Config): NativeLibrary | undefined {
   return found;
 }
 
+const CLOSE = { Connection: "close" };
+
 /** Frames above this are closed by Bun with 1009; between max_message_bytes and this we answer. */
 const hardFrameLimit = (max: number) => Math.min(Math.max(4 * max, 1024 * 1024), 256 * 1024 * 1024);
 
@@ -77,10 +85,18 @@ const socketLimits = (config: Config) => ({
   idleTimeout: config.network.idle_timeout_seconds,
 });
 
-export function startRelay({ config, store, verifier: given }: RelayOptions): Relay {
-  const verifier = given ?? (config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers, nativeLibrary(config)) : noVerifier);
+/** The verifier the config asks for (its worker threads start now). */
+export function configuredVerifier(config: Config): Verifier {
+  return config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers, nativeLibrary(config)) : noVerifier;
+}
+
+export function startRelay({ config, store, verifier: given, fileLimit }: RelayOptions): Relay {
+  const verifier = given ?? configuredVerifier(config);
   const sockets = new Set<Socket>();
   const perIp = new Map<string, number>();
+  let guard: FdGuard | undefined;
+  /** Each websocket's peer as the guard knows it (the socket's address and port). */
+  const peers = new WeakMap<Session, string>();
   let server: Server<Session>;
   const fanout = new Fanout({
     publish: (topic, frame) => server.publish(topic, frame),
@@ -167,21 +183,26 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     if (isAdminRequest(req)) return handleAdminRequest(req, ctx);
     if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, ctx, VERSION);
     const ip = clientIp(req, srv, config);
-    if (ctx.admin.blockedIps.has(ip)) return new Response("this address is blocked", { status: 403 });
+    // Refusals close the connection: a client kept alive would hold a descriptor for nothing.
+    if (ctx.admin.blockedIps.has(ip)) return new Response("this address is blocked", { status: 403, headers: CLOSE });
     // While closing, a connection accepted before the listener closed is still upgraded, then
     // told to reconnect (in open): a close code clients act on rather than a failed connect.
     if (!ctx.closing) {
       if (config.limits.max_connections > 0 && sockets.size >= config.limits.max_connections)
-        return new Response("too many connections", { status: 503 });
+        return new Response("too many connections", { status: 503, headers: CLOSE });
       if ((perIp.get(ipGroup(ip)) ?? 0) >= config.limits.max_connections_per_ip)
-        return new Response("too many connections from this address", { status: 429 });
+        return new Response("too many connections from this address", { status: 429, headers: CLOSE });
       // Before AUTH nobody is known, so new connections are limited per IP only.
       const wait = chargeRate(config, ctx.rates, "connections", { ip });
       if (wait > 0)
-        return new Response("rate-limited: too many new connections from this address", { status: 429, headers: { "Retry-After": String(Math.ceil(wait / 1000)) } });
+        return new Response("rate-limited: too many new connections from this address", { status: 429, headers: { ...CLOSE, "Retry-After": String(Math.ceil(wait / 1000)) } });
     }
-    if (srv.upgrade(req, { data: newSession(ip, req.headers.get("host") ?? "") })) {
+    const data = newSession(ip, req.headers.get("host") ?? "");
+    // Read before upgrade(): the request has no socket of its own after it.
+    const peer = guard && srv.requestIP(req);
+    if (srv.upgrade(req, { data })) {
       perIp.set(ipGroup(ip), (perIp.get(ipGroup(ip)) ?? 0) + 1);
+      if (peer) peers.set(data, guard!.addWebsocket(peer.address, peer.port));
       return undefined;
     }
     return new Response("websocket upgrade failed", { status: 400 });
@@ -211,6 +232,8 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
       ws.data.closed = true;
       wakeDrainWaiters(ws);
       sockets.delete(ws);
+      const peer = peers.get(ws.data);
+      if (peer) guard?.removeWebsocket(peer);
       const group = ipGroup(ws.data.ip);
       const left = (perIp.get(group) ?? 1) - 1;
       if (left > 0) perIp.set(group, left);
@@ -235,6 +258,17 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
     fetch,
     websocket,
   });
+  if (fileLimit !== undefined)
+    guard = FdGuard.start({
+      limit: fileLimit,
+      port: server.port!,
+      settings: () => ({
+        headerTimeoutMs: config.network.header_timeout_seconds * 1000,
+        maxPerIp: config.limits.max_http_connections_per_ip,
+        trustedProxies: config.network.trusted_proxies,
+      }),
+      log: (m) => console.warn(m),
+    });
 
   return {
     server,
@@ -286,6 +320,7 @@ export function startRelay({ config, store, verifier: given }: RelayOptions): Re
       // Let the close handshakes finish before cutting what is left.
       await Promise.race([gone, Bun.sleep(1000)]);
       server.stop(true);
+      guard?.stop();
       verifier.close();
       await closeWritePolicy(ctx);
       await store.close();

@@ -16,6 +16,8 @@ self.onmessage = async (msg: MessageEvent) => {
     // The main thread checked the library loads before asking for it.
     const native = data.native ? loadNativeVerifier(data.native) : undefined;
     verify = native ? Promise.resolve(native) : noble();
+    await verify;
+    self.postMessage({ ready: true });
     return;
   }
   // Messages are handled in order: each awaits the same settled promise.

@@ -8,6 +8,8 @@ import { workerUrl } from "../workers.ts";
 export interface Verifier {
   readonly name: string;
   verify(job: VerifyJob): Promise<boolean>;
+  /** Resolves once its worker threads can verify (rejects if one could not start). */
+  ready?(): Promise<void>;
   /** Jobs waiting for an answer (bounded by the ingest pipeline). */
   readonly depth: number;
   close(): void;
@@ -27,45 +29,55 @@ export const inlineVerifier: Verifier = {
 
 interface Slot {
   worker: Worker;
+  /** Loaded its verifier (the first message it sends). */
+  ready: boolean;
   inFlight: number;
+  /** Batches sent to this worker and not answered yet. */
+  batches: Set<number>;
 }
 
-/** Workers idle this long are stopped (an idle relay holds no verify threads); restarted on demand. */
-const IDLE_MS = 5 * 60_000;
+interface Waiting {
+  resolvers: ((ok: boolean) => void)[];
+  reject: (err: Error) => void;
+}
 
 export class WorkerVerifier implements Verifier {
   readonly name: string;
   private readonly size: number;
   private slots: Slot[] = [];
-  private readonly waiting = new Map<number, ((ok: boolean) => void)[]>();
-  private queue: { job: VerifyJob; resolve: (ok: boolean) => void }[] = [];
+  private readonly waiting = new Map<number, Waiting>();
+  private queue: { job: VerifyJob; resolve: (ok: boolean) => void; reject: (err: Error) => void }[] = [];
   private scheduled = false;
   private next = 1;
-  private lastUsed = 0;
-  private readonly idleTimer: ReturnType<typeof setInterval>;
+  private startError?: string;
   depth = 0;
 
   /**
    * `native`: the libsecp256k1 to load in each worker (findNativeLibrary checked it loads), else
-   * @noble/curves. Workers start with the first signature to check, not with the relay.
+   * @noble/curves. The workers start now and run until close(): a thread started later, when the
+   * open-files limit may be reached, would end the process (Bun treats that failure as fatal).
    */
   constructor(workers = 0, private readonly native?: NativeLibrary, private readonly maxBatch = 64) {
     this.size = workers > 0 ? workers : availableParallelism();
     const what = native ? `native libsecp256k1${native.source === "embedded" ? " (embedded)" : ""}` : "noble";
     this.name = `${what} in ${this.size} worker${this.size === 1 ? "" : "s"}`;
-    this.idleTimer = setInterval(() => this.retireIfIdle(), IDLE_MS / 5);
-    this.idleTimer.unref();
+    this.start();
   }
 
-  /** Worker threads running now (0 until the first EVENT, and again after a quiet spell). */
+  /** Worker threads running now. */
   get threads(): number {
     return this.slots.length;
   }
 
+  async ready(): Promise<void> {
+    while (this.startError === undefined && this.slots.some((s) => !s.ready)) await Bun.sleep(5);
+    if (this.startError !== undefined) throw new Error(`a signature verification worker could not start: ${this.startError}`);
+  }
+
   verify(job: VerifyJob): Promise<boolean> {
     this.depth++;
-    return new Promise((resolve) => {
-      this.queue.push({ job, resolve });
+    return new Promise((resolve, reject) => {
+      this.queue.push({ job, resolve, reject });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => this.dispatch());
@@ -77,8 +89,12 @@ export class WorkerVerifier implements Verifier {
     this.scheduled = false;
     const queue = this.queue;
     this.queue = [];
-    this.lastUsed = performance.now();
-    if (this.slots.length === 0) this.start();
+    if (this.slots.length === 0) {
+      // Closed, or every worker failed: the pipeline answers "error:".
+      this.depth -= queue.length;
+      for (const q of queue) q.reject(new Error("no signature verification worker is running"));
+      return;
+    }
     // Spread the tick's jobs evenly, least-loaded worker first, in batches of maxBatch.
     const per = Math.min(this.maxBatch, Math.max(1, Math.ceil(queue.length / this.slots.length)));
     for (let i = 0; i < queue.length; i += per) {
@@ -86,7 +102,8 @@ export class WorkerVerifier implements Verifier {
       const slot = this.slots.reduce((a, b) => (b.inFlight < a.inFlight ? b : a));
       const n = this.next++;
       slot.inFlight += chunk.length;
-      this.waiting.set(n, chunk.map((c) => c.resolve));
+      slot.batches.add(n);
+      this.waiting.set(n, { resolvers: chunk.map((c) => c.resolve), reject: (err) => chunk.forEach((c) => c.reject(err)) });
       // Only the three fields the check needs cross to the worker, not the content and tags.
       slot.worker.postMessage({ n, jobs: chunk.map(({ job: { id, pubkey, sig } }) => ({ id, pubkey, sig })) });
     }
@@ -94,38 +111,46 @@ export class WorkerVerifier implements Verifier {
 
   private start(): void {
     for (let i = 0; i < this.size; i++) {
-      const slot: Slot = { worker: new Worker(workerUrl("./relay/verify-worker.ts")), inFlight: 0 };
+      const slot: Slot = { worker: new Worker(workerUrl("./relay/verify-worker.ts")), ready: false, inFlight: 0, batches: new Set() };
       slot.worker.postMessage({ native: this.native?.path });
       slot.worker.onmessage = (msg: MessageEvent) => {
+        if ((msg.data as { ready?: true }).ready) return void (slot.ready = true);
         const { n, ok } = msg.data as { n: number; ok: boolean[] };
-        const resolvers = this.waiting.get(n)!;
+        const { resolvers } = this.waiting.get(n)!;
         this.waiting.delete(n);
+        slot.batches.delete(n);
         slot.inFlight -= resolvers.length;
         this.depth -= resolvers.length;
         resolvers.forEach((r, i) => r(ok[i]!));
       };
-      slot.worker.onerror = (e) => {
-        // A verifier that cannot answer would leave EVENTs hanging: fail loudly instead.
-        console.error(`verify worker failed: ${e.message}`);
-        process.exit(70);
-      };
+      slot.worker.onerror = (e) => this.fail(slot, e.message);
       slot.worker.unref();
       this.slots.push(slot);
     }
   }
 
-  private retireIfIdle(): void {
-    if (this.slots.length === 0 || this.depth > 0 || performance.now() - this.lastUsed < IDLE_MS) return;
-    this.stop();
-  }
-
-  private stop(): void {
-    for (const s of this.slots) s.worker.terminate();
-    this.slots = [];
+  /**
+   * A worker died (a bug, not load): its jobs get an error (the EVENTs an "error:" OK) and the
+   * others carry on. No replacement is started (see the constructor); with none left, every
+   * EVENT is answered "error:" and the operator sees why in the log.
+   */
+  private fail(slot: Slot, message: string): void {
+    if (!this.slots.includes(slot)) return;
+    if (!slot.ready) this.startError ??= message;
+    this.slots = this.slots.filter((s) => s !== slot);
+    console.error(`verify worker failed: ${message}; ${this.slots.length} of ${this.size} left${this.slots.length === 0 ? ": EVENTs get error: until the relay is restarted" : ""}`);
+    slot.worker.terminate();
+    const err = new Error(`signature verification worker failed: ${message}`);
+    for (const n of slot.batches) {
+      const w = this.waiting.get(n)!;
+      this.waiting.delete(n);
+      this.depth -= w.resolvers.length;
+      w.reject(err);
+    }
   }
 
   close(): void {
-    clearInterval(this.idleTimer);
-    this.stop();
+    for (const s of this.slots) s.worker.terminate();
+    this.slots = [];
   }
 }

@@ -95,7 +95,15 @@ export class ReaderPool {
   private respawns: number[] = [];
 
   constructor(private readonly opts: ReaderPoolOptions) {
+    // Every worker (and its database connection) starts now and runs until close(): a thread
+    // started later, when the open-files limit may be reached, would end the process (Bun treats
+    // that failure as fatal).
     for (let i = 0; i < opts.size; i++) this.slots.push(this.spawn());
+  }
+
+  /** Resolves once every worker has opened its database connection. */
+  async ready(): Promise<void> {
+    while (this.slots.some((s) => !s.ready)) await Bun.sleep(5);
   }
 
   /** Worker threads running now. */

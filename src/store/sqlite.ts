@@ -69,6 +69,10 @@ export class SqliteStore implements Store {
     return this.writer.sweepExpired(now);
   }
 
+  async ready(): Promise<void> {
+    await this.readers?.ready();
+  }
+
   /** Forgets the waiting reads of an owner (a connection) that went away. */
   cancelReads(owner: object): void {
     this.readers?.cancel(owner);

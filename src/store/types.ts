@@ -86,6 +86,11 @@ export interface Store {
   sweepExpired(now: number): number | Promise<number>;
   /** Forgets the waiting reads of an owner (a connection) that went away. */
   cancelReads?(owner: object): void;
+  /**
+   * Resolves once the store's worker threads have opened their database connections: the relay
+   * listens only then, so a flood of connections cannot take the descriptors they need.
+   */
+  ready?(): Promise<void>;
   /** Bytes the database takes on disk (for status and metrics). */
   sizeBytes(): number | Promise<number>;
   /** The highest committed seq: a request's snapshot point. */
