@@ -141,7 +141,8 @@ export const schema = {
   },
   metrics: {
     enabled: key({ type: "bool", default: true, doc: "Serve Prometheus metrics at /metrics.", reloadable: true }),
-    token: key({ type: "string", default: "", doc: "If set, /metrics requires the header Authorization: Bearer <token>.", reloadable: true }),
+    token: key({ type: "string", default: "", doc: "If set, /metrics requires the header Authorization: Bearer <token> (from any address).", reloadable: true }),
+    public: key({ type: "bool", default: false, doc: "Serve /metrics without a token to anyone. Off (and no token): only to loopback peers (127.0.0.0/8, ::1) whose request came through no proxy (no Forwarded, X-Forwarded-For, X-Real-IP or remote_ip_header); others get 403.", reloadable: true }),
   },
   rate_limits: {
     connections_per_minute: perMinute(120, "New websocket connections from one IP", RATE_NOTE),
