@@ -212,7 +212,8 @@ describe("the gate", () => {
     const url = `${httpBase(r)}/metrics`;
     await scrape(r); // a scraper on the same host
     // A reverse proxy on the same host connects from loopback too: what it forwards is not local.
-    for (const h of [{ "X-Forwarded-For": "203.0.113.7" }, { Forwarded: "for=203.0.113.7" }, { "X-Real-IP": "203.0.113.7" }]) {
+    const forwarded: Record<string, string>[] = [{ "X-Forwarded-For": "203.0.113.7" }, { Forwarded: "for=203.0.113.7" }, { "X-Real-IP": "203.0.113.7" }];
+    for (const h of forwarded) {
       const res = await fetch(url, { headers: h });
       expect(res.status).toBe(403);
       expect(await res.text()).toContain("[metrics] token");
