@@ -3,6 +3,8 @@
 // Counters are process-wide, so each check compares a scrape before and after its own traffic.
 import { afterEach, describe, expect, test } from "bun:test";
 import { escapeHelp, escapeLabelValue, Exposition, Histogram } from "../src/http/exposition.ts";
+import { isLoopback, metricsResponse } from "../src/http/metrics.ts";
+import { defaults } from "../src/config/schema.ts";
 import { countEventResult, MAX_KIND_LABELS } from "../src/relay/metrics.ts";
 import { accepted, Client, failOnRelayErrors, refusedWith, signer, startTestRelay, type ConfigPatch, type TestRelay } from "./helpers.ts";
 
@@ -203,6 +205,38 @@ describe("the gate", () => {
     await scrape(r);
     r.ctx.config.metrics.enabled = false;
     expect((await fetch(url)).status).toBe(404);
+  });
+
+  test("without a token, served only to loopback and not through a proxy, unless public (issue 13)", async () => {
+    const r = await start();
+    const url = `${httpBase(r)}/metrics`;
+    await scrape(r); // a scraper on the same host
+    // A reverse proxy on the same host connects from loopback too: what it forwards is not local.
+    const forwarded: Record<string, string>[] = [{ "X-Forwarded-For": "203.0.113.7" }, { Forwarded: "for=203.0.113.7" }, { "X-Real-IP": "203.0.113.7" }];
+    for (const h of forwarded) {
+      const res = await fetch(url, { headers: h });
+      expect(res.status).toBe(403);
+      expect(await res.text()).toContain("[metrics] token");
+    }
+    r.ctx.config.metrics.public = true; // reloadable
+    await scrape(r, { "X-Forwarded-For": "203.0.113.7" });
+    r.ctx.config.metrics.public = false;
+    r.ctx.config.metrics.token = "t0ken";
+    await scrape(r, { "X-Forwarded-For": "203.0.113.7", Authorization: "Bearer t0ken" });
+    expect((await fetch(url, { headers: { "X-Forwarded-For": "203.0.113.7" } })).status).toBe(401);
+  });
+
+  test("a peer that is not loopback (tests connect only over loopback, so the gate is called directly)", async () => {
+    const config = defaults();
+    const req = () => new Request("http://relay.example.com/metrics");
+    const render = async () => "m 1\n";
+    expect((await metricsResponse(req(), config, render, "203.0.113.7")).status).toBe(403);
+    expect((await metricsResponse(req(), config, render, "::ffff:10.0.0.1")).status).toBe(403);
+    for (const peer of ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"]) expect((await metricsResponse(req(), config, render, peer)).status).toBe(200);
+    config.metrics.public = true;
+    expect((await metricsResponse(req(), config, render, "203.0.113.7")).status).toBe(200);
+    expect(isLoopback("128.0.0.1")).toBe(false);
+    expect(isLoopback("::2")).toBe(false);
   });
 
   test("404 when disabled; /metrics whatever the relay path is", async () => {

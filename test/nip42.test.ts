@@ -82,6 +82,53 @@ test("the relay tag is checked against info.relay_url when set", async () => {
   c.close();
 });
 
+test("the relay tag must be the configured relay URL, normalized: not another path, scheme or port (issue 13)", async () => {
+  const nostr = await startTestRelay({ info: { relay_url: "wss://relay.example.com/nostr" } });
+  try {
+    const tries: [url: string, tag: string, ok: boolean][] = [
+      [open.url, "wss://relay.example.com/", true],
+      [open.url, "wss://relay.example.com", true],
+      [open.url, "wss://RELAY.Example.com:443/", true],
+      [open.url, "wss://relay.example.com/other", false],
+      [open.url, "wss://relay.example.com/?x", true], // a query names the same endpoint
+      [open.url, "ws://relay.example.com/", false],
+      [open.url, "https://relay.example.com/", false],
+      [open.url, "wss://relay.example.com:444/", false],
+      [open.url, "wss://relay.example.com.evil.example/", false],
+      [nostr.url, "wss://relay.example.com/nostr", true],
+      [nostr.url, "wss://relay.example.com/nostr/", true],
+      [nostr.url, "wss://relay.example.com/", false],
+      [nostr.url, "wss://relay.example.com/nostr/x", false],
+    ];
+    const got: [string, boolean][] = [];
+    for (const [url, tag] of tries) {
+      const [c, challenge] = await connectWithChallenge(url);
+      got.push([tag, (await auth(c, authEvent(signer(), challenge, tag)))[2]]);
+      c.close();
+    }
+    expect(got).toEqual(tries.map(([, tag, ok]) => [tag, ok]));
+  } finally {
+    await nostr.stop();
+  }
+});
+
+test("without info.relay_url: this request's host and the relay's path, over ws or wss (a TLS proxy hides which)", async () => {
+  const base = relay.url.replace(/^ws:\/\//, "").replace(/\/$/, ""); // 127.0.0.1:port
+  const tries: [tag: string, ok: boolean][] = [
+    [`ws://${base}/`, true],
+    [`wss://${base}`, true],
+    [`ws://${base}/somewhere-else`, false],
+    [`ws://localhost:1/`, false],
+  ];
+  const got: [string, boolean][] = [];
+  for (const [tag] of tries) {
+    const [c, challenge] = await connectWithChallenge(relay.url);
+    got.push([tag, (await auth(c, authEvent(signer(), challenge, tag)))[2]]);
+    c.close();
+  }
+  expect(got).toEqual(tries);
+});
+
 test("kind 22242 sent as EVENT is refused, never stored or broadcast", async () => {
   const [c, challenge] = await connectWithChallenge(open.url);
   const listener = await Client.connect(open.url);

@@ -134,6 +134,26 @@ describe("NIP-98 authorization", () => {
   test("the ws:// spelling of the relay URL is accepted as u", async () => {
     expect((await call("supportedmethods", [], { u: relay.url })).status).toBe(200);
   });
+
+  test("no CORS for the API (issue 13): no Access-Control-Allow-Origin, and a preflight that grants neither Authorization nor the RPC Content-Type", async () => {
+    const r = await call("supportedmethods");
+    expect(r.status).toBe(200);
+    expect(r.res.headers.get("access-control-allow-origin")).toBeNull();
+    const refused = await call("supportedmethods", [], { as: outsider });
+    expect(refused.status).toBe(401);
+    expect(refused.res.headers.get("access-control-allow-origin")).toBeNull();
+    const preflight = await fetch(httpUrl(), {
+      method: "OPTIONS",
+      headers: { Origin: "https://elsewhere.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type" },
+    });
+    const granted = (preflight.headers.get("access-control-allow-headers") ?? "").toLowerCase().split(",").map((h) => h.trim());
+    expect(granted).not.toContain("authorization");
+    expect(granted).not.toContain("content-type");
+    expect(granted).not.toContain("*");
+    // NIP-11 stays readable from any origin.
+    const info = await fetch(httpUrl(), { headers: { Accept: "application/nostr+json", Origin: "https://elsewhere.example" } });
+    expect(info.headers.get("access-control-allow-origin")).toBe("*");
+  });
 });
 
 describe("NIP-86 methods", () => {
@@ -221,6 +241,37 @@ describe("NIP-86 methods", () => {
     expect(await ok("changerelayicon", ["https://example.com/icon.png"])).toBe(true);
     const info = await relayInfo(relay.url);
     expect([info.name, info.description, info.icon]).toEqual(["Moderated", "Now with moderators", "https://example.com/icon.png"]);
+  });
+
+  test("changerelayicon takes an http(s) URL, or \"\" to remove the icon (issue 13)", async () => {
+    for (const bad of ["javascript:alert(1)", "data:image/png;base64,AAAA", "not a url", "ftp://example.com/icon.png", "//example.com/icon.png"]) {
+      const r = await call("changerelayicon", [bad]);
+      expect([r.status, r.body.error]).toEqual([400, expect.stringContaining("http")]);
+    }
+    expect((await relayInfo(relay.url)).icon).toBe("https://example.com/icon.png");
+    expect(await ok("changerelayicon", ["http://example.com/other.png"])).toBe(true);
+    expect((await relayInfo(relay.url)).icon).toBe("http://example.com/other.png");
+    expect(await ok("changerelayicon", [""])).toBe(true);
+    expect((await relayInfo(relay.url)).icon).toBeUndefined();
+    expect(await ok("changerelayicon", ["https://example.com/icon.png"])).toBe(true);
+  });
+
+  test("resetkind takes a kind off both lists: the way back from allow-only (allowkind) and from disallowkind (issue 13)", async () => {
+    const x = signer();
+    const c = await Client.connect(relay.url);
+    expect(await ok("allowkind", [1])).toBe(true);
+    await refusedWith(c, x.sign({ kind: 7, content: "+" }), "blocked:"); // allow-only now
+    expect(await ok("disallowkind", [7])).toBe(true);
+    expect(await ok("listdisallowedkinds")).toEqual([7]);
+    expect(await ok("resetkind", [1])).toBe(true); // no kind allowed: no longer allow-only
+    expect(await ok("listallowedkinds")).toEqual([]);
+    await accepted(c, x.sign({ kind: 1, content: "text again" }));
+    await accepted(c, x.sign({ kind: 30023, content: "long", tags: [["d", "reset"]] }));
+    await refusedWith(c, x.sign({ kind: 7, content: "+" }), "blocked:"); // still disallowed
+    expect(await ok("resetkind", [7])).toBe(true);
+    expect(await ok("listdisallowedkinds")).toEqual([]);
+    await accepted(c, x.sign({ kind: 7, content: "+" }));
+    c.close();
   });
 
   test("disallowkind refuses a kind; allowkind makes kinds allow-only; listallowedkinds", async () => {

@@ -199,6 +199,14 @@ function proxySuite(name: string, missing: string | undefined, start: (dir: stri
       }
     });
 
+    test("/metrics is not served to the internet through the proxy (loopback only by default)", async () => {
+      const tlsOpts = { tls: { rejectUnauthorized: false, serverName: "relay.example.com" } };
+      const r = await fetch(`https://127.0.0.1:${ports.https}/metrics`, { headers: { Host: `relay.example.com:${ports.https}` }, ...tlsOpts } as RequestInit);
+      expect(r.status).toBe(403);
+      // A scraper on the relay's host, straight to its port, is served.
+      expect((await fetch(`http://127.0.0.1:${ports.relay}/metrics`)).status).toBe(200);
+    });
+
     test("a websocket client publishes and reads back through the proxy (wss)", async () => {
       // Bun's WebSocket takes TLS options (the test certificate is not trusted) and headers.
       const ws = new WebSocket(`wss://127.0.0.1:${ports.https}/`, {

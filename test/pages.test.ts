@@ -179,6 +179,18 @@ describe.skipIf(!haveChromium && !inCi)("web pages in Chromium", () => {
     expect((await relayInfo(relay.url)).name).toBe("Renamed from the page");
   });
 
+  test("kinds from the page: Allow makes the relay allow-only, Reset takes it back (issue 13)", async () => {
+    const c = await connect();
+    const x = signer();
+    await page.goto(`${httpBase}/admin`);
+    await fill("kind-input", "1");
+    expect(await click("allow-kind")).toEqual({ state: "ok", text: "allowkind: ok" });
+    expect((await c.publish(x.sign({ kind: 7, content: "+" })))[3]).toStartWith("blocked:");
+    expect(await click("reset-kind")).toEqual({ state: "ok", text: "resetkind: ok" });
+    expect((await c.publish(x.sign({ kind: 7, content: "+" })))[2]).toBe(true);
+    expect(await click("list-disallowed-kinds")).toEqual({ state: "ok", text: expect.stringMatching(/^listdisallowedkinds: /) });
+  });
+
   test("over plain http to a non-local name the admin page says it needs https", async () => {
     await page.goto(`${httpBase.replace("127.0.0.1", INSECURE_HOST)}/admin`);
     expect(await page.evaluate(`window.isSecureContext`)).toBe(false);

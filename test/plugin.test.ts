@@ -312,11 +312,14 @@ describe.skipIf(!has("node"))("answers, failures and restarts (misbehave.js)", (
     await accepted(c, ev("after the backoff"));
   });
 
-  test("an overlong answer line: error:, and the plugin is restarted", async () => {
+  test("an overlong answer line: error:, and the plugin is restarted after a backoff", async () => {
     const pid = await pidOf();
     await warnings(async () => {
       const e = ev("huge");
       expect((await answer(c, e))[1]).toStartWith("error: ");
+      // A protocol violation: not restarted in a tight loop, even though it had answered before.
+      expect(await answer(c, ev("pid"))).toEqual([false, expect.stringMatching(/^error: write policy plugin is restarting/)]);
+      await Bun.sleep(1100);
     });
     expect(await pidOf()).not.toBe(pid);
   });
@@ -454,6 +457,69 @@ describe.skipIf(!has("node"))("stopping", () => {
     };
     for (let i = 0; i < 200 && alive(); i++) await Bun.sleep(25); // SIGKILL follows SIGTERM after 2 s
     expect(alive()).toBe(false);
+  });
+});
+
+describe("a plugin that floods its stdout (issue 13)", () => {
+  test("`yes junk` as the plugin: another client's REQs stay fast; it is stopped, and restarted with a backoff", async () => {
+    const relay = await relayWith("yes junk", { options: { write_policy_timeout_ms: 5000 } });
+    const plugin = writePolicyPlugin(relay.ctx);
+    const pub = await connect(relay);
+    const reader = await connect(relay);
+    const s = signer();
+    const started = spyOn(console, "log").mockImplementation(() => {});
+    const rtts: number[] = [];
+    const answers: string[] = [];
+    let warned: string[] = [];
+    let starts = 0;
+    try {
+      ({ warned } = await warnings(async () => {
+        const until = Date.now() + 3000;
+        const publishing = (async () => {
+          for (let i = 0; Date.now() < until; i++) {
+            answers.push((await answer(pub, s.sign({ kind: 1, content: `flood ${i}` })))[1]);
+            await Bun.sleep(150);
+          }
+        })();
+        for (let i = 0; Date.now() < until; i++) {
+          const t0 = performance.now();
+          expect((await reader.req("r", { authors: [s.pubkey], limit: 5 })).end[0]).toBe("EOSE");
+          rtts.push(performance.now() - t0);
+          await Bun.sleep(20);
+        }
+        await publishing;
+      }));
+    } finally {
+      starts = started.mock.calls.filter((c) => String(c[0]).startsWith("write policy plugin started: yes junk")).length;
+      started.mockRestore();
+    }
+    const stopped = [...warned.join("\n").matchAll(/stopped pid (\d+): it floods its output/g)].map((m) => Number(m[1]));
+    console.log(`yes junk: ${rtts.length} REQs, slowest ${Math.max(...rtts).toFixed(0)} ms; ${answers.length} events; ${starts} plugin starts; stopped for flooding: ${stopped.length}`);
+    expect(Math.max(...rtts)).toBeLessThan(500);
+    expect(answers.length).toBeGreaterThan(5);
+    for (const a of answers) expect(a).toStartWith("error: write policy plugin ");
+    // Restarted (more than one process, each stopped for flooding), but backing off: 1 s, then 2 s.
+    expect(new Set(stopped).size).toBeGreaterThanOrEqual(2);
+    expect(starts).toBe(stopped.length);
+    expect(starts).toBeLessThanOrEqual(3);
+    expect(plugin.pid).toBeUndefined();
+  });
+
+  test.skipIf(!has("node"))("a plugin that answers, then floods: error: for what it held, stopped, and restarted only after a backoff", async () => {
+    const c = await connect(await relayWith(fixture("misbehave.js"), { options: { write_policy_timeout_ms: TIMEOUT } }));
+    const s = signer();
+    const ev = (content: string) => s.sign({ kind: 1, content });
+    const pidOf = async () => Number(/^blocked: pid (\d+)$/.exec((await answer(c, ev("pid")))[1])![1]);
+    const pid = await pidOf();
+    const { warned } = await warnings(async () => {
+      const [ok, msg] = await answer(c, ev("flood"));
+      expect([ok, msg.slice(0, 7)]).toEqual([false, "error: "]);
+      // A plugin that answers and then floods is not restarted in a tight loop.
+      expect(await answer(c, ev("pid"))).toEqual([false, expect.stringMatching(/^error: write policy plugin is restarting/)]);
+      await Bun.sleep(1100);
+    });
+    expect(warned.join("\n")).toMatch(/stopped pid \d+: it floods its output/);
+    expect(await pidOf()).not.toBe(pid);
   });
 });
 

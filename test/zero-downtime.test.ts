@@ -98,7 +98,7 @@ function scenarios(): void {
     expect(load.acked.size).toBeGreaterThan(100);
     expect(load.closeCodes[1012] ?? 0).toBeGreaterThan(0); // the long-lived publishers were on A
     expect(Object.keys(load.closeCodes).filter((c) => c !== "1012" && c !== "1000")).toEqual([]);
-    // SQLITE_BUSY from the other process would show as "error: could not store the event".
+    // SQLITE_BUSY from the other process would show as "error: the database is busy, try again".
     expect(Object.keys(load.refusals).filter((r) => !r.startsWith("error: relay is shutting down"))).toEqual([]);
     if (strict || INSIDE) expect(load.failures).toEqual([]);
     else {

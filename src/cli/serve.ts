@@ -111,7 +111,13 @@ export async function serve(argv: string[]): Promise<void> {
       if (config.network.reuse_port && migrateQueuedConnections() === "0")
         console.warn("note: net.ipv4.tcp_migrate_req = 0: connections queued on this listener as it closes are reset; set it to 1 for a lossless handover");
     } else console.log(`${signal}: shutting down`);
-    await relay.close(how);
+    try {
+      await relay.close(how);
+    } catch (e) {
+      // Whatever failed, say it in a line rather than crash with a stack trace.
+      console.error(`${signal}: could not shut down cleanly: ${e instanceof Error ? e.message : String(e)}`);
+      process.exit(1);
+    }
     console.log("bye");
     process.exit(0);
   };

@@ -90,7 +90,7 @@ export const schema = {
     verifier: key({ type: "string", default: "auto", oneOf: ["auto", "noble", "native"], doc: "Schnorr verifier: native = the system's libsecp256k1 (~15x faster), noble = pure JS (always works), auto = native when installed.", reloadable: false }),
     verify_workers: key({ type: "int", default: 0, min: 0, max: 64, doc: "Signature-verification worker threads; 0 = one per core. Started with the relay and kept.", reloadable: false }),
     auth: key({ type: "string", default: "when-needed", oneOf: ["when-needed", "writes", "always"], doc: "NIP-42: when-needed = only for restricted reads (DMs) and protected events; writes = also for every EVENT; always = before any EVENT, REQ or COUNT.", reloadable: true }),
-    auth_relay_url_check: key({ type: "bool", default: true, doc: "NIP-42: the AUTH event's relay tag must name this relay's host (from info.relay_url, else the request Host).", reloadable: true }),
+    auth_relay_url_check: key({ type: "bool", default: true, doc: "NIP-42: the AUTH event's relay tag must name this relay: info.relay_url (same scheme, host, port and path; host case, default port, trailing slash and query do not matter), else ws:// or wss:// with the request's Host and [network] path. Behind a proxy that changes the path, set info.relay_url.", reloadable: true }),
     min_pow_difficulty: key({ type: "int", default: 0, min: 0, max: 256, doc: "NIP-13: refuse events whose id has fewer leading zero bits (or whose committed target is lower); 0 = off.", reloadable: true }),
     expiration_sweep_seconds: key({ type: "int", default: 60, min: 1, doc: "NIP-40: how often expired events are deleted (they are never served after expiring, swept or not).", reloadable: true }),
     write_policy_plugin: key({ type: "string", default: "", doc: "strfry-compatible write-policy plugin (strfry: relay.writePolicy.plugin): a command run with /bin/sh -c that judges each new, valid event before it is stored; a path without spaces is restarted when the file changes. Empty = none. See docs/plugins.md.", reloadable: true }),
@@ -147,7 +147,8 @@ export const schema = {
   },
   metrics: {
     enabled: key({ type: "bool", default: true, doc: "Serve Prometheus metrics at /metrics.", reloadable: true }),
-    token: key({ type: "string", default: "", doc: "If set, /metrics requires the header Authorization: Bearer <token>.", reloadable: true }),
+    token: key({ type: "string", default: "", doc: "If set, /metrics requires the header Authorization: Bearer <token> (from any address).", reloadable: true }),
+    public: key({ type: "bool", default: false, doc: "Serve /metrics without a token to anyone. Off (and no token): only to loopback peers (127.0.0.0/8, ::1) whose request came through no proxy (no Forwarded, X-Forwarded-For, X-Real-IP or remote_ip_header); others get 403.", reloadable: true }),
   },
   rate_limits: {
     connections_per_minute: perMinute(120, "New websocket connections from one IP", RATE_NOTE),

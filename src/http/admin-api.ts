@@ -11,8 +11,11 @@ import { nowSeconds, type RelayContext } from "../relay/context.ts";
 /** Admin calls are small; a larger body is refused before it is read further. */
 const MAX_BODY = 64 * 1024;
 
+// No Access-Control-Allow-Origin: the admin page calls from the relay's own origin, scripts and
+// native clients need no CORS, and a page on another origin must not drive the API through an
+// admin's browser signer (routes.ts's preflight does not allow these calls either).
 const json = (body: unknown, status = 200, headers: Record<string, string> = {}) =>
-  new Response(JSON.stringify(body), { status, headers: { "Content-Type": RPC_CONTENT_TYPE, "Access-Control-Allow-Origin": "*", ...headers } });
+  new Response(JSON.stringify(body), { status, headers: { "Content-Type": RPC_CONTENT_TYPE, ...headers } });
 
 const unauthorized = (why: string) => json({ error: `unauthorized: ${why}` }, 401, { "WWW-Authenticate": "Nostr" });
 

@@ -43,8 +43,9 @@ ${input("icon-input", "icon URL")}${button("change-icon", "Change icon")}`,
   ),
   section(
     "Kinds",
-    `${input("kind-input", "kind number", "number")}${button("allow-kind", "Allow")}${button("disallow-kind", "Disallow")}${button("list-allowed-kinds", "List allowed")}
-<ul class="out" id="allowed-kinds"></ul>`,
+    `<p>Allowing a kind makes the relay accept only allowed kinds; Reset takes a kind off both lists (no kind allowed: every kind not disallowed is accepted again).</p>
+${input("kind-input", "kind number", "number")}${button("allow-kind", "Allow")}${button("disallow-kind", "Disallow")}${button("reset-kind", "Reset")}${button("list-allowed-kinds", "List allowed")}${button("list-disallowed-kinds", "List disallowed")}
+<ul class="out" id="allowed-kinds"></ul><ul class="out" id="disallowed-kinds"></ul>`,
   ),
   section(
     "IP addresses",

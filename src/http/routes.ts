@@ -6,10 +6,12 @@ import { landingPage } from "./landing.ts";
 import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "./status.ts";
 
 const CORS: Record<string, string> = {
+  // NIP-11 is for any web client. NIP-86 (POST application/nostr+json+rpc with Authorization) is
+  // not: the preflight allows neither header, so browsers refuse cross-origin admin calls; the
+  // admin page (adminPagePath) calls from this origin and needs no CORS.
   "Access-Control-Allow-Origin": "*",
-  // "*" does not cover Authorization (Fetch spec): NIP-86 clients on other origins send it.
-  "Access-Control-Allow-Headers": "Authorization, Content-Type, Accept, *",
-  "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+  "Access-Control-Allow-Headers": "Accept",
+  "Access-Control-Allow-Methods": "GET, HEAD, OPTIONS",
   // The same URL answers JSON or HTML by Accept: caches must keep them apart.
   Vary: "Accept",
 };

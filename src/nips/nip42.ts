@@ -9,9 +9,25 @@ export const AUTH_WINDOW_SECONDS = 600;
 
 export interface AuthExpectation {
   challenge: string;
-  /** Host (and port) the relay tag must name; undefined skips the check. */
-  relayHost?: string;
+  /** The relay URLs (normalized, normalizeRelayUrl) the relay tag may name; undefined skips the check. */
+  relayUrls?: readonly string[];
   now: number;
+}
+
+/**
+ * A websocket URL in one spelling, for comparing relay tags: ws: or wss: only, host lowercased,
+ * default port dropped (the URL parser does both), trailing slashes dropped from the path ("" and
+ * "/" are the same), query and fragment ignored. undefined for anything else.
+ */
+export function normalizeRelayUrl(url: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return undefined;
+  }
+  if ((u.protocol !== "ws:" && u.protocol !== "wss:") || u.host === "") return undefined;
+  return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, "") || "/"}`;
 }
 
 const tagValue = (e: NostrEvent, name: string): string | undefined => e.tags.find((t) => t[0] === name)?.[1];
@@ -20,15 +36,9 @@ export function checkAuthEvent(e: NostrEvent, x: AuthExpectation): Refusal | und
   if (e.kind !== AUTH_KIND) return refuse("invalid", `AUTH event must be kind ${AUTH_KIND}`);
   if (Math.abs(e.created_at - x.now) > AUTH_WINDOW_SECONDS) return refuse("invalid", "AUTH event created_at is too far from now");
   if (tagValue(e, "challenge") !== x.challenge) return refuse("invalid", "AUTH challenge does not match");
-  if (x.relayHost !== undefined) {
-    const relay = tagValue(e, "relay");
-    let host: string | undefined;
-    try {
-      host = relay ? new URL(relay).host : undefined;
-    } catch {
-      host = undefined;
-    }
-    if (host?.toLowerCase() !== x.relayHost.toLowerCase()) return refuse("invalid", "AUTH relay tag does not name this relay");
+  if (x.relayUrls !== undefined) {
+    const relay = normalizeRelayUrl(tagValue(e, "relay") ?? "");
+    if (relay === undefined || !x.relayUrls.includes(relay)) return refuse("invalid", "AUTH relay tag does not name this relay");
   }
   return undefined;
 }

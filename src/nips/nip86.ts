@@ -15,10 +15,10 @@ export interface Role {
 export type AdminCall =
   | { method: "supportedmethods" }
   | { method: "banpubkey" | "unbanpubkey" | "allowpubkey" | "unallowpubkey"; pubkey: string; reason: string }
-  | { method: "listbannedpubkeys" | "listallowedpubkeys" | "listeventsneedingmoderation" | "listbannedevents" | "listallowedkinds" | "listblockedips" }
+  | { method: "listbannedpubkeys" | "listallowedpubkeys" | "listeventsneedingmoderation" | "listbannedevents" | "listallowedkinds" | "listdisallowedkinds" | "listblockedips" }
   | { method: "allowevent" | "banevent"; id: string; reason: string }
   | { method: "changerelayname" | "changerelaydescription" | "changerelayicon"; value: string }
-  | { method: "allowkind" | "disallowkind"; kind: number }
+  | { method: "allowkind" | "disallowkind" | "resetkind"; kind: number }
   | { method: "blockip"; ip: string; reason: string }
   | { method: "unblockip"; ip: string }
   | { method: "createrole" | "editrole"; role: Role }
@@ -27,7 +27,11 @@ export type AdminCall =
 
 export type AdminMethod = AdminCall["method"];
 
-/** Every method, in the NIP's order (supportedmethods answers with this list). */
+/**
+ * Every method, in the NIP's order (supportedmethods answers with this list). Two are bunstr's
+ * own, since NIP-86 has no way back from its kind lists: resetkind takes a kind off both the
+ * allowed and the disallowed list, listdisallowedkinds shows the latter.
+ */
 export const ADMIN_METHODS: readonly AdminMethod[] = [
   "supportedmethods",
   "banpubkey",
@@ -51,6 +55,8 @@ export const ADMIN_METHODS: readonly AdminMethod[] = [
   "allowkind",
   "disallowkind",
   "listallowedkinds",
+  "resetkind",
+  "listdisallowedkinds",
   "blockip",
   "unblockip",
   "listblockedips",
@@ -71,6 +77,20 @@ function text(v: unknown, what: string, optional = false): string {
 function hex64(v: unknown, what: string): string {
   if (typeof v !== "string" || !HEX64.test(v.toLowerCase())) throw new ParamError(`${what} must be 64 hex characters`);
   return v.toLowerCase();
+}
+
+/** An icon: an absolute http(s) URL, or "" for none. */
+function iconUrl(v: unknown): string {
+  const s = text(v, "icon").trim();
+  if (s === "") return s;
+  let u: URL | undefined;
+  try {
+    u = new URL(s);
+  } catch {
+    u = undefined;
+  }
+  if (!u || (u.protocol !== "http:" && u.protocol !== "https:") || !/^https?:\/\//i.test(s)) throw new ParamError('icon must be an http:// or https:// URL (or "" for none)');
+  return s;
 }
 
 function ip(v: unknown): string {
@@ -94,6 +114,7 @@ function call(method: string, p: unknown[]): AdminCall {
     case "listeventsneedingmoderation":
     case "listbannedevents":
     case "listallowedkinds":
+    case "listdisallowedkinds":
     case "listblockedips":
       return { method };
     case "banpubkey":
@@ -106,10 +127,12 @@ function call(method: string, p: unknown[]): AdminCall {
       return { method, id: hex64(p[0], "event id"), reason: text(p[1], "reason", true) };
     case "changerelayname":
     case "changerelaydescription":
-    case "changerelayicon":
       return { method, value: text(p[0], method.slice(11)) };
+    case "changerelayicon":
+      return { method, value: iconUrl(p[0]) };
     case "allowkind":
-    case "disallowkind": {
+    case "disallowkind":
+    case "resetkind": {
       const kind = p[0];
       if (typeof kind !== "number" || !Number.isInteger(kind) || kind < 0 || kind > 65535) throw new ParamError("kind must be an integer from 0 to 65535");
       return { method, kind };

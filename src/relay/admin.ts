@@ -148,8 +148,17 @@ export class AdminState implements AdminView {
         await this.put("disallowed_kinds", String(call.kind), "");
         this.syncKinds();
         return true;
+      case "resetkind":
+        // Neither allowed nor disallowed by an admin: once no kind is allowed, the relay is no
+        // longer allow-only for kinds ([authorization] lists of the config still apply).
+        await this.remove("allowed_kinds", String(call.kind));
+        await this.remove("disallowed_kinds", String(call.kind));
+        this.syncKinds();
+        return true;
       case "listallowedkinds":
         return [...new Set([...this.config.authorization.kind_allowlist, ...this.allowedKinds])].filter((k) => !this.disallowedKinds.has(k)).sort((a, b) => a - b);
+      case "listdisallowedkinds":
+        return [...new Set([...this.config.authorization.kind_denylist, ...this.disallowedKinds])].sort((a, b) => a - b);
       case "blockip":
         await this.put("blocked_ips", call.ip, call.reason);
         this.effects.disconnectIp(call.ip);

@@ -1,17 +1,21 @@
 // NIP-42 AUTH: the signature is verified before the pubkey is trusted; a connection may
 // authenticate several pubkeys.
-import { checkAuthEvent } from "../nips/nip42.ts";
+import { checkAuthEvent, normalizeRelayUrl } from "../nips/nip42.ts";
 import { hasValidId, validateEventShape } from "../protocol/event.ts";
 import { ProtocolError, refusalText } from "../protocol/reasons.ts";
 import type { RelayContext } from "./context.ts";
 import { okFrame, send, type Socket } from "./session.ts";
 
-function hostOf(url: string): string | undefined {
-  try {
-    return url ? new URL(url).host : undefined;
-  } catch {
-    return undefined;
-  }
+/**
+ * The URLs an AUTH relay tag may name: info.relay_url (normalized: its scheme, host, port and
+ * path must match); without one, this connection's Host with the relay's path, over ws or wss
+ * (the relay cannot tell whether a TLS proxy sits in front, so either scheme is this relay).
+ */
+function expectedRelayUrls(ctx: RelayContext, host: string): string[] {
+  const configured = normalizeRelayUrl(ctx.config.info.relay_url);
+  if (configured) return [configured];
+  const path = ctx.config.network.path;
+  return [`ws://${host}${path}`, `wss://${host}${path}`].map(normalizeRelayUrl).filter((u): u is string => u !== undefined);
 }
 
 export async function handleAuth(ctx: RelayContext, ws: Socket, raw: unknown): Promise<void> {
@@ -24,8 +28,8 @@ export async function handleAuth(ctx: RelayContext, ws: Socket, raw: unknown): P
     return send(ws, okFrame(typeof id === "string" ? id.slice(0, 64) : "", false, err.text));
   }
   const s = ws.data;
-  const relayHost = !ctx.config.options.auth_relay_url_check ? undefined : (hostOf(ctx.config.info.relay_url) ?? s.host);
-  const refusal = checkAuthEvent(e, { challenge: s.challenge, relayHost, now: Math.floor(Date.now() / 1000) });
+  const relayUrls = ctx.config.options.auth_relay_url_check ? expectedRelayUrls(ctx, s.host) : undefined;
+  const refusal = checkAuthEvent(e, { challenge: s.challenge, relayUrls, now: Math.floor(Date.now() / 1000) });
   if (refusal) return send(ws, okFrame(e.id, false, refusalText(refusal)));
   if (!hasValidId(e)) return send(ws, okFrame(e.id, false, "invalid: event id does not match the event"));
   // AUTH is always verified, even with verify_signatures off: it grants identity.

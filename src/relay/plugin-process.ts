@@ -26,12 +26,31 @@ export interface PluginHost {
   readonly warnings: Warnings;
   /** A valid answer came: the plugin works. */
   answered(): void;
-  /** The process is gone or going; a failure counts towards the restart backoff. */
-  detach(proc: PluginProcess, failure: boolean): void;
+  /**
+   * The process is gone or going; a failure counts towards the restart backoff, a violation of
+   * the protocol (a flood, an overlong line) towards a longer one that a valid answer does not reset.
+   */
+  detach(proc: PluginProcess, failure: boolean, violation?: boolean): void;
 }
 
 /** Longest answer line read (strfry: 8192); a longer one is a broken plugin, restarted. */
 const MAX_LINE_BYTES = 64 * 1024;
+/**
+ * Output read in one turn of the event loop, at most; the rest waits, the pipe paused, for the
+ * next turn. (Bun delivers a pipe that is always readable, e.g. `yes`, chunk after chunk without
+ * ever running timers or sockets in between, unless the stream is paused.)
+ */
+const TURN_LINES = 1000;
+const TURN_BYTES = 256 * 1024;
+/**
+ * Output that answers no waiting request (junk, blank lines, unknown or timed-out ids), per
+ * second, beyond one line and 1 KiB per request sent in that second: more is a flood, and the
+ * plugin is stopped and restarted with a backoff. A few such lines are logged and skipped.
+ */
+const JUNK_LINES_PER_SECOND = 1000;
+/** Output lines that answer nothing logged per process; the rest are counted, and the count logged when it stops. */
+const JUNK_LOGGED = 10;
+const JUNK_BYTES_PER_SECOND = 1024 * 1024;
 /** After SIGTERM, a plugin still alive this long is sent SIGKILL. */
 const KILL_GRACE_MS = 2000;
 /** After the shell exits, how long its last answers may take to come out of the pipe. */
@@ -75,21 +94,25 @@ function track(pid: number | undefined): void {
   });
 }
 
-/** Warnings about a misbehaving plugin, at most 20 a minute (a plugin printing junk could flood the log). */
+/**
+ * Warnings about a misbehaving plugin, at most 20 a minute of each kind, then counted (a plugin
+ * printing junk could flood the log): what it printed ("output") has its own budget, so that it
+ * cannot crowd out why the plugin was stopped or restarted ("process").
+ */
 export class Warnings {
-  private windowStart = 0;
-  private count = 0;
-  private suppressed = 0;
-  warn(msg: string): void {
+  private readonly kinds = new Map<string, { windowStart: number; count: number; suppressed: number }>();
+  warn(msg: string, kind: "output" | "process" = "process"): void {
     const now = Date.now();
-    if (now - this.windowStart > 60_000) {
-      if (this.suppressed > 0) console.warn(`write policy plugin: ${this.suppressed} more warnings suppressed`);
-      this.windowStart = now;
-      this.count = 0;
-      this.suppressed = 0;
+    let k = this.kinds.get(kind);
+    if (!k) this.kinds.set(kind, (k = { windowStart: now, count: 0, suppressed: 0 }));
+    if (now - k.windowStart > 60_000) {
+      if (k.suppressed > 0) console.warn(`write policy plugin: ${k.suppressed} more warnings about its ${kind} suppressed`);
+      k.windowStart = now;
+      k.count = 0;
+      k.suppressed = 0;
     }
-    if (++this.count <= 20) console.warn(`write policy plugin: ${msg}`);
-    else this.suppressed++;
+    if (++k.count <= 20) console.warn(`write policy plugin: ${msg}`);
+    else k.suppressed++;
   }
 }
 
@@ -103,8 +126,21 @@ export class PluginProcess {
   private flushQueued = false;
   /** Request lines not yet written (written once per tick). */
   private outgoing = "";
-  /** The start of a line not yet ended by a newline. */
-  private partial = "";
+  /** Output not yet parsed, from `pos` on: whole lines waiting for the next turn, then the start of a line. */
+  private buf = "";
+  private pos = 0;
+  /** Lines and bytes parsed in this turn of the event loop; reset by `turnEnd`. */
+  private turnLines = 0;
+  private turnBytes = 0;
+  private turnEnd = false;
+  private paused = false;
+  /** Output that answered nothing in the current second, and requests sent in it. */
+  private windowStart = 0;
+  private junkLines = 0;
+  private junkBytes = 0;
+  private sentInWindow = 0;
+  /** Output lines that answered nothing, over the process's life. */
+  private junkTotal = 0;
   private readonly timer: ReturnType<typeof setInterval>;
   inflight = 0;
   /** Replaced (reload): gets no new events, exits when its answers are in. */
@@ -156,6 +192,8 @@ export class PluginProcess {
       this.queue.push(p);
       this.inflight++;
       this.host.inflight++;
+      this.junkWindow(Date.now());
+      this.sentInWindow++;
       this.outgoing += line;
       if (!this.flushQueued) {
         this.flushQueued = true;
@@ -189,25 +227,88 @@ export class PluginProcess {
 
   private onData(chunk: string): void {
     if (this.stopping) return;
-    const buf = this.partial + chunk;
-    const lines = buf.split("\n");
-    this.partial = lines.pop()!;
-    for (const line of lines) {
-      if (line.length > MAX_LINE_BYTES) return this.kill(`an output line is longer than ${MAX_LINE_BYTES} bytes`, true);
+    this.buf = this.pos === this.buf.length ? chunk : this.buf.slice(this.pos) + chunk;
+    this.pos = 0;
+    this.readLines();
+  }
+
+  /** Parses whole lines within this turn's budget; past it, pauses the pipe until the next turn. */
+  private readLines(): void {
+    while (!this.stopping) {
+      if (this.turnLines >= TURN_LINES || this.turnBytes >= TURN_BYTES) return this.yieldTurn();
+      const nl = this.buf.indexOf("\n", this.pos);
+      const end = nl < 0 ? this.buf.length : nl;
+      if (end - this.pos > MAX_LINE_BYTES) return this.kill(`an output line is longer than ${MAX_LINE_BYTES} bytes`, true, true);
+      if (nl < 0) break;
+      const line = this.buf.slice(this.pos, nl);
+      this.pos = nl + 1;
+      this.turnLines++;
+      this.turnBytes += line.length + 1;
+      this.startTurn();
       this.onLine(line);
     }
-    if (this.partial.length > MAX_LINE_BYTES) this.kill(`an output line is longer than ${MAX_LINE_BYTES} bytes`, true);
+    if (this.stopping) return;
+    if (this.pos > 0) {
+      this.buf = this.buf.slice(this.pos);
+      this.pos = 0;
+    }
+    if (this.paused) {
+      this.paused = false;
+      this.proc.stdout.resume();
+    }
+  }
+
+  /** Counts this turn's work from its first line; the budget comes back at the next turn. */
+  private startTurn(): void {
+    if (this.turnEnd) return;
+    this.turnEnd = true;
+    setImmediate(() => {
+      this.turnEnd = false;
+      this.turnLines = 0;
+      this.turnBytes = 0;
+      if (this.paused && !this.stopping) this.readLines();
+    });
+  }
+
+  private yieldTurn(): void {
+    if (!this.paused) {
+      this.paused = true;
+      this.proc.stdout.pause();
+    }
+  }
+
+  private junkWindow(now: number): void {
+    if (now - this.windowStart < 1000) return;
+    this.windowStart = now;
+    this.junkLines = 0;
+    this.junkBytes = 0;
+    this.sentInWindow = 0;
+  }
+
+  /** A line that answers no waiting request: logged (a few), and a flood stops the plugin. */
+  private junk(line: string, why?: string): void {
+    this.junkWindow(Date.now());
+    this.junkLines++;
+    this.junkBytes += line.length + 1;
+    if (this.junkLines > JUNK_LINES_PER_SECOND + this.sentInWindow || this.junkBytes > JUNK_BYTES_PER_SECOND + 1024 * this.sentInWindow)
+      return this.kill(
+        `it floods its output: more than ${this.junkLines > JUNK_LINES_PER_SECOND ? `${JUNK_LINES_PER_SECOND} lines` : `${JUNK_BYTES_PER_SECOND >> 20} MiB`} in a second that answer no request`,
+        true,
+        true,
+      );
+    if (++this.junkTotal <= JUNK_LOGGED && why)
+      this.host.warnings.warn(`${why}${this.junkTotal === JUNK_LOGGED ? ` (more such lines from pid ${this.proc.pid} are counted, not logged)` : ""}`, "output");
   }
 
   private onLine(raw: string): void {
     const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
-    if (line.trim() === "") return;
+    if (line.trim() === "") return this.junk(line);
     const parsed = parseAnswerLine(line);
-    if (parsed.kind === "junk") return this.host.warnings.warn(`ignored an output line (${parsed.why}): ${line.slice(0, 200)}`);
+    if (parsed.kind === "junk") return this.junk(line, `ignored an output line (${parsed.why}): ${line.slice(0, 200)}`);
     const p = this.pending.get(parsed.id)?.[0];
-    if (!p) return this.host.warnings.warn(`ignored an answer for an event it was not asked about (or that timed out): ${parsed.id.slice(0, 64)}`);
+    if (!p) return this.junk(line, `ignored an answer for an event it was not asked about (or that timed out): ${parsed.id.slice(0, 64)}`);
     if (parsed.kind === "invalid") {
-      this.host.warnings.warn(`invalid answer for ${parsed.id}: ${parsed.why}`);
+      this.host.warnings.warn(`invalid answer for ${parsed.id}: ${parsed.why}`, "output");
       return this.settle(p, errorVerdict("write policy plugin gave an invalid answer"));
     }
     this.host.answered();
@@ -239,17 +340,22 @@ export class PluginProcess {
   }
 
   /** Ends the process: EOF on stdin, SIGTERM, SIGKILL if it lingers; what it held is answered with error:. */
-  kill(why: string, failure: boolean): void {
+  kill(why: string, failure: boolean, violation = false): void {
     if (this.stopping || this.dead) return;
     this.stopping = true;
-    this.host.detach(this, failure);
+    this.host.detach(this, failure, violation);
     this.failAll(failure ? "write policy plugin failed and is being restarted" : "write policy plugin stopped");
+    // Its output is no longer read (what it held is answered): a plugin still writing gets EPIPE,
+    // and the relay reads nothing more from it while it takes its time to die.
+    this.buf = "";
+    this.pos = 0;
+    this.proc.stdout.destroy();
     this.proc.stdin.end();
     const pid = this.proc.pid;
     signalGroup(pid, "SIGTERM");
     // Whatever ignored SIGTERM: the shell may be gone while the plugin it started is not.
     setTimeout(() => signalGroup(pid, "SIGKILL"), KILL_GRACE_MS).unref();
-    if (failure) this.host.warnings.warn(`stopped pid ${this.proc.pid}: ${why}`);
+    if (failure) this.host.warnings.warn(`stopped pid ${this.proc.pid}: ${why}${this.skipped()}`);
   }
 
   /** Replaced by a newer command or file: no more events; EOF lets it answer what it holds and exit. */
@@ -257,6 +363,12 @@ export class PluginProcess {
     this.draining = true;
     this.flush(); // lines asked for in this tick still go out before the EOF
     this.proc.stdin.end();
+  }
+
+  /** How many output lines that answered nothing went unlogged, for the process's last words. */
+  private skipped(): string {
+    const n = this.junkTotal - JUNK_LOGGED;
+    return n > 0 ? ` (${n} output lines that answered no request were not logged)` : "";
   }
 
   private failAll(message: string): void {
@@ -275,8 +387,8 @@ export class PluginProcess {
         : signal
           ? `signal ${signal}`
           : `code ${code}${code === 127 ? " (command not found)" : code === 126 ? " (not executable)" : ""}`;
-      this.host.warnings.warn(`pid ${this.proc.pid} exited with ${how}; it will be started again for the next event`);
-    }
+      this.host.warnings.warn(`pid ${this.proc.pid} exited with ${how}; it will be started again for the next event${this.skipped()}`);
+    } else if (!this.stopping && this.junkTotal > JUNK_LOGGED) this.host.warnings.warn(`pid ${this.proc.pid} exited${this.skipped()}`);
     this.host.detach(this, unexpected);
     this.failAll("write policy plugin exited");
   }

@@ -13,6 +13,11 @@
 //   output on stdout does not break a plugin; the event it was meant for times out.
 // - an answer for a pending id with no valid action: that event gets "error: ...", logged.
 // - an answer for an id nobody is waiting for (e.g. after a timeout): logged and ignored.
+// - a flood: more lines (or bytes) that answer no waiting request in a second than a bound
+//   (plugin-process.ts), or a line longer than 64 KiB: the events it held get "error: ...", it is
+//   stopped and started again after a backoff of 1 s, doubling up to 30 s for each such violation
+//   (a valid answer does not reset it; ten quiet minutes do). Its output is read a bounded amount
+//   per turn of the event loop, so a flood never stalls the relay.
 // - the command, or (when it has no spaces, i.e. it is a path) the file's inode, size, mtime or
 //   ctime, changes: new events go to a fresh process; the old one gets EOF on stdin, answers what
 //   it holds and is stopped once idle.
@@ -31,6 +36,9 @@ export const MAX_PLUGIN_INFLIGHT = 2048;
 const STAT_EVERY_MS = 100;
 const BACKOFF_FIRST_MS = 250;
 const BACKOFF_MAX_MS = 30_000;
+/** The backoff after a protocol violation (flood, overlong line), doubling; forgotten after quiet minutes. */
+const VIOLATION_BACKOFF_FIRST_MS = 1000;
+const VIOLATIONS_FORGOTTEN_MS = 10 * 60_000;
 
 /** A file's identity and version, when the command is a path (no spaces), as strfry decides. */
 function fileVersion(command: string): string | undefined {
@@ -48,6 +56,8 @@ export class WritePolicyPlugin implements PluginHost {
   private current?: PluginProcess;
   private readonly retired = new Set<PluginProcess>();
   private failures = 0;
+  private violations = 0;
+  private lastViolation = 0;
   private notBefore = 0;
   private lastStat = 0;
   inflight = 0;
@@ -92,20 +102,29 @@ export class WritePolicyPlugin implements PluginHost {
     this.retired.add(proc);
     proc.retire();
     this.failures = 0;
+    this.violations = 0;
     this.notBefore = 0;
   }
 
-  /** A process is gone or going: forget it; count a failure for the backoff. */
-  detach(proc: PluginProcess, failure: boolean): void {
+  /** A process is gone or going: forget it; count a failure (or a violation) for the backoff. */
+  detach(proc: PluginProcess, failure: boolean, violation = false): void {
     if (this.current === proc) this.current = undefined;
     this.retired.delete(proc);
-    if (failure) this.failed();
+    if (failure) this.failed(violation);
   }
 
-  private failed(): void {
+  private failed(violation = false): void {
+    const now = Date.now();
     this.failures++;
-    const delay = this.failures <= 1 ? 0 : Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (this.failures - 2));
-    this.notBefore = Date.now() + delay;
+    let delay = this.failures <= 1 ? 0 : Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (this.failures - 2));
+    if (violation) {
+      if (now - this.lastViolation > VIOLATIONS_FORGOTTEN_MS) this.violations = 0;
+      this.lastViolation = now;
+      this.violations++;
+      delay = Math.max(delay, Math.min(BACKOFF_MAX_MS, VIOLATION_BACKOFF_FIRST_MS * 2 ** (this.violations - 1)));
+    }
+    // A restart is also due no sooner than the last one's backoff (a failure while waiting does not shorten it).
+    this.notBefore = Math.max(this.notBefore, now + delay);
   }
 
   /** A valid answer: the plugin works, so the next failure restarts it at once. */

@@ -177,7 +177,7 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
     // Without a Host header (HTTP/1.0) Bun cannot build the URL: read the path from the request line.
     if (!URL.canParse(req.url)) return new Response("bad request", { status: 400 });
     const url = new URL(req.url);
-    if (wantsMetrics(req, url.pathname, path, config)) return metricsResponse(req, config, renderMetrics);
+    if (wantsMetrics(req, url.pathname, path, config)) return metricsResponse(req, config, renderMetrics, srv.requestIP(req)?.address ?? "");
     if (url.pathname === adminPagePath(path)) return adminPageResponse(req, path);
     if (url.pathname !== path) return new Response("not found", { status: 404 });
     if (isAdminRequest(req)) return handleAdminRequest(req, ctx);

@@ -1,10 +1,66 @@
 // Group commit: every write accepted in the same tick goes into one transaction, and each
 // caller learns its outcome only after that transaction has committed.
+//
+// A batch that fails (disk full, database busy past busy_timeout, an I/O error) answers each of
+// its events with a refusal, `error:` and a short reason, and is logged here, once per kind of
+// failure per minute with a count of the repeats (not once per event: on a full disk every
+// event fails, and a log line per event would fill what disk is left).
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
+
+/** Each kind of write failure is logged at most once per this interval; repeats are counted. */
+export const FAILURE_LOG_INTERVAL_MS = 60_000;
+
+/** What a failed write is (a SQLite or Postgres error code, else the error's name), and what the client is told. */
+export function classifyWriteFailure(err: unknown): { kind: string; reason: string } {
+  const e = err as { code?: unknown; errno?: unknown } | undefined;
+  let code = String(e?.code ?? "");
+  // Bun's Postgres errors carry the server's SQLSTATE in errno.
+  if (code === "ERR_POSTGRES_SERVER_ERROR" && typeof e?.errno === "string") code = `postgres ${e.errno}`;
+  // SQLite: database or disk is full; Postgres: disk_full (53100); the OS: ENOSPC.
+  if (code === "SQLITE_FULL" || code === "postgres 53100" || code === "ENOSPC") return { kind: code, reason: "error: the relay's disk is full, the event was not stored" };
+  if (/^SQLITE_(BUSY|LOCKED)/.test(code)) return { kind: code, reason: "error: the database is busy, try again" };
+  return { kind: code || (err instanceof Error ? err.name : typeof err), reason: "error: could not store the event" };
+}
+
+/** Logs write failures at most once per kind per interval, counting what it does not log. */
+export class FailureLog {
+  private readonly kinds = new Map<string, { loggedAt: number; batches: number; events: number }>();
+
+  constructor(
+    private readonly intervalMs = FAILURE_LOG_INTERVAL_MS,
+    private readonly log: (line: string) => void = (line) => console.error(line),
+  ) {}
+
+  /** A batch of `events` failed with `err`: returns the OK message for each of them. */
+  failed(err: unknown, events: number, now = Date.now()): string {
+    const { kind, reason } = classifyWriteFailure(err);
+    const message = (err instanceof Error ? err.message : String(err)).split("\n")[0]!.slice(0, 300);
+    const k = this.kinds.get(kind);
+    if (k && now - k.loggedAt < this.intervalMs) {
+      k.batches++;
+      k.events += events;
+      return reason;
+    }
+    const repeats = k && k.batches > 0 ? `; ${k.batches} more failed batches (${k.events} events) since the last such line` : "";
+    this.log(
+      `writer: could not store ${events} event${events === 1 ? "" : "s"}: ${message} (${kind})${repeats}; clients get "${reason}"; ` +
+        `more failures of this kind are counted and logged at most every ${Math.round(this.intervalMs / 1000)} s`,
+    );
+    this.kinds.set(kind, { loggedAt: now, batches: 0, events: 0 });
+    return reason;
+  }
+
+  /** A batch was stored: say so if it had been failing, with what was not logged. */
+  succeeded(): void {
+    if (this.kinds.size === 0) return;
+    const counts = [...this.kinds].filter(([, k]) => k.batches > 0).map(([kind, k]) => `${k.batches} failed batches (${k.events} events, ${kind})`);
+    this.log(`writer: storing events again${counts.length > 0 ? ` after ${counts.join(", ")} not logged` : ""}`);
+    this.kinds.clear();
+  }
+}
 
 interface Queued extends PendingWrite {
   resolve: (o: WriteOutcome) => void;
-  reject: (e: Error) => void;
 }
 
 export class WriterQueue {
@@ -13,6 +69,7 @@ export class WriterQueue {
   private flushing: Promise<void> = Promise.resolve();
   /** Told each committed batch's size and write+commit time (metrics); set by the relay. */
   onBatch?: (size: number, seconds: number) => void;
+  readonly failures = new FailureLog();
 
   constructor(
     private readonly store: Store,
@@ -28,8 +85,8 @@ export class WriterQueue {
   }
 
   enqueue(w: PendingWrite): Promise<WriteOutcome> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ ...w, resolve, reject });
+    return new Promise((resolve) => {
+      this.queue.push({ ...w, resolve });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => (this.flushing = this.flush()));
@@ -52,9 +109,11 @@ export class WriterQueue {
       try {
         outcomes = await this.store.writeBatch(batch, this.rules());
         this.onBatch?.(batch.length, (performance.now() - started) / 1000);
+        this.failures.succeeded();
       } catch (e) {
-        const err = e instanceof Error ? e : new Error(String(e));
-        for (const q of batch) q.reject(err);
+        // Answered, not thrown: the caller would log each event's error again.
+        const reason = this.failures.failed(e, batch.length);
+        for (const q of batch) q.resolve({ stored: false, duplicate: false, reason });
         continue;
       }
       batch.forEach((q, i) => {

@@ -110,10 +110,21 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     await this.readers?.close();
-    // Fold the WAL back into the main file so a backup of the .sqlite alone is complete.
-    const r = this.db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number } | null;
-    if (r?.busy) console.warn("warning: WAL checkpoint at shutdown was busy; the -wal file is kept and replayed on the next start");
-    this.db.close(true);
+    // Fold the WAL back into the main file so a backup of the .sqlite alone is complete. This
+    // can fail (the main file may need to grow on a full disk): nothing is lost, every committed
+    // event is in the -wal file, which SQLite replays when the database is next opened.
+    const kept = "the -wal file is kept and replayed on the next start";
+    try {
+      const r = this.db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number } | null;
+      if (r?.busy) console.warn(`warning: WAL checkpoint at shutdown was busy; ${kept}`);
+    } catch (e) {
+      console.warn(`warning: could not checkpoint the WAL at shutdown: ${whatFailed(e)}; ${kept}`);
+    }
+    try {
+      this.db.close(true);
+    } catch (e) {
+      console.warn(`warning: closing the database: ${whatFailed(e)}; ${kept}`);
+    }
   }
 }
 
@@ -133,4 +144,11 @@ async function* inlineBatches(steps: ReadSteps<void>, ctx?: ReadContext): AsyncG
   } finally {
     ctx?.onEnd?.(used);
   }
+}
+
+/** A SQLite error in a few words: "disk full" for SQLITE_FULL, else its message and code. */
+function whatFailed(e: unknown): string {
+  const code = String((e as { code?: unknown })?.code ?? "");
+  if (code === "SQLITE_FULL") return "disk full";
+  return `${e instanceof Error ? e.message : String(e)}${code ? ` (${code})` : ""}`;
 }

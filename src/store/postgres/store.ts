@@ -110,8 +110,11 @@ export class PostgresStore implements Store {
       result = await writeBatch(this.sql, batch, rules);
     } catch (err) {
       // The server refused something in the batch (one odd event): the others must not fail
-      // with it, so each is written on its own. Connection errors fail the batch as they are.
-      if (batch.length === 1 || (err as { code?: string }).code !== "ERR_POSTGRES_SERVER_ERROR") throw err;
+      // with it, so each is written on its own. Connection errors, and the server out of
+      // resources (SQLSTATE class 53: disk full, out of memory), fail the batch as they are
+      // (the writer queue answers and logs it once, not once per event).
+      const e = err as { code?: string; errno?: string };
+      if (batch.length === 1 || e.code !== "ERR_POSTGRES_SERVER_ERROR" || e.errno?.startsWith("53")) throw err;
       const outcomes: WriteOutcome[] = [];
       for (const w of batch) {
         try {
