@@ -30,6 +30,7 @@ const SECONDS = Number(args.seconds);
 const BIG = 2000;
 const hex64 = (seed: string) => Bun.hash(seed).toString(16).padStart(16, "0").repeat(4);
 const log = (m: string) => console.error(`[hostile-reads] ${m}`);
+const base = Math.floor(Date.now() / 1000) - 30 * 86400;
 
 // --- the store, written directly (a relay would take minutes to ingest it) -----------------------
 const dir = mkdtempSync(join(tmpdir(), "bunstr-hostile-"));
@@ -39,7 +40,6 @@ process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
   const store = new SqliteStore({ path: join(dir, "bunstr.sqlite"), synchronous: "normal", readerWorkers: 1 });
   store.db.exec("PRAGMA synchronous = OFF");
   const rules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
-  const base = Math.floor(Date.now() / 1000) - 30 * 86400;
   const write = (events: NostrEvent[]) => store.writeBatch(events.map((event) => ({ event, json: JSON.stringify(event) }) as PendingWrite), rules);
   for (let i = 0; i < N; i += 5000)
     write(Array.from({ length: Math.min(5000, N - i) }, (_, j) => ({ id: hex64(`e${i + j}`), pubkey: hex64(`p${(i + j) % 1000}`), created_at: base + i + j, kind: 1, tags: [["t", "nostr"]], content: `note ${i + j}`, sig: "ab".repeat(64) })));
@@ -64,21 +64,26 @@ let goodTimes: number[] = [];
 let goodFailures: string[] = [];
 let goodRunning = true;
 const goodLoop = (async () => {
+  // Within the default rate limits: a REQ every ~100 ms, an EVENT with every fifth.
+  let last = "";
   for (let i = 0; goodRunning; i++) {
     const t0 = performance.now();
     try {
-      const e = finalizeEvent({ kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [["t", "good"]], content: `good ${i}` }, sk);
-      const from = good.frames.length;
-      good.send(["EVENT", e]);
-      const ok = await good.next((f) => f[0] === "OK" && f[1] === e.id, 10_000, from);
-      if (ok[2] !== true) goodFailures.push(`OK ${ok[3]}`);
-      const r = await good.req(`g${i}`, [{ ids: [e.id] }, { "#t": ["good"], limit: 5 }]);
+      if (i % 5 === 0) {
+        const e = finalizeEvent({ kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [["t", "good"]], content: `good ${i}` }, sk);
+        const from = good.frames.length;
+        good.send(["EVENT", e]);
+        const ok = await good.next((f) => f[0] === "OK" && f[1] === e.id, 10_000, from);
+        if (ok[2] !== true) goodFailures.push(`OK ${ok[3]}`);
+        last = e.id;
+      }
+      const r = await good.req(`g${i}`, [{ ids: [last] }, { "#t": ["good"], limit: 5 }]);
       if (r.end[0] !== "EOSE" || r.events < 1) goodFailures.push(`REQ ${JSON.stringify(r.end)}`);
       goodTimes.push(performance.now() - t0);
     } catch (err) {
       goodFailures.push(String(err));
     }
-    await Bun.sleep(20);
+    await Bun.sleep(100);
   }
 })();
 
@@ -187,7 +192,8 @@ results.push(
         for (let round = 0; performance.now() < until && !a.closed; round++) {
           const id = `n${round}`;
           const from = a.frames.length;
-          a.send(["NEG-OPEN", id, { "#t": ["nostr"], limit: 1 }, initial]);
+          // The newest 50,000 (within max_negentropy_items).
+          a.send(["NEG-OPEN", id, { "#t": ["nostr"], since: base + N - 50_000 }, initial]);
           const open = await a.next((f) => (f[0] === "NEG-MSG" || f[0] === "NEG-ERR") && f[1] === id, 15_000, from).catch(() => ["timeout"] as [string]);
           answers.set(`open ${open[0]}`, (answers.get(`open ${open[0]}`) ?? 0) + 1);
           if (open[0] !== "NEG-MSG") {

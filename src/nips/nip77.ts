@@ -53,13 +53,26 @@ export class NegentropyStorage {
     return this;
   }
 
+  /** A sealed storage from packed items: timestamps[i] and ids[32i..32i+32), in any order. */
+  static fromPacked(timestamps: ArrayLike<number>, ids: Uint8Array): NegentropyStorage {
+    if (ids.length !== timestamps.length * ID_SIZE) throw new NegentropyError("ids must hold 32 bytes per timestamp");
+    for (let i = 0; i < timestamps.length; i++)
+      if (!Number.isSafeInteger(timestamps[i]) || timestamps[i]! < 0) throw new NegentropyError(`bad timestamp ${timestamps[i]}`);
+    return new NegentropyStorage().sealRaw(timestamps, ids);
+  }
+
   seal(): this {
     if (this.sealedFlag) throw new NegentropyError("storage already sealed");
-    const ts = this.pendingTimestamps;
-    const n = ts.length;
+    const n = this.pendingTimestamps.length;
     const raw = new Uint8Array(n * ID_SIZE);
     const rawView = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
     for (let i = 0; i < n; i++) rawView.write(this.pendingIds[i]!, i * ID_SIZE, ID_SIZE, "hex");
+    return this.sealRaw(this.pendingTimestamps, raw);
+  }
+
+  private sealRaw(ts: ArrayLike<number>, raw: Uint8Array): this {
+    if (this.sealedFlag) throw new NegentropyError("storage already sealed");
+    const n = ts.length;
     // Sort indices, comparing the first four id bytes as a number before falling back to a
     // byte loop (ties there are rare for hashes).
     const head = new Float64Array(n);
@@ -76,7 +89,7 @@ export class NegentropyStorage {
       this.timestamps[i] = ts[j]!;
       this.ids.set(raw.subarray(j * ID_SIZE, (j + 1) * ID_SIZE), i * ID_SIZE);
       if (i > 0 && this.timestamps[i] === this.timestamps[i - 1] && compareIds(this.ids, i, this.ids, i - 1) === 0)
-        throw new NegentropyError(`duplicate item ${this.pendingIds[j]}`);
+        throw new NegentropyError(`duplicate item ${Buffer.from(raw.subarray(j * ID_SIZE, (j + 1) * ID_SIZE)).toString("hex")}`);
     }
     this.sums = prefixSums(this.ids, n);
     this.pendingTimestamps = [];

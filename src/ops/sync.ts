@@ -81,9 +81,7 @@ export function localItems(db: Db, filter: Filter, config: Config): NegentropySt
     maxSeq: Number.MAX_SAFE_INTEGER,
     now: config.nips.nip40 ? Math.floor(Date.now() / 1000) : 0,
   });
-  const storage = new NegentropyStorage();
-  for (let i = 0; i < items.ids.length; i++) storage.insert(items.timestamps[i]!, items.ids[i]!);
-  return storage.seal();
+  return NegentropyStorage.fromPacked(items.timestamps, items.ids);
 }
 
 /** Local events by id, as stored. */

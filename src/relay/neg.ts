@@ -66,7 +66,7 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   let items;
   try {
     items = filters[0]!.neverMatch
-      ? { timestamps: [], ids: [], overflow: false }
+      ? { timestamps: new Float64Array(0), ids: new Uint8Array(0), overflow: false }
       : await ctx.store.negentropyItems({
           filter: filters[0]!.source,
           max,
@@ -79,11 +79,9 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   }
   if (s.closed || s.neg.get(subId) !== session) return; // closed or replaced meanwhile
   if (items.overflow) return fail(ctx, ws, subId, `blocked: this query is too big (more than ${max} events)`);
-  session.items = items.ids.length;
+  session.items = items.timestamps.length;
   ctx.negItems.set(group, (ctx.negItems.get(group) ?? 0) + session.items);
-  const storage = new NegentropyStorage();
-  for (let i = 0; i < items.ids.length; i++) storage.insert(items.timestamps[i]!, items.ids[i]!);
-  session.server = new NegentropyServer(storage.seal(), FRAME_LIMIT);
+  session.server = new NegentropyServer(NegentropyStorage.fromPacked(items.timestamps, items.ids), FRAME_LIMIT);
   reply(ctx, ws, subId, session.server, message);
 }
 

@@ -56,10 +56,19 @@ export interface NegJob extends Scope {
   max: number;
 }
 
+/** NIP-77 items, packed (a structured clone of two typed arrays is a copy, not 100,000 strings). */
 export interface NegItems {
-  timestamps: number[];
-  ids: string[];
+  timestamps: Float64Array;
+  /** 32 bytes per item. */
+  ids: Uint8Array;
   overflow: boolean;
+}
+
+/** Packs (created_at, hex id) pairs. */
+export function packNegItems(timestamps: readonly number[], ids: readonly string[], overflow: boolean): NegItems {
+  const raw = Buffer.alloc(ids.length * 32);
+  for (let i = 0; i < ids.length; i++) raw.write(ids[i]!, i * 32, 32, "hex");
+  return { timestamps: Float64Array.from(timestamps), ids: new Uint8Array(raw.buffer, raw.byteOffset, raw.length), overflow };
 }
 
 /**
@@ -665,14 +674,14 @@ export function* negJob(cache: StatementCache, job: NegJob): ReadSteps<NegItems>
       for (const k of step(cache, w, job.max + 1 - ids.length)) {
         if (seen.has(k.s)) continue;
         seen.add(k.s);
-        if (ids.length === job.max) return { timestamps, ids, overflow: true };
+        if (ids.length === job.max) return packNegItems(timestamps, ids, true);
         timestamps.push(k.t);
         ids.push(k.id);
       }
       yield;
     }
   }
-  return { timestamps, ids, overflow: false };
+  return packNegItems(timestamps, ids, false);
 }
 
 /** Runs a job to its end in one go (in-memory stores, tests, offline tools). */

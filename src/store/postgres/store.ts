@@ -5,7 +5,7 @@
 import { SQL } from "bun";
 import { Hll } from "../../nips/nip45.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
-import type { CountJob, NegItems, NegJob, QueryJob, QueryRow } from "../query.ts";
+import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type QueryRow } from "../query.ts";
 import { QueryTimeoutError, StoreClosedError, type ReadContext } from "../readers.ts";
 import type { AdminEntry, AdminLogEntry, AdminStore, CommitFeed, PendingWrite, Store, WriteOutcome, WriteRules } from "../types.ts";
 import { RedisBus } from "./bus.ts";
@@ -198,7 +198,7 @@ export class PostgresStore implements Store {
       const rows = (await this.sql.unsafe(sql, params)) as { t: number; id: string }[];
       const overflow = rows.length > job.max;
       if (overflow) rows.length = job.max;
-      return { timestamps: rows.map((r) => r.t), ids: rows.map((r) => r.id), overflow };
+      return packNegItems(rows.map((r) => r.t), rows.map((r) => r.id), overflow);
     });
   }
 
