@@ -7,12 +7,14 @@
 //   results   6 clients that never read ask for 2,000 stored 60 KB events each.
 //   negflood  2 addresses loop 109 KB NEG-MSG frames on an open negentropy session.
 // For each: the good client's publish+REQ round trip (p50/p99), the relay's peak RSS and CPU, and
-// whether it stayed up. Verdict: the good client's p99 under 100 ms in every phase (the baseline's
-// p99 + 100 ms on a loaded box), RSS growth per phase within bounds, the relay alive: exit 0, else 1.
+// whether it stayed up. Verdict (exit 0, else 1): the relay alive throughout; the good client's p99
+// under 100 ms during the query-time attacks (the baseline's p99 + 100 ms on a loaded box) and
+// served during the memory attacks; anonymous memory growth per phase within bounds (RSS also
+// counts database pages the relay maps, which scans bring in and the kernel can take back).
 //
 //   npx bun bench/hostile-reads.ts [--events 300000] [--seconds 15]
 // Everything talks to 127.0.0.0/8 only; every phase is bounded in time and stops by itself.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -95,10 +97,17 @@ interface PhaseResult {
   p99: number;
   rssStart: number;
   rssPeak: number;
+  /** Anonymous memory (heaps, buffers), without the database pages the relay maps (file-backed). */
+  anonStart: number;
+  anonPeak: number;
   cpuCores: number;
   alive: boolean;
   failures: string[];
   note: string;
+}
+function anonMiB(pid: number): number {
+  const m = /^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
 }
 const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]! : NaN);
 
@@ -106,15 +115,21 @@ async function phase(name: string, attack: (until: number) => Promise<string>): 
   goodTimes = [];
   goodFailures = [];
   const rssStart = memoryMiB(relay.pid).rss;
+  const anonStart = anonMiB(relay.pid);
   let rssPeak = rssStart;
-  const sampler = setInterval(() => relay.running && (rssPeak = Math.max(rssPeak, memoryMiB(relay.pid).rss)), 100);
+  let anonPeak = anonStart;
+  const sampler = setInterval(() => {
+    if (!relay.running) return;
+    rssPeak = Math.max(rssPeak, memoryMiB(relay.pid).rss);
+    anonPeak = Math.max(anonPeak, anonMiB(relay.pid));
+  }, 100);
   const cpu0 = cpuSeconds(relay.pid);
   const t0 = performance.now();
   const note = await attack(t0 + SECONDS * 1000);
   const cores = (cpuSeconds(relay.pid) - cpu0) / ((performance.now() - t0) / 1000);
   clearInterval(sampler);
-  const r = { name, n: goodTimes.length, p50: pct(goodTimes, 50), p99: pct(goodTimes, 99), rssStart, rssPeak, cpuCores: cores, alive: relay.running, failures: goodFailures.slice(0, 3), note };
-  log(`${name}: good client n ${r.n} p50 ${r.p50.toFixed(1)} p99 ${r.p99.toFixed(1)} ms; RSS ${rssStart.toFixed(0)} -> peak ${rssPeak.toFixed(0)} MiB; ${cores.toFixed(2)} cores; ${note}`);
+  const r = { name, n: goodTimes.length, p50: pct(goodTimes, 50), p99: pct(goodTimes, 99), rssStart, rssPeak, anonStart, anonPeak, cpuCores: cores, alive: relay.running, failures: goodFailures.slice(0, 3), note };
+  log(`${name}: good client n ${r.n} p50 ${r.p50.toFixed(1)} p99 ${r.p99.toFixed(1)} ms; RSS ${rssStart.toFixed(0)} -> peak ${rssPeak.toFixed(0)} MiB (anonymous ${anonStart.toFixed(0)} -> ${anonPeak.toFixed(0)}); ${cores.toFixed(2)} cores; ${note}`);
   return r;
 }
 
@@ -195,7 +210,8 @@ results.push(
           // The newest 50,000 (within max_negentropy_items).
           a.send(["NEG-OPEN", id, { "#t": ["nostr"], since: base + N - 50_000 }, initial]);
           const open = await a.next((f) => (f[0] === "NEG-MSG" || f[0] === "NEG-ERR") && f[1] === id, 15_000, from).catch(() => ["timeout"] as [string]);
-          answers.set(`open ${open[0]}`, (answers.get(`open ${open[0]}`) ?? 0) + 1);
+          const what = open[0] === "NEG-ERR" ? `open NEG-ERR ${String(open[2]).slice(0, 60)}` : `open ${open[0]}`;
+          answers.set(what, (answers.get(what) ?? 0) + 1);
           if (open[0] !== "NEG-MSG") {
             await Bun.sleep(200);
             continue;
@@ -204,7 +220,8 @@ results.push(
             const mark = a.frames.length;
             for (let i = 0; i < 20; i++) a.send(["NEG-MSG", id, heavy]);
             const r = await a.next((f) => f[1] === id && (f[0] === "NEG-ERR" || f[0] === "NEG-MSG"), 15_000, mark).catch(() => ["timeout"] as [string]);
-            answers.set(`msg ${r[0]}`, (answers.get(`msg ${r[0]}`) ?? 0) + 1);
+            const what = r[0] === "NEG-ERR" ? `msg NEG-ERR ${String(r[2]).slice(0, 40)}` : `msg ${r[0]}`;
+            answers.set(what, (answers.get(what) ?? 0) + 1);
             if (r[0] !== "NEG-MSG") break;
             await Bun.sleep(5);
           }
@@ -223,21 +240,27 @@ const exit = await relay.stop();
 
 // --- verdict ----------------------------------------------------------------------------------------
 const baseP99 = results[0]!.p99;
-const limit = Math.max(100, baseP99 + 100);
-const rssBound: Record<string, number> = { filters: 300, results: 150 };
+// The query-time attacks (starve, negflood) must leave a well-behaved client under 100 ms p99
+// (the baseline's p99 + 100 ms on a loaded box); the memory attacks must stay within their bytes
+// and keep serving (p99 under 500 ms while 200 connections push 120 KB frames).
+const latencyBound: Record<string, number> = { baseline: Infinity, starve: Math.max(100, baseP99 + 100), negflood: Math.max(100, baseP99 + 100), filters: 500, results: 500 };
+const anonBound: Record<string, number> = { filters: 200, results: 100, starve: 100, negflood: 100 };
 const fails: string[] = [];
 for (const r of results) {
   if (!r.alive) fails.push(`${r.name}: the relay died`);
   if (r.n < 5) fails.push(`${r.name}: the good client completed only ${r.n} round trips`);
-  if (r.p99 > limit) fails.push(`${r.name}: good client's p99 ${r.p99.toFixed(0)} ms > ${limit.toFixed(0)} ms`);
+  if (r.p99 > latencyBound[r.name]!) fails.push(`${r.name}: good client's p99 ${r.p99.toFixed(0)} ms > ${latencyBound[r.name]!.toFixed(0)} ms`);
   if (r.failures.length) fails.push(`${r.name}: good client failures ${JSON.stringify(r.failures)}`);
-  const bound = rssBound[r.name];
-  if (bound !== undefined && r.rssPeak - r.rssStart > bound) fails.push(`${r.name}: RSS grew ${(r.rssPeak - r.rssStart).toFixed(0)} MiB > ${bound}`);
+  const bound = anonBound[r.name];
+  if (bound !== undefined && r.anonPeak - r.anonStart > bound) fails.push(`${r.name}: anonymous memory grew ${(r.anonPeak - r.anonStart).toFixed(0)} MiB > ${bound}`);
 }
 if (exit !== 0) fails.push(`relay exit code ${exit} after SIGTERM`);
 console.log(`\nhostile readers: ${N} stored events, ${SECONDS} s per phase, load average ${(await import("node:os")).loadavg()[0]!.toFixed(2)}`);
-console.log("phase      good p50 / p99 ms   relay RSS start -> peak MiB   relay cores   note");
+console.log("phase      good p50 / p99 ms   relay RSS start -> peak MiB (anonymous)   relay cores   note");
 for (const r of results)
-  console.log(`${r.name.padEnd(10)} ${r.p50.toFixed(1).padStart(7)} / ${r.p99.toFixed(1).padEnd(8)}  ${r.rssStart.toFixed(0).padStart(6)} -> ${r.rssPeak.toFixed(0).padEnd(18)} ${r.cpuCores.toFixed(2).padStart(6)}        ${r.note}`);
+  console.log(
+    `${r.name.padEnd(10)} ${r.p50.toFixed(1).padStart(7)} / ${r.p99.toFixed(1).padEnd(8)}  ${r.rssStart.toFixed(0).padStart(6)} -> ${r.rssPeak.toFixed(0).padEnd(5)} (${r.anonStart.toFixed(0)} -> ${r.anonPeak.toFixed(0)})`.padEnd(72) +
+      `${r.cpuCores.toFixed(2).padStart(6)}        ${r.note}`,
+  );
 console.log(fails.length ? `FAIL\n${fails.join("\n")}` : "PASS");
 process.exit(fails.length ? 1 : 0);

@@ -126,7 +126,9 @@ function inList(r: Residual, col: string, values: readonly (string | number)[], 
     r.params.push(values[0]!);
   } else {
     r.where.push(`${col} IN (SELECT ${hex ? "unhex(value)" : "value"} FROM json_each(?))`);
-    r.params.push(JSON.stringify(values));
+    // As one bound value would be: a lone surrogate as U+FFFD, the form the tags table holds
+    // (json_each would give it back as itself, and miss the row).
+    r.params.push(JSON.stringify(values.map((v) => (typeof v === "string" ? v.toWellFormed() : v))));
   }
 }
 
@@ -191,8 +193,14 @@ interface Walk {
   /** FROM of the index walked, alone (for the boundary) and joined to events (for the chunk). */
   index: string;
   joined: string;
-  /** The index range (prefix and since/until), on the walk's own columns. */
+  /** The index range's prefix (author, kind, tag value), on the walk's own columns. */
   range: Residual;
+  /**
+   * The filter's `since`, when the walk's index is ordered by created_at (its `until` is where
+   * the cursor starts). Kept apart: SQLite bounds a range scan by one lower bound per column, so
+   * `since` is left out once a chunk has its own lower bound (which is never below it).
+   */
+  since?: number;
   residual: Residual;
   tie: Tie;
   /** Columns of the walk: its created_at, its tie value, its seq. */
@@ -244,16 +252,10 @@ function cursorParams(w: Walk, at: number, after: number | string): Param[] {
 
 const orderSql = (w: Walk) => (w.tie === "fts" ? `${w.tieCol} DESC` : `${w.tCol} DESC, ${w.tieCol} ${ORDER[w.tie]}`);
 
-function newWalk(w: Omit<Walk, "at" | "after" | "done" | "chunk" | "read" | "withPubkey">): Walk {
+function newWalk(w: Omit<Walk, "at" | "after" | "done" | "chunk" | "read" | "withPubkey">, until?: number): Walk {
   const after = w.tie === "seq-desc" || w.tie === "fts" ? MAX_TIME : w.tie === "seq-asc" ? -1 : "";
-  return { ...w, withPubkey: false, at: MAX_TIME, after, done: false, chunk: CHUNK_MIN, read: 0 };
-}
-
-function withTime(r: Residual, col: string, f: Filter): Residual {
-  const out: Residual = { where: [...r.where], params: [...r.params] };
-  if (f.since !== undefined) out.where.push(`${col} >= ?`), out.params.push(f.since);
-  if (f.until !== undefined) out.where.push(`${col} <= ?`), out.params.push(f.until);
-  return out;
+  // The cursor starts at `until` (inclusive: every tie value passes the first cursor).
+  return { ...w, withPubkey: false, at: until ?? MAX_TIME, after, done: false, chunk: CHUNK_MIN, read: 0 };
 }
 
 /** One tag value, from the tag table's primary key: (name, value, created_at, seq) backwards. */
@@ -261,13 +263,14 @@ function tagWalk(name: string, value: string, f: Filter, residual: Residual): Wa
   return newWalk({
     index: "tags t",
     joined: "tags t CROSS JOIN events e ON e.seq = t.seq AND e.created_at = t.created_at",
-    range: withTime({ where: ["t.name = ?", "t.value = ?"], params: [name, value] }, "t.created_at", f),
+    range: { where: ["t.name = ?", "t.value = ?"], params: [name, value] },
+    since: f.since,
     residual,
     tie: "seq-desc",
     tCol: "t.created_at",
     tieCol: "t.seq",
     sCol: "t.seq",
-  });
+  }, f.until);
 }
 
 /** An events index: (prefix…, created_at DESC) and the rowid (or, for the time index, the id) after it. */
@@ -276,13 +279,14 @@ function eventsWalk(index: string, prefix: Residual, f: Filter, residual: Residu
   return newWalk({
     index: `events e INDEXED BY ${index}`,
     joined: `events e INDEXED BY ${index}`,
-    range: withTime(prefix, "e.created_at", f),
+    range: prefix,
+    since: f.since,
     residual,
     tie: timeIndex ? "id-asc" : "seq-asc",
     tCol: "e.created_at",
     tieCol: timeIndex ? "e.id" : "e.seq",
     sCol: "e.seq",
-  });
+  }, f.until);
 }
 
 function idsWalk(ids: string[], residual: Residual): Walk {
@@ -390,11 +394,13 @@ function chunkStatements(w: Walk, need: number, json = false): { boundary?: { sq
   const cursor = cursorSql(w, "after");
   const after = cursorParams(w, w.at, w.after);
   const tieOut = w.tie === "id-asc" ? `lower(hex(${w.tieCol}))` : w.tieCol;
+  const since = w.since === undefined ? [] : [`${w.tCol} >= ?`];
+  const sinceParams = w.since === undefined ? [] : [w.since];
   const boundary = w.single || !w.residual.selective
     ? undefined
     : {
-        sql: `SELECT ${w.tie === "fts" ? "NULL" : w.tCol} AS t, ${tieOut} AS tie FROM ${w.index} WHERE ${[...w.range.where, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
-        params: [...w.range.params, ...after, w.chunk - 1],
+        sql: `SELECT ${w.tie === "fts" ? "NULL" : w.tCol} AS t, ${tieOut} AS tie FROM ${w.index} WHERE ${[...w.range.where, ...since, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
+        params: [...w.range.params, ...sinceParams, ...after, w.chunk - 1],
       };
   const matches = (upTo?: [number, number | string]) => {
     const where = [...w.range.where];
@@ -402,6 +408,7 @@ function chunkStatements(w: Walk, need: number, json = false): { boundary?: { sq
     where.push(cursor);
     params.push(...after);
     if (upTo) where.push(cursorSql(w, "upTo")), params.push(...cursorParams(w, upTo[0], upTo[1]));
+    else where.push(...since), params.push(...sinceParams);
     where.push(...w.residual.where);
     params.push(...w.residual.params);
     const cols = `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${json ? "e.json" : "octet_length(e.json)"} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
