@@ -29,6 +29,7 @@ export class SqliteStore implements Store {
   private readonly dataVersion;
   private readonly maxSeq;
   private seenVersion = -1;
+  private closed = false;
 
   constructor(opts: SqliteStoreOptions) {
     this.db = openDatabase({ path: opts.path, synchronous: opts.synchronous });
@@ -64,6 +65,18 @@ export class SqliteStore implements Store {
 
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems> {
     return this.read("neg", job, runNegItems, ctx);
+  }
+
+  purgeStep(budgetMs: number): boolean {
+    return !this.closed && this.writer.purgeStep(budgetMs);
+  }
+
+  set onPurge(f: (() => void) | undefined) {
+    this.writer.onPurge = f;
+  }
+
+  get onPurge(): (() => void) | undefined {
+    return this.writer.onPurge;
   }
 
   sweepExpired(now: number): number {
@@ -104,6 +117,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     await this.readers?.close();
     // Fold the WAL back into the main file so a backup of the .sqlite alone is complete.
     const r = this.db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number } | null;
