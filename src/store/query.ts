@@ -63,7 +63,9 @@ function inList(where: string[], params: Param[], col: string, values: readonly 
     params.push(values[0]!);
   } else {
     where.push(`${col} IN (SELECT ${hex ? "unhex(value)" : "value"} FROM json_each(?))`);
-    params.push(JSON.stringify(values));
+    // As one bound value would be: a lone surrogate as U+FFFD, the form the tags table holds
+    // (json_each would give it back as itself, and miss the row).
+    params.push(JSON.stringify(values.map((v) => (typeof v === "string" ? v.toWellFormed() : v))));
   }
 }
 
