@@ -118,7 +118,9 @@ export class SqliteWriter {
       purgeById: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges WHERE id = ?"),
       nextPurge: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges ORDER BY id LIMIT 1"),
       endPurge: q("DELETE FROM purges WHERE id = ?"),
-      purgeAuthored: q("SELECT seq, created_at, json FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 LIMIT ?5"),
+      // Oldest first, about ascending seq: FTS5 was measured here deleting descending rowids
+      // up to 5x slower than ascending ones.
+      purgeAuthored: q("SELECT seq, created_at, json FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5"),
       // The join skips a tag row without its event, were there one: a purge never loops on it.
       purgeWraps: q(
         "SELECT e.seq, e.created_at, e.json FROM tags t, events e WHERE t.name = 'p' AND t.value = ?1 AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3",
