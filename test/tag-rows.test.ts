@@ -61,7 +61,8 @@ describe("tag rows go with their event", () => {
     const old = v.sign({ kind: 10002, tags: [["t", "spoof\ud800"], ["r", "wss://a.example.com"]], created_at: t - 10 });
     expect(old.tags[0]![1]).toBe("spoof\ud800"); // a lone surrogate, as the wire's "\ud800" parses
     await accepted(c, old);
-    expect(await ids({ "#t": ["spoof\ud800"] })).toEqual([old.id]);
+    // Postgres does not index a value its text cannot hold (store/postgres/text.ts).
+    expect(await ids({ "#t": ["spoof\ud800"] })).toEqual(onPostgres ? [] : [old.id]);
     const fresh = v.sign({ kind: 10002, tags: [["r", "wss://b.example.com"]], created_at: t });
     await accepted(c, fresh);
     expect(await ids({ authors: [v.pubkey], kinds: [10002] })).toEqual([fresh.id]);
