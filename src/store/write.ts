@@ -36,7 +36,7 @@ const indexedTag = (t: string[]): boolean => t[1] !== undefined && t[0] !== unde
 /** Rows a purge selects at a time. */
 const PURGE_ROWS = 32;
 /** Purge work done inside the batch that asked for it: a small one completes before its OK. */
-export const PURGE_FIRST_MS = 5;
+const PURGE_FIRST_MS = 5;
 /** A bound no created_at or seq reaches: "no limit" for a purge. */
 const NO_LIMIT = Number.MAX_SAFE_INTEGER;
 
@@ -78,10 +78,8 @@ export class SqliteWriter {
   private newPurges: number[] = [];
   /** Called when a purge is recorded (after its transaction: from a timer), so someone runs purgeStep. */
   onPurge?: () => void;
-  /** Events a purge has deleted (counted for tests and metrics). */
-  purgedEvents = 0;
-  /** Purge steps run outside the transaction that recorded them. */
-  purgeSteps = 0;
+  /** Events purges have deleted (removeByAuthor reports its share). */
+  private purgedEvents = 0;
 
   constructor(private readonly db: Database) {
     const q = (sql: string) => db.prepare(sql);
@@ -203,11 +201,6 @@ export class SqliteWriter {
     }).immediate();
   }
 
-  /** Are purges waiting? */
-  get purgePending(): boolean {
-    return this.purging;
-  }
-
   /**
    * One bounded step of the waiting purges, oldest first, in its own (IMMEDIATE) transaction of
    * about `budgetMs`; true if some work remains. The relay runs steps between write batches
@@ -215,7 +208,6 @@ export class SqliteWriter {
    */
   purgeStep(budgetMs: number): boolean {
     if (!this.purging) return false;
-    this.purgeSteps++;
     return this.db.transaction(() => {
       const deadline = performance.now() + budgetMs;
       for (;;) {
