@@ -1,7 +1,7 @@
 // `bunstr import` as a real process: what it counts, what it stores (the relay's own rules), and
 // that a relay serves what was imported, whether it was started afterwards or was running.
 import { afterAll, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fakePubkey, unsignedEvent } from "../bench/lib/events.ts";
@@ -169,6 +169,21 @@ test("while a relay runs on the same database: it serves the imported events at 
     relay.proc.kill("SIGTERM");
     expect(await relay.proc.exited).toBe(0);
   }
+});
+
+test("a request to vanish the lists refuse is carried out (NIP-62), counted refused, and not stored", async () => {
+  const v = signer();
+  const notes = [v.sign({ kind: 1, content: "first", created_at: t - 30 }), v.sign({ kind: 1, content: "second", created_at: t - 20 })];
+  const data = join(dir, "vanish");
+  expect((await importFile(["--data-dir", data], writeLines(join(dir, "vanish-1.jsonl"), notes))).accepted).toBe(2);
+  const config = join(dir, "deny.toml");
+  writeFileSync(config, `[authorization]\npubkey_denylist = ["${v.pubkey}"]\n`);
+  const vanish = v.sign({ kind: 62, tags: [["relay", "ALL_RELAYS"]], created_at: t - 10 });
+  const s = await importFile(["--data-dir", data, "--config", config], writeLines(join(dir, "vanish-2.jsonl"), [vanish]));
+  expect([s.accepted, s.refused]).toEqual([0, 1]);
+  expect(s.problems[0].reason).toStartWith("blocked: this pubkey may not publish here; the request to vanish was carried out");
+  const out = await bunstr(["export", "--data-dir", data]);
+  expect(out.stdout.trim()).toBe("");
 });
 
 test("exit status: 1 when the input cannot be read or the database cannot be opened; 2 for usage", async () => {

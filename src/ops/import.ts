@@ -17,6 +17,7 @@ import { writeRules } from "../relay/context.ts";
 import { SqliteAdmin } from "../store/admin.ts";
 import type { Verifier } from "../relay/verify.ts";
 import { dataVersion, isBusy, isSqliteDb, tuneForBulkWrites, type Db } from "../store/maintenance.ts";
+import { PURGE_STEP_MS } from "../store/queue.ts";
 import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
 import { SqliteWriter } from "../store/write.ts";
 
@@ -138,6 +139,20 @@ function sqliteTarget(db: Db, opts: ImportOptions, batchSize: number): Target {
       }
     }
   };
+  /** The deletions the batch recorded (requests to vanish), in steps: a running relay's writer gets the lock between them. */
+  const purgeAll = async () => {
+    const since = performance.now();
+    for (;;) {
+      try {
+        if (!writer.purgeStep(PURGE_STEP_MS)) return;
+      } catch (err) {
+        if (!isBusy(err) || performance.now() - since > BUSY_GIVE_UP_MS) throw err;
+        await Bun.sleep(100);
+        continue;
+      }
+      if (shared) await Bun.sleep(PURGE_STEP_MS);
+    }
+  };
   const target: Target = {
     admin: adminViewOf(new SqliteAdmin(db, writer).entries()),
     has: (id) => writer.has(id),
@@ -146,6 +161,7 @@ function sqliteTarget(db: Db, opts: ImportOptions, batchSize: number): Target {
       const t0 = performance.now();
       if (!shared && dataVersion(db) !== ourVersion) shared = true;
       const outcomes = await once(writes);
+      await purgeAll();
       const t1 = performance.now();
       ourVersion = dataVersion(db);
       // The next transaction: about SHARED_TXN_MS or ALONE_TXN_MS of work at this rate.
@@ -167,7 +183,11 @@ async function storeTarget(store: Store, opts: ImportOptions, batchSize: number)
     admin: adminViewOf(await store.admin.entries()),
     has: () => false, // a duplicate is found by the write itself
     txnSize: batchSize,
-    commit: async (writes) => store.writeBatch(writes, rules),
+    async commit(writes) {
+      const outcomes = await store.writeBatch(writes, rules);
+      while (await store.purgeStep?.(PURGE_STEP_MS));
+      return outcomes;
+    },
   };
 }
 
@@ -203,6 +223,11 @@ export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8A
       return problem(line, "not JSON");
     }
     const e = admitEvent(raw, importPolicies, policyCtx);
+    if ("fate" in e && e.vanish) {
+      // A request to vanish refused for its author's standing: carried out, not stored (NIP-62).
+      batch.push({ event: e.vanish, json: serializeEvent(e.vanish), line, vanishOnly: e.reason });
+      return;
+    }
     if ("fate" in e) {
       s[e.fate]++;
       return problem(line, e.reason);
@@ -242,7 +267,8 @@ export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8A
   async function commitOne(writes: Candidate[]): Promise<void> {
     const outcomes = await target.commit(writes);
     outcomes.forEach((o, i) => {
-      if (o.stored) s.accepted++;
+      if (writes[i]!.vanishOnly !== undefined) s.refused++, problem(writes[i]!.line, o.stored || o.duplicate ? writes[i]!.vanishOnly! : o.reason);
+      else if (o.stored) s.accepted++;
       else if (o.duplicate) s.duplicate++;
       else if (o.reason.startsWith("blocked:")) s.deleted++, problem(writes[i]!.line, o.reason);
       else if (o.reason.startsWith("duplicate:")) s.older++;

@@ -1,6 +1,7 @@
 // The policy stack, in order: cheap checks first; the first refusal wins.
 import { hasValidId, validateEventShape, type NostrEvent } from "../protocol/event.ts";
 import { ProtocolError, refusalText, type Refusal } from "../protocol/reasons.ts";
+import { VANISH_KIND } from "../nips/nip62.ts";
 import { eventRate } from "./rate-limit.ts";
 import {
   adminBans,
@@ -43,8 +44,47 @@ export function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: 
   return undefined;
 }
 
-/** Why admitEvent turned an event away: the counters of import, sync and stream. */
-export type Unfit = { fate: "badEvent" | "refused" | "badId"; reason: string };
+/**
+ * The policies that judge the sender's standing (AUTH, bans, allow and deny lists, kind lists)
+ * rather than the event. NIP-62: "relays that have restrictions on who can post MUST also follow
+ * the request regardless of the user's status".
+ */
+export const standingPolicies: ReadonlySet<Policy> = new Set([authToWrite, adminBans, kindLists, pubkeyLists]);
+
+export interface Verdict {
+  /** The first refusal, in policy order (the OK answer); undefined: the event may be stored. */
+  refusal?: Refusal;
+  /**
+   * A request to vanish (kind 62, NIP-62 on) refused only by standing policies: its deletion is
+   * still carried out (once its id and signature check out), but the event is not stored,
+   * served or fanned out. What is stored and served obeys the policies like any event; the
+   * deletion only ever removes the signer's own events, so honouring it adds nothing.
+   */
+  vanishOnly?: true;
+}
+
+/** runPolicies, and for a request to vanish whether its deletion applies despite a refusal. */
+export function judgeEvent(policies: readonly Policy[], ctx: PolicyContext, e: NostrEvent): Verdict {
+  if (e.kind !== VANISH_KIND || !ctx.config.nips.nip62) {
+    const refusal = runPolicies(policies, ctx, e);
+    return refusal ? { refusal } : {};
+  }
+  let first: Refusal | undefined;
+  for (const p of policies) {
+    const r = p(ctx, e);
+    if (!r) continue;
+    if (!standingPolicies.has(p)) return { refusal: first ?? r }; // about the event itself: no effect at all
+    first ??= r;
+  }
+  return first ? { refusal: first, vanishOnly: true } : {};
+}
+
+/**
+ * Why admitEvent turned an event away: the counters of import, sync and stream. `vanish`: a
+ * request to vanish refused only by standing policies (judgeEvent): still to be carried out,
+ * not stored (PendingWrite.vanishOnly), once its signature checks out.
+ */
+export type Unfit = { fate: "badEvent" | "refused" | "badId"; reason: string; vanish?: NostrEvent };
 
 /**
  * The first steps of the EVENT pipeline for events that arrive other than by a client's EVENT
@@ -59,8 +99,9 @@ export function admitEvent(raw: unknown, policies: readonly Policy[], ctx: Polic
     if (!(err instanceof ProtocolError)) throw err;
     return { fate: "badEvent", reason: err.text };
   }
-  const refusal = runPolicies(policies, ctx, e);
-  if (refusal) return { fate: "refused", reason: refusalText(refusal) };
+  const { refusal, vanishOnly } = judgeEvent(policies, ctx, e);
+  if (refusal && !vanishOnly) return { fate: "refused", reason: refusalText(refusal) };
   if (!hasValidId(e)) return { fate: "badId", reason: "invalid: event id does not match the event" };
+  if (refusal) return { fate: "refused", reason: refusalText(refusal), vanish: e };
   return e;
 }

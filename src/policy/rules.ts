@@ -37,9 +37,6 @@ export interface AdminView {
 
 export type Policy = (ctx: PolicyContext, e: NostrEvent) => Refusal | undefined;
 
-/** Requests to vanish are honoured "regardless of the user's status" (NIP-62): no lists, no AUTH. */
-const listsApply = (config: Config, e: NostrEvent) => !(e.kind === VANISH_KIND && config.nips.nip62);
-
 /** Config lists as sets, built once per list (a reload replaces the array, and so the set). */
 const sets = new WeakMap<readonly unknown[], Set<unknown>>();
 export function setOf<T>(list: readonly T[]): Set<T> {
@@ -48,8 +45,12 @@ export function setOf<T>(list: readonly T[]): Set<T> {
   return s as Set<T>;
 }
 
-export const authToWrite: Policy = ({ config, authed }, e) =>
-  config.options.auth !== "when-needed" && authed.size === 0 && listsApply(config, e)
+// authToWrite, adminBans, kindLists and pubkeyLists judge the sender's standing: they apply to a
+// request to vanish (kind 62) as to any event, so what is stored and served obeys them; but NIP-62
+// has the deletion itself carried out "regardless of the user's status" (policy/defaults.ts,
+// judgeEvent: the request is then honoured and not stored).
+export const authToWrite: Policy = ({ config, authed }) =>
+  config.options.auth !== "when-needed" && authed.size === 0
     ? refuse("auth-required", "this relay requires authentication to publish")
     : undefined;
 
@@ -105,8 +106,8 @@ export const blockedIps: Policy = ({ admin, ip }, _e) =>
   ip !== undefined && admin?.blockedIps.has(ip) ? refuse("blocked", "your IP address is blocked on this relay") : undefined;
 
 /** NIP-86 banpubkey and banevent. */
-export const adminBans: Policy = ({ config, admin }, e) => {
-  if (!admin || !listsApply(config, e)) return undefined;
+export const adminBans: Policy = ({ admin }, e) => {
+  if (!admin) return undefined;
   if (admin.bannedPubkeys.has(e.pubkey)) return refuse("blocked", "this pubkey is banned from this relay");
   if (admin.bannedEvents.has(e.id)) return refuse("blocked", "this event is banned from this relay");
   return undefined;
@@ -115,7 +116,6 @@ export const adminBans: Policy = ({ config, admin }, e) => {
 /** Config kind lists and the admin's (NIP-86 allowkind/disallowkind): a denial wins; any allow list makes the relay allow-only. */
 export const kindLists: Policy = ({ config, admin }, e) => {
   const a = config.authorization;
-  if (!listsApply(config, e)) return undefined;
   if (setOf(a.kind_denylist).has(e.kind) || admin?.disallowedKinds.has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
   const allowOnly = a.kind_allowlist.length > 0 || (admin?.allowedKinds.size ?? 0) > 0;
   if (allowOnly && !setOf(a.kind_allowlist).has(e.kind) && !admin?.allowedKinds.has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
@@ -125,7 +125,6 @@ export const kindLists: Policy = ({ config, admin }, e) => {
 /** Config pubkey lists and the admin's allow list (NIP-86 allowpubkey): any allow list makes the relay allow-only. */
 export const pubkeyLists: Policy = ({ config, admin }, e) => {
   const a = config.authorization;
-  if (!listsApply(config, e)) return undefined;
   if (setOf(a.pubkey_denylist).has(e.pubkey)) return refuse("blocked", "this pubkey may not publish here");
   const allowOnly = a.pubkey_allowlist.length > 0 || (admin?.allowedPubkeys.size ?? 0) > 0;
   if (allowOnly && !setOf(a.pubkey_allowlist).has(e.pubkey) && !admin?.allowedPubkeys.has(e.pubkey))

@@ -2,10 +2,14 @@
 //   shape -> policies -> id hash -> duplicate -> signature -> write-policy plugin
 //   -> store (or fan out ephemeral)
 //   -> OK (only after the commit) -> fanout (done by the writer, right after the commit).
+// A request to vanish (kind 62) refused only for the sender's standing (AUTH, bans, allow and
+// deny lists, kind lists: policy/defaults.ts judgeEvent) goes on through id and signature to the
+// writer, which carries out the deletion but stores nothing (NIP-62: "regardless of the user's
+// status"); its OK is false with that refusal, saying the deletion was done.
 import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
 import { ProtocolError, refusalText } from "../protocol/reasons.ts";
-import { runPolicies } from "../policy/defaults.ts";
+import { judgeEvent } from "../policy/defaults.ts";
 import { askWritePolicy } from "./plugin.ts";
 import { MAX_VERIFY_BACKLOG, policyContext, type RelayContext } from "./context.ts";
 import { countEventResult } from "./metrics.ts";
@@ -37,8 +41,8 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
   if (s.inflight >= ctx.config.limits.max_pending_events) return ok(false, "rate-limited: too many events in flight on this connection");
   if (ctx.verifier.depth >= MAX_VERIFY_BACKLOG) return ok(false, "rate-limited: relay is overloaded, try again shortly");
 
-  const refusal = runPolicies(ctx.policies, policyContext(ctx, s), e);
-  if (refusal) return ok(false, refusalText(refusal));
+  const { refusal, vanishOnly } = judgeEvent(ctx.policies, policyContext(ctx, s), e);
+  if (refusal && !vanishOnly) return ok(false, refusalText(refusal));
 
   // The id before the duplicate check, so nobody learns which ids are stored without the event.
   if (!hasValidId(e)) return ok(false, "invalid: event id does not match the event");
@@ -53,13 +57,18 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
     console.error("event pipeline error:", err);
     return ok(false, "error: could not check the event, try again");
   }
-  if (known) return ok(true, "duplicate: already have this event");
+  if (known) return refusal ? ok(false, refusalText(refusal)) : ok(true, "duplicate: already have this event");
 
   s.inflight++;
   ctx.inflight++;
   try {
     if (!(await ctx.verifier.verify(e))) return ok(false, "invalid: signature verification failed");
     const json = serializeEvent(e);
+    if (refusal) {
+      // vanishOnly: nothing of it is stored, so the write-policy plugin is not asked.
+      const outcome = await ctx.writer.enqueue({ event: e, json, vanishOnly: refusalText(refusal) });
+      return ok(false, outcome.stored || outcome.duplicate ? refusalText(refusal) : outcome.reason);
+    }
     // The operator's plugin (strfry's protocol) is the costliest check: it sees only valid, new events.
     const verdict = await askWritePolicy(ctx, s, e, json);
     if (verdict) return ok(verdict.accepted, verdict.message); // a shadow reject is OK true, never stored

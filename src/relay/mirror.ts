@@ -43,6 +43,9 @@ function ingestInto(ctx: RelayContext): Ingest {
       events.map(async (raw: NostrEvent) => {
         r.lines++;
         const e = admitEvent(raw, importPolicies, policyCtx);
+        // A request to vanish refused for its author's standing: carried out, not stored (NIP-62).
+        if ("fate" in e && e.vanish && !ctx.closing && (await ctx.verifier.verify(e.vanish)))
+          await ctx.writer.enqueue({ event: e.vanish, json: serializeEvent(e.vanish), vanishOnly: e.reason });
         if ("fate" in e) return void (r[e.fate]++, r.problems.push({ reason: e.reason }));
         const ephemeral = isEphemeral(e.kind);
         if (!ephemeral && (await ctx.store.has(e.id))) return void r.duplicate++;

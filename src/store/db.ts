@@ -10,7 +10,10 @@ export interface DbOptions {
   readonly?: boolean;
 }
 
-const migrations: string[] = [
+/** A schema step: SQL, or a function for what SQL alone cannot do. Each runs in one transaction. */
+type Migration = string | ((db: Database) => void);
+
+const migrations: Migration[] = [
   // 1: events with binary ids, a covering tag index and replaceable/addressable keys.
   `CREATE TABLE events (
      seq        INTEGER PRIMARY KEY,   -- commit order; REQ snapshots cut at a seq
@@ -70,7 +73,42 @@ const migrations: string[] = [
      seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, pubkey TEXT NOT NULL,
      method TEXT NOT NULL, params TEXT NOT NULL, result TEXT NOT NULL
    );`,
+  // 5: deletions carried out in bounded steps between write batches (a request to vanish, a
+  // ban: store/write.ts, purgeStep); and the tag rows that deletes used to leave behind.
+  (db) => {
+    db.exec(`CREATE TABLE purges (
+       id     INTEGER PRIMARY KEY,
+       pubkey BLOB    NOT NULL,
+       until  INTEGER,                -- events created up to this; NULL: all
+       keep   INTEGER,                -- seq of an event that stays (the request to vanish)
+       upto   INTEGER,                -- only events with a seq up to this
+       wraps  INTEGER NOT NULL        -- also gift wraps p-tagged to the pubkey
+     );`);
+    dropOrphanTagRows(db);
+  },
 ];
+
+/**
+ * Deletes tag rows whose event is gone or does not have that tag. Deletes once read tag values
+ * back with json_each, which gives a lone surrogate (valid, escaped, in an event's JSON) as
+ * itself while the row holds U+FFFD (how SQLite stores it from a JS string): such rows stayed
+ * behind, and matched a later event that reused the seq. So only rows with a U+FFFD can be
+ * orphans; each is checked against its event's tags as indexed (store/write.ts). Returns how many.
+ */
+export function dropOrphanTagRows(db: Database): number {
+  const suspects = db.query("SELECT name, value, created_at, seq FROM tags WHERE instr(value, char(65533)) > 0").all() as { name: string; value: string; created_at: number; seq: number }[];
+  const event = db.prepare("SELECT created_at, json FROM events WHERE seq = ?");
+  const drop = db.prepare("DELETE FROM tags WHERE name = ? AND value = ? AND created_at = ? AND seq = ?");
+  let dropped = 0;
+  for (const r of suspects) {
+    const e = event.get(r.seq) as { created_at: number; json: string } | null;
+    const tags = e && e.created_at === r.created_at ? (JSON.parse(e.json) as { tags: string[][] }).tags : [];
+    if (tags.some((t) => t[0] === r.name && t[1] !== undefined && t[1].toWellFormed() === r.value)) continue;
+    drop.run(r.name, r.value, r.created_at, r.seq);
+    dropped++;
+  }
+  return dropped;
+}
 
 export function openDatabase(opts: DbOptions): Database {
   if (opts.path !== ":memory:") mkdirSync(dirname(opts.path), { recursive: true });
@@ -96,7 +134,9 @@ function migrate(db: Database): void {
   if (current > migrations.length) throw new Error(`database schema version ${current} is newer than this bunstr (${migrations.length})`);
   for (let v = current; v < migrations.length; v++) {
     db.transaction(() => {
-      db.exec(migrations[v]!);
+      const m = migrations[v]!;
+      if (typeof m === "string") db.exec(m);
+      else m(db);
       db.exec(`PRAGMA user_version = ${v + 1}`);
     })();
   }

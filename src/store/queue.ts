@@ -59,6 +59,9 @@ export class FailureLog {
   }
 }
 
+/** One step of deferred deletion between batches: short enough that nobody waits long behind it. */
+export const PURGE_STEP_MS = 5;
+
 interface Queued extends PendingWrite {
   resolve: (o: WriteOutcome) => void;
 }
@@ -71,6 +74,9 @@ export class WriterQueue {
   onBatch?: (size: number, seconds: number) => void;
   readonly failures = new FailureLog();
 
+  private purgeScheduled = false;
+  private purgeRetryMs = 0;
+
   constructor(
     private readonly store: Store,
     /** Called synchronously right after the commit, for each newly stored event, in commit order. */
@@ -78,7 +84,37 @@ export class WriterQueue {
     /** The storage rules in force, read once per batch (so a config reload applies at once). */
     private readonly rules: () => WriteRules,
     private readonly maxBatch = 2000,
-  ) {}
+  ) {
+    if (store.purgeStep) {
+      store.onPurge = () => this.purgeSoon();
+      this.purgeSoon(); // what a previous run left undone
+    }
+  }
+
+  /**
+   * Big deletions (Store.purgeStep) run in steps of PURGE_STEP_MS, each a task of its own: the
+   * event loop serves sockets, and this queue commits its batches, between two steps.
+   */
+  private purgeSoon(): void {
+    if (this.purgeScheduled) return;
+    this.purgeScheduled = true;
+    setTimeout(() => void this.purgeOnce(), this.purgeRetryMs);
+  }
+
+  private async purgeOnce(): Promise<void> {
+    this.purgeScheduled = false;
+    let more: boolean;
+    try {
+      more = await this.store.purgeStep!(PURGE_STEP_MS);
+      this.purgeRetryMs = 0;
+    } catch (e) {
+      // A locked database (another process), a lost connection: try again, less often.
+      console.error("purge step failed, retrying:", e);
+      this.purgeRetryMs = Math.min(Math.max(this.purgeRetryMs * 2, 100), 10_000);
+      more = true;
+    }
+    if (more) this.purgeSoon();
+  }
 
   get depth(): number {
     return this.queue.length;

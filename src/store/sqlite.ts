@@ -27,6 +27,7 @@ export class SqliteStore implements Store {
   private readonly dataVersion;
   private readonly maxSeq;
   private seenVersion = -1;
+  private closed = false;
 
   constructor(opts: SqliteStoreOptions) {
     this.db = openDatabase({ path: opts.path, synchronous: opts.synchronous });
@@ -63,6 +64,18 @@ export class SqliteStore implements Store {
 
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems> {
     return this.read("neg", job, negJob, ctx);
+  }
+
+  purgeStep(budgetMs: number): boolean {
+    return !this.closed && this.writer.purgeStep(budgetMs);
+  }
+
+  set onPurge(f: (() => void) | undefined) {
+    this.writer.onPurge = f;
+  }
+
+  get onPurge(): (() => void) | undefined {
+    return this.writer.onPurge;
   }
 
   sweepExpired(now: number): number {
@@ -109,6 +122,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     await this.readers?.close();
     // Fold the WAL back into the main file so a backup of the .sqlite alone is complete. This
     // can fail (the main file may need to grow on a full disk): nothing is lost, every committed

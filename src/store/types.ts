@@ -9,6 +9,13 @@ export interface PendingWrite {
   event: NostrEvent;
   /** The serialized event, built once at ingest. */
   json: string;
+  /**
+   * A request to vanish (kind 62) the policies refused for the sender's standing (AUTH, bans,
+   * lists: policy/defaults.ts judgeEvent), with the refusal text: NIP-62 has it carried out
+   * anyway, so the writer records the vanish and deletes, but does not store the event; its
+   * outcome is that refusal, saying the deletion was done.
+   */
+  vanishOnly?: string;
 }
 
 export type WriteOutcome =
@@ -45,7 +52,10 @@ export interface AdminStore {
   recentLog(limit: number): AdminLogEntry[] | Promise<AdminLogEntry[]>;
   /** Deletes a stored event (banevent); false if it was not stored. */
   deleteEvent(id: string): boolean | Promise<boolean>;
-  /** Deletes every stored event of an author (banpubkey); how many. */
+  /**
+   * Deletes every stored event of an author (banpubkey): a big one in steps (Store.purgeStep),
+   * after the call returns; how many were deleted at once.
+   */
   deleteAuthor(pubkey: string): number | Promise<number>;
 }
 
@@ -82,6 +92,15 @@ export interface Store {
   count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }>;
   /** NIP-77: (created_at, id) of the events matching a filter. */
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems>;
+  /**
+   * Deletions too big for one write transaction (a request to vanish of a big key, a ban),
+   * recorded by the write that asked for them and carried out in steps: runs about `budgetMs`
+   * of them, in a transaction of its own; true if some remain. The writer queue calls it between
+   * batches (store/queue.ts), so other clients' writes and reads go on meanwhile.
+   */
+  purgeStep?(budgetMs: number): boolean | Promise<boolean>;
+  /** Set by the writer queue: the store calls it when it records new purge work. */
+  onPurge?: () => void;
   /** NIP-40: deletes expired events; returns how many. */
   sweepExpired(now: number): number | Promise<number>;
   /** Forgets the waiting reads of an owner (a connection) that went away. */

@@ -1,9 +1,12 @@
 // The single writer: NIP-01/09/40/50/62 storage semantics inside one transaction per batch.
+// Deletions too big for one transaction (a request to vanish of a key with 40k events, a ban)
+// are recorded as purges and carried out in bounded steps between batches (purgeStep): the
+// writer runs on the main thread, and one such transaction stalled every client for seconds.
 import type { Database, Statement } from "bun:sqlite";
 import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../nips/nip09.ts";
 import { expirationOf } from "../nips/nip40.ts";
 import { indexText } from "../nips/nip50.ts";
-import { VANISH_KIND } from "../nips/nip62.ts";
+import { VANISH_CARRIED_OUT, VANISH_KIND } from "../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
 import type { PendingWrite, WriteOutcome } from "./types.ts";
@@ -21,6 +24,42 @@ export interface WriteRules {
 const SINGLE_LETTER = /^[a-zA-Z]$/;
 const GIFT_WRAP = 1059;
 
+/**
+ * Is this tag a row of the tags table? Its rows are written AND deleted from the event's own
+ * tags as parsed here, bound the same way: SQLite stores a lone surrogate (valid in an event's
+ * JSON, as an escape) as U+FFFD, which the JSON functions of SQL never give back, so a delete
+ * that read the values with json_each left such rows behind, and they then matched a later
+ * event that got the same seq (issue 13).
+ */
+const indexedTag = (t: string[]): boolean => t[1] !== undefined && t[0] !== undefined && SINGLE_LETTER.test(t[0]);
+
+/** Rows a purge selects at a time. */
+const PURGE_ROWS = 32;
+/** Purge work done inside the batch that asked for it: a small one completes before its OK. */
+const PURGE_FIRST_MS = 5;
+/** A bound no created_at or seq reaches: "no limit" for a purge. */
+const NO_LIMIT = Number.MAX_SAFE_INTEGER;
+
+/** A deletion carried out in steps (table purges): the events of a pubkey, and gift wraps to it. */
+interface Purge {
+  id: number;
+  pubkey: string;
+  /** Events created up to this (a request to vanish); null: all (a ban). */
+  until: number | null;
+  /** The seq of an event kept (the request to vanish itself). */
+  keep: number | null;
+  /** Only events with a seq up to this: those stored when the purge was recorded. */
+  upto: number | null;
+  /** Also gift wraps p-tagged to the pubkey (NIP-62). */
+  wraps: number;
+}
+
+interface Row {
+  seq: number;
+  created_at: number;
+  json: string;
+}
+
 interface Existing {
   seq: number;
   created_at: number;
@@ -33,6 +72,14 @@ export class SqliteWriter {
   private readonly st: Record<string, Statement>;
   private readonly txn: (batch: PendingWrite[], rules: WriteRules) => WriteOutcome[];
   seq: number;
+  /** Purges are recorded and not yet done (set at start from the table). */
+  private purging: boolean;
+  /** Purges recorded by the batch being written. */
+  private newPurges: number[] = [];
+  /** Called when a purge is recorded (after its transaction: from a timer), so someone runs purgeStep. */
+  onPurge?: () => void;
+  /** Events purges have deleted (removeByAuthor reports its share). */
+  private purgedEvents = 0;
 
   constructor(private readonly db: Database) {
     const q = (sql: string) => db.prepare(sql);
@@ -44,12 +91,11 @@ export class SqliteWriter {
       insertText: q("INSERT INTO events_fts (rowid, text) VALUES (?, ?)"),
       findReplaceable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ?"),
       findAddressable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ? AND d = ?"),
+      rowBySeq: q("SELECT seq, created_at, json FROM events WHERE seq = ?"),
       deleteEvent: q("DELETE FROM events WHERE seq = ?"),
-      // Through the tag table's primary key, from the event's own tags (no index by seq: it
-      // would cost ~360 bytes and a b-tree insert per tag). Run before the event row goes.
-      deleteTags: q(
-        "DELETE FROM tags WHERE (name, value, created_at, seq) IN (SELECT j.value ->> 0, j.value ->> 1, e.created_at, e.seq FROM events e, json_each(e.json, '$.tags') j WHERE e.seq = ?1)",
-      ),
+      // Through the tag table's primary key, with the values indexTags wrote (indexedTag; no
+      // index by seq: it would cost ~360 bytes and a b-tree insert per tag).
+      deleteTag: q("DELETE FROM tags WHERE name = ? AND value = ? AND created_at = ? AND seq = ?"),
       deleteText: q("DELETE FROM events_fts WHERE rowid = ?"),
       hasId: q("SELECT 1 FROM events WHERE id = unhex(?)"),
       // NIP-09
@@ -65,15 +111,31 @@ export class SqliteWriter {
       // NIP-62
       vanishedUntil: q("SELECT until FROM vanished WHERE pubkey = unhex(?)"),
       vanish: q("INSERT INTO vanished (pubkey, until) VALUES (unhex(?), ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)"),
-      authoredUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND created_at <= ? AND seq <> ?"),
-      wrapsFor: q("SELECT seq FROM tags WHERE name = 'p' AND value = ? AND kind = 1059"),
-      // NIP-86
-      authored: q("SELECT seq FROM events WHERE pubkey = unhex(?)"),
+      // Purges (NIP-62, NIP-86 banpubkey)
+      addPurge: q("INSERT INTO purges (pubkey, until, keep, upto, wraps) VALUES (unhex(?), ?, ?, ?, ?)"),
+      purgeById: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges WHERE id = ?"),
+      nextPurge: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges ORDER BY id LIMIT 1"),
+      endPurge: q("DELETE FROM purges WHERE id = ?"),
+      // Oldest first, about ascending seq: FTS5 was measured here deleting descending rowids
+      // up to 5x slower than ascending ones.
+      purgeAuthored: q("SELECT seq, created_at, json FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5"),
+      // The join skips a tag row without its event, were there one: a purge never loops on it.
+      purgeWraps: q(
+        "SELECT e.seq, e.created_at, e.json FROM tags t, events e WHERE t.name = 'p' AND t.value = ?1 AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3",
+      ),
+      maxSeq: q("SELECT coalesce(max(seq), 0) AS s FROM events"),
       // NIP-40
       expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? LIMIT ?"),
     };
     this.seq = (db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
-    this.txn = db.transaction((batch: PendingWrite[], rules: WriteRules) => batch.map((w) => this.writeOne(w, rules)));
+    this.purging = db.query("SELECT 1 FROM purges LIMIT 1").get() !== null;
+    this.txn = db.transaction((batch: PendingWrite[], rules: WriteRules) => {
+      this.newPurges = [];
+      const outcomes = batch.map((w) => this.writeOne(w, rules));
+      // A small purge (most requests to vanish) is done before the commit, so before the OK.
+      if (this.newPurges.length > 0) this.runPurges(this.newPurges, performance.now() + PURGE_FIRST_MS);
+      return outcomes;
+    });
   }
 
   has(id: string): boolean {
@@ -126,16 +188,76 @@ export class SqliteWriter {
     }).immediate();
   }
 
-  /** NIP-86 banpubkey: deletes every event of this author; returns how many. */
+  /**
+   * NIP-86 banpubkey: deletes every event of this author stored now, as a purge: what fits in
+   * PURGE_FIRST_MS at once, the rest in purgeSteps. Returns how many were deleted at once.
+   */
   removeByAuthor(pubkey: string): number {
     return this.db.transaction(() => {
-      const rows = this.st.authored!.all(pubkey) as { seq: number }[];
-      for (const r of rows) this.remove(r.seq);
-      return rows.length;
+      const upto = (this.st.maxSeq!.get() as { s: number }).s;
+      const before = this.purgedEvents;
+      this.runPurges([this.addPurge(pubkey, null, null, upto, false)], performance.now() + PURGE_FIRST_MS);
+      return this.purgedEvents - before;
     }).immediate();
   }
 
-  private writeOne({ event: e, json }: PendingWrite, rules: WriteRules): WriteOutcome {
+  /**
+   * One bounded step of the waiting purges, oldest first, in its own (IMMEDIATE) transaction of
+   * about `budgetMs`; true if some work remains. The relay runs steps between write batches
+   * (store/queue.ts), so other clients' EVENTs and REQs go on while a big key vanishes.
+   */
+  purgeStep(budgetMs: number): boolean {
+    if (!this.purging) return false;
+    return this.db.transaction(() => {
+      const deadline = performance.now() + budgetMs;
+      for (;;) {
+        const p = this.st.nextPurge!.get() as Purge | null;
+        if (!p) return (this.purging = false);
+        if (!this.purge(p, deadline)) return true;
+      }
+    }).immediate();
+  }
+
+  /** Records a purge (the caller's transaction) and tells onPurge once it is committed. */
+  private addPurge(pubkey: string, until: number | null, keep: number | null, upto: number | null, wraps: boolean): number {
+    const id = Number(this.st.addPurge!.run(pubkey, until, keep, upto, wraps ? 1 : 0).lastInsertRowid);
+    this.purging = true;
+    if (this.onPurge) setTimeout(this.onPurge, 0);
+    return id;
+  }
+
+  /** Runs these purges until done or the deadline. */
+  private runPurges(ids: number[], deadline: number): void {
+    for (const id of ids) {
+      const p = this.st.purgeById!.get(id) as Purge | null;
+      if (p && !this.purge(p, deadline)) return;
+    }
+  }
+
+  /** Deletes what a purge covers until the deadline; true when it is done (and forgotten). */
+  private purge(p: Purge, deadline: number): boolean {
+    for (;;) {
+      let rows = this.st.purgeAuthored!.all(p.pubkey, p.until ?? NO_LIMIT, p.keep ?? -1, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
+      if (rows.length === 0 && p.wraps) rows = this.st.purgeWraps!.all(p.pubkey, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
+      if (rows.length === 0) {
+        this.st.endPurge!.run(p.id);
+        return true;
+      }
+      for (const r of rows) {
+        this.removeRow(r);
+        this.purgedEvents++;
+        if (performance.now() >= deadline) return false;
+      }
+    }
+  }
+
+  private writeOne({ event: e, json, vanishOnly }: PendingWrite, rules: WriteRules): WriteOutcome {
+    if (vanishOnly !== undefined) {
+      // Refused for the sender's standing, carried out anyway (NIP-62), never stored.
+      if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
+      this.applyVanish(e, null);
+      return refused(vanishOnly + VANISH_CARRIED_OUT);
+    }
     const gone = this.tombstoned(e);
     if (gone) return refused(gone);
     const addressable = isAddressable(e.kind);
@@ -209,24 +331,30 @@ export class SqliteWriter {
     this.st.tombstoneAddress!.run(a.pubkey, a.kind, a.d, until);
   }
 
-  /** NIP-62: everything of the pubkey up to the request (the request itself stays), and gift wraps to it. */
-  private applyVanish(req: NostrEvent, keep: number): void {
-    for (const r of this.st.authoredUpTo!.all(req.pubkey, req.created_at, keep) as { seq: number }[]) this.remove(r.seq);
-    for (const r of this.st.wrapsFor!.all(req.pubkey) as { seq: number }[]) this.remove(r.seq);
+  /**
+   * NIP-62: everything of the pubkey up to the request (the request itself, `keep`, stays), and
+   * gift wraps to it. The tombstone is written here, in the request's transaction, so nothing it
+   * covers is accepted again from its commit (and OK) on; the deletion is a purge: done at once
+   * when small, else carried out in steps right after (purgeStep).
+   */
+  private applyVanish(req: NostrEvent, keep: number | null): void {
     this.st.vanish!.run(req.pubkey, req.created_at);
+    const upto = (this.st.maxSeq!.get() as { s: number }).s;
+    this.newPurges.push(this.addPurge(req.pubkey, req.created_at, keep, upto, true));
   }
 
   private indexTags(e: NostrEvent, seq: number): void {
-    for (const t of e.tags) {
-      const name = t[0];
-      const value = t[1];
-      if (name === undefined || value === undefined || !SINGLE_LETTER.test(name)) continue;
-      this.st.insertTag!.run(name, value, e.created_at, seq, e.kind);
-    }
+    for (const t of e.tags) if (indexedTag(t)) this.st.insertTag!.run(t[0]!, t[1]!, e.created_at, seq, e.kind);
   }
 
   private remove(seq: number): void {
-    this.st.deleteTags!.run(seq); // reads the event's tags: first
+    const r = this.st.rowBySeq!.get(seq) as Row | null;
+    if (r) this.removeRow(r);
+  }
+
+  /** Deletes an event and its index rows: its tag rows by the values they were written with. */
+  private removeRow({ seq, created_at, json }: Row): void {
+    for (const t of (JSON.parse(json) as NostrEvent).tags) if (indexedTag(t)) this.st.deleteTag!.run(t[0]!, t[1]!, created_at, seq);
     this.st.deleteEvent!.run(seq);
     this.st.deleteText!.run(seq);
   }

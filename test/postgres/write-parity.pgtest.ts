@@ -61,22 +61,57 @@ const describeOutcome = (o: WriteOutcome) => (o.stored ? "stored" : o.duplicate 
 test("40 seeded batches: the same outcomes and the same stored set as the SQLite writer", async () => {
   const made: NostrEvent[] = [];
   let replaced = 0;
+  let carriedOut = 0;
   for (let b = 0; b < 40; b++) {
     const batch = Array.from({ length: 5 + Math.floor(rand() * 40) }, () => {
       const e = gen(made);
       made.push(e);
-      return { event: e, json: serializeEvent(e) };
+      // Some requests to vanish come refused for their author's standing: carried out, not stored.
+      const vanishOnly = e.kind === 62 && rand() < 0.5 ? "restricted: this pubkey is not allowed to publish here" : undefined;
+      return { event: e, json: serializeEvent(e), vanishOnly };
     });
     const want = sqlite.writeBatch(batch, RULES).map(describeOutcome);
     const got = (await pg.writeBatch(batch, RULES)).map(describeOutcome);
     expect(got).toEqual(want);
     replaced += want.filter((w) => w.startsWith("duplicate: a newer")).length;
+    carriedOut += want.filter((w) => w.includes("the request to vanish was carried out")).length;
   }
+  // Deletions left to steps (none this small, but the stored sets are compared after them).
+  while (sqlite.purgeStep(5));
+  while (await pg.purgeStep(5));
   const job = { filters: [{}], limits: [100_000], maxSeq: Number.MAX_SAFE_INTEGER, now: 0 };
   const sqliteIds = (await allRows(sqlite.query({ ...job, maxSeq: sqlite.lastSeq() }))).map((j) => j.slice(7, 71)).sort();
   const pgIds = (await allRows(pg.query({ ...job, maxSeq: pg.lastSeq() }))).map((j) => j.slice(7, 71)).sort();
   expect(pgIds).toEqual(sqliteIds);
   // Not vacuous: versions were refused as older, and both stores kept a mix.
   expect(replaced).toBeGreaterThan(20);
+  expect(carriedOut).toBeGreaterThan(0);
   expect(sqliteIds.length).toBeGreaterThan(20);
+});
+
+test("a request to vanish of 3,000 events: its batch deletes the first 500, steps outside the sequence lock the rest", async () => {
+  const sk = generateSecretKey();
+  const pubkey = getPublicKey(sk);
+  const fake = (k: number): NostrEvent => ({
+    id: k.toString(16).padStart(8, "0") + pubkey.slice(8), pubkey, created_at: BASE - 5000 + k, kind: 1, tags: [["t", "x"]], content: `n ${k}`, sig: "0".repeat(128),
+  });
+  for (let k = 0; k < 3000; k += 1000) await pg.writeBatch(Array.from({ length: 1000 }, (_, j) => ({ event: fake(k + j), json: serializeEvent(fake(k + j)) })), RULES);
+  const left = async () => (await pg.sql`SELECT count(*)::int AS n FROM events WHERE pubkey = decode(${pubkey}, 'hex')`)[0].n as number;
+  expect(await left()).toBe(3000);
+  let told = 0;
+  pg.onPurge = () => void told++;
+  const vanish = JSON.parse(JSON.stringify(finalizeEvent({ kind: 62, created_at: BASE, tags: [["relay", "ALL_RELAYS"]], content: "" }, sk))) as NostrEvent;
+  expect((await pg.writeBatch([{ event: vanish, json: serializeEvent(vanish) }], RULES))[0]!.stored).toBe(true);
+  expect(told).toBe(1);
+  expect(await left()).toBe(3001 - 500);
+  // Nothing it covers is accepted meanwhile; other writes go on.
+  const old = fake(4000); // created before the request
+  expect((await pg.writeBatch([{ event: old, json: serializeEvent(old) }], RULES))[0]).toEqual({ stored: false, duplicate: false, reason: "blocked: this pubkey asked to vanish from this relay" });
+  let steps = 0;
+  while (await pg.purgeStep(5)) steps++;
+  expect(steps).toBeGreaterThanOrEqual(5); // 2,500 left, 500 a step (and one that finds the purge done)
+  expect(steps).toBeLessThanOrEqual(6);
+  expect(await left()).toBe(1);
+  expect((await pg.sql`SELECT count(*)::int AS n FROM purges`)[0].n).toBe(0);
+  pg.onPurge = undefined;
 });

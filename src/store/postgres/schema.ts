@@ -51,6 +51,16 @@ const migrations: string[] = [
   // see it move when they poll, and reload their admin state.
   `CREATE TABLE admin_version (one boolean PRIMARY KEY DEFAULT true CHECK (one), value bigint NOT NULL);
    INSERT INTO admin_version (value) VALUES (0);`,
+  // 4: deletions too big for one write batch (requests to vanish), carried out in steps outside
+  // the sequence lock (postgres/write.ts purgeStep), as SQLite's (store/db.ts, schema 5).
+  `CREATE TABLE purges (
+     id     bigserial PRIMARY KEY,
+     pubkey bytea     NOT NULL,
+     until  bigint,                   -- events created up to this; NULL: all
+     keep   bigint,                   -- seq of an event that stays (the request to vanish)
+     upto   bigint,                   -- only events with a seq up to this
+     wraps  boolean   NOT NULL        -- also gift wraps p-tagged to the pubkey
+   );`,
 ];
 
 /** Any fixed number: the advisory lock that serializes migrations of nodes starting together. */

@@ -12,7 +12,7 @@ import { RedisBus } from "./bus.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
 import { FEED_WINDOW, feedWindowFits, planFilter, planNeg, planSeqs } from "./query.ts";
 import { migrate } from "./schema.ts";
-import { writeBatch } from "./write.ts";
+import { purgeStep, writeBatch } from "./write.ts";
 
 export interface PostgresStoreOptions {
   url: string;
@@ -130,7 +130,22 @@ export class PostgresStore implements Store {
     const b = { from: committed.from, to: committed.to, events: committed.stored };
     this.bus?.publishBatch(b);
     this.order.add(b);
+    if (committed.purgesLeft) this.onPurge?.();
     return outcomes;
+  }
+
+  /** Set by the writer queue (Store.onPurge). */
+  onPurge?: () => void;
+
+  /** Store.purgeStep: PG_PURGE_ROWS events a step (the time budget is the SQLite writer's: Postgres does not run on this thread). */
+  async purgeStep(_budgetMs: number): Promise<boolean> {
+    if (this.closed) return false;
+    try {
+      return await purgeStep(this.sql);
+    } catch (err) {
+      if (this.closed) return false;
+      throw err;
+    }
   }
 
   private async read<T>(ctx: ReadContext | undefined, run: () => Promise<T>): Promise<T> {

@@ -6,7 +6,7 @@ import type { SQL } from "bun";
 import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../../nips/nip09.ts";
 import { expirationOf } from "../../nips/nip40.ts";
 import { tokens, searchableText } from "../../nips/nip50.ts";
-import { VANISH_KIND } from "../../nips/nip62.ts";
+import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
@@ -20,6 +20,12 @@ const HEX64 = /^[0-9a-f]{64}$/;
 const indexable = pgSafe;
 /** A tsvector lexeme is at most 2,047 bytes. */
 const MAX_LEXEME = 2000;
+/**
+ * Events a purge deletes per statement. One request to vanish of 40k events deleted in its batch
+ * held the sequence lock (every node's writes) ~430 ms; now the batch deletes this many, and
+ * the rest goes in steps of this many, each its own transaction, outside the lock.
+ */
+export const PG_PURGE_ROWS = 500;
 
 /**
  * The tokens (already normalized as queries are, nips/nip50.ts) as a tsvector literal with their
@@ -45,6 +51,8 @@ export interface CommittedBatch {
   from: number;
   to: number;
   stored: { seq: number; event: NostrEvent; json: string }[];
+  /** The batch recorded a purge it could not finish: purgeStep has work. */
+  purgesLeft: boolean;
 }
 
 export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRules): Promise<{ outcomes: WriteOutcome[]; committed: CommittedBatch }> {
@@ -56,6 +64,7 @@ export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRu
     const to = Number(row.value);
     const from = to - batch.length + 1;
     const outcomes: WriteOutcome[] = new Array(batch.length);
+    const purges = { left: false };
     // Events that only affect themselves and their own address go in runs, a few statements per
     // run; the others (deletions, requests to vanish, gift wraps) one by one, in order, so each
     // sees what the events before it did.
@@ -70,14 +79,14 @@ export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRu
         continue;
       }
       await flush();
-      outcomes[i] = await writeOne(tx, batch[i]!, from + i, rules);
+      outcomes[i] = await writeOne(tx, batch[i]!, from + i, rules, purges);
     }
     await flush();
     const stored: CommittedBatch["stored"] = [];
     outcomes.forEach((o, i) => {
       if (o.stored) stored.push({ seq: o.seq, event: batch[i]!.event, json: batch[i]!.json });
     });
-    return { outcomes, committed: { from, to, stored } };
+    return { outcomes, committed: { from, to, stored, purgesLeft: purges.left } };
   });
 }
 
@@ -220,12 +229,18 @@ async function insertEvents(tx: Tx, items: { w: PendingWrite; seq: number; d: st
 }
 
 /** Deletions, requests to vanish and gift wraps (regular kinds, no address; see `runs`), one by one. */
-async function writeOne(tx: Tx, { event: e, json }: PendingWrite, seq: number, rules: WriteRules): Promise<WriteOutcome> {
+async function writeOne(tx: Tx, { event: e, json, vanishOnly }: PendingWrite, seq: number, rules: WriteRules, purges: { left: boolean }): Promise<WriteOutcome> {
+  if (vanishOnly !== undefined) {
+    // Refused for the sender's standing, carried out anyway (NIP-62), never stored; its seq stays unused.
+    if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
+    if (!(await applyVanish(tx, e, null, seq))) purges.left = true;
+    return refused(vanishOnly + VANISH_CARRIED_OUT);
+  }
   const gone = await tombstoned(tx, e);
   if (gone) return refused(gone);
   if (!(await insertEvents(tx, [{ w: { event: e, json }, seq, d: null }], rules)).has(seq)) return { stored: false, duplicate: true };
   if (e.kind === DELETION_KIND && rules.deletion) await applyDeletion(tx, e);
-  if (e.kind === VANISH_KIND && rules.vanish) await applyVanish(tx, e, seq);
+  if (e.kind === VANISH_KIND && rules.vanish && !(await applyVanish(tx, e, seq, seq))) purges.left = true;
   return { stored: true, seq };
 }
 
@@ -275,10 +290,62 @@ async function deleteAddress(tx: Tx, a: Address, until: number): Promise<void> {
            ON CONFLICT (pubkey, kind, d) DO UPDATE SET until = greatest(deleted_addresses.until, excluded.until)`;
 }
 
-/** NIP-62: everything of the pubkey up to the request (the request stays), and gift wraps to it. */
-async function applyVanish(tx: Tx, req: NostrEvent, keep: number): Promise<void> {
-  await tx`DELETE FROM events WHERE pubkey = decode(${req.pubkey}, 'hex') AND created_at <= ${req.created_at} AND seq <> ${keep}`;
-  await tx`DELETE FROM events WHERE seq IN (SELECT seq FROM tags WHERE name = 'p' AND value = ${req.pubkey} AND kind = ${GIFT_WRAP})`;
+/**
+ * NIP-62: everything of the pubkey up to the request (the request itself, `keep`, stays), and
+ * gift wraps to it, among the events stored before it (seq up to `upto`). The tombstone is
+ * written in the request's batch; the deletion is a purge: its first PG_PURGE_ROWS here, the
+ * rest in purgeStep. True when it is all done.
+ */
+async function applyVanish(tx: Tx, req: NostrEvent, keep: number | null, upto: number): Promise<boolean> {
   await tx`INSERT INTO vanished (pubkey, until) VALUES (decode(${req.pubkey}, 'hex'), ${req.created_at})
            ON CONFLICT (pubkey) DO UPDATE SET until = greatest(vanished.until, excluded.until)`;
+  const [p] = await tx`INSERT INTO purges (pubkey, until, keep, upto, wraps) VALUES (decode(${req.pubkey}, 'hex'), ${req.created_at}, ${keep}, ${upto}, true)
+                       RETURNING id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps`;
+  return purgeChunk(tx, p as Purge);
+}
+
+interface Purge {
+  id: string;
+  pubkey: string;
+  until: number | null;
+  keep: number | null;
+  upto: number | null;
+  wraps: boolean;
+}
+
+/** Deletes up to PG_PURGE_ROWS events of a purge (oldest first, then gift wraps); true (and the purge forgotten) when none is left. */
+async function purgeChunk(tx: Tx, p: Purge, rows = PG_PURGE_ROWS): Promise<boolean> {
+  const until = p.until ?? Number.MAX_SAFE_INTEGER;
+  const upto = p.upto ?? Number.MAX_SAFE_INTEGER;
+  const keep = p.keep ?? -1;
+  const [a] = await tx`WITH gone AS (
+      DELETE FROM events WHERE seq IN (
+        SELECT seq FROM events WHERE pubkey = decode(${p.pubkey}, 'hex') AND created_at <= ${until} AND seq <> ${keep} AND seq <= ${upto} ORDER BY created_at LIMIT ${rows})
+      RETURNING 1)
+    SELECT count(*)::int AS n FROM gone`;
+  if (a.n >= rows) return false;
+  if (p.wraps) {
+    const [w] = await tx`WITH gone AS (
+        DELETE FROM events WHERE seq IN (SELECT seq FROM tags WHERE name = 'p' AND value = ${p.pubkey} AND kind = ${GIFT_WRAP} AND seq <= ${upto} LIMIT ${rows - a.n})
+        RETURNING 1)
+      SELECT count(*)::int AS n FROM gone`;
+    if (a.n + w.n >= rows) return false;
+  }
+  await tx`DELETE FROM purges WHERE id = ${p.id}`;
+  return true;
+}
+
+/**
+ * One step of the waiting purges (any node's: a purge another node is running is skipped), in a
+ * transaction of its own, outside the sequence lock; true if some may remain.
+ */
+export async function purgeStep(sql: SQL): Promise<boolean> {
+  return sql.begin(async (tx) => {
+    await tx`SET LOCAL statement_timeout = 0`;
+    const [p] = await tx`SELECT id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps
+                         FROM purges ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`;
+    if (!p) return false;
+    await purgeChunk(tx, p as Purge);
+    return true;
+  });
 }
