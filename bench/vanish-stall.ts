@@ -5,7 +5,7 @@
 // that client's EVENT->OK and REQ->EOSE latency (p50/p99/max) before and during the deletion,
 // how long the deletion took, and a verdict.
 //
-//   npx bun bench/vanish-stall.ts [--events 40000] [--scenario vanish|ban|delete|all] [--max-ms 300]
+//   npx bun bench/vanish-stall.ts [--events 40000] [--scenario vanish|ban|delete|all] [--max-ms 500]
 //   BUNSTR_RELAY_MAIN=/path/to/old/src/main.ts npx bun bench/vanish-stall.ts   (another build)
 //
 // The relay runs with --no-verify (events carry valid ids and dummy signatures): the stall is
@@ -29,12 +29,12 @@ const { values } = parseArgs({
   options: {
     events: { type: "string", default: "40000" },
     scenario: { type: "string", default: "all" },
-    "max-ms": { type: "string", default: "300" },
+    "max-ms": { type: "string", default: "500" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
 if (values.help) {
-  console.log("usage: npx bun bench/vanish-stall.ts [--events 40000] [--scenario vanish|ban|delete|all] [--max-ms 300]");
+  console.log("usage: npx bun bench/vanish-stall.ts [--events 40000] [--scenario vanish|ban|delete|all] [--max-ms 500]");
   process.exit(0);
 }
 const EVENTS = Number(values.events);
