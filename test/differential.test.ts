@@ -468,7 +468,7 @@ describe("differential: lone surrogates and replacement chains", () => {
     if (onPostgres) {
       const pg = (oddPg = await PostgresStore.open({ url: await createDatabase(databaseFor(oddDir)), poolSize: 4 }));
       write = (batch) => pg.writeBatch(batch, RULES);
-      query = (job) => pg.query(job);
+      query = (job) => allRows(pg.query(job));
       tagRows = async () => [...(await pg.sql`SELECT name, value, created_at::float8 AS created_at, seq::float8 AS seq FROM tags`)];
       eventRows = async () => [...(await pg.sql`SELECT seq::float8 AS seq, created_at::float8 AS created_at, json FROM events`)];
     } else {

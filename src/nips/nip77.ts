@@ -80,8 +80,12 @@ export class NegentropyStorage {
       const o = i * ID_SIZE;
       head[i] = ((raw[o]! << 24) | (raw[o + 1]! << 16) | (raw[o + 2]! << 8) | raw[o + 3]!) >>> 0;
     }
+    const cmp = (a: number, b: number) => ts[a]! - ts[b]! || head[a]! - head[b]! || compareIds(raw, a, raw, b);
     const order = new Uint32Array(n).map((_, i) => i);
-    order.sort((a, b) => ts[a]! - ts[b]! || head[a]! - head[b]! || compareIds(raw, a, raw, b));
+    // Items packed by the store come sorted already: then one pass checks it and no sort runs.
+    let sorted = true;
+    for (let i = 1; i < n && sorted; i++) sorted = cmp(i - 1, i) <= 0;
+    if (!sorted) order.sort(cmp);
     this.timestamps = new Float64Array(n);
     this.ids = new Uint8Array(n * ID_SIZE);
     for (let i = 0; i < n; i++) {

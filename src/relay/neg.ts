@@ -14,6 +14,8 @@ export interface NegSession {
   items: number;
 }
 
+const NEG_OVER_BUDGET = "rate-limited: too much negentropy reconciliation, slow down";
+
 /** A message that is not even-length lowercase hex is refused before the decoder sees it. */
 const isHex = (m: unknown): m is string => typeof m === "string" && m.length % 2 === 0 && !/[^0-9a-f]/.test(m);
 /** Reply frames stay well under what clients accept (nostr-tools' default is 60,000 bytes). */
@@ -47,6 +49,8 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
     return fail(ctx, ws, subId, `rate-limited: too many open negentropy sessions (max ${ctx.config.limits.max_subscriptions})`);
   const filters = admitFilters(ctx, s, "neg_opens", [rawFilter]);
   if (typeof filters === "string") return fail(ctx, ws, subId, filters);
+  // Building the session's index and the first reply run on the main thread, as NEG-MSG does.
+  if (!hasNegTime(ctx, s)) return fail(ctx, ws, subId, NEG_OVER_BUDGET);
 
   const budget = queryBudget(ctx, s);
   if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
@@ -81,7 +85,9 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   if (items.overflow) return fail(ctx, ws, subId, `blocked: this query is too big (more than ${max} events)`);
   session.items = items.timestamps.length;
   ctx.negItems.set(group, (ctx.negItems.get(group) ?? 0) + session.items);
+  const started = performance.now();
   session.server = new NegentropyServer(NegentropyStorage.fromPacked(items.timestamps, items.ids), FRAME_LIMIT);
+  chargeNegTime(ctx, s, performance.now() - started);
   reply(ctx, ws, subId, session.server, message);
 }
 
@@ -92,7 +98,7 @@ export function handleNegMsg(ctx: RelayContext, ws: Socket, subId: string, messa
   // Reconciliation runs on the main thread: it is paid for from the query budget and from a
   // small per-address allowance of main-thread time, so a loop of NEG-MSGs cannot hold the
   // event loop that every other client waits on.
-  if (!hasNegTime(ctx, ws.data)) return fail(ctx, ws, subId, "rate-limited: too much negentropy reconciliation, slow down");
+  if (!hasNegTime(ctx, ws.data)) return fail(ctx, ws, subId, NEG_OVER_BUDGET);
   reply(ctx, ws, subId, session.server, message);
 }
 

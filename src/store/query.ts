@@ -66,9 +66,15 @@ export interface NegItems {
 
 /** Packs (created_at, hex id) pairs. */
 export function packNegItems(timestamps: readonly number[], ids: readonly string[], overflow: boolean): NegItems {
+  // In NIP-77 order (created_at, then id), so sealing the storage on the main thread is one pass.
+  const order = Array.from(ids, (_, i) => i).sort((a, b) => timestamps[a]! - timestamps[b]! || (ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0));
   const raw = Buffer.alloc(ids.length * 32);
-  for (let i = 0; i < ids.length; i++) raw.write(ids[i]!, i * 32, 32, "hex");
-  return { timestamps: Float64Array.from(timestamps), ids: new Uint8Array(raw.buffer, raw.byteOffset, raw.length), overflow };
+  const ts = new Float64Array(ids.length);
+  order.forEach((j, i) => {
+    raw.write(ids[j]!, i * 32, 32, "hex");
+    ts[i] = timestamps[j]!;
+  });
+  return { timestamps: ts, ids: new Uint8Array(raw.buffer, raw.byteOffset, raw.length), overflow };
 }
 
 /**
