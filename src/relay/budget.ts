@@ -122,10 +122,10 @@ function negBucket(ctx: RelayContext, s: Session, now: number): Bucket | undefin
   return groupBucket(ctx.negGroups, ipGroup(s.ip), perMinute / 60, cap, now);
 }
 
-/** May this connection's address run another NEG-MSG reconciliation now? */
+/** Has this connection's address main-thread NIP-77 time left (the allowance only; see hasQueryTime)? */
 export function hasNegTime(ctx: RelayContext, s: Session): boolean {
   const b = negBucket(ctx, s, performance.now());
-  return (b === undefined || b.tokens > 0) && hasQueryTime(ctx, s);
+  return b === undefined || b.tokens > 0;
 }
 
 /** Charges a reconciliation's main-thread time to the address's allowance and the query budgets. */

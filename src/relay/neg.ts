@@ -2,7 +2,7 @@
 // Every refusal or malformed message is a NEG-ERR, after which the session is gone.
 import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
 import { ipGroup } from "../policy/ip.ts";
-import { chargeNegTime, hasNegTime, OVER_BUDGET, queryBudget } from "./budget.ts";
+import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "./budget.ts";
 import { nowSeconds, readFailure, visibilityFor, type RelayContext } from "./context.ts";
 import { admitFilters } from "./req.ts";
 import { send, type Socket } from "./session.ts";
@@ -49,11 +49,13 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
     return fail(ctx, ws, subId, `rate-limited: too many open negentropy sessions (max ${ctx.config.limits.max_subscriptions})`);
   const filters = admitFilters(ctx, s, "neg_opens", [rawFilter]);
   if (typeof filters === "string") return fail(ctx, ws, subId, filters);
-  // Building the session's index and the first reply run on the main thread, as NEG-MSG does.
-  if (!hasNegTime(ctx, s)) return fail(ctx, ws, subId, NEG_OVER_BUDGET);
-
   const budget = queryBudget(ctx, s);
   if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
+  // Building the session's index and the first reply run on the main thread, as NEG-MSG does.
+  if (!hasNegTime(ctx, s)) {
+    budget.onEnd?.(0);
+    return fail(ctx, ws, subId, NEG_OVER_BUDGET);
+  }
   // One budget of items per connection, however many sessions share it: memory stays bounded.
   let held = 0;
   for (const other of s.neg.values()) held += other.items;
@@ -98,6 +100,7 @@ export function handleNegMsg(ctx: RelayContext, ws: Socket, subId: string, messa
   // Reconciliation runs on the main thread: it is paid for from the query budget and from a
   // small per-address allowance of main-thread time, so a loop of NEG-MSGs cannot hold the
   // event loop that every other client waits on.
+  if (!hasQueryTime(ctx, ws.data)) return fail(ctx, ws, subId, OVER_BUDGET);
   if (!hasNegTime(ctx, ws.data)) return fail(ctx, ws, subId, NEG_OVER_BUDGET);
   reply(ctx, ws, subId, session.server, message);
 }
