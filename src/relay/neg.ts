@@ -5,21 +5,13 @@ import { ipGroup } from "../policy/ip.ts";
 import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "./budget.ts";
 import { nowSeconds, readFailure, visibilityFor, type RelayContext } from "./context.ts";
 import { admitFilters } from "./req.ts";
-import type { NegSessionHandle } from "../store/types.ts";
 import { send, type Socket } from "./session.ts";
 
 export interface NegSession {
   /** Set once the items are loaded; undefined while the store is being read. */
   server?: NegentropyServer;
-  /** Or the session kept by the store, beside its items (SQLite: in a reader worker). */
-  remote?: NegSessionHandle;
   /** Items held, counted against the connection's max_negentropy_items. */
   items: number;
-  /** Closed (NEG-CLOSE, replaced, the connection gone), or ended by a NEG-ERR. */
-  closed: boolean;
-  failed: boolean;
-  /** The last NEG-MSG of a store-kept session in progress: the next waits for it. */
-  tail: Promise<void>;
 }
 
 const NEG_OVER_BUDGET = "rate-limited: too much negentropy reconciliation, slow down";
@@ -41,9 +33,6 @@ export function closeNeg(ctx: RelayContext, ws: Socket, subId: string): void {
   const session = ws.data.neg.get(subId);
   if (!session) return;
   ws.data.neg.delete(subId);
-  session.closed = true;
-  // Messages received before the close are still answered: let the session go after them.
-  if (session.remote) void session.tail.then(() => session.remote!.close());
   if (session.items === 0) return;
   const g = ipGroup(ws.data.ip);
   const left = (ctx.negItems.get(g) ?? 0) - session.items;
@@ -78,31 +67,19 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
     budget.onEnd?.(0);
     return fail(ctx, ws, subId, `blocked: open negentropy sessions already cover ${held} events${ipLeft <= 0 ? " (from this address)" : ""}; close one first`);
   }
-  const session: NegSession = { items: 0, closed: false, failed: false, tail: Promise.resolve() };
+  const session: NegSession = { items: 0 };
   s.neg.set(subId, session);
-  const job = { filter: filters[0]!.source, max, maxSeq: ctx.store.lastSeq(), now: ctx.config.nips.nip40 ? nowSeconds() : 0, visibility: visibilityFor(ctx.config, s) };
-  if (ctx.store.negentropyOpen && !filters[0]!.neverMatch) {
-    // The store keeps the session beside its items; NEG-MSGs become reads in its queue.
-    let opened: NegSessionHandle;
-    try {
-      opened = await ctx.store.negentropyOpen(job, message, FRAME_LIMIT, budget);
-    } catch (err) {
-      if (s.neg.get(subId) === session) fail(ctx, ws, subId, readFailure(err, "negentropy query"));
-      return;
-    }
-    if (s.closed || s.neg.get(subId) !== session) return opened.close(); // closed or replaced meanwhile
-    if (opened.overflow) return fail(ctx, ws, subId, `blocked: this query is too big (more than ${max} events)`);
-    if (opened.error !== undefined) return fail(ctx, ws, subId, opened.error);
-    session.remote = opened;
-    session.items = opened.items;
-    ctx.negItems.set(group, (ctx.negItems.get(group) ?? 0) + session.items);
-    return send(ws, msgFrame(subId, opened.reply!));
-  }
   let items;
   try {
     items = filters[0]!.neverMatch
       ? { timestamps: new Float64Array(0), ids: new Uint8Array(0), overflow: false }
-      : await ctx.store.negentropyItems(job, budget);
+      : await ctx.store.negentropyItems({
+          filter: filters[0]!.source,
+          max,
+          maxSeq: ctx.store.lastSeq(),
+          now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+          visibility: visibilityFor(ctx.config, s),
+        }, budget);
   } catch (err) {
     return fail(ctx, ws, subId, readFailure(err, "negentropy query"));
   }
@@ -113,53 +90,19 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   const started = performance.now();
   session.server = new NegentropyServer(NegentropyStorage.fromPacked(items.timestamps, items.ids), FRAME_LIMIT);
   chargeNegTime(ctx, s, performance.now() - started);
-  reply(ctx, ws, subId, session.server!, message);
+  reply(ctx, ws, subId, session.server, message);
 }
 
-export async function handleNegMsg(ctx: RelayContext, ws: Socket, subId: string, message: unknown): Promise<void> {
+export function handleNegMsg(ctx: RelayContext, ws: Socket, subId: string, message: unknown): void {
   const session = ws.data.neg.get(subId);
-  if (!session?.server && !session?.remote) return fail(ctx, ws, subId, "closed: no open negentropy session with this id");
-  if (session.remote) {
-    // One message of a session at a time, answered in order (a quick refusal must not overtake
-    // the reply to an earlier message).
-    const run = session.tail.then(() => remoteMessage(ctx, ws, subId, session, message));
-    session.tail = run.catch(() => {});
-    return run;
-  }
+  if (!session?.server) return fail(ctx, ws, subId, "closed: no open negentropy session with this id");
   if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the message must be hex");
   // Reconciliation runs on the main thread: it is paid for from the query budget and from a
   // small per-address allowance of main-thread time, so a loop of NEG-MSGs cannot hold the
   // event loop that every other client waits on.
   if (!hasQueryTime(ctx, ws.data)) return fail(ctx, ws, subId, OVER_BUDGET);
   if (!hasNegTime(ctx, ws.data)) return fail(ctx, ws, subId, NEG_OVER_BUDGET);
-  reply(ctx, ws, subId, session.server!, message);
-}
-
-async function remoteMessage(ctx: RelayContext, ws: Socket, subId: string, session: NegSession, message: unknown): Promise<void> {
-  const refuse = (reason: string) => {
-    session.failed = true;
-    if (ws.data.neg.get(subId) === session) closeNeg(ctx, ws, subId);
-    send(ws, errFrame(subId, reason));
-  };
-  // After a NEG-ERR the session is over: what the client sent before hearing of it is refused.
-  if (session.failed) return send(ws, errFrame(subId, "closed: no open negentropy session with this id"));
-  if (!isHex(message)) return refuse("invalid: the message must be hex");
-  {
-    // Reconciled where the session lives, as a read: sliced, budgeted, in turn with the others.
-    // Every message received is answered as if at once: a NEG-CLOSE or a new NEG-OPEN of the
-    // same id that arrives meanwhile takes effect after it (the session is kept until then).
-    const budget = queryBudget(ctx, ws.data);
-    if (!budget) return refuse(OVER_BUDGET);
-    let answer: { reply?: string; error?: string };
-    try {
-      answer = await session.remote!.message(message, budget);
-    } catch (err) {
-      answer = { error: readFailure(err, "negentropy reconciliation") };
-    }
-    if (answer.error === undefined) return send(ws, msgFrame(subId, answer.reply!));
-    // After NEG-ERR the session is gone (if it is still the one open under this id).
-    refuse(answer.error);
-  }
+  reply(ctx, ws, subId, session.server, message);
 }
 
 export function handleNegClose(ctx: RelayContext, ws: Socket, subId: string): void {

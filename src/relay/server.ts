@@ -379,7 +379,7 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
     case "NEG-OPEN":
       return void handleNegOpen(ctx, ws, msg.subId, msg.filter, msg.message).catch(fail);
     case "NEG-MSG":
-      return void handleNegMsg(ctx, ws, msg.subId, msg.message).catch(fail);
+      return handleNegMsg(ctx, ws, msg.subId, msg.message);
     case "NEG-CLOSE":
       return handleNegClose(ctx, ws, msg.subId);
   }
