@@ -17,3 +17,10 @@ export function ipGroup(ip: string): string {
   if (prefix.length < 4) return ip;
   return `${prefix.join(":")}::/64`;
 }
+
+/** Adds `delta` to an address's tally (connections, filter bytes, negentropy items); drops it at zero. */
+export function tally(counts: Map<string, number>, group: string, delta: number): void {
+  const n = (counts.get(group) ?? 0) + delta;
+  if (n > 0) counts.set(group, n);
+  else counts.delete(group);
+}

@@ -129,6 +129,8 @@ const rateOf = (config: Config, prefix: "" | "pubkey_", verb: RatedVerb): Rate =
 /** Who is asking: the client's IP (absent for import, sync and stream) and its NIP-42 pubkeys. */
 export interface RateSubject {
   ip?: string;
+  /** ipGroup(ip), when the caller has it already (a connection's Session). */
+  group?: string;
   authed?: ReadonlySet<string>;
 }
 
@@ -141,7 +143,7 @@ export function chargeRate(config: Config, limiter: RateLimiter, verb: RatedVerb
   const authed = who.authed ?? [];
   const admins = setOf(config.admin.pubkeys);
   for (const pk of authed) if (admins.has(pk)) return 0;
-  const charges: Charge[] = [{ key: `${verb} ip ${ipGroup(who.ip)}`, rate: rateOf(config, "", verb) }];
+  const charges: Charge[] = [{ key: `${verb} ip ${who.group ?? ipGroup(who.ip)}`, rate: rateOf(config, "", verb) }];
   if (verb !== "connections") {
     const rate = rateOf(config, "pubkey_", verb);
     for (const pk of authed) charges.push({ key: `${verb} pk ${pk}`, rate });

@@ -19,6 +19,8 @@ export interface PolicyContext {
   relayUrl: string;
   /** The client's IP; absent for events that come by import, sync or stream (never rate-limited). */
   ip?: string;
+  /** The address group of `ip` (policy/ip.ts), found once per connection. */
+  group?: string;
   /** The relay's rate limits ([rate_limits]); absent outside a running relay. */
   rates?: RateLimiter;
   /** NIP-86 admin state (bans, allow lists, kinds, blocked IPs); absent when there is none. */

@@ -3,7 +3,6 @@
 // its expected cost (so pipelined REQs cannot all start on one full bucket), is charged slice by
 // slice while it runs, and is stopped when either bucket runs dry. A new connection from the
 // same address starts with its own bucket but shares the address's.
-import { ipGroup } from "../policy/ip.ts";
 import type { ReadContext } from "../store/types.ts";
 import type { RelayContext } from "./context.ts";
 import type { Session } from "./session.ts";
@@ -46,20 +45,20 @@ function forgetFull(groups: Map<string, Bucket>, rate: number, cap: number, now:
   }
 }
 
-const ipCap = (ctx: RelayContext) => ctx.config.rate_limits.query_ms_burst;
+/** The connection's bucket and its address's (undefined when that limit is off), refilled to now. */
+function buckets(ctx: RelayContext, s: Session, now = performance.now()): { mine: Session["queryBudget"]; shared?: Bucket } {
+  const mine = s.queryBudget;
+  refill(mine, ctx.config.limits.query_ms_per_second, now);
+  const ipRate = ctx.config.rate_limits.query_ms_per_minute / 60;
+  return { mine, shared: ipRate > 0 ? groupBucket(ctx.queryGroups, s.group, ipRate, ctx.config.rate_limits.query_ms_burst, now) : undefined };
+}
 
 /**
  * The read context for a REQ / COUNT / NEG-OPEN of this connection, or undefined when the
  * connection or its address has spent its query time.
  */
 export function queryBudget(ctx: RelayContext, s: Session): ReadContext | undefined {
-  const rate = ctx.config.limits.query_ms_per_second;
-  const ipRate = ctx.config.rate_limits.query_ms_per_minute / 60;
-  const now = performance.now();
-  const group = ipGroup(s.ip);
-  const mine = s.queryBudget;
-  refill(mine, rate, now);
-  const shared = ipRate > 0 ? groupBucket(ctx.queryGroups, group, ipRate, ipCap(ctx), now) : undefined;
+  const { mine, shared } = buckets(ctx, s);
   if (mine.tokens <= 0 || (shared && shared.tokens <= 0)) return undefined;
   const reserved = mine.estimate ?? ctx.readCostEstimate;
   mine.tokens -= reserved;
@@ -67,15 +66,13 @@ export function queryBudget(ctx: RelayContext, s: Session): ReadContext | undefi
   let refunded = false;
   return {
     owner: s,
-    group,
+    group: s.group,
     onCost: (ms) => {
       mine.tokens -= ms;
       if (shared) shared.tokens -= ms;
     },
     stop: () => {
-      const t = performance.now();
-      refill(mine, rate, t);
-      if (shared) refill(shared, ipRate, t, ipCap(ctx));
+      buckets(ctx, s);
       // What it reserved counts as its own: only what others left it matters.
       return mine.tokens + reserved <= 0 || (shared && shared.tokens + reserved <= 0) ? OVER_BUDGET : undefined;
     },
@@ -90,36 +87,16 @@ export function queryBudget(ctx: RelayContext, s: Session): ReadContext | undefi
   };
 }
 
-/** Charges time spent on the main thread for this connection (NIP-77 reconciliation); false when it is over budget. */
-export function chargeQueryTime(ctx: RelayContext, s: Session, ms: number): boolean {
-  const rate = ctx.config.limits.query_ms_per_second;
-  const ipRate = ctx.config.rate_limits.query_ms_per_minute / 60;
-  const now = performance.now();
-  refill(s.queryBudget, rate, now);
-  s.queryBudget.tokens -= ms;
-  let ok = s.queryBudget.tokens > 0;
-  if (ipRate > 0) {
-    const shared = groupBucket(ctx.queryGroups, ipGroup(s.ip), ipRate, ipCap(ctx), now);
-    shared.tokens -= ms;
-    ok &&= shared.tokens > 0;
-  }
-  return ok;
-}
-
 /** May this connection start more query work now? */
 export function hasQueryTime(ctx: RelayContext, s: Session): boolean {
-  const rate = ctx.config.limits.query_ms_per_second;
-  const ipRate = ctx.config.rate_limits.query_ms_per_minute / 60;
-  const now = performance.now();
-  refill(s.queryBudget, rate, now);
-  if (s.queryBudget.tokens <= 0) return false;
-  return ipRate <= 0 || groupBucket(ctx.queryGroups, ipGroup(s.ip), ipRate, ipCap(ctx), now).tokens > 0;
+  const { mine, shared } = buckets(ctx, s);
+  return mine.tokens > 0 && (!shared || shared.tokens > 0);
 }
 
 function negBucket(ctx: RelayContext, s: Session, now: number): Bucket | undefined {
   const { negentropy_ms_per_minute: perMinute, negentropy_ms_burst: cap } = ctx.config.rate_limits;
   if (perMinute <= 0) return undefined;
-  return groupBucket(ctx.negGroups, ipGroup(s.ip), perMinute / 60, cap, now);
+  return groupBucket(ctx.negGroups, s.group, perMinute / 60, cap, now);
 }
 
 /** Has this connection's address main-thread NIP-77 time left (the allowance only; see hasQueryTime)? */
@@ -132,5 +109,7 @@ export function hasNegTime(ctx: RelayContext, s: Session): boolean {
 export function chargeNegTime(ctx: RelayContext, s: Session, ms: number): void {
   const b = negBucket(ctx, s, performance.now());
   if (b) b.tokens -= ms;
-  chargeQueryTime(ctx, s, ms);
+  const { mine, shared } = buckets(ctx, s);
+  mine.tokens -= ms;
+  if (shared) shared.tokens -= ms;
 }

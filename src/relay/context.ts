@@ -70,6 +70,7 @@ export const policyContext = (ctx: RelayContext, s?: Session): PolicyContext => 
   authed: s?.authed ?? new Set<string>(),
   relayUrl: s ? relayUrlFor(ctx.config, s) : ctx.config.info.relay_url,
   ip: s?.ip,
+  group: s?.group,
   rates: s ? ctx.rates : undefined,
   admin: ctx.admin,
 });

@@ -16,6 +16,7 @@
 // (getsockname + getpeername, ~4 µs per descriptor, in slices of ~2,700 descriptors) when the count
 // says HTTP connections may be open; every 100 ms while it is cutting, spaced so that it takes at
 // most ~10% of the main thread.
+import { ipGroup } from "../policy/ip.ts";
 import { dlopen, FFIType, ptr } from "bun:ffi";
 import { closeSync, constants, openSync } from "node:fs";
 
@@ -99,8 +100,6 @@ export function canonicalIp(address: string): string {
   return groups.map((g) => parseInt(g || "0", 16).toString(16)).join(":");
 }
 
-/** The per-address cap's unit: an IPv4 address, or an IPv6 /64 (one subscriber's usual allocation). */
-const capGroup = (ip: string): string => (ip.includes(":") ? `${ip.split(":").slice(0, 4).join(":")}::/64` : ip);
 
 export class FdGuard {
   private readonly libc: Libc;
@@ -229,7 +228,7 @@ export class FdGuard {
         connections++;
         if (this.websockets.has(`${peer.ip}|${peer.port}`)) continue;
         const key = `${fd}|${peer.ip}|${peer.port}`;
-        seen.push({ fd, ip: peer.ip, port: peer.port, key, group: capGroup(peer.ip), exempt: exempt.has(peer.ip), firstSeen: this.firstSeen.get(key) ?? now });
+        seen.push({ fd, ip: peer.ip, port: peer.port, key, group: ipGroup(peer.ip), exempt: exempt.has(peer.ip), firstSeen: this.firstSeen.get(key) ?? now });
       }
       const ms = performance.now() - t;
       spent += ms;

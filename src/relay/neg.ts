@@ -1,7 +1,7 @@
 // NIP-77 negentropy: NEG-OPEN / NEG-MSG / NEG-CLOSE, ids in a namespace apart from REQ.
 // Every refusal or malformed message is a NEG-ERR, after which the session is gone.
 import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
-import { ipGroup } from "../policy/ip.ts";
+import { tally } from "../policy/ip.ts";
 import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "./budget.ts";
 import { nowSeconds, readFailure, visibilityFor, type RelayContext } from "./context.ts";
 import { admitFilters } from "./req.ts";
@@ -33,11 +33,7 @@ export function closeNeg(ctx: RelayContext, ws: Socket, subId: string): void {
   const session = ws.data.neg.get(subId);
   if (!session) return;
   ws.data.neg.delete(subId);
-  if (session.items === 0) return;
-  const g = ipGroup(ws.data.ip);
-  const left = (ctx.negItems.get(g) ?? 0) - session.items;
-  if (left > 0) ctx.negItems.set(g, left);
-  else ctx.negItems.delete(g);
+  tally(ctx.negItems, ws.data.group, -session.items);
 }
 
 export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string, rawFilter: unknown, message: unknown): Promise<void> {
@@ -59,9 +55,8 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   // One budget of items per connection, however many sessions share it: memory stays bounded.
   let held = 0;
   for (const other of s.neg.values()) held += other.items;
-  const group = ipGroup(s.ip);
   const perIp = ctx.config.limits.max_negentropy_items_per_ip;
-  const ipLeft = perIp > 0 ? perIp - (ctx.negItems.get(group) ?? 0) : Number.POSITIVE_INFINITY;
+  const ipLeft = perIp > 0 ? perIp - (ctx.negItems.get(s.group) ?? 0) : Number.POSITIVE_INFINITY;
   const max = Math.min(ctx.config.limits.max_negentropy_items - held, ipLeft);
   if (max <= 0) {
     budget.onEnd?.(0);
@@ -86,7 +81,7 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   if (s.closed || s.neg.get(subId) !== session) return; // closed or replaced meanwhile
   if (items.overflow) return fail(ctx, ws, subId, `blocked: this query is too big (more than ${max} events)`);
   session.items = items.timestamps.length;
-  ctx.negItems.set(group, (ctx.negItems.get(group) ?? 0) + session.items);
+  tally(ctx.negItems, s.group, session.items);
   const started = performance.now();
   session.server = new NegentropyServer(NegentropyStorage.fromPacked(items.timestamps, items.ids), FRAME_LIMIT);
   chargeNegTime(ctx, s, performance.now() - started);

@@ -4,7 +4,7 @@ import { hllOffset } from "../nips/nip45.ts";
 import { compileFilter, type CompiledFilter } from "../protocol/filter.ts";
 import { chargeRate, rateLimitMessage } from "../policy/rate-limit.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
-import { ipGroup } from "../policy/ip.ts";
+import { tally } from "../policy/ip.ts";
 import { OVER_BUDGET, queryBudget } from "./budget.ts";
 import { canRead, filterLimits, nowSeconds, readFailure, restrictedKinds, visibilityFor, type RelayContext } from "./context.ts";
 import { relayMessages } from "./metrics.ts";
@@ -49,7 +49,8 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   // A REQ with a known id replaces that subscription (NIP-01).
   if (!closeSubscription(ctx, ws, subId) && s.subs.size >= limits.max_subscriptions)
     return send(ws, closedFrame(subId, `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`));
-  const tooMuch = overFilterBudget(ctx, s, filters);
+  const bytes = filterBytes(filters);
+  const tooMuch = overFilterBudget(ctx, s, filters, bytes);
   if (tooMuch) return send(ws, closedFrame(subId, tooMuch));
 
   const perFilter = clampLimits(
@@ -59,7 +60,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   const reads = perFilter.some((n) => n > 0);
   const budget = reads ? queryBudget(ctx, s) : undefined;
   if (reads && !budget) return send(ws, closedFrame(subId, OVER_BUDGET));
-  const sub: Subscription = { filters, bytes: filterBytes(filters) };
+  const sub: Subscription = { filters, bytes };
   addSubscription(ctx, s, subId, sub);
   // The snapshot: events committed up to here come from the store, later ones from the ring.
   const maxSeq = ctx.store.lastSeq();
@@ -132,37 +133,32 @@ function filterBytes(filters: readonly CompiledFilter[]): number {
 }
 
 /** The refusal when a new subscription would take its connection or address over its filter budget. */
-function overFilterBudget(ctx: RelayContext, s: Session, filters: readonly CompiledFilter[]): string | undefined {
+function overFilterBudget(ctx: RelayContext, s: Session, filters: readonly CompiledFilter[], bytes: number): string | undefined {
   const { limits } = ctx.config;
   let values = valueCount(filters);
   for (const other of s.subs.values()) values += valueCount(other.filters);
   if (values > limits.max_values_per_connection)
     return `rate-limited: subscriptions on this connection would hold more than ${limits.max_values_per_connection} filter values`;
-  const bytes = filterBytes(filters);
   let held = bytes;
   for (const other of s.subs.values()) held += other.bytes;
   if (held > limits.max_filter_bytes_per_connection)
     return `rate-limited: subscriptions on this connection would hold more than ${limits.max_filter_bytes_per_connection} bytes of filters`;
   const cap = limits.max_filter_bytes_per_ip;
-  if (cap > 0 && (ctx.filterBytes.get(ipGroup(s.ip)) ?? 0) + bytes > cap)
+  if (cap > 0 && (ctx.filterBytes.get(s.group) ?? 0) + bytes > cap)
     return `rate-limited: subscriptions from this address would hold more than ${cap} bytes of filters`;
   return undefined;
 }
 
 function addSubscription(ctx: RelayContext, s: Session, subId: string, sub: Subscription): void {
   s.subs.set(subId, sub);
-  const g = ipGroup(s.ip);
-  ctx.filterBytes.set(g, (ctx.filterBytes.get(g) ?? 0) + sub.bytes);
+  tally(ctx.filterBytes, s.group, sub.bytes);
 }
 
 function removeSubscription(ctx: RelayContext, s: Session, subId: string): Subscription | undefined {
   const sub = s.subs.get(subId);
   if (!sub) return undefined;
   s.subs.delete(subId);
-  const g = ipGroup(s.ip);
-  const left = (ctx.filterBytes.get(g) ?? 0) - sub.bytes;
-  if (left > 0) ctx.filterBytes.set(g, left);
-  else ctx.filterBytes.delete(g);
+  tally(ctx.filterBytes, s.group, -sub.bytes);
   return sub;
 }
 

@@ -5,7 +5,7 @@ import type { Config } from "../config/schema.ts";
 import { adminPagePath, adminPageResponse, httpResponse } from "../http/routes.ts";
 import { metricsResponse, wantsMetrics } from "../http/metrics.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
-import { ipGroup } from "../policy/ip.ts";
+import { ipGroup, tally } from "../policy/ip.ts";
 import { chargeRate, RateLimiter } from "../policy/rate-limit.ts";
 import { parseClientMessage, SubscriptionError } from "../protocol/messages.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
@@ -201,7 +201,7 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
     // Read before upgrade(): the request has no socket of its own after it.
     const peer = guard && srv.requestIP(req);
     if (srv.upgrade(req, { data })) {
-      perIp.set(ipGroup(ip), (perIp.get(ipGroup(ip)) ?? 0) + 1);
+      tally(perIp, data.group, 1);
       if (peer) peers.set(data, guard!.addWebsocket(peer.address, peer.port));
       return undefined;
     }
@@ -234,10 +234,7 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
       sockets.delete(ws);
       const peer = peers.get(ws.data);
       if (peer) guard?.removeWebsocket(peer);
-      const group = ipGroup(ws.data.ip);
-      const left = (perIp.get(group) ?? 1) - 1;
-      if (left > 0) perIp.set(group, left);
-      else perIp.delete(group);
+      tally(perIp, ws.data.group, -1);
       closeAllSubscriptions(ctx, ws);
       for (const subId of [...ws.data.neg.keys()]) closeNeg(ctx, ws, subId);
       store.cancelReads?.(ws.data);

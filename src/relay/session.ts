@@ -1,5 +1,6 @@
 // Per-connection state, kept in ws.data. Only relay/ touches ServerWebSocket.
 import type { ServerWebSocket } from "bun";
+import { ipGroup } from "../policy/ip.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import type { Group } from "./fanout.ts";
 import { relayMessages } from "./metrics.ts";
@@ -16,6 +17,8 @@ export interface Subscription {
 export interface Session {
   readonly id: number;
   readonly ip: string;
+  /** The unit of per-address limits: the IP, or its IPv6 /64 (policy/ip.ts), found once. */
+  readonly group: string;
   /** Host header of the upgrade request (for the NIP-42 relay tag check without relay_url). */
   readonly host: string;
   readonly challenge: string;
@@ -40,6 +43,7 @@ export function newSession(ip: string, host: string): Session {
   return {
     id: nextId++,
     ip,
+    group: ipGroup(ip),
     host,
     challenge: crypto.randomUUID(),
     authed: new Set(),

@@ -712,5 +712,4 @@ export function runQuery(cache: StatementCache, job: QueryJob): string[] {
   return rows;
 }
 
-export const runCount = (cache: StatementCache, job: CountJob) => runToEnd(countJob(cache, job));
 export const runNegItems = (cache: StatementCache, job: NegJob) => runToEnd(negJob(cache, job));
