@@ -386,6 +386,27 @@ describe("subscription ids", () => {
     expect(c.frames.slice(from).filter((f) => f[1] === "gone")).toEqual([]);
   });
 
+  test("frames sent back to back are answered in order: NEG-OPEN, NEG-MSGs, an oversize NEG-MSG, NEG-CLOSE", async () => {
+    const small = await relayWith({ limits: { max_message_bytes: 4096 } });
+    const c = await connect(small.url);
+    await publishAll(c, aEvents);
+    const n = negClient();
+    const from = c.frames.length;
+    // Without waiting for any reply: each NEG-MSG waits for the open's items (read in a worker)
+    // and for the one before it; the oversize one is refused in its turn, not ahead of them.
+    c.send(["NEG-OPEN", "seq", { authors: [a.pubkey] }, n.initial]);
+    c.send(["NEG-MSG", "seq", n.initial]);
+    c.send(["NEG-MSG", "seq", n.initial]);
+    c.send(["NEG-MSG", "seq", "61" + "ab".repeat(4000)]);
+    c.send(["NEG-MSG", "seq", n.initial]);
+    c.send(["NEG-CLOSE", "seq"]);
+    await c.next((f) => f[1] === "seq" && f[0] === "NEG-ERR" && String(f[2]).startsWith("closed:"), 5000, from);
+    const answers = c.frames.slice(from).filter((f) => f[1] === "seq");
+    expect(answers.map((f) => f[0])).toEqual(["NEG-MSG", "NEG-MSG", "NEG-MSG", "NEG-ERR", "NEG-ERR"]);
+    for (const f of answers.slice(0, 3)) expect(negClient().reply(f[2]).need).toEqual(idsOf(aEvents));
+    expect(answers[3]![2]).toStartWith("invalid: message is larger");
+  });
+
   test("NEG-CLOSE, then NEG-MSG on that id -> NEG-ERR closed:", async () => {
     const c = await connect(relay.url);
     const n = negClient();

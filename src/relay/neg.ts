@@ -5,13 +5,86 @@ import { tally } from "../policy/ip.ts";
 import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "./budget.ts";
 import { nowSeconds, readFailure, visibilityFor, type RelayContext } from "./context.ts";
 import { admitFilters } from "./req.ts";
+import type { NegSessionHandle } from "../store/types.ts";
 import { send, type Socket } from "./session.ts";
 
 export interface NegSession {
   /** Set once the items are loaded; undefined while the store is being read. */
   server?: NegentropyServer;
+  /** Or the session kept by the store, beside its items (SQLite: in a reader worker). */
+  remote?: NegSessionHandle;
   /** Items held, counted against the connection's max_negentropy_items. */
   items: number;
+}
+
+/**
+ * The NEG frames of one id still being handled, in the order received: while one waits on the
+ * store (a NEG-OPEN reading its items, a NEG-MSG reconciled in a reader worker), the ones after it
+ * wait for it, so every answer comes in the order of the messages, and a NEG-CLOSE or a replacing
+ * NEG-OPEN takes effect after what was sent before it.
+ */
+export interface NegLane {
+  tail: Promise<void>;
+  /** Frames waiting in the lane, and their bytes (bounded per connection). */
+  waiting: number;
+  bytes: number;
+  /** Bumped by a NEG-OPEN or NEG-CLOSE right after a NEG-OPEN: that one is then dropped. */
+  epoch: number;
+  /** The last frame in the lane is a NEG-OPEN. */
+  openLast: boolean;
+}
+
+/**
+ * A client waits for each reply before its next message. Past MAX_WAITING frames or bytes a
+ * frame's payload is dropped and it is refused in its turn; past MAX_REFUSALS the client is cut.
+ */
+const MAX_WAITING = 64;
+const MAX_WAITING_BYTES = 4 * 1024 * 1024;
+const MAX_REFUSALS = 1024;
+const BACKLOG = "rate-limited: too many negentropy messages in flight";
+
+type Step = (superseded: () => boolean) => void | Promise<void>;
+type Kind = "open" | "msg" | "close";
+
+/**
+ * Runs a NEG frame's handler in its turn. A NEG-OPEN or NEG-CLOSE right after a NEG-OPEN that is
+ * waiting or still reading the store drops that one unanswered, as its reply would be taken for
+ * the new session's; NEG-MSGs are answered in order.
+ */
+function inOrder(ctx: RelayContext, ws: Socket, subId: string, kind: Kind, bytes: number, handle: Step): void {
+  const lanes = ws.data.negLanes;
+  const lane = lanes.get(subId);
+  if (lane?.openLast && kind !== "msg") lane.epoch++;
+  const epoch = lane?.epoch ?? 0;
+  const superseded = () => (lanes.get(subId)?.epoch ?? 0) !== epoch;
+  if (!lane) {
+    const first = handle(superseded);
+    if (first) follow(lanes, subId, { tail: first, waiting: 0, bytes: 0, epoch: 0, openLast: kind === "open" }, first);
+    return;
+  }
+  let waiting = 0;
+  let held = 0;
+  for (const l of lanes.values()) (waiting += l.waiting), (held += l.bytes);
+  if (waiting >= MAX_REFUSALS) return ws.close(1008, "too many negentropy messages in flight");
+  const flood = waiting >= MAX_WAITING || held + bytes > MAX_WAITING_BYTES;
+  const step = flood ? () => fail(ctx, ws, subId, BACKLOG) : () => handle(superseded);
+  const cost = flood ? 1 : bytes;
+  lane.waiting++;
+  lane.bytes += cost;
+  lane.openLast = kind === "open" && !flood;
+  follow(lanes, subId, lane, lane.tail.then(step), cost);
+}
+
+/** Makes `step` the lane's tail; `bytes` given: it was a waiting frame of that size. */
+function follow(lanes: Map<string, NegLane>, subId: string, lane: NegLane, step: Promise<void>, bytes?: number): void {
+  const done: Promise<void> = step
+    .catch((err) => console.error("negentropy handler failed:", err))
+    .finally(() => {
+      if (bytes !== undefined) (lane.waiting--, (lane.bytes -= bytes));
+      if (lane.tail === done) lanes.delete(subId);
+    });
+  lane.tail = done;
+  lanes.set(subId, lane);
 }
 
 const NEG_OVER_BUDGET = "rate-limited: too much negentropy reconciliation, slow down";
@@ -33,11 +106,33 @@ export function closeNeg(ctx: RelayContext, ws: Socket, subId: string): void {
   const session = ws.data.neg.get(subId);
   if (!session) return;
   ws.data.neg.delete(subId);
+  session.remote?.close();
   tally(ctx.negItems, ws.data.group, -session.items);
 }
 
-export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string, rawFilter: unknown, message: unknown): Promise<void> {
+/** Frame sizes count against the connection's backlog of waiting NEG frames. */
+const sizeOf = (message: unknown) => (typeof message === "string" ? message.length : 0);
+
+export function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string, rawFilter: unknown, message: unknown): void {
+  inOrder(ctx, ws, subId, "open", sizeOf(message) + 256, (superseded) => openNeg(ctx, ws, subId, rawFilter, message, superseded));
+}
+
+export function handleNegMsg(ctx: RelayContext, ws: Socket, subId: string, message: unknown): void {
+  inOrder(ctx, ws, subId, "msg", sizeOf(message), () => negMessage(ctx, ws, subId, message));
+}
+
+export function handleNegClose(ctx: RelayContext, ws: Socket, subId: string): void {
+  inOrder(ctx, ws, subId, "close", 0, () => closeNeg(ctx, ws, subId));
+}
+
+/** A NEG-OPEN or NEG-MSG refused before it was parsed (too big): NEG-ERR, in its turn. */
+export function refuseNeg(ctx: RelayContext, ws: Socket, subId: string, reason: string, open: boolean): void {
+  inOrder(ctx, ws, subId, open ? "close" : "msg", 0, () => fail(ctx, ws, subId, reason));
+}
+
+async function openNeg(ctx: RelayContext, ws: Socket, subId: string, rawFilter: unknown, message: unknown, superseded: () => boolean): Promise<void> {
   const s = ws.data;
+  if (superseded()) return; // replaced or closed before its turn
   closeNeg(ctx, ws, subId); // reopening an id replaces it
   if (!ctx.config.nips.nip77) return fail(ctx, ws, subId, "error: negentropy is not supported by this relay");
   if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the initial message must be hex");
@@ -47,8 +142,9 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
   if (typeof filters === "string") return fail(ctx, ws, subId, filters);
   const budget = queryBudget(ctx, s);
   if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
-  // Building the session's index and the first reply run on the main thread, as NEG-MSG does.
-  if (!hasNegTime(ctx, s)) {
+  const remote = ctx.store.negentropyOpen !== undefined;
+  // Without a store that keeps sessions, the index and the replies are built on the main thread.
+  if (!remote && !hasNegTime(ctx, s)) {
     budget.onEnd?.(0);
     return fail(ctx, ws, subId, NEG_OVER_BUDGET);
   }
@@ -62,46 +158,82 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
     budget.onEnd?.(0);
     return fail(ctx, ws, subId, `blocked: open negentropy sessions already cover ${held} events${ipLeft <= 0 ? " (from this address)" : ""}; close one first`);
   }
+  const filter = filters[0]!;
+  const job = { filter: filter.source, max, maxSeq: ctx.store.lastSeq(), now: ctx.config.nips.nip40 ? nowSeconds() : 0, visibility: visibilityFor(ctx.config, s) };
+  // Registered while its items are read, so that it counts against max_subscriptions.
   const session: NegSession = { items: 0 };
   s.neg.set(subId, session);
+  if (remote && !filter.neverMatch) {
+    // The store keeps the session beside its items; NEG-MSGs become reads in its queue.
+    let opened: NegSessionHandle;
+    try {
+      opened = await ctx.store.negentropyOpen!(job, message, FRAME_LIMIT, budget);
+    } catch (err) {
+      return dropped(ctx, ws, subId, session, superseded) ? undefined : fail(ctx, ws, subId, readFailure(err, "negentropy query"));
+    }
+    if (dropped(ctx, ws, subId, session, superseded)) return opened.close();
+    if (opened.overflow) return fail(ctx, ws, subId, `blocked: this query is too big (more than ${max} events)`);
+    if (opened.error !== undefined) {
+      opened.close();
+      return fail(ctx, ws, subId, opened.error);
+    }
+    session.remote = opened;
+    hold(ctx, ws, session, opened.items);
+    return send(ws, msgFrame(subId, opened.reply!));
+  }
   let items;
   try {
-    items = filters[0]!.neverMatch
+    items = filter.neverMatch
       ? { timestamps: new Float64Array(0), ids: new Uint8Array(0), overflow: false }
-      : await ctx.store.negentropyItems({
-          filter: filters[0]!.source,
-          max,
-          maxSeq: ctx.store.lastSeq(),
-          now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-          visibility: visibilityFor(ctx.config, s),
-        }, budget);
+      : await ctx.store.negentropyItems(job, budget);
   } catch (err) {
-    return fail(ctx, ws, subId, readFailure(err, "negentropy query"));
+    return dropped(ctx, ws, subId, session, superseded) ? undefined : fail(ctx, ws, subId, readFailure(err, "negentropy query"));
   }
-  if (s.closed || s.neg.get(subId) !== session) return; // closed or replaced meanwhile
+  if (dropped(ctx, ws, subId, session, superseded)) return;
   if (items.overflow) return fail(ctx, ws, subId, `blocked: this query is too big (more than ${max} events)`);
-  session.items = items.timestamps.length;
-  tally(ctx.negItems, s.group, session.items);
   const started = performance.now();
   session.server = new NegentropyServer(NegentropyStorage.fromPacked(items.timestamps, items.ids), FRAME_LIMIT);
   chargeNegTime(ctx, s, performance.now() - started);
+  hold(ctx, ws, session, items.timestamps.length);
   reply(ctx, ws, subId, session.server, message);
 }
 
-export function handleNegMsg(ctx: RelayContext, ws: Socket, subId: string, message: unknown): void {
+/** After reading: the open was replaced or closed meanwhile, or its connection is gone. */
+function dropped(ctx: RelayContext, ws: Socket, subId: string, session: NegSession, superseded: () => boolean): boolean {
+  if (ws.data.neg.get(subId) !== session) return true;
+  if (!superseded()) return false;
+  closeNeg(ctx, ws, subId);
+  return true;
+}
+
+function hold(ctx: RelayContext, ws: Socket, session: NegSession, items: number): void {
+  session.items = items;
+  tally(ctx.negItems, ws.data.group, items);
+}
+
+async function negMessage(ctx: RelayContext, ws: Socket, subId: string, message: unknown): Promise<void> {
   const session = ws.data.neg.get(subId);
-  if (!session?.server) return fail(ctx, ws, subId, "closed: no open negentropy session with this id");
+  if (!session) return fail(ctx, ws, subId, "closed: no open negentropy session with this id");
   if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the message must be hex");
-  // Reconciliation runs on the main thread: it is paid for from the query budget and from a
-  // small per-address allowance of main-thread time, so a loop of NEG-MSGs cannot hold the
-  // event loop that every other client waits on.
+  if (session.remote) {
+    // Reconciled where the session lives, as a read: sliced, budgeted, in turn with the others.
+    const budget = queryBudget(ctx, ws.data);
+    if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
+    let answer: { reply?: string; error?: string };
+    try {
+      answer = await session.remote.message(message, budget);
+    } catch (err) {
+      answer = { error: readFailure(err, "negentropy reconciliation") };
+    }
+    if (answer.error !== undefined) return fail(ctx, ws, subId, answer.error);
+    return send(ws, msgFrame(subId, answer.reply!));
+  }
+  // Reconciliation on the main thread (a store that keeps no sessions) is paid for from the query
+  // budget and from a small per-address allowance of main-thread time, so a loop of NEG-MSGs
+  // cannot hold the event loop that every other client waits on.
   if (!hasQueryTime(ctx, ws.data)) return fail(ctx, ws, subId, OVER_BUDGET);
   if (!hasNegTime(ctx, ws.data)) return fail(ctx, ws, subId, NEG_OVER_BUDGET);
-  reply(ctx, ws, subId, session.server, message);
-}
-
-export function handleNegClose(ctx: RelayContext, ws: Socket, subId: string): void {
-  closeNeg(ctx, ws, subId);
+  reply(ctx, ws, subId, session.server!, message);
 }
 
 function reply(ctx: RelayContext, ws: Socket, subId: string, server: NegentropyServer, message: string): void {

@@ -20,7 +20,7 @@ import { Fanout } from "./fanout.ts";
 import { startMirrors } from "./mirror.ts";
 import { clientMessages, countEventResult, metricsRenderer, observeWriterBatch } from "./metrics.ts";
 import { handleEvent } from "./ingest.ts";
-import { closeNeg, handleNegClose, handleNegMsg, handleNegOpen } from "./neg.ts";
+import { closeNeg, handleNegClose, handleNegMsg, handleNegOpen, refuseNeg } from "./neg.ts";
 import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
 import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
 import { closeWritePolicy } from "./plugin.ts";
@@ -374,7 +374,7 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
     case "COUNT":
       return void handleCount(ctx, ws, msg.subId, msg.filters).catch(fail);
     case "NEG-OPEN":
-      return void handleNegOpen(ctx, ws, msg.subId, msg.filter, msg.message).catch(fail);
+      return handleNegOpen(ctx, ws, msg.subId, msg.filter, msg.message);
     case "NEG-MSG":
       return handleNegMsg(ctx, ws, msg.subId, msg.message);
     case "NEG-CLOSE":
@@ -406,8 +406,7 @@ function answerOversize(ctx: RelayContext, ws: Socket, message: string, max: num
   const subId = sub ? parseJsonString(sub[2]!) : undefined;
   if (sub && subId !== undefined) {
     if (sub[1]!.startsWith("NEG-")) {
-      closeNeg(ctx, ws, subId); // after NEG-ERR the session is closed (NIP-77)
-      return send(ws, `["NEG-ERR",${JSON.stringify(subId)},${JSON.stringify(text)}]`);
+      return refuseNeg(ctx, ws, subId, text, sub[1] === "NEG-OPEN"); // after NEG-ERR the session is closed (NIP-77)
     }
     return send(ws, closedFrame(subId, text));
   }

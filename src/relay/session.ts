@@ -4,7 +4,7 @@ import { ipGroup } from "../policy/ip.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import type { Group } from "./fanout.ts";
 import { relayMessages } from "./metrics.ts";
-import type { NegSession } from "./neg.ts";
+import type { NegLane, NegSession } from "./neg.ts";
 
 export interface Subscription {
   readonly filters: readonly CompiledFilter[];
@@ -26,6 +26,8 @@ export interface Session {
   readonly subs: Map<string, Subscription>;
   /** NIP-77 sessions by id (a namespace of their own, apart from REQ ids). */
   readonly neg: Map<string, NegSession>;
+  /** NEG frames waiting for an earlier one of the same id (relay/neg.ts). */
+  readonly negLanes: Map<string, NegLane>;
   /** Query time this connection may still spend (ms, a token bucket) and when it was last refilled. */
   queryBudget: { tokens: number; at: number; estimate?: number };
   /** EVENTs of this connection still verifying or waiting for the writer. */
@@ -49,6 +51,7 @@ export function newSession(ip: string, host: string): Session {
     authed: new Set(),
     subs: new Map(),
     neg: new Map(),
+    negLanes: new Map(),
     queryBudget: { tokens: Number.POSITIVE_INFINITY, at: 0 },
     inflight: 0,
     drainWaiters: [],

@@ -4,6 +4,7 @@
 import type { Database } from "bun:sqlite";
 import { openDatabase } from "./db.ts";
 import { countJob, negJob, queryJob, runQuery, StatementCache, type ReadSteps } from "./query.ts";
+import { NegSessions } from "./neg-sessions.ts";
 import type { ReadKind } from "./readers.ts";
 
 declare const self: Worker;
@@ -15,14 +16,17 @@ const SLICE_BYTES = 256 * 1024;
 let db: Database | undefined;
 let cache: StatementCache | undefined;
 const jobs = new Map<number, ReadSteps<unknown>>();
+const sessions = new NegSessions();
 
 const start: Record<ReadKind, (c: StatementCache, job: never) => ReadSteps<unknown>> = {
   query: queryJob,
   count: countJob,
   neg: negJob,
+  negopen: (c, job) => sessions.open(c, job),
+  negmsg: (c, job) => sessions.message(c, job),
 };
 
-type Message = { open: string } | { close: true } | { drop: number } | { id: number; op?: ReadKind; job?: unknown };
+type Message = { open: string } | { close: true } | { drop: number } | { negclose: number } | { id: number; op?: ReadKind; job?: unknown };
 
 self.onmessage = (msg: MessageEvent) => {
   const data = msg.data as Message;
@@ -39,10 +43,12 @@ self.onmessage = (msg: MessageEvent) => {
   if ("close" in data) {
     // Close our connection before the writer checkpoints, or the checkpoint finds us busy.
     jobs.clear();
+    sessions.clear();
     db?.close(true);
     self.postMessage({ closed: true });
     return;
   }
+  if ("negclose" in data) return sessions.close(data.negclose);
   if ("drop" in data) {
     jobs.get(data.drop)?.return(undefined as never);
     jobs.delete(data.drop);

@@ -11,7 +11,7 @@
 // thread (and no file descriptor) has to be found later, under load.
 import { workerUrl } from "../workers.ts";
 
-export type ReadKind = "query" | "count" | "neg";
+export type ReadKind = "query" | "count" | "neg" | "negopen" | "negmsg";
 
 /** Who a read is for (a connection), how its cost is reported, and when it must stop. */
 export interface ReadContext {
@@ -53,6 +53,8 @@ interface Job {
   /** The worker holding the job's state, once it has run a slice. */
   slot?: Slot;
   started: boolean;
+  /** Told the worker its first slice runs on. */
+  onStart?: (worker: object) => void;
   /** Worker ms used so far. */
   used: number;
   ended: boolean;
@@ -111,11 +113,17 @@ export class ReaderPool {
     return this.slots.length;
   }
 
-  /** A read with one result (COUNT, NEG-OPEN). */
-  run<T>(op: ReadKind, job: unknown, ctx?: ReadContext): Promise<T> {
+  /**
+   * A read with one result (COUNT, NEG-OPEN). `pin`: run it on that worker (a NIP-77 session's);
+   * `onWorker` is told which worker ran it.
+   */
+  run<T>(op: ReadKind, job: unknown, ctx?: ReadContext, pin?: object, onWorker?: (worker: object) => void): Promise<T> {
+    if (pin && !this.slots.includes(pin as Slot)) return Promise.reject(new StoreClosedError("the query worker of this session is gone"));
     return new Promise<T>((resolve, reject) => {
       const j = this.add(op, job, ctx, reject);
       if (!j) return;
+      if (pin) j.slot = pin as Slot;
+      j.onStart = onWorker;
       j.onSlice = (reply) => {
         if (reply.done) {
           this.end(j);
@@ -170,6 +178,12 @@ export class ReaderPool {
       [Symbol.asyncIterator]: () => iterator,
     };
     return iterator;
+  }
+
+  /** Forgets a NIP-77 session kept in a worker. */
+  closeSession(worker: object, key: number): void {
+    const slot = worker as Slot;
+    if (this.slots.includes(slot)) slot.worker.postMessage({ negclose: key });
   }
 
   /** Drops every job of an owner that went away (a closed connection). */
@@ -261,6 +275,7 @@ export class ReaderPool {
         j.started = true;
         j.slot = slot;
         slot.held.add(j);
+        j.onStart?.(slot);
         slot.worker.postMessage({ id: j.id, op: j.op, job: j.job });
       } else slot.worker.postMessage({ id: j.id });
     }
@@ -342,6 +357,8 @@ export class ReaderPool {
       else this.running.delete(slot.job.group);
     }
     slot.job = undefined;
+    // Jobs waiting for this worker (a NIP-77 session's) cannot run anywhere else.
+    for (const owners of this.queues.values()) for (const q of owners.values()) for (const j of q) if (j.slot === slot) lost.push(j);
     for (const j of lost) j.fail(new Error("the query worker failed"));
     const now = Date.now();
     this.respawns = this.respawns.filter((t) => now - t < 60_000);

@@ -4,7 +4,8 @@ import type { Database } from "bun:sqlite";
 import { SqliteAdmin } from "./admin.ts";
 import { openDatabase } from "./db.ts";
 import { countJob, negJob, queryJob, runToEnd, StatementCache, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadSteps } from "./query.ts";
-import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
+import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
+import type { NegSessionHandle, PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
 import { ReaderPool, type ReadContext, type ReadKind } from "./readers.ts";
 import { SqliteWriter } from "./write.ts";
 
@@ -27,6 +28,9 @@ export class SqliteStore implements Store {
   private readonly dataVersion;
   private readonly maxSeq;
   private seenVersion = -1;
+  private nextSession = 1;
+  /** NIP-77 sessions of an in-memory store (no workers). */
+  private readonly inlineSessions = new NegSessions();
   private closed = false;
 
   constructor(opts: SqliteStoreOptions) {
@@ -64,6 +68,28 @@ export class SqliteStore implements Store {
 
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems> {
     return this.read("neg", job, negJob, ctx);
+  }
+
+  async negentropyOpen(neg: NegJob, message: string, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle> {
+    const key = this.nextSession++;
+    let worker: object | undefined;
+    const first = this.readers
+      ? await this.readers.run<NegAnswer>("negopen", { key, neg, message, frameLimit } satisfies NegOpenJob, ctx, undefined, (w) => (worker = w))
+      : runToEnd(this.inlineSessions.open(this.inline!, { key, neg, message, frameLimit }));
+    const readers = this.readers;
+    const inline = this.inlineSessions;
+    const cache = this.inline;
+    return {
+      items: first.items,
+      overflow: first.overflow === true,
+      reply: first.reply,
+      error: first.error,
+      message: (m, c) =>
+        readers
+          ? readers.run<NegAnswer>("negmsg", { key, message: m } satisfies NegMsgJob, c, worker)
+          : Promise.resolve(runToEnd(inline.message(cache!, { key, message: m }))),
+      close: () => (readers && worker ? readers.closeSession(worker, key) : inline.close(key)),
+    };
   }
 
   purgeStep(budgetMs: number): boolean {

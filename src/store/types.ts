@@ -93,6 +93,12 @@ export interface Store {
   /** NIP-77: (created_at, id) of the events matching a filter. */
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems>;
   /**
+   * NIP-77 sessions kept by the store, beside the data (SQLite: in the reader worker that read
+   * the items), answering the initial message. Stores without it: the relay builds sessions
+   * from negentropyItems on its own thread.
+   */
+  negentropyOpen?(job: NegJob, message: string, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle>;
+  /**
    * Deletions too big for one write transaction (a request to vanish of a big key, a ban),
    * recorded by the write that asked for them and carried out in steps: runs about `budgetMs`
    * of them, in a transaction of its own; true if some remain. The writer queue calls it between
@@ -118,6 +124,19 @@ export interface Store {
 }
 
 export type { ReadContext, WriteRules };
+
+/** A NIP-77 session kept by the store. */
+export interface NegSessionHandle {
+  /** Items the session holds; overflow: more than the job's max (no session then). */
+  items: number;
+  overflow: boolean;
+  /** The reply to the last message (hex), or the NEG-ERR text. */
+  reply?: string;
+  error?: string;
+  /** Reconciles the next message, as a read of the given context. */
+  message(message: string, ctx?: ReadContext): Promise<{ reply?: string; error?: string }>;
+  close(): void;
+}
 
 /** Every batch of a query, concatenated (tools and tests; the relay streams them). */
 export async function allRows(batches: AsyncIterable<string[]>): Promise<string[]> {
