@@ -16,7 +16,7 @@ import { nip77 } from "nostr-tools";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { SqliteStore } from "../src/store/sqlite.ts";
 import type { PendingWrite } from "../src/store/types.ts";
-import { Client, now, signer, startTestRelay, type ConfigPatch, type TestRelay } from "./helpers.ts";
+import { Client, fence, now, signer, startTestRelay, type ConfigPatch, type TestRelay } from "./helpers.ts";
 
 const { Negentropy, NegentropyStorageVector } = nip77;
 const emptyStorage = new NegentropyStorageVector();
@@ -513,7 +513,7 @@ describe("query timeout (database.query_timeout_ms)", () => {
       const e = signer().sign({ kind: 1, content: "matches the slow filter", tags: [["t", topics[0]!]] });
       const ok = await c.publish(e);
       const found = await req(c, "new", [{ ids: [e.id] }]);
-      await Bun.sleep(100);
+      await (await fence(c))(); // had the "slow" subscription got e, it would have come before this
 
       stopLight = true;
       await lightLoop;
