@@ -342,8 +342,13 @@ describe("nostr-tools SimplePool across two relays", () => {
     const liveB = k.sign({ kind: 1, content: "live on B" });
     await Promise.all([ra.publish(liveBoth), rb.publish(liveBoth), rb.publish(liveB)]);
     await waitFor(() => p.seenOn.get(liveBoth.id)?.size === 2 && after.length >= 2, "live events from both relays");
-    await Bun.sleep(300);
-    expect(sorted(ids(after))).toEqual(sorted([liveBoth.id, liveB.id]));
+    // A fence on each relay: one more event published to it alone. Each relay sends in order, so
+    // once both have arrived, a second delivery from either would have come before them.
+    const fences = [k.sign({ kind: 1, content: "fence A" }), k.sign({ kind: 1, content: "fence B" })];
+    await Promise.all([ra.publish(fences[0]!), rb.publish(fences[1]!)]);
+    await waitFor(() => fences.every((f) => after.some((e) => e.id === f.id)), "the fence events from both relays");
+    const fenceIds = new Set(fences.map((f) => f.id));
+    expect(sorted(ids(after.filter((e) => !fenceIds.has(e.id))))).toEqual(sorted([liveBoth.id, liveB.id]));
     expect(eoses).toBe(1);
     sub.close();
   }, T);
