@@ -13,7 +13,9 @@ import { Client, signer, testConfig } from "./helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bunstr-catchup-"));
 const real = new SqliteStore({ path: join(dir, "db.sqlite"), synchronous: "normal", readerWorkers: 1 });
-// A store whose queries take 150 ms longer than they need: the snapshot is taken first.
+// A store whose queries, once their snapshot is taken, wait until the test lets them finish.
+let snapshotTaken = () => {};
+let finish: Promise<void> = Promise.resolve();
 const slow: Store = {
   has: (id) => real.has(id),
   writeBatch: (b, rules) => real.writeBatch(b, rules),
@@ -26,7 +28,8 @@ const slow: Store = {
   close: () => real.close(),
   query: async function* (job) {
     const rows = await allRows(real.query(job));
-    await Bun.sleep(150);
+    snapshotTaken();
+    await finish;
     yield rows;
   },
 };
@@ -43,12 +46,20 @@ test("events committed during a slow stored query arrive once, before EOSE, with
   for (const e of before) await p.publish(e);
 
   const c = await Client.connect(relay.url);
+  let release!: () => void;
+  finish = new Promise((r) => (release = r));
+  const taken = new Promise<void>((r) => (snapshotTaken = r));
   c.send(["REQ", "gap", { authors: [s.pubkey] }]);
-  await Bun.sleep(30); // the query is running now
+  await taken; // the query has its snapshot and is still running
   const during = Array.from({ length: 10 }, (_, i) => s.sign({ kind: 1, content: `during ${i}`, created_at: 2000 + i }));
   await Promise.all(during.map((e) => p.publish(e)));
+  release();
   const eose = await c.next((f) => f[0] === "EOSE");
   expect(eose).toEqual(["EOSE", "gap"]);
+  // Committed while the query ran: each arrives before EOSE.
+  const eoseAt = c.frames.indexOf(eose);
+  const duringIds = new Set(during.map((e) => e.id));
+  expect(c.frames.slice(0, eoseAt).filter((f) => f[0] === "EVENT" && duringIds.has(f[2].id))).toHaveLength(10);
   const after = s.sign({ kind: 1, content: "after", created_at: 3000 });
   await p.publish(after);
   await c.next((f) => f[0] === "EVENT" && f[2].id === after.id);

@@ -156,6 +156,25 @@ export class Client {
 
 export const now = (): number => Math.floor(Date.now() / 1000);
 
+/**
+ * A fence for checking that something did NOT arrive on `c`, instead of a fixed sleep.
+ * `const pass = await fence(c, via)` opens a subscription on `c` for an event that does not exist
+ * yet: its EOSE means the relay has handled everything `c` sent before (a CLOSE, say). `await
+ * pass()` publishes that event through `via` and waits until `c` has it: the relay sends a
+ * connection's frames in order and fans out in commit order, so whatever it was going to send `c`
+ * for what was published before has arrived by then.
+ */
+export async function fence(c: Client, via: Client = c): Promise<() => Promise<void>> {
+  const e = signer().sign({ kind: 1, content: `fence ${Math.random()}` });
+  const sub = `fence-${e.id.slice(0, 12)}`;
+  expect((await c.req(sub, { ids: [e.id] })).end).toEqual(["EOSE", sub]);
+  return async () => {
+    expect(await via.publish(e)).toEqual(["OK", e.id, true, ""]);
+    await c.next((f) => f[0] === "EVENT" && f[1] === sub && f[2].id === e.id);
+    c.send(["CLOSE", sub]);
+  };
+}
+
 /** Publishes and expects OK true with an empty message. */
 export async function accepted(c: Client, e: NostrEvent): Promise<void> {
   expect(await c.publish(e)).toEqual(["OK", e.id, true, ""]);

@@ -104,6 +104,24 @@ function collect(r: Relay, filters: Parameters<Relay["subscribe"]>[0]) {
   return { sub, stored, live, closed, eose };
 }
 
+/**
+ * A fence for checking that something did NOT arrive on `reader`, instead of a fixed sleep:
+ * `const pass = await fence(reader, writer)` subscribes `reader` to an event that does not exist
+ * yet (its EOSE: the relay has handled what `reader` sent before, a CLOSE say); `await pass()`
+ * publishes it through `writer` and waits for it. The relay sends a connection's frames in order
+ * and fans out in commit order, so what it would have sent for earlier events came before.
+ */
+async function fence(reader: Relay, writer: Relay): Promise<() => Promise<void>> {
+  const e = key().sign({ kind: 1, content: `fence ${Math.random()}` });
+  const got = collect(reader, [{ ids: [e.id] }]);
+  await got.eose;
+  return async () => {
+    expect(await writer.publish(e)).toBe("");
+    await waitFor(() => got.live.length > 0, "the fence event");
+    got.sub.close();
+  };
+}
+
 const ids = (es: { id: string }[]): string[] => es.map((e) => e.id);
 /** The wire form: nostr-tools marks events it signed or verified with a symbol. */
 const plain = <T,>(x: T): T => JSON.parse(JSON.stringify(x));
@@ -170,15 +188,16 @@ describe("nostr-tools Relay", () => {
     const fresh = k.sign({ kind: 1, content: "live!" });
     expect(await writer.publish(fresh)).toBe("");
     await waitFor(() => live.length > 0, "the live event");
-    await Bun.sleep(300); // room for a duplicate delivery to show up
+    await (await fence(reader, writer))(); // a duplicate delivery would have come before it
     expect(ids(live)).toEqual([fresh.id]);
     expect(stored.length).toBe(3);
     expect(closed).toEqual([]);
 
     // A non-matching live event does not arrive.
+    const pass = await fence(reader, writer);
     expect(await writer.publish(key().sign({ kind: 1, content: "someone else" }))).toBe("");
     expect(await writer.publish(k.sign({ kind: 7, content: "+" }))).toBe("");
-    await Bun.sleep(200);
+    await pass();
     expect(ids(live)).toEqual([fresh.id]);
   }, T);
 
@@ -192,9 +211,9 @@ describe("nostr-tools Relay", () => {
     await writer.publish(e1);
     await waitFor(() => live.length === 1, "the first live event");
     sub.close();
-    await Bun.sleep(50);
+    const pass = await fence(reader, writer); // the CLOSE has been handled
     await writer.publish(k.sign({ kind: 1, content: "two" }));
-    await Bun.sleep(300);
+    await pass();
     expect(ids(live)).toEqual([e1.id]);
   }, T);
 
@@ -207,7 +226,7 @@ describe("nostr-tools Relay", () => {
     const e = k.sign({ kind: 20001, content: "here and gone" });
     expect(await writer.publish(e)).toBe("");
     await waitFor(() => live.length > 0, "the ephemeral event");
-    await Bun.sleep(200);
+    await (await fence(reader, writer))(); // a second copy would have come before it
     expect(ids(live)).toEqual([e.id]);
     const later = collect(reader, [{ ids: [e.id] }]);
     await later.eose;
@@ -323,8 +342,13 @@ describe("nostr-tools SimplePool across two relays", () => {
     const liveB = k.sign({ kind: 1, content: "live on B" });
     await Promise.all([ra.publish(liveBoth), rb.publish(liveBoth), rb.publish(liveB)]);
     await waitFor(() => p.seenOn.get(liveBoth.id)?.size === 2 && after.length >= 2, "live events from both relays");
-    await Bun.sleep(300);
-    expect(sorted(ids(after))).toEqual(sorted([liveBoth.id, liveB.id]));
+    // A fence on each relay: one more event published to it alone. Each relay sends in order, so
+    // once both have arrived, a second delivery from either would have come before them.
+    const fences = [k.sign({ kind: 1, content: "fence A" }), k.sign({ kind: 1, content: "fence B" })];
+    await Promise.all([ra.publish(fences[0]!), rb.publish(fences[1]!)]);
+    await waitFor(() => fences.every((f) => after.some((e) => e.id === f.id)), "the fence events from both relays");
+    const fenceIds = new Set(fences.map((f) => f.id));
+    expect(sorted(ids(after.filter((e) => !fenceIds.has(e.id))))).toEqual(sorted([liveBoth.id, liveB.id]));
     expect(eoses).toBe(1);
     sub.close();
   }, T);

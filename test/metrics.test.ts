@@ -163,8 +163,14 @@ describe("metrics move with traffic", () => {
     // Closing the subscription and a connection shows at the next scrape.
     subscriber.send(["CLOSE", "live"]);
     publisher.close();
-    await Bun.sleep(50);
-    const later = await scrape(r);
+    // The COUNT is answered after the CLOSE sent before it was handled; the publisher's close
+    // reaches the server on its own: scrape until it shows, with a deadline.
+    expect((await subscriber.count("fence", [{ ids: ["0".repeat(64)] }]))[0]).toBe("COUNT");
+    let later = await scrape(r);
+    for (const deadline = Date.now() + 5000; valueOf(later, "nostr_connections") !== 1 && Date.now() < deadline; ) {
+      await Bun.sleep(10);
+      later = await scrape(r);
+    }
     expect(valueOf(later, "nostr_subscriptions")).toBe(0);
     expect(valueOf(later, "nostr_connections")).toBe(1);
     expect(valueOf(later, "nostr_client_messages_total", { verb: "CLOSE" }) - valueOf(after, "nostr_client_messages_total", { verb: "CLOSE" })).toBe(1);

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { schnorr } from "@noble/curves/secp256k1.js";
 import { canonicalForm, computeId, type NostrEvent } from "../src/protocol/event.ts";
-import { Client, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
+import { Client, fence, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
 let relay: TestRelay;
 beforeAll(async () => (relay = await startTestRelay({ limits: { max_subscriptions: 150, max_message_bytes: 64 * 1024, max_event_tags: 100 } })));
@@ -281,10 +281,10 @@ describe("REQ", () => {
     expect(got).toContain(mine.id);
     expect(got).not.toContain(old.id);
     c.send(["CLOSE", "same"]);
-    await Bun.sleep(30);
+    const pass = await fence(c, p); // the CLOSE has been handled
     const after = other.sign({ kind: 1, content: "after close" });
     await p.publish(after);
-    await Bun.sleep(100);
+    await pass(); // anything sent to c for `after` has arrived
     expect(c.eventsFor("same").map((e) => e.id)).not.toContain(after.id);
     c.close();
     p.close();

@@ -11,7 +11,7 @@
 // "A query string may contain `key:value` pairs ... relays SHOULD ignore extensions they don't support."
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { Client, fence, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
 let relay: TestRelay;
 let off: TestRelay;
@@ -413,7 +413,7 @@ describe("live, deleted, replaced, restricted", () => {
     const pub = signer().sign({ kind: 1, content: `public ${w}` });
     await publishAll(p, pub);
     await r.next((f) => f[0] === "EVENT" && f[1] === "live" && f[2].id === pub.id);
-    await Bun.sleep(50);
+    await (await fence(r, p))(); // a late DM or a second copy of pub would have come before it
     expect(r.eventsFor("live").map((e) => e.id)).toEqual([pub.id]);
     expect(r.eventsFor("live-dm")).toEqual([]);
     // Stored: the recipient can read them, but not find them by words.

@@ -147,6 +147,30 @@ async function settle(c: Client): Promise<void> {
   await c.next((f) => f[1] === id, 5000, from);
 }
 
+/**
+ * Counts the relay's negentropy store reads as they finish (the relay runs in this process). A
+ * finished read's reply has been sent or dropped by the time a timer runs, so waiting for the
+ * count, then settle(), shows every reply the relay was ever going to send: a fence for "no
+ * reply", instead of a fixed sleep. Call the returned `restore` when done.
+ */
+function countNegReads(r: TestRelay): { finished: () => number; restore: () => void } {
+  const store = r.ctx.store;
+  const read = store.negentropyItems;
+  let finished = 0;
+  store.negentropyItems = (...args) => {
+    const p = read.apply(store, args);
+    p.then(() => finished++, () => finished++); // runs before the relay's own continuation
+    return p;
+  };
+  return { finished: () => finished, restore: () => void (store.negentropyItems = read) };
+}
+
+async function until(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  for (const deadline = Date.now() + timeoutMs; !cond(); await Bun.sleep(5)) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+  }
+}
+
 const mk = (s: Signer, kind = 1, created_at = now() - 100, tags: string[][] = []) => s.sign({ kind, created_at, tags, content: `${kind}:${Math.random()}` });
 
 // ---------------------------------------------------------------------------------------------
@@ -365,11 +389,16 @@ describe("subscription ids", () => {
     // Back to back, so the second arrives while the first is still reading the store: the first
     // is never answered (its reply would be taken for the new filter's), the second is.
     const from = c.frames.length;
-    c.send(["NEG-OPEN", "race", { authors: [a.pubkey] }, negClient().initial]);
-    c.send(["NEG-OPEN", "race", { authors: [b.pubkey] }, negClient().initial]);
-    await c.next((f) => f[0] === "NEG-MSG" && f[1] === "race", 5000, from);
+    const reads = countNegReads(relay);
+    try {
+      c.send(["NEG-OPEN", "race", { authors: [a.pubkey] }, negClient().initial]);
+      c.send(["NEG-OPEN", "race", { authors: [b.pubkey] }, negClient().initial]);
+      await c.next((f) => f[0] === "NEG-MSG" && f[1] === "race", 5000, from);
+      await until(() => reads.finished() >= 2, "both NEG-OPEN reads");
+    } finally {
+      reads.restore();
+    }
     await settle(c);
-    await Bun.sleep(100);
     const replies = c.frames.slice(from).filter((f) => f[1] === "race");
     expect(replies).toHaveLength(1);
     expect(replies[0][0]).toBe("NEG-MSG");
@@ -379,10 +408,15 @@ describe("subscription ids", () => {
   test("NEG-CLOSE right after NEG-OPEN, while the store is read: no reply at all", async () => {
     const c = await connect(relay.url);
     const from = c.frames.length;
-    c.send(["NEG-OPEN", "gone", {}, negClient().initial]);
-    c.send(["NEG-CLOSE", "gone"]);
+    const reads = countNegReads(relay);
+    try {
+      c.send(["NEG-OPEN", "gone", {}, negClient().initial]);
+      c.send(["NEG-CLOSE", "gone"]);
+      await until(() => reads.finished() >= 1, "the NEG-OPEN read");
+    } finally {
+      reads.restore();
+    }
     await settle(c);
-    await Bun.sleep(100);
     expect(c.frames.slice(from).filter((f) => f[1] === "gone")).toEqual([]);
   });
 

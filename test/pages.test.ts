@@ -1,17 +1,16 @@
 // The relay's web pages in a real headless Chromium, driven over the DevTools protocol
 // (test/cdp.ts): the status page's numbers, and the /admin page calling NIP-86 through its UI
 // with a stubbed NIP-07 signer whose signatures come from this process.
-// Skipped (with a message) when Chromium is missing outside CI; under CI a missing Chromium fails.
+// Skipped (with a message) when Chromium is missing outside CI; in CI a missing Chromium fails (test/ci.ts).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { npubEncode } from "nostr-tools/nip19";
 import { finalizeEvent } from "nostr-tools/pure";
 import { Browser, CHROMIUM, type Page } from "./cdp.ts";
+import { needInCI } from "./ci.ts";
 import { Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
-const inCi = !!process.env.CI;
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && !inCi) console.log(`pages.test.ts skipped: ${CHROMIUM} is missing (apt-get install chromium); under CI this fails instead`);
+const haveChromium = needInCI("pages.test: Chromium", existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is missing (apt-get install chromium)`);
 
 const ADMIN = signer();
 const RELAY_NAME = "Pages <test> relay";
@@ -37,7 +36,7 @@ const NIP07_STUB = `(() => {
   window.nostr = { getPublicKey: () => call("getPublicKey"), signEvent: (e) => call("signEvent", e) };
 })();`;
 
-describe.skipIf(!haveChromium && !inCi)("web pages in Chromium", () => {
+describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   failOnRelayErrors();
   let relay: TestRelay;
   let browser: Browser | undefined;
@@ -50,7 +49,6 @@ describe.skipIf(!haveChromium && !inCi)("web pages in Chromium", () => {
   const clients: Client[] = [];
 
   beforeAll(async () => {
-    if (!haveChromium) throw new Error(`${CHROMIUM} is missing and CI is set: install chromium (see .ci/run)`);
     relay = await startTestRelay({ info: { name: RELAY_NAME, description: "Seen in a real browser." }, admin: { pubkeys: [ADMIN.pubkey] } });
     httpBase = relay.url.replace(/^ws/, "http").replace(/\/$/, "");
     // A name that is not localhost: plain http to it is not a secure context (no crypto.subtle).

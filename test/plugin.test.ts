@@ -10,6 +10,7 @@ import { finalizeEvent, getPublicKey } from "nostr-tools/pure";
 import { MAX_PLUGIN_INFLIGHT, WritePolicyPlugin, writePolicyPlugin } from "../src/relay/plugin.ts";
 import { rejectMessage, requestLine } from "../src/policy/plugin-protocol.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
+import { needInCI } from "./ci.ts";
 import { accepted, Client, failOnRelayErrors, now, signer, startTestRelay, type ConfigPatch, type Signer, type TestRelay } from "./helpers.ts";
 
 failOnRelayErrors();
@@ -17,12 +18,8 @@ failOnRelayErrors();
 const FIXTURES = join(import.meta.dir, "fixtures", "plugins");
 const fixture = (name: string) => join(FIXTURES, name);
 // Plugins in other languages need their interpreter. .ci/run installs them; in CI a missing one
-// fails its tests instead of skipping them. Locally they are left out with a printed reason.
-const has = (cmd: string): boolean => {
-  if (Bun.which(cmd) !== null || process.env.CI === "true") return true;
-  console.log(`plugin.test: ${cmd} is not installed here; its plugin tests are left out (CI installs it)`);
-  return false;
-};
+// fails (test/ci.ts). Locally their tests are left out with a printed reason.
+const has = (cmd: string): boolean => needInCI(`plugin.test: ${cmd}`, Bun.which(cmd) === null ? `${cmd} is not installed` : undefined);
 
 const relays: TestRelay[] = [];
 const clients: Client[] = [];

@@ -3,6 +3,7 @@
 // Run by `npm test` after the SQLite suite. Without PostgreSQL and Redis on loopback it is
 // skipped with the reason, locally; in CI (CI set) that is a failure.
 import { join } from "node:path";
+import { inCI } from "./ci.ts";
 import { PG_URL, REDIS_URL, servicesMissing } from "./postgres-env.ts";
 
 /**
@@ -19,7 +20,7 @@ const CLUSTER = ["./test/cluster/cluster.pgtest.ts", "./test/postgres/write-pari
 
 const missing = await servicesMissing();
 if (missing) {
-  if (process.env.CI) {
+  if (inCI) {
     console.error(`the Postgres suite cannot run in CI: ${missing}`);
     process.exit(1);
   }

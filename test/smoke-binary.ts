@@ -6,6 +6,7 @@
 import { mkdtempSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { inCI } from "./ci.ts";
 import { Client, signer } from "./helpers.ts";
 import { spawnRelay } from "./process-helpers.ts";
 
@@ -57,7 +58,7 @@ if (hidden) {
   r2.proc.kill("SIGTERM");
   if ((await r2.proc.exited) !== 0) fail(`embedded run: exit code after SIGTERM:\n${r2.output()}`);
   console.log("smoke: system libsecp256k1 hidden: the embedded copy verified (good accepted, forged refused)");
-} else if (process.env.CI === "true") {
+} else if (inCI) {
   fail(`cannot check the embedded libsecp256k1 (system library: ${systemLibrary ?? "none"}; unshare -m needs root)`);
 } else {
   console.log("smoke: embedded libsecp256k1 not checked here (needs the system library installed and root for unshare -m)");

@@ -6,7 +6,8 @@
 // Linux resets connections still in a closing SO_REUSEPORT listener's accept queue unless
 // net.ipv4.tcp_migrate_req = 1 (docs/operations.md). When it is 0 here and this runs as root with
 // unshare(1) and ip(8), the file runs itself again in a private network namespace where it is set,
-// leaving the host alone; failing that, the connect check allows the few resets the kernel makes.
+// leaving the host alone; failing that, the connect check allows the few resets the kernel makes
+// on a developer's machine, and fails in CI (test/ci.ts), which runs as root.
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,6 +15,7 @@ import { join } from "node:path";
 import { fakePubkey, unsignedEvent } from "../bench/lib/events.ts";
 import { RATE_LIMITS_OFF } from "../bench/lib/relay.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
+import { needInCI } from "./ci.ts";
 import { freePort } from "./process-helpers.ts";
 import { spawnBunstr, type Bunstr } from "./relay-process.ts";
 
@@ -57,6 +59,9 @@ if (!strict && canUnshare()) {
 
 function scenarios(): void {
   const dir = mkdtempSync(join(tmpdir(), "bunstr-zdt-"));
+  // No connect may fail, unless the kernel resets a closing listener's queue (tcp_migrate_req 0)
+  // and no namespace could set it: tolerated locally, a failure in CI.
+  const exact = strict || INSIDE || needInCI("zero-downtime.test: net.ipv4.tcp_migrate_req = 1", "it is 0 and no private network namespace can set it (needs root, unshare, ip)");
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   // The load is many clients from 127.0.0.1, reconnecting in a loop: no [rate_limits].
@@ -87,7 +92,7 @@ function scenarios(): void {
     const stored = await storedIds(url, [...load.acked]);
     const missing = [...load.acked].filter((id) => !stored.has(id));
     console.log(
-      `[zero-downtime] tcp_migrate_req=${migrateReq()}: ${load.connects} connects (${load.failures.length} failed), ${load.acked.size} OK true, ${load.unanswered} unanswered, ` +
+      `[zero-downtime] tcp_migrate_req=${migrateReq()}: ${load.connects} connects (${load.failures.length} failed), ${load.acked.size} OK true, ${load.unanswered} unanswered ${JSON.stringify(load.unansweredBy)}, ` +
         `OK false: ${JSON.stringify(load.refusals)}, A drained in ${drainMs} ms, A's clients closed with ${JSON.stringify(load.closeCodes)}`,
     );
     expect(exitA).toBe(0);
@@ -98,9 +103,13 @@ function scenarios(): void {
     expect(load.acked.size).toBeGreaterThan(100);
     expect(load.closeCodes[1012] ?? 0).toBeGreaterThan(0); // the long-lived publishers were on A
     expect(Object.keys(load.closeCodes).filter((c) => c !== "1012" && c !== "1000")).toEqual([]);
+    // An EVENT goes unanswered only when A closed its connection for the drain (1012) while it was
+    // on the way, and a client has one EVENT in flight at a time: at most one per such connection.
+    expect(Object.keys(load.unansweredBy).filter((c) => c !== "1012")).toEqual([]);
+    expect(load.unanswered).toBeLessThanOrEqual(load.closeCodes[1012] ?? 0);
     // SQLITE_BUSY from the other process would show as "error: the database is busy, try again".
     expect(Object.keys(load.refusals).filter((r) => !r.startsWith("error: relay is shutting down"))).toEqual([]);
-    if (strict || INSIDE) expect(load.failures).toEqual([]);
+    if (exact) expect(load.failures).toEqual([]);
     else {
       console.warn(`[zero-downtime] net.ipv4.tcp_migrate_req is not 1: ${load.failures.length} connections reset as A's listener closed (allowed here)`);
       expect(load.failures.length).toBeLessThanOrEqual(5);
@@ -139,6 +148,8 @@ class Load {
   readonly refusals: Record<string, number> = {};
   readonly closeCodes: Record<number, number> = {};
   unanswered = 0;
+  /** Unanswered EVENTs by the close code of the connection they were sent on. */
+  readonly unansweredBy: Record<string, number> = {};
   private n = 0;
   private readonly author = fakePubkey();
 
@@ -148,8 +159,14 @@ class Load {
     return unsignedEvent(this.author, { content: `zero-downtime ${++this.n}` });
   }
 
-  private record(ok: unknown[] | undefined): void {
-    if (!ok) return void this.unanswered++; // the connection closed first: a client sends it again
+  private record(s: Sock, ok: unknown[] | undefined): void {
+    if (!ok) {
+      // The connection closed first: a client sends it again.
+      this.unanswered++;
+      const code = String(s.closeCode ?? "none");
+      this.unansweredBy[code] = (this.unansweredBy[code] ?? 0) + 1;
+      return;
+    }
     if (ok[2] === true) this.acked.add(ok[1] as string);
     else this.refusals[ok[3] as string] = (this.refusals[ok[3] as string] ?? 0) + 1;
   }
@@ -169,8 +186,9 @@ class Load {
     while (this.running) {
       const s = await this.connect();
       if (!s) continue;
-      for (let i = 0; i < 3 && !s.closed; i++) this.record(await publish(s, this.event()));
-      s.ws.close();
+      for (let i = 0; i < 3 && !s.closed; i++) this.record(s, await publish(s, this.event()));
+      if (s.closed && s.closeCode !== undefined) this.closeCodes[s.closeCode] = (this.closeCodes[s.closeCode] ?? 0) + 1;
+      else s.ws.close();
     }
   }
 
@@ -179,7 +197,7 @@ class Load {
     while (this.running) {
       const s = await this.connect();
       if (!s) continue;
-      while (this.running && !s.closed) this.record(await publish(s, this.event()));
+      while (this.running && !s.closed) this.record(s, await publish(s, this.event()));
       if (s.closeCode !== undefined) this.closeCodes[s.closeCode] = (this.closeCodes[s.closeCode] ?? 0) + 1;
       if (!s.closed) s.ws.close();
     }

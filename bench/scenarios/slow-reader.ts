@@ -69,6 +69,11 @@ export interface PhaseStats {
   latencyMs: Summary;
   /** Milliseconds spent in this kind of window. */
   ms: number;
+  /**
+   * The relay's CPU seconds in this kind of window (/proc): the work it did there, which other
+   * load on the machine delays but does not add to, unlike latency.
+   */
+  relayCpuSec: number;
 }
 
 export interface SlowReaderResult {
@@ -273,14 +278,18 @@ export async function runSlowReader(opts: SlowReaderOptions): Promise<SlowReader
     const client0 = process.cpuUsage();
     const wall0 = performance.now();
     const windowMs = [0, 0];
+    const windowCpu = [0, 0];
     const cutOffs: CutOff[] = [];
     for (let r = 1; r <= opts.rounds; r++) {
       let w0 = performance.now();
+      let c0 = cpuSeconds(relay.pid);
       kind = 0;
       await Bun.sleep(opts.baselineMs);
       windowMs[0]! += performance.now() - w0;
+      windowCpu[0]! += cpuSeconds(relay.pid) - c0;
 
       w0 = performance.now();
+      c0 = cpuSeconds(relay.pid);
       kind = 1;
       const witnessAtJoin = witnessBytes;
       const stuck = await stuckReader(port, [tickReq, bulkReq]);
@@ -303,6 +312,7 @@ export async function runSlowReader(opts: SlowReaderOptions): Promise<SlowReader
       }
       await Bun.sleep(afterCutOffMs);
       windowMs[1]! += performance.now() - w0;
+      windowCpu[1]! += cpuSeconds(relay.pid) - c0;
       kind = UNMEASURED; // reading what the slow reader was sent is our work, not the relay's
       const drained = await stuck.drain(5000);
       const cut: CutOff = {
@@ -348,7 +358,7 @@ export async function runSlowReader(opts: SlowReaderOptions): Promise<SlowReader
     const stats = (k: number): PhaseStats => {
       let ticks = 0;
       for (let i = 0; i < seq; i++) if (kindOf[i] === k && acked[i]) ticks++;
-      return { ticks, latencyMs: summarize(subs.flatMap((s) => s.latencies[k]!)), ms: windowMs[k]! };
+      return { ticks, latencyMs: summarize(subs.flatMap((s) => s.latencies[k]!)), ms: windowMs[k]!, relayCpuSec: windowCpu[k]! };
     };
     const result = {
       subscribers: subs.length,
@@ -398,6 +408,7 @@ export function slowReaderReport(r: SlowReaderResult): string {
     ),
     `relay RSS MiB      : start ${r.rss.start.toFixed(1)}, max in baseline ${r.rss.baselineMax.toFixed(1)}, max with slow reader ${r.rss.slowMax.toFixed(1)}, end ${r.rss.end.toFixed(1)}`,
     `CPU over ${r.measuredSec.toFixed(1)} s of windows: relay ${r.relayCpuSec.toFixed(1)} s, this process (clients) ${r.clientCpuSec.toFixed(1)} s (2 cores shared)`,
+    `relay CPU per second of window: baseline ${(r.baseline.relayCpuSec / (r.baseline.ms / 1000)).toFixed(3)} s, with a slow reader ${(r.slow.relayCpuSec / (r.slow.ms / 1000)).toFixed(3)} s`,
     `delivery           : ${r.incomplete.length} subscribers incomplete, witness missed ${r.witnessMissing} bulk events, ${r.refused.length} refused; ` +
       `relay serves after: ${r.relayServes}; exit ${r.relayExitCode}`,
   ].join("\n");
