@@ -154,15 +154,17 @@ async function settle(c: Client): Promise<void> {
  * reply", instead of a fixed sleep. Call the returned `restore` when done.
  */
 function countNegReads(r: TestRelay): { finished: () => number; restore: () => void } {
-  const store = r.ctx.store;
-  const read = store.negentropyItems;
+  // SQLite keeps sessions in its reader workers (negentropyOpen); Postgres hands the items over.
+  const store = r.ctx.store as unknown as Record<"negentropyOpen" | "negentropyItems", ((...args: unknown[]) => Promise<unknown>) | undefined>;
+  const method = store.negentropyOpen ? "negentropyOpen" : "negentropyItems";
+  const read = store[method]!;
   let finished = 0;
-  store.negentropyItems = (...args) => {
+  store[method] = (...args) => {
     const p = read.apply(store, args);
     p.then(() => finished++, () => finished++); // runs before the relay's own continuation
     return p;
   };
-  return { finished: () => finished, restore: () => void (store.negentropyItems = read) };
+  return { finished: () => finished, restore: () => void (store[method] = read) };
 }
 
 async function until(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
