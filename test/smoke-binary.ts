@@ -1,5 +1,6 @@
 // CI smoke test of the compiled binary: run it from another directory on a free port with a
-// temp data dir, publish and read back one event, fetch NIP-11, SIGTERM, expect exit code 0.
+// temp data dir, publish and read back one event, fetch NIP-11 and the web pages, SIGTERM, expect
+// exit code 0.
 // Then, with the system's libsecp256k1 hidden (a private mount namespace), the binary must fall
 // back to the copy build.ts embedded and still verify signatures natively.
 // Usage: bun test/smoke-binary.ts [path/to/bunstr]
@@ -36,6 +37,19 @@ const doc = (await info.json()) as { supported_nips?: number[]; version?: string
 if (!doc.supported_nips?.includes(1) || info.headers.get("access-control-allow-origin") !== "*") fail(`NIP-11: ${JSON.stringify(doc)}`);
 console.log(`smoke: NIP-11 version ${doc.version}, NIPs ${doc.supported_nips!.join(",")}`);
 
+// The web pages are files embedded as text (src/http/pages/): the binary must carry them whole,
+// their style and script inline, every {{slot}} filled.
+const page = async (path: string) => (await fetch(`http://127.0.0.1:${relay.port}${path}`, { headers: { Accept: "text/html" } })).text();
+const [statusPage, adminPage] = [await page("/"), await page("/admin")];
+for (const [name, html, marks] of [
+  ["status page", statusPage, ['id="events-stored"', "ul.nips{", 'getElementById("copy")']],
+  ["admin page", adminPage, ['id="ban-pubkey"', "#result[data-state=ok]", 'const RELAY_PATH = "/";', "function bech32Decode(", "listeventsneedingmoderation"]],
+] as const) {
+  const missing = marks.filter((m) => !html.includes(m));
+  if (missing.length > 0 || /\{\{\w+\}\}/.test(html) || !html.trimEnd().endsWith("</html>")) fail(`${name}: missing ${JSON.stringify(missing)} in ${html.slice(0, 300)}`);
+}
+console.log(`smoke: status page ${statusPage.length} B, admin page ${adminPage.length} B`);
+
 relay.proc.kill("SIGTERM");
 const code = await relay.proc.exited;
 if (code !== 0) fail(`exit code ${code} after SIGTERM:\n${relay.output()}`);
@@ -64,4 +78,4 @@ if (hidden) {
   console.log("smoke: embedded libsecp256k1 not checked here (needs the system library installed and root for unshare -m)");
 }
 rmSync(dir, { recursive: true, force: true });
-console.log("smoke: ok (published, read back, NIP-11, SIGTERM -> exit 0)");
+console.log("smoke: ok (published, read back, NIP-11, web pages, SIGTERM -> exit 0)");

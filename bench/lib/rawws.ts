@@ -1,8 +1,8 @@
-// A minimal websocket client over raw TCP that can pick its source address (127.x.y.z), so one
-// machine can play many clients: each attacker and each well-behaved client of a hostile-client
-// scenario comes from an address of its own, as per-address limits see them.
-import { connect as tcpConnect, type Socket } from "node:net";
-import { clientTextFrame } from "./tcp.ts";
+// A minimal websocket client over raw TCP (opened by tcp.ts) that can pick its source address
+// (127.x.y.z), so one machine can play many clients: each attacker and each well-behaved client of
+// a hostile-client scenario comes from an address of its own, as per-address limits see them.
+import type { Socket } from "node:net";
+import { clientFrame, clientTextFrame, openWebSocket } from "./tcp.ts";
 
 export type Frame = [string, ...any[]];
 
@@ -18,33 +18,13 @@ export class RawWs {
   private constructor(readonly sock: Socket) {}
 
   static async connect(port: number, localAddress: string, path = "/"): Promise<RawWs> {
-    const sock = tcpConnect({ port, host: "127.0.0.1", localAddress });
-    await new Promise<void>((resolve, reject) => {
-      sock.once("connect", () => resolve());
-      sock.once("error", reject);
-    });
-    sock.write(
-      `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-    );
+    const { sock, rest } = await openWebSocket(port, path, localAddress);
     const ws = new RawWs(sock);
-    await new Promise<void>((resolve, reject) => {
-      let head = Buffer.alloc(0);
-      const onData = (b: Buffer) => {
-        head = Buffer.concat([head, b]);
-        const end = head.indexOf("\r\n\r\n");
-        if (end < 0) return;
-        sock.off("data", onData);
-        if (!head.subarray(0, 12).toString().startsWith("HTTP/1.1 101")) return reject(new Error(`upgrade refused: ${head.subarray(0, 120)}`));
-        ws.onData(head.subarray(end + 4));
-        sock.on("data", (d: Buffer) => ws.onData(d));
-        resolve();
-      };
-      sock.on("data", onData);
-      sock.once("error", reject);
-    });
+    ws.onData(rest);
+    sock.on("data", (d: Buffer) => ws.onData(d));
     sock.on("error", () => {});
     sock.on("close", () => (ws.closed = true));
+    sock.resume();
     return ws;
   }
 
@@ -99,7 +79,7 @@ export class RawWs {
       const op = this.buf[0]! & 0x0f;
       const payload = this.buf.subarray(off, off + len);
       this.buf = this.buf.subarray(off + len);
-      if (op === 9) this.sock.write(Buffer.concat([Buffer.from([0x8a, 0x80 | payload.length, 0, 0, 0, 0]), payload])); // pong
+      if (op === 9) this.sock.write(clientFrame(10, payload)); // pong
       if (op !== 1) continue;
       this.received++;
       if (!this.keep) continue;

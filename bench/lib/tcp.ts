@@ -1,25 +1,73 @@
-// Raw TCP helpers for hostile-client scenarios: a websocket client that subscribes and then never
-// reads another byte, and the kernel's view of a TCP connection (/proc/net/tcp) so we can see the
-// relay close its end without reading (reading would drain the buffers we are testing).
+// Raw TCP websocket helpers for clients the usual WebSocket class cannot play: the upgrade by
+// hand (openWebSocket, from any 127.x source address) and masked client frames (clientFrame),
+// used by the raw websocket client (rawws.ts), the fanout receivers (scenarios/fanout/), and a
+// client that subscribes and then never reads another byte (stuckReader); and the kernel's view
+// of a TCP connection (/proc/net/tcp) so we can see the relay close its end without reading
+// (reading would drain the buffers we are testing).
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { connect as tcpConnect, type Socket } from "node:net";
 
-/** A masked client text frame (RFC 6455), as a client must send it. */
-export function clientTextFrame(text: string): Buffer {
-  const payload = Buffer.from(text);
-  const mask = Buffer.from([0x12, 0x34, 0x56, 0x78]);
-  let header: Buffer;
-  if (payload.length < 126) header = Buffer.from([0x81, 0x80 | payload.length]);
-  else if (payload.length < 65536) header = Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
-  else {
-    header = Buffer.alloc(10);
-    header[0] = 0x81;
-    header[1] = 0x80 | 127;
-    header.writeBigUInt64BE(BigInt(payload.length), 2);
-  }
-  const masked = Buffer.alloc(payload.length);
-  for (let i = 0; i < payload.length; i++) masked[i] = payload[i]! ^ mask[i & 3]!;
-  return Buffer.concat([header, mask, masked]);
+/** The mask of every client frame: a fixed one (RFC 6455 wants a random mask only against proxies). */
+const MASK = [0x12, 0x34, 0x56, 0x78] as const;
+
+/** A masked client frame (RFC 6455) with any opcode (1 text, 8 close, 9 ping, 10 pong), FIN set. */
+export function clientFrame(opcode: number, payload: Uint8Array): Buffer {
+  const n = payload.length;
+  const head = n < 126 ? 2 : n < 65536 ? 4 : 10;
+  const f = Buffer.alloc(head + 4 + n);
+  f[0] = 0x80 | opcode;
+  if (n < 126) f[1] = 0x80 | n;
+  else if (n < 65536) (f[1] = 0x80 | 126), f.writeUInt16BE(n, 2);
+  else (f[1] = 0x80 | 127), f.writeBigUInt64BE(BigInt(n), 2);
+  f.set(MASK, head);
+  for (let i = 0; i < n; i++) f[head + 4 + i] = payload[i]! ^ MASK[i & 3]!;
+  return f;
+}
+
+/** A masked client text frame, as a client must send it. */
+export const clientTextFrame = (text: string): Buffer => clientFrame(1, Buffer.from(text));
+
+/** The HTTP request that asks 127.0.0.1:port to upgrade `path` to a websocket. */
+export const upgradeRequest = (port: number, path = "/"): string =>
+  `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+
+export interface OpenedWebSocket {
+  sock: Socket;
+  /** What came after the 101 response in the same reads: the first websocket frames, if any. */
+  rest: Buffer;
+  /** Bytes read during the upgrade (the response and `rest`). */
+  bytes: number;
+}
+
+/**
+ * A websocket to 127.0.0.1:port over a plain TCP socket (optionally from `localAddress`), upgraded
+ * by hand. The socket comes back paused, with no data listener: the caller decides when, and
+ * whether, to read on.
+ */
+export async function openWebSocket(port: number, path = "/", localAddress?: string): Promise<OpenedWebSocket> {
+  const sock = tcpConnect({ port, host: "127.0.0.1", localAddress });
+  await new Promise<void>((resolve, reject) => {
+    sock.once("connect", () => resolve());
+    sock.once("error", reject);
+  });
+  sock.write(upgradeRequest(port, path));
+  let head = Buffer.alloc(0);
+  const end = await new Promise<number>((resolve, reject) => {
+    const onData = (b: Buffer) => {
+      head = Buffer.concat([head, b]);
+      const at = head.indexOf("\r\n\r\n");
+      if (at < 0) return;
+      sock.off("data", onData);
+      sock.off("error", reject);
+      sock.pause();
+      if (!head.subarray(0, 12).toString("latin1").startsWith("HTTP/1.1 101")) reject(new Error(`websocket upgrade refused: ${head.subarray(0, 200).toString("latin1")}`));
+      else resolve(at + 4);
+    };
+    sock.on("data", onData);
+    sock.once("error", reject);
+  });
+  return { sock, rest: head.subarray(end), bytes: head.length };
 }
 
 export interface StuckReader {
@@ -34,29 +82,9 @@ export interface StuckReader {
 
 /** Opens a websocket at the TCP level, sends `frames` (e.g. REQs), then stops reading for good. */
 export async function stuckReader(port: number, frames: unknown[], path = "/"): Promise<StuckReader> {
-  const sock = tcpConnect(port, "127.0.0.1");
-  await new Promise<void>((resolve, reject) => {
-    sock.once("connect", () => resolve());
-    sock.once("error", reject);
-  });
-  sock.write(
-    `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-  );
-  let bytes = 0;
-  let head = "";
-  await new Promise<void>((resolve, reject) => {
-    const onData = (b: Buffer) => {
-      bytes += b.length;
-      head += b.toString("latin1");
-      if (!head.includes("\r\n\r\n")) return;
-      sock.off("data", onData);
-      if (!head.startsWith("HTTP/1.1 101")) reject(new Error(`websocket upgrade refused: ${head.slice(0, 200)}`));
-      else resolve();
-    };
-    sock.on("data", onData);
-  });
-  sock.pause(); // from here on, nothing is read: the kernel buffers fill, then the relay's
+  // Paused from the upgrade on, nothing is read: the kernel buffers fill, then the relay's.
+  const { sock, bytes: upgradeBytes } = await openWebSocket(port, path);
+  let bytes = upgradeBytes;
   for (const f of frames) sock.write(clientTextFrame(typeof f === "string" ? f : JSON.stringify(f)));
   const subscribedAt = performance.now();
   let closed = false;

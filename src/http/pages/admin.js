@@ -1,13 +1,26 @@
-// The admin page's browser script, as text (the page is served from the single binary). Plain
-// ES2020 for any current browser, in one function scope (a global named like window.nostr would
-// replace the extension's); it expects RELAY_PATH defined before it. No template
-// literals inside: this file is one String.raw template.
-export const ADMIN_SCRIPT = String.raw`(() => {
+// @ts-check
+// The admin page's script (admin.html), served as it is: plain JavaScript for any current browser,
+// type-checked through JSDoc (tsconfig.json here). One function scope: a global named like
+// window.nostr would replace the extension's. The page defines RELAY_PATH before it.
+(() => {
 "use strict";
-const $ = (id) => document.getElementById(id);
+/** The element with this id (the page has them all). @param {string} id */
+const $ = (id) => {
+  const el = document.getElementById(id);
+  if (!el) throw new Error("the page has no #" + id);
+  return el;
+};
+/** An input of the page. @param {string} id */
+const input = (id) => /** @type {HTMLInputElement} */ ($(id));
+/** An error's message, or what was thrown as text. @param {unknown} err */
+const message = (err) => {
+  const m = err && /** @type {{ message?: unknown }} */ (err).message;
+  return m ? String(m) : String(err);
+};
 const result = $("result");
 let seq = 0;
 
+/** @param {"pending" | "ok" | "error"} state @param {string} text */
 function show(state, text) {
   result.dataset.state = state;
   result.dataset.seq = String(++seq);
@@ -18,6 +31,7 @@ function show(state, text) {
 const CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l";
 const GENERATOR = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3];
 
+/** @param {number[]} values */
 function polymod(values) {
   let chk = 1;
   for (const v of values) {
@@ -28,6 +42,7 @@ function polymod(values) {
   return chk;
 }
 
+/** @param {string} text @returns {{ hrp: string, bytes: number[] }} */
 function bech32Decode(text) {
   if (text !== text.toLowerCase() && text !== text.toUpperCase()) throw new Error("mixed case");
   const s = text.toLowerCase();
@@ -61,27 +76,33 @@ function bech32Decode(text) {
   return { hrp, bytes };
 }
 
+/** @param {Iterable<number>} bytes */
 const toHex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 
-/** 64 hex characters, or a bech32 string with this prefix (npub, note), as lowercase hex. */
+/**
+ * 64 hex characters, or a bech32 string with this prefix (npub, note), as lowercase hex.
+ * @param {string} field @param {string} prefix
+ */
 function hex32(field, prefix) {
-  const v = $(field).value.trim();
+  const v = input(field).value.trim();
   if (/^[0-9a-fA-F]{64}$/.test(v)) return v.toLowerCase();
   if (v.toLowerCase().startsWith(prefix + "1")) {
     let decoded;
     try {
       decoded = bech32Decode(v);
     } catch (err) {
-      throw new Error("not a valid " + prefix + ": " + err.message);
+      throw new Error("not a valid " + prefix + ": " + message(err));
     }
     if (decoded.hrp !== prefix || decoded.bytes.length !== 32) throw new Error("not a valid " + prefix);
     return toHex(decoded.bytes);
   }
-  throw new Error("enter 64 hex characters or " + prefix + "1…");
+  throw new Error("enter 64 hex characters or " + prefix + "1\u2026");
 }
 
-const text = (field) => $(field).value.trim();
+/** @param {string} field */
+const text = (field) => input(field).value.trim();
 
+/** @param {string} field @param {string} what */
 function required(field, what) {
   const v = text(field);
   if (!v) throw new Error("enter " + what);
@@ -95,10 +116,11 @@ function kind() {
 }
 
 // ---- NIP-07 signer and NIP-98 authorization -------------------------------------------------
+/** @type {string | undefined} */
 let signerPubkey;
 
 function extension() {
-  if (!window.nostr) throw new Error("no NIP-07 signer found: install or unlock a Nostr browser extension (nos2x, Alby, …)");
+  if (!window.nostr) throw new Error("no NIP-07 signer found: install or unlock a Nostr browser extension (nos2x, Alby, \u2026)");
   return window.nostr;
 }
 
@@ -108,18 +130,22 @@ async function connectSigner() {
   return signerPubkey;
 }
 
+/** @param {Uint8Array<ArrayBuffer>} bytes */
 async function sha256Hex(bytes) {
   return toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)));
 }
 
-/** base64 of UTF-8 (btoa alone only takes Latin-1). */
+/** base64 of UTF-8 (btoa alone only takes Latin-1). @param {string} textValue */
 function base64(textValue) {
   let binary = "";
   for (const b of new TextEncoder().encode(textValue)) binary += String.fromCharCode(b);
   return btoa(binary);
 }
 
-/** One NIP-86 call: resolves with its result, throws with the relay's error text. */
+/**
+ * One NIP-86 call: resolves with its result, throws with the relay's error text.
+ * @param {string} method @param {unknown[]} params @returns {Promise<unknown>}
+ */
 async function rpc(method, params) {
   if (!signerPubkey) await connectSigner();
   const body = JSON.stringify({ method, params });
@@ -139,6 +165,7 @@ async function rpc(method, params) {
     body: bodyBytes,
   });
   const raw = await res.text();
+  /** @type {any} */
   let data;
   try {
     data = JSON.parse(raw);
@@ -149,22 +176,25 @@ async function rpc(method, params) {
 }
 
 // ---- the page's actions ---------------------------------------------------------------------
+/** @param {unknown} v */
 function describe(v) {
   if (Array.isArray(v)) return v.length + (v.length === 1 ? " item" : " items");
   if (v === true) return "ok";
   return JSON.stringify(v);
 }
 
+/** A listed entry: a pubkey, event id or IP with its reason, or a kind. @param {any} item @returns {string} */
 function entryText(item) {
   if (typeof item !== "object" || item === null) return String(item);
   const main = item.pubkey || item.id || item.ip || JSON.stringify(item);
   return item.reason ? main + " (" + item.reason + ")" : main;
 }
 
+/** @param {string} listId @param {unknown} items @param {boolean} [withButtons] */
 function renderList(listId, items, withButtons) {
   const ul = $(listId);
   ul.replaceChildren();
-  for (const item of Array.isArray(items) ? items : []) {
+  for (const item of /** @type {any[]} */ (Array.isArray(items) ? items : [])) {
     const li = document.createElement("li");
     li.textContent = entryText(item) + " ";
     if (withButtons && item && item.id) {
@@ -182,28 +212,32 @@ function renderList(listId, items, withButtons) {
   }
 }
 
+/** @typedef {(value: unknown) => void} After what to do with a call's result */
+
+/** @param {string} method @param {() => unknown[]} params @param {After} [after] */
 async function run(method, params, after) {
   let args;
   try {
     args = params();
   } catch (err) {
-    return show("error", method + ": " + err.message);
+    return show("error", method + ": " + message(err));
   }
-  show("pending", method + "…");
+  show("pending", method + "\u2026");
   try {
     const value = await rpc(method, args);
     if (after) after(value);
     show("ok", method + ": " + describe(value));
   } catch (err) {
-    show("error", method + " failed: " + (err && err.message ? err.message : String(err)));
+    show("error", method + " failed: " + message(err));
   }
 }
 
 const pubkeyArgs = () => [hex32("pubkey-input", "npub"), text("pubkey-reason")];
 const eventArgs = () => [hex32("event-input", "note"), text("event-reason")];
+/** @param {string} id @param {boolean} [buttons] @returns {After} */
 const list = (id, buttons) => (items) => renderList(id, items, buttons);
 
-/** Button id -> [NIP-86 method, params, what to do with the result]. */
+/** Button id -> [NIP-86 method, params, what to do with the result]. @type {Record<string, [string, () => unknown[], After?]>} */
 const ACTIONS = {
   "ban-pubkey": ["banpubkey", pubkeyArgs],
   "unban-pubkey": ["unbanpubkey", pubkeyArgs],
@@ -234,7 +268,7 @@ $("connect").addEventListener("click", async () => {
   try {
     show("ok", "signer: " + (await connectSigner()));
   } catch (err) {
-    show("error", "signer: " + (err && err.message ? err.message : String(err)));
+    show("error", "signer: " + message(err));
   }
 });
 
@@ -243,7 +277,7 @@ fetch(RELAY_PATH, { headers: { Accept: "application/nostr+json" } })
   .then((r) => r.json())
   .then((info) => {
     for (const [field, key] of [["name-input", "name"], ["description-input", "description"], ["icon-input", "icon"]])
-      if (!$(field).value && typeof info[key] === "string") $(field).value = info[key];
+      if (!input(field).value && typeof info[key] === "string") input(field).value = info[key];
   })
   .catch(() => {});
 
@@ -253,4 +287,3 @@ if (!window.crypto || !crypto.subtle) {
   show("error", "This admin page needs https (or http://127.0.0.1 / localhost): the browser offers no crypto.subtle here, so requests cannot be signed.");
 }
 })();
-`;

@@ -1,0 +1,25 @@
+// What the pages' scripts find in the browser besides the DOM.
+
+/** The relay path the admin page calls (NIP-86), defined by the page before admin.js. */
+declare const RELAY_PATH: string;
+
+/** A Nostr event before and after the NIP-07 signer signs it. */
+interface UnsignedEvent {
+  kind: number;
+  created_at: number;
+  tags: string[][];
+  content: string;
+}
+interface SignedEvent extends UnsignedEvent {
+  id: string;
+  pubkey: string;
+  sig: string;
+}
+
+interface Window {
+  /** A NIP-07 browser extension (nos2x, Alby, …), when one is installed and unlocked. */
+  nostr?: {
+    getPublicKey(): Promise<string>;
+    signEvent(event: UnsignedEvent): Promise<SignedEvent>;
+  };
+}
