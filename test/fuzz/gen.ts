@@ -13,6 +13,7 @@ import { createHash } from "node:crypto";
 import { nip77 } from "nostr-tools";
 import { finalizeEvent, getPublicKey } from "nostr-tools/pure";
 import type { NostrEvent } from "../../src/protocol/event.ts";
+import { inCI } from "../ci.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Knobs
@@ -30,7 +31,7 @@ const CI_SEED = 0x5eed2026;
  * FUZZ_SEED if given; in CI (CI set) the fixed CI_SEED; locally a fresh one each run, so runs
  * cover new cases. Each stage prints it: FUZZ_SEED=<it> replays a failure.
  */
-export const SEED = envInt("FUZZ_SEED") ?? (process.env.CI ? CI_SEED : crypto.getRandomValues(new Uint32Array(1))[0]!);
+export const SEED = envInt("FUZZ_SEED") ?? (inCI ? CI_SEED : crypto.getRandomValues(new Uint32Array(1))[0]!);
 export const SECONDS = envInt("FUZZ_SECONDS");
 /** Unit-level cases; with FUZZ_SECONDS the stage runs that long instead (unless this is set too). */
 export const UNIT_CASES = envInt("FUZZ_CASES") ?? (SECONDS ? Infinity : 25_000);
