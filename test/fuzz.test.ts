@@ -23,7 +23,7 @@ import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from 
 import { canonicalFilterKey, compileFilter, matchFilter, type CompiledFilter } from "../src/protocol/filter.ts";
 import { parseClientMessage, SubscriptionError } from "../src/protocol/messages.ts";
 import { ProtocolError } from "../src/protocol/reasons.ts";
-import { filterLimits } from "../src/relay/context.ts";
+import { filterLimits } from "../src/policy/visibility.ts";
 import { failOnRelayErrors, startTestRelay, testConfig, type TestRelay } from "./helpers.ts";
 
 // ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 // left out with a printed reason.
 import { describe, expect, test } from "bun:test";
 import { verifySchnorr, type VerifyJob } from "../src/protocol/schnorr.ts";
-import { findNativeLibrary, loadNativeVerifier } from "../src/relay/secp256k1-native.ts";
+import { findNativeLibrary, loadNativeVerifier } from "../src/verify/native.ts";
 import { Client, signer, startTestRelay } from "./helpers.ts";
 
 // BIP-340's test vectors 0-14 (32-byte messages, as Nostr ids are): index, public key, message,

@@ -4,8 +4,8 @@ import { parseArgs } from "node:util";
 import { duration, int, Progress } from "../ops/progress.ts";
 import { streamFromRelay } from "../ops/stream.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
-import { verifierFor } from "../ops/verifier.ts";
 import { openDatabase } from "../store/db.ts";
+import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 import { relayUrl } from "./sync.ts";
 
@@ -36,7 +36,7 @@ export async function streamCommand(argv: string[]): Promise<number> {
   }
   const { config, dbPath } = await resolveDatabase(values);
   const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
-  const verifier = values["no-verify"] ? undefined : verifierFor(config);
+  const verifier = values["no-verify"] ? undefined : importVerifier(config);
   const progress = new Progress("stream");
   const stamp = () => new Date().toISOString().slice(0, 19) + "Z";
   const streamer = streamFromRelay(db, {

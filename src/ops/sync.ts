@@ -7,11 +7,11 @@
 import type { Config } from "../config/schema.ts";
 import { NegentropyClient } from "../nips/nip77-client.ts";
 import { NegentropyError, NegentropyStorage } from "../nips/nip77.ts";
-import type { NostrEvent } from "../protocol/event.ts";
+import { nowSeconds, type NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
-import type { Verifier } from "../relay/verify.ts";
 import { exportPager, type Db } from "../store/maintenance.ts";
 import { runNegItems, StatementCache } from "../store/query.ts";
+import type { Verifier } from "../verify/pool.ts";
 import { parseExportFilter } from "./export.ts";
 import { importEvents, type ImportSummary } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
@@ -79,7 +79,7 @@ export function localItems(db: Db, filter: Filter, config: Config): NegentropySt
     filter,
     max: Number.MAX_SAFE_INTEGER - 1,
     maxSeq: Number.MAX_SAFE_INTEGER,
-    now: config.nips.nip40 ? Math.floor(Date.now() / 1000) : 0,
+    now: config.nips.nip40 ? nowSeconds() : 0,
   });
   return NegentropyStorage.fromPacked(items.timestamps, items.ids);
 }

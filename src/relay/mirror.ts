@@ -9,7 +9,8 @@ import { admitEvent } from "../policy/defaults.ts";
 import { importPolicies } from "../ops/import.ts";
 import { followRelay, type Ingest, type Streamer } from "../ops/stream.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
-import { policyContext, type RelayContext } from "./context.ts";
+import type { RelayContext } from "./context.ts";
+import { policyContext } from "./policy-context.ts";
 
 export interface Mirrors {
   stop(): void;

@@ -3,16 +3,11 @@
 import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
 import { tally } from "../policy/ip.ts";
 import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "./budget.ts";
-import { nowSeconds, readFailure, visibilityFor, type RelayContext } from "./context.ts";
-import { admitFilters } from "./req.ts";
-import { send, type Socket } from "./session.ts";
-
-export interface NegSession {
-  /** Set once the items are loaded; undefined while the store is being read. */
-  server?: NegentropyServer;
-  /** Items held, counted against the connection's max_negentropy_items. */
-  items: number;
-}
+import { visibilityFor } from "../policy/visibility.ts";
+import { nowSeconds } from "../protocol/event.ts";
+import type { RelayContext } from "./context.ts";
+import { admitFilters, readFailure } from "./req.ts";
+import { send, type NegSession, type Socket } from "./session.ts";
 
 const NEG_OVER_BUDGET = "rate-limited: too much negentropy reconciliation, slow down";
 
@@ -73,7 +68,7 @@ export async function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string
           max,
           maxSeq: ctx.store.lastSeq(),
           now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-          visibility: visibilityFor(ctx.config, s),
+          visibility: visibilityFor(ctx.config, s.authed),
         }, budget);
   } catch (err) {
     return fail(ctx, ws, subId, readFailure(err, "negentropy query"));

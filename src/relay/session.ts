@@ -2,9 +2,9 @@
 import type { ServerWebSocket } from "bun";
 import { ipGroup } from "../policy/ip.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
+import type { NegentropyServer } from "../nips/nip77.ts";
 import type { Group } from "./fanout.ts";
-import { relayMessages } from "./metrics.ts";
-import type { NegSession } from "./neg.ts";
+import type { RelayMetrics } from "./metrics.ts";
 
 export interface Subscription {
   readonly filters: readonly CompiledFilter[];
@@ -12,6 +12,14 @@ export interface Subscription {
   readonly bytes: number;
   /** Set once the stored events and EOSE are sent and the socket has joined the group's topic. */
   group?: Group;
+}
+
+/** A NIP-77 session of this connection (relay/neg.ts). */
+export interface NegSession {
+  /** Set once the items are loaded; undefined while the store is being read. */
+  server?: NegentropyServer;
+  /** Items held, counted against the connection's max_negentropy_items. */
+  items: number;
 }
 
 export interface Session {
@@ -88,7 +96,9 @@ export function sendSoon(ws: Socket, frame: string): void {
   }
 }
 
-// Every OK, CLOSED and NOTICE is built here right before it is sent: the one place to count them.
-export const okFrame = (id: string, ok: boolean, message: string): string => (relayMessages.OK++, `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`);
-export const closedFrame = (subId: string, message: string): string => (relayMessages.CLOSED++, `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`);
-export const noticeFrame = (message: string): string => (relayMessages.NOTICE++, `["NOTICE",${JSON.stringify(message)}]`);
+// Every OK, CLOSED and NOTICE is built here right before it is sent: the one place to count
+// them, in the relay's own metrics (ctx.metrics).
+type Counted = Pick<RelayMetrics, "sent">;
+export const okFrame = (m: Counted, id: string, ok: boolean, message: string): string => (m.sent.OK++, `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`);
+export const closedFrame = (m: Counted, subId: string, message: string): string => (m.sent.CLOSED++, `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`);
+export const noticeFrame = (m: Counted, message: string): string => (m.sent.NOTICE++, `["NOTICE",${JSON.stringify(message)}]`);
