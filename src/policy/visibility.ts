@@ -3,13 +3,12 @@
 // them (NIP-42). The rule is applied wherever an event could leave the relay: stored reads (the
 // store filters by visibilityFor), live fanout and catch-up (canRead), in-memory search
 // matching (filterLimits) and the full-text index, which leaves those kinds out (writeRules).
-import type { Config } from "../config/schema.ts";
+import { setOf, type Config } from "../config/schema.ts";
 import { matchesSearch, searchTerms } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { FilterLimits } from "../protocol/filter.ts";
 import type { Visibility } from "../store/query.ts";
 import type { WriteRules } from "../store/types.ts";
-import { setOf } from "./rules.ts";
 
 export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(config.authorization.restricted_read_kinds);
 
