@@ -207,7 +207,7 @@ describe("the gate", () => {
     expect((await fetch(url)).status).toBe(404);
   });
 
-  test("without a token, served only to loopback and not through a proxy, unless public (issue 13)", async () => {
+  test("without a token, served only to loopback and not through a proxy, unless public", async () => {
     const r = await start();
     const url = `${httpBase(r)}/metrics`;
     await scrape(r); // a scraper on the same host

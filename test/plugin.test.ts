@@ -460,7 +460,7 @@ describe.skipIf(!has("node"))("stopping", () => {
   });
 });
 
-describe("a plugin that floods its stdout (issue 13)", () => {
+describe("a plugin that floods its stdout", () => {
   test("`yes junk` as the plugin: another client's REQs stay fast; it is stopped, and restarted with a backoff", async () => {
     const relay = await relayWith("yes junk", { options: { write_policy_timeout_ms: 5000 } });
     const plugin = relay.ctx.plugin;

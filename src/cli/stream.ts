@@ -30,9 +30,9 @@ export async function streamCommand(argv: string[]): Promise<number> {
   if (values.since !== undefined && !/^\d{1,15}$/.test(values.since)) throw new UsageError(`--since must be a unix time in seconds, not ${JSON.stringify(values.since)}`);
   let filter;
   try {
-    filter = parseSyncFilter(values.filter);
+    filter = parseSyncFilter(values.filter, "stream");
   } catch (e) {
-    throw new UsageError((e as Error).message.replace("sync", "stream"));
+    throw new UsageError(`--filter: ${(e as Error).message}`);
   }
   const { config, dbPath } = await resolveDatabase(values);
   const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });

@@ -41,9 +41,9 @@ export async function syncCommand(argv: string[]): Promise<number> {
   if (!["down", "up", "both"].includes(direction)) throw new UsageError(`--dir must be down, up or both, not ${JSON.stringify(values.dir)}`);
   let filter;
   try {
-    filter = parseSyncFilter(values.filter);
+    filter = parseSyncFilter(values.filter, "sync");
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    throw new UsageError(`--filter: ${(e as Error).message}`);
   }
   const { config, dbPath } = await resolveDatabase(values);
   const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });

@@ -60,16 +60,19 @@ export interface SyncSummary {
   seconds: number;
 }
 
-/** A sync filter: a NIP-01 filter object without limit. */
-export function parseSyncFilter(text: string | undefined): Filter {
+/**
+ * A filter for sync, stream or a mirror: a NIP-01 filter object without limit. Errors name no
+ * option: the caller prefixes its own (--filter, [mirror] filter); `command` is who is asking.
+ */
+export function parseSyncFilter(text: string | undefined, command: string): Filter {
   if (text === undefined) return {};
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch {
-    throw new Error(`--filter is not JSON: ${text.slice(0, 80)}`);
+    throw new Error(`not JSON: ${text.slice(0, 80)}`);
   }
-  if (raw && typeof raw === "object" && "limit" in raw) throw new Error("--filter: limit has no meaning for sync (use since/until)");
+  if (raw && typeof raw === "object" && "limit" in raw) throw new Error(`limit has no meaning for ${command} (use since/until)`);
   return parseExportFilter(text).source;
 }
 

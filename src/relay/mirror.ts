@@ -22,9 +22,9 @@ export function startMirrors(ctx: RelayContext): Mirrors {
   if (relays.length === 0) return { stop() {} };
   let filter;
   try {
-    filter = parseSyncFilter(filterText || undefined);
+    filter = parseSyncFilter(filterText || undefined, "a mirror");
   } catch (e) {
-    throw new ConfigError(`[mirror] filter: ${(e as Error).message.replace("--filter", "filter")}`);
+    throw new ConfigError(`[mirror] filter: ${(e as Error).message}`);
   }
   const followers: Streamer[] = relays.map((url) =>
     followRelay({ config: ctx.config, url, filter, log: (t) => console.log(`mirror ${url}: ${t}`) }, ingestInto(ctx)),
