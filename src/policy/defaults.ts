@@ -27,7 +27,6 @@ export const defaultPolicies: Policy[] = [
   noAuthEvents,
   sizeLimits,
   createdAtWindow,
-  eventRate,
   notExpired,
   proofOfWork,
   vanishForUs,
