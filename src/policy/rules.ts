@@ -27,7 +27,7 @@ export interface PolicyContext {
   admin?: AdminView;
 }
 
-/** What the policies read of the NIP-86 admin state (relay/admin.ts): keys are hex or IPs. */
+/** What the policies read of the NIP-86 admin state (admin/state.ts): keys are hex or IPs. */
 export interface AdminView {
   readonly bannedPubkeys: ReadonlyMap<string, unknown>;
   readonly allowedPubkeys: ReadonlyMap<string, unknown>;
