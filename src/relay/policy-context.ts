@@ -1,6 +1,6 @@
 // What the policies see of an EVENT: from a client connection, or (without one) from a mirror.
-import type { PolicyContext } from "../policy/rules.ts";
 import type { Config } from "../config/schema.ts";
+import type { PolicyContext } from "../policy/rules.ts";
 import { nowSeconds } from "../protocol/event.ts";
 import type { RelayContext } from "./context.ts";
 import type { Session } from "./session.ts";

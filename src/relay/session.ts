@@ -1,8 +1,8 @@
 // Per-connection state, kept in ws.data. Only relay/ touches ServerWebSocket.
 import type { ServerWebSocket } from "bun";
+import type { NegentropyServer } from "../nips/nip77.ts";
 import { ipGroup } from "../policy/ip.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
-import type { NegentropyServer } from "../nips/nip77.ts";
 import type { Group } from "./fanout.ts";
 import type { RelayMetrics } from "./metrics.ts";
 
