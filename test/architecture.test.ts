@@ -2,7 +2,7 @@
 // pure (no Bun APIs), only store/ touches SQL and only relay/ touches ServerWebSocket; every
 // import of src/ points down the folder order, and no files import each other in a circle.
 import { expect, test } from "bun:test";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 
 const src = join(import.meta.dir, "..", "src");
@@ -143,4 +143,16 @@ test("no import circle but the allowed ones: none crosses folders or holds more 
   expect(found.filter((c) => !allowed.has(c))).toEqual([]);
   // An allowed circle that is gone comes off the list.
   expect([...allowed].filter((c) => !found.includes(c))).toEqual([]);
+});
+
+test("every worker script the code starts exists and is an entrypoint of the binary (build.ts)", () => {
+  const started = new Set<string>();
+  for (const f of files(".")) for (const m of readFileSync(f, "utf8").matchAll(/workerUrl\(\s*["']\.\/([^"']+)["']\s*\)/g)) started.add(m[1]!);
+  expect(started.size).toBeGreaterThanOrEqual(2); // the verify workers and the reader workers
+  const build = readFileSync(join(src, "..", "build.ts"), "utf8");
+  const entrypoints = /const entrypoints = \[([^\]]*)\]/.exec(build)?.[1] ?? "";
+  for (const path of started) {
+    expect(existsSync(join(src, path))).toBe(true);
+    expect(entrypoints).toContain(`"./src/${path}"`);
+  }
 });
