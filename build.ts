@@ -8,7 +8,7 @@
 // libsecp256k1 (native Schnorr verification, ~3x the ingest rate of the pure JS verifier) when
 // the target runs on this machine's OS and CPU; `--secp256k1 PATH` embeds a given build (for
 // another target), `--no-secp256k1` none. At run time the system's library is preferred, then
-// the embedded one, then @noble/curves (see src/relay/secp256k1-native.ts).
+// the embedded one, then @noble/curves (see src/verify/native.ts).
 // A release build takes the library for a Linux target of another CPU from Debian's package for
 // that architecture (packaging/fetch-secp256k1.sh, needs apt-get) unless given a PATH; there is
 // no such source for macOS, so darwin-arm64 is built without one unless given a PATH.
@@ -95,7 +95,7 @@ async function buildOne(target: Bun.Build.CompileTarget | undefined, outfile: st
     const lib = libraryPlatform(library);
     if (lib !== targetPlatform(target)) throw new Error(`${library} is a ${lib} library, but the target is ${targetPlatform(target)}`);
   }
-  const entrypoints = ["./src/main.ts", "./src/relay/verify-worker.ts", "./src/store/reader-worker.ts"];
+  const entrypoints = ["./src/main.ts", "./src/verify/worker.ts", "./src/store/reader-worker.ts"];
   // Staged inside src/ (gitignored): entrypoints outside it would move the binary's module root
   // and with it the paths the workers are found under.
   const staging = mkdtempSync(join("src", "embed-"));

@@ -1,4 +1,4 @@
-// Micro-benchmark of the cross-node bus candidates (issue 8): Redis pub/sub (Bun's RedisClient)
+// Micro-benchmark of the cross-node bus candidates: Redis pub/sub (Bun's RedisClient)
 // against Postgres LISTEN/NOTIFY (Bun's SQL client: sql.listen / sql.notify = pg_notify), for
 // the messages the Postgres store publishes per committed batch (postgres/bus.ts): 1 event
 // (~0.7 KB) and 20 events (~15 KB), built from the bench corpus exactly as RedisBus builds them.

@@ -1,4 +1,4 @@
-// bunstr on Postgres with several nodes (issue 8): 1 node, then 2 nodes (bunstr serve processes
+// bunstr on Postgres with several nodes: 1 node, then 2 nodes (bunstr serve processes
 // on different ports, one fresh Postgres database, one Redis bus), measured the same way:
 //   ingest  the pre-signed bench corpus (corpus.ts) over C pipelined connections split across the
 //           nodes; events/s until the last OK; every event OK true (older versions of replaceable
@@ -24,7 +24,7 @@ import { parseArgs } from "node:util";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { createDatabase, dropDatabase, PG_URL } from "../test/postgres-env.ts";
 import { loadCorpus, lineHead, type Corpus } from "./corpus.ts";
-import { Conn, connectAll } from "./lib/conn.ts";
+import { Conn } from "./lib/conn.ts";
 import { naiveMatch, naiveOf } from "./lib/match.ts";
 import { isAddressableKind, metaOf, Oracle } from "./lib/oracle.ts";
 import { clockTicks, cpuSeconds, freePort, RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";

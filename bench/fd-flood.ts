@@ -1,4 +1,4 @@
-// bunstr under a half-open HTTP flood (issue 13 item 1, "file descriptors run out"): attackers
+// bunstr under a half-open HTTP flood (can it run out of file descriptors?): attackers
 // on several 127.0.1.x addresses open TCP connections, send `GET / HTTP/1.1\r\nHost: x\r\n` and
 // never finish the request, reopening each as soon as it is closed, more of them than the relay
 // has descriptors. The relay runs as a child process under `prlimit --nofile=N:N` so the limit

@@ -1,4 +1,4 @@
-// bunstr big-deletion stall check (issue 13 item 8): a key with 40,000 stored events asks to
+// bunstr big-deletion stall check: a key with 40,000 stored events asks to
 // vanish (NIP-62), or is banned (NIP-86 banpubkey), or deletes 2,000 of its events at once
 // (NIP-09), while another client keeps publishing an event and reading it back. The SQLite writer
 // runs on the main thread: one transaction deleting 40k events stalled every client ~2 s. Prints

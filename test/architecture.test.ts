@@ -1,8 +1,9 @@
-// Dependencies point one way: the protocol core and the per-NIP logic stay pure (no Bun APIs),
-// only store/ touches SQL and only relay/ touches ServerWebSocket.
+// Dependencies point one way (docs/architecture.md): the protocol core and the per-NIP logic stay
+// pure (no Bun APIs), only store/ touches SQL and only relay/ touches ServerWebSocket; every
+// import of src/ points down the folder order, and no files import each other in a circle.
 import { expect, test } from "bun:test";
-import { readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
 
 const src = join(import.meta.dir, "..", "src");
 const files = (dir: string): string[] =>
@@ -24,4 +25,134 @@ test("only src/relay touches ServerWebSocket; only src/store touches bun:sqlite"
   const uses = (re: RegExp) => all.filter((f) => re.test(readFileSync(join(src, f), "utf8"))).map((f) => f.split("/")[0]);
   expect(new Set(uses(/ServerWebSocket/))).toEqual(new Set(["relay"]));
   expect(new Set(uses(/bun:sqlite/))).toEqual(new Set(["store"]));
+});
+
+/**
+ * The folder order, lowest first: a file may import from its own folder and from folders
+ * before it, never from one after it. Files at the root of src/ are named on their own.
+ */
+const ORDER = [
+  "workers.ts", // worker script URLs (verify/ and store/ start workers)
+  "version.ts",
+  "protocol", // NIP-01 wire format: events, filters, messages, refusal prefixes
+  "config", // the TOML schema, loading, reload diffs
+  "nips", // per-NIP logic, pure
+  "store", // the Store interface, SQLite and Postgres behind it
+  "policy", // what is admitted and who may read what
+  "verify", // signature verification: worker pool, native library
+  "admin", // NIP-86 admin state
+  "admit", // the one EVENT admission pipeline
+  "http", // plain HTTP: NIP-11, status and admin pages, NIP-86 API, /metrics
+  "ops", // bulk operations on a store: import, export, sync, stream, backup
+  "relay", // the websocket relay: Bun.serve, sessions, REQ, EVENT, fanout, mirrors
+  "cli", // the commands
+  "main.ts", // the entry point
+];
+
+/**
+ * Circles of files that import each other (type-only imports count: they tie the files just the
+ * same), each inside one folder and of at most 3 files. Ideally none.
+ */
+const ALLOWED_CIRCLES: string[][] = [
+  // store/types.ts takes WriteRules from SQLite's writer, which takes the outcome types back.
+  ["store/types.ts", "store/write.ts"],
+];
+
+/** Every file of src/ (tests beside a module excluded) -> the files of src/ it imports. */
+function importGraph(): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  const all = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) => /\.tsx?$/.test(f) && !f.endsWith(".test.ts"));
+  // Static imports and re-exports (type-only too), and dynamic import("...") with a literal path.
+  const spec = /(?:^|[\s;])(?:import|export)\s[^;'"]*?from\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']\s*\)|^\s*import\s+["']([^"']+)["']/gm;
+  for (const f of all) {
+    const text = readFileSync(join(src, f), "utf8");
+    const targets: string[] = [];
+    for (const m of text.matchAll(spec)) {
+      const s = m[1] ?? m[2] ?? m[3]!;
+      if (!s.startsWith(".")) continue; // packages, node: and bun: modules
+      const target = relative(src, resolve(dirname(join(src, f)), s));
+      if (!target.startsWith("..")) targets.push(target);
+    }
+    graph.set(f, targets);
+  }
+  return graph;
+}
+
+const place = (file: string): string => (file.includes("/") ? file.split("/")[0]! : file);
+const rank = (file: string): number => ORDER.indexOf(place(file));
+
+test("every file of src/ has a place in the folder order", () => {
+  const unplaced = [...importGraph().keys()].filter((f) => rank(f) < 0 && !place(f).startsWith("embed-"));
+  expect(unplaced).toEqual([]);
+});
+
+test("no import points up the folder order", () => {
+  const graph = importGraph();
+  expect(graph.size).toBeGreaterThan(50); // the parse found the tree
+  expect(graph.get("relay/server.ts")).toContain("store/queue.ts");
+  const upward: string[] = [];
+  for (const [from, targets] of graph) for (const to of targets) if (rank(to) > rank(from)) upward.push(`${from} -> ${to}`);
+  expect(upward).toEqual([]);
+});
+
+/** Strongly connected components of two files or more (Tarjan). */
+function circles(graph: Map<string, string[]>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  let next = 0;
+  const visit = (v: string): void => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const scc: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      scc.push(w);
+    } while (w !== v);
+    if (scc.length > 1) found.push(scc.sort());
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return found.sort((a, b) => a[0]!.localeCompare(b[0]!));
+}
+
+test("circles finds a circle and nothing else", () => {
+  const g = new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]], ["d", ["a"]]]);
+  expect(circles(g)).toEqual([["a", "b", "c"]]);
+});
+
+test("no import circle but the allowed ones: none crosses folders or holds more than 3 files", () => {
+  for (const c of ALLOWED_CIRCLES) {
+    expect(c.length).toBeLessThanOrEqual(3);
+    expect(new Set(c.map(place)).size).toBe(1);
+  }
+  const allowed = new Set(ALLOWED_CIRCLES.map((c) => [...c].sort().join(" ")));
+  const found = circles(importGraph()).map((c) => c.join(" "));
+  expect(found.filter((c) => !allowed.has(c))).toEqual([]);
+  // An allowed circle that is gone comes off the list.
+  expect([...allowed].filter((c) => !found.includes(c))).toEqual([]);
+});
+
+test("every worker script the code starts exists and is an entrypoint of the binary (build.ts)", () => {
+  const started = new Set<string>();
+  for (const f of files(".")) for (const m of readFileSync(f, "utf8").matchAll(/workerUrl\(\s*["']\.\/([^"']+)["']\s*\)/g)) started.add(m[1]!);
+  expect(started.size).toBeGreaterThanOrEqual(2); // the verify workers and the reader workers
+  const build = readFileSync(join(src, "..", "build.ts"), "utf8");
+  const entrypoints = /const entrypoints = \[([^\]]*)\]/.exec(build)?.[1] ?? "";
+  for (const path of started) {
+    expect(existsSync(join(src, path))).toBe(true);
+    expect(entrypoints).toContain(`"./src/${path}"`);
+  }
 });

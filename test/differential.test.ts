@@ -434,7 +434,7 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Lone surrogates and replacement chains (issue 13 item 7). A lone UTF-16 surrogate is valid,
+// Lone surrogates and replacement chains. A lone UTF-16 surrogate is valid,
 // escaped, in an event's JSON; SQLite keeps it as U+FFFD in the tag and d columns, Postgres does
 // not index it (store/postgres/text.ts). Chains of replaceable and addressable versions, many
 // written one per batch, make SQLite reuse the seq of the version just replaced: a tag row the

@@ -1,4 +1,4 @@
-// A full disk (issue 13, item 9), with the relay as a real process on a 2 MiB tmpfs filled to the
+// A full disk, with the relay as a real process on a 2 MiB tmpfs filled to the
 // last block: every EVENT gets OK false error: with a short reason, the log gets a line per kind
 // of failure (not a stack trace per event), SIGTERM exits 0 saying the WAL is kept, and the next
 // start, with space again, serves everything that was committed.

@@ -1,4 +1,4 @@
-// Hostile clients (issue 6, "Slow and hostile clients"): each hostile input gets a clear answer or a
+// Slow and hostile clients: each hostile input gets a clear answer or a
 // clean close, and the relay keeps serving everyone else. After every case a clean control client
 // must still get its EOSE, and the relay (in this process) must log no internal error and raise no
 // uncaught exception or unhandled rejection.

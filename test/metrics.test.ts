@@ -1,11 +1,11 @@
 // GET /metrics over real HTTP with traffic over real websockets: the numbers move with what
 // happened, the gate (enabled, token) holds, and the body is valid Prometheus text 0.0.4.
-// Counters are process-wide, so each check compares a scrape before and after its own traffic.
+// Each check compares a scrape before and after its own traffic.
 import { afterEach, describe, expect, test } from "bun:test";
 import { escapeHelp, escapeLabelValue, Exposition, Histogram } from "../src/http/exposition.ts";
 import { isLoopback, metricsResponse } from "../src/http/metrics.ts";
 import { defaults } from "../src/config/schema.ts";
-import { countEventResult, MAX_KIND_LABELS } from "../src/relay/metrics.ts";
+import { MAX_KIND_LABELS } from "../src/relay/metrics.ts";
 import { accepted, Client, failOnRelayErrors, refusedWith, signer, startTestRelay, type ConfigPatch, type TestRelay } from "./helpers.ts";
 
 failOnRelayErrors();
@@ -189,7 +189,7 @@ describe("metrics move with traffic", () => {
 
   test("the kind label is bounded", async () => {
     const r = await start();
-    for (let k = 40000; k < 40000 + MAX_KIND_LABELS + 10; k++) countEventResult(k, true, "");
+    for (let k = 40000; k < 40000 + MAX_KIND_LABELS + 10; k++) r.ctx.metrics.countEventResult(k, true, "");
     const samples = await scrape(r);
     const kinds = new Set(samples.filter((s) => s.name === "nostr_events_received_total").map((s) => s.labels.kind));
     expect(kinds.size).toBeLessThanOrEqual(MAX_KIND_LABELS + 2); // + "other" and "unknown"
@@ -213,7 +213,7 @@ describe("the gate", () => {
     expect((await fetch(url)).status).toBe(404);
   });
 
-  test("without a token, served only to loopback and not through a proxy, unless public (issue 13)", async () => {
+  test("without a token, served only to loopback and not through a proxy, unless public", async () => {
     const r = await start();
     const url = `${httpBase(r)}/metrics`;
     await scrape(r); // a scraper on the same host

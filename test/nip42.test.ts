@@ -82,7 +82,7 @@ test("the relay tag is checked against info.relay_url when set", async () => {
   c.close();
 });
 
-test("the relay tag must be the configured relay URL, normalized: not another path, scheme or port (issue 13)", async () => {
+test("the relay tag must be the configured relay URL, normalized: not another path, scheme or port", async () => {
   const nostr = await startTestRelay({ info: { relay_url: "wss://relay.example.com/nostr" } });
   try {
     const tries: [url: string, tag: string, ok: boolean][] = [

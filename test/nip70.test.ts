@@ -1,7 +1,6 @@
 // NIP-70 over a real websocket: an event with ["-"] is accepted only from its authenticated
 // author; reposts must not embed one; with nip70 off every protected event is refused.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { NostrEvent } from "../src/protocol/event.ts";
 import { refusedWith, Client, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
 let relay: TestRelay;

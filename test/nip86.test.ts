@@ -135,7 +135,7 @@ describe("NIP-98 authorization", () => {
     expect((await call("supportedmethods", [], { u: relay.url })).status).toBe(200);
   });
 
-  test("no CORS for the API (issue 13): no Access-Control-Allow-Origin, and a preflight that grants neither Authorization nor the RPC Content-Type", async () => {
+  test("no CORS for the API: no Access-Control-Allow-Origin, and a preflight that grants neither Authorization nor the RPC Content-Type", async () => {
     const r = await call("supportedmethods");
     expect(r.status).toBe(200);
     expect(r.res.headers.get("access-control-allow-origin")).toBeNull();
@@ -243,7 +243,7 @@ describe("NIP-86 methods", () => {
     expect([info.name, info.description, info.icon]).toEqual(["Moderated", "Now with moderators", "https://example.com/icon.png"]);
   });
 
-  test("changerelayicon takes an http(s) URL, or \"\" to remove the icon (issue 13)", async () => {
+  test("changerelayicon takes an http(s) URL, or \"\" to remove the icon", async () => {
     for (const bad of ["javascript:alert(1)", "data:image/png;base64,AAAA", "not a url", "ftp://example.com/icon.png", "//example.com/icon.png"]) {
       const r = await call("changerelayicon", [bad]);
       expect([r.status, r.body.error]).toEqual([400, expect.stringContaining("http")]);
@@ -256,7 +256,7 @@ describe("NIP-86 methods", () => {
     expect(await ok("changerelayicon", ["https://example.com/icon.png"])).toBe(true);
   });
 
-  test("resetkind takes a kind off both lists: the way back from allow-only (allowkind) and from disallowkind (issue 13)", async () => {
+  test("resetkind takes a kind off both lists: the way back from allow-only (allowkind) and from disallowkind", async () => {
     const x = signer();
     const c = await Client.connect(relay.url);
     expect(await ok("allowkind", [1])).toBe(true);

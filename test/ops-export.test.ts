@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { accepted, Client, now, signer } from "./helpers.ts";
-import { bunstr, importFile, writeLines } from "./ops-helpers.ts";
+import { bunstr, importFile } from "./ops-helpers.ts";
 import { spawnRelay, type RelayProcess } from "./process-helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bunstr-ops-export-"));

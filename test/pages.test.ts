@@ -177,7 +177,7 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     expect((await relayInfo(relay.url)).name).toBe("Renamed from the page");
   });
 
-  test("kinds from the page: Allow makes the relay allow-only, Reset takes it back (issue 13)", async () => {
+  test("kinds from the page: Allow makes the relay allow-only, Reset takes it back", async () => {
     const c = await connect();
     const x = signer();
     await page.goto(`${httpBase}/admin`);

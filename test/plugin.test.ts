@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { hexToBytes } from "@noble/hashes/utils.js";
 import { finalizeEvent, getPublicKey } from "nostr-tools/pure";
-import { MAX_PLUGIN_INFLIGHT, WritePolicyPlugin, writePolicyPlugin } from "../src/relay/plugin.ts";
+import { MAX_PLUGIN_INFLIGHT, WritePolicyPlugin } from "../src/relay/plugin.ts";
 import { rejectMessage, requestLine } from "../src/policy/plugin-protocol.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { needInCI } from "./ci.ts";
@@ -353,7 +353,7 @@ describe.skipIf(!has("node"))("reloads", () => {
     expect(await answer(c, s.sign({ kind: 1, content: "reject one" }))).toEqual([false, "blocked: one"]);
     relay.ctx.config.options.write_policy_plugin = `${fixture("whitelist.js")}`;
     expect(await answer(c, s.sign({ kind: 1, content: "reject two" }))).toEqual([false, "blocked: not on white-list"]);
-    const plugin = writePolicyPlugin(relay.ctx);
+    const plugin = relay.ctx.plugin;
     const pid = plugin.pid!;
     relay.ctx.config.options.write_policy_plugin = "";
     // Stopped without waiting for another event.
@@ -410,7 +410,7 @@ describe.skipIf(!has("node"))("stopping", () => {
     const relay = await relayWith(fixture("misbehave.js"));
     const c = await connect(relay);
     await accepted(c, signer().sign({ kind: 1, content: "before closing" }));
-    const pid = writePolicyPlugin(relay.ctx).pid!;
+    const pid = relay.ctx.plugin.pid!;
     expect(pid).toBeGreaterThan(0);
     await relay.close();
     const gone = () => {
@@ -457,10 +457,10 @@ describe.skipIf(!has("node"))("stopping", () => {
   });
 });
 
-describe("a plugin that floods its stdout (issue 13)", () => {
+describe("a plugin that floods its stdout", () => {
   test("`yes junk` as the plugin: another client's REQs stay fast; it is stopped, and restarted with a backoff", async () => {
     const relay = await relayWith("yes junk", { options: { write_policy_timeout_ms: 5000 } });
-    const plugin = writePolicyPlugin(relay.ctx);
+    const plugin = relay.ctx.plugin;
     const pub = await connect(relay);
     const reader = await connect(relay);
     const s = signer();

@@ -4,7 +4,7 @@
 // is STORED and SERVED obeys AUTH, bans, allow lists and kind lists like any other event. A
 // refused request deletes, and adds nothing: OK false with the policy's prefix, nothing served to
 // {"kinds":[62]}, nothing fanned out.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { accepted, Client, failOnRelayErrors, now, refusedWith, rowsWithId, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 

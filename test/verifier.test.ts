@@ -4,7 +4,7 @@
 // left out with a printed reason.
 import { describe, expect, test } from "bun:test";
 import { verifySchnorr, type VerifyJob } from "../src/protocol/schnorr.ts";
-import { findNativeLibrary, loadNativeVerifier } from "../src/relay/secp256k1-native.ts";
+import { findNativeLibrary, loadNativeVerifier } from "../src/verify/native.ts";
 import { needInCI } from "./ci.ts";
 import { Client, signer, startTestRelay } from "./helpers.ts";
 

@@ -1,5 +1,5 @@
 // BIP-340 Schnorr signing for the bench corpus: libsecp256k1 through bun:ffi when the system
-// library loads (as the relay's verifier finds it, see src/relay/secp256k1-native.ts), else
+// library loads (as the relay's verifier finds it, see src/verify/native.ts), else
 // @noble/curves. BIP-340 signing is a pure function of (secret key, message, aux_rand32), so both
 // backends give the same 64 bytes for the same inputs; `selfCheck` asserts it.
 //

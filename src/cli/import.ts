@@ -3,11 +3,11 @@ import { fstatSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
 import { importEvents, type ImportSummary } from "../ops/import.ts";
-import { verifierFor } from "../ops/verifier.ts";
 import type { Config } from "../config/schema.ts";
 import { openDatabase } from "../store/db.ts";
 import type { Db } from "../store/maintenance.ts";
 import { PostgresStore } from "../store/postgres/store.ts";
+import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, loadConfig, postgresUrl, resolveDatabase, UsageError, type DatabaseFlagValues } from "./options.ts";
 
 /** The SQLite file, or for engine = "postgres" the database named by its URL (for messages). */
@@ -60,7 +60,7 @@ export async function importCommand(argv: string[]): Promise<number> {
     console.error(`error: cannot open the database ${dbPath}: ${(e as Error).message}`);
     return 1;
   }
-  const verifier = values["no-verify"] ? undefined : verifierFor(config);
+  const verifier = values["no-verify"] ? undefined : importVerifier(config);
   const progress = new Progress("import");
   // The verify workers are unref'd (the relay's server keeps its process alive): hold ours open.
   const keepAlive = setInterval(() => {}, 1 << 30);

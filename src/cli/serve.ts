@@ -3,7 +3,8 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Config } from "../config/schema.ts";
-import { configuredVerifier, startRelay, type Shutdown } from "../relay/server.ts";
+import { startRelay, type Shutdown } from "../relay/server.ts";
+import { configuredVerifier } from "../verify/configured.ts";
 import { VERSION } from "../version.ts";
 import { parseServeFlags, type ServeFlags } from "./args.ts";
 import { loadConfig, openStore } from "./options.ts";

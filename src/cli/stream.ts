@@ -4,8 +4,8 @@ import { parseArgs } from "node:util";
 import { duration, int, Progress } from "../ops/progress.ts";
 import { streamFromRelay } from "../ops/stream.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
-import { verifierFor } from "../ops/verifier.ts";
 import { openDatabase } from "../store/db.ts";
+import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 import { relayUrl } from "./sync.ts";
 
@@ -30,13 +30,13 @@ export async function streamCommand(argv: string[]): Promise<number> {
   if (values.since !== undefined && !/^\d{1,15}$/.test(values.since)) throw new UsageError(`--since must be a unix time in seconds, not ${JSON.stringify(values.since)}`);
   let filter;
   try {
-    filter = parseSyncFilter(values.filter);
+    filter = parseSyncFilter(values.filter, "stream");
   } catch (e) {
-    throw new UsageError((e as Error).message.replace("sync", "stream"));
+    throw new UsageError(`--filter: ${(e as Error).message}`);
   }
   const { config, dbPath } = await resolveDatabase(values);
   const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
-  const verifier = values["no-verify"] ? undefined : verifierFor(config);
+  const verifier = values["no-verify"] ? undefined : importVerifier(config);
   const progress = new Progress("stream");
   const stamp = () => new Date().toISOString().slice(0, 19) + "Z";
   const streamer = streamFromRelay(db, {

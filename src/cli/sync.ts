@@ -3,8 +3,8 @@
 import { parseArgs } from "node:util";
 import { duration, int, Progress } from "../ops/progress.ts";
 import { parseSyncFilter, syncWithRelay, type Direction, type SyncSummary } from "../ops/sync.ts";
-import { verifierFor } from "../ops/verifier.ts";
 import { openDatabase } from "../store/db.ts";
+import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 
 export const SYNC_USAGE = "usage: bunstr sync <ws[s]://relay> [--filter JSON] [--dir down|up|both] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
@@ -41,13 +41,13 @@ export async function syncCommand(argv: string[]): Promise<number> {
   if (!["down", "up", "both"].includes(direction)) throw new UsageError(`--dir must be down, up or both, not ${JSON.stringify(values.dir)}`);
   let filter;
   try {
-    filter = parseSyncFilter(values.filter);
+    filter = parseSyncFilter(values.filter, "sync");
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    throw new UsageError(`--filter: ${(e as Error).message}`);
   }
   const { config, dbPath } = await resolveDatabase(values);
   const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
-  const verifier = values["no-verify"] || direction === "up" ? undefined : verifierFor(config);
+  const verifier = values["no-verify"] || direction === "up" ? undefined : importVerifier(config);
   const progress = new Progress("sync");
   const keepAlive = setInterval(() => {}, 1 << 30);
   let s: SyncSummary;

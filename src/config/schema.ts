@@ -205,3 +205,11 @@ export function defaults(): Config {
   }
   return out as Config;
 }
+
+/** Config lists as sets, built once per list (a reload replaces the array, and so the set). */
+const sets = new WeakMap<readonly unknown[], Set<unknown>>();
+export function setOf<T>(list: readonly T[]): Set<T> {
+  let s = sets.get(list);
+  if (!s) sets.set(list, (s = new Set(list)));
+  return s as Set<T>;
+}

@@ -4,9 +4,19 @@
 // replay -> call -> log. Any failure of authorization is 401 with WWW-Authenticate: Nostr.
 import { parseAdminCall, RPC_CONTENT_TYPE } from "../nips/nip86.ts";
 import { checkHttpAuth, parseAuthorization, relayUrlForms } from "../nips/nip98.ts";
-import { hasValidId } from "../protocol/event.ts";
-import { AdminError } from "../relay/admin.ts";
-import { nowSeconds, type RelayContext } from "../relay/context.ts";
+import { AdminError, type AdminState } from "../admin/state.ts";
+import type { Config } from "../config/schema.ts";
+import { hasValidId, nowSeconds } from "../protocol/event.ts";
+import type { Store } from "../store/types.ts";
+import type { Verifier } from "../verify/pool.ts";
+
+/** What the admin API reads and changes of the relay (RelayContext has it). */
+export interface AdminApiSource {
+  readonly config: Config;
+  readonly store: Store;
+  readonly authVerifier: Verifier;
+  readonly admin: AdminState;
+}
 
 /** Admin calls are small; a larger body is refused before it is read further. */
 const MAX_BODY = 64 * 1024;
@@ -27,7 +37,7 @@ export const isAdminRequest = (req: Request): boolean =>
  * http spellings; without one, this request's URL by its Host header, over http or https (a TLS
  * proxy in front), in both spellings too.
  */
-function acceptedUrls(ctx: RelayContext, url: URL): string[] {
+function acceptedUrls(ctx: AdminApiSource, url: URL): string[] {
   if (ctx.config.info.relay_url) {
     const configured = new URL(ctx.config.info.relay_url);
     return relayUrlForms(`${configured.protocol}//${configured.host}${configured.pathname}${url.search}`);
@@ -50,7 +60,7 @@ async function readBody(req: Request): Promise<Uint8Array | undefined> {
   return Buffer.concat(chunks);
 }
 
-export async function handleAdminRequest(req: Request, ctx: RelayContext): Promise<Response> {
+export async function handleAdminRequest(req: Request, ctx: AdminApiSource): Promise<Response> {
   const url = new URL(req.url);
   const body = await readBody(req);
   if (!body) return json({ error: `request body is larger than ${MAX_BODY} bytes` }, 413);
@@ -84,7 +94,7 @@ export async function handleAdminRequest(req: Request, ctx: RelayContext): Promi
 }
 
 /** Each call is logged (stdout and the admin_log table) with who, what and how it ended. */
-async function logged(ctx: RelayContext, pubkey: string, method: string, params: unknown, res: Response, result: string): Promise<Response> {
+async function logged(ctx: AdminApiSource, pubkey: string, method: string, params: unknown, res: Response, result: string): Promise<Response> {
   const p = JSON.stringify(params);
   console.log(`admin: ${pubkey} ${method} ${p} -> ${result}`);
   try {

@@ -4,7 +4,7 @@
 // server object answers every NEG-MSG of a subscription; the relay keeps only the storage.
 import { createHash } from "node:crypto";
 import { isHex64 } from "../protocol/event.ts";
-import { ByteReader, ByteWriter, compareBounds, decodeHex, equalBytes, FINGERPRINT_SIZE, ID_SIZE, INFINITY_BOUND, MODE_FINGERPRINT, MODE_IDLIST, MODE_SKIP, NegentropyError, ZERO_BOUND, type NegentropyBound } from "./nip77-wire.ts";
+import { ByteReader, ByteWriter, decodeHex, equalBytes, FINGERPRINT_SIZE, ID_SIZE, INFINITY_BOUND, MODE_FINGERPRINT, MODE_SKIP, NegentropyError, ZERO_BOUND, type NegentropyBound } from "./nip77-wire.ts";
 
 export { NegentropyError, type NegentropyBound };
 

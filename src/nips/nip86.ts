@@ -1,5 +1,5 @@
 // NIP-86 relay management API (pure): the method table and the parsing of a call's params.
-// What each method does to the relay is in relay/admin.ts.
+// What each method does to the relay is in admin/state.ts.
 
 export const RPC_CONTENT_TYPE = "application/nostr+json+rpc";
 

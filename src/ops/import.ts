@@ -7,19 +7,19 @@
 // relay) has committed since the import began, so its writer waits milliseconds, not minutes;
 // alone, they grow to about a second, which writes each index page once for many events
 // (measured at 100k events: 2.8 WAL pages per event in 1,000-event transactions, 0.7 in 10,000).
+import { adminViewOf } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
 import { admitEvent } from "../policy/defaults.ts";
 import { adminBans, kindLists, noAuthEvents, notExpired, pubkeyLists, sizeLimits, type AdminView, type Policy } from "../policy/rules.ts";
-import { serializeEvent } from "../protocol/event.ts";
+import { writeRules } from "../policy/visibility.ts";
+import { nowSeconds, serializeEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
-import { adminViewOf } from "../relay/admin.ts";
-import { writeRules } from "../relay/context.ts";
 import { SqliteAdmin } from "../store/admin.ts";
-import type { Verifier } from "../relay/verify.ts";
 import { dataVersion, isBusy, isSqliteDb, tuneForBulkWrites, type Db } from "../store/maintenance.ts";
 import { PURGE_STEP_MS } from "../store/queue.ts";
 import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
 import { SqliteWriter } from "../store/write.ts";
+import type { Verifier } from "../verify/pool.ts";
 
 /**
  * The relay's policies that say what may be stored, whoever sends it. Left out: those about the
@@ -328,5 +328,3 @@ export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8A
   s.seconds = (performance.now() - started) / 1000;
   return s;
 }
-
-const nowSeconds = () => Math.floor(Date.now() / 1000);

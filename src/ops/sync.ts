@@ -7,11 +7,11 @@
 import type { Config } from "../config/schema.ts";
 import { NegentropyClient } from "../nips/nip77-client.ts";
 import { NegentropyError, NegentropyStorage } from "../nips/nip77.ts";
-import type { NostrEvent } from "../protocol/event.ts";
+import { nowSeconds, type NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
-import type { Verifier } from "../relay/verify.ts";
 import { exportPager, type Db } from "../store/maintenance.ts";
 import { runNegItems, StatementCache } from "../store/query.ts";
+import type { Verifier } from "../verify/pool.ts";
 import { parseExportFilter } from "./export.ts";
 import { importEvents, type ImportSummary } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
@@ -60,16 +60,19 @@ export interface SyncSummary {
   seconds: number;
 }
 
-/** A sync filter: a NIP-01 filter object without limit. */
-export function parseSyncFilter(text: string | undefined): Filter {
+/**
+ * A filter for sync, stream or a mirror: a NIP-01 filter object without limit. Errors name no
+ * option: the caller prefixes its own (--filter, [mirror] filter); `command` is who is asking.
+ */
+export function parseSyncFilter(text: string | undefined, command: string): Filter {
   if (text === undefined) return {};
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch {
-    throw new Error(`--filter is not JSON: ${text.slice(0, 80)}`);
+    throw new Error(`not JSON: ${text.slice(0, 80)}`);
   }
-  if (raw && typeof raw === "object" && "limit" in raw) throw new Error("--filter: limit has no meaning for sync (use since/until)");
+  if (raw && typeof raw === "object" && "limit" in raw) throw new Error(`limit has no meaning for ${command} (use since/until)`);
   return parseExportFilter(text).source;
 }
 
@@ -79,7 +82,7 @@ export function localItems(db: Db, filter: Filter, config: Config): NegentropySt
     filter,
     max: Number.MAX_SAFE_INTEGER - 1,
     maxSeq: Number.MAX_SAFE_INTEGER,
-    now: config.nips.nip40 ? Math.floor(Date.now() / 1000) : 0,
+    now: config.nips.nip40 ? nowSeconds() : 0,
   });
   return NegentropyStorage.fromPacked(items.timestamps, items.ids);
 }

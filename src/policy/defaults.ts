@@ -2,12 +2,12 @@
 import { hasValidId, validateEventShape, type NostrEvent } from "../protocol/event.ts";
 import { ProtocolError, refusalText, type Refusal } from "../protocol/reasons.ts";
 import { VANISH_KIND } from "../nips/nip62.ts";
-import { eventRate } from "./rate-limit.ts";
 import {
   adminBans,
   authToWrite,
   blockedIps,
   createdAtWindow,
+  eventRate,
   kindLists,
   noAuthEvents,
   notExpired,

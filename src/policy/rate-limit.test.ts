@@ -1,7 +1,8 @@
 // Token buckets and the keyed limiter, on an injected clock: no sleeping.
 import { describe, expect, test } from "bun:test";
 import { defaults } from "../config/schema.ts";
-import { chargeRate, eventRate, RateLimiter, refill, waitFor, type Rate } from "./rate-limit.ts";
+import { chargeRate, RateLimiter, refill, waitFor, type Rate } from "./rate-limit.ts";
+import { eventRate } from "./rules.ts";
 
 const clock = (start = 1_000_000) => {
   const c = { t: start, now: () => c.t };

@@ -1,10 +1,7 @@
 // Rate limits as token buckets: per IP and per authenticated pubkey, for new connections and for
 // EVENT, REQ, COUNT and NEG-OPEN. Pure (the clock is injected); the relay holds one RateLimiter.
-import type { Config } from "../config/schema.ts";
-import type { Policy } from "./rules.ts";
-import { refuse } from "../protocol/reasons.ts";
+import { setOf, type Config } from "../config/schema.ts";
 import { ipGroup } from "./ip.ts";
-import { setOf } from "./rules.ts";
 
 /** Tokens refill at perMinute, up to burst; perMinute 0 = unlimited. */
 export interface Rate {
@@ -154,10 +151,3 @@ export function chargeRate(config: Config, limiter: RateLimiter, verb: RatedVerb
 /** The reason after `rate-limited: ` in OK false, CLOSED and NEG-ERR. */
 export const rateLimitMessage = (verb: RatedVerb, waitMs: number): string =>
   `too many ${NOUN[verb]}, try again in ${Math.ceil(waitMs / 1000)} s`;
-
-/** EVENT: the first policy, so a flood is charged before any other work is done for it. */
-export const eventRate: Policy = (ctx, _e) => {
-  if (!ctx.rates) return undefined;
-  const wait = chargeRate(ctx.config, ctx.rates, "events", ctx);
-  return wait > 0 ? refuse("rate-limited", rateLimitMessage("events", wait)) : undefined;
-};

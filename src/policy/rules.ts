@@ -1,6 +1,6 @@
 // Write policies as plain functions: (context, event) => a refusal, or undefined to pass.
 // They need no signature and no database, so they run before both: refusing costs little.
-import type { Config } from "../config/schema.ts";
+import { setOf, type Config } from "../config/schema.ts";
 import { committedTarget, difficulty } from "../nips/nip13.ts";
 import { isExpired } from "../nips/nip40.ts";
 import { AUTH_KIND } from "../nips/nip42.ts";
@@ -8,7 +8,7 @@ import { namesRelay, VANISH_KIND } from "../nips/nip62.ts";
 import { embedsProtected, isProtected } from "../nips/nip70.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
-import type { RateLimiter } from "./rate-limit.ts";
+import { chargeRate, rateLimitMessage, type RateLimiter } from "./rate-limit.ts";
 
 export interface PolicyContext {
   config: Config;
@@ -27,7 +27,7 @@ export interface PolicyContext {
   admin?: AdminView;
 }
 
-/** What the policies read of the NIP-86 admin state (relay/admin.ts): keys are hex or IPs. */
+/** What the policies read of the NIP-86 admin state (admin/state.ts): keys are hex or IPs. */
 export interface AdminView {
   readonly bannedPubkeys: ReadonlyMap<string, unknown>;
   readonly allowedPubkeys: ReadonlyMap<string, unknown>;
@@ -39,13 +39,12 @@ export interface AdminView {
 
 export type Policy = (ctx: PolicyContext, e: NostrEvent) => Refusal | undefined;
 
-/** Config lists as sets, built once per list (a reload replaces the array, and so the set). */
-const sets = new WeakMap<readonly unknown[], Set<unknown>>();
-export function setOf<T>(list: readonly T[]): Set<T> {
-  let s = sets.get(list);
-  if (!s) sets.set(list, (s = new Set(list)));
-  return s as Set<T>;
-}
+/** EVENT: the first policy, so a flood is charged before any other work is done for it. */
+export const eventRate: Policy = (ctx, _e) => {
+  if (!ctx.rates) return undefined;
+  const wait = chargeRate(ctx.config, ctx.rates, "events", ctx);
+  return wait > 0 ? refuse("rate-limited", rateLimitMessage("events", wait)) : undefined;
+};
 
 // authToWrite, adminBans, kindLists and pubkeyLists judge the sender's standing: they apply to a
 // request to vanish (kind 62) as to any event, so what is stored and served obeys them; but NIP-62

@@ -98,3 +98,6 @@ export function dTag(e: NostrEvent): string {
   for (const t of e.tags) if (t[0] === "d") return t[1] ?? "";
   return "";
 }
+
+/** Now in Nostr's clock: seconds since the epoch, as created_at counts. */
+export const nowSeconds = (): number => Math.floor(Date.now() / 1000);

@@ -155,7 +155,3 @@ export function canonicalFilterKey(f: CompiledFilter): string {
   }
   return `{${parts.join(",")}}`;
 }
-
-/** Stored-result order of NIP-01: newest first, ties by lowest id. */
-export const newestFirst = (a: { created_at: number; id: string }, b: { created_at: number; id: string }): number =>
-  b.created_at - a.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);

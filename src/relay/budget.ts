@@ -3,13 +3,24 @@
 // its expected cost (so pipelined REQs cannot all start on one full bucket), is charged slice by
 // slice while it runs, and is stopped when either bucket runs dry. A new connection from the
 // same address starts with its own bucket but shares the address's.
+import type { Config } from "../config/schema.ts";
 import type { ReadContext } from "../store/types.ts";
-import type { RelayContext } from "./context.ts";
 import type { Session } from "./session.ts";
 
 export interface Bucket {
   tokens: number;
   at: number;
+}
+
+/** What the budgets keep relay-wide (RelayContext extends it). */
+export interface BudgetState {
+  readonly config: Config;
+  /** Running average of what one read costs (worker ms), the first guess for a new connection. */
+  readCostEstimate: number;
+  /** Query time left per address group. */
+  queryGroups: Map<string, Bucket>;
+  /** Main-thread reconciliation time left per address group. */
+  negGroups: Map<string, Bucket>;
 }
 
 /** Bursts of query time, as a multiple of the per-second rate. */
@@ -46,7 +57,7 @@ function forgetFull(groups: Map<string, Bucket>, rate: number, cap: number, now:
 }
 
 /** The connection's bucket and its address's (undefined when that limit is off), refilled to now. */
-function buckets(ctx: RelayContext, s: Session, now = performance.now()): { mine: Session["queryBudget"]; shared?: Bucket } {
+function buckets(ctx: BudgetState, s: Session, now = performance.now()): { mine: Session["queryBudget"]; shared?: Bucket } {
   const mine = s.queryBudget;
   refill(mine, ctx.config.limits.query_ms_per_second, now);
   const ipRate = ctx.config.rate_limits.query_ms_per_minute / 60;
@@ -57,7 +68,7 @@ function buckets(ctx: RelayContext, s: Session, now = performance.now()): { mine
  * The read context for a REQ / COUNT / NEG-OPEN of this connection, or undefined when the
  * connection or its address has spent its query time.
  */
-export function queryBudget(ctx: RelayContext, s: Session): ReadContext | undefined {
+export function queryBudget(ctx: BudgetState, s: Session): ReadContext | undefined {
   const { mine, shared } = buckets(ctx, s);
   if (mine.tokens <= 0 || (shared && shared.tokens <= 0)) return undefined;
   const reserved = mine.estimate ?? ctx.readCostEstimate;
@@ -88,25 +99,25 @@ export function queryBudget(ctx: RelayContext, s: Session): ReadContext | undefi
 }
 
 /** May this connection start more query work now? */
-export function hasQueryTime(ctx: RelayContext, s: Session): boolean {
+export function hasQueryTime(ctx: BudgetState, s: Session): boolean {
   const { mine, shared } = buckets(ctx, s);
   return mine.tokens > 0 && (!shared || shared.tokens > 0);
 }
 
-function negBucket(ctx: RelayContext, s: Session, now: number): Bucket | undefined {
+function negBucket(ctx: BudgetState, s: Session, now: number): Bucket | undefined {
   const { negentropy_ms_per_minute: perMinute, negentropy_ms_burst: cap } = ctx.config.rate_limits;
   if (perMinute <= 0) return undefined;
   return groupBucket(ctx.negGroups, s.group, perMinute / 60, cap, now);
 }
 
 /** Has this connection's address main-thread NIP-77 time left (the allowance only; see hasQueryTime)? */
-export function hasNegTime(ctx: RelayContext, s: Session): boolean {
+export function hasNegTime(ctx: BudgetState, s: Session): boolean {
   const b = negBucket(ctx, s, performance.now());
   return b === undefined || b.tokens > 0;
 }
 
 /** Charges a reconciliation's main-thread time to the address's allowance and the query budgets. */
-export function chargeNegTime(ctx: RelayContext, s: Session, ms: number): void {
+export function chargeNegTime(ctx: BudgetState, s: Session, ms: number): void {
   const b = negBucket(ctx, s, performance.now());
   if (b) b.tokens -= ms;
   const { mine, shared } = buckets(ctx, s);

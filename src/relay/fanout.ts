@@ -6,7 +6,14 @@
 import type { NostrEvent } from "../protocol/event.ts";
 import { canonicalFilterKey, matchAny, type CompiledFilter } from "../protocol/filter.ts";
 import { LiveIndex, type Indexed } from "./monitors.ts";
-import type { Socket } from "./session.ts";
+
+/** What fanout needs of a connection (a Bun ServerWebSocket of a Session is one). */
+export interface Member {
+  readonly data: { readonly closed: boolean; readonly authed: ReadonlySet<string> };
+  subscribe(topic: string): void;
+  unsubscribe(topic: string): void;
+  send(frame: string): unknown;
+}
 
 export interface Group {
   readonly key: string;
@@ -14,7 +21,7 @@ export interface Group {
   /** `["EVENT",<subId>,` — the only bytes that differ between groups for the same event. */
   readonly prefix: string;
   readonly filters: readonly CompiledFilter[];
-  readonly members: Set<Socket>;
+  readonly members: Set<Member>;
   entries: Indexed<Group>[];
 }
 
@@ -29,7 +36,7 @@ export interface FanoutOptions {
   /** Events that may not go to a whole topic (restricted kinds). */
   restricted: (e: NostrEvent) => boolean;
   /** Whether one connection may read a restricted event. */
-  canRead: (ws: Socket, e: NostrEvent) => boolean;
+  canRead: (ws: Member, e: NostrEvent) => boolean;
   ringSize?: number;
   /** The ring also keeps at most this many bytes of event JSON (big events push old ones out). */
   ringBytes?: number;
@@ -60,7 +67,7 @@ export class Fanout {
   }
 
   /** Adds the socket to the group for this subscription id and filter set (creating it). */
-  join(ws: Socket, subId: string, filters: readonly CompiledFilter[]): Group {
+  join(ws: Member, subId: string, filters: readonly CompiledFilter[]): Group {
     const key = `${subId}\n${filters.map(canonicalFilterKey).sort().join("\n")}`;
     let g = this.groups.get(key);
     if (!g) {
@@ -73,7 +80,7 @@ export class Fanout {
     return g;
   }
 
-  leave(ws: Socket, g: Group): void {
+  leave(ws: Member, g: Group): void {
     if (!ws.data.closed) ws.unsubscribe(g.topic);
     g.members.delete(ws);
     if (g.members.size > 0) return;

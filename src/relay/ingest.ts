@@ -11,8 +11,9 @@ import { isEphemeral } from "../protocol/kinds.ts";
 import { ProtocolError, refusalText } from "../protocol/reasons.ts";
 import { judgeEvent } from "../policy/defaults.ts";
 import { askWritePolicy } from "./plugin.ts";
-import { MAX_VERIFY_BACKLOG, policyContext, type RelayContext } from "./context.ts";
-import { countEventResult } from "./metrics.ts";
+import { MAX_VERIFY_BACKLOG } from "../verify/pool.ts";
+import type { RelayContext } from "./context.ts";
+import { policyContext } from "./policy-context.ts";
 import { okFrame, send, sendSoon, type Socket } from "./session.ts";
 
 /** The id to answer an unparseable event with: the claimed one if it is a string, else "". */
@@ -28,13 +29,13 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
     e = validateEventShape(raw);
   } catch (err) {
     if (!(err instanceof ProtocolError)) throw err;
-    countEventResult(undefined, false, err.text);
-    return send(ws, okFrame(claimedId(raw), false, err.text));
+    ctx.metrics.countEventResult(undefined, false, err.text);
+    return send(ws, okFrame(ctx.metrics, claimedId(raw), false, err.text));
   }
   // OKs of one committed batch leave in one write per socket (sendSoon corks them).
   const ok = (accepted: boolean, message: string) => {
-    countEventResult(e.kind, accepted, message);
-    sendSoon(ws, okFrame(e.id, accepted, message));
+    ctx.metrics.countEventResult(e.kind, accepted, message);
+    sendSoon(ws, okFrame(ctx.metrics, e.id, accepted, message));
   };
 
   if (ctx.closing) return ok(false, "error: relay is shutting down");

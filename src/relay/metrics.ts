@@ -1,21 +1,16 @@
-// The relay's Prometheus metrics. Counters are process-wide (a process serves one relay; tests
-// that start several read differences), and every hot-path hook is a plain number increment on a
-// pre-created slot: no label strings are built until a scrape. Gauges are read from existing
-// state at scrape time rather than maintained on the way. Names follow strfry's where they
-// overlap (nostr_client_messages_total, nostr_relay_messages_total).
+// The relay's Prometheus metrics. Each relay counts in its own RelayMetrics (ctx.metrics), and
+// every hot-path hook is a plain number increment on a pre-created slot: no label strings are
+// built until a scrape. Gauges are read from existing state at scrape time rather than
+// maintained on the way. Names follow strfry's where they overlap (nostr_client_messages_total,
+// nostr_relay_messages_total).
 import { Exposition, Histogram } from "../http/exposition.ts";
 import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
-import type { RelayContext } from "./context.ts";
+import type { Store } from "../store/types.ts";
 
 export const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
 export const RELAY_VERBS = ["EVENT", "EOSE", "OK", "CLOSED", "NOTICE"] as const;
 type Tally<K extends string> = Record<K, number>;
 const tally = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, 0])) as Tally<K>;
-
-/** Client frames by verb; `invalid` = unparseable, binary, oversize or of an unknown verb. */
-export const clientMessages = tally(CLIENT_VERBS);
-/** Per-connection frames sent. Live EVENTs fanned out are nostr_fanout_deliveries_total instead. */
-export const relayMessages = tally(RELAY_VERBS);
 
 // EVENT outcomes: result x reason, per kind. "" = no reason (accepted); "other" = unprefixed.
 const RESULTS = ["accepted", "duplicate", "refused"] as const;
@@ -25,10 +20,6 @@ const DUPLICATE = REASONS.indexOf("duplicate");
 const OTHER = REASONS.indexOf("other");
 /** Kinds that get their own label value; later ones share kind="other", so series stay bounded. */
 export const MAX_KIND_LABELS = 50;
-const byKind = new Map<number, Float64Array>();
-const otherKinds = new Float64Array(RESULTS.length * R);
-/** Events refused before they had a readable kind (bad shape, oversize frame). */
-const noKind = new Float64Array(RESULTS.length * R);
 
 /** REASONS indexes by first letter: the prefixes that start with it (at most two). */
 const byFirstLetter: number[][] = [];
@@ -46,26 +37,49 @@ function reasonOf(message: string): number {
   return OTHER;
 }
 
-/** Counts one OK answer to an EVENT; kind undefined when the event never parsed. */
-export function countEventResult(kind: number | undefined, accepted: boolean, message: string): void {
-  let row = kind === undefined ? noKind : byKind.get(kind);
-  if (!row) {
-    if (byKind.size < MAX_KIND_LABELS) byKind.set(kind!, (row = new Float64Array(RESULTS.length * R)));
-    else row = otherKinds;
+/** One relay's counters. */
+export class RelayMetrics {
+  /** Client frames by verb; `invalid` = unparseable, binary, oversize or of an unknown verb. */
+  readonly received = tally(CLIENT_VERBS);
+  /** Per-connection frames sent. Live EVENTs fanned out are nostr_fanout_deliveries_total instead. */
+  readonly sent = tally(RELAY_VERBS);
+  readonly byKind = new Map<number, Float64Array>();
+  readonly otherKinds = new Float64Array(RESULTS.length * R);
+  /** Events refused before they had a readable kind (bad shape, oversize frame). */
+  readonly noKind = new Float64Array(RESULTS.length * R);
+  /** Writer batches (events per transaction) and how long each took to commit. */
+  readonly writerBatchSize = new Histogram([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]);
+  readonly writerCommitSeconds = new Histogram([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]);
+
+  /** Counts one OK answer to an EVENT; kind undefined when the event never parsed. */
+  countEventResult(kind: number | undefined, accepted: boolean, message: string): void {
+    let row = kind === undefined ? this.noKind : this.byKind.get(kind);
+    if (!row) {
+      if (this.byKind.size < MAX_KIND_LABELS) this.byKind.set(kind!, (row = new Float64Array(RESULTS.length * R)));
+      else row = this.otherKinds;
+    }
+    const reason = reasonOf(message);
+    // An accepted event with a message that is no NIP-01 prefix (a plugin's note) is just accepted.
+    const result = !accepted ? 2 : reason === DUPLICATE ? 1 : 0;
+    row[result * R + (accepted && reason === OTHER ? 0 : reason)]!++;
   }
-  const reason = reasonOf(message);
-  // An accepted event with a message that is no NIP-01 prefix (a plugin's note) is just accepted.
-  const result = !accepted ? 2 : reason === DUPLICATE ? 1 : 0;
-  row[result * R + (accepted && reason === OTHER ? 0 : reason)]!++;
+
+  observeWriterBatch(size: number, seconds: number): void {
+    this.writerBatchSize.observe(size);
+    this.writerCommitSeconds.observe(seconds);
+  }
 }
 
-/** Writer batches (events per transaction) and how long each took to commit. */
-export const writerBatchSize = new Histogram([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]);
-export const writerCommitSeconds = new Histogram([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]);
-
-export function observeWriterBatch(size: number, seconds: number): void {
-  writerBatchSize.observe(size);
-  writerCommitSeconds.observe(seconds);
+/** What a scrape reads of the relay (RelayContext has it). */
+export interface MetricsSource {
+  readonly metrics: RelayMetrics;
+  readonly store: Store;
+  readonly fanout: { readonly deliveries: number; readonly groupCount: number };
+  readonly writer: { readonly depth: number };
+  readonly verifier: { readonly depth: number };
+  readonly inflight: number;
+  readonly startedAt: number;
+  connections(): number;
 }
 
 /** What only server.ts can see. */
@@ -74,7 +88,7 @@ export interface LiveState {
 }
 
 /** Returns the scrape renderer for one relay. */
-export function metricsRenderer(ctx: RelayContext, live: LiveState): () => Promise<string> {
+export function metricsRenderer(ctx: MetricsSource, live: LiveState): () => Promise<string> {
   return async () => {
     // The status page's count, cached there (a full count is a table scan); NaN when it fails.
     const [dbBytes, stored] = await Promise.all([ctx.store.sizeBytes(), eventsStored(ctx.store)]);
@@ -82,15 +96,16 @@ export function metricsRenderer(ctx: RelayContext, live: LiveState): () => Promi
   };
 }
 
-function render(ctx: RelayContext, live: LiveState, dbBytes: number, storedEvents: number): string {
+function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEvents: number): string {
+  const m = ctx.metrics;
   const x = new Exposition();
   x.family("nostr_client_messages_total", "counter", "Messages received from clients, by verb (invalid = unparseable or unknown).");
-  for (const v of CLIENT_VERBS) x.sample("nostr_client_messages_total", clientMessages[v], [["verb", v]]);
+  for (const v of CLIENT_VERBS) x.sample("nostr_client_messages_total", m.received[v], [["verb", v]]);
   x.family("nostr_relay_messages_total", "counter", "Per-connection messages sent to clients, by verb (EVENT = stored results; live ones are nostr_fanout_deliveries_total).");
-  for (const v of RELAY_VERBS) x.sample("nostr_relay_messages_total", relayMessages[v], [["verb", v]]);
+  for (const v of RELAY_VERBS) x.sample("nostr_relay_messages_total", m.sent[v], [["verb", v]]);
 
   x.family("nostr_events_received_total", "counter", `EVENTs answered with OK, by result, NIP-01 reason prefix and kind (the first ${MAX_KIND_LABELS} kinds seen; then kind="other").`);
-  const rows: [string, Float64Array][] = [...[...byKind].sort((a, b) => a[0] - b[0]).map(([k, row]) => [String(k), row] as [string, Float64Array]), ["other", otherKinds], ["unknown", noKind]];
+  const rows: [string, Float64Array][] = [...[...m.byKind].sort((a, b) => a[0] - b[0]).map(([k, row]) => [String(k), row] as [string, Float64Array]), ["other", m.otherKinds], ["unknown", m.noKind]];
   for (const [kind, row] of rows)
     row.forEach((n, i) => {
       if (n > 0) x.sample("nostr_events_received_total", n, [["result", RESULTS[Math.floor(i / R)]!], ["reason", REASONS[i % R]!], ["kind", kind]]);
@@ -103,8 +118,8 @@ function render(ctx: RelayContext, live: LiveState, dbBytes: number, storedEvent
 
   x.single("bunstr_database_size_bytes", "gauge", "Bytes the database takes on disk.", dbBytes);
   x.single("bunstr_events_stored", "gauge", `Events in the database (recounted at most every ${STORED_COUNT_TTL_MS / 1000} s).`, storedEvents);
-  x.histogram("bunstr_writer_batch_size", "Events per writer transaction.", writerBatchSize);
-  x.histogram("bunstr_writer_commit_seconds", "Time to write and commit one writer batch.", writerCommitSeconds);
+  x.histogram("bunstr_writer_batch_size", "Events per writer transaction.", m.writerBatchSize);
+  x.histogram("bunstr_writer_commit_seconds", "Time to write and commit one writer batch.", m.writerCommitSeconds);
   x.single("bunstr_writer_queue_depth", "gauge", "Events waiting for the writer.", ctx.writer.depth);
   x.single("bunstr_verify_queue_depth", "gauge", "Signatures waiting for a verify worker.", ctx.verifier.depth);
   x.single("bunstr_events_in_flight", "gauge", "EVENTs between admission and their OK.", ctx.inflight);

@@ -9,7 +9,8 @@ import { admitEvent } from "../policy/defaults.ts";
 import { importPolicies } from "../ops/import.ts";
 import { followRelay, type Ingest, type Streamer } from "../ops/stream.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
-import { policyContext, type RelayContext } from "./context.ts";
+import type { RelayContext } from "./context.ts";
+import { policyContext } from "./policy-context.ts";
 
 export interface Mirrors {
   stop(): void;
@@ -21,9 +22,9 @@ export function startMirrors(ctx: RelayContext): Mirrors {
   if (relays.length === 0) return { stop() {} };
   let filter;
   try {
-    filter = parseSyncFilter(filterText || undefined);
+    filter = parseSyncFilter(filterText || undefined, "a mirror");
   } catch (e) {
-    throw new ConfigError(`[mirror] filter: ${(e as Error).message.replace("--filter", "filter")}`);
+    throw new ConfigError(`[mirror] filter: ${(e as Error).message}`);
   }
   const followers: Streamer[] = relays.map((url) =>
     followRelay({ config: ctx.config, url, filter, log: (t) => console.log(`mirror ${url}: ${t}`) }, ingestInto(ctx)),

@@ -3,36 +3,12 @@
 import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
 import { tally } from "../policy/ip.ts";
 import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "./budget.ts";
-import { nowSeconds, readFailure, visibilityFor, type RelayContext } from "./context.ts";
-import { admitFilters } from "./req.ts";
+import { visibilityFor } from "../policy/visibility.ts";
+import { nowSeconds } from "../protocol/event.ts";
+import type { RelayContext } from "./context.ts";
+import { admitFilters, readFailure } from "./req.ts";
 import type { NegSessionHandle } from "../store/types.ts";
-import { send, type Socket } from "./session.ts";
-
-export interface NegSession {
-  /** Set once the items are loaded; undefined while the store is being read. */
-  server?: NegentropyServer;
-  /** Or the session kept by the store, beside its items (SQLite: in a reader worker). */
-  remote?: NegSessionHandle;
-  /** Items held, counted against the connection's max_negentropy_items. */
-  items: number;
-}
-
-/**
- * The NEG frames of one id still being handled, in the order received: while one waits on the
- * store (a NEG-OPEN reading its items, a NEG-MSG reconciled in a reader worker), the ones after it
- * wait for it, so every answer comes in the order of the messages, and a NEG-CLOSE or a replacing
- * NEG-OPEN takes effect after what was sent before it.
- */
-export interface NegLane {
-  tail: Promise<void>;
-  /** Frames waiting in the lane, and their bytes (bounded per connection). */
-  waiting: number;
-  bytes: number;
-  /** Bumped by a NEG-OPEN or NEG-CLOSE right after a NEG-OPEN: that one is then dropped. */
-  epoch: number;
-  /** The last frame in the lane is a NEG-OPEN. */
-  openLast: boolean;
-}
+import { send, type NegLane, type NegSession, type Socket } from "./session.ts";
 
 /**
  * A client waits for each reply before its next message. Past MAX_WAITING frames or bytes a
@@ -159,7 +135,7 @@ async function openNeg(ctx: RelayContext, ws: Socket, subId: string, rawFilter: 
     return fail(ctx, ws, subId, `blocked: open negentropy sessions already cover ${held} events${ipLeft <= 0 ? " (from this address)" : ""}; close one first`);
   }
   const filter = filters[0]!;
-  const job = { filter: filter.source, max, maxSeq: ctx.store.lastSeq(), now: ctx.config.nips.nip40 ? nowSeconds() : 0, visibility: visibilityFor(ctx.config, s) };
+  const job = { filter: filter.source, max, maxSeq: ctx.store.lastSeq(), now: ctx.config.nips.nip40 ? nowSeconds() : 0, visibility: visibilityFor(ctx.config, s.authed) };
   // Registered while its items are read, so that it counts against max_subscriptions.
   const session: NegSession = { items: 0 };
   s.neg.set(subId, session);

@@ -145,27 +145,8 @@ export class WritePolicyPlugin implements PluginHost {
   }
 }
 
-/** What the relay context offers (structurally: no import of context.ts). */
-interface Owner {
-  readonly config: Config;
-  readonly closing: boolean;
-}
-
-const plugins = new WeakMap<Owner, WritePolicyPlugin>();
-
-/** The relay's plugin, started on the first event that needs it. */
-export function writePolicyPlugin(owner: Owner): WritePolicyPlugin {
-  let p = plugins.get(owner);
-  if (!p) {
-    // Read through the owner each time: a config reload may replace the config object.
-    p = new WritePolicyPlugin(
-      () => ({ command: owner.config.options.write_policy_plugin, timeoutMs: owner.config.options.write_policy_timeout_ms }),
-      () => owner.closing,
-    );
-    plugins.set(owner, p);
-  }
-  return p;
-}
+/** [options] write_policy_plugin and its timeout; a relay reads them at every event (a reload may change them). */
+export const pluginSettings = (config: Config): PluginSettings => ({ command: config.options.write_policy_plugin, timeoutMs: config.options.write_policy_timeout_ms });
 
 /**
  * Asks the configured plugin about a valid, new event from a client connection. undefined means
@@ -175,21 +156,15 @@ export function writePolicyPlugin(owner: Owner): WritePolicyPlugin {
  * authenticated as it, else the first pubkey it authenticated as.
  */
 export function askWritePolicy(
-  owner: Owner,
+  owner: { readonly config: Config; readonly plugin: WritePolicyPlugin },
   conn: { readonly ip: string; readonly authed: ReadonlySet<string> },
   e: NostrEvent,
   eventJson: string,
 ): Verdict | undefined | Promise<Verdict | undefined> {
   if (!owner.config.options.write_policy_plugin) {
-    const p = plugins.get(owner);
-    if (p?.pid !== undefined) void p.close(); // the plugin was switched off by a reload
+    if (owner.plugin.pid !== undefined) void owner.plugin.close(); // the plugin was switched off by a reload
     return undefined;
   }
   const authed = conn.authed.has(e.pubkey) ? e.pubkey : conn.authed.values().next().value;
-  return writePolicyPlugin(owner).ask(e.id, eventJson, { type: ipSourceType(conn.ip), info: conn.ip, authed });
-}
-
-/** Stops the relay's plugin (for shutdown; idle plugins also stop by themselves once the relay is closing). */
-export async function closeWritePolicy(owner: Owner): Promise<void> {
-  await plugins.get(owner)?.close();
+  return owner.plugin.ask(e.id, eventJson, { type: ipSourceType(conn.ip), info: conn.ip, authed });
 }

@@ -6,8 +6,10 @@ import { chargeRate, rateLimitMessage } from "../policy/rate-limit.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
 import { tally } from "../policy/ip.ts";
 import { OVER_BUDGET, queryBudget } from "./budget.ts";
-import { canRead, filterLimits, nowSeconds, readFailure, restrictedKinds, visibilityFor, type RelayContext } from "./context.ts";
-import { relayMessages } from "./metrics.ts";
+import { canRead, filterLimits, restrictedKinds, visibilityFor } from "../policy/visibility.ts";
+import { nowSeconds } from "../protocol/event.ts";
+import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError } from "../store/readers.ts";
+import type { RelayContext } from "./context.ts";
 import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
 
 /**
@@ -37,7 +39,7 @@ export function admitFilters(ctx: RelayContext, s: Session, verb: "reqs" | "coun
 function admit(ctx: RelayContext, ws: Socket, verb: "reqs" | "counts", subId: string, rawFilters: unknown[]): CompiledFilter[] | undefined {
   const filters = admitFilters(ctx, ws.data, verb, rawFilters);
   if (typeof filters !== "string") return filters;
-  send(ws, closedFrame(subId, filters));
+  send(ws, closedFrame(ctx.metrics, subId, filters));
   return undefined;
 }
 
@@ -48,10 +50,10 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   if (!filters) return;
   // A REQ with a known id replaces that subscription (NIP-01).
   if (!closeSubscription(ctx, ws, subId) && s.subs.size >= limits.max_subscriptions)
-    return send(ws, closedFrame(subId, `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`));
+    return send(ws, closedFrame(ctx.metrics, subId, `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`));
   const bytes = filterBytes(filters);
   const tooMuch = overFilterBudget(ctx, s, filters, bytes);
-  if (tooMuch) return send(ws, closedFrame(subId, tooMuch));
+  if (tooMuch) return send(ws, closedFrame(ctx.metrics, subId, tooMuch));
 
   const perFilter = clampLimits(
     filters.map((f) => (f.neverMatch ? 0 : Math.min(f.limit ?? limits.default_limit, limits.max_limit))),
@@ -59,7 +61,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   );
   const reads = perFilter.some((n) => n > 0);
   const budget = reads ? queryBudget(ctx, s) : undefined;
-  if (reads && !budget) return send(ws, closedFrame(subId, OVER_BUDGET));
+  if (reads && !budget) return send(ws, closedFrame(ctx.metrics, subId, OVER_BUDGET));
   const sub: Subscription = { filters, bytes };
   addSubscription(ctx, s, subId, sub);
   // The snapshot: events committed up to here come from the store, later ones from the ring.
@@ -76,7 +78,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
       limits: perFilter,
       maxSeq,
       now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-      visibility: visibilityFor(ctx.config, s),
+      visibility: visibilityFor(ctx.config, s.authed),
     }, budget);
     try {
       for await (const rows of batches) {
@@ -90,11 +92,11 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
       }
     } catch (err) {
       if (s.subs.get(subId) === sub) removeSubscription(ctx, s, subId);
-      relayMessages.EVENT += sent;
-      return send(ws, closedFrame(subId, readFailure(err, "query")));
+      ctx.metrics.sent.EVENT += sent;
+      return send(ws, closedFrame(ctx.metrics, subId, readFailure(err, "query")));
     }
   }
-  relayMessages.EVENT += sent;
+  ctx.metrics.sent.EVENT += sent;
   if (!live()) return; // closed or replaced meanwhile
 
   ws.cork(() => {
@@ -102,13 +104,13 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
     let caughtUp = 0;
     for (const r of events) {
-      if (!canRead(ctx.config, s, r.event)) continue;
+      if (!canRead(ctx.config, s.authed, r.event)) continue;
       ws.send(`${prefix}${r.json}]`);
       caughtUp++;
     }
     ws.send(`["EOSE",${JSON.stringify(subId)}]`);
-    relayMessages.EVENT += caughtUp;
-    relayMessages.EOSE++;
+    ctx.metrics.sent.EVENT += caughtUp;
+    ctx.metrics.sent.EOSE++;
     sub.group = ctx.fanout.join(ws, subId, filters);
   });
 }
@@ -164,13 +166,13 @@ function removeSubscription(ctx: RelayContext, s: Session, subId: string): Subsc
 
 /** NIP-45: `["COUNT", id, {"count": n}]`, with `hll` for a single filter with a tag condition. */
 export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): Promise<void> {
-  if (!ctx.config.nips.nip45) return send(ws, closedFrame(subId, "error: COUNT is not supported by this relay"));
+  if (!ctx.config.nips.nip45) return send(ws, closedFrame(ctx.metrics, subId, "error: COUNT is not supported by this relay"));
   const filters = admit(ctx, ws, "counts", subId, rawFilters);
   if (!filters) return;
   const live = filters.filter((f) => !f.neverMatch).map((f) => f.source);
   const offset = filters.length === 1 ? hllOffset(filters[0]!.source) : undefined;
   const budget = queryBudget(ctx, ws.data);
-  if (!budget) return send(ws, closedFrame(subId, OVER_BUDGET));
+  if (!budget) return send(ws, closedFrame(ctx.metrics, subId, OVER_BUDGET));
   let result: { count: number; hll?: string };
   try {
     result =
@@ -180,11 +182,11 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
             filters: live,
             maxSeq: ctx.store.lastSeq(),
             now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-            visibility: visibilityFor(ctx.config, ws.data),
+            visibility: visibilityFor(ctx.config, ws.data.authed),
             hllOffset: offset,
           }, budget);
   } catch (err) {
-    return send(ws, closedFrame(subId, readFailure(err, "count")));
+    return send(ws, closedFrame(ctx.metrics, subId, readFailure(err, "count")));
   }
   send(ws, `["COUNT",${JSON.stringify(subId)},${JSON.stringify(result)}]`);
 }
@@ -216,4 +218,14 @@ export function closeSubscription(ctx: RelayContext, ws: Socket, subId: string):
 
 export function closeAllSubscriptions(ctx: RelayContext, ws: Socket): void {
   for (const subId of [...ws.data.subs.keys()]) closeSubscription(ctx, ws, subId);
+}
+
+/** The refusal text for a failed read (REQ, COUNT, NEG-OPEN). */
+export function readFailure(err: unknown, what: string): string {
+  if (err instanceof QueryTimeoutError) return `error: ${what} took too long and was stopped`;
+  if (err instanceof ReadStoppedError) return err.message;
+  if (err instanceof ReaderBusyError) return "rate-limited: the relay is busy, try again shortly";
+  if (err instanceof StoreClosedError) return "error: the relay is shutting down";
+  console.error(`${what} failed:`, err);
+  return `error: could not run the ${what}`;
 }

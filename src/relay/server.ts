@@ -1,6 +1,5 @@
 // Bun.serve wiring: HTTP on the relay path, websocket frames to the handlers, shutdown.
 import type { Server, WebSocketHandler } from "bun";
-import { ConfigError } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
 import { adminPagePath, adminPageResponse, httpResponse } from "../http/routes.ts";
 import { metricsResponse, wantsMetrics } from "../http/metrics.ts";
@@ -13,19 +12,21 @@ import { WriterQueue } from "../store/queue.ts";
 import type { Store } from "../store/types.ts";
 import { VERSION } from "../version.ts";
 import { handleAdminRequest, isAdminRequest } from "../http/admin-api.ts";
-import { AdminState } from "./admin.ts";
+import { AdminState } from "../admin/state.ts";
+import { canRead, restrictedKinds, writeRules } from "../policy/visibility.ts";
+import { nowSeconds } from "../protocol/event.ts";
+import { configuredVerifier } from "../verify/configured.ts";
+import { inlineVerifier, noVerifier, type Verifier } from "../verify/pool.ts";
 import { handleAuth } from "./auth.ts";
-import { canRead, nowSeconds, restrictedKinds, writeRules, type RelayContext } from "./context.ts";
+import type { RelayContext } from "./context.ts";
 import { Fanout } from "./fanout.ts";
 import { startMirrors } from "./mirror.ts";
-import { clientMessages, countEventResult, metricsRenderer, observeWriterBatch } from "./metrics.ts";
+import { metricsRenderer, RelayMetrics } from "./metrics.ts";
 import { handleEvent } from "./ingest.ts";
 import { closeNeg, handleNegClose, handleNegMsg, handleNegOpen, refuseNeg } from "./neg.ts";
 import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
 import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
-import { closeWritePolicy } from "./plugin.ts";
-import { findNativeLibrary, type NativeLibrary } from "./secp256k1-native.ts";
-import { inlineVerifier, noVerifier, WorkerVerifier, type Verifier } from "./verify.ts";
+import { pluginSettings, WritePolicyPlugin } from "./plugin.ts";
 import { FdGuard } from "./fd-guard.ts";
 
 export interface Relay {
@@ -64,15 +65,6 @@ export interface RelayOptions {
   fileLimit?: number;
 }
 
-/** The libsecp256k1 to verify with, if any: `native` insists, `auto` takes it when it loads. */
-export function nativeLibrary(config: Config): NativeLibrary | undefined {
-  if (config.options.verifier === "noble") return undefined;
-  const found = findNativeLibrary();
-  if (config.options.verifier === "native" && !found)
-    throw new ConfigError("[options] verifier = \"native\" but libsecp256k1 (with schnorrsig) was not found; install it (Debian: libsecp256k1-1) or use \"auto\"");
-  return found;
-}
-
 const CLOSE = { Connection: "close" };
 
 /** Frames above this are closed by Bun with 1009; between max_message_bytes and this we answer. */
@@ -85,11 +77,6 @@ const socketLimits = (config: Config) => ({
   idleTimeout: config.network.idle_timeout_seconds,
 });
 
-/** The verifier the config asks for (its worker threads start now). */
-export function configuredVerifier(config: Config): Verifier {
-  return config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers, nativeLibrary(config)) : noVerifier;
-}
-
 export function startRelay({ config, store, verifier: given, fileLimit }: RelayOptions): Relay {
   const verifier = given ?? configuredVerifier(config);
   const sockets = new Set<Socket>();
@@ -101,7 +88,7 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
   const fanout = new Fanout({
     publish: (topic, frame) => server.publish(topic, frame),
     restricted: (e) => restrictedKinds(config).has(e.kind),
-    canRead: (ws, e) => canRead(config, ws.data, e),
+    canRead: (ws, e) => canRead(config, ws.data.authed, e),
   });
   const ctx: RelayContext = {
     config,
@@ -127,6 +114,9 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
         return n;
       },
     }),
+    // No process runs until the first event that needs one.
+    plugin: new WritePolicyPlugin(() => pluginSettings(ctx.config), () => ctx.closing),
+    metrics: new RelayMetrics(),
     rates: new RateLimiter(),
     inflight: 0,
     closing: false,
@@ -150,7 +140,7 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
   const mirrors = startMirrors(ctx);
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
-  ctx.writer.onBatch = observeWriterBatch;
+  ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
   const renderMetrics = metricsRenderer(ctx, {
     subscriptions: () => {
       let n = 0;
@@ -217,7 +207,7 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
     open(ws) {
       sockets.add(ws);
       if (ctx.closing) {
-        ws.send(noticeFrame(closing.notice));
+        ws.send(noticeFrame(ctx.metrics, closing.notice));
         return ws.close(closing.code, closing.reason);
       }
       ws.send(`["AUTH",${JSON.stringify(ws.data.challenge)}]`);
@@ -297,7 +287,7 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
       // Stop listening (with reuse_port the kernel now sends every new connection to the other
       // process); open sockets stay until we close them. Resolves once they are all closed.
       const gone = server.stop(false);
-      for (const ws of sockets) ws.send(noticeFrame(closing.notice));
+      for (const ws of sockets) ws.send(noticeFrame(ctx.metrics, closing.notice));
       // New EVENTs are refused now (ingest.ts). A connection is closed as soon as it has none in
       // flight, after its OKs: an idle client reconnects (to the new process) at once, and a busy
       // one gets every answer it is owed first.
@@ -319,7 +309,7 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
       server.stop(true);
       guard?.stop();
       verifier.close();
-      await closeWritePolicy(ctx);
+      await ctx.plugin.close();
       await store.close();
     },
   };
@@ -343,24 +333,24 @@ export function clientIp(req: Request, srv: Server<Session>, config: Config): st
 
 function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): void {
   if (typeof message !== "string") {
-    clientMessages.invalid++;
-    return send(ws, noticeFrame("invalid: binary frames are not supported, send JSON text"));
+    ctx.metrics.received.invalid++;
+    return send(ws, noticeFrame(ctx.metrics, "invalid: binary frames are not supported, send JSON text"));
   }
   const max = ctx.config.limits.max_message_bytes;
   if (message.length > max / 3 && (message.length > max || Buffer.byteLength(message) > max)) {
-    clientMessages.invalid++;
+    ctx.metrics.received.invalid++;
     return answerOversize(ctx, ws, message, max);
   }
   let msg;
   try {
     msg = parseClientMessage(message, { maxSubIdLength: ctx.config.limits.max_subid_length, maxFilters: ctx.config.limits.max_filters });
   } catch (err) {
-    clientMessages.invalid++;
-    if (err instanceof SubscriptionError) return send(ws, closedFrame(err.subId, err.text));
-    if (err instanceof ProtocolError) return send(ws, noticeFrame(err.text));
+    ctx.metrics.received.invalid++;
+    if (err instanceof SubscriptionError) return send(ws, closedFrame(ctx.metrics, err.subId, err.text));
+    if (err instanceof ProtocolError) return send(ws, noticeFrame(ctx.metrics, err.text));
     throw err;
   }
-  clientMessages[msg.type]++;
+  ctx.metrics.received[msg.type]++;
   const fail = (err: unknown) => console.error(`${msg.type} handler failed:`, err);
   switch (msg.type) {
     case "EVENT":
@@ -399,8 +389,8 @@ function answerOversize(ctx: RelayContext, ws: Socket, message: string, max: num
   if (/^\s*\[\s*"EVENT"/.test(head)) {
     // Inside a JSON string a quote is escaped, so this only matches an object key.
     const id = /"id"\s*:\s*"([0-9a-f]{64})"/.exec(message)?.[1] ?? "";
-    countEventResult(undefined, false, text);
-    return send(ws, okFrame(id, false, text));
+    ctx.metrics.countEventResult(undefined, false, text);
+    return send(ws, okFrame(ctx.metrics, id, false, text));
   }
   const sub = /^\s*\[\s*"(REQ|COUNT|NEG-OPEN|NEG-MSG)"\s*,\s*("(?:[^"\\]|\\.){1,384}")/.exec(head);
   const subId = sub ? parseJsonString(sub[2]!) : undefined;
@@ -408,7 +398,7 @@ function answerOversize(ctx: RelayContext, ws: Socket, message: string, max: num
     if (sub[1]!.startsWith("NEG-")) {
       return refuseNeg(ctx, ws, subId, text, sub[1] === "NEG-OPEN"); // after NEG-ERR the session is closed (NIP-77)
     }
-    return send(ws, closedFrame(subId, text));
+    return send(ws, closedFrame(ctx.metrics, subId, text));
   }
-  send(ws, noticeFrame(text));
+  send(ws, noticeFrame(ctx.metrics, text));
 }

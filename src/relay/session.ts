@@ -1,10 +1,11 @@
 // Per-connection state, kept in ws.data. Only relay/ touches ServerWebSocket.
 import type { ServerWebSocket } from "bun";
+import type { NegentropyServer } from "../nips/nip77.ts";
 import { ipGroup } from "../policy/ip.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import type { Group } from "./fanout.ts";
-import { relayMessages } from "./metrics.ts";
-import type { NegLane, NegSession } from "./neg.ts";
+import type { NegSessionHandle } from "../store/types.ts";
+import type { RelayMetrics } from "./metrics.ts";
 
 export interface Subscription {
   readonly filters: readonly CompiledFilter[];
@@ -12,6 +13,32 @@ export interface Subscription {
   readonly bytes: number;
   /** Set once the stored events and EOSE are sent and the socket has joined the group's topic. */
   group?: Group;
+}
+
+/** A NIP-77 session of this connection (relay/neg.ts). */
+export interface NegSession {
+  /** Set once the items are loaded; undefined while the store is being read. */
+  server?: NegentropyServer;
+  /** Or the session kept by the store, beside its items (SQLite: in a reader worker). */
+  remote?: NegSessionHandle;
+  /** Items held, counted against the connection's max_negentropy_items. */
+  items: number;
+}
+
+/**
+ * The NEG frames of one id still being handled, in the order received (relay/neg.ts): while one
+ * waits on the store (a NEG-OPEN reading its items, a NEG-MSG reconciled in a reader worker), the
+ * ones after it wait for it, so every answer comes in the order of the messages.
+ */
+export interface NegLane {
+  tail: Promise<void>;
+  /** Frames waiting in the lane, and their bytes (bounded per connection). */
+  waiting: number;
+  bytes: number;
+  /** Bumped by a NEG-OPEN or NEG-CLOSE right after a NEG-OPEN: that one is then dropped. */
+  epoch: number;
+  /** The last frame in the lane is a NEG-OPEN. */
+  openLast: boolean;
 }
 
 export interface Session {
@@ -91,7 +118,9 @@ export function sendSoon(ws: Socket, frame: string): void {
   }
 }
 
-// Every OK, CLOSED and NOTICE is built here right before it is sent: the one place to count them.
-export const okFrame = (id: string, ok: boolean, message: string): string => (relayMessages.OK++, `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`);
-export const closedFrame = (subId: string, message: string): string => (relayMessages.CLOSED++, `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`);
-export const noticeFrame = (message: string): string => (relayMessages.NOTICE++, `["NOTICE",${JSON.stringify(message)}]`);
+// Every OK, CLOSED and NOTICE is built here right before it is sent: the one place to count
+// them, in the relay's own metrics (ctx.metrics).
+type Counted = Pick<RelayMetrics, "sent">;
+export const okFrame = (m: Counted, id: string, ok: boolean, message: string): string => (m.sent.OK++, `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`);
+export const closedFrame = (m: Counted, subId: string, message: string): string => (m.sent.CLOSED++, `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`);
+export const noticeFrame = (m: Counted, message: string): string => (m.sent.NOTICE++, `["NOTICE",${JSON.stringify(message)}]`);

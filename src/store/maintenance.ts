@@ -162,9 +162,6 @@ export function compactDatabase(db: Database, phase: (name: "vacuum" | "checkpoi
   return cp;
 }
 
-/** PRAGMA integrity_check: ["ok"] when the file is sound. */
-export const integrityCheck = (db: Database): string[] => (db.query("PRAGMA integrity_check").all() as { integrity_check: string }[]).map((r) => r.integrity_check);
-
 // ---- stats ----------------------------------------------------------------------------------
 
 export interface StoreStats {

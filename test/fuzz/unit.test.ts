@@ -8,7 +8,7 @@ import { hasValidId, serializeEvent, validateEventShape } from "../../src/protoc
 import { canonicalFilterKey, compileFilter, matchFilter, type CompiledFilter } from "../../src/protocol/filter.ts";
 import { parseClientMessage, SubscriptionError } from "../../src/protocol/messages.ts";
 import { ProtocolError } from "../../src/protocol/reasons.ts";
-import { filterLimits } from "../../src/relay/context.ts";
+import { filterLimits } from "../../src/policy/visibility.ts";
 import { failOnRelayErrors, testConfig } from "../helpers.ts";
 import { buildPool, CALL_BUDGET_MS, caseRng, genFrame, SECONDS, SEED, show, testTimeout, UNIT_CASES, type GenState, type Pool } from "./gen.ts";
 

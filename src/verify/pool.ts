@@ -2,8 +2,11 @@
 // the same tick are batched and spread over a pool of workers sized to the cores.
 import { availableParallelism } from "node:os";
 import type { VerifyJob } from "../protocol/schnorr.ts";
-import type { NativeLibrary } from "./secp256k1-native.ts";
+import type { NativeLibrary } from "./native.ts";
 import { workerUrl } from "../workers.ts";
+
+/** Most signature checks waiting relay-wide before EVENTs are refused as overload. */
+export const MAX_VERIFY_BACKLOG = 20000;
 
 export interface Verifier {
   readonly name: string;
@@ -111,7 +114,7 @@ export class WorkerVerifier implements Verifier {
 
   private start(): void {
     for (let i = 0; i < this.size; i++) {
-      const slot: Slot = { worker: new Worker(workerUrl("./relay/verify-worker.ts")), ready: false, inFlight: 0, batches: new Set() };
+      const slot: Slot = { worker: new Worker(workerUrl("./verify/worker.ts")), ready: false, inFlight: 0, batches: new Set() };
       slot.worker.postMessage({ native: this.native?.path });
       slot.worker.onmessage = (msg: MessageEvent) => {
         if ((msg.data as { ready?: true }).ready) return void (slot.ready = true);

@@ -4,8 +4,8 @@
 import type { Config } from "../config/schema.ts";
 import { ADMIN_METHODS, type AdminCall } from "../nips/nip86.ts";
 import type { AdminView } from "../policy/rules.ts";
+import { nowSeconds } from "../protocol/event.ts";
 import type { AdminEntry, AdminStore, Store } from "../store/types.ts";
-import { nowSeconds } from "./context.ts";
 
 /** The lists of admin_entries. */
 const LISTS = ["banned_pubkeys", "allowed_pubkeys", "banned_events", "allowed_events", "allowed_kinds", "disallowed_kinds", "blocked_ips", "info", "roles", "role_members"] as const;

@@ -1,6 +1,6 @@
 // Signature verification off the event loop: a batch of jobs in, a batch of booleans out.
 import type { VerifyJob } from "../protocol/schnorr.ts";
-import { loadNativeVerifier } from "./secp256k1-native.ts";
+import { loadNativeVerifier } from "./native.ts";
 
 declare const self: Worker;
 
