@@ -323,9 +323,10 @@ async function fanout(c: Cluster, work: { events: NostrEvent[]; subs: Sub[] }, o
       const i = index.get(ev?.id);
       if (slot === undefined || i === undefined) return failures.add("delivery of an unknown subscription or event", raw.slice(0, 200));
       const k = slot * E + i;
-      if (counts[k] < 255) counts[k]++;
+      const seen = counts[k]!;
+      if (seen < 255) counts[k] = seen + 1;
       if (!expected[k]) return failures.add("extra delivery", `${f[1]} got #${i}`);
-      if (counts[k] > 1) return failures.add("duplicate delivery", `${f[1]} got #${i} ${counts[k]} times`);
+      if (seen >= 1) return failures.add("duplicate delivery", `${f[1]} got #${i} ${seen + 1} times`);
       if (JSON.stringify(ev) !== wire[i]) failures.add("wrong event bytes", `${f[1]} #${i}`);
       received++;
       lastDelivery = performance.now();

@@ -111,7 +111,7 @@ test("SIGKILL with signature checks on (events signed once for this file)", asyn
     verify: true,
     conns: CONNS,
     window: 100,
-    make: (k, i) => corpus[k]![i],
+    make: (k, i) => corpus[k]![i]!,
     trigger: { afterAcked: 500 },
   });
   const expected = new Map(kill.acked.map((id) => [id, kill.sent.get(id)!]));

@@ -137,7 +137,7 @@ describe("replaceable and addressable events", () => {
     expect((await c.req("r1", { kinds: [0], authors: [s.pubkey] })).events.map((e) => e.id)).toEqual([v2.id]);
     // Same timestamp: the lowest id wins, whichever arrives first.
     const ties = [1, 2, 3, 4].map((i) => s.sign({ kind: 10002, content: `tie ${i}`, created_at: t }));
-    const lowest = ties.map((e) => e.id).sort()[0];
+    const lowest = ties.map((e) => e.id).sort()[0]!;
     for (const e of ties) await c.publish(e);
     expect((await c.req("r2", { kinds: [10002], authors: [s.pubkey] })).events.map((e) => e.id)).toEqual([lowest]);
     c.close();
@@ -249,7 +249,7 @@ describe("REQ", () => {
       for (let i = 0; i < all.length; i += 20) await Promise.all(all.slice(i, i + 20).map((e) => p.publish(e)));
     })();
     // Open the subscriptions at staggered points of the stream.
-    for (const [i, c] of subs.entries()) {
+    for (const c of subs) {
       await Bun.sleep(8);
       c.send(["REQ", "stream", { authors: [w.pubkey], limit: 1000 }]);
     }

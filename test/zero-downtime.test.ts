@@ -17,7 +17,7 @@ import { RATE_LIMITS_OFF } from "../bench/lib/relay.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { needInCI } from "./ci.ts";
 import { freePort } from "./process-helpers.ts";
-import { spawnBunstr, type Bunstr } from "./relay-process.ts";
+import { spawnBunstr } from "./relay-process.ts";
 
 const migrateReq = (): string | undefined => {
   try {

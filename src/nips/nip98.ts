@@ -60,6 +60,7 @@ export function relayUrlForms(url: string): string[] {
   const forms = new Set<string>([url]);
   const swap: Record<string, string> = { "ws:": "http:", "wss:": "https:", "http:": "ws:", "https:": "wss:" };
   const m = /^([a-z]+:)(.*)$/.exec(url);
-  if (m && swap[m[1]!]) forms.add(swap[m[1]!] + m[2]);
+  const other = m ? swap[m[1]!] : undefined;
+  if (other) forms.add(other + m![2]);
   return [...forms];
 }

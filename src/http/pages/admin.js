@@ -37,7 +37,9 @@ function polymod(values) {
   for (const v of values) {
     const top = chk >>> 25;
     chk = ((chk & 0x1ffffff) << 5) ^ v;
-    for (let i = 0; i < 5; i++) if ((top >>> i) & 1) chk ^= GENERATOR[i];
+    GENERATOR.forEach((g, i) => {
+      if ((top >>> i) & 1) chk ^= g;
+    });
   }
   return chk;
 }
@@ -197,14 +199,17 @@ function renderList(listId, items, withButtons) {
   for (const item of /** @type {any[]} */ (Array.isArray(items) ? items : [])) {
     const li = document.createElement("li");
     li.textContent = entryText(item) + " ";
-    if (withButtons && item && item.id) {
-      for (const [method, label] of [["allowevent", "Allow"], ["banevent", "Ban"]]) {
+    const id = item?.id;
+    /** @type {[string, string][]} */
+    const actions = [["allowevent", "Allow"], ["banevent", "Ban"]];
+    if (withButtons && id) {
+      for (const [method, label] of actions) {
         const b = document.createElement("button");
         b.type = "button";
         b.textContent = label;
         b.dataset.method = method;
-        b.dataset.id = item.id;
-        b.addEventListener("click", () => run(method, () => [item.id], () => li.remove()));
+        b.dataset.id = id;
+        b.addEventListener("click", () => run(method, () => [id], () => li.remove()));
         li.append(b);
       }
     }
@@ -276,8 +281,9 @@ $("connect").addEventListener("click", async () => {
 fetch(RELAY_PATH, { headers: { Accept: "application/nostr+json" } })
   .then((r) => r.json())
   .then((info) => {
-    for (const [field, key] of [["name-input", "name"], ["description-input", "description"], ["icon-input", "icon"]])
-      if (!input(field).value && typeof info[key] === "string") input(field).value = info[key];
+    /** @type {[string, string][]} */
+    const fields = [["name-input", "name"], ["description-input", "description"], ["icon-input", "icon"]];
+    for (const [field, key] of fields) if (!input(field).value && typeof info[key] === "string") input(field).value = info[key];
   })
   .catch(() => {});
 
