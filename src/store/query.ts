@@ -15,67 +15,7 @@ import type { Database, Statement } from "bun:sqlite";
 import { ftsExpression, searchTerms } from "../nips/nip50.ts";
 import { Hll } from "../nips/nip45.ts";
 import type { Filter } from "../protocol/filter.ts";
-
-/** A stored event as the Postgres store's planner returns it. */
-export interface QueryRow {
-  json: string;
-  created_at: number;
-  id: string;
-}
-
-/** Who is asking, for kinds only their author and p-tagged recipients may read (NIP-17/59). */
-export interface Visibility {
-  restrictedKinds: number[];
-  /** Pubkeys the connection authenticated as. */
-  viewers: string[];
-}
-
-interface Scope {
-  /** Only events committed at or before this seq (the request's snapshot). */
-  maxSeq: number;
-  /** Hide events whose expiration is at or before this time (NIP-40); 0 = hide nothing. */
-  now: number;
-  visibility?: Visibility;
-}
-
-export interface QueryJob extends Scope {
-  filters: Filter[];
-  /** Effective limit per filter (already clamped; 0 = skip). */
-  limits: number[];
-}
-
-export interface CountJob extends Scope {
-  filters: Filter[];
-  /** NIP-45 register offset, when the request is eligible for HyperLogLog. */
-  hllOffset?: number;
-}
-
-export interface NegJob extends Scope {
-  filter: Filter;
-  /** Most items to return; more means overflow. */
-  max: number;
-}
-
-/** NIP-77 items, packed (a structured clone of two typed arrays is a copy, not 100,000 strings). */
-export interface NegItems {
-  timestamps: Float64Array;
-  /** 32 bytes per item. */
-  ids: Uint8Array;
-  overflow: boolean;
-}
-
-/** Packs (created_at, hex id) pairs. */
-export function packNegItems(timestamps: readonly number[], ids: readonly string[], overflow: boolean): NegItems {
-  // In NIP-77 order (created_at, then id), so sealing the storage on the main thread is one pass.
-  const order = Array.from(ids, (_, i) => i).sort((a, b) => timestamps[a]! - timestamps[b]! || (ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0));
-  const raw = Buffer.alloc(ids.length * 32);
-  const ts = new Float64Array(ids.length);
-  order.forEach((j, i) => {
-    raw.write(ids[j]!, i * 32, 32, "hex");
-    ts[i] = timestamps[j]!;
-  });
-  return { timestamps: ts, ids: new Uint8Array(raw.buffer, raw.byteOffset, raw.length), overflow };
-}
+import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope } from "./types.ts";
 
 /**
  * A running read, advanced one statement per `next()`. It yields a batch of serialized events
@@ -147,7 +87,7 @@ interface Covered {
   time?: boolean;
 }
 
-function residualOf(f: Filter, scope: Scope, covered: Covered): Residual {
+function residualOf(f: Filter, scope: ReadScope, covered: Covered): Residual {
   const r: Residual = { where: [], params: [] };
   if (f.ids && !covered.ids) inList(r, "e.id", f.ids, true);
   if (f.authors && !covered.authors) inList(r, "e.pubkey", f.authors, true);
@@ -328,7 +268,7 @@ const fewestValues = (f: Filter, keys: string[]): string =>
   keys.reduce((best, k) => (f[k as `#${string}`]!.length < f[best as `#${string}`]!.length ? k : best));
 
 /** The walks that together cover every candidate of a filter (the time walk of a feed aside). */
-function walksFor(f: Filter, scope: Scope): { walks: Walk[]; ranked: boolean } {
+function walksFor(f: Filter, scope: ReadScope): { walks: Walk[]; ranked: boolean } {
   const terms = f.search !== undefined ? searchTerms(f.search) : [];
   if (terms.length > 0) return { walks: [searchWalk(terms, residualOf(f, scope, {}))], ranked: true };
   if (f.ids) return { walks: [idsWalk(f.ids, residualOf(f, scope, { ids: true }))], ranked: false };
@@ -357,7 +297,7 @@ function walksFor(f: Filter, scope: Scope): { walks: Walk[]; ranked: boolean } {
   return { walks: [timeWalk(f, scope)], ranked: false };
 }
 
-const timeWalk = (f: Filter, scope: Scope): Walk => eventsWalk("events_created", { where: [], params: [] }, f, residualOf(f, scope, { time: true }));
+const timeWalk = (f: Filter, scope: ReadScope): Walk => eventsWalk("events_created", { where: [], params: [] }, f, residualOf(f, scope, { time: true }));
 
 /** A matching candidate: enough to order, dedupe, count and fetch it. */
 interface Key {
@@ -424,7 +364,7 @@ function chunkStatements(w: Walk, need: number, json = false): { boundary?: { sq
 }
 
 /** The first chunk statements of each walk of a filter (for EXPLAIN QUERY PLAN in tests). */
-export function planStatements(f: Filter, scope: Scope): { sql: string; params: Param[] }[] {
+export function planStatements(f: Filter, scope: ReadScope): { sql: string; params: Param[] }[] {
   return walksFor(f, scope).walks.flatMap((w) => {
     const c = chunkStatements(w, 10);
     return c.boundary ? [c.boundary, c.matches([0, 0])] : [c.matches()];
@@ -571,7 +511,7 @@ class TopKeys {
 }
 
 /** One filter's newest `limit` keys (search: the most relevant among the newest matches). */
-function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Scope): Generator<undefined, Key[], void> {
+function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: ReadScope): Generator<undefined, Key[], void> {
   const { walks, ranked } = walksFor(f, scope);
   if (ranked) {
     const matches: Key[] = [];

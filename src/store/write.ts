@@ -9,16 +9,7 @@ import { indexText } from "../nips/nip50.ts";
 import { VANISH_CARRIED_OUT, VANISH_KIND } from "../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
-import type { PendingWrite, WriteOutcome } from "./types.ts";
-
-/** Which NIPs shape storage right now (read per batch, so a config reload applies at once). */
-export interface WriteRules {
-  deletion: boolean;
-  vanish: boolean;
-  search: boolean;
-  /** Kinds whose content is not indexed for search (encrypted DMs and the like). */
-  searchSkipKinds: ReadonlySet<number>;
-}
+import type { PendingWrite, WriteOutcome, WriteRules } from "./types.ts";
 
 /** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
 const SINGLE_LETTER = /^[a-zA-Z]$/;
