@@ -5,8 +5,8 @@ import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
 import { importEvents, type ImportSummary } from "../ops/import.ts";
 import { verifierFor } from "../ops/verifier.ts";
 import type { Config } from "../config/schema.ts";
-import { openDatabase } from "../store/db.ts";
-import type { Db } from "../store/maintenance.ts";
+import { openDatabase } from "../store/sqlite/db.ts";
+import type { Db } from "../store/sqlite/maintenance.ts";
 import { PostgresStore } from "../store/postgres/store.ts";
 import { databaseFlags, loadConfig, postgresUrl, resolveDatabase, UsageError, type DatabaseFlagValues } from "./options.ts";
 

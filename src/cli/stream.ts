@@ -5,7 +5,7 @@ import { duration, int, Progress } from "../ops/progress.ts";
 import { streamFromRelay } from "../ops/stream.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
 import { verifierFor } from "../ops/verifier.ts";
-import { openDatabase } from "../store/db.ts";
+import { openDatabase } from "../store/sqlite/db.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 import { relayUrl } from "./sync.ts";
 

@@ -4,7 +4,7 @@ import { parseArgs } from "node:util";
 import { duration, int, Progress } from "../ops/progress.ts";
 import { parseSyncFilter, syncWithRelay, type Direction, type SyncSummary } from "../ops/sync.ts";
 import { verifierFor } from "../ops/verifier.ts";
-import { openDatabase } from "../store/db.ts";
+import { openDatabase } from "../store/sqlite/db.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 
 export const SYNC_USAGE = "usage: bunstr sync <ws[s]://relay> [--filter JSON] [--dir down|up|both] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";

@@ -14,12 +14,12 @@ import { serializeEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
 import { adminViewOf } from "../relay/admin.ts";
 import { writeRules } from "../relay/context.ts";
-import { SqliteAdmin } from "../store/admin.ts";
+import { SqliteAdmin } from "../store/sqlite/admin.ts";
 import type { Verifier } from "../relay/verify.ts";
-import { dataVersion, isBusy, isSqliteDb, tuneForBulkWrites, type Db } from "../store/maintenance.ts";
+import { dataVersion, isBusy, isSqliteDb, tuneForBulkWrites, type Db } from "../store/sqlite/maintenance.ts";
 import { PURGE_STEP_MS } from "../store/queue.ts";
 import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
-import { SqliteWriter } from "../store/write.ts";
+import { SqliteWriter } from "../store/sqlite/write.ts";
 
 /**
  * The relay's policies that say what may be stored, whoever sends it. Left out: those about the

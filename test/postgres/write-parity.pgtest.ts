@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
 import { serializeEvent, type NostrEvent } from "../../src/protocol/event.ts";
 import { PostgresStore } from "../../src/store/postgres/store.ts";
-import { SqliteStore } from "../../src/store/sqlite.ts";
+import { SqliteStore } from "../../src/store/sqlite/store.ts";
 import { allRows, type WriteOutcome, type WriteRules } from "../../src/store/types.ts";
 import { prng } from "../../bench/lib/stats.ts";
 import { createDatabase, databaseFor, dropDatabase } from "../postgres-env.ts";

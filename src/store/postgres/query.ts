@@ -1,4 +1,4 @@
-// REQ / COUNT / NEG-OPEN filters -> Postgres SQL, with the same meaning as store/query.ts
+// REQ / COUNT / NEG-OPEN filters -> Postgres SQL, with the same meaning as store/sqlite/query.ts
 // (SQLite). Lists travel as one JSON parameter each, so a statement's text depends only on the
 // filter's shape. NIP-50 search uses Postgres full text over the same token stream as SQLite.
 import { searchTerms } from "../../nips/nip50.ts";

@@ -1,5 +1,5 @@
 // The Postgres writer: NIP-01/09/40/50/62 storage semantics, one transaction per batch, as the
-// SQLite writer (store/write.ts) but safe with several nodes writing at once. Every batch first
+// SQLite writer (store/sqlite/write.ts) but safe with several nodes writing at once. Every batch first
 // takes the relay_seq row lock and a range of seqs: batches of all nodes are serialized and
 // commit in seq order, so "all seqs up to N are committed" holds once N is (postgres/order.ts).
 import type { SQL } from "bun";

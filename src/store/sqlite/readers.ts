@@ -9,8 +9,8 @@
 // slice. A job keeps its state in the worker
 // that started it (its cursors), so it resumes there. Workers start with the pool and stay: no
 // thread (and no file descriptor) has to be found later, under load.
-import { workerUrl } from "../workers.ts";
-import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type ReadContext } from "./types.ts";
+import { workerUrl } from "../../workers.ts";
+import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type ReadContext } from "../types.ts";
 
 export type ReadKind = "query" | "count" | "neg";
 
@@ -289,7 +289,7 @@ export class ReaderPool {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(workerUrl("./store/reader-worker.ts"));
+    const worker = new Worker(workerUrl("./store/sqlite/reader-worker.ts"));
     worker.postMessage({ open: this.opts.path });
     const slot: Slot = { worker, ready: false, held: new Set() };
     worker.onmessage = (msg: MessageEvent) => {

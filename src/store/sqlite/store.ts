@@ -4,7 +4,7 @@ import type { Database } from "bun:sqlite";
 import { SqliteAdmin } from "./admin.ts";
 import { openDatabase } from "./db.ts";
 import { countJob, negJob, queryJob, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
-import type { CountJob, NegItems, NegJob, PendingWrite, QueryJob, ReadContext, Store, WriteOutcome, WriteRules } from "./types.ts";
+import type { CountJob, NegItems, NegJob, PendingWrite, QueryJob, ReadContext, Store, WriteOutcome, WriteRules } from "../types.ts";
 import { ReaderPool, type ReadKind } from "./readers.ts";
 import { SqliteWriter } from "./write.ts";
 

@@ -5,17 +5,17 @@
 // against the rest of the filter (the residual) in the same statement, so one statement reads
 // at most one chunk of index entries however few of them match: a scan that would read 300,000
 // rows is 300 short statements, and between any two the job can be paused, charged, handed to
-// another connection's job or stopped (store/readers.ts). Nothing holds a read transaction
+// another connection's job or stopped (store/sqlite/readers.ts). Nothing holds a read transaction
 // between chunks; the snapshot is the `maxSeq` cut.
 //
 // A REQ first selects keys (created_at, seq, id) — per filter the newest `limit` — and then
 // reads the JSON of the chosen events in small batches, so the rows a job holds are bounded in
 // bytes whatever the event sizes (the caller sends each batch before asking for the next).
 import type { Database, Statement } from "bun:sqlite";
-import { ftsExpression, searchTerms } from "../nips/nip50.ts";
-import { Hll } from "../nips/nip45.ts";
-import type { Filter } from "../protocol/filter.ts";
-import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope } from "./types.ts";
+import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
+import { Hll } from "../../nips/nip45.ts";
+import type { Filter } from "../../protocol/filter.ts";
+import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope } from "../types.ts";
 
 /**
  * A running read, advanced one statement per `next()`. It yields a batch of serialized events

@@ -3,13 +3,13 @@
 // are recorded as purges and carried out in bounded steps between batches (purgeStep): the
 // writer runs on the main thread, and one such transaction stalled every client for seconds.
 import type { Database, Statement } from "bun:sqlite";
-import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../nips/nip09.ts";
-import { expirationOf } from "../nips/nip40.ts";
-import { indexText } from "../nips/nip50.ts";
-import { VANISH_CARRIED_OUT, VANISH_KIND } from "../nips/nip62.ts";
-import { dTag, type NostrEvent } from "../protocol/event.ts";
-import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
-import type { PendingWrite, WriteOutcome, WriteRules } from "./types.ts";
+import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../../nips/nip09.ts";
+import { expirationOf } from "../../nips/nip40.ts";
+import { indexText } from "../../nips/nip50.ts";
+import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
+import { dTag, type NostrEvent } from "../../protocol/event.ts";
+import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
+import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 
 /** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
 const SINGLE_LETTER = /^[a-zA-Z]$/;

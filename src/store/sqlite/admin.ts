@@ -2,7 +2,7 @@
 // already used, and the log of admin calls. Small and rare writes: plain statements on the
 // writer connection, each its own transaction.
 import type { Database, Statement } from "bun:sqlite";
-import type { AdminEntry, AdminLogEntry, AdminStore } from "./types.ts";
+import type { AdminEntry, AdminLogEntry, AdminStore } from "../types.ts";
 import type { SqliteWriter } from "./write.ts";
 
 export class SqliteAdmin implements AdminStore {
