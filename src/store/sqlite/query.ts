@@ -15,6 +15,7 @@ import type { Database, Statement } from "bun:sqlite";
 import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
+import { newestFirst } from "../semantics.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope } from "../types.ts";
 
 /**
@@ -301,7 +302,7 @@ const timeWalk = (f: Filter, scope: ReadScope): Walk => eventsWalk("events_creat
 
 /** A matching candidate: enough to order, dedupe, count and fetch it. */
 interface Key {
-  t: number;
+  created_at: number;
   s: number;
   id: string;
   /** Bytes of its JSON. */
@@ -384,7 +385,7 @@ function step(cache: StatementCache, w: Walk, need: number): Key[] {
   const rows = cache.get(m.sql).all(...m.params) as { t: number; s: number; tie: number | string; id: string; b: number; pk: Uint8Array | null; r: number | null }[];
   advance(w, rows[rows.length - 1], rows.length >= need, upTo);
   adapt(w, started);
-  return rows.map((r) => ({ t: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined, r: r.r ?? undefined }));
+  return rows.map((r) => ({ created_at: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined, r: r.r ?? undefined }));
 }
 
 /** Moves a walk past what a chunk read: the last row taken, else the boundary, else its end. */
@@ -412,7 +413,7 @@ function adapt(w: Walk, started: number): void {
 }
 
 interface Row {
-  t: number;
+  created_at: number;
   id: string;
   json: string;
 }
@@ -428,7 +429,7 @@ function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
   let last: { t: number; tie: number | string } | undefined;
   let early = false;
   for (const r of cache.get(m.sql).iterate(...m.params) as IterableIterator<{ t: number; tie: number | string; id: string; b: string }>) {
-    out.push({ t: r.t, id: r.id, json: r.b });
+    out.push({ created_at: r.t, id: r.id, json: r.b });
     last = r;
     bytes += r.b.length;
     if (out.length >= need || bytes >= FETCH_BYTES) {
@@ -441,8 +442,6 @@ function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
   return out;
 }
 
-const rowOrder = (a: Row, b: Row) => b.t - a.t || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-
 /**
  * A REQ of one filter answered by one walk (a profile, a thread, one hashtag, one kind): the
  * walk's order is the answer's but for ties of created_at, so rows are handed on as soon as
@@ -454,11 +453,11 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
   let held: Row[] = [];
   while (!w.done) {
     held.push(...stepWithJson(cache, w, Math.max(CHUNK_MIN, limit - emitted - held.length)));
-    held.sort(rowOrder);
+    held.sort(newestFirst);
     if (w.done) break;
     // Unread entries are at or below the frontier: rows above it are final.
     let final = 0;
-    while (final < held.length && held[final]!.t > w.at) final++;
+    while (final < held.length && held[final]!.created_at > w.at) final++;
     const take = Math.min(final, limit - emitted);
     if (take > 0) {
       yield held.slice(0, take).map((r) => r.json);
@@ -467,15 +466,13 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
     }
     if (emitted >= limit) return;
     const want = limit - emitted;
-    if (held.length >= want && w.at < held[want - 1]!.t) break;
+    if (held.length >= want && w.at < held[want - 1]!.created_at) break;
     yield;
   }
   const rest = held.slice(0, limit - emitted).map((r) => r.json);
   if (rest.length > 0) yield rest;
 }
 
-/** NIP-01 order: newest first, ties by lowest id. */
-const newestFirst = (a: Key, b: Key) => b.t - a.t || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 const byRank = (a: Key, b: Key) => (a.r ?? 0) - (b.r ?? 0) || newestFirst(a, b);
 
 /** The newest `limit` matches of a set of walks, deduplicated by seq. */
@@ -493,7 +490,7 @@ class TopKeys {
   settled(walkAt: number): boolean {
     if (this.keys.length < this.limit) return false;
     this.trim();
-    return walkAt < this.keys[this.keys.length - 1]!.t;
+    return walkAt < this.keys[this.keys.length - 1]!.created_at;
   }
   result(): Key[] {
     this.trim();
@@ -628,7 +625,7 @@ export function* negJob(cache: StatementCache, job: NegJob): ReadSteps<NegItems>
         if (seen.has(k.s)) continue;
         seen.add(k.s);
         if (ids.length === job.max) return packNegItems(timestamps, ids, true);
-        timestamps.push(k.t);
+        timestamps.push(k.created_at);
         ids.push(k.id);
       }
       yield;

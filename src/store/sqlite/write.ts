@@ -3,17 +3,17 @@
 // are recorded as purges and carried out in bounded steps between batches (purgeStep): the
 // writer runs on the main thread, and one such transaction stalled every client for seconds.
 import type { Database, Statement } from "bun:sqlite";
-import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../../nips/nip09.ts";
+import { deletionTargets, DELETION_KIND, type Address } from "../../nips/nip09.ts";
 import { expirationOf } from "../../nips/nip40.ts";
 import { indexText } from "../../nips/nip50.ts";
 import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
+import { deletionOf, OUTDATED, replacement, tombstoneRefusal } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 
 /** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
 const SINGLE_LETTER = /^[a-zA-Z]$/;
-const GIFT_WRAP = 1059;
 
 /**
  * Is this tag a row of the tags table? Its rows are written AND deleted from the event's own
@@ -97,7 +97,10 @@ export class SqliteWriter {
         "INSERT INTO deleted_addresses (pubkey, kind, d, until) VALUES (unhex(?), ?, ?, ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)",
       ),
       eventById: q("SELECT seq, kind, lower(hex(pubkey)) AS pubkey FROM events WHERE id = unhex(?)"),
-      tagged: q("SELECT 1 FROM events e, tags t WHERE e.seq = ?1 AND t.name = 'p' AND t.value = ?2 AND t.created_at = e.created_at AND t.seq = e.seq"),
+      // A stored event a deletion names (?1), and whether it is p-tagged to the requester (?2).
+      deletionTarget: q(
+        "SELECT e.seq, e.kind, lower(hex(e.pubkey)) AS pubkey, EXISTS (SELECT 1 FROM tags t WHERE t.name = 'p' AND t.value = ?2 AND t.created_at = e.created_at AND t.seq = e.seq) AS tagsRequester FROM events e WHERE e.id = unhex(?1)",
+      ),
       addressUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND kind = ? AND coalesce(d, '') = ? AND created_at <= ?"),
       // NIP-62
       vanishedUntil: q("SELECT until FROM vanished WHERE pubkey = unhex(?)"),
@@ -255,12 +258,9 @@ export class SqliteWriter {
     const d = addressable ? dTag(e) : null;
     if (addressable || isReplaceable(e.kind)) {
       const existing = (addressable ? this.st.findAddressable!.all(e.pubkey, e.kind, d) : this.st.findReplaceable!.all(e.pubkey, e.kind)) as Existing[];
-      for (const old of existing) {
-        if (old.id === e.id) return { stored: false, duplicate: true };
-        // Newest wins; on equal created_at the lowest id is kept (NIP-01).
-        if (old.created_at > e.created_at || (old.created_at === e.created_at && old.id < e.id))
-          return refused("duplicate: a newer version of this replaceable event is already stored");
-      }
+      const verdict = replacement(e, existing);
+      if (verdict === "duplicate") return { stored: false, duplicate: true };
+      if (verdict === "outdated") return refused(OUTDATED);
       for (const old of existing) this.remove(old.seq);
     }
     const r = this.st.insertEvent!.run(e.id, e.pubkey, e.created_at, e.kind, d, expirationOf(e) ?? null, json);
@@ -277,42 +277,26 @@ export class SqliteWriter {
     return { stored: true, seq };
   }
 
-  /** Why an event may not (re)enter: deleted by its author, or its author vanished. */
+  /** Why an event may not (re)enter (semantics.ts tombstoneRefusal), from the tombstone tables. */
   private tombstoned(e: NostrEvent): string | undefined {
-    const vanished = this.st.vanishedUntil!.get(e.pubkey) as { until: number } | null;
-    if (vanished && e.created_at <= vanished.until) return "blocked: this pubkey asked to vanish from this relay";
-    if (e.kind === GIFT_WRAP) {
-      for (const t of e.tags) {
-        if (t[0] !== "p" || t[1] === undefined || !/^[0-9a-f]{64}$/.test(t[1])) continue;
-        const v = this.st.vanishedUntil!.get(t[1]) as { until: number } | null;
-        if (v && e.created_at <= v.until) return "blocked: the recipient asked to vanish from this relay";
-      }
-    }
-    if (undeletable(e.kind)) return undefined;
-    if (this.st.deletedId!.get(e.id, e.pubkey)) return "blocked: this event was deleted by its author";
-    if (e.kind === GIFT_WRAP)
-      for (const t of e.tags)
-        if (t[0] === "p" && t[1] !== undefined && /^[0-9a-f]{64}$/.test(t[1]) && this.st.deletedId!.get(e.id, t[1]))
-          return "blocked: this gift wrap was deleted by its recipient";
-    if (isAddressable(e.kind) || isReplaceable(e.kind)) {
-      const a = this.st.deletedAddress!.get(e.pubkey, e.kind, isAddressable(e.kind) ? dTag(e) : "") as { until: number } | null;
-      if (a && e.created_at <= a.until) return "blocked: this address was deleted by its author";
-    }
-    return undefined;
+    return tombstoneRefusal(e, {
+      vanishedUntil: (pubkey) => (this.st.vanishedUntil!.get(pubkey) as { until: number } | null)?.until,
+      deletedBy: (pubkey) => this.st.deletedId!.get(e.id, pubkey) !== null,
+      addressDeletedUntil: (a) => (this.st.deletedAddress!.get(a.pubkey, a.kind, a.d) as { until: number } | null)?.until,
+    });
   }
 
   /**
    * NIP-09: delete the requester's own referenced events, and gift wraps addressed to the
-   * requester (NIP-59: their signing keys are random), and keep them deleted.
+   * requester, and keep them deleted (semantics.ts deletionOf).
    */
   private applyDeletion(req: NostrEvent): void {
     const { ids, addresses } = deletionTargets(req);
     for (const id of ids) {
-      const target = this.st.eventById!.get(id) as { seq: number; kind: number; pubkey: string } | null;
-      if (target && undeletable(target.kind)) continue;
-      const mayDelete = target && (target.pubkey === req.pubkey || (target.kind === GIFT_WRAP && this.st.tagged!.get(target.seq, req.pubkey)));
-      if (mayDelete) this.remove(target.seq);
-      this.st.tombstoneId!.run(id, req.pubkey);
+      const target = this.st.deletionTarget!.get(id, req.pubkey) as { seq: number; kind: number; pubkey: string; tagsRequester: number } | null;
+      const { remove, tombstone } = deletionOf(req, target && { ...target, tagsRequester: target.tagsRequester === 1 });
+      if (remove && target) this.remove(target.seq);
+      if (tombstone) this.st.tombstoneId!.run(id, req.pubkey);
     }
     for (const a of addresses) this.deleteAddress(a, req.created_at);
   }
