@@ -1,8 +1,9 @@
-// The storage decisions both backends make, as pure functions (no SQL): the NIP-01 order, which
-// version of a replaceable or addressable event is kept, what a NIP-09 deletion or a NIP-62
-// request to vanish keeps from coming back, and what a deletion request may delete. Each writer
-// (store/sqlite/write.ts, store/postgres/write.ts) looks the facts up in its own SQL and lets
-// these decide; test/postgres/write-parity.pgtest.ts checks that the two agree.
+// The storage decisions both backends make, as pure functions (no SQL): the NIP-01 order, the
+// NIP-50 ranking window, which version of a replaceable or addressable event is kept, what a
+// NIP-09 deletion or a NIP-62 request to vanish keeps from coming back, and what a deletion
+// request may delete. Each writer (store/sqlite/write.ts, store/postgres/write.ts) looks the
+// facts up in its own SQL and lets these decide; test/postgres/write-parity.pgtest.ts checks
+// that the two agree.
 import { undeletable, type Address } from "../nips/nip09.ts";
 import { dTag, isHex64, type NostrEvent } from "../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
@@ -18,6 +19,9 @@ export interface Dated {
 
 /** NIP-01 order: newest first; on equal created_at, the lowest id first. */
 export const newestFirst = (a: Dated, b: Dated): number => b.created_at - a.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/** NIP-50: results are ranked by relevance among this many newest matches. */
+export const SEARCH_WINDOW = 5000;
 
 /** The address of a replaceable ("" d) or addressable event; null for other kinds. */
 export function addressOf(e: NostrEvent): Address | null {

@@ -3,6 +3,7 @@
 // filter's shape. NIP-50 search uses Postgres full text over the same token stream as SQLite.
 import { searchTerms } from "../../nips/nip50.ts";
 import type { Filter } from "../../protocol/filter.ts";
+import { SEARCH_WINDOW } from "../semantics.ts";
 import type { ReadScope } from "../types.ts";
 import { pgSafe } from "./text.ts";
 
@@ -116,8 +117,6 @@ const COLUMNS = "e.json AS json, e.created_at::float8 AS created_at, encode(e.id
  * (2-3 ms); with fewer, the full plan runs.
  */
 export const FEED_WINDOW = 10_000;
-/** NIP-50 results are ranked by relevance among this many newest matches. */
-export const SEARCH_WINDOW = 5_000;
 export const feedWindowFits = (f: Filter): boolean => f.authors !== undefined && f.authors.length > 16 && !f.ids && f.search === undefined;
 
 /** One filter's newest (or, searching, most relevant) `limit` events; `window`: see FEED_WINDOW. */

@@ -15,7 +15,7 @@ import type { Database, Statement } from "bun:sqlite";
 import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
-import { newestFirst } from "../semantics.ts";
+import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope } from "../types.ts";
 
 /**
@@ -40,8 +40,6 @@ const FETCH_MAX = 512;
 const MAX_PAIR_WALKS = 256;
 /** Tag lists up to this long (not driving the query) are checked by primary-key probes. */
 const MAX_TAG_PROBES = 8;
-/** NIP-50: results are ranked among this many newest matches (as the Postgres store does). */
-export const SEARCH_WINDOW = 5000;
 
 /**
  * Long author lists (a feed: kinds 1/6 of the 20..1,000 accounts someone follows) would walk
