@@ -8,7 +8,8 @@ import { addressOf, deletionOf, GIFT_WRAP, giftWrapRecipients, newestFirst, repl
 const A = "a".repeat(64);
 const B = "b".repeat(64);
 const C = "c".repeat(64);
-const ev = (over: Partial<NostrEvent>): NostrEvent => ({ id: "1".repeat(64), pubkey: A, created_at: 100, kind: 1, tags: [], content: "", sig: "0".repeat(128), ...over });
+const ID = "1".repeat(64);
+const ev = (over: Partial<NostrEvent>): NostrEvent => ({ id: ID, pubkey: A, created_at: 100, kind: 1, tags: [], content: "", sig: "0".repeat(128), ...over });
 
 /** Tombstones from plain data; every lookup is recorded. */
 function stones(t: { vanished?: Record<string, number>; deletedBy?: string[]; address?: number }): Tombstones & { asked: string[] } {
@@ -16,7 +17,7 @@ function stones(t: { vanished?: Record<string, number>; deletedBy?: string[]; ad
   return {
     asked,
     vanishedUntil: (p) => (asked.push(`vanished ${p}`), t.vanished?.[p]),
-    deletedBy: (p) => (asked.push(`deleted ${p}`), t.deletedBy?.includes(p) ?? false),
+    deleted: (id, p) => (asked.push(`deleted ${id === ID ? "" : `${id} `}${p}`), t.deletedBy?.includes(p) ?? false),
     addressDeletedUntil: (a: Address) => (asked.push(`address ${a.kind}:${a.pubkey}:${a.d}`), t.address),
   };
 }

@@ -46,19 +46,21 @@ export function replacement(e: Dated, stored: Iterable<Dated>): "duplicate" | "o
 /** The refusal of an "outdated" version. */
 export const OUTDATED = "duplicate: a newer version of this replaceable event is already stored";
 
+const NONE: readonly string[] = [];
+
 /** The recipients of a gift wrap (its p tags with a pubkey); none for other kinds. */
-export const giftWrapRecipients = (e: NostrEvent): string[] =>
-  e.kind === GIFT_WRAP ? e.tags.filter((t) => t[0] === "p" && isHex64(t[1])).map((t) => t[1]!) : [];
+export const giftWrapRecipients = (e: NostrEvent): readonly string[] =>
+  e.kind === GIFT_WRAP ? e.tags.filter((t) => t[0] === "p" && isHex64(t[1])).map((t) => t[1]!) : NONE;
 
 /**
- * The tombstones a store holds, looked up for one incoming event (of its author, of a gift
- * wrap's recipients, of its address): tombstoneRefusal asks only for those.
+ * The tombstones a store holds. tombstoneRefusal asks only about one incoming event: its id,
+ * its author, a gift wrap's recipients, its address.
  */
 export interface Tombstones {
   /** The created_at up to which this pubkey asked to vanish (NIP-62), if it did. */
   vanishedUntil(pubkey: string): number | undefined;
-  /** Did this pubkey ask to delete (NIP-09) the event's id? */
-  deletedBy(pubkey: string): boolean;
+  /** Did `by` ask to delete (NIP-09) the event with this id? */
+  deleted(id: string, by: string): boolean;
   /** The created_at up to which the event's address was deleted (NIP-09 `a` tag), if it was. */
   addressDeletedUntil(a: Address): number | undefined;
 }
@@ -77,8 +79,8 @@ export function tombstoneRefusal(e: NostrEvent, t: Tombstones): string | undefin
     if (until !== undefined && e.created_at <= until) return "blocked: the recipient asked to vanish from this relay";
   }
   if (undeletable(e.kind)) return undefined;
-  if (t.deletedBy(e.pubkey)) return "blocked: this event was deleted by its author";
-  if (recipients.some((p) => t.deletedBy(p))) return "blocked: this gift wrap was deleted by its recipient";
+  if (t.deleted(e.id, e.pubkey)) return "blocked: this event was deleted by its author";
+  if (recipients.some((p) => t.deleted(e.id, p))) return "blocked: this gift wrap was deleted by its recipient";
   const address = addressOf(e);
   const deleted = address === null ? undefined : t.addressDeletedUntil(address);
   if (deleted !== undefined && e.created_at <= deleted) return "blocked: this address was deleted by its author";

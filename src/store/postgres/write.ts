@@ -138,7 +138,7 @@ async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: numb
   for (const g of found as { i: number; vanished: number | null; deleted: boolean; address: number | null }[]) {
     const gone = tombstoneRefusal(batch[g.i]!.event, {
       vanishedUntil: () => g.vanished ?? undefined,
-      deletedBy: () => g.deleted,
+      deleted: () => g.deleted,
       addressDeletedUntil: () => g.address ?? undefined,
     });
     if (gone) outcomes[g.i] = refused(gone);
@@ -255,7 +255,7 @@ async function tombstoned(tx: Tx, e: NostrEvent): Promise<string | undefined> {
   const of = new Map((rows as { pubkey: string; vanished: number | null; deleted: boolean }[]).map((r) => [r.pubkey, r]));
   return tombstoneRefusal(e, {
     vanishedUntil: (pubkey) => of.get(pubkey)?.vanished ?? undefined,
-    deletedBy: (pubkey) => of.get(pubkey)?.deleted ?? false,
+    deleted: (_id, by) => of.get(by)?.deleted ?? false,
     // Only deletions, requests to vanish and gift wraps come here: regular kinds, no address.
     addressDeletedUntil: () => undefined,
   });

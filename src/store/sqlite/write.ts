@@ -9,7 +9,7 @@ import { indexText } from "../../nips/nip50.ts";
 import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
-import { deletionOf, OUTDATED, replacement, tombstoneRefusal } from "../semantics.ts";
+import { deletionOf, OUTDATED, replacement, tombstoneRefusal, type Tombstones } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 
 /** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
@@ -114,6 +114,8 @@ const refused = (reason: string): WriteOutcome => ({ stored: false, duplicate: f
 
 export class SqliteWriter {
   private readonly st: WriterStatements;
+  /** The tombstone tables, as semantics.ts asks about them. */
+  private readonly tombstones: Tombstones;
   private readonly txn: (batch: PendingWrite[], rules: WriteRules) => WriteOutcome[];
   seq: number;
   /** Purges are recorded and not yet done (set at start from the table). */
@@ -127,6 +129,11 @@ export class SqliteWriter {
 
   constructor(private readonly db: Database) {
     this.st = writerStatements(db);
+    this.tombstones = {
+      vanishedUntil: (pubkey) => (this.st.vanishedUntil.get(pubkey) as { until: number } | null)?.until,
+      deleted: (id, by) => this.st.deletedId.get(id, by) !== null,
+      addressDeletedUntil: (a) => (this.st.deletedAddress.get(a.pubkey, a.kind, a.d) as { until: number } | null)?.until,
+    };
     this.seq = (db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
     this.purging = db.query("SELECT 1 FROM purges LIMIT 1").get() !== null;
     this.txn = db.transaction((batch: PendingWrite[], rules: WriteRules) => {
@@ -285,11 +292,7 @@ export class SqliteWriter {
 
   /** Why an event may not (re)enter (semantics.ts tombstoneRefusal), from the tombstone tables. */
   private tombstoned(e: NostrEvent): string | undefined {
-    return tombstoneRefusal(e, {
-      vanishedUntil: (pubkey) => (this.st.vanishedUntil.get(pubkey) as { until: number } | null)?.until,
-      deletedBy: (pubkey) => this.st.deletedId.get(e.id, pubkey) !== null,
-      addressDeletedUntil: (a) => (this.st.deletedAddress.get(a.pubkey, a.kind, a.d) as { until: number } | null)?.until,
-    });
+    return tombstoneRefusal(e, this.tombstones);
   }
 
   /**
