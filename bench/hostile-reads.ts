@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { finalizeEvent, generateSecretKey } from "nostr-tools/pure";
-import { SqliteStore } from "../src/store/sqlite.ts";
+import { SqliteStore } from "../src/store/sqlite/store.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import type { PendingWrite } from "../src/store/types.ts";
 import { RawWs } from "./lib/rawws.ts";

@@ -10,7 +10,7 @@ import { serve } from "./cli/serve.ts";
 import { streamCommand } from "./cli/stream.ts";
 import { syncCommand } from "./cli/sync.ts";
 import { ConfigError } from "./config/load.ts";
-import { NoDatabaseError } from "./store/maintenance.ts";
+import { NoDatabaseError } from "./store/sqlite/maintenance.ts";
 import { VERSION } from "./version.ts";
 
 async function main(argv: string[]): Promise<number | undefined> {

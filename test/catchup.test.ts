@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { compileFilter } from "../src/protocol/filter.ts";
 import { Fanout } from "../src/relay/fanout.ts";
 import { startRelay } from "../src/relay/server.ts";
-import { SqliteStore } from "../src/store/sqlite.ts";
+import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { allRows, type Store } from "../src/store/types.ts";
 import { Client, signer, testConfig } from "./helpers.ts";
 

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { nip77 } from "nostr-tools";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { SqliteStore } from "../src/store/sqlite.ts";
+import { SqliteStore } from "../src/store/sqlite/store.ts";
 import type { PendingWrite } from "../src/store/types.ts";
 import { Client, fence, now, signer, startTestRelay, type ConfigPatch, type TestRelay } from "./helpers.ts";
 

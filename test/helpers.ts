@@ -8,7 +8,7 @@ import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure
 import { defaults, type Config } from "../src/config/schema.ts";
 import { startRelay, type Relay } from "../src/relay/server.ts";
 import { PostgresStore } from "../src/store/postgres/store.ts";
-import { SqliteStore } from "../src/store/sqlite.ts";
+import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { createDatabase, databaseFor, dropDatabase, onPostgres, REDIS_URL } from "./postgres-env.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import type { Store } from "../src/store/types.ts";

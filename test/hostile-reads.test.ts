@@ -1,5 +1,5 @@
 // Issue: hostile readers. Attacks over real websockets against a relay with a large store, each of
-// which starved or bloated the relay before reads ran in slices (store/query.ts, store/readers.ts):
+// which starved or bloated the relay before reads ran in slices (store/sqlite/query.ts, store/sqlite/readers.ts):
 // a scan that kept burning a worker after its client was told it had timed out, budgets that a
 // new connection reset, filters and results held whole in memory, NEG-MSG floods on the main thread.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { nip77 } from "nostr-tools";
 import { stuckReader } from "../bench/lib/tcp.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { SqliteStore } from "../src/store/sqlite.ts";
+import { SqliteStore } from "../src/store/sqlite/store.ts";
 import type { PendingWrite } from "../src/store/types.ts";
 import { Client, now, startTestRelay, type ConfigPatch, type TestRelay } from "./helpers.ts";
 

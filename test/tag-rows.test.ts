@@ -10,9 +10,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { dropOrphanTagRows, openDatabase } from "../src/store/db.ts";
+import { dropOrphanTagRows, openDatabase } from "../src/store/sqlite/db.ts";
 import { PostgresStore } from "../src/store/postgres/store.ts";
-import type { SqliteStore } from "../src/store/sqlite.ts";
+import type { SqliteStore } from "../src/store/sqlite/store.ts";
 import { accepted, Client, failOnRelayErrors, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 import { onPostgres } from "./postgres-env.ts";
 

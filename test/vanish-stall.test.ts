@@ -9,9 +9,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
-import { openDatabase } from "../src/store/db.ts";
-import type { SqliteStore } from "../src/store/sqlite.ts";
-import { SqliteWriter } from "../src/store/write.ts";
+import { openDatabase } from "../src/store/sqlite/db.ts";
+import type { SqliteStore } from "../src/store/sqlite/store.ts";
+import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { accepted, Client, failOnRelayErrors, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 import { onPostgres } from "./postgres-env.ts";
 

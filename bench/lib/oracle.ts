@@ -13,7 +13,7 @@
 // missing limit is `defaultLimit`, a bigger one is clamped to `maxLimit`, and all of a REQ's limits
 // are scaled down to fit `maxEventsPerReq`; defaults = the relay's config defaults). A REQ's answer
 // is the union of its filters' answers without duplicates, in nip01Order: bunstr merges multi-filter
-// results by time (src/store/query.ts runQuery), so the order of the whole answer is defined.
+// results by time (src/store/sqlite/query.ts runQuery), so the order of the whole answer is defined.
 //
 // The indexes (by author, kind, tag, id) only pick candidates, each list kept in nip01Order; every
 // event returned passed naiveMatch.

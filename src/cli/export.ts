@@ -2,7 +2,7 @@
 import { parseArgs } from "node:util";
 import { exportEvents, parseExportFilter } from "../ops/export.ts";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
-import { openExisting } from "../store/maintenance.ts";
+import { openExisting } from "../store/sqlite/maintenance.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 
 export const EXPORT_USAGE = "usage: bunstr export [--filter JSON] [--since N] [--until N] [--include-expired] [--config F] [--data-dir D | --db F] > events.jsonl";

@@ -4,7 +4,7 @@ import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { backupDatabase, compactFile, databaseSize } from "../ops/backup.ts";
 import { bytes, duration, int } from "../ops/progress.ts";
-import { openedElsewhere, openExisting, storeStats } from "../store/maintenance.ts";
+import { openedElsewhere, openExisting, storeStats } from "../store/sqlite/maintenance.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 
 export const BACKUP_USAGE = "usage: bunstr backup FILE [--force] [--config F] [--data-dir D | --db F]";

@@ -4,7 +4,7 @@ import { resolve } from "node:path";
 import { loadConfigFile, override } from "../config/load.ts";
 import { defaults, type Config } from "../config/schema.ts";
 import { PostgresStore } from "../store/postgres/store.ts";
-import { SqliteStore } from "../store/sqlite.ts";
+import { SqliteStore } from "../store/sqlite/store.ts";
 import type { Store } from "../store/types.ts";
 
 /** The flags that choose the config and the database, as node:util parseArgs options. */

@@ -4,7 +4,7 @@ import { parseArgs } from "node:util";
 import { duration, int, Progress } from "../ops/progress.ts";
 import { streamFromRelay } from "../ops/stream.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
-import { openDatabase } from "../store/db.ts";
+import { openDatabase } from "../store/sqlite/db.ts";
 import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 import { relayUrl } from "./sync.ts";

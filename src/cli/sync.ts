@@ -3,7 +3,7 @@
 import { parseArgs } from "node:util";
 import { duration, int, Progress } from "../ops/progress.ts";
 import { parseSyncFilter, syncWithRelay, type Direction, type SyncSummary } from "../ops/sync.ts";
-import { openDatabase } from "../store/db.ts";
+import { openDatabase } from "../store/sqlite/db.ts";
 import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 

@@ -1,7 +1,7 @@
 // `bunstr backup` and `bunstr compact`: file handling around VACUUM INTO and VACUUM.
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname } from "node:path";
-import { checkpoint, compactDatabase, openExisting, pageCounts, vacuumInto, type CheckpointResult, type Db } from "../store/maintenance.ts";
+import { checkpoint, compactDatabase, openExisting, pageCounts, vacuumInto, type CheckpointResult, type Db } from "../store/sqlite/maintenance.ts";
 import { watchFileGrowth } from "./progress.ts";
 
 /** Bytes of the database file and its WAL (the -shm index is a few KB and rebuilt at will). */

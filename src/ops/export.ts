@@ -4,7 +4,7 @@
 import { compileFilter, matchFilter, type CompiledFilter, type Filter } from "../protocol/filter.ts";
 import { matchesSearch, searchTerms } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
-import { exportPager, seqRange, type Db, type ExportScope } from "../store/maintenance.ts";
+import { exportPager, seqRange, type Db, type ExportScope } from "../store/sqlite/maintenance.ts";
 
 const PAGE = 1000;
 

@@ -14,11 +14,11 @@ import { adminBans, kindLists, noAuthEvents, notExpired, pubkeyLists, sizeLimits
 import { writeRules } from "../policy/visibility.ts";
 import { nowSeconds, serializeEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
-import { SqliteAdmin } from "../store/admin.ts";
-import { dataVersion, isBusy, isSqliteDb, tuneForBulkWrites, type Db } from "../store/maintenance.ts";
+import { SqliteAdmin } from "../store/sqlite/admin.ts";
+import { dataVersion, isBusy, isSqliteDb, tuneForBulkWrites, type Db } from "../store/sqlite/maintenance.ts";
 import { PURGE_STEP_MS } from "../store/queue.ts";
 import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
-import { SqliteWriter } from "../store/write.ts";
+import { SqliteWriter } from "../store/sqlite/write.ts";
 import type { Verifier } from "../verify/pool.ts";
 
 /**

@@ -6,7 +6,7 @@
 import type { Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
-import type { Db } from "../store/maintenance.ts";
+import type { Db } from "../store/sqlite/maintenance.ts";
 import type { Verifier } from "../verify/pool.ts";
 import { importEvents, type ImportCounts } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";

@@ -7,7 +7,7 @@ import { setOf, type Config } from "../config/schema.ts";
 import { matchesSearch, searchTerms } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { FilterLimits } from "../protocol/filter.ts";
-import type { Visibility } from "../store/query.ts";
+import type { Visibility } from "../store/types.ts";
 import type { WriteRules } from "../store/types.ts";
 
 export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(config.authorization.restricted_read_kinds);

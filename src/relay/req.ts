@@ -8,7 +8,7 @@ import { tally } from "../policy/ip.ts";
 import { OVER_BUDGET, queryBudget } from "./budget.ts";
 import { canRead, filterLimits, restrictedKinds, visibilityFor } from "../policy/visibility.ts";
 import { nowSeconds } from "../protocol/event.ts";
-import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError } from "../store/readers.ts";
+import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError } from "../store/types.ts";
 import type { RelayContext } from "./context.ts";
 import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
 

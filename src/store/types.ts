@@ -1,9 +1,18 @@
 // The store boundary. The relay only speaks to this interface, so an asynchronous backend
-// (Postgres) can sit behind it; the SQLite store answers synchronously where it can.
+// (Postgres) can sit behind it; the SQLite store answers synchronously where it can. Both
+// backends (store/sqlite/, store/postgres/) take their job, context and rules types and their
+// errors from here, and neither imports the other.
 import type { NostrEvent } from "../protocol/event.ts";
-import type { CountJob, NegItems, NegJob, QueryJob } from "./query.ts";
-import type { ReadContext } from "./readers.ts";
-import type { WriteRules } from "./write.ts";
+import type { Filter } from "../protocol/filter.ts";
+
+/** Which NIPs shape storage right now (read per batch, so a config reload applies at once). */
+export interface WriteRules {
+  deletion: boolean;
+  vanish: boolean;
+  search: boolean;
+  /** Kinds whose content is not indexed for search (encrypted DMs and the like). */
+  searchSkipKinds: ReadonlySet<number>;
+}
 
 export interface PendingWrite {
   event: NostrEvent;
@@ -123,7 +132,82 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export type { ReadContext, WriteRules };
+/** Who is asking, for kinds only their author and p-tagged recipients may read (NIP-17/59). */
+export interface Visibility {
+  restrictedKinds: number[];
+  /** Pubkeys the connection authenticated as. */
+  viewers: string[];
+}
+
+/** What every read sees: its snapshot, the time for NIP-40, and who asks. */
+export interface ReadScope {
+  /** Only events committed at or before this seq (the request's snapshot). */
+  maxSeq: number;
+  /** Hide events whose expiration is at or before this time (NIP-40); 0 = hide nothing. */
+  now: number;
+  visibility?: Visibility;
+}
+
+export interface QueryJob extends ReadScope {
+  filters: Filter[];
+  /** Effective limit per filter (already clamped; 0 = skip). */
+  limits: number[];
+}
+
+export interface CountJob extends ReadScope {
+  filters: Filter[];
+  /** NIP-45 register offset, when the request is eligible for HyperLogLog. */
+  hllOffset?: number;
+}
+
+export interface NegJob extends ReadScope {
+  filter: Filter;
+  /** Most items to return; more means overflow. */
+  max: number;
+}
+
+/** NIP-77 items, packed (a structured clone of two typed arrays is a copy, not 100,000 strings). */
+export interface NegItems {
+  timestamps: Float64Array;
+  /** 32 bytes per item. */
+  ids: Uint8Array;
+  overflow: boolean;
+}
+
+/** Packs (created_at, hex id) pairs. */
+export function packNegItems(timestamps: readonly number[], ids: readonly string[], overflow: boolean): NegItems {
+  // In NIP-77 order (created_at, then id), so sealing the storage on the main thread is one pass.
+  const order = Array.from(ids, (_, i) => i).sort((a, b) => timestamps[a]! - timestamps[b]! || (ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0));
+  const raw = Buffer.alloc(ids.length * 32);
+  const ts = new Float64Array(ids.length);
+  order.forEach((j, i) => {
+    raw.write(ids[j]!, i * 32, 32, "hex");
+    ts[i] = timestamps[j]!;
+  });
+  return { timestamps: ts, ids: new Uint8Array(raw.buffer, raw.byteOffset, raw.length), overflow };
+}
+
+/** Who a read is for (a connection), how its cost is reported, and when it must stop. */
+export interface ReadContext {
+  owner: object;
+  /** The client's address group (an IP, an IPv6 /64): the unit of fair scheduling. */
+  group?: string;
+  /** Worker time of each slice, in ms, as it is spent. */
+  onCost?: (ms: number) => void;
+  /** Asked after every slice: a reason to stop now (a spent budget), or undefined. */
+  stop?: () => string | undefined;
+  /** The job ended (answered, failed or dropped), with its total worker time. */
+  onEnd?: (ms: number) => void;
+}
+
+/** A read ran longer than the store allows. */
+export class QueryTimeoutError extends Error {}
+/** Too many reads are waiting (in all, or for this owner). */
+export class ReaderBusyError extends Error {}
+/** The store is shutting down, or the reader went away: not a failure worth logging. */
+export class StoreClosedError extends Error {}
+/** ReadContext.stop asked for it; the message is the reason, meant for the client. */
+export class ReadStoppedError extends Error {}
 
 /** A NIP-77 session kept by the store. */
 export interface NegSessionHandle {

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
 import { serializeEvent, type NostrEvent } from "../../src/protocol/event.ts";
 import { PostgresStore } from "../../src/store/postgres/store.ts";
-import { SqliteStore } from "../../src/store/sqlite.ts";
+import { SqliteStore } from "../../src/store/sqlite/store.ts";
 import { allRows, type WriteOutcome, type WriteRules } from "../../src/store/types.ts";
 import { prng } from "../../bench/lib/stats.ts";
 import { createDatabase, databaseFor, dropDatabase } from "../postgres-env.ts";
@@ -114,4 +114,56 @@ test("a request to vanish of 3,000 events: its batch deletes the first 500, step
   expect(await left()).toBe(1);
   expect((await pg.sql`SELECT count(*)::int AS n FROM purges`)[0].n).toBe(0);
   pg.onPurge = undefined;
+});
+
+test("gift wraps deleted by their recipients or authors, deletions of deletions, recipients who vanish: the same outcomes and stored set", async () => {
+  const rand = prng(0x61f7);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+  const people = Array.from({ length: 5 }, () => generateSecretKey());
+  const wrappers = Array.from({ length: 4 }, () => generateSecretKey()); // NIP-59: a wrap's random signing keys
+  const sign = (sk: Uint8Array, kind: number, tags: string[][]): NostrEvent =>
+    JSON.parse(JSON.stringify(finalizeEvent({ kind, created_at: BASE + 100 + Math.floor(rand() * 6), tags, content: `w ${rand().toString(36).slice(2, 8)}` }, sk))) as NostrEvent;
+  const made: NostrEvent[] = [];
+  const next = (): NostrEvent => {
+    const r = rand();
+    if (r < 0.2 && made.length > 0) return pick(made); // again: a duplicate, or refused as deleted
+    if (r < 0.55) return sign(pick(wrappers), 1059, [["p", getPublicKey(pick(people))]]);
+    const wraps = made.filter((e) => e.kind === 1059);
+    if (r < 0.7 && wraps.length > 0) {
+      // A wrap deleted, mostly by its recipient.
+      const w = pick(wraps);
+      const to = people.find((sk) => getPublicKey(sk) === w.tags[0]![1]) ?? pick(people);
+      return sign(rand() < 0.7 ? to : pick([...people, ...wrappers]), 5, [["e", w.id]]);
+    }
+    // A deletion of something made (a wrap, a deletion, a note), by a person or a wrap's signer:
+    // its own event, a wrap addressed to it, or neither.
+    if (r < 0.85 && made.length > 0) return sign(rand() < 0.6 ? pick(people) : pick(wrappers), 5, [["e", pick(made).id]]);
+    if (r < 0.865) return sign(pick(people), 62, [["relay", "ALL_RELAYS"]]);
+    return sign(pick(people), 1, []);
+  };
+  const seen: string[] = [];
+  for (let b = 0; b < 20; b++) {
+    const batch = Array.from({ length: 5 + Math.floor(rand() * 15) }, () => {
+      const e = next();
+      made.push(e);
+      return { event: e, json: serializeEvent(e) };
+    });
+    const want = sqlite.writeBatch(batch, RULES).map(describeOutcome);
+    expect((await pg.writeBatch(batch, RULES)).map(describeOutcome)).toEqual(want);
+    seen.push(...want);
+  }
+  while (sqlite.purgeStep(5));
+  while (await pg.purgeStep(5));
+  const authors = [...people, ...wrappers].map((sk) => getPublicKey(sk));
+  const job = { filters: [{ authors }], limits: [100_000], maxSeq: Number.MAX_SAFE_INTEGER, now: 0 };
+  const sqliteIds = (await allRows(sqlite.query({ ...job, maxSeq: sqlite.lastSeq() }))).map((j) => j.slice(7, 71)).sort();
+  const pgIds = (await allRows(pg.query({ ...job, maxSeq: pg.lastSeq() }))).map((j) => j.slice(7, 71)).sort();
+  expect(pgIds).toEqual(sqliteIds);
+  // Not vacuous: every kind of refusal came up, and both stores kept a mix.
+  const count = (reason: string) => seen.filter((o) => o === reason).length;
+  expect(count("blocked: this gift wrap was deleted by its recipient")).toBeGreaterThan(0);
+  expect(count("blocked: this event was deleted by its author")).toBeGreaterThan(0);
+  expect(count("blocked: the recipient asked to vanish from this relay")).toBeGreaterThan(0);
+  expect(count("duplicate")).toBeGreaterThan(0);
+  expect(sqliteIds.length).toBeGreaterThan(20);
 });

@@ -1,12 +1,19 @@
-// REQ / COUNT / NEG-OPEN filters -> Postgres SQL, with the same meaning as store/query.ts
+// REQ / COUNT / NEG-OPEN filters -> Postgres SQL, with the same meaning as store/sqlite/query.ts
 // (SQLite). Lists travel as one JSON parameter each, so a statement's text depends only on the
 // filter's shape. NIP-50 search uses Postgres full text over the same token stream as SQLite.
 import { searchTerms } from "../../nips/nip50.ts";
 import type { Filter } from "../../protocol/filter.ts";
-import type { QueryJob } from "../query.ts";
+import { SEARCH_WINDOW } from "../semantics.ts";
+import type { ReadScope } from "../types.ts";
 import { pgSafe } from "./text.ts";
 
-type Scope = Omit<QueryJob, "filters" | "limits">;
+/** A stored event as the planner returns it. */
+export interface QueryRow {
+  json: string;
+  created_at: number;
+  id: string;
+}
+
 type Param = string | number;
 
 const TAG_KEYS = (f: Filter): string[] => Object.keys(f).filter((k) => k[0] === "#");
@@ -45,7 +52,7 @@ interface Core extends Sql {
   order: string;
 }
 
-function planCore(f: Filter, scope: Scope): Core {
+function planCore(f: Filter, scope: ReadScope): Core {
   const q = new Sql() as Core;
   const tagKeys = TAG_KEYS(f);
   const terms = f.search !== undefined ? searchTerms(f.search) : [];
@@ -110,12 +117,10 @@ const COLUMNS = "e.json AS json, e.created_at::float8 AS created_at, encode(e.id
  * (2-3 ms); with fewer, the full plan runs.
  */
 export const FEED_WINDOW = 10_000;
-/** NIP-50 results are ranked by relevance among this many newest matches. */
-export const SEARCH_WINDOW = 5_000;
 export const feedWindowFits = (f: Filter): boolean => f.authors !== undefined && f.authors.length > 16 && !f.ids && f.search === undefined;
 
 /** One filter's newest (or, searching, most relevant) `limit` events; `window`: see FEED_WINDOW. */
-export function planFilter(f: Filter, limit: number, scope: Scope, window?: number): { sql: string; params: Param[]; ranked: boolean } {
+export function planFilter(f: Filter, limit: number, scope: ReadScope, window?: number): { sql: string; params: Param[]; ranked: boolean } {
   const q = planCore(f, scope);
   if (window !== undefined) {
     const bounds = [f.since !== undefined ? `created_at >= ${q.p(f.since)}` : "", f.until !== undefined ? `created_at <= ${q.p(f.until)}` : ""].filter(Boolean);
@@ -133,7 +138,7 @@ export function planFilter(f: Filter, limit: number, scope: Scope, window?: numb
 }
 
 /** The seqs of the events matching any filter (for counts), and the parameters. */
-export function planSeqs(filters: readonly Filter[], scope: Scope): { sql: string; params: Param[] } {
+export function planSeqs(filters: readonly Filter[], scope: ReadScope): { sql: string; params: Param[] } {
   const params: Param[] = [];
   const parts = filters.map((f) => {
     const q = planCore(f, scope);
@@ -147,7 +152,7 @@ export function planSeqs(filters: readonly Filter[], scope: Scope): { sql: strin
 }
 
 /** NIP-77: (created_at, id) of up to max+1 matching events (limit ignored). */
-export function planNeg(filter: Filter, max: number, scope: Scope): { sql: string; params: Param[] } {
+export function planNeg(filter: Filter, max: number, scope: ReadScope): { sql: string; params: Param[] } {
   const { limit: _ignored, ...f } = filter;
   const q = planCore(f, scope);
   return { sql: `SELECT DISTINCT e.created_at::float8 AS t, encode(e.id, 'hex') AS id FROM ${q.from} WHERE ${q.where.join(" AND ")} LIMIT ${q.p(max + 1)}`, params: q.params };

@@ -1,5 +1,5 @@
 // The Postgres schema and its versioned migrations, run at start under an advisory lock so that
-// nodes starting together migrate once. The same semantics as SQLite's (store/db.ts), enforced
+// nodes starting together migrate once. The same semantics as SQLite's (store/sqlite/db.ts), enforced
 // by the database where several nodes write at once: one row per replaceable key and per
 // address (partial unique indexes), a single-row sequence whose row lock orders every write
 // batch of every node (commit order = seq order, no gaps by rollback).
@@ -52,7 +52,7 @@ const migrations: string[] = [
   `CREATE TABLE admin_version (one boolean PRIMARY KEY DEFAULT true CHECK (one), value bigint NOT NULL);
    INSERT INTO admin_version (value) VALUES (0);`,
   // 4: deletions too big for one write batch (requests to vanish), carried out in steps outside
-  // the sequence lock (postgres/write.ts purgeStep), as SQLite's (store/db.ts, schema 5).
+  // the sequence lock (postgres/write.ts purgeStep), as SQLite's (store/sqlite/db.ts, schema 5).
   `CREATE TABLE purges (
      id     bigserial PRIMARY KEY,
      pubkey bytea     NOT NULL,

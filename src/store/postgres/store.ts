@@ -5,12 +5,11 @@
 import { SQL } from "bun";
 import { Hll } from "../../nips/nip45.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
-import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type QueryRow } from "../query.ts";
-import { QueryTimeoutError, StoreClosedError, type ReadContext } from "../readers.ts";
-import type { AdminEntry, AdminLogEntry, AdminStore, CommitFeed, PendingWrite, Store, WriteOutcome, WriteRules } from "../types.ts";
+import { packNegItems, QueryTimeoutError, StoreClosedError, type AdminEntry, type AdminLogEntry, type AdminStore, type CommitFeed, type CountJob, type NegItems, type NegJob, type PendingWrite, type QueryJob, type ReadContext, type Store, type WriteOutcome, type WriteRules } from "../types.ts";
+import { newestFirst } from "../semantics.ts";
 import { RedisBus } from "./bus.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
-import { FEED_WINDOW, feedWindowFits, planFilter, planNeg, planSeqs } from "./query.ts";
+import { FEED_WINDOW, feedWindowFits, planFilter, planNeg, planSeqs, type QueryRow } from "./query.ts";
 import { migrate } from "./schema.ts";
 import { purgeStep, writeBatch } from "./write.ts";
 
@@ -24,7 +23,6 @@ export interface PostgresStoreOptions {
   pollMs?: number;
 }
 
-const newestFirst = (a: QueryRow, b: QueryRow) => b.created_at - a.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 const TIMEOUT = "57014"; // query_canceled (statement_timeout)
 
 export class PostgresStore implements Store {

@@ -1,21 +1,20 @@
 // The Postgres writer: NIP-01/09/40/50/62 storage semantics, one transaction per batch, as the
-// SQLite writer (store/write.ts) but safe with several nodes writing at once. Every batch first
+// SQLite writer (store/sqlite/write.ts) but safe with several nodes writing at once. Every batch first
 // takes the relay_seq row lock and a range of seqs: batches of all nodes are serialized and
 // commit in seq order, so "all seqs up to N are committed" holds once N is (postgres/order.ts).
 import type { SQL } from "bun";
-import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../../nips/nip09.ts";
+import { deletionTargets, DELETION_KIND, type Address } from "../../nips/nip09.ts";
 import { expirationOf } from "../../nips/nip40.ts";
 import { tokens, searchableText } from "../../nips/nip50.ts";
 import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
-import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
+import { isAddressable } from "../../protocol/kinds.ts";
+import { addressOf, deletionOf, GIFT_WRAP, giftWrapRecipients, OUTDATED, replacement, tombstoneRefusal } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 import { pgSafe, pgText } from "./text.ts";
 
 type Tx = SQL;
-const GIFT_WRAP = 1059;
 const SINGLE_LETTER = /^[a-zA-Z]$/;
-const HEX64 = /^[0-9a-f]{64}$/;
 /** Tag values Postgres text cannot hold are not indexed (the event is still stored; postgres/text.ts). */
 const indexable = pgSafe;
 /** A tsvector lexeme is at most 2,047 bytes. */
@@ -93,8 +92,11 @@ export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRu
 /** No effect on other events beyond its own address (regular, replaceable, addressable): the common case. */
 const runs = (e: NostrEvent): boolean => e.kind !== DELETION_KIND && e.kind !== VANISH_KIND && e.kind !== GIFT_WRAP;
 
-/** The address of a replaceable ("" d) or addressable event; null for a regular one. */
-const addressOf = (e: NostrEvent): string | null => (isAddressable(e.kind) ? pgText(dTag(e)) : isReplaceable(e.kind) ? "" : null);
+/** The d of a replaceable ("") or addressable event's address as stored (pgText); null for other kinds. */
+const storedD = (e: NostrEvent): string | null => {
+  const a = addressOf(e);
+  return a === null ? null : pgText(a.d);
+};
 
 interface Version {
   created_at: number;
@@ -121,28 +123,32 @@ const indexedTags = (e: NostrEvent): [string, string][] => {
 async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: number, rules: WriteRules, outcomes: WriteOutcome[]): Promise<void> {
   const keys = run.map((i) => {
     const e = batch[i]!.event;
-    return { i, id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, d: addressOf(e) };
+    return { i, id: e.id, pubkey: e.pubkey, kind: e.kind, d: storedD(e) };
   });
-  const gone = await tx.unsafe(
+  // The author's tombstones of each event (no gift wraps in a run: no recipients' to look up).
+  const found = await tx.unsafe(
     `SELECT r.i,
-            EXISTS (SELECT 1 FROM vanished v WHERE v.pubkey = decode(r.pubkey, 'hex') AND r.created_at <= v.until) AS vanished,
+            (SELECT v.until::float8 FROM vanished v WHERE v.pubkey = decode(r.pubkey, 'hex')) AS vanished,
             EXISTS (SELECT 1 FROM deleted_ids d WHERE d.id = decode(r.id, 'hex') AND d.pubkey = decode(r.pubkey, 'hex')) AS deleted,
-            EXISTS (SELECT 1 FROM deleted_addresses a WHERE r.d IS NOT NULL AND a.pubkey = decode(r.pubkey, 'hex') AND a.kind = r.kind AND a.d = r.d AND r.created_at <= a.until) AS address
-     FROM jsonb_to_recordset($1::text::jsonb) AS r(i int, id text, pubkey text, created_at bigint, kind int, d text)`,
+            (SELECT a.until::float8 FROM deleted_addresses a WHERE r.d IS NOT NULL AND a.pubkey = decode(r.pubkey, 'hex') AND a.kind = r.kind AND a.d = r.d) AS address
+     FROM jsonb_to_recordset($1::text::jsonb) AS r(i int, id text, pubkey text, kind int, d text)`,
     [JSON.stringify(keys)],
   );
   const live: number[] = [];
-  for (const g of gone as { i: number; vanished: boolean; deleted: boolean; address: boolean }[]) {
-    if (g.vanished) outcomes[g.i] = refused("blocked: this pubkey asked to vanish from this relay");
-    else if (g.deleted) outcomes[g.i] = refused("blocked: this event was deleted by its author");
-    else if (g.address) outcomes[g.i] = refused("blocked: this address was deleted by its author");
+  for (const g of found as { i: number; vanished: number | null; deleted: boolean; address: number | null }[]) {
+    const gone = tombstoneRefusal(batch[g.i]!.event, {
+      vanishedUntil: () => g.vanished ?? undefined,
+      deleted: () => g.deleted,
+      addressDeletedUntil: () => g.address ?? undefined,
+    });
+    if (gone) outcomes[g.i] = refused(gone);
     else live.push(g.i);
   }
   if (live.length === 0) return;
 
   // The stored versions of every address in the run (replaceable: pubkey + kind; addressable: + d).
   const addressKey = (pubkey: string, kind: number, d: string) => `${pubkey}:${kind}:${d}`;
-  const wanted = live.map((i) => ({ e: batch[i]!.event, d: addressOf(batch[i]!.event) })).filter((x) => x.d !== null);
+  const wanted = live.map((i) => ({ e: batch[i]!.event, d: storedD(batch[i]!.event) })).filter((x) => x.d !== null);
   const versions = new Map<string, Version[]>();
   if (wanted.length > 0) {
     const rows = await tx.unsafe(
@@ -161,23 +167,16 @@ async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: numb
   const toInsert: number[] = [];
   for (const i of live) {
     const e = batch[i]!.event;
-    const d = addressOf(e);
+    const d = storedD(e);
     if (d === null) {
       toInsert.push(i);
       continue;
     }
     const key = addressKey(e.pubkey, e.kind, d);
     const current = versions.get(key) ?? [];
-    let verdict: WriteOutcome | undefined;
-    for (const old of current) {
-      if (old.id === e.id) verdict = { stored: false, duplicate: true };
-      // Newest wins; on equal created_at the lowest id is kept (NIP-01).
-      else if (old.created_at > e.created_at || (old.created_at === e.created_at && old.id < e.id))
-        verdict = refused("duplicate: a newer version of this replaceable event is already stored");
-      if (verdict) break;
-    }
-    if (verdict) {
-      outcomes[i] = verdict;
+    const verdict = replacement(e, current);
+    if (verdict !== "replaces") {
+      outcomes[i] = verdict === "duplicate" ? { stored: false, duplicate: true } : refused(OUTDATED);
       continue;
     }
     for (const old of current) {
@@ -244,41 +243,34 @@ async function writeOne(tx: Tx, { event: e, json, vanishOnly }: PendingWrite, se
   return { stored: true, seq };
 }
 
-/** Why an event may not (re)enter: deleted by its author, or its author (or recipient) vanished. */
+/** Why an event may not (re)enter (semantics.ts tombstoneRefusal): the tombstones of its author and, for a gift wrap, its recipients. */
 async function tombstoned(tx: Tx, e: NostrEvent): Promise<string | undefined> {
-  const [t] = await tx.unsafe(
-    `SELECT (SELECT until::float8 FROM vanished WHERE pubkey = decode($1, 'hex')) AS vanished,
-            EXISTS (SELECT 1 FROM deleted_ids WHERE id = decode($2, 'hex') AND pubkey = decode($1, 'hex')) AS deleted`,
-    [e.pubkey, e.id],
+  const rows = await tx.unsafe(
+    `SELECT r AS pubkey,
+            (SELECT until::float8 FROM vanished WHERE pubkey = decode(r, 'hex')) AS vanished,
+            EXISTS (SELECT 1 FROM deleted_ids WHERE id = decode($2, 'hex') AND pubkey = decode(r, 'hex')) AS deleted
+     FROM jsonb_array_elements_text($1::text::jsonb) r`,
+    [JSON.stringify([e.pubkey, ...giftWrapRecipients(e)]), e.id],
   );
-  if (t.vanished !== null && e.created_at <= t.vanished) return "blocked: this pubkey asked to vanish from this relay";
-  const recipients = e.kind === GIFT_WRAP ? e.tags.filter((x) => x[0] === "p" && x[1] !== undefined && HEX64.test(x[1])).map((x) => x[1]!) : [];
-  if (recipients.length > 0) {
-    const rows = await tx.unsafe(
-      `SELECT (SELECT until::float8 FROM vanished WHERE pubkey = decode(r, 'hex')) AS vanished,
-              EXISTS (SELECT 1 FROM deleted_ids WHERE id = decode($2, 'hex') AND pubkey = decode(r, 'hex')) AS deleted
-       FROM jsonb_array_elements_text($1::text::jsonb) r`,
-      [JSON.stringify(recipients), e.id],
-    );
-    if (rows.some((r: { vanished: number | null }) => r.vanished !== null && e.created_at <= r.vanished)) return "blocked: the recipient asked to vanish from this relay";
-    if (!undeletable(e.kind) && rows.some((r: { deleted: boolean }) => r.deleted)) return "blocked: this gift wrap was deleted by its recipient";
-  }
-  if (undeletable(e.kind)) return undefined;
-  if (t.deleted) return "blocked: this event was deleted by its author";
-  return undefined;
+  const of = new Map((rows as { pubkey: string; vanished: number | null; deleted: boolean }[]).map((r) => [r.pubkey, r]));
+  return tombstoneRefusal(e, {
+    vanishedUntil: (pubkey) => of.get(pubkey)?.vanished ?? undefined,
+    deleted: (_id, by) => of.get(by)?.deleted ?? false,
+    // Only deletions, requests to vanish and gift wraps come here: regular kinds, no address.
+    addressDeletedUntil: () => undefined,
+  });
 }
 
-/** NIP-09: the requester's own referenced events, and gift wraps addressed to the requester. */
+/** NIP-09: the requester's own referenced events, and gift wraps addressed to the requester (semantics.ts deletionOf). */
 async function applyDeletion(tx: Tx, req: NostrEvent): Promise<void> {
   const { ids, addresses } = deletionTargets(req);
   for (const id of ids) {
-    const [target] = await tx`SELECT seq, kind, encode(pubkey, 'hex') AS pubkey FROM events WHERE id = decode(${id}, 'hex')`;
-    if (target && !undeletable(target.kind)) {
-      const mine = target.pubkey === req.pubkey;
-      const wrapToMe = !mine && target.kind === GIFT_WRAP && (await tx`SELECT 1 FROM tags WHERE seq = ${target.seq} AND name = 'p' AND value = ${req.pubkey}`).length > 0;
-      if (mine || wrapToMe) await tx`DELETE FROM events WHERE seq = ${target.seq}`;
-    }
-    await tx`INSERT INTO deleted_ids (id, pubkey) VALUES (decode(${id}, 'hex'), decode(${req.pubkey}, 'hex')) ON CONFLICT DO NOTHING`;
+    const [target] = await tx`SELECT seq, kind, encode(pubkey, 'hex') AS pubkey,
+                                     EXISTS (SELECT 1 FROM tags t WHERE t.seq = events.seq AND t.name = 'p' AND t.value = ${req.pubkey}) AS "tagsRequester"
+                              FROM events WHERE id = decode(${id}, 'hex')`;
+    const { remove, tombstone } = deletionOf(req, target ?? null);
+    if (remove) await tx`DELETE FROM events WHERE seq = ${target.seq}`;
+    if (tombstone) await tx`INSERT INTO deleted_ids (id, pubkey) VALUES (decode(${id}, 'hex'), decode(${req.pubkey}, 'hex')) ON CONFLICT DO NOTHING`;
   }
   for (const a of addresses) await deleteAddress(tx, a, req.created_at);
 }

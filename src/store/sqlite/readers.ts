@@ -9,29 +9,10 @@
 // slice. A job keeps its state in the worker
 // that started it (its cursors), so it resumes there. Workers start with the pool and stay: no
 // thread (and no file descriptor) has to be found later, under load.
-import { workerUrl } from "../workers.ts";
+import { workerUrl } from "../../workers.ts";
+import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type ReadContext } from "../types.ts";
 
 export type ReadKind = "query" | "count" | "neg" | "negopen" | "negmsg";
-
-/** Who a read is for (a connection), how its cost is reported, and when it must stop. */
-export interface ReadContext {
-  owner: object;
-  /** The client's address group (an IP, an IPv6 /64): the unit of fair scheduling. */
-  group?: string;
-  /** Worker time of each slice, in ms, as it is spent. */
-  onCost?: (ms: number) => void;
-  /** Asked after every slice: a reason to stop now (a spent budget), or undefined. */
-  stop?: () => string | undefined;
-  /** The job ended (answered, failed or dropped), with its total worker time. */
-  onEnd?: (ms: number) => void;
-}
-
-export class QueryTimeoutError extends Error {}
-export class ReaderBusyError extends Error {}
-/** The store is shutting down, or the reader went away: not a failure worth logging. */
-export class StoreClosedError extends Error {}
-/** ReadContext.stop asked for it; the message is the reason, meant for the client. */
-export class ReadStoppedError extends Error {}
 
 /** What a worker sends back after a slice. */
 interface SliceReply {
@@ -323,7 +304,7 @@ export class ReaderPool {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(workerUrl("./store/reader-worker.ts"));
+    const worker = new Worker(workerUrl("./store/sqlite/reader-worker.ts"));
     worker.postMessage({ open: this.opts.path });
     const slot: Slot = { worker, ready: false, held: new Set() };
     worker.onmessage = (msg: MessageEvent) => {

@@ -3,10 +3,10 @@
 import type { Database } from "bun:sqlite";
 import { SqliteAdmin } from "./admin.ts";
 import { openDatabase } from "./db.ts";
-import { countJob, negJob, queryJob, runToEnd, StatementCache, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadSteps } from "./query.ts";
+import { countJob, negJob, queryJob, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
-import type { NegSessionHandle, PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
-import { ReaderPool, type ReadContext, type ReadKind } from "./readers.ts";
+import type { CountJob, NegItems, NegJob, NegSessionHandle, PendingWrite, QueryJob, ReadContext, Store, WriteOutcome, WriteRules } from "../types.ts";
+import { ReaderPool, type ReadKind } from "./readers.ts";
 import { SqliteWriter } from "./write.ts";
 
 export interface SqliteStoreOptions {

@@ -74,7 +74,7 @@ const migrations: Migration[] = [
      method TEXT NOT NULL, params TEXT NOT NULL, result TEXT NOT NULL
    );`,
   // 5: deletions carried out in bounded steps between write batches (a request to vanish, a
-  // ban: store/write.ts, purgeStep); and the tag rows that deletes used to leave behind.
+  // ban: store/sqlite/write.ts, purgeStep); and the tag rows that deletes used to leave behind.
   (db) => {
     db.exec(`CREATE TABLE purges (
        id     INTEGER PRIMARY KEY,
@@ -93,7 +93,7 @@ const migrations: Migration[] = [
  * back with json_each, which gives a lone surrogate (valid, escaped, in an event's JSON) as
  * itself while the row holds U+FFFD (how SQLite stores it from a JS string): such rows stayed
  * behind, and matched a later event that reused the seq. So only rows with a U+FFFD can be
- * orphans; each is checked against its event's tags as indexed (store/write.ts). Returns how many.
+ * orphans; each is checked against its event's tags as indexed (store/sqlite/write.ts). Returns how many.
  */
 export function dropOrphanTagRows(db: Database): number {
   const suspects = db.query("SELECT name, value, created_at, seq FROM tags WHERE instr(value, char(65533)) > 0").all() as { name: string; value: string; created_at: number; seq: number }[];

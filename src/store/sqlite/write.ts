@@ -2,27 +2,18 @@
 // Deletions too big for one transaction (a request to vanish of a key with 40k events, a ban)
 // are recorded as purges and carried out in bounded steps between batches (purgeStep): the
 // writer runs on the main thread, and one such transaction stalled every client for seconds.
-import type { Database, Statement } from "bun:sqlite";
-import { deletionTargets, DELETION_KIND, undeletable, type Address } from "../nips/nip09.ts";
-import { expirationOf } from "../nips/nip40.ts";
-import { indexText } from "../nips/nip50.ts";
-import { VANISH_CARRIED_OUT, VANISH_KIND } from "../nips/nip62.ts";
-import { dTag, type NostrEvent } from "../protocol/event.ts";
-import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
-import type { PendingWrite, WriteOutcome } from "./types.ts";
-
-/** Which NIPs shape storage right now (read per batch, so a config reload applies at once). */
-export interface WriteRules {
-  deletion: boolean;
-  vanish: boolean;
-  search: boolean;
-  /** Kinds whose content is not indexed for search (encrypted DMs and the like). */
-  searchSkipKinds: ReadonlySet<number>;
-}
+import type { Database } from "bun:sqlite";
+import { deletionTargets, DELETION_KIND, type Address } from "../../nips/nip09.ts";
+import { expirationOf } from "../../nips/nip40.ts";
+import { indexText } from "../../nips/nip50.ts";
+import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
+import { dTag, type NostrEvent } from "../../protocol/event.ts";
+import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
+import { deletionOf, OUTDATED, replacement, tombstoneRefusal, type Tombstones } from "../semantics.ts";
+import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 
 /** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
 const SINGLE_LETTER = /^[a-zA-Z]$/;
-const GIFT_WRAP = 1059;
 
 /**
  * Is this tag a row of the tags table? Its rows are written AND deleted from the event's own
@@ -31,7 +22,7 @@ const GIFT_WRAP = 1059;
  * that read the values with json_each left such rows behind, and they then matched a later
  * event that got the same seq (issue 13).
  */
-const indexedTag = (t: string[]): boolean => t[1] !== undefined && t[0] !== undefined && SINGLE_LETTER.test(t[0]);
+const indexedTag = (t: string[]): t is [string, string, ...string[]] => t[1] !== undefined && t[0] !== undefined && SINGLE_LETTER.test(t[0]);
 
 /** Rows a purge selects at a time. */
 const PURGE_ROWS = 32;
@@ -66,10 +57,65 @@ interface Existing {
   id: string;
 }
 
+/** The writer's prepared statements, by name. */
+function writerStatements(db: Database) {
+  const q = (sql: string) => db.prepare(sql);
+  return {
+    insertEvent: q(
+      "INSERT INTO events (id, pubkey, created_at, kind, d, expiration, json) VALUES (unhex(?1), unhex(?2), ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO NOTHING",
+    ),
+    insertTag: q("INSERT OR IGNORE INTO tags (name, value, created_at, seq, kind) VALUES (?, ?, ?, ?, ?)"),
+    insertText: q("INSERT INTO events_fts (rowid, text) VALUES (?, ?)"),
+    findReplaceable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ?"),
+    findAddressable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ? AND d = ?"),
+    rowBySeq: q("SELECT seq, created_at, json FROM events WHERE seq = ?"),
+    deleteEvent: q("DELETE FROM events WHERE seq = ?"),
+    // Through the tag table's primary key, with the values indexTags wrote (indexedTag; no
+    // index by seq: it would cost ~360 bytes and a b-tree insert per tag).
+    deleteTag: q("DELETE FROM tags WHERE name = ? AND value = ? AND created_at = ? AND seq = ?"),
+    deleteText: q("DELETE FROM events_fts WHERE rowid = ?"),
+    hasId: q("SELECT 1 FROM events WHERE id = unhex(?)"),
+    // NIP-09
+    deletedId: q("SELECT 1 FROM deleted_ids WHERE id = unhex(?) AND pubkey = unhex(?)"),
+    deletedAddress: q("SELECT until FROM deleted_addresses WHERE pubkey = unhex(?) AND kind = ? AND d = ?"),
+    tombstoneId: q("INSERT OR IGNORE INTO deleted_ids (id, pubkey) VALUES (unhex(?), unhex(?))"),
+    tombstoneAddress: q(
+      "INSERT INTO deleted_addresses (pubkey, kind, d, until) VALUES (unhex(?), ?, ?, ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)",
+    ),
+    eventById: q("SELECT seq, kind, lower(hex(pubkey)) AS pubkey FROM events WHERE id = unhex(?)"),
+    // A stored event a deletion names (?1), and whether it is p-tagged to the requester (?2).
+    deletionTarget: q(
+      "SELECT e.seq, e.kind, lower(hex(e.pubkey)) AS pubkey, EXISTS (SELECT 1 FROM tags t WHERE t.name = 'p' AND t.value = ?2 AND t.created_at = e.created_at AND t.seq = e.seq) AS tagsRequester FROM events e WHERE e.id = unhex(?1)",
+    ),
+    addressUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND kind = ? AND coalesce(d, '') = ? AND created_at <= ?"),
+    // NIP-62
+    vanishedUntil: q("SELECT until FROM vanished WHERE pubkey = unhex(?)"),
+    vanish: q("INSERT INTO vanished (pubkey, until) VALUES (unhex(?), ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)"),
+    // Purges (NIP-62, NIP-86 banpubkey)
+    addPurge: q("INSERT INTO purges (pubkey, until, keep, upto, wraps) VALUES (unhex(?), ?, ?, ?, ?)"),
+    purgeById: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges WHERE id = ?"),
+    nextPurge: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges ORDER BY id LIMIT 1"),
+    endPurge: q("DELETE FROM purges WHERE id = ?"),
+    // Oldest first, about ascending seq: FTS5 was measured here deleting descending rowids
+    // up to 5x slower than ascending ones.
+    purgeAuthored: q("SELECT seq, created_at, json FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5"),
+    // The join skips a tag row without its event, were there one: a purge never loops on it.
+    purgeWraps: q(
+      "SELECT e.seq, e.created_at, e.json FROM tags t, events e WHERE t.name = 'p' AND t.value = ?1 AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3",
+    ),
+    maxSeq: q("SELECT coalesce(max(seq), 0) AS s FROM events"),
+    // NIP-40
+    expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? LIMIT ?"),
+  };
+}
+type WriterStatements = ReturnType<typeof writerStatements>;
+
 const refused = (reason: string): WriteOutcome => ({ stored: false, duplicate: false, reason });
 
 export class SqliteWriter {
-  private readonly st: Record<string, Statement>;
+  private readonly st: WriterStatements;
+  /** The tombstone tables, as semantics.ts asks about them. */
+  private readonly tombstones: Tombstones;
   private readonly txn: (batch: PendingWrite[], rules: WriteRules) => WriteOutcome[];
   seq: number;
   /** Purges are recorded and not yet done (set at start from the table). */
@@ -82,50 +128,11 @@ export class SqliteWriter {
   private purgedEvents = 0;
 
   constructor(private readonly db: Database) {
-    const q = (sql: string) => db.prepare(sql);
-    this.st = {
-      insertEvent: q(
-        "INSERT INTO events (id, pubkey, created_at, kind, d, expiration, json) VALUES (unhex(?1), unhex(?2), ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO NOTHING",
-      ),
-      insertTag: q("INSERT OR IGNORE INTO tags (name, value, created_at, seq, kind) VALUES (?, ?, ?, ?, ?)"),
-      insertText: q("INSERT INTO events_fts (rowid, text) VALUES (?, ?)"),
-      findReplaceable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ?"),
-      findAddressable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ? AND d = ?"),
-      rowBySeq: q("SELECT seq, created_at, json FROM events WHERE seq = ?"),
-      deleteEvent: q("DELETE FROM events WHERE seq = ?"),
-      // Through the tag table's primary key, with the values indexTags wrote (indexedTag; no
-      // index by seq: it would cost ~360 bytes and a b-tree insert per tag).
-      deleteTag: q("DELETE FROM tags WHERE name = ? AND value = ? AND created_at = ? AND seq = ?"),
-      deleteText: q("DELETE FROM events_fts WHERE rowid = ?"),
-      hasId: q("SELECT 1 FROM events WHERE id = unhex(?)"),
-      // NIP-09
-      deletedId: q("SELECT 1 FROM deleted_ids WHERE id = unhex(?) AND pubkey = unhex(?)"),
-      deletedAddress: q("SELECT until FROM deleted_addresses WHERE pubkey = unhex(?) AND kind = ? AND d = ?"),
-      tombstoneId: q("INSERT OR IGNORE INTO deleted_ids (id, pubkey) VALUES (unhex(?), unhex(?))"),
-      tombstoneAddress: q(
-        "INSERT INTO deleted_addresses (pubkey, kind, d, until) VALUES (unhex(?), ?, ?, ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)",
-      ),
-      eventById: q("SELECT seq, kind, lower(hex(pubkey)) AS pubkey FROM events WHERE id = unhex(?)"),
-      tagged: q("SELECT 1 FROM events e, tags t WHERE e.seq = ?1 AND t.name = 'p' AND t.value = ?2 AND t.created_at = e.created_at AND t.seq = e.seq"),
-      addressUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND kind = ? AND coalesce(d, '') = ? AND created_at <= ?"),
-      // NIP-62
-      vanishedUntil: q("SELECT until FROM vanished WHERE pubkey = unhex(?)"),
-      vanish: q("INSERT INTO vanished (pubkey, until) VALUES (unhex(?), ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)"),
-      // Purges (NIP-62, NIP-86 banpubkey)
-      addPurge: q("INSERT INTO purges (pubkey, until, keep, upto, wraps) VALUES (unhex(?), ?, ?, ?, ?)"),
-      purgeById: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges WHERE id = ?"),
-      nextPurge: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges ORDER BY id LIMIT 1"),
-      endPurge: q("DELETE FROM purges WHERE id = ?"),
-      // Oldest first, about ascending seq: FTS5 was measured here deleting descending rowids
-      // up to 5x slower than ascending ones.
-      purgeAuthored: q("SELECT seq, created_at, json FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5"),
-      // The join skips a tag row without its event, were there one: a purge never loops on it.
-      purgeWraps: q(
-        "SELECT e.seq, e.created_at, e.json FROM tags t, events e WHERE t.name = 'p' AND t.value = ?1 AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3",
-      ),
-      maxSeq: q("SELECT coalesce(max(seq), 0) AS s FROM events"),
-      // NIP-40
-      expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? LIMIT ?"),
+    this.st = writerStatements(db);
+    this.tombstones = {
+      vanishedUntil: (pubkey) => (this.st.vanishedUntil.get(pubkey) as { until: number } | null)?.until,
+      deleted: (id, by) => this.st.deletedId.get(id, by) !== null,
+      addressDeletedUntil: (a) => (this.st.deletedAddress.get(a.pubkey, a.kind, a.d) as { until: number } | null)?.until,
     };
     this.seq = (db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
     this.purging = db.query("SELECT 1 FROM purges LIMIT 1").get() !== null;
@@ -139,7 +146,7 @@ export class SqliteWriter {
   }
 
   has(id: string): boolean {
-    return this.st.hasId!.get(id) !== null;
+    return this.st.hasId.get(id) !== null;
   }
 
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
@@ -173,7 +180,7 @@ export class SqliteWriter {
   sweepExpired(now: number, max = 5000): number {
     // IMMEDIATE, as writeBatchImmediate: another process may be writing to the same file.
     return this.db.transaction(() => {
-      const rows = this.st.expired!.all(now, max) as { seq: number }[];
+      const rows = this.st.expired.all(now, max) as { seq: number }[];
       for (const r of rows) this.remove(r.seq);
       return rows.length;
     }).immediate();
@@ -182,7 +189,7 @@ export class SqliteWriter {
   /** NIP-86 banevent: deletes the event with this id; false if it was not stored. */
   removeById(id: string): boolean {
     return this.db.transaction(() => {
-      const target = this.st.eventById!.get(id) as { seq: number } | null;
+      const target = this.st.eventById.get(id) as { seq: number } | null;
       if (target) this.remove(target.seq);
       return target !== null;
     }).immediate();
@@ -194,7 +201,7 @@ export class SqliteWriter {
    */
   removeByAuthor(pubkey: string): number {
     return this.db.transaction(() => {
-      const upto = (this.st.maxSeq!.get() as { s: number }).s;
+      const upto = (this.st.maxSeq.get() as { s: number }).s;
       const before = this.purgedEvents;
       this.runPurges([this.addPurge(pubkey, null, null, upto, false)], performance.now() + PURGE_FIRST_MS);
       return this.purgedEvents - before;
@@ -211,7 +218,7 @@ export class SqliteWriter {
     return this.db.transaction(() => {
       const deadline = performance.now() + budgetMs;
       for (;;) {
-        const p = this.st.nextPurge!.get() as Purge | null;
+        const p = this.st.nextPurge.get() as Purge | null;
         if (!p) return (this.purging = false);
         if (!this.purge(p, deadline)) return true;
       }
@@ -220,7 +227,7 @@ export class SqliteWriter {
 
   /** Records a purge (the caller's transaction) and tells onPurge once it is committed. */
   private addPurge(pubkey: string, until: number | null, keep: number | null, upto: number | null, wraps: boolean): number {
-    const id = Number(this.st.addPurge!.run(pubkey, until, keep, upto, wraps ? 1 : 0).lastInsertRowid);
+    const id = Number(this.st.addPurge.run(pubkey, until, keep, upto, wraps ? 1 : 0).lastInsertRowid);
     this.purging = true;
     if (this.onPurge) setTimeout(this.onPurge, 0);
     return id;
@@ -229,7 +236,7 @@ export class SqliteWriter {
   /** Runs these purges until done or the deadline. */
   private runPurges(ids: number[], deadline: number): void {
     for (const id of ids) {
-      const p = this.st.purgeById!.get(id) as Purge | null;
+      const p = this.st.purgeById.get(id) as Purge | null;
       if (p && !this.purge(p, deadline)) return;
     }
   }
@@ -237,10 +244,10 @@ export class SqliteWriter {
   /** Deletes what a purge covers until the deadline; true when it is done (and forgotten). */
   private purge(p: Purge, deadline: number): boolean {
     for (;;) {
-      let rows = this.st.purgeAuthored!.all(p.pubkey, p.until ?? NO_LIMIT, p.keep ?? -1, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
-      if (rows.length === 0 && p.wraps) rows = this.st.purgeWraps!.all(p.pubkey, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
+      let rows = this.st.purgeAuthored.all(p.pubkey, p.until ?? NO_LIMIT, p.keep ?? -1, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
+      if (rows.length === 0 && p.wraps) rows = this.st.purgeWraps.all(p.pubkey, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
       if (rows.length === 0) {
-        this.st.endPurge!.run(p.id);
+        this.st.endPurge.run(p.id);
         return true;
       }
       for (const r of rows) {
@@ -263,22 +270,19 @@ export class SqliteWriter {
     const addressable = isAddressable(e.kind);
     const d = addressable ? dTag(e) : null;
     if (addressable || isReplaceable(e.kind)) {
-      const existing = (addressable ? this.st.findAddressable!.all(e.pubkey, e.kind, d) : this.st.findReplaceable!.all(e.pubkey, e.kind)) as Existing[];
-      for (const old of existing) {
-        if (old.id === e.id) return { stored: false, duplicate: true };
-        // Newest wins; on equal created_at the lowest id is kept (NIP-01).
-        if (old.created_at > e.created_at || (old.created_at === e.created_at && old.id < e.id))
-          return refused("duplicate: a newer version of this replaceable event is already stored");
-      }
+      const existing = (addressable ? this.st.findAddressable.all(e.pubkey, e.kind, d) : this.st.findReplaceable.all(e.pubkey, e.kind)) as Existing[];
+      const verdict = replacement(e, existing);
+      if (verdict === "duplicate") return { stored: false, duplicate: true };
+      if (verdict === "outdated") return refused(OUTDATED);
       for (const old of existing) this.remove(old.seq);
     }
-    const r = this.st.insertEvent!.run(e.id, e.pubkey, e.created_at, e.kind, d, expirationOf(e) ?? null, json);
+    const r = this.st.insertEvent.run(e.id, e.pubkey, e.created_at, e.kind, d, expirationOf(e) ?? null, json);
     if (r.changes === 0) return { stored: false, duplicate: true };
     const seq = Number(r.lastInsertRowid);
     this.indexTags(e, seq);
     if (rules.search) {
       const text = indexText(e, rules.searchSkipKinds);
-      if (text) this.st.insertText!.run(seq, text);
+      if (text) this.st.insertText.run(seq, text);
     }
     this.seq = seq;
     if (e.kind === DELETION_KIND && rules.deletion) this.applyDeletion(e);
@@ -286,49 +290,29 @@ export class SqliteWriter {
     return { stored: true, seq };
   }
 
-  /** Why an event may not (re)enter: deleted by its author, or its author vanished. */
+  /** Why an event may not (re)enter (semantics.ts tombstoneRefusal), from the tombstone tables. */
   private tombstoned(e: NostrEvent): string | undefined {
-    const vanished = this.st.vanishedUntil!.get(e.pubkey) as { until: number } | null;
-    if (vanished && e.created_at <= vanished.until) return "blocked: this pubkey asked to vanish from this relay";
-    if (e.kind === GIFT_WRAP) {
-      for (const t of e.tags) {
-        if (t[0] !== "p" || t[1] === undefined || !/^[0-9a-f]{64}$/.test(t[1])) continue;
-        const v = this.st.vanishedUntil!.get(t[1]) as { until: number } | null;
-        if (v && e.created_at <= v.until) return "blocked: the recipient asked to vanish from this relay";
-      }
-    }
-    if (undeletable(e.kind)) return undefined;
-    if (this.st.deletedId!.get(e.id, e.pubkey)) return "blocked: this event was deleted by its author";
-    if (e.kind === GIFT_WRAP)
-      for (const t of e.tags)
-        if (t[0] === "p" && t[1] !== undefined && /^[0-9a-f]{64}$/.test(t[1]) && this.st.deletedId!.get(e.id, t[1]))
-          return "blocked: this gift wrap was deleted by its recipient";
-    if (isAddressable(e.kind) || isReplaceable(e.kind)) {
-      const a = this.st.deletedAddress!.get(e.pubkey, e.kind, isAddressable(e.kind) ? dTag(e) : "") as { until: number } | null;
-      if (a && e.created_at <= a.until) return "blocked: this address was deleted by its author";
-    }
-    return undefined;
+    return tombstoneRefusal(e, this.tombstones);
   }
 
   /**
    * NIP-09: delete the requester's own referenced events, and gift wraps addressed to the
-   * requester (NIP-59: their signing keys are random), and keep them deleted.
+   * requester, and keep them deleted (semantics.ts deletionOf).
    */
   private applyDeletion(req: NostrEvent): void {
     const { ids, addresses } = deletionTargets(req);
     for (const id of ids) {
-      const target = this.st.eventById!.get(id) as { seq: number; kind: number; pubkey: string } | null;
-      if (target && undeletable(target.kind)) continue;
-      const mayDelete = target && (target.pubkey === req.pubkey || (target.kind === GIFT_WRAP && this.st.tagged!.get(target.seq, req.pubkey)));
-      if (mayDelete) this.remove(target.seq);
-      this.st.tombstoneId!.run(id, req.pubkey);
+      const target = this.st.deletionTarget.get(id, req.pubkey) as { seq: number; kind: number; pubkey: string; tagsRequester: number } | null;
+      const { remove, tombstone } = deletionOf(req, target && { ...target, tagsRequester: target.tagsRequester === 1 });
+      if (remove && target) this.remove(target.seq);
+      if (tombstone) this.st.tombstoneId.run(id, req.pubkey);
     }
     for (const a of addresses) this.deleteAddress(a, req.created_at);
   }
 
   private deleteAddress(a: Address, until: number): void {
-    for (const r of this.st.addressUpTo!.all(a.pubkey, a.kind, a.d, until) as { seq: number }[]) this.remove(r.seq);
-    this.st.tombstoneAddress!.run(a.pubkey, a.kind, a.d, until);
+    for (const r of this.st.addressUpTo.all(a.pubkey, a.kind, a.d, until) as { seq: number }[]) this.remove(r.seq);
+    this.st.tombstoneAddress.run(a.pubkey, a.kind, a.d, until);
   }
 
   /**
@@ -338,24 +322,24 @@ export class SqliteWriter {
    * when small, else carried out in steps right after (purgeStep).
    */
   private applyVanish(req: NostrEvent, keep: number | null): void {
-    this.st.vanish!.run(req.pubkey, req.created_at);
-    const upto = (this.st.maxSeq!.get() as { s: number }).s;
+    this.st.vanish.run(req.pubkey, req.created_at);
+    const upto = (this.st.maxSeq.get() as { s: number }).s;
     this.newPurges.push(this.addPurge(req.pubkey, req.created_at, keep, upto, true));
   }
 
   private indexTags(e: NostrEvent, seq: number): void {
-    for (const t of e.tags) if (indexedTag(t)) this.st.insertTag!.run(t[0]!, t[1]!, e.created_at, seq, e.kind);
+    for (const t of e.tags) if (indexedTag(t)) this.st.insertTag.run(t[0], t[1], e.created_at, seq, e.kind);
   }
 
   private remove(seq: number): void {
-    const r = this.st.rowBySeq!.get(seq) as Row | null;
+    const r = this.st.rowBySeq.get(seq) as Row | null;
     if (r) this.removeRow(r);
   }
 
   /** Deletes an event and its index rows: its tag rows by the values they were written with. */
   private removeRow({ seq, created_at, json }: Row): void {
-    for (const t of (JSON.parse(json) as NostrEvent).tags) if (indexedTag(t)) this.st.deleteTag!.run(t[0]!, t[1]!, created_at, seq);
-    this.st.deleteEvent!.run(seq);
-    this.st.deleteText!.run(seq);
+    for (const t of (JSON.parse(json) as NostrEvent).tags) if (indexedTag(t)) this.st.deleteTag.run(t[0], t[1], created_at, seq);
+    this.st.deleteEvent.run(seq);
+    this.st.deleteText.run(seq);
   }
 }

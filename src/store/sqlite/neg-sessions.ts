@@ -1,8 +1,9 @@
 // NIP-77 sessions kept where their items were read: a reader worker (or, for an in-memory
 // store, this thread). The items never travel, and reconciling a NEG-MSG is a read job like any
 // other: sliced, charged to the client's query budget, taken in turn with everyone's reads.
-import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
-import { negJob, type NegJob, type ReadSteps, type StatementCache } from "./query.ts";
+import { NegentropyError, NegentropyServer, NegentropyStorage } from "../../nips/nip77.ts";
+import type { NegJob } from "../types.ts";
+import { negJob, type ReadSteps, type StatementCache } from "./query.ts";
 
 export interface NegOpenJob {
   /** Names the session in its worker. */

@@ -5,77 +5,18 @@
 // against the rest of the filter (the residual) in the same statement, so one statement reads
 // at most one chunk of index entries however few of them match: a scan that would read 300,000
 // rows is 300 short statements, and between any two the job can be paused, charged, handed to
-// another connection's job or stopped (store/readers.ts). Nothing holds a read transaction
+// another connection's job or stopped (store/sqlite/readers.ts). Nothing holds a read transaction
 // between chunks; the snapshot is the `maxSeq` cut.
 //
 // A REQ first selects keys (created_at, seq, id) — per filter the newest `limit` — and then
 // reads the JSON of the chosen events in small batches, so the rows a job holds are bounded in
 // bytes whatever the event sizes (the caller sends each batch before asking for the next).
 import type { Database, Statement } from "bun:sqlite";
-import { ftsExpression, searchTerms } from "../nips/nip50.ts";
-import { Hll } from "../nips/nip45.ts";
-import type { Filter } from "../protocol/filter.ts";
-
-/** A stored event as the Postgres store's planner returns it. */
-export interface QueryRow {
-  json: string;
-  created_at: number;
-  id: string;
-}
-
-/** Who is asking, for kinds only their author and p-tagged recipients may read (NIP-17/59). */
-export interface Visibility {
-  restrictedKinds: number[];
-  /** Pubkeys the connection authenticated as. */
-  viewers: string[];
-}
-
-interface Scope {
-  /** Only events committed at or before this seq (the request's snapshot). */
-  maxSeq: number;
-  /** Hide events whose expiration is at or before this time (NIP-40); 0 = hide nothing. */
-  now: number;
-  visibility?: Visibility;
-}
-
-export interface QueryJob extends Scope {
-  filters: Filter[];
-  /** Effective limit per filter (already clamped; 0 = skip). */
-  limits: number[];
-}
-
-export interface CountJob extends Scope {
-  filters: Filter[];
-  /** NIP-45 register offset, when the request is eligible for HyperLogLog. */
-  hllOffset?: number;
-}
-
-export interface NegJob extends Scope {
-  filter: Filter;
-  /** Most items to return; more means overflow. */
-  max: number;
-}
-
-/** NIP-77 items, packed (a structured clone of two typed arrays is a copy, not 100,000 strings). */
-export interface NegItems {
-  timestamps: Float64Array;
-  /** 32 bytes per item. */
-  ids: Uint8Array;
-  overflow: boolean;
-}
-
-/** Packs (created_at, hex id) pairs. */
-export function packNegItems(timestamps: readonly number[], ids: readonly string[], overflow: boolean): NegItems {
-  // In NIP-77 order (created_at, then id), so sealing the storage on the main thread is one pass.
-  const order = Array.from(ids, (_, i) => i).sort((a, b) => timestamps[a]! - timestamps[b]! || (ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0));
-  const raw = Buffer.alloc(ids.length * 32);
-  const ts = new Float64Array(ids.length);
-  order.forEach((j, i) => {
-    raw.write(ids[j]!, i * 32, 32, "hex");
-    ts[i] = timestamps[j]!;
-  });
-  return { timestamps: ts, ids: new Uint8Array(raw.buffer, raw.byteOffset, raw.length), overflow };
-}
+import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
+import { Hll } from "../../nips/nip45.ts";
+import type { Filter } from "../../protocol/filter.ts";
+import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
+import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope } from "../types.ts";
 
 /**
  * A running read, advanced one statement per `next()`. It yields a batch of serialized events
@@ -99,8 +40,6 @@ const FETCH_MAX = 512;
 const MAX_PAIR_WALKS = 256;
 /** Tag lists up to this long (not driving the query) are checked by primary-key probes. */
 const MAX_TAG_PROBES = 8;
-/** NIP-50: results are ranked among this many newest matches (as the Postgres store does). */
-export const SEARCH_WINDOW = 5000;
 
 /**
  * Long author lists (a feed: kinds 1/6 of the 20..1,000 accounts someone follows) would walk
@@ -147,7 +86,7 @@ interface Covered {
   time?: boolean;
 }
 
-function residualOf(f: Filter, scope: Scope, covered: Covered): Residual {
+function residualOf(f: Filter, scope: ReadScope, covered: Covered): Residual {
   const r: Residual = { where: [], params: [] };
   if (f.ids && !covered.ids) inList(r, "e.id", f.ids, true);
   if (f.authors && !covered.authors) inList(r, "e.pubkey", f.authors, true);
@@ -328,7 +267,7 @@ const fewestValues = (f: Filter, keys: string[]): string =>
   keys.reduce((best, k) => (f[k as `#${string}`]!.length < f[best as `#${string}`]!.length ? k : best));
 
 /** The walks that together cover every candidate of a filter (the time walk of a feed aside). */
-function walksFor(f: Filter, scope: Scope): { walks: Walk[]; ranked: boolean } {
+function walksFor(f: Filter, scope: ReadScope): { walks: Walk[]; ranked: boolean } {
   const terms = f.search !== undefined ? searchTerms(f.search) : [];
   if (terms.length > 0) return { walks: [searchWalk(terms, residualOf(f, scope, {}))], ranked: true };
   if (f.ids) return { walks: [idsWalk(f.ids, residualOf(f, scope, { ids: true }))], ranked: false };
@@ -357,11 +296,11 @@ function walksFor(f: Filter, scope: Scope): { walks: Walk[]; ranked: boolean } {
   return { walks: [timeWalk(f, scope)], ranked: false };
 }
 
-const timeWalk = (f: Filter, scope: Scope): Walk => eventsWalk("events_created", { where: [], params: [] }, f, residualOf(f, scope, { time: true }));
+const timeWalk = (f: Filter, scope: ReadScope): Walk => eventsWalk("events_created", { where: [], params: [] }, f, residualOf(f, scope, { time: true }));
 
 /** A matching candidate: enough to order, dedupe, count and fetch it. */
 interface Key {
-  t: number;
+  created_at: number;
   s: number;
   id: string;
   /** Bytes of its JSON. */
@@ -424,7 +363,7 @@ function chunkStatements(w: Walk, need: number, json = false): { boundary?: { sq
 }
 
 /** The first chunk statements of each walk of a filter (for EXPLAIN QUERY PLAN in tests). */
-export function planStatements(f: Filter, scope: Scope): { sql: string; params: Param[] }[] {
+export function planStatements(f: Filter, scope: ReadScope): { sql: string; params: Param[] }[] {
   return walksFor(f, scope).walks.flatMap((w) => {
     const c = chunkStatements(w, 10);
     return c.boundary ? [c.boundary, c.matches([0, 0])] : [c.matches()];
@@ -444,7 +383,7 @@ function step(cache: StatementCache, w: Walk, need: number): Key[] {
   const rows = cache.get(m.sql).all(...m.params) as { t: number; s: number; tie: number | string; id: string; b: number; pk: Uint8Array | null; r: number | null }[];
   advance(w, rows[rows.length - 1], rows.length >= need, upTo);
   adapt(w, started);
-  return rows.map((r) => ({ t: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined, r: r.r ?? undefined }));
+  return rows.map((r) => ({ created_at: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined, r: r.r ?? undefined }));
 }
 
 /** Moves a walk past what a chunk read: the last row taken, else the boundary, else its end. */
@@ -472,7 +411,7 @@ function adapt(w: Walk, started: number): void {
 }
 
 interface Row {
-  t: number;
+  created_at: number;
   id: string;
   json: string;
 }
@@ -488,7 +427,7 @@ function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
   let last: { t: number; tie: number | string } | undefined;
   let early = false;
   for (const r of cache.get(m.sql).iterate(...m.params) as IterableIterator<{ t: number; tie: number | string; id: string; b: string }>) {
-    out.push({ t: r.t, id: r.id, json: r.b });
+    out.push({ created_at: r.t, id: r.id, json: r.b });
     last = r;
     bytes += r.b.length;
     if (out.length >= need || bytes >= FETCH_BYTES) {
@@ -501,8 +440,6 @@ function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
   return out;
 }
 
-const rowOrder = (a: Row, b: Row) => b.t - a.t || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-
 /**
  * A REQ of one filter answered by one walk (a profile, a thread, one hashtag, one kind): the
  * walk's order is the answer's but for ties of created_at, so rows are handed on as soon as
@@ -514,11 +451,11 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
   let held: Row[] = [];
   while (!w.done) {
     held.push(...stepWithJson(cache, w, Math.max(CHUNK_MIN, limit - emitted - held.length)));
-    held.sort(rowOrder);
+    held.sort(newestFirst);
     if (w.done) break;
     // Unread entries are at or below the frontier: rows above it are final.
     let final = 0;
-    while (final < held.length && held[final]!.t > w.at) final++;
+    while (final < held.length && held[final]!.created_at > w.at) final++;
     const take = Math.min(final, limit - emitted);
     if (take > 0) {
       yield held.slice(0, take).map((r) => r.json);
@@ -527,15 +464,13 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
     }
     if (emitted >= limit) return;
     const want = limit - emitted;
-    if (held.length >= want && w.at < held[want - 1]!.t) break;
+    if (held.length >= want && w.at < held[want - 1]!.created_at) break;
     yield;
   }
   const rest = held.slice(0, limit - emitted).map((r) => r.json);
   if (rest.length > 0) yield rest;
 }
 
-/** NIP-01 order: newest first, ties by lowest id. */
-const newestFirst = (a: Key, b: Key) => b.t - a.t || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 const byRank = (a: Key, b: Key) => (a.r ?? 0) - (b.r ?? 0) || newestFirst(a, b);
 
 /** The newest `limit` matches of a set of walks, deduplicated by seq. */
@@ -553,7 +488,7 @@ class TopKeys {
   settled(walkAt: number): boolean {
     if (this.keys.length < this.limit) return false;
     this.trim();
-    return walkAt < this.keys[this.keys.length - 1]!.t;
+    return walkAt < this.keys[this.keys.length - 1]!.created_at;
   }
   result(): Key[] {
     this.trim();
@@ -571,7 +506,7 @@ class TopKeys {
 }
 
 /** One filter's newest `limit` keys (search: the most relevant among the newest matches). */
-function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Scope): Generator<undefined, Key[], void> {
+function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: ReadScope): Generator<undefined, Key[], void> {
   const { walks, ranked } = walksFor(f, scope);
   if (ranked) {
     const matches: Key[] = [];
@@ -688,7 +623,7 @@ export function* negJob(cache: StatementCache, job: NegJob): ReadSteps<NegItems>
         if (seen.has(k.s)) continue;
         seen.add(k.s);
         if (ids.length === job.max) return packNegItems(timestamps, ids, true);
-        timestamps.push(k.t);
+        timestamps.push(k.created_at);
         ids.push(k.id);
       }
       yield;

@@ -1,0 +1,62 @@
+// NIP-86 admin state in the relay's own database: one keyed table of lists, the NIP-98 tokens
+// already used, and the log of admin calls. Small and rare writes: plain statements on the
+// writer connection, each its own transaction.
+import type { Database } from "bun:sqlite";
+import type { AdminEntry, AdminLogEntry, AdminStore } from "../types.ts";
+import type { SqliteWriter } from "./write.ts";
+
+/** The admin state's prepared statements, by name. */
+function adminStatements(db: Database) {
+  const q = (sql: string) => db.prepare(sql);
+  return {
+    all: q("SELECT list, key, value, at FROM admin_entries ORDER BY list, at, key"),
+    put: q("INSERT INTO admin_entries (list, key, value, at) VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET value = excluded.value, at = excluded.at"),
+    remove: q("DELETE FROM admin_entries WHERE list = ? AND key = ?"),
+    useToken: q("INSERT INTO admin_tokens (id, expires) VALUES (?, ?) ON CONFLICT DO NOTHING"),
+    pruneTokens: q("DELETE FROM admin_tokens WHERE expires < ?"),
+    log: q("INSERT INTO admin_log (at, pubkey, method, params, result) VALUES (?, ?, ?, ?, ?)"),
+    recent: q("SELECT at, pubkey, method, params, result FROM admin_log ORDER BY seq DESC LIMIT ?"),
+  };
+}
+type AdminStatements = ReturnType<typeof adminStatements>;
+
+export class SqliteAdmin implements AdminStore {
+  private readonly st: AdminStatements;
+
+  constructor(db: Database, private readonly writer: SqliteWriter) {
+    this.st = adminStatements(db);
+  }
+
+  entries(): AdminEntry[] {
+    return this.st.all.all() as AdminEntry[];
+  }
+
+  put(e: AdminEntry): void {
+    this.st.put.run(e.list, e.key, e.value, e.at);
+  }
+
+  remove(list: string, key: string): void {
+    this.st.remove.run(list, key);
+  }
+
+  useToken(id: string, expires: number, now: number): boolean {
+    this.st.pruneTokens.run(now);
+    return this.st.useToken.run(id, expires).changes === 1;
+  }
+
+  log(e: AdminLogEntry): void {
+    this.st.log.run(e.at, e.pubkey, e.method, e.params, e.result);
+  }
+
+  recentLog(limit: number): AdminLogEntry[] {
+    return this.st.recent.all(limit) as AdminLogEntry[];
+  }
+
+  deleteEvent(id: string): boolean {
+    return this.writer.removeById(id);
+  }
+
+  deleteAuthor(pubkey: string): number {
+    return this.writer.removeByAuthor(pubkey);
+  }
+}
