@@ -8,7 +8,7 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
 import type { Verifier } from "../relay/verify.ts";
 import type { Db } from "../store/maintenance.ts";
-import { importEvents, type ImportCounts } from "./import.ts";
+import { importParsed, type ImportCounts } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
 
 export const RESUBSCRIBE_MARGIN_S = 60;
@@ -64,13 +64,7 @@ export type Ingest = (events: NostrEvent[]) => Promise<ImportCounts & { problems
 
 /** The import pipeline into `db` (bunstr stream). */
 export function importInto(db: Db, config: Config, verifier: Verifier | undefined): Ingest {
-  const encoder = new TextEncoder();
-  return (events) => {
-    const text = encoder.encode(events.map((e) => JSON.stringify(e)).join("\n") + "\n");
-    return importEvents(db, (async function* () {
-      yield text;
-    })(), { config, verifier, batchSize: 1000 });
-  };
+  return (events) => importParsed(db, [events], { config, verifier, batchSize: 1000 });
 }
 
 export function streamFromRelay(db: Db, opts: StreamOptions): Streamer {

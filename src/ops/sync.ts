@@ -13,7 +13,7 @@ import type { Verifier } from "../relay/verify.ts";
 import { exportPager, type Db } from "../store/maintenance.ts";
 import { runNegItems, StatementCache } from "../store/query.ts";
 import { parseExportFilter } from "./export.ts";
-import { importEvents, type ImportSummary } from "./import.ts";
+import { importParsed, type ImportSummary } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
 
 export type Direction = "down" | "up" | "both";
@@ -136,9 +136,6 @@ export function negotiate(relay: RelayClient, filter: Filter, storage: Negentrop
   });
 }
 
-const encoder = new TextEncoder();
-const linesOf = (events: NostrEvent[]) => encoder.encode(events.map((e) => JSON.stringify(e)).join("\n") + "\n");
-
 export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSummary> {
   const started = performance.now();
   const { filter, direction } = opts;
@@ -166,10 +163,10 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
           const fresh = page.filter((e) => !remote.has(e.id));
           for (const e of fresh) remote.add(e.id);
           s.received += fresh.length;
-          if (down && fresh.length > 0) yield linesOf(fresh);
+          if (down && fresh.length > 0) yield fresh;
         }
       })();
-      if (down) s.imported = await importEvents(db, lines, { config: opts.config, verifier: opts.verifier });
+      if (down) s.imported = await importParsed(db, lines, { config: opts.config, verifier: opts.verifier });
       else for await (const _ of lines);
       const local = new Set<string>();
       const ids = storage.idBytes(0, storage.size);
@@ -189,10 +186,10 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
             if (end !== "eose") throw new Error(`${opts.url} refused the download: ${end}`);
             s.received += got.length;
             progress(`downloading: ${s.received} of ${need.length}`);
-            if (got.length > 0) yield linesOf(got);
+            if (got.length > 0) yield got;
           }
         })();
-        s.imported = await importEvents(db, lines, { config: opts.config, verifier: opts.verifier });
+        s.imported = await importParsed(db, lines, { config: opts.config, verifier: opts.verifier });
       }
     }
     s.have = have.length;

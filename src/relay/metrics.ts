@@ -5,6 +5,7 @@
 // overlap (nostr_client_messages_total, nostr_relay_messages_total).
 import { Exposition, Histogram } from "../http/exposition.ts";
 import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
+import type { Outcome } from "../admit/outcome.ts";
 import type { RelayContext } from "./context.ts";
 
 export const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
@@ -46,17 +47,31 @@ function reasonOf(message: string): number {
   return OTHER;
 }
 
-/** Counts one OK answer to an EVENT; kind undefined when the event never parsed. */
+/** Counts one OK answer to an EVENT whose text is all there is (a write-policy plugin's); kind undefined when the event never parsed. */
 export function countEventResult(kind: number | undefined, accepted: boolean, message: string): void {
+  const reason = reasonOf(message);
+  // An accepted event with a message that is no NIP-01 prefix (a plugin's note) is just accepted.
+  const result = !accepted ? 2 : reason === DUPLICATE ? 1 : 0;
+  count(kind, result, accepted && reason === OTHER ? 0 : reason);
+}
+
+const REASON_INDEX = new Map<string, number>(REASONS.map((r, i) => [r, i]));
+
+/** Counts the OK answer to an EVENT from the pipeline's outcome. */
+export function countOutcome(kind: number | undefined, o: Outcome): void {
+  if ("refusal" in o) return count(kind, 2, REASON_INDEX.get(o.refusal.prefix)!);
+  if (o.fate === "plugin") return countEventResult(kind, o.accepted, o.message);
+  if (o.fate === "duplicate") return count(kind, 1, DUPLICATE);
+  count(kind, 0, 0);
+}
+
+function count(kind: number | undefined, result: number, reason: number): void {
   let row = kind === undefined ? noKind : byKind.get(kind);
   if (!row) {
     if (byKind.size < MAX_KIND_LABELS) byKind.set(kind!, (row = new Float64Array(RESULTS.length * R)));
     else row = otherKinds;
   }
-  const reason = reasonOf(message);
-  // An accepted event with a message that is no NIP-01 prefix (a plugin's note) is just accepted.
-  const result = !accepted ? 2 : reason === DUPLICATE ? 1 : 0;
-  row[result * R + (accepted && reason === OTHER ? 0 : reason)]!++;
+  row[result * R + reason]!++;
 }
 
 /** Writer batches (events per transaction) and how long each took to commit. */

@@ -1,6 +1,7 @@
 // The store boundary. The relay only speaks to this interface, so an asynchronous backend
 // (Postgres) can sit behind it; the SQLite store answers synchronously where it can.
 import type { NostrEvent } from "../protocol/event.ts";
+import type { Refusal } from "../protocol/reasons.ts";
 import type { CountJob, NegItems, NegJob, QueryJob } from "./query.ts";
 import type { ReadContext } from "./readers.ts";
 import type { WriteRules } from "./write.ts";
@@ -11,17 +12,18 @@ export interface PendingWrite {
   json: string;
   /**
    * A request to vanish (kind 62) the policies refused for the sender's standing (AUTH, bans,
-   * lists: policy/defaults.ts judgeEvent), with the refusal text: NIP-62 has it carried out
+   * lists: policy/defaults.ts judgeEvent), with that refusal: NIP-62 has it carried out
    * anyway, so the writer records the vanish and deletes, but does not store the event; its
    * outcome is that refusal, saying the deletion was done.
    */
-  vanishOnly?: string;
+  vanishOnly?: Refusal;
 }
 
 export type WriteOutcome =
   | { stored: true; seq: number }
   | { stored: false; duplicate: true }
-  | { stored: false; duplicate: false; reason: string };
+  /** Not stored, and why: "blocked" (its author deleted it or vanished), "duplicate" (a newer version is stored), "error" (the write failed), or a vanishOnly's refusal. */
+  | { stored: false; duplicate: false; refusal: Refusal };
 
 /** One row of admin state: which list, the key in it, the reason or value, when (seconds). */
 export interface AdminEntry {

@@ -8,6 +8,7 @@ import { expirationOf } from "../nips/nip40.ts";
 import { indexText } from "../nips/nip50.ts";
 import { VANISH_CARRIED_OUT, VANISH_KIND } from "../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../protocol/event.ts";
+import { refuse, type Refusal } from "../protocol/reasons.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
 import type { PendingWrite, WriteOutcome } from "./types.ts";
 
@@ -66,7 +67,7 @@ interface Existing {
   id: string;
 }
 
-const refused = (reason: string): WriteOutcome => ({ stored: false, duplicate: false, reason });
+const refused = (refusal: Refusal): WriteOutcome => ({ stored: false, duplicate: false, refusal });
 
 export class SqliteWriter {
   private readonly st: Record<string, Statement>;
@@ -256,7 +257,7 @@ export class SqliteWriter {
       // Refused for the sender's standing, carried out anyway (NIP-62), never stored.
       if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
       this.applyVanish(e, null);
-      return refused(vanishOnly + VANISH_CARRIED_OUT);
+      return refused({ prefix: vanishOnly.prefix, message: vanishOnly.message + VANISH_CARRIED_OUT });
     }
     const gone = this.tombstoned(e);
     if (gone) return refused(gone);
@@ -268,7 +269,7 @@ export class SqliteWriter {
         if (old.id === e.id) return { stored: false, duplicate: true };
         // Newest wins; on equal created_at the lowest id is kept (NIP-01).
         if (old.created_at > e.created_at || (old.created_at === e.created_at && old.id < e.id))
-          return refused("duplicate: a newer version of this replaceable event is already stored");
+          return refused(refuse("duplicate", "a newer version of this replaceable event is already stored"));
       }
       for (const old of existing) this.remove(old.seq);
     }
@@ -287,25 +288,25 @@ export class SqliteWriter {
   }
 
   /** Why an event may not (re)enter: deleted by its author, or its author vanished. */
-  private tombstoned(e: NostrEvent): string | undefined {
+  private tombstoned(e: NostrEvent): Refusal | undefined {
     const vanished = this.st.vanishedUntil!.get(e.pubkey) as { until: number } | null;
-    if (vanished && e.created_at <= vanished.until) return "blocked: this pubkey asked to vanish from this relay";
+    if (vanished && e.created_at <= vanished.until) return refuse("blocked", "this pubkey asked to vanish from this relay");
     if (e.kind === GIFT_WRAP) {
       for (const t of e.tags) {
         if (t[0] !== "p" || t[1] === undefined || !/^[0-9a-f]{64}$/.test(t[1])) continue;
         const v = this.st.vanishedUntil!.get(t[1]) as { until: number } | null;
-        if (v && e.created_at <= v.until) return "blocked: the recipient asked to vanish from this relay";
+        if (v && e.created_at <= v.until) return refuse("blocked", "the recipient asked to vanish from this relay");
       }
     }
     if (undeletable(e.kind)) return undefined;
-    if (this.st.deletedId!.get(e.id, e.pubkey)) return "blocked: this event was deleted by its author";
+    if (this.st.deletedId!.get(e.id, e.pubkey)) return refuse("blocked", "this event was deleted by its author");
     if (e.kind === GIFT_WRAP)
       for (const t of e.tags)
         if (t[0] === "p" && t[1] !== undefined && /^[0-9a-f]{64}$/.test(t[1]) && this.st.deletedId!.get(e.id, t[1]))
-          return "blocked: this gift wrap was deleted by its recipient";
+          return refuse("blocked", "this gift wrap was deleted by its recipient");
     if (isAddressable(e.kind) || isReplaceable(e.kind)) {
       const a = this.st.deletedAddress!.get(e.pubkey, e.kind, isAddressable(e.kind) ? dTag(e) : "") as { until: number } | null;
-      if (a && e.created_at <= a.until) return "blocked: this address was deleted by its author";
+      if (a && e.created_at <= a.until) return refuse("blocked", "this address was deleted by its author");
     }
     return undefined;
   }

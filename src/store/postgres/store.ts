@@ -5,6 +5,7 @@
 import { SQL } from "bun";
 import { Hll } from "../../nips/nip45.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
+import { refuse } from "../../protocol/reasons.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type QueryRow } from "../query.ts";
 import { QueryTimeoutError, StoreClosedError, type ReadContext } from "../readers.ts";
 import type { AdminEntry, AdminLogEntry, AdminStore, CommitFeed, PendingWrite, Store, WriteOutcome, WriteRules } from "../types.ts";
@@ -121,7 +122,7 @@ export class PostgresStore implements Store {
           outcomes.push(...(await this.writeBatch([w], rules)));
         } catch (one) {
           console.error(`postgres: could not store event ${w.event.id}:`, one);
-          outcomes.push({ stored: false, duplicate: false, reason: "error: could not store the event" });
+          outcomes.push({ stored: false, duplicate: false, refusal: refuse("error", "could not store the event") });
         }
       }
       return outcomes;

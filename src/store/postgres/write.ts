@@ -8,6 +8,7 @@ import { expirationOf } from "../../nips/nip40.ts";
 import { tokens, searchableText } from "../../nips/nip50.ts";
 import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
+import { refuse, type Refusal } from "../../protocol/reasons.ts";
 import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 import { pgSafe, pgText } from "./text.ts";
@@ -44,7 +45,7 @@ function tsvectorOf(words: string[]): string | null {
   return [...positions].map(([w, p]) => `'${w.replaceAll("\\", "\\\\").replaceAll("'", "''")}':${p.join(",")}`).join(" ");
 }
 
-const refused = (reason: string): WriteOutcome => ({ stored: false, duplicate: false, reason });
+const refused = (refusal: Refusal): WriteOutcome => ({ stored: false, duplicate: false, refusal });
 
 export interface CommittedBatch {
   /** The seq range the batch took: every seq in it is either a stored event below or unused. */
@@ -133,9 +134,9 @@ async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: numb
   );
   const live: number[] = [];
   for (const g of gone as { i: number; vanished: boolean; deleted: boolean; address: boolean }[]) {
-    if (g.vanished) outcomes[g.i] = refused("blocked: this pubkey asked to vanish from this relay");
-    else if (g.deleted) outcomes[g.i] = refused("blocked: this event was deleted by its author");
-    else if (g.address) outcomes[g.i] = refused("blocked: this address was deleted by its author");
+    if (g.vanished) outcomes[g.i] = refused(refuse("blocked", "this pubkey asked to vanish from this relay"));
+    else if (g.deleted) outcomes[g.i] = refused(refuse("blocked", "this event was deleted by its author"));
+    else if (g.address) outcomes[g.i] = refused(refuse("blocked", "this address was deleted by its author"));
     else live.push(g.i);
   }
   if (live.length === 0) return;
@@ -173,7 +174,7 @@ async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: numb
       if (old.id === e.id) verdict = { stored: false, duplicate: true };
       // Newest wins; on equal created_at the lowest id is kept (NIP-01).
       else if (old.created_at > e.created_at || (old.created_at === e.created_at && old.id < e.id))
-        verdict = refused("duplicate: a newer version of this replaceable event is already stored");
+        verdict = refused(refuse("duplicate", "a newer version of this replaceable event is already stored"));
       if (verdict) break;
     }
     if (verdict) {
@@ -234,7 +235,7 @@ async function writeOne(tx: Tx, { event: e, json, vanishOnly }: PendingWrite, se
     // Refused for the sender's standing, carried out anyway (NIP-62), never stored; its seq stays unused.
     if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
     if (!(await applyVanish(tx, e, null, seq))) purges.left = true;
-    return refused(vanishOnly + VANISH_CARRIED_OUT);
+    return refused({ prefix: vanishOnly.prefix, message: vanishOnly.message + VANISH_CARRIED_OUT });
   }
   const gone = await tombstoned(tx, e);
   if (gone) return refused(gone);
@@ -245,13 +246,13 @@ async function writeOne(tx: Tx, { event: e, json, vanishOnly }: PendingWrite, se
 }
 
 /** Why an event may not (re)enter: deleted by its author, or its author (or recipient) vanished. */
-async function tombstoned(tx: Tx, e: NostrEvent): Promise<string | undefined> {
+async function tombstoned(tx: Tx, e: NostrEvent): Promise<Refusal | undefined> {
   const [t] = await tx.unsafe(
     `SELECT (SELECT until::float8 FROM vanished WHERE pubkey = decode($1, 'hex')) AS vanished,
             EXISTS (SELECT 1 FROM deleted_ids WHERE id = decode($2, 'hex') AND pubkey = decode($1, 'hex')) AS deleted`,
     [e.pubkey, e.id],
   );
-  if (t.vanished !== null && e.created_at <= t.vanished) return "blocked: this pubkey asked to vanish from this relay";
+  if (t.vanished !== null && e.created_at <= t.vanished) return refuse("blocked", "this pubkey asked to vanish from this relay");
   const recipients = e.kind === GIFT_WRAP ? e.tags.filter((x) => x[0] === "p" && x[1] !== undefined && HEX64.test(x[1])).map((x) => x[1]!) : [];
   if (recipients.length > 0) {
     const rows = await tx.unsafe(
@@ -260,11 +261,11 @@ async function tombstoned(tx: Tx, e: NostrEvent): Promise<string | undefined> {
        FROM jsonb_array_elements_text($1::text::jsonb) r`,
       [JSON.stringify(recipients), e.id],
     );
-    if (rows.some((r: { vanished: number | null }) => r.vanished !== null && e.created_at <= r.vanished)) return "blocked: the recipient asked to vanish from this relay";
-    if (!undeletable(e.kind) && rows.some((r: { deleted: boolean }) => r.deleted)) return "blocked: this gift wrap was deleted by its recipient";
+    if (rows.some((r: { vanished: number | null }) => r.vanished !== null && e.created_at <= r.vanished)) return refuse("blocked", "the recipient asked to vanish from this relay");
+    if (!undeletable(e.kind) && rows.some((r: { deleted: boolean }) => r.deleted)) return refuse("blocked", "this gift wrap was deleted by its recipient");
   }
   if (undeletable(e.kind)) return undefined;
-  if (t.deleted) return "blocked: this event was deleted by its author";
+  if (t.deleted) return refuse("blocked", "this event was deleted by its author");
   return undefined;
 }
 
