@@ -44,7 +44,7 @@ export interface ImportOptions {
   config: Config;
   /** undefined: signatures are not checked (--no-verify). */
   verifier?: Verifier;
-  /** Events per verification batch, and per transaction while another process writes. */
+  /** Events verified ahead per step (a few steps ahead), and per transaction while another process writes. */
   batchSize?: number;
   /** Most events per transaction when no other process writes. */
   maxTxn?: number;
@@ -214,8 +214,13 @@ async function startImport(into: Db | Store, opts: ImportOptions): Promise<Impor
   const target = isSqliteDb(into) ? sqliteTarget(into, opts, batchSize) : await storeTarget(into, opts, batchSize);
   const started = performance.now();
   const s: ImportSummary = { ...newCounts(), problems: [], bytes: 0, seconds: 0 };
+  // The lowest-numbered failing lines (outcomes come in commit order, not line order).
   const problem = (line: number, reason: string) => {
-    if (s.problems.length < maxProblems) s.problems.push({ line, reason });
+    if (maxProblems <= 0) return;
+    if (s.problems.length === maxProblems && line > s.problems[maxProblems - 1]!.line) return;
+    s.problems.push({ line, reason });
+    s.problems.sort((x, y) => x.line - y.line);
+    if (s.problems.length > maxProblems) s.problems.pop();
   };
   const writer = transactions(target, () => {
     s.seconds = (performance.now() - started) / 1000;
@@ -274,7 +279,6 @@ async function startImport(into: Db | Store, opts: ImportOptions): Promise<Impor
       writer.finishing();
       while (open > 0) await wait();
       if (failure) throw failure.err;
-      s.problems.sort((x, y) => x.line - y.line);
       s.seconds = (performance.now() - started) / 1000;
       return s;
     },
