@@ -5,7 +5,7 @@
 //   -> store (or fan out ephemeral) -> the outcome (the caller answers OK, or counts it)
 // What differs between the entry points is handed in, never tested for here: the policies and
 // what they see, a throttle, the plugin (Source); where ephemeral events go and which writer
-// stores (Admission). Whoever answers a client answers from the outcome only after the writer
+// stores (AdmitContext). Whoever answers a client answers from the outcome only after the writer
 // has committed the event (WriterQueue resolves after the commit).
 // A request to vanish (kind 62) refused only for the sender's standing (AUTH, bans, allow and
 // deny lists, kind lists: policy/defaults.ts judgeEvent) goes on through id and signature to the
@@ -20,7 +20,7 @@ import type { PendingWrite, WriteOutcome } from "../store/types.ts";
 import type { Outcome, RefusedFate } from "./outcome.ts";
 
 /** Where admitted events go. The relay's context (relay/context.ts) is one as it is. */
-export interface Admission {
+export interface AdmitContext {
   /** Shutting down: nothing new is taken. */
   readonly closing: boolean;
   /** Events between their duplicate check and their outcome, from every source; shutdown waits for them. */
@@ -61,7 +61,7 @@ const CHECK_FAILED = refuse("error", "could not check the event, try again");
  * it once that is final (stored means committed). Rejects only when the verifier or the writer
  * fails unexpectedly: the caller answers or stops.
  */
-export async function admit(ctx: Admission, raw: unknown, src: Source): Promise<Outcome> {
+export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promise<Outcome> {
   let e: NostrEvent;
   try {
     e = validateEventShape(raw);

@@ -10,7 +10,7 @@
 // alone, they grow to about a second, which writes each index page once for many events
 // (measured at 100k events: 2.8 WAL pages per event in 1,000-event transactions, 0.7 in 10,000).
 import type { Config } from "../config/schema.ts";
-import { admit, type Admission, type Source } from "../admit/admit.ts";
+import { admit, type AdmitContext, type Source } from "../admit/admit.ts";
 import { countOutcome, newCounts, problemOf, type Counts } from "../admit/outcome.ts";
 import { importPolicies } from "../policy/defaults.ts";
 import type { AdminView, PolicyContext } from "../policy/rules.ts";
@@ -226,7 +226,7 @@ async function startImport(into: Db | Store, opts: ImportOptions): Promise<Impor
     s.seconds = (performance.now() - started) / 1000;
     opts.onProgress?.(s);
   });
-  const ctx: Admission = {
+  const ctx: AdmitContext = {
     closing: false,
     inflight: 0,
     // Cheaper than a signature check; without one, the write's ON CONFLICT finds duplicates anyway.
@@ -291,7 +291,7 @@ const TRUE = Promise.resolve(true);
  * The verifier's answers in the order asked: admit() enqueues an import's event as soon as its
  * answer comes (no plugin, no other wait between), so the writes reach the writer in input order.
  */
-function inOrder(verifier: Verifier | undefined): Admission["verifier"] {
+function inOrder(verifier: Verifier | undefined): AdmitContext["verifier"] {
   if (!verifier) return { verify: () => TRUE };
   let last: Promise<unknown> = TRUE;
   return {
@@ -309,7 +309,7 @@ function inOrder(verifier: Verifier | undefined): Admission["verifier"] {
  * time (all that wait, once finishing), one transaction after another; each resolves with its
  * outcome after its commit. A failed commit fails every write after it.
  */
-function transactions(target: Target, committed: () => void): Admission["writer"] & { finishing(): void } {
+function transactions(target: Target, committed: () => void): AdmitContext["writer"] & { finishing(): void } {
   let waiting: { w: PendingWrite; resolve: (o: WriteOutcome) => void; reject: (err: unknown) => void }[] = [];
   let busy = false;
   let all = false;
