@@ -158,7 +158,7 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
       const remote = new Set<string>();
       let received = 0;
       const pages = fallbackPages(relay, filter, (n) => progress(`downloading (no NIP-77): ${(received += n)} events`));
-      const lines = (async function* () {
+      const downloads = (async function* () {
         for await (const page of pages) {
           const fresh = page.filter((e) => !remote.has(e.id));
           for (const e of fresh) remote.add(e.id);
@@ -166,8 +166,8 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
           if (down && fresh.length > 0) yield fresh;
         }
       })();
-      if (down) s.imported = await importParsed(db, lines, { config: opts.config, verifier: opts.verifier });
-      else for await (const _ of lines);
+      if (down) s.imported = await importParsed(db, downloads, { config: opts.config, verifier: opts.verifier });
+      else for await (const _ of downloads);
       const local = new Set<string>();
       const ids = storage.idBytes(0, storage.size);
       for (let o = 0; o < ids.length; o += 32) local.add(Buffer.from(ids.subarray(o, o + 32)).toString("hex"));
@@ -178,7 +178,7 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
       s.need = neg.need.size;
       if (down && neg.need.size > 0) {
         const need = [...neg.need];
-        const lines = (async function* () {
+        const downloads = (async function* () {
           for (let i = 0; i < need.length; i += ID_CHUNK) {
             const chunk = need.slice(i, i + ID_CHUNK);
             const got: NostrEvent[] = [];
@@ -189,7 +189,7 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
             if (got.length > 0) yield got;
           }
         })();
-        s.imported = await importParsed(db, lines, { config: opts.config, verifier: opts.verifier });
+        s.imported = await importParsed(db, downloads, { config: opts.config, verifier: opts.verifier });
       }
     }
     s.have = have.length;
