@@ -90,6 +90,10 @@ export function configuredVerifier(config: Config): Verifier {
   return config.options.verify_signatures ? new WorkerVerifier(config.options.verify_workers, nativeLibrary(config)) : noVerifier;
 }
 
+/**
+ * Starts a relay: its context (buildContext), the listener with its HTTP router and websocket
+ * handlers, the mirrors and the expiration sweep; reconfigure() and close() are its lifecycle.
+ */
 export function startRelay(opts: RelayOptions): Relay {
   const live = buildContext(opts);
   const { ctx, config } = live;
