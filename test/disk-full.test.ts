@@ -11,6 +11,7 @@ import { needInCI } from "./ci.ts";
 import { freePort } from "./process-helpers.ts";
 import { spawnBunstr } from "./relay-process.ts";
 import { Client, signer } from "./helpers.ts";
+import { refusalText } from "../src/protocol/reasons.ts";
 import { classifyWriteFailure, FailureLog } from "../src/store/queue.ts";
 
 const root = mkdtempSync(join(tmpdir(), "bunstr-disk-full-"));
@@ -46,9 +47,9 @@ describe("write failures are logged once per kind per minute", () => {
     const log = new FailureLog(60_000, (l) => lines.push(l));
     const full = sqliteError("SQLITE_FULL", "database or disk is full");
     const t = 1_000_000;
-    expect(log.failed(full, 3, t)).toBe("error: the relay's disk is full, the event was not stored");
+    expect(refusalText(log.failed(full, 3, t))).toBe("error: the relay's disk is full, the event was not stored");
     for (let i = 1; i <= 500; i++) log.failed(full, 2, t + i * 100);
-    expect(log.failed(sqliteError("SQLITE_BUSY", "database is locked"), 1, t + 1000)).toBe("error: the database is busy, try again");
+    expect(refusalText(log.failed(sqliteError("SQLITE_BUSY", "database is locked"), 1, t + 1000))).toBe("error: the database is busy, try again");
     expect(lines).toHaveLength(2);
     expect(lines[0]).toStartWith("writer: could not store 3 events: database or disk is full (SQLITE_FULL);");
     expect(lines[1]).toStartWith("writer: could not store 1 event: database is locked (SQLITE_BUSY);");
@@ -65,9 +66,9 @@ describe("write failures are logged once per kind per minute", () => {
   test("Postgres's disk_full and unknown errors", () => {
     expect(classifyWriteFailure(Object.assign(new Error("could not extend file"), { code: "ERR_POSTGRES_SERVER_ERROR", errno: "53100" }))).toEqual({
       kind: "postgres 53100",
-      reason: "error: the relay's disk is full, the event was not stored",
+      refusal: { prefix: "error", message: "the relay's disk is full, the event was not stored" },
     });
-    expect(classifyWriteFailure(new TypeError("x"))).toEqual({ kind: "TypeError", reason: "error: could not store the event" });
+    expect(classifyWriteFailure(new TypeError("x"))).toEqual({ kind: "TypeError", refusal: { prefix: "error", message: "could not store the event" } });
   });
 });
 

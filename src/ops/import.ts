@@ -1,56 +1,31 @@
-// `bunstr import`: JSON lines in, through the relay's own checks and its single writer.
-//   line -> JSON -> shape -> policies -> id hash -> duplicate -> signature -> SqliteWriter
-// The same order as relay/ingest.ts, and the same SqliteWriter and WriteRules, so replaceable
-// and addressable winners, NIP-09 deletions, NIP-62 vanish and NIP-50 indexing are the relay's.
-// Memory stays bounded: a few batches verify in workers while verified events wait for the next
-// transaction. Transactions are short (about SHARED_TXN_MS) once another process (a running
+// `bunstr import` (and the downloads of `sync` and `stream`): JSON lines or parsed events in,
+// through the relay's own pipeline (admit/admit.ts) and its writer code.
+//   line -> JSON -> admit(): shape -> policies -> id hash -> duplicate -> signature -> writer
+// The same SqliteWriter and WriteRules as the relay, so replaceable and addressable winners,
+// NIP-09 deletions, NIP-62 vanish and NIP-50 indexing are the relay's. Events reach the writer
+// in input order (the verifier's answers are taken in order), so what a file says later wins as
+// it would have on the relay. Memory stays bounded: a few batches verify in workers while
+// verified events wait for the next transaction. Transactions are short (about SHARED_TXN_MS) once another process (a running
 // relay) has committed since the import began, so its writer waits milliseconds, not minutes;
 // alone, they grow to about a second, which writes each index page once for many events
 // (measured at 100k events: 2.8 WAL pages per event in 1,000-event transactions, 0.7 in 10,000).
 import { adminViewOf } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
-import { admitEvent } from "../policy/defaults.ts";
-import { adminBans, kindLists, noAuthEvents, notExpired, pubkeyLists, sizeLimits, type AdminView, type Policy } from "../policy/rules.ts";
+import { admit, type AdmitContext, type Source } from "../admit/admit.ts";
+import { countOutcome, newCounts, problemOf, type Counts } from "../admit/outcome.ts";
+import { importPolicies } from "../policy/defaults.ts";
+import type { AdminView, PolicyContext } from "../policy/rules.ts";
+import { nowSeconds, type NostrEvent } from "../protocol/event.ts";
 import { writeRules } from "../policy/visibility.ts";
-import { nowSeconds, serializeEvent } from "../protocol/event.ts";
-import { isEphemeral } from "../protocol/kinds.ts";
 import { SqliteAdmin } from "../store/sqlite/admin.ts";
+import type { Verifier } from "../verify/pool.ts";
 import { dataVersion, isBusy, isSqliteDb, tuneForBulkWrites, type Db } from "../store/sqlite/maintenance.ts";
 import { PURGE_STEP_MS } from "../store/queue.ts";
 import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
 import { SqliteWriter } from "../store/sqlite/write.ts";
-import type { Verifier } from "../verify/pool.ts";
 
-/**
- * The relay's policies that say what may be stored, whoever sends it. Left out: those about the
- * sender's connection (AUTH to write, NIP-70 protected events: their author published them to
- * the relay the file came from), the created_at window and proof of work (an archive is old by
- * nature) and whether a request to vanish names this relay (it named the relay it came from).
- */
-/** An import keeps to the lists (config and admin bans), not to the rules of live publishing (time window, PoW, AUTH). */
-export const importPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists];
-
-export interface ImportCounts {
-  /** Non-empty lines read. */
-  lines: number;
-  /** Stored. */
-  accepted: number;
-  /** Already stored (or twice in the input). */
-  duplicate: number;
-  /** A newer version of this replaceable or addressable event is stored. */
-  older: number;
-  /** Refused because its author deleted it (NIP-09) or asked to vanish (NIP-62). */
-  deleted: number;
-  /** Refused by the config: expired (NIP-40), kind or pubkey lists, size limits, kind 22242. */
-  refused: number;
-  /** Kinds 20000–29999 are never stored. */
-  ephemeral: number;
-  badJson: number;
-  /** JSON, but not a NIP-01 event (a field missing or of the wrong type), or a line too long. */
-  badEvent: number;
-  badId: number;
-  badSig: number;
-}
+/** What an import counts (admit/outcome.ts). */
+export type ImportCounts = Counts;
 
 export interface ImportProblem {
   line: number;
@@ -69,7 +44,7 @@ export interface ImportOptions {
   config: Config;
   /** undefined: signatures are not checked (--no-verify). */
   verifier?: Verifier;
-  /** Events per verification batch, and per transaction while another process writes. */
+  /** Events verified ahead per step (a few steps ahead), and per transaction while another process writes. */
   batchSize?: number;
   /** Most events per transaction when no other process writes. */
   maxTxn?: number;
@@ -79,10 +54,6 @@ export interface ImportOptions {
   onProgress?: (s: ImportSummary) => void;
   /** Once, the first time the database stays locked past busy_timeout. */
   onBusy?: () => void;
-}
-
-interface Candidate extends PendingWrite {
-  line: number;
 }
 
 /** Batches verifying at least (more when a transaction is larger than this): keeps the workers busy. */
@@ -191,110 +162,201 @@ async function storeTarget(store: Store, opts: ImportOptions, batchSize: number)
   };
 }
 
+/** `bunstr import`: JSON lines. */
 export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8Array>, opts: ImportOptions): Promise<ImportSummary> {
+  const run = await startImport(into, opts);
+  // A line longer than any frame the relay would decode is not an event it could have stored.
+  const maxLine = Math.max(4 * opts.config.limits.max_message_bytes, 1 << 20);
+  await eachLine(input, maxLine, {
+    bytes: (n) => void (run.s.bytes += n),
+    line(text, line) {
+      let raw: unknown;
+      try {
+        raw = JSON.parse(text);
+      } catch {
+        run.s.lines++;
+        run.s.badJson++;
+        return run.problem(line, "not JSON");
+      }
+      return run.take(raw, line);
+    },
+    tooLong(line) {
+      run.s.lines++;
+      run.s.badEvent++;
+      run.problem(line, `line longer than ${maxLine} bytes`);
+    },
+  });
+  return run.finish();
+}
+
+/** Events already parsed (sync, stream), in batches; their "line" is their place in the sequence, from 1. */
+export async function importParsed(into: Db | Store, batches: AsyncIterable<readonly unknown[]> | Iterable<readonly unknown[]>, opts: ImportOptions): Promise<ImportSummary> {
+  const run = await startImport(into, opts);
+  let line = 0;
+  for await (const batch of batches) for (const raw of batch) await run.take(raw, ++line);
+  return run.finish();
+}
+
+/** One import under way: take() each event, then finish(). */
+interface ImportRun {
+  readonly s: ImportSummary;
+  problem(line: number, reason: string): void;
+  /** Starts the event through the pipeline; a promise when the caller should wait before the next (memory). */
+  take(raw: unknown, line: number): void | Promise<void>;
+  /** Waits for every event taken to be committed or turned away; throws what the target threw. */
+  finish(): Promise<ImportSummary>;
+}
+
+async function startImport(into: Db | Store, opts: ImportOptions): Promise<ImportRun> {
   const { config, verifier } = opts;
   const batchSize = opts.batchSize ?? 1000;
   const maxProblems = opts.maxProblems ?? 10;
-  // A line longer than any frame the relay would decode is not an event it could have stored.
-  const maxLine = Math.max(4 * config.limits.max_message_bytes, 1 << 20);
   const target = isSqliteDb(into) ? sqliteTarget(into, opts, batchSize) : await storeTarget(into, opts, batchSize);
   const started = performance.now();
-  const s: ImportSummary = {
-    lines: 0, accepted: 0, duplicate: 0, older: 0, deleted: 0, refused: 0, ephemeral: 0,
-    badJson: 0, badEvent: 0, badId: 0, badSig: 0, problems: [], bytes: 0, seconds: 0,
-  };
+  const s: ImportSummary = { ...newCounts(), problems: [], bytes: 0, seconds: 0 };
+  // The lowest-numbered failing lines (outcomes come in commit order, not line order).
   const problem = (line: number, reason: string) => {
-    if (s.problems.length < maxProblems) s.problems.push({ line, reason });
+    if (maxProblems <= 0) return;
+    if (s.problems.length === maxProblems && line > s.problems[maxProblems - 1]!.line) return;
+    s.problems.push({ line, reason });
+    s.problems.sort((x, y) => x.line - y.line);
+    if (s.problems.length > maxProblems) s.problems.pop();
   };
-  const policyCtx = { config, now: nowSeconds(), authed: new Set<string>(), relayUrl: config.info.relay_url, admin: target.admin };
-
-  let batch: Candidate[] = [];
-  const inFlight: Promise<{ batch: Candidate[]; ok: boolean[] | undefined }>[] = [];
-  /** Verified, waiting for the next transaction. */
-  let pending: Candidate[] = [];
-
-  function take(text: string, line: number): void {
-    s.lines++;
-    let raw: unknown;
-    try {
-      raw = JSON.parse(text);
-    } catch {
-      s.badJson++;
-      return problem(line, "not JSON");
-    }
-    const e = admitEvent(raw, importPolicies, policyCtx);
-    if ("fate" in e && e.vanish) {
-      // A request to vanish refused for its author's standing: carried out, not stored (NIP-62).
-      batch.push({ event: e.vanish, json: serializeEvent(e.vanish), line, vanishOnly: e.reason });
-      return;
-    }
-    if ("fate" in e) {
-      s[e.fate]++;
-      return problem(line, e.reason);
-    }
-    if (isEphemeral(e.kind)) {
-      s.ephemeral++;
-      return;
-    }
-    // Cheaper than a signature check (without one, the write's ON CONFLICT finds duplicates anyway);
-    // duplicates within the in-flight batches are caught at the write.
-    if (verifier && target.has(e.id)) {
-      s.duplicate++;
-      return;
-    }
-    batch.push({ event: e, json: serializeEvent(e), line });
-  }
-
-  async function writeOldest(): Promise<void> {
-    const { batch: b, ok } = await inFlight.shift()!;
-    b.forEach((c, i) => {
-      if (!ok || ok[i]) return void pending.push(c);
-      s.badSig++;
-      problem(c.line, "invalid: signature verification failed");
-    });
-    await commitPending(false);
-  }
-
-  /** Commits what waits, in transactions of txnSize events; `all`: the last partial one too. */
-  async function commitPending(all: boolean): Promise<void> {
-    while (pending.length >= target.txnSize || (all && pending.length > 0)) {
-      const writes = pending.slice(0, target.txnSize);
-      pending = pending.slice(writes.length);
-      await commitOne(writes);
-    }
-  }
-
-  async function commitOne(writes: Candidate[]): Promise<void> {
-    const outcomes = await target.commit(writes);
-    outcomes.forEach((o, i) => {
-      if (writes[i]!.vanishOnly !== undefined) s.refused++, problem(writes[i]!.line, o.stored || o.duplicate ? writes[i]!.vanishOnly! : o.reason);
-      else if (o.stored) s.accepted++;
-      else if (o.duplicate) s.duplicate++;
-      else if (o.reason.startsWith("blocked:")) s.deleted++, problem(writes[i]!.line, o.reason);
-      else if (o.reason.startsWith("duplicate:")) s.older++;
-      else s.refused++, problem(writes[i]!.line, o.reason);
-    });
+  const writer = transactions(target, () => {
     s.seconds = (performance.now() - started) / 1000;
     opts.onProgress?.(s);
-  }
+  });
+  const ctx: AdmitContext = {
+    closing: false,
+    inflight: 0,
+    // Cheaper than a signature check; without one, the write's ON CONFLICT finds duplicates anyway.
+    store: { has: verifier ? (id) => target.has(id) : () => false },
+    verifier: inOrder(verifier),
+    writer,
+  };
+  const policy: PolicyContext = { config, now: nowSeconds(), authed: new Set<string>(), relayUrl: config.info.relay_url, admin: target.admin };
+  const src: Source = { policies: importPolicies, policy };
 
-  async function flush(): Promise<void> {
-    if (batch.length === 0) return;
-    const b = batch;
-    batch = [];
-    policyCtx.now = nowSeconds();
-    inFlight.push(verifier ? Promise.all(b.map((c) => verifier.verify(c.event))).then((ok) => ({ batch: b, ok })) : Promise.resolve({ batch: b, ok: undefined }));
-    // Verify up to a whole transaction ahead, so the workers check the next one while this is written.
-    const ahead = verifier ? Math.ceil(target.txnSize / batchSize) + 1 : 0;
-    while (inFlight.length >= Math.max(IN_FLIGHT, ahead)) await writeOldest();
-  }
+  /** Events taken and not yet committed or turned away, and the one waiting for room among them. */
+  let open = 0;
+  let wake: (() => void) | undefined;
+  let failure: { err: unknown } | undefined;
+  const settled = () => {
+    open--;
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  // Up to a whole transaction verifying ahead, so the workers check the next one while this is written.
+  const room = () => target.txnSize + Math.max(IN_FLIGHT, verifier ? Math.ceil(target.txnSize / batchSize) + 1 : 0) * batchSize;
+  const wait = () => new Promise<void>((resolve) => (wake = resolve));
+  let sinceNow = 0;
 
+  return {
+    s,
+    problem,
+    take(raw, line) {
+      s.lines++;
+      if (++sinceNow >= batchSize) (sinceNow = 0), (policy.now = nowSeconds());
+      open++;
+      admit(ctx, raw, src).then(
+        (o) => {
+          countOutcome(s, o);
+          const p = problemOf(o);
+          if (p !== undefined) problem(line, p);
+          settled();
+        },
+        (err) => {
+          failure ??= { err };
+          settled();
+        },
+      );
+      if (open >= room() && !failure) return (async () => {
+        while (open >= room() && !failure) await wait();
+      })();
+    },
+    async finish() {
+      writer.finishing();
+      while (open > 0) await wait();
+      if (failure) throw failure.err;
+      s.seconds = (performance.now() - started) / 1000;
+      return s;
+    },
+  };
+}
+
+const TRUE = Promise.resolve(true);
+
+/**
+ * The verifier's answers in the order asked: admit() enqueues an import's event as soon as its
+ * answer comes (no plugin, no other wait between), so the writes reach the writer in input order.
+ */
+function inOrder(verifier: Verifier | undefined): AdmitContext["verifier"] {
+  if (!verifier) return { verify: () => TRUE };
+  let last: Promise<unknown> = TRUE;
+  return {
+    verify(e: NostrEvent) {
+      const answer = verifier.verify(e);
+      const inTurn = last.then(() => answer);
+      last = inTurn;
+      return inTurn;
+    },
+  };
+}
+
+/**
+ * The import's writer: writes wait in the order they come and go to the target txnSize at a
+ * time (all that wait, once finishing), one transaction after another; each resolves with its
+ * outcome after its commit. A failed commit fails every write after it.
+ */
+function transactions(target: Target, committed: () => void): AdmitContext["writer"] & { finishing(): void } {
+  let waiting: { w: PendingWrite; resolve: (o: WriteOutcome) => void; reject: (err: unknown) => void }[] = [];
+  let busy = false;
+  let all = false;
+  let broken: { err: unknown } | undefined;
+  const run = async () => {
+    busy = true;
+    while (!broken && (waiting.length >= target.txnSize || (all && waiting.length > 0))) {
+      const txn = waiting.slice(0, target.txnSize);
+      waiting = waiting.slice(txn.length);
+      try {
+        const outcomes = await target.commit(txn.map((q) => q.w));
+        txn.forEach((q, i) => q.resolve(outcomes[i]!));
+      } catch (err) {
+        broken = { err };
+        for (const q of [...txn, ...waiting.splice(0)]) q.reject(err);
+      }
+      // After the outcomes above are counted (their callbacks run before the next task).
+      setImmediate(committed);
+    }
+    busy = false;
+  };
+  return {
+    enqueue: (w) =>
+      new Promise((resolve, reject) => {
+        if (broken) return reject(broken.err);
+        waiting.push({ w, resolve, reject });
+        if (!busy) void run();
+      }),
+    finishing() {
+      all = true;
+      if (!busy) void run();
+    },
+  };
+}
+
+/** Splits the input into lines: each non-empty one to `line` (awaited when it returns a promise), one over maxLine characters to `tooLong`. */
+async function eachLine(
+  input: AsyncIterable<Uint8Array>,
+  maxLine: number,
+  on: { bytes(n: number): void; line(text: string, line: number): void | Promise<void>; tooLong(line: number): void },
+): Promise<void> {
   const decoder = new TextDecoder();
   let rest = "";
   let line = 0;
   let skipping = false; // inside a line that is too long: drop until its end
   for await (const chunk of input) {
-    s.bytes += chunk.byteLength;
+    on.bytes(chunk.byteLength);
     let text = decoder.decode(chunk, { stream: true });
     let start = 0;
     for (let nl = text.indexOf("\n"); nl !== -1; nl = text.indexOf("\n", start)) {
@@ -302,29 +364,26 @@ export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8A
       if (skipping) skipping = false;
       else {
         const l = (start === 0 ? rest + text.slice(0, nl) : text.slice(start, nl)).trimEnd();
-        if (l.length > 0) take(l, line);
+        if (l.length > 0) {
+          const pause = on.line(l, line);
+          if (pause) await pause;
+        }
       }
       if (start === 0) rest = "";
       start = nl + 1;
-      if (batch.length >= batchSize) await flush();
     }
     text = text.slice(start);
     if (skipping) continue;
     rest = start === 0 ? rest + text : text;
     if (rest.length > maxLine) {
-      s.lines++;
-      s.badEvent++;
-      problem(line + 1, `line longer than ${maxLine} bytes`);
+      on.tooLong(line + 1);
       rest = "";
       skipping = true;
     }
   }
   rest += decoder.decode();
-  if (!skipping && rest.trim().length > 0) take(rest.trimEnd(), ++line);
-  await flush();
-  while (inFlight.length > 0) await writeOldest();
-  await commitPending(true);
-  s.problems.sort((x, y) => x.line - y.line);
-  s.seconds = (performance.now() - started) / 1000;
-  return s;
+  if (!skipping && rest.trim().length > 0) {
+    const pause = on.line(rest.trimEnd(), ++line);
+    if (pause) await pause;
+  }
 }

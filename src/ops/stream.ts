@@ -6,9 +6,10 @@
 import type { Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
-import type { Db } from "../store/sqlite/maintenance.ts";
 import type { Verifier } from "../verify/pool.ts";
-import { importEvents, type ImportCounts } from "./import.ts";
+import type { Db } from "../store/sqlite/maintenance.ts";
+import { addCounts, newCounts } from "../admit/outcome.ts";
+import { importParsed, type ImportCounts } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
 
 export const RESUBSCRIBE_MARGIN_S = 60;
@@ -64,13 +65,7 @@ export type Ingest = (events: NostrEvent[]) => Promise<ImportCounts & { problems
 
 /** The import pipeline into `db` (bunstr stream). */
 export function importInto(db: Db, config: Config, verifier: Verifier | undefined): Ingest {
-  const encoder = new TextEncoder();
-  return (events) => {
-    const text = encoder.encode(events.map((e) => JSON.stringify(e)).join("\n") + "\n");
-    return importEvents(db, (async function* () {
-      yield text;
-    })(), { config, verifier, batchSize: 1000 });
-  };
+  return (events) => importParsed(db, [events], { config, verifier, batchSize: 1000 });
 }
 
 export function streamFromRelay(db: Db, opts: StreamOptions): Streamer {
@@ -79,126 +74,149 @@ export function streamFromRelay(db: Db, opts: StreamOptions): Streamer {
 
 /** The subscription, reconnection and batching of a stream; `ingest` stores what arrives. */
 export function followRelay(opts: StreamOptions, ingest: Ingest): Streamer {
-  const log = opts.log ?? (() => {});
-  const maxQueued = opts.maxQueued ?? MAX_QUEUED;
-  const started = performance.now();
-  const s: StreamSummary = {
-    lines: 0, accepted: 0, duplicate: 0, older: 0, deleted: 0, refused: 0, ephemeral: 0, badJson: 0, badEvent: 0, badId: 0, badSig: 0,
-    received: 0, connects: 0, drops: 0, newest: opts.since ?? Math.floor(Date.now() / 1000), seconds: 0,
-  };
-  let since = opts.since ?? Math.floor(Date.now() / 1000);
-  let stopped = false;
-  let relay: RelayClient | undefined;
-  let queue: NostrEvent[] = [];
-  /** Wakes the importer (events queued, or stopping). */
-  let wake: (() => void) | undefined;
-  const poke = () => {
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
-  /** Ends the connector's backoff sleep early (stopping). */
-  let interrupt: (() => void) | undefined;
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const t = setTimeout(() => ((interrupt = undefined), resolve()), ms);
-      interrupt = () => (clearTimeout(t), (interrupt = undefined), resolve());
-    });
-
-  /** One import per gathered burst; runs until stopped and the queue is empty. */
-  async function importer(): Promise<void> {
-    for (;;) {
-      if (queue.length === 0) {
-        if (stopped) return;
-        await new Promise<void>((resolve) => (wake = resolve));
-        continue;
-      }
-      if (!stopped) await Bun.sleep(GATHER_MS);
-      const batch = queue;
-      queue = [];
-      let r;
-      try {
-        r = await ingest(batch);
-      } catch (e) {
-        log(`could not store ${batch.length} events: ${(e as Error).message}`);
-        continue;
-      }
-      for (const k of ["lines", "accepted", "duplicate", "older", "deleted", "refused", "ephemeral", "badJson", "badEvent", "badId", "badSig"] as const) s[k] += r[k];
-      for (const p of r.problems) log(`refused an event: ${p.reason}`);
-      s.seconds = (performance.now() - started) / 1000;
-      opts.onProgress?.(s);
-    }
-  }
-
-  async function connector(): Promise<void> {
-    let attempt = 0;
-    while (!stopped) {
-      try {
-        relay = await RelayClient.connect(opts.url);
-      } catch (e) {
-        const wait = backoffDelay(attempt++, opts.backoffFirstMs, opts.backoffCapMs);
-        log(`${(e as Error).message}; retrying in ${(wait / 1000).toFixed(1)} s`);
-        await sleep(wait);
-        continue;
-      }
-      if (stopped) {
-        relay.close();
-        break;
-      }
-      s.connects++;
-      const r = relay;
-      const closed = new Promise<string>((resolve) => r.onClose(resolve));
-      const subId = "stream";
-      const filter: Filter = { ...opts.filter, since };
-      r.subscribe(subId, (f) => {
-        if (f[0] === "EVENT") {
-          // A remote sending faster than we store: stop reading it rather than queue without
-          // bound; the reconnect resubscribes from the newest event taken.
-          if (queue.length >= maxQueued) {
-            if (!r.closed) log(`${opts.url} sends faster than events are stored (${maxQueued} waiting): reconnecting`);
-            return r.close();
-          }
-          const e = f[2] as NostrEvent;
-          s.received++;
-          if (typeof e?.created_at === "number" && e.created_at > s.newest && e.created_at <= Date.now() / 1000 + 3600) s.newest = e.created_at;
-          queue.push(e);
-          poke();
-        } else if (f[0] === "EOSE") {
-          attempt = 0; // a working subscription: the next drop starts the backoff over
-          log(`subscribed to ${opts.url} since ${since}`);
-        } else if (f[0] === "CLOSED") {
-          log(`${opts.url} closed the subscription: ${String(f[2])}`);
-          r.close();
-        }
-      });
-      r.send(["REQ", subId, filter]);
-      const reason = await closed;
-      if (stopped) break;
-      s.drops++;
-      since = Math.max(0, s.newest - RESUBSCRIBE_MARGIN_S);
-      const wait = backoffDelay(attempt++, opts.backoffFirstMs, opts.backoffCapMs);
-      log(`${opts.url}: ${reason}; reconnecting in ${(wait / 1000).toFixed(1)} s`);
-      await sleep(wait);
-    }
-  }
-
-  const importing = importer();
-  const connecting = connector();
+  const f = new Follower(opts, ingest);
+  const importing = f.importer();
+  const connecting = f.connector();
   const done = (async () => {
     await connecting;
     await importing;
-    s.seconds = (performance.now() - started) / 1000;
-    return s;
+    return f.finished();
   })();
-  return {
-    done,
-    summary: () => s,
-    stop() {
-      if (stopped) return;
-      stopped = true;
-      relay?.close();
-      interrupt?.();
-      poke();
-    },
-  };
+  return { done, summary: () => f.s, stop: () => f.stop() };
+}
+
+/** One stream's state, shared by its two loops: the connector fills the queue, the importer empties it. */
+class Follower {
+  readonly s: StreamSummary;
+  private readonly started = performance.now();
+  private readonly log: (text: string) => void;
+  private readonly maxQueued: number;
+  private since: number;
+  private stopped = false;
+  private relay: RelayClient | undefined;
+  private queue: NostrEvent[] = [];
+  /** Wakes the importer (events queued, or stopping). */
+  private wake: (() => void) | undefined;
+  /** Ends the connector's backoff sleep early (stopping). */
+  private interrupt: (() => void) | undefined;
+
+  constructor(
+    private readonly opts: StreamOptions,
+    private readonly ingest: Ingest,
+  ) {
+    this.log = opts.log ?? (() => {});
+    this.maxQueued = opts.maxQueued ?? MAX_QUEUED;
+    this.since = opts.since ?? Math.floor(Date.now() / 1000);
+    this.s = { ...newCounts(), received: 0, connects: 0, drops: 0, newest: this.since, seconds: 0 };
+  }
+
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.relay?.close();
+    this.interrupt?.();
+    this.poke();
+  }
+
+  finished(): StreamSummary {
+    this.s.seconds = (performance.now() - this.started) / 1000;
+    return this.s;
+  }
+
+  private poke(): void {
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const t = setTimeout(() => ((this.interrupt = undefined), resolve()), ms);
+      this.interrupt = () => (clearTimeout(t), (this.interrupt = undefined), resolve());
+    });
+  }
+
+  /** One import per gathered burst; runs until stopped and the queue is empty. */
+  async importer(): Promise<void> {
+    for (;;) {
+      if (this.queue.length === 0) {
+        if (this.stopped) return;
+        await new Promise<void>((resolve) => (this.wake = resolve));
+        continue;
+      }
+      if (!this.stopped) await Bun.sleep(GATHER_MS);
+      const batch = this.queue;
+      this.queue = [];
+      let r;
+      try {
+        r = await this.ingest(batch);
+      } catch (e) {
+        this.log(`could not store ${batch.length} events: ${(e as Error).message}`);
+        continue;
+      }
+      addCounts(this.s, r);
+      for (const p of r.problems) this.log(`refused an event: ${p.reason}`);
+      this.s.seconds = (performance.now() - this.started) / 1000;
+      this.opts.onProgress?.(this.s);
+    }
+  }
+
+  /** Connects, subscribes, and after a drop reconnects with backoff, until stopped. */
+  async connector(): Promise<void> {
+    const { opts } = this;
+    let attempt = 0;
+    while (!this.stopped) {
+      let r: RelayClient;
+      try {
+        r = this.relay = await RelayClient.connect(opts.url);
+      } catch (e) {
+        const wait = backoffDelay(attempt++, opts.backoffFirstMs, opts.backoffCapMs);
+        this.log(`${(e as Error).message}; retrying in ${(wait / 1000).toFixed(1)} s`);
+        await this.sleep(wait);
+        continue;
+      }
+      if (this.stopped) {
+        r.close();
+        break;
+      }
+      this.s.connects++;
+      const closed = new Promise<string>((resolve) => r.onClose(resolve));
+      this.subscribe(r, () => (attempt = 0)); // a working subscription: the next drop starts the backoff over
+      const reason = await closed;
+      if (this.stopped) break;
+      this.s.drops++;
+      this.since = Math.max(0, this.s.newest - RESUBSCRIBE_MARGIN_S);
+      const wait = backoffDelay(attempt++, opts.backoffFirstMs, opts.backoffCapMs);
+      this.log(`${opts.url}: ${reason}; reconnecting in ${(wait / 1000).toFixed(1)} s`);
+      await this.sleep(wait);
+    }
+  }
+
+  /** REQ from `since`; received events are queued for the importer. */
+  private subscribe(r: RelayClient, onEose: () => void): void {
+    const { opts, s } = this;
+    const subId = "stream";
+    r.subscribe(subId, (f) => {
+      if (f[0] === "EVENT") {
+        // A remote sending faster than we store: stop reading it rather than queue without
+        // bound; the reconnect resubscribes from the newest event taken.
+        if (this.queue.length >= this.maxQueued) {
+          if (!r.closed) this.log(`${opts.url} sends faster than events are stored (${this.maxQueued} waiting): reconnecting`);
+          return r.close();
+        }
+        const e = f[2] as NostrEvent;
+        s.received++;
+        if (typeof e?.created_at === "number" && e.created_at > s.newest && e.created_at <= Date.now() / 1000 + 3600) s.newest = e.created_at;
+        this.queue.push(e);
+        this.poke();
+      } else if (f[0] === "EOSE") {
+        onEose();
+        this.log(`subscribed to ${opts.url} since ${this.since}`);
+      } else if (f[0] === "CLOSED") {
+        this.log(`${opts.url} closed the subscription: ${String(f[2])}`);
+        r.close();
+      }
+    });
+    r.send(["REQ", subId, { ...opts.filter, since: this.since }]);
+  }
 }

@@ -13,7 +13,7 @@ import { exportPager, type Db } from "../store/sqlite/maintenance.ts";
 import { runNegItems, StatementCache } from "../store/sqlite/query.ts";
 import type { Verifier } from "../verify/pool.ts";
 import { parseExportFilter } from "./export.ts";
-import { importEvents, type ImportSummary } from "./import.ts";
+import { importParsed, type ImportSummary } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
 
 export type Direction = "down" | "up" | "both";
@@ -139,9 +139,6 @@ export function negotiate(relay: RelayClient, filter: Filter, storage: Negentrop
   });
 }
 
-const encoder = new TextEncoder();
-const linesOf = (events: NostrEvent[]) => encoder.encode(events.map((e) => JSON.stringify(e)).join("\n") + "\n");
-
 export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSummary> {
   const started = performance.now();
   const { filter, direction } = opts;
@@ -164,16 +161,16 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
       const remote = new Set<string>();
       let received = 0;
       const pages = fallbackPages(relay, filter, (n) => progress(`downloading (no NIP-77): ${(received += n)} events`));
-      const lines = (async function* () {
+      const downloads = (async function* () {
         for await (const page of pages) {
           const fresh = page.filter((e) => !remote.has(e.id));
           for (const e of fresh) remote.add(e.id);
           s.received += fresh.length;
-          if (down && fresh.length > 0) yield linesOf(fresh);
+          if (down && fresh.length > 0) yield fresh;
         }
       })();
-      if (down) s.imported = await importEvents(db, lines, { config: opts.config, verifier: opts.verifier });
-      else for await (const _ of lines);
+      if (down) s.imported = await importParsed(db, downloads, { config: opts.config, verifier: opts.verifier });
+      else for await (const _ of downloads);
       const local = new Set<string>();
       const ids = storage.idBytes(0, storage.size);
       for (let o = 0; o < ids.length; o += 32) local.add(Buffer.from(ids.subarray(o, o + 32)).toString("hex"));
@@ -184,7 +181,7 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
       s.need = neg.need.size;
       if (down && neg.need.size > 0) {
         const need = [...neg.need];
-        const lines = (async function* () {
+        const downloads = (async function* () {
           for (let i = 0; i < need.length; i += ID_CHUNK) {
             const chunk = need.slice(i, i + ID_CHUNK);
             const got: NostrEvent[] = [];
@@ -192,10 +189,10 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
             if (end !== "eose") throw new Error(`${opts.url} refused the download: ${end}`);
             s.received += got.length;
             progress(`downloading: ${s.received} of ${need.length}`);
-            if (got.length > 0) yield linesOf(got);
+            if (got.length > 0) yield got;
           }
         })();
-        s.imported = await importEvents(db, lines, { config: opts.config, verifier: opts.verifier });
+        s.imported = await importParsed(db, downloads, { config: opts.config, verifier: opts.verifier });
       }
     }
     s.have = have.length;

@@ -1,6 +1,6 @@
 // The policy stack, in order: cheap checks first; the first refusal wins.
-import { hasValidId, validateEventShape, type NostrEvent } from "../protocol/event.ts";
-import { ProtocolError, refusalText, type Refusal } from "../protocol/reasons.ts";
+import type { NostrEvent } from "../protocol/event.ts";
+import type { Refusal } from "../protocol/reasons.ts";
 import { VANISH_KIND } from "../nips/nip62.ts";
 import {
   adminBans,
@@ -35,6 +35,16 @@ export const defaultPolicies: Policy[] = [
   pubkeyLists,
   protectedEvents,
 ];
+
+/**
+ * The policies for events that come from elsewhere (import, sync, stream, [mirror]): what may be
+ * stored, whoever sends it. An import keeps to the lists (config and admin bans), not to the
+ * rules of live publishing. Left out: those about the sender's connection (AUTH to write, NIP-70
+ * protected events: their author published them to the relay they came from), the created_at
+ * window and proof of work (an archive is old by nature) and whether a request to vanish names
+ * this relay (it named the relay it came from).
+ */
+export const importPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists];
 
 export function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: NostrEvent): Refusal | undefined {
   for (const p of policies) {
@@ -77,31 +87,4 @@ export function judgeEvent(policies: readonly Policy[], ctx: PolicyContext, e: N
     first ??= r;
   }
   return first ? { refusal: first, vanishOnly: true } : {};
-}
-
-/**
- * Why admitEvent turned an event away: the counters of import, sync and stream. `vanish`: a
- * request to vanish refused only by standing policies (judgeEvent): still to be carried out,
- * not stored (PendingWrite.vanishOnly), once its signature checks out.
- */
-export type Unfit = { fate: "badEvent" | "refused" | "badId"; reason: string; vanish?: NostrEvent };
-
-/**
- * The first steps of the EVENT pipeline for events that arrive other than by a client's EVENT
- * (import, sync, stream, mirror): shape, then the given policies, then the id hash. The event,
- * or what is wrong with it as a NIP-01 reason.
- */
-export function admitEvent(raw: unknown, policies: readonly Policy[], ctx: PolicyContext): NostrEvent | Unfit {
-  let e: NostrEvent;
-  try {
-    e = validateEventShape(raw);
-  } catch (err) {
-    if (!(err instanceof ProtocolError)) throw err;
-    return { fate: "badEvent", reason: err.text };
-  }
-  const { refusal, vanishOnly } = judgeEvent(policies, ctx, e);
-  if (refusal && !vanishOnly) return { fate: "refused", reason: refusalText(refusal) };
-  if (!hasValidId(e)) return { fate: "badId", reason: "invalid: event id does not match the event" };
-  if (refusal) return { fate: "refused", reason: refusalText(refusal), vanish: e };
-  return e;
 }

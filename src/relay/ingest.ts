@@ -1,20 +1,22 @@
-// The EVENT pipeline, top to bottom. The order of the steps is the specification:
-//   shape -> policies -> id hash -> duplicate -> signature -> write-policy plugin
-//   -> store (or fan out ephemeral)
-//   -> OK (only after the commit) -> fanout (done by the writer, right after the commit).
-// A request to vanish (kind 62) refused only for the sender's standing (AUTH, bans, allow and
-// deny lists, kind lists: policy/defaults.ts judgeEvent) goes on through id and signature to the
-// writer, which carries out the deletion but stores nothing (NIP-62: "regardless of the user's
-// status"); its OK is false with that refusal, saying the deletion was done.
-import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
-import { isEphemeral } from "../protocol/kinds.ts";
-import { ProtocolError, refusalText } from "../protocol/reasons.ts";
-import { judgeEvent } from "../policy/defaults.ts";
-import { askWritePolicy } from "./plugin.ts";
+// A client's EVENT: admit/admit.ts runs the pipeline (shape, policies, id, duplicate, signature,
+// write-policy plugin, store or fan out); this file says what a connection adds to it (its
+// policies' view, its throttle, the plugin) and answers OK from the outcome.
+// OK true is sent only once the event is committed: the writer queue resolves an outcome after
+// its batch's commit (store/queue.ts). It first hands each stored event to the fanout, in commit
+// order, synchronously, so live subscribers are sent the event before its author gets the OK.
+// (A Postgres store fans out from its commit feed instead, which can come after the OK.)
+import { admit, type Source } from "../admit/admit.ts";
+import { okAccepted, okMessage, type Outcome } from "../admit/outcome.ts";
+import { refuse, refusalText } from "../protocol/reasons.ts";
 import { MAX_VERIFY_BACKLOG } from "../verify/pool.ts";
 import type { RelayContext } from "./context.ts";
+import { askWritePolicy } from "./plugin.ts";
 import { policyContext } from "./policy-context.ts";
 import { okFrame, send, sendSoon, type Socket } from "./session.ts";
+
+const TOO_MANY = refuse("rate-limited", "too many events in flight on this connection");
+const OVERLOADED = refuse("rate-limited", "relay is overloaded, try again shortly");
+const STORE_FAILED = refusalText(refuse("error", "could not store the event"));
 
 /** The id to answer an unparseable event with: the claimed one if it is a string, else "". */
 const claimedId = (raw: unknown): string => {
@@ -22,70 +24,34 @@ const claimedId = (raw: unknown): string => {
   return typeof id === "string" ? id.slice(0, 64) : "";
 };
 
-export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): Promise<void> {
+/** What an EVENT from this connection is judged by. */
+function clientSource(ctx: RelayContext, ws: Socket): Source {
   const s = ws.data;
-  let e: NostrEvent;
-  try {
-    e = validateEventShape(raw);
-  } catch (err) {
-    if (!(err instanceof ProtocolError)) throw err;
-    ctx.metrics.countEventResult(undefined, false, err.text);
-    return send(ws, okFrame(ctx.metrics, claimedId(raw), false, err.text));
-  }
-  // OKs of one committed batch leave in one write per socket (sendSoon corks them).
-  const ok = (accepted: boolean, message: string) => {
-    ctx.metrics.countEventResult(e.kind, accepted, message);
-    sendSoon(ws, okFrame(ctx.metrics, e.id, accepted, message));
+  return {
+    policies: ctx.policies,
+    policy: policyContext(ctx, s),
+    throttle: () =>
+      s.inflight >= ctx.config.limits.max_pending_events ? TOO_MANY : ctx.verifier.depth >= MAX_VERIFY_BACKLOG ? OVERLOADED : undefined,
+    session: s,
+    writePolicy: (e, json) => askWritePolicy(ctx, s, e, json),
   };
+}
 
-  if (ctx.closing) return ok(false, "error: relay is shutting down");
-  if (s.inflight >= ctx.config.limits.max_pending_events) return ok(false, "rate-limited: too many events in flight on this connection");
-  if (ctx.verifier.depth >= MAX_VERIFY_BACKLOG) return ok(false, "rate-limited: relay is overloaded, try again shortly");
-
-  const { refusal, vanishOnly } = judgeEvent(ctx.policies, policyContext(ctx, s), e);
-  if (refusal && !vanishOnly) return ok(false, refusalText(refusal));
-
-  // The id before the duplicate check, so nobody learns which ids are stored without the event.
-  if (!hasValidId(e)) return ok(false, "invalid: event id does not match the event");
-
-  const ephemeral = isEphemeral(e.kind);
-  // Cheaper than a signature check, and the common case for a busy relay. (A Postgres store
-  // answers over the network: that can fail, and the EVENT still gets its OK.)
-  let known: boolean;
+export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): Promise<void> {
+  let o: Outcome;
   try {
-    known = !ephemeral && (await ctx.store.has(e.id));
+    o = await admit(ctx, raw, clientSource(ctx, ws));
   } catch (err) {
+    // The verifier or the writer failed (admit.ts): the event passed the shape check.
     console.error("event pipeline error:", err);
-    return ok(false, "error: could not check the event, try again");
+    ctx.metrics.countEventResult((raw as { kind: number }).kind, false, STORE_FAILED);
+    return sendSoon(ws, okFrame(ctx.metrics, claimedId(raw), false, STORE_FAILED));
   }
-  if (known) return refusal ? ok(false, refusalText(refusal)) : ok(true, "duplicate: already have this event");
-
-  s.inflight++;
-  ctx.inflight++;
-  try {
-    if (!(await ctx.verifier.verify(e))) return ok(false, "invalid: signature verification failed");
-    const json = serializeEvent(e);
-    if (refusal) {
-      // vanishOnly: nothing of it is stored, so the write-policy plugin is not asked.
-      const outcome = await ctx.writer.enqueue({ event: e, json, vanishOnly: refusalText(refusal) });
-      return ok(false, outcome.stored || outcome.duplicate ? refusalText(refusal) : outcome.reason);
-    }
-    // The operator's plugin (strfry's protocol) is the costliest check: it sees only valid, new events.
-    const verdict = await askWritePolicy(ctx, s, e, json);
-    if (verdict) return ok(verdict.accepted, verdict.message); // a shadow reject is OK true, never stored
-    if (ephemeral) {
-      ctx.ephemeral(e, json);
-      return ok(true, "");
-    }
-    const outcome = await ctx.writer.enqueue({ event: e, json });
-    if (outcome.stored) ok(true, "");
-    else if (outcome.duplicate) ok(true, "duplicate: already have this event");
-    else ok(false, outcome.reason);
-  } catch (err) {
-    console.error("event pipeline error:", err);
-    ok(false, "error: could not store the event");
-  } finally {
-    s.inflight--;
-    ctx.inflight--;
+  if (!o.event) {
+    ctx.metrics.countOutcome(undefined, o);
+    return send(ws, okFrame(ctx.metrics, claimedId(raw), false, okMessage(o)));
   }
+  ctx.metrics.countOutcome(o.event.kind, o);
+  // OKs of one committed batch leave in one write per socket (sendSoon corks them).
+  sendSoon(ws, okFrame(ctx.metrics, o.event.id, okAccepted(o), okMessage(o)));
 }

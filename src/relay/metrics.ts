@@ -6,6 +6,7 @@
 import { Exposition, Histogram } from "../http/exposition.ts";
 import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
 import type { Store } from "../store/types.ts";
+import type { Outcome } from "../admit/outcome.ts";
 
 export const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
 export const RELAY_VERBS = ["EVENT", "EOSE", "OK", "CLOSED", "NOTICE"] as const;
@@ -37,6 +38,8 @@ function reasonOf(message: string): number {
   return OTHER;
 }
 
+const REASON_INDEX = new Map<string, number>(REASONS.map((r, i) => [r, i]));
+
 /** One relay's counters. */
 export class RelayMetrics {
   /** Client frames by verb; `invalid` = unparseable, binary, oversize or of an unknown verb. */
@@ -51,17 +54,29 @@ export class RelayMetrics {
   readonly writerBatchSize = new Histogram([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]);
   readonly writerCommitSeconds = new Histogram([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]);
 
-  /** Counts one OK answer to an EVENT; kind undefined when the event never parsed. */
+  /** Counts one OK answer to an EVENT whose text is all there is (a write-policy plugin's, a refusal before the pipeline); kind undefined when the event never parsed. */
   countEventResult(kind: number | undefined, accepted: boolean, message: string): void {
+    const reason = reasonOf(message);
+    // An accepted event with a message that is no NIP-01 prefix (a plugin's note) is just accepted.
+    const result = !accepted ? 2 : reason === DUPLICATE ? 1 : 0;
+    this.count(kind, result, accepted && reason === OTHER ? 0 : reason);
+  }
+
+  /** Counts the OK answer to an EVENT from the pipeline's outcome. */
+  countOutcome(kind: number | undefined, o: Outcome): void {
+    if ("refusal" in o) return this.count(kind, 2, REASON_INDEX.get(o.refusal.prefix)!);
+    if (o.fate === "plugin") return this.countEventResult(kind, o.accepted, o.message);
+    if (o.fate === "duplicate") return this.count(kind, 1, DUPLICATE);
+    this.count(kind, 0, 0);
+  }
+
+  private count(kind: number | undefined, result: number, reason: number): void {
     let row = kind === undefined ? this.noKind : this.byKind.get(kind);
     if (!row) {
       if (this.byKind.size < MAX_KIND_LABELS) this.byKind.set(kind!, (row = new Float64Array(RESULTS.length * R)));
       else row = this.otherKinds;
     }
-    const reason = reasonOf(message);
-    // An accepted event with a message that is no NIP-01 prefix (a plugin's note) is just accepted.
-    const result = !accepted ? 2 : reason === DUPLICATE ? 1 : 0;
-    row[result * R + (accepted && reason === OTHER ? 0 : reason)]!++;
+    row[result * R + reason]!++;
   }
 
   observeWriterBatch(size: number, seconds: number): void {

@@ -77,16 +77,94 @@ const socketLimits = (config: Config) => ({
   idleTimeout: config.network.idle_timeout_seconds,
 });
 
-export function startRelay({ config, store, verifier: given, fileLimit }: RelayOptions): Relay {
+/**
+ * Starts a relay: its context (buildContext), the listener with its HTTP router and websocket
+ * handlers, the mirrors and the expiration sweep; reconfigure() and close() are its lifecycle.
+ */
+export function startRelay(opts: RelayOptions): Relay {
+  const live = buildContext(opts);
+  const { ctx, config } = live;
+  // [mirror] relays: their new events stored and fanned out as if published here. Their
+  // connections open asynchronously, after the listener below exists.
+  const mirrors = startMirrors(ctx);
+  const fetch = httpRouter(live);
+  const websocket = socketHandlers(live);
+  const server = (live.server = Bun.serve<Session>({
+    hostname: config.network.host,
+    port: config.network.port,
+    // SO_REUSEPORT: a new process may bind the port while this one drains (docs/operations.md).
+    reusePort: config.network.reuse_port,
+    // Never Bun's development error page (source lines, stack, working directory) to a client.
+    development: false,
+    error(err) {
+      console.error("http handler failed:", err);
+      return new Response("internal error", { status: 500 });
+    },
+    fetch,
+    websocket,
+  }));
+  if (opts.fileLimit !== undefined)
+    live.guard = FdGuard.start({
+      limit: opts.fileLimit,
+      port: server.port!,
+      settings: () => ({
+        headerTimeoutMs: config.network.header_timeout_seconds * 1000,
+        maxPerIp: config.limits.max_http_connections_per_ip,
+        trustedProxies: config.network.trusted_proxies,
+      }),
+      log: (m) => console.warn(m),
+    });
+  const sweeper = expirationSweeper(ctx);
+  return {
+    server,
+    url: `ws://${server.hostname === "0.0.0.0" ? "127.0.0.1" : server.hostname}:${server.port}${config.network.path}`,
+    ctx,
+    reconfigure() {
+      if (ctx.closing) return;
+      // A reload wrote the file's relay name back; an admin's change (NIP-86) stays in force.
+      ctx.admin.overlayInfo();
+      const limits = socketLimits(config);
+      // Bun applies reloaded websocket options to open connections as well as new ones.
+      if ((Object.keys(limits) as (keyof typeof limits)[]).some((k) => limits[k] !== websocket[k])) {
+        Object.assign(websocket, limits);
+        server.reload({ fetch, websocket });
+      }
+      sweeper.reconfigure();
+    },
+    async close(how: Shutdown = "stop") {
+      if (ctx.closing) return;
+      ctx.closing = true;
+      live.closing = CLOSING[how];
+      sweeper.stop();
+      mirrors.stop();
+      await shutdown(live);
+    },
+  };
+}
+
+/** What the pieces of a running relay share besides its context: the sockets and the listener. */
+interface Live {
+  readonly ctx: RelayContext;
+  /** ctx.config: changed in place by a reload, never copied. */
+  readonly config: Config;
+  readonly sockets: Set<Socket>;
+  /** Open websockets per address group. */
+  readonly perIp: Map<string, number>;
+  /** Each websocket's peer as the guard knows it (the socket's address and port). */
+  readonly peers: WeakMap<Session, string>;
+  guard?: FdGuard;
+  server?: Server<Session>;
+  /** What connections are told while closing. */
+  closing: (typeof CLOSING)[Shutdown];
+}
+
+/** The relay's context: store, verifier, writer queue, fanout, admin state, wired together. */
+function buildContext({ config, store, verifier: given }: RelayOptions): Live {
   const verifier = given ?? configuredVerifier(config);
   const sockets = new Set<Socket>();
-  const perIp = new Map<string, number>();
-  let guard: FdGuard | undefined;
-  /** Each websocket's peer as the guard knows it (the socket's address and port). */
-  const peers = new WeakMap<Session, string>();
-  let server: Server<Session>;
+  const shared: Omit<Live, "ctx"> = { config, sockets, perIp: new Map(), peers: new WeakMap(), closing: CLOSING.stop };
   const fanout = new Fanout({
-    publish: (topic, frame) => server.publish(topic, frame),
+    publish: (topic, frame) => shared.server!.publish(topic, frame),
     restricted: (e) => restrictedKinds(config).has(e.kind),
     canRead: (ws, e) => canRead(config, ws.data.authed, e),
   });
@@ -135,12 +213,15 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
     ephemeral: (e, json) => fanout.broadcast(e, json),
     adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
   });
-  // [mirror] relays: their new events stored and fanned out as if published here. Their
-  // connections open asynchronously, after the listener below exists.
-  const mirrors = startMirrors(ctx);
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
+  return Object.assign(shared, { ctx });
+}
+
+/** HTTP on the relay path: metrics, the admin page and API, NIP-11 and the landing page, and the websocket upgrade with its limits. */
+function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Response | Promise<Response> | undefined {
+  const { ctx, config, sockets, perIp } = live;
   const renderMetrics = metricsRenderer(ctx, {
     subscriptions: () => {
       let n = 0;
@@ -150,20 +231,7 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
   });
   // Not reloadable: read once.
   const path = config.network.path;
-  let closing: (typeof CLOSING)[Shutdown] = CLOSING.stop;
-
-  // NIP-40: expired events are already hidden from every read; this reclaims their space.
-  const sweep = () => {
-    if (!config.nips.nip40 || ctx.closing) return;
-    Promise.resolve()
-      .then(() => store.sweepExpired(nowSeconds()))
-      .catch((err) => console.error("expiration sweep failed:", err));
-  };
-  let sweepSeconds = config.options.expiration_sweep_seconds;
-  let sweeper = setInterval(sweep, sweepSeconds * 1000);
-  sweeper.unref();
-
-  const fetch = (req: Request, srv: Server<Session>): Response | Promise<Response> | undefined => {
+  return (req, srv) => {
     // Without a Host header (HTTP/1.0) Bun cannot build the URL: read the path from the request line.
     if (!URL.canParse(req.url)) return new Response("bad request", { status: 400 });
     const url = new URL(req.url);
@@ -189,17 +257,21 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
     }
     const data = newSession(ip, req.headers.get("host") ?? "");
     // Read before upgrade(): the request has no socket of its own after it.
-    const peer = guard && srv.requestIP(req);
+    const peer = live.guard && srv.requestIP(req);
     if (srv.upgrade(req, { data })) {
       tally(perIp, data.group, 1);
-      if (peer) peers.set(data, guard!.addWebsocket(peer.address, peer.port));
+      if (peer) live.peers.set(data, live.guard!.addWebsocket(peer.address, peer.port));
       return undefined;
     }
     return new Response("websocket upgrade failed", { status: 400 });
   };
+}
 
-  const websocket: WebSocketHandler<Session> = {
-    ...socketLimits(config),
+/** Bun's websocket handlers: the AUTH challenge on open, frames to onMessage, cleanup on close. */
+function socketHandlers(live: Live): WebSocketHandler<Session> {
+  const { ctx, sockets } = live;
+  return {
+    ...socketLimits(live.config),
     closeOnBackpressureLimit: true,
     sendPings: true,
     perMessageDeflate: false,
@@ -207,8 +279,8 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
     open(ws) {
       sockets.add(ws);
       if (ctx.closing) {
-        ws.send(noticeFrame(ctx.metrics, closing.notice));
-        return ws.close(closing.code, closing.reason);
+        ws.send(noticeFrame(ctx.metrics, live.closing.notice));
+        return ws.close(live.closing.code, live.closing.reason);
       }
       ws.send(`["AUTH",${JSON.stringify(ws.data.challenge)}]`);
     },
@@ -222,97 +294,74 @@ export function startRelay({ config, store, verifier: given, fileLimit }: RelayO
       ws.data.closed = true;
       wakeDrainWaiters(ws);
       sockets.delete(ws);
-      const peer = peers.get(ws.data);
-      if (peer) guard?.removeWebsocket(peer);
-      tally(perIp, ws.data.group, -1);
+      const peer = live.peers.get(ws.data);
+      if (peer) live.guard?.removeWebsocket(peer);
+      tally(live.perIp, ws.data.group, -1);
       closeAllSubscriptions(ctx, ws);
       for (const subId of [...ws.data.neg.keys()]) closeNeg(ctx, ws, subId);
-      store.cancelReads?.(ws.data);
+      ctx.store.cancelReads?.(ws.data);
     },
   };
+}
 
-  server = Bun.serve<Session>({
-    hostname: config.network.host,
-    port: config.network.port,
-    // SO_REUSEPORT: a new process may bind the port while this one drains (docs/operations.md).
-    reusePort: config.network.reuse_port,
-    // Never Bun's development error page (source lines, stack, working directory) to a client.
-    development: false,
-    error(err) {
-      console.error("http handler failed:", err);
-      return new Response("internal error", { status: 500 });
-    },
-    fetch,
-    websocket,
-  });
-  if (fileLimit !== undefined)
-    guard = FdGuard.start({
-      limit: fileLimit,
-      port: server.port!,
-      settings: () => ({
-        headerTimeoutMs: config.network.header_timeout_seconds * 1000,
-        maxPerIp: config.limits.max_http_connections_per_ip,
-        trustedProxies: config.network.trusted_proxies,
-      }),
-      log: (m) => console.warn(m),
-    });
-
+/** NIP-40: expired events are already hidden from every read; this reclaims their space, every expiration_sweep_seconds. */
+function expirationSweeper(ctx: RelayContext): { reconfigure(): void; stop(): void } {
+  const { config } = ctx;
+  const sweep = () => {
+    if (!config.nips.nip40 || ctx.closing) return;
+    Promise.resolve()
+      .then(() => ctx.store.sweepExpired(nowSeconds()))
+      .catch((err) => console.error("expiration sweep failed:", err));
+  };
+  let seconds = config.options.expiration_sweep_seconds;
+  let timer = setInterval(sweep, seconds * 1000);
+  timer.unref();
   return {
-    server,
-    url: `ws://${server.hostname === "0.0.0.0" ? "127.0.0.1" : server.hostname}:${server.port}${path}`,
-    ctx,
     reconfigure() {
-      if (ctx.closing) return;
-      // A reload wrote the file's relay name back; an admin's change (NIP-86) stays in force.
-      ctx.admin.overlayInfo();
-      const limits = socketLimits(config);
-      // Bun applies reloaded websocket options to open connections as well as new ones.
-      if ((Object.keys(limits) as (keyof typeof limits)[]).some((k) => limits[k] !== websocket[k])) {
-        Object.assign(websocket, limits);
-        server.reload({ fetch, websocket });
-      }
-      if (config.options.expiration_sweep_seconds !== sweepSeconds) {
-        clearInterval(sweeper);
-        sweepSeconds = config.options.expiration_sweep_seconds;
-        sweeper = setInterval(sweep, sweepSeconds * 1000);
-        sweeper.unref();
-      }
+      if (config.options.expiration_sweep_seconds === seconds) return;
+      clearInterval(timer);
+      seconds = config.options.expiration_sweep_seconds;
+      timer = setInterval(sweep, seconds * 1000);
+      timer.unref();
     },
-    async close(how: Shutdown = "stop") {
-      if (ctx.closing) return;
-      ctx.closing = true;
-      closing = CLOSING[how];
-      clearInterval(sweeper);
-      mirrors.stop();
-      // Stop listening (with reuse_port the kernel now sends every new connection to the other
-      // process); open sockets stay until we close them. Resolves once they are all closed.
-      const gone = server.stop(false);
-      for (const ws of sockets) ws.send(noticeFrame(ctx.metrics, closing.notice));
-      // New EVENTs are refused now (ingest.ts). A connection is closed as soon as it has none in
-      // flight, after its OKs: an idle client reconnects (to the new process) at once, and a busy
-      // one gets every answer it is owed first.
-      const told = new Set<Socket>();
-      const deadline = Date.now() + 5000;
-      for (;;) {
-        for (const ws of sockets)
-          if (ws.data.inflight === 0 && !told.has(ws)) {
-            told.add(ws);
-            ws.close(closing.code, closing.reason);
-          }
-        if (ctx.inflight === 0 || Date.now() >= deadline) break;
-        await Bun.sleep(5);
-      }
-      await ctx.writer.drain();
-      for (const ws of sockets) if (!told.has(ws)) ws.close(closing.code, closing.reason);
-      // Let the close handshakes finish before cutting what is left.
-      await Promise.race([gone, Bun.sleep(1000)]);
-      server.stop(true);
-      guard?.stop();
-      verifier.close();
-      await ctx.plugin.close();
-      await store.close();
-    },
+    stop: () => clearInterval(timer),
   };
+}
+
+/**
+ * The graceful stop after ctx.closing is set: stop listening, let in-flight events finish,
+ * commit, close the sockets, the workers, the plugin and the store.
+ */
+async function shutdown(live: Live): Promise<void> {
+  const { ctx, sockets, closing } = live;
+  const server = live.server!;
+  // Stop listening (with reuse_port the kernel now sends every new connection to the other
+  // process); open sockets stay until we close them. Resolves once they are all closed.
+  const gone = server.stop(false);
+  for (const ws of sockets) ws.send(noticeFrame(ctx.metrics, closing.notice));
+  // New EVENTs are refused now (admit.ts). A connection is closed as soon as it has none in
+  // flight, after its OKs: an idle client reconnects (to the new process) at once, and a busy
+  // one gets every answer it is owed first.
+  const told = new Set<Socket>();
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    for (const ws of sockets)
+      if (ws.data.inflight === 0 && !told.has(ws)) {
+        told.add(ws);
+        ws.close(closing.code, closing.reason);
+      }
+    if (ctx.inflight === 0 || Date.now() >= deadline) break;
+    await Bun.sleep(5);
+  }
+  await ctx.writer.drain();
+  for (const ws of sockets) if (!told.has(ws)) ws.close(closing.code, closing.reason);
+  // Let the close handshakes finish before cutting what is left.
+  await Promise.race([gone, Bun.sleep(1000)]);
+  server.stop(true);
+  live.guard?.stop();
+  ctx.verifier.close();
+  await ctx.plugin.close();
+  await ctx.store.close();
 }
 
 function wakeDrainWaiters(ws: Socket): void {

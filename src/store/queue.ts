@@ -5,21 +5,22 @@
 // its events with a refusal, `error:` and a short reason, and is logged here, once per kind of
 // failure per minute with a count of the repeats (not once per event: on a full disk every
 // event fails, and a log line per event would fill what disk is left).
+import { refuse, refusalText, type Refusal } from "../protocol/reasons.ts";
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
 
 /** Each kind of write failure is logged at most once per this interval; repeats are counted. */
 export const FAILURE_LOG_INTERVAL_MS = 60_000;
 
 /** What a failed write is (a SQLite or Postgres error code, else the error's name), and what the client is told. */
-export function classifyWriteFailure(err: unknown): { kind: string; reason: string } {
+export function classifyWriteFailure(err: unknown): { kind: string; refusal: Refusal } {
   const e = err as { code?: unknown; errno?: unknown } | undefined;
   let code = String(e?.code ?? "");
   // Bun's Postgres errors carry the server's SQLSTATE in errno.
   if (code === "ERR_POSTGRES_SERVER_ERROR" && typeof e?.errno === "string") code = `postgres ${e.errno}`;
   // SQLite: database or disk is full; Postgres: disk_full (53100); the OS: ENOSPC.
-  if (code === "SQLITE_FULL" || code === "postgres 53100" || code === "ENOSPC") return { kind: code, reason: "error: the relay's disk is full, the event was not stored" };
-  if (/^SQLITE_(BUSY|LOCKED)/.test(code)) return { kind: code, reason: "error: the database is busy, try again" };
-  return { kind: code || (err instanceof Error ? err.name : typeof err), reason: "error: could not store the event" };
+  if (code === "SQLITE_FULL" || code === "postgres 53100" || code === "ENOSPC") return { kind: code, refusal: refuse("error", "the relay's disk is full, the event was not stored") };
+  if (/^SQLITE_(BUSY|LOCKED)/.test(code)) return { kind: code, refusal: refuse("error", "the database is busy, try again") };
+  return { kind: code || (err instanceof Error ? err.name : typeof err), refusal: refuse("error", "could not store the event") };
 }
 
 /** Logs write failures at most once per kind per interval, counting what it does not log. */
@@ -31,23 +32,23 @@ export class FailureLog {
     private readonly log: (line: string) => void = (line) => console.error(line),
   ) {}
 
-  /** A batch of `events` failed with `err`: returns the OK message for each of them. */
-  failed(err: unknown, events: number, now = Date.now()): string {
-    const { kind, reason } = classifyWriteFailure(err);
+  /** A batch of `events` failed with `err`: returns the refusal for each of them. */
+  failed(err: unknown, events: number, now = Date.now()): Refusal {
+    const { kind, refusal } = classifyWriteFailure(err);
     const message = (err instanceof Error ? err.message : String(err)).split("\n")[0]!.slice(0, 300);
     const k = this.kinds.get(kind);
     if (k && now - k.loggedAt < this.intervalMs) {
       k.batches++;
       k.events += events;
-      return reason;
+      return refusal;
     }
     const repeats = k && k.batches > 0 ? `; ${k.batches} more failed batches (${k.events} events) since the last such line` : "";
     this.log(
-      `writer: could not store ${events} event${events === 1 ? "" : "s"}: ${message} (${kind})${repeats}; clients get "${reason}"; ` +
+      `writer: could not store ${events} event${events === 1 ? "" : "s"}: ${message} (${kind})${repeats}; clients get "${refusalText(refusal)}"; ` +
         `more failures of this kind are counted and logged at most every ${Math.round(this.intervalMs / 1000)} s`,
     );
     this.kinds.set(kind, { loggedAt: now, batches: 0, events: 0 });
-    return reason;
+    return refusal;
   }
 
   /** A batch was stored: say so if it had been failing, with what was not logged. */
@@ -148,10 +149,12 @@ export class WriterQueue {
         this.failures.succeeded();
       } catch (e) {
         // Answered, not thrown: the caller would log each event's error again.
-        const reason = this.failures.failed(e, batch.length);
-        for (const q of batch) q.resolve({ stored: false, duplicate: false, reason });
+        const refusal = this.failures.failed(e, batch.length);
+        for (const q of batch) q.resolve({ stored: false, duplicate: false, refusal });
         continue;
       }
+      // Committed: first the fanout of every stored event (in commit order), then the outcomes,
+      // so an author's OK comes after the subscribers' copies and never before the commit.
       batch.forEach((q, i) => {
         const o = outcomes[i]!;
         if (o.stored) this.onStored(q, o.seq);

@@ -4,6 +4,9 @@ import { describe, expect, test } from "bun:test";
 import type { Address } from "../nips/nip09.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { addressOf, deletionOf, GIFT_WRAP, giftWrapRecipients, newestFirst, replacement, tombstoneRefusal, type Tombstones } from "./semantics.ts";
+import { refusalText, type Refusal } from "../protocol/reasons.ts";
+
+const text = (r: Refusal | undefined) => (r === undefined ? undefined : refusalText(r));
 
 const A = "a".repeat(64);
 const B = "b".repeat(64);
@@ -75,29 +78,29 @@ describe("tombstoneRefusal", () => {
     expect(r.asked).toEqual([`vanished ${A}`, `deleted ${A}`, `address 30000:${A}:q`]);
   });
   test("the author vanished at or after it: blocked; before it: not", () => {
-    expect(tombstoneRefusal(ev({}), stones({ vanished: { [A]: 100 } }))).toBe("blocked: this pubkey asked to vanish from this relay");
+    expect(text(tombstoneRefusal(ev({}), stones({ vanished: { [A]: 100 } })))).toBe("blocked: this pubkey asked to vanish from this relay");
     expect(tombstoneRefusal(ev({}), stones({ vanished: { [A]: 99 } }))).toBeUndefined();
   });
   test("a gift wrap's recipient vanished at or after it: blocked", () => {
     const wrap = ev({ kind: GIFT_WRAP, tags: [["p", B]] });
-    expect(tombstoneRefusal(wrap, stones({ vanished: { [B]: 100 } }))).toBe("blocked: the recipient asked to vanish from this relay");
+    expect(text(tombstoneRefusal(wrap, stones({ vanished: { [B]: 100 } })))).toBe("blocked: the recipient asked to vanish from this relay");
     expect(tombstoneRefusal(wrap, stones({ vanished: { [B]: 99 } }))).toBeUndefined();
     // A p tag of another kind is no recipient.
     expect(tombstoneRefusal(ev({ tags: [["p", B]] }), stones({ vanished: { [B]: 100 } }))).toBeUndefined();
   });
   test("deleted by its author; a gift wrap also by its recipient, the author's reason first", () => {
-    expect(tombstoneRefusal(ev({}), stones({ deletedBy: [A] }))).toBe("blocked: this event was deleted by its author");
+    expect(text(tombstoneRefusal(ev({}), stones({ deletedBy: [A] })))).toBe("blocked: this event was deleted by its author");
     expect(tombstoneRefusal(ev({}), stones({ deletedBy: [B] }))).toBeUndefined();
     const wrap = ev({ kind: GIFT_WRAP, tags: [["p", B]] });
-    expect(tombstoneRefusal(wrap, stones({ deletedBy: [B] }))).toBe("blocked: this gift wrap was deleted by its recipient");
-    expect(tombstoneRefusal(wrap, stones({ deletedBy: [A, B] }))).toBe("blocked: this event was deleted by its author");
+    expect(text(tombstoneRefusal(wrap, stones({ deletedBy: [B] })))).toBe("blocked: this gift wrap was deleted by its recipient");
+    expect(text(tombstoneRefusal(wrap, stones({ deletedBy: [A, B] })))).toBe("blocked: this event was deleted by its author");
   });
   test("vanishing comes before deletion", () => {
-    expect(tombstoneRefusal(ev({}), stones({ vanished: { [A]: 100 }, deletedBy: [A] }))).toBe("blocked: this pubkey asked to vanish from this relay");
+    expect(text(tombstoneRefusal(ev({}), stones({ vanished: { [A]: 100 }, deletedBy: [A] })))).toBe("blocked: this pubkey asked to vanish from this relay");
   });
   test("its address deleted at or after it: blocked; before it: not", () => {
     const e = ev({ kind: 30023, tags: [["d", "x"]] });
-    expect(tombstoneRefusal(e, stones({ address: 100 }))).toBe("blocked: this address was deleted by its author");
+    expect(text(tombstoneRefusal(e, stones({ address: 100 })))).toBe("blocked: this address was deleted by its author");
     expect(tombstoneRefusal(e, stones({ address: 99 }))).toBeUndefined();
   });
   test("deletions and requests to vanish cannot be deleted, but their authors can vanish", () => {
@@ -105,7 +108,7 @@ describe("tombstoneRefusal", () => {
       const t = stones({ deletedBy: [A] });
       expect(tombstoneRefusal(ev({ kind }), t)).toBeUndefined();
       expect(t.asked).toEqual([`vanished ${A}`]);
-      expect(tombstoneRefusal(ev({ kind }), stones({ vanished: { [A]: 100 } }))).toBe("blocked: this pubkey asked to vanish from this relay");
+      expect(text(tombstoneRefusal(ev({ kind }), stones({ vanished: { [A]: 100 } })))).toBe("blocked: this pubkey asked to vanish from this relay");
     }
   });
 });

@@ -7,6 +7,7 @@
 import { undeletable, type Address } from "../nips/nip09.ts";
 import { dTag, isHex64, type NostrEvent } from "../protocol/event.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
+import { refuse, type Refusal } from "../protocol/reasons.ts";
 
 /** NIP-59 gift wrap: signed by a random key, addressed to its p-tagged recipient. */
 export const GIFT_WRAP = 1059;
@@ -44,7 +45,7 @@ export function replacement(e: Dated, stored: Iterable<Dated>): "duplicate" | "o
 }
 
 /** The refusal of an "outdated" version. */
-export const OUTDATED = "duplicate: a newer version of this replaceable event is already stored";
+export const OUTDATED: Refusal = refuse("duplicate", "a newer version of this replaceable event is already stored");
 
 const NONE: readonly string[] = [];
 
@@ -70,20 +71,20 @@ export interface Tombstones {
  * wrap's recipient did, its author (or a gift wrap's recipient) deleted its id, or its author
  * deleted its address after it. Deletions and requests to vanish cannot be deleted (NIP-09).
  */
-export function tombstoneRefusal(e: NostrEvent, t: Tombstones): string | undefined {
+export function tombstoneRefusal(e: NostrEvent, t: Tombstones): Refusal | undefined {
   const vanished = t.vanishedUntil(e.pubkey);
-  if (vanished !== undefined && e.created_at <= vanished) return "blocked: this pubkey asked to vanish from this relay";
+  if (vanished !== undefined && e.created_at <= vanished) return refuse("blocked", "this pubkey asked to vanish from this relay");
   const recipients = giftWrapRecipients(e);
   for (const p of recipients) {
     const until = t.vanishedUntil(p);
-    if (until !== undefined && e.created_at <= until) return "blocked: the recipient asked to vanish from this relay";
+    if (until !== undefined && e.created_at <= until) return refuse("blocked", "the recipient asked to vanish from this relay");
   }
   if (undeletable(e.kind)) return undefined;
-  if (t.deleted(e.id, e.pubkey)) return "blocked: this event was deleted by its author";
-  if (recipients.some((p) => t.deleted(e.id, p))) return "blocked: this gift wrap was deleted by its recipient";
+  if (t.deleted(e.id, e.pubkey)) return refuse("blocked", "this event was deleted by its author");
+  if (recipients.some((p) => t.deleted(e.id, p))) return refuse("blocked", "this gift wrap was deleted by its recipient");
   const address = addressOf(e);
   const deleted = address === null ? undefined : t.addressDeletedUntil(address);
-  if (deleted !== undefined && e.created_at <= deleted) return "blocked: this address was deleted by its author";
+  if (deleted !== undefined && e.created_at <= deleted) return refuse("blocked", "this address was deleted by its author");
   return undefined;
 }
 

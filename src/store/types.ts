@@ -4,6 +4,7 @@
 // errors from here, and neither imports the other.
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
+import type { Refusal } from "../protocol/reasons.ts";
 
 /** Which NIPs shape storage right now (read per batch, so a config reload applies at once). */
 export interface WriteRules {
@@ -20,17 +21,18 @@ export interface PendingWrite {
   json: string;
   /**
    * A request to vanish (kind 62) the policies refused for the sender's standing (AUTH, bans,
-   * lists: policy/defaults.ts judgeEvent), with the refusal text: NIP-62 has it carried out
+   * lists: policy/defaults.ts judgeEvent), with that refusal: NIP-62 has it carried out
    * anyway, so the writer records the vanish and deletes, but does not store the event; its
    * outcome is that refusal, saying the deletion was done.
    */
-  vanishOnly?: string;
+  vanishOnly?: Refusal;
 }
 
 export type WriteOutcome =
   | { stored: true; seq: number }
   | { stored: false; duplicate: true }
-  | { stored: false; duplicate: false; reason: string };
+  /** Not stored, and why: "blocked" (its author deleted it or vanished), "duplicate" (a newer version is stored), "error" (the write failed), or a vanishOnly's refusal. */
+  | { stored: false; duplicate: false; refusal: Refusal };
 
 /** One row of admin state: which list, the key in it, the reason or value, when (seconds). */
 export interface AdminEntry {

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
 import { serializeEvent, type NostrEvent } from "../../src/protocol/event.ts";
+import { refuse, refusalText } from "../../src/protocol/reasons.ts";
 import { PostgresStore } from "../../src/store/postgres/store.ts";
 import { SqliteStore } from "../../src/store/sqlite/store.ts";
 import { allRows, type WriteOutcome, type WriteRules } from "../../src/store/types.ts";
@@ -56,7 +57,7 @@ function gen(made: NostrEvent[]): NostrEvent {
   return JSON.parse(JSON.stringify(finalizeEvent({ kind, created_at, tags, content: `v ${rand().toString(36).slice(2, 8)}` }, sk))) as NostrEvent;
 }
 
-const describeOutcome = (o: WriteOutcome) => (o.stored ? "stored" : o.duplicate ? "duplicate" : o.reason);
+const describeOutcome = (o: WriteOutcome) => (o.stored ? "stored" : o.duplicate ? "duplicate" : refusalText(o.refusal));
 
 test("40 seeded batches: the same outcomes and the same stored set as the SQLite writer", async () => {
   const made: NostrEvent[] = [];
@@ -67,7 +68,7 @@ test("40 seeded batches: the same outcomes and the same stored set as the SQLite
       const e = gen(made);
       made.push(e);
       // Some requests to vanish come refused for their author's standing: carried out, not stored.
-      const vanishOnly = e.kind === 62 && rand() < 0.5 ? "restricted: this pubkey is not allowed to publish here" : undefined;
+      const vanishOnly = e.kind === 62 && rand() < 0.5 ? refuse("restricted", "this pubkey is not allowed to publish here") : undefined;
       return { event: e, json: serializeEvent(e), vanishOnly };
     });
     const want = sqlite.writeBatch(batch, RULES).map(describeOutcome);
@@ -106,7 +107,7 @@ test("a request to vanish of 3,000 events: its batch deletes the first 500, step
   expect(await left()).toBe(3001 - 500);
   // Nothing it covers is accepted meanwhile; other writes go on.
   const old = fake(4000); // created before the request
-  expect((await pg.writeBatch([{ event: old, json: serializeEvent(old) }], RULES))[0]).toEqual({ stored: false, duplicate: false, reason: "blocked: this pubkey asked to vanish from this relay" });
+  expect((await pg.writeBatch([{ event: old, json: serializeEvent(old) }], RULES))[0]).toEqual({ stored: false, duplicate: false, refusal: { prefix: "blocked", message: "this pubkey asked to vanish from this relay" } });
   let steps = 0;
   while (await pg.purgeStep(5)) steps++;
   expect(steps).toBeGreaterThanOrEqual(5); // 2,500 left, 500 a step (and one that finds the purge done)

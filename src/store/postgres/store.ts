@@ -5,6 +5,7 @@
 import { SQL } from "bun";
 import { Hll } from "../../nips/nip45.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
+import { refuse } from "../../protocol/reasons.ts";
 import { packNegItems, QueryTimeoutError, StoreClosedError, type AdminEntry, type AdminLogEntry, type AdminStore, type CommitFeed, type CountJob, type NegItems, type NegJob, type PendingWrite, type QueryJob, type ReadContext, type Store, type WriteOutcome, type WriteRules } from "../types.ts";
 import { newestFirst } from "../semantics.ts";
 import { RedisBus } from "./bus.ts";
@@ -119,7 +120,7 @@ export class PostgresStore implements Store {
           outcomes.push(...(await this.writeBatch([w], rules)));
         } catch (one) {
           console.error(`postgres: could not store event ${w.event.id}:`, one);
-          outcomes.push({ stored: false, duplicate: false, reason: "error: could not store the event" });
+          outcomes.push({ stored: false, duplicate: false, refusal: refuse("error", "could not store the event") });
         }
       }
       return outcomes;

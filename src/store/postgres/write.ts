@@ -8,6 +8,7 @@ import { expirationOf } from "../../nips/nip40.ts";
 import { tokens, searchableText } from "../../nips/nip50.ts";
 import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
+import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable } from "../../protocol/kinds.ts";
 import { addressOf, deletionOf, GIFT_WRAP, giftWrapRecipients, OUTDATED, replacement, tombstoneRefusal } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
@@ -43,7 +44,7 @@ function tsvectorOf(words: string[]): string | null {
   return [...positions].map(([w, p]) => `'${w.replaceAll("\\", "\\\\").replaceAll("'", "''")}':${p.join(",")}`).join(" ");
 }
 
-const refused = (reason: string): WriteOutcome => ({ stored: false, duplicate: false, reason });
+const refused = (refusal: Refusal): WriteOutcome => ({ stored: false, duplicate: false, refusal });
 
 export interface CommittedBatch {
   /** The seq range the batch took: every seq in it is either a stored event below or unused. */
@@ -233,7 +234,7 @@ async function writeOne(tx: Tx, { event: e, json, vanishOnly }: PendingWrite, se
     // Refused for the sender's standing, carried out anyway (NIP-62), never stored; its seq stays unused.
     if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
     if (!(await applyVanish(tx, e, null, seq))) purges.left = true;
-    return refused(vanishOnly + VANISH_CARRIED_OUT);
+    return refused({ prefix: vanishOnly.prefix, message: vanishOnly.message + VANISH_CARRIED_OUT });
   }
   const gone = await tombstoned(tx, e);
   if (gone) return refused(gone);
@@ -244,7 +245,7 @@ async function writeOne(tx: Tx, { event: e, json, vanishOnly }: PendingWrite, se
 }
 
 /** Why an event may not (re)enter (semantics.ts tombstoneRefusal): the tombstones of its author and, for a gift wrap, its recipients. */
-async function tombstoned(tx: Tx, e: NostrEvent): Promise<string | undefined> {
+async function tombstoned(tx: Tx, e: NostrEvent): Promise<Refusal | undefined> {
   const rows = await tx.unsafe(
     `SELECT r AS pubkey,
             (SELECT until::float8 FROM vanished WHERE pubkey = decode(r, 'hex')) AS vanished,

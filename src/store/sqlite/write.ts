@@ -8,6 +8,7 @@ import { expirationOf } from "../../nips/nip40.ts";
 import { indexText } from "../../nips/nip50.ts";
 import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
+import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
 import { deletionOf, OUTDATED, replacement, tombstoneRefusal, type Tombstones } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
@@ -110,7 +111,7 @@ function writerStatements(db: Database) {
 }
 type WriterStatements = ReturnType<typeof writerStatements>;
 
-const refused = (reason: string): WriteOutcome => ({ stored: false, duplicate: false, reason });
+const refused = (refusal: Refusal): WriteOutcome => ({ stored: false, duplicate: false, refusal });
 
 export class SqliteWriter {
   private readonly st: WriterStatements;
@@ -263,7 +264,7 @@ export class SqliteWriter {
       // Refused for the sender's standing, carried out anyway (NIP-62), never stored.
       if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
       this.applyVanish(e, null);
-      return refused(vanishOnly + VANISH_CARRIED_OUT);
+      return refused({ prefix: vanishOnly.prefix, message: vanishOnly.message + VANISH_CARRIED_OUT });
     }
     const gone = this.tombstoned(e);
     if (gone) return refused(gone);
@@ -291,7 +292,7 @@ export class SqliteWriter {
   }
 
   /** Why an event may not (re)enter (semantics.ts tombstoneRefusal), from the tombstone tables. */
-  private tombstoned(e: NostrEvent): string | undefined {
+  private tombstoned(e: NostrEvent): Refusal | undefined {
     return tombstoneRefusal(e, this.tombstones);
   }
 

@@ -1,0 +1,130 @@
+// The EVENT pipeline, top to bottom, for every way an event comes in: a client's EVENT
+// (relay/ingest.ts), a [mirror] relay (relay/mirror.ts), and `bunstr import`, `sync` and
+// `stream` (ops/import.ts). The order of the steps is the specification:
+//   shape -> throttle -> policies -> id hash -> duplicate -> signature -> write-policy plugin
+//   -> store (or fan out ephemeral) -> the outcome (the caller answers OK, or counts it)
+// What differs between the entry points is handed in, never tested for here: the policies and
+// what they see, a throttle, the plugin (Source); where ephemeral events go and which writer
+// stores (AdmitContext). Whoever answers a client answers from the outcome only after the writer
+// has committed the event (WriterQueue resolves after the commit).
+// A request to vanish (kind 62) refused only for the sender's standing (AUTH, bans, allow and
+// deny lists, kind lists: policy/defaults.ts judgeEvent) goes on through id and signature to the
+// writer, which carries out the deletion but stores nothing (NIP-62: "regardless of the user's
+// status"); its outcome is that refusal, saying the deletion was done.
+import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
+import { isEphemeral } from "../protocol/kinds.ts";
+import { ProtocolError, refuse, type Refusal } from "../protocol/reasons.ts";
+import { judgeEvent } from "../policy/defaults.ts";
+import type { Policy, PolicyContext } from "../policy/rules.ts";
+import type { PendingWrite, WriteOutcome } from "../store/types.ts";
+import type { Outcome, RefusedFate } from "./outcome.ts";
+
+/** Where admitted events go. The relay's context (relay/context.ts) is one as it is. */
+export interface AdmitContext {
+  /** Shutting down: nothing new is taken. */
+  readonly closing: boolean;
+  /** Events between their duplicate check and their outcome, from every source; shutdown waits for them. */
+  inflight: number;
+  readonly store: { has(id: string): boolean | Promise<boolean> };
+  readonly verifier: { verify(e: NostrEvent): Promise<boolean> };
+  /** Resolves once the write is committed (or refused). */
+  readonly writer: { enqueue(w: PendingWrite): Promise<WriteOutcome> };
+  /** Fans an ephemeral event out to live subscribers; without it (an import) ephemeral events are dropped before their signature is checked. */
+  ephemeral?(e: NostrEvent, json: string): void;
+}
+
+/** The write-policy plugin's answer (relay/plugin.ts); undefined: accepted. */
+export interface PluginVerdict {
+  accepted: boolean;
+  message: string;
+}
+
+/** Where one event comes from: what it is judged by. */
+export interface Source {
+  readonly policies: readonly Policy[];
+  readonly policy: PolicyContext;
+  /** Asked right after the shape: a refusal when too much is in flight (a client's connection, the verifier's backlog). */
+  throttle?(): Refusal | undefined;
+  /** The sending connection's own count of events in flight (the throttle reads it). */
+  readonly session?: { inflight: number };
+  /** The last check, of valid new events to be stored or fanned out: the operator's plugin. */
+  writePolicy?(e: NostrEvent, json: string): PluginVerdict | undefined | Promise<PluginVerdict | undefined>;
+}
+
+const INVALID_ID = refuse("invalid", "event id does not match the event");
+const INVALID_SIG = refuse("invalid", "signature verification failed");
+const SHUTTING_DOWN = refuse("error", "relay is shutting down");
+const CHECK_FAILED = refuse("error", "could not check the event, try again");
+
+/**
+ * Takes an event (parsed JSON, of any shape) through the pipeline; resolves with what became of
+ * it once that is final (stored means committed). Rejects only when the verifier or the writer
+ * fails unexpectedly: the caller answers or stops.
+ */
+export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promise<Outcome> {
+  let e: NostrEvent;
+  try {
+    e = validateEventShape(raw);
+  } catch (err) {
+    if (!(err instanceof ProtocolError)) throw err;
+    return { event: undefined, fate: "badEvent", refusal: refuse(err.prefix, err.message) };
+  }
+  const no = (fate: RefusedFate, refusal: Refusal): Outcome => ({ event: e, fate, refusal });
+
+  if (ctx.closing) return no("refused", SHUTTING_DOWN);
+  const throttled = src.throttle?.();
+  if (throttled) return no("refused", throttled);
+
+  const { refusal, vanishOnly } = judgeEvent(src.policies, src.policy, e);
+  if (refusal && !vanishOnly) return no("refused", refusal);
+
+  // The id before the duplicate check, so nobody learns which ids are stored without the event.
+  if (!hasValidId(e)) return no("badId", INVALID_ID);
+
+  const ephemeral = isEphemeral(e.kind);
+  if (ephemeral && !ctx.ephemeral) return { event: e, fate: "ephemeral" }; // nobody to send it to
+  // Cheaper than a signature check, and the common case for a busy relay. A SQLite store answers
+  // at once; a Postgres one over the network, which can fail (the event still gets its outcome).
+  let known = false;
+  if (!ephemeral) {
+    try {
+      const has = ctx.store.has(e.id);
+      known = typeof has === "boolean" ? has : await has;
+    } catch (err) {
+      console.error("event pipeline error:", err);
+      return no("refused", CHECK_FAILED);
+    }
+  }
+  if (known) return refusal ? no("refused", refusal) : { event: e, fate: "duplicate" };
+
+  src.session && src.session.inflight++;
+  ctx.inflight++;
+  try {
+    if (!(await ctx.verifier.verify(e))) return no("badSig", INVALID_SIG);
+    const json = serializeEvent(e);
+    if (refusal) {
+      // vanishOnly: nothing of it is stored, so the write-policy plugin is not asked.
+      const o = await ctx.writer.enqueue({ event: e, json, vanishOnly: refusal });
+      return no("refused", o.stored || o.duplicate ? refusal : o.refusal);
+    }
+    // The operator's plugin (strfry's protocol) is the costliest check: it sees only valid, new events.
+    const verdict = src.writePolicy && (await src.writePolicy(e, json));
+    if (verdict) return { event: e, fate: "plugin", ...verdict }; // a shadow reject is OK true, never stored
+    if (ephemeral) {
+      ctx.ephemeral!(e, json);
+      return { event: e, fate: "ephemeral" };
+    }
+    return written(e, await ctx.writer.enqueue({ event: e, json }));
+  } finally {
+    src.session && src.session.inflight--;
+    ctx.inflight--;
+  }
+}
+
+/** The writer's outcome as the pipeline's. */
+function written(e: NostrEvent, o: WriteOutcome): Outcome {
+  if (o.stored) return { event: e, fate: "accepted" };
+  if (o.duplicate) return { event: e, fate: "duplicate" };
+  const fate = o.refusal.prefix === "blocked" ? "deleted" : o.refusal.prefix === "duplicate" ? "older" : "refused";
+  return { event: e, fate, refusal: o.refusal };
+}
