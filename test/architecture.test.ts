@@ -153,3 +153,41 @@ test("every worker script the code starts exists and is an entrypoint of the bin
     expect(entrypoints).toContain(`"./src/${path}"`);
   }
 });
+
+/**
+ * The functions of a file, with their length in lines: a declaration, method or arrow function
+ * whose body opens at the end of its line, up to the first line that closes it at the same
+ * indentation (the tree is formatted, so indentation tells the nesting).
+ */
+function functionLengths(text: string): { name: string; line: number; lines: number }[] {
+  const start =
+    /^(\s*)(?:export\s+)?(?:default\s+)?(?:async\s+)?(?:function\*?\s+(\w+)|(?:(?:private|public|protected|static|async|readonly|get|set)\s+)*\*?(\w+)\s*(?:<[^>]*>)?\(.*\)\s*(?::\s*[^{=]+)?\{\s*$|(?:const|let)\s+(\w+)\s*=\s*(?:async\s+)?(?:\([^)]*\)|\w+)\s*(?::\s*[^=]+)?=>\s*\{\s*$)/;
+  const lines = text.split("\n");
+  const found: { name: string; line: number; lines: number }[] = [];
+  lines.forEach((l, i) => {
+    const m = start.exec(l);
+    const name = m?.[2] ?? m?.[3] ?? m?.[4];
+    if (!m || !name || ["if", "for", "while", "switch", "catch", "return"].includes(name)) return;
+    const indent = m[1]!;
+    const end = lines.findIndex((t, j) => j > i && t.startsWith(`${indent}}`));
+    if (end > i) found.push({ name, line: i + 1, lines: end - i + 1 });
+  });
+  return found;
+}
+
+test("no function in src/ is longer than 120 lines", () => {
+  expect(functionLengths("function f() {\n  a();\n  if (x) {\n  }\n}\nconst g = async (y: number) => {\n  return y;\n};\n")).toEqual([
+    { name: "f", line: 1, lines: 5 },
+    { name: "g", line: 6, lines: 3 },
+  ]);
+  const long: string[] = [];
+  let seen = 0;
+  for (const f of files(".")) {
+    for (const fn of functionLengths(readFileSync(f, "utf8"))) {
+      seen++;
+      if (fn.lines > 120) long.push(`${relative(src, f)}:${fn.line} ${fn.name} (${fn.lines} lines)`);
+    }
+  }
+  expect(seen).toBeGreaterThan(500); // the scan finds the tree's functions
+  expect(long).toEqual([]);
+});
