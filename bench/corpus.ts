@@ -612,7 +612,7 @@ function generate(n: number, path: string, log: (msg: string) => void): string[]
 }
 
 /** Checks cached lines against the generator: the first events byte for byte, a sample by id and signature. Returns what is wrong. */
-function checkCache(lines: string[], path: string): string | undefined {
+function checkCache(lines: string[]): string | undefined {
   const gen = new CorpusGenerator();
   const head = Math.min(lines.length, 64);
   for (let i = 0; i < head; i++)
@@ -637,7 +637,7 @@ export function loadCorpus(n: number = DEFAULT_EVENTS, log: (msg: string) => voi
     const read: string[] = new Array(n);
     let i = 0;
     for (const line of readLines(cache, n)) read[i++] = line;
-    const wrong = i !== n ? `${i} lines, expected ${n}` : checkCache(read, cache);
+    const wrong = i !== n ? `${i} lines, expected ${n}` : checkCache(read);
     if (wrong) {
       log(`corpus: the cache ${cache} is not usable (${wrong}); deleting it`);
       rmSync(cache, { force: true });

@@ -118,7 +118,7 @@ for (const c of cases) {
   const jitLine = planJit.find((l) => /Timing:.*Total/.test(l))?.trim();
   console.log(`\n## ${c.name}: ${c.what} -> ${rows.length} rows; ${ms} ms with the server's jit (${jitLine ?? "no JIT"}), ${msNoJit} ms with jit = off`);
   for (const line of values.full ? plan : plan.filter((l) => keyLine.test(l) || /Execution Time|Planning Time/.test(l))) console.log(`  ${line.length > 220 ? `${line.slice(0, 217)}...` : line}`);
-  const scanLines = plan.filter((l) => /Scan|Sort  /.test(l) && !/Function Scan|SubPlan|never executed|tags y/.test(l)).map((l) => l.trim().replace(/\s+\(cost.*$/, "").replace(/^->\s+/, ""));
+  const scanLines = plan.filter((l) => /Scan|Sort {2}/.test(l) && !/Function Scan|SubPlan|never executed|tags y/.test(l)).map((l) => l.trim().replace(/\s+\(cost.*$/, "").replace(/^->\s+/, ""));
   summary.push({ name: c.name, ms, msNoJit, rows: rows.length, top: scanLines.slice(0, 3).join("; ") });
 }
 console.log("\n| shape | rows | ms (jit default) | ms (jit off) | main scans |\n|---|---:|---:|---:|---|");

@@ -78,7 +78,7 @@ function parseExposition(text: string): { types: Map<string, string>; samples: S
 }
 
 /** The value of the one sample with these labels (0 when absent: counters start unreported). */
-function valueOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
+function sampleValue(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
   const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
   expect(found.length).toBeLessThanOrEqual(1);
   return found[0]?.value ?? 0;
@@ -118,8 +118,8 @@ describe("metrics move with traffic", () => {
     const subscriber = await connect(r);
     const publisher = await connect(r);
     const before = await scrape(r);
-    expect(valueOf(before, "nostr_connections")).toBe(2);
-    expect(valueOf(before, "nostr_subscriptions")).toBe(0);
+    expect(sampleValue(before, "nostr_connections")).toBe(2);
+    expect(sampleValue(before, "nostr_subscriptions")).toBe(0);
 
     expect((await subscriber.req("live", { kinds: [1] })).end[0]).toBe("EOSE");
     const alice = signer();
@@ -138,7 +138,7 @@ describe("metrics move with traffic", () => {
     await publisher.next((f) => f[0] === "NOTICE", 5000, from);
 
     const after = await scrape(r);
-    const delta = (name: string, labels: Record<string, string> = {}) => valueOf(after, name, labels) - valueOf(before, name, labels);
+    const delta = (name: string, labels: Record<string, string> = {}) => sampleValue(after, name, labels) - sampleValue(before, name, labels);
     expect(delta("nostr_client_messages_total", { verb: "EVENT" })).toBe(5);
     expect(delta("nostr_client_messages_total", { verb: "REQ" })).toBe(1);
     expect(delta("nostr_client_messages_total", { verb: "invalid" })).toBe(1);
@@ -150,15 +150,15 @@ describe("metrics move with traffic", () => {
     expect(kind1("duplicate", "duplicate")).toBe(1);
     expect(kind1("refused", "invalid")).toBe(2);
     expect(delta("nostr_fanout_deliveries_total")).toBe(2);
-    expect(valueOf(after, "nostr_subscriptions")).toBe(1);
-    expect(valueOf(after, "nostr_subscription_groups")).toBe(1);
+    expect(sampleValue(after, "nostr_subscriptions")).toBe(1);
+    expect(sampleValue(after, "nostr_subscription_groups")).toBe(1);
     expect(delta("bunstr_writer_batch_size_count")).toBeGreaterThanOrEqual(1);
     expect(delta("bunstr_writer_batch_size_sum")).toBe(2);
     expect(delta("bunstr_writer_commit_seconds_count")).toBe(delta("bunstr_writer_batch_size_count"));
-    expect(valueOf(after, "bunstr_database_size_bytes")).toBeGreaterThan(0);
-    expect(valueOf(after, "process_resident_memory_bytes")).toBeGreaterThan(0);
-    expect(valueOf(after, "process_cpu_seconds_total")).toBeGreaterThan(0);
-    expect(valueOf(after, "process_start_time_seconds")).toBeCloseTo(r.ctx.startedAt / 1000, 3);
+    expect(sampleValue(after, "bunstr_database_size_bytes")).toBeGreaterThan(0);
+    expect(sampleValue(after, "process_resident_memory_bytes")).toBeGreaterThan(0);
+    expect(sampleValue(after, "process_cpu_seconds_total")).toBeGreaterThan(0);
+    expect(sampleValue(after, "process_start_time_seconds")).toBeCloseTo(r.ctx.startedAt / 1000, 3);
 
     // Closing the subscription and a connection shows at the next scrape.
     subscriber.send(["CLOSE", "live"]);
@@ -167,13 +167,13 @@ describe("metrics move with traffic", () => {
     // reaches the server on its own: scrape until it shows, with a deadline.
     expect((await subscriber.count("fence", [{ ids: ["0".repeat(64)] }]))[0]).toBe("COUNT");
     let later = await scrape(r);
-    for (const deadline = Date.now() + 5000; valueOf(later, "nostr_connections") !== 1 && Date.now() < deadline; ) {
+    for (const deadline = Date.now() + 5000; sampleValue(later, "nostr_connections") !== 1 && Date.now() < deadline; ) {
       await Bun.sleep(10);
       later = await scrape(r);
     }
-    expect(valueOf(later, "nostr_subscriptions")).toBe(0);
-    expect(valueOf(later, "nostr_connections")).toBe(1);
-    expect(valueOf(later, "nostr_client_messages_total", { verb: "CLOSE" }) - valueOf(after, "nostr_client_messages_total", { verb: "CLOSE" })).toBe(1);
+    expect(sampleValue(later, "nostr_subscriptions")).toBe(0);
+    expect(sampleValue(later, "nostr_connections")).toBe(1);
+    expect(sampleValue(later, "nostr_client_messages_total", { verb: "CLOSE" }) - sampleValue(after, "nostr_client_messages_total", { verb: "CLOSE" })).toBe(1);
   });
 
   test("stored events: counted at the first scrape, then cached", async () => {
@@ -181,10 +181,10 @@ describe("metrics move with traffic", () => {
     const c = await connect(r);
     const s = signer();
     for (let i = 0; i < 3; i++) await accepted(c, s.sign({ kind: 1, content: `n${i}` }));
-    expect(valueOf(await scrape(r), "bunstr_events_stored")).toBe(3);
+    expect(sampleValue(await scrape(r), "bunstr_events_stored")).toBe(3);
     await accepted(c, s.sign({ kind: 1, content: "n3" }));
     // Within the cache period the count stays: a scrape never scans the table twice in 10 s.
-    expect(valueOf(await scrape(r), "bunstr_events_stored")).toBe(3);
+    expect(sampleValue(await scrape(r), "bunstr_events_stored")).toBe(3);
   });
 
   test("the kind label is bounded", async () => {
@@ -193,7 +193,7 @@ describe("metrics move with traffic", () => {
     const samples = await scrape(r);
     const kinds = new Set(samples.filter((s) => s.name === "nostr_events_received_total").map((s) => s.labels.kind));
     expect(kinds.size).toBeLessThanOrEqual(MAX_KIND_LABELS + 2); // + "other" and "unknown"
-    expect(valueOf(samples, "nostr_events_received_total", { result: "accepted", reason: "", kind: "other" })).toBeGreaterThanOrEqual(10);
+    expect(sampleValue(samples, "nostr_events_received_total", { result: "accepted", reason: "", kind: "other" })).toBeGreaterThanOrEqual(10);
   });
 });
 
@@ -274,7 +274,7 @@ describe("exposition text", () => {
     const { samples } = parseExposition(x.text());
     expect(samples[0]).toEqual({ name: "t_total", labels: { v: 'q"\\\n' }, value: 1 });
     expect(samples.filter((s) => s.name === "t_h_bucket").map((s) => s.value)).toEqual([2, 3, 5]);
-    expect(valueOf(samples, "t_h_sum")).toBe(111.5);
+    expect(sampleValue(samples, "t_h_sum")).toBe(111.5);
     expect(() => new Exposition().family("a", "gauge", "").family("a", "gauge", "")).toThrow();
   });
 });

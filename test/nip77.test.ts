@@ -237,7 +237,7 @@ describe("a whole sync with nostr-tools' NegentropySync", () => {
     const sig = hexOf(64);
     // 5,000 distinct seconds for 50,000 events: ties are common, so bounds carry id prefixes.
     const base = now() - 10_000;
-    const items: Item[] = ids.map((id, i) => ({ id, created_at: base + Math.floor(Math.random() * 5000) }));
+    const items: Item[] = ids.map((id) => ({ id, created_at: base + Math.floor(Math.random() * 5000) }));
     const relayItems = items.slice(0, N); // the last DIFF of these the client lacks
     const clientItems = [...items.slice(0, N - DIFF), ...items.slice(N)]; // also N, DIFF the relay lacks
     const relayOnly = items.slice(N - DIFF, N);

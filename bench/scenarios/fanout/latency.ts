@@ -22,7 +22,7 @@ export const nowMs = (): number => CLOCK_ORIGIN + performance.now();
 // power of two (0.1 % resolution).
 const HIST_SIZE = 23 * 1024;
 export function histBucket(us: number): number {
-  if (us < 1024) return us < 0 ? 0 : us;
+  if (us < 1024) return Math.max(us, 0);
   if (us >= 2 ** 31) return HIST_SIZE - 1;
   const e = 31 - Math.clz32(us);
   return ((e - 9) << 10) + ((us >>> (e - 10)) & 1023);

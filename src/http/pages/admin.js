@@ -3,7 +3,7 @@
 // type-checked through JSDoc (tsconfig.json here). One function scope: a global named like
 // window.nostr would replace the extension's. The page defines RELAY_PATH before it.
 (() => {
-"use strict";
+
 /** The element with this id (the page has them all). @param {string} id */
 const $ = (id) => {
   const el = document.getElementById(id);

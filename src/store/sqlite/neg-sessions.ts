@@ -40,6 +40,7 @@ export class NegSessions {
     return { items: count, ...this.reconcile(job.key, job.message) };
   }
 
+  // biome-ignore lint/correctness/useYield: a read job (ReadSteps) of one step: reconciling a message is not sliced
   *message(_cache: StatementCache, job: NegMsgJob): ReadSteps<NegAnswer> {
     return { items: 0, ...this.reconcile(job.key, job.message) };
   }
