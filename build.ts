@@ -43,7 +43,9 @@ const { values } = parseArgs({
 });
 
 // The commit from git, else from BUNSTR_COMMIT (a build without .git, e.g. the Dockerfile's).
-const gitCommit = Bun.which("git") ? Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"], { stderr: "ignore" }).stdout.toString().trim() : "";
+const gitCommit = Bun.which("git")
+  ? Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"], { stderr: "ignore" }).stdout.toString().trim()
+  : "";
 const commit = gitCommit || (process.env.BUNSTR_COMMIT ?? "").trim();
 const version = commit ? `${pkg.version}+${commit}` : pkg.version;
 
@@ -141,7 +143,8 @@ function debianLibrary(arch: string): string | undefined {
 async function release(): Promise<void> {
   const outdir = values.outdir ?? "dist/release";
   const names = (values.only?.split(",").map((s) => s.trim()) ?? Object.keys(RELEASE_TARGETS)) as ReleaseName[];
-  for (const name of names) if (!(name in RELEASE_TARGETS)) throw new Error(`unknown release target ${name} (${Object.keys(RELEASE_TARGETS).join(", ")})`);
+  for (const name of names)
+    if (!(name in RELEASE_TARGETS)) throw new Error(`unknown release target ${name} (${Object.keys(RELEASE_TARGETS).join(", ")})`);
   mkdirSync(outdir, { recursive: true });
   const built: Built[] = [];
   const failed: string[] = [];
@@ -162,11 +165,15 @@ async function release(): Promise<void> {
     }
   }
   // The format `sha256sum -c SHA256SUMS` reads: "<hex>  <file>", names relative to outdir.
-  const sums = built.map(({ outfile }) => `${new Bun.CryptoHasher("sha256").update(readFileSync(outfile)).digest("hex")}  ${basename(outfile)}\n`);
+  const sums = built.map(
+    ({ outfile }) => `${new Bun.CryptoHasher("sha256").update(readFileSync(outfile)).digest("hex")}  ${basename(outfile)}\n`,
+  );
   writeFileSync(join(outdir, "SHA256SUMS"), sums.join(""));
   console.log(`\n${outdir}/SHA256SUMS:`);
   for (const [i, { outfile, library }] of built.entries())
-    console.log(`  ${sums[i]!.trim()}  ${(statSync(outfile).size / 2 ** 20).toFixed(1)} MiB  ${library ? "libsecp256k1 embedded" : "no libsecp256k1"}`);
+    console.log(
+      `  ${sums[i]!.trim()}  ${(statSync(outfile).size / 2 ** 20).toFixed(1)} MiB  ${library ? "libsecp256k1 embedded" : "no libsecp256k1"}`,
+    );
   if (failed.length > 0) {
     console.error(`not built: ${failed.join(", ")}`);
     process.exit(1);

@@ -17,7 +17,12 @@ import { createDatabase, dropDatabase, PG_URL, REDIS_URL } from "../test/postgre
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
-  options: { messages: { type: "string", default: "2000" }, window: { type: "string", default: "64" }, redis: { type: "string", default: REDIS_URL }, pg: { type: "string", default: PG_URL } },
+  options: {
+    messages: { type: "string", default: "2000" },
+    window: { type: "string", default: "64" },
+    redis: { type: "string", default: REDIS_URL },
+    pg: { type: "string", default: PG_URL },
+  },
 });
 const MESSAGES = Number(values.messages);
 const WINDOW = Number(values.window);
@@ -31,7 +36,10 @@ const NODE = crypto.randomUUID();
 let nextSeq = 1;
 function batchMessage(k: number, count: number): string {
   const from = nextSeq;
-  const events = Array.from({ length: count }, (_, j) => `{"seq":${from + j},"json":${JSON.stringify(typical[(k * count + j) % typical.length]!)}}`).join(",");
+  const events = Array.from(
+    { length: count },
+    (_, j) => `{"seq":${from + j},"json":${JSON.stringify(typical[(k * count + j) % typical.length]!)}}`,
+  ).join(",");
   nextSeq += count;
   return `{"node":"${NODE}","from":${from},"to":${from + count - 1},"events":[${events}]}`;
 }
@@ -97,9 +105,26 @@ async function measure(t: Transport, label: string, messages: string[], transfor
     await waitFor(base + messages.length, 60_000);
     const secs = (performance.now() - started) / 1000;
     const s = summarize(rtt);
-    return { transport: t.name, message: label, bytes, rttP50: s.p50, rttP99: s.p99, perSec: messages.length / secs, mbPerSec: (messages.length * bytes) / secs / 2 ** 20 };
+    return {
+      transport: t.name,
+      message: label,
+      bytes,
+      rttP50: s.p50,
+      rttP99: s.p99,
+      perSec: messages.length / secs,
+      mbPerSec: (messages.length * bytes) / secs / 2 ** 20,
+    };
   } catch (err) {
-    return { transport: t.name, message: label, bytes, rttP50: NaN, rttP99: NaN, perSec: NaN, mbPerSec: NaN, error: (err as Error).message.split("\n")[0]! };
+    return {
+      transport: t.name,
+      message: label,
+      bytes,
+      rttP50: NaN,
+      rttP99: NaN,
+      perSec: NaN,
+      mbPerSec: NaN,
+      error: (err as Error).message.split("\n")[0]!,
+    };
   }
 }
 
@@ -137,11 +162,16 @@ function pgTransport(url: string): Transport & { sql: SQL } {
   };
 }
 
-const fmt = (x: number, d = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d }) : "—");
+const fmt = (x: number, d = 0) =>
+  Number.isFinite(x) ? x.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d }) : "—";
 
 async function main(): Promise<number> {
   const probe = new SQL({ url: values.pg, max: 1 } as ConstructorParameters<typeof SQL>[0]);
-  log(`bun ${Bun.version}; typeof sql.listen = ${typeof (probe as unknown as { listen: unknown }).listen}; ${MESSAGES} messages per stream, window ${WINDOW}; load ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  log(
+    `bun ${Bun.version}; typeof sql.listen = ${typeof (probe as unknown as { listen: unknown }).listen}; ${MESSAGES} messages per stream, window ${WINDOW}; load ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")}`,
+  );
   await probe.close();
   const one = Array.from({ length: MESSAGES }, (_, k) => batchMessage(k, 1));
   const twenty = Array.from({ length: MESSAGES }, (_, k) => batchMessage(k, 20));
@@ -167,7 +197,10 @@ async function main(): Promise<number> {
     await pg.sql.unsafe(`INSERT INTO events SELECT g, $1 || g FROM generate_series(1, 2000) g`, [lines[0]!]);
     for (let i = 0; i < lines.length; i += 200) {
       const chunk = lines.slice(i, i + 200);
-      await pg.sql.unsafe(`UPDATE events e SET json = x.value FROM jsonb_array_elements_text($1::text::jsonb) WITH ORDINALITY x(value, n) WHERE e.seq = $2 + x.n - 1`, [JSON.stringify(chunk), i + 1]);
+      await pg.sql.unsafe(
+        `UPDATE events e SET json = x.value FROM jsonb_array_elements_text($1::text::jsonb) WITH ORDINALITY x(value, n) WHERE e.seq = $2 + x.n - 1`,
+        [JSON.stringify(chunk), i + 1],
+      );
     }
     const reader = new SQL({ url: dbUrl, max: 4 } as ConstructorParameters<typeof SQL>[0]);
     const refs = Array.from({ length: MESSAGES }, (_, k) => {
@@ -187,10 +220,15 @@ async function main(): Promise<number> {
     await dropDatabase(db);
   }
 
-  console.log(`\nbus micro-benchmark (bun ${Bun.version}, ${new Date().toISOString().slice(0, 16)}Z, load ${loadavg()[0]!.toFixed(2)}; round trip = publish -> subscriber callback, one in flight; rate with ${WINDOW} in flight)`);
+  console.log(
+    `\nbus micro-benchmark (bun ${Bun.version}, ${new Date().toISOString().slice(0, 16)}Z, load ${loadavg()[0]!.toFixed(2)}; round trip = publish -> subscriber callback, one in flight; rate with ${WINDOW} in flight)`,
+  );
   console.log("| transport | message | bytes | round trip p50 ms | p99 ms | messages/s | MiB/s |");
   console.log("|---|---|---:|---:|---:|---:|---:|");
-  for (const r of rows) console.log(`| ${r.transport} | ${r.message} | ${fmt(r.bytes)} | ${fmt(r.rttP50, 3)} | ${fmt(r.rttP99, 3)} | ${fmt(r.perSec)} | ${fmt(r.mbPerSec, 1)} |${r.error ? ` ERROR: ${r.error}` : ""}`);
+  for (const r of rows)
+    console.log(
+      `| ${r.transport} | ${r.message} | ${fmt(r.bytes)} | ${fmt(r.rttP50, 3)} | ${fmt(r.rttP99, 3)} | ${fmt(r.perSec)} | ${fmt(r.mbPerSec, 1)} |${r.error ? ` ERROR: ${r.error}` : ""}`,
+    );
   console.log(JSON.stringify({ format: "bus-1", at: new Date().toISOString(), load: loadavg(), messages: MESSAGES, window: WINDOW, rows }));
   return 0;
 }

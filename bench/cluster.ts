@@ -46,7 +46,10 @@ const USAGE = `usage: npx bun bench/cluster.ts [options]
 
 class UsageError extends Error {}
 const log = (m: string) => console.error(`[cluster] ${m}`);
-const load = () => loadavg().map((x) => x.toFixed(2)).join(" ");
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
 const STALL_MS = 20_000;
 
 function options(argv: string[]) {
@@ -68,7 +71,7 @@ function options(argv: string[]) {
       help: { type: "boolean", short: "h", default: false },
     },
   });
-  if (values.help) (console.log(USAGE), process.exit(0));
+  if (values.help) console.log(USAGE), process.exit(0);
   const int = (name: string, v: string, max: number, min = 1) => {
     if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max}`);
     return Number(v);
@@ -95,10 +98,15 @@ type Options = ReturnType<typeof options>;
 /** A private redis-server (no persistence) on a free port. */
 async function startRedis(): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const port = await freePort();
-  const proc = Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   process.on("exit", () => proc.kill("SIGKILL"));
   for (let i = 0; i < 100; i++) {
-    const ok = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } }).then((s) => (s.end(), true)).catch(() => false);
+    const ok = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } })
+      .then((s) => (s.end(), true))
+      .catch(() => false);
     if (ok) return { url: `redis://127.0.0.1:${port}`, pid: proc.pid, stop: async () => (proc.kill("SIGTERM"), void (await proc.exited)) };
     await Bun.sleep(50);
   }
@@ -126,7 +134,8 @@ async function startCluster(n: number, opts: Options, busUrl: string, tag: strin
   );
   const nodes: RelayProcess[] = [];
   // One after the other: the first migrates the schema (the others would wait on its advisory lock anyway).
-  for (let i = 0; i < n; i++) nodes.push(await RelayProcess.spawn({ verify: opts.verify, args: ["--config", config], startTimeoutMs: 30_000 }));
+  for (let i = 0; i < n; i++)
+    nodes.push(await RelayProcess.spawn({ verify: opts.verify, args: ["--config", config], startTimeoutMs: 30_000 }));
   const sql = new SQL({ url, max: 2 } as ConstructorParameters<typeof SQL>[0]);
   return { db, url, nodes, sql };
 }
@@ -170,7 +179,14 @@ function cpuMeter(relays: RelayProcess[], redisPid: number | undefined): CpuMete
   const redisCpu = () => (redisPid ? cpuSeconds(redisPid) : NaN);
   const self = () => cpuSeconds(process.pid);
   const start = { relays: relayCpu(), postgres: postgresCpu(), redis: redisCpu(), client: self() };
-  return { stop: () => ({ relays: relayCpu() - start.relays, postgres: postgresCpu() - start.postgres, redis: redisCpu() - start.redis, client: self() - start.client }) };
+  return {
+    stop: () => ({
+      relays: relayCpu() - start.relays,
+      postgres: postgresCpu() - start.postgres,
+      redis: redisCpu() - start.redis,
+      client: self() - start.client,
+    }),
+  };
 }
 
 // ---------------------------------------------------------------- ingest
@@ -186,7 +202,14 @@ interface IngestResult {
   cpu: ReturnType<CpuMeter["stop"]>;
 }
 
-async function ingest(c: Cluster, corpus: Corpus, oracle: Oracle, opts: Options, redisPid: number | undefined, failures: Failures): Promise<IngestResult> {
+async function ingest(
+  c: Cluster,
+  corpus: Corpus,
+  oracle: Oracle,
+  opts: Options,
+  redisPid: number | undefined,
+  failures: Failures,
+): Promise<IngestResult> {
   const n = corpus.size;
   const C = opts.conns;
   // Connection k goes to node k mod nodes; it sends events k, k+C, k+2C, …
@@ -264,10 +287,20 @@ async function ingest(c: Cluster, corpus: Corpus, oracle: Oracle, opts: Options,
     ids.add(r.id);
     if (oracle.isGone(r.id) || !corpus.byId.has(r.id)) failures.add("stored but should not be", r.id);
   }
-  for (let i = 0; i < n; i++) if (!oracle.isGone(corpus.id(i)) && !ids.has(corpus.id(i))) failures.add("not stored", `#${i} ${corpus.id(i)}`);
+  for (let i = 0; i < n; i++)
+    if (!oracle.isGone(corpus.id(i)) && !ids.has(corpus.id(i))) failures.add("not stored", `#${i} ${corpus.id(i)}`);
   if (rows.length !== oracle.size) failures.add("stored count", `${rows.length} rows in events, the oracle keeps ${oracle.size}`);
   const lat = summarize(latency);
-  return { events: n, okTrue, refusedOlder, seconds, eventsPerSec: okTrue / seconds, latencyMs: { p50: lat.p50, p99: lat.p99 }, stored: rows.length, cpu };
+  return {
+    events: n,
+    okTrue,
+    refusedOlder,
+    seconds,
+    eventsPerSec: okTrue / seconds,
+    latencyMs: { p50: lat.p50, p99: lat.p99 },
+    stored: rows.length,
+    cpu,
+  };
 }
 
 // ---------------------------------------------------------------- fanout
@@ -290,11 +323,19 @@ function fanoutWorkload(opts: Options): { events: NostrEvent[]; subs: Sub[] } {
   return { events, subs: w.subs };
 }
 
-async function fanout(c: Cluster, work: { events: NostrEvent[]; subs: Sub[] }, opts: Options, redisPid: number | undefined, failures: Failures): Promise<FanoutResult> {
+async function fanout(
+  c: Cluster,
+  work: { events: NostrEvent[]; subs: Sub[] },
+  opts: Options,
+  redisPid: number | undefined,
+  failures: Failures,
+): Promise<FanoutResult> {
   const { events, subs } = work;
   const E = events.length;
   const index = new Map(events.map((e, i) => [e.id, i]));
-  const wire = events.map((e) => JSON.stringify({ id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, tags: e.tags, content: e.content, sig: e.sig }));
+  const wire = events.map((e) =>
+    JSON.stringify({ id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, tags: e.tags, content: e.content, sig: e.sig }),
+  );
   // expected[s*E + i] = 1 when subscription s must get event i; counts the same shape.
   const expected = new Uint8Array(subs.length * E);
   const counts = new Uint8Array(subs.length * E);
@@ -309,7 +350,9 @@ async function fanout(c: Cluster, work: { events: NostrEvent[]; subs: Sub[] }, o
   let received = 0;
   let lastDelivery = 0;
   // Receiving connection r goes to node r mod nodes.
-  const receivers = await Promise.all(Array.from({ length: opts.subConns }, (_, r) => Conn.connect(c.nodes[r % c.nodes.length]!.url, `recv-${r}`)));
+  const receivers = await Promise.all(
+    Array.from({ length: opts.subConns }, (_, r) => Conn.connect(c.nodes[r % c.nodes.length]!.url, `recv-${r}`)),
+  );
   let eoses = 0;
   receivers.forEach((conn) => {
     conn.onFrame = (f, raw) => {
@@ -380,13 +423,25 @@ async function fanout(c: Cluster, work: { events: NostrEvent[]; subs: Sub[] }, o
     for (let i = 0; i < E; i++)
       if (expected[s.slot * E + i] && counts[s.slot * E + i] === 0) {
         missing++;
-        if (examples.length < 3) examples.push(`s${s.num} (${s.label}, node ${(s.conn % c.nodes.length) + 1}) #${i} kind ${events[i]!.kind} published on node ${((i % P) % c.nodes.length) + 1}`);
+        if (examples.length < 3)
+          examples.push(
+            `s${s.num} (${s.label}, node ${(s.conn % c.nodes.length) + 1}) #${i} kind ${events[i]!.kind} published on node ${((i % P) % c.nodes.length) + 1}`,
+          );
       }
   if (missing > 0) failures.add("missing delivery", `${missing} of ${due} deliveries missing, e.g. ${examples.join("; ")}`);
   if (oks < E) failures.add("publisher OK missing", `${E - oks} of ${E}`);
   await Promise.all([...pubs, ...receivers].map((x) => x.close()));
   const lat = summarize(latency);
-  return { subs: subs.length, events: E, expected: due, received, seconds, deliveriesPerSec: received / seconds, latencyMs: { p50: lat.p50, p99: lat.p99, max: lat.max }, cpu };
+  return {
+    subs: subs.length,
+    events: E,
+    expected: due,
+    received,
+    seconds,
+    deliveriesPerSec: received / seconds,
+    latencyMs: { p50: lat.p50, p99: lat.p99, max: lat.max },
+    cpu,
+  };
 }
 
 /** Whether an ephemeral event published on node 1 reaches a subscriber on node 2 (a finding, not a failure). */
@@ -409,7 +464,8 @@ async function ephemeralAcross(c: Cluster): Promise<boolean | undefined> {
 
 // ---------------------------------------------------------------- main
 
-const fmt = (x: number, d = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d }) : "—");
+const fmt = (x: number, d = 0) =>
+  Number.isFinite(x) ? x.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d }) : "—";
 
 async function main(): Promise<number> {
   let opts: Options;
@@ -424,7 +480,9 @@ async function main(): Promise<number> {
     process.exit(1);
   }, opts.timeoutSec * 1000);
   hard.unref();
-  log(`bun ${Bun.version}, ${availableParallelism()} cores, load ${load()}; postgres ${new URL(PG_URL).host}; signatures ${opts.verify ? "verified" : "not verified"}`);
+  log(
+    `bun ${Bun.version}, ${availableParallelism()} cores, load ${load()}; postgres ${new URL(PG_URL).host}; signatures ${opts.verify ? "verified" : "not verified"}`,
+  );
   const corpus = loadCorpus(opts.events, log);
   const oracle = new Oracle({ keepEvents: false });
   for (let i = 0; i < corpus.size; i++) {
@@ -432,7 +490,9 @@ async function main(): Promise<number> {
     oracle.addMeta(head && !isAddressableKind(head.kind) ? head : metaOf(corpus.event(i)));
   }
   const work = fanoutWorkload(opts);
-  log(`corpus ${corpus.size} events (the oracle keeps ${oracle.size}); fanout: ${work.subs.length} subscriptions, ${work.events.length} events`);
+  log(
+    `corpus ${corpus.size} events (the oracle keeps ${oracle.size}); fanout: ${work.subs.length} subscriptions, ${work.events.length} events`,
+  );
   const redis = opts.redis ? undefined : await startRedis();
   const busUrl = opts.redis ?? redis!.url;
   const failures = new Failures();
@@ -466,22 +526,44 @@ async function main(): Promise<number> {
   }
 
   const col = (f: (r: (typeof results)[number]) => string) => results.map(f).join(" | ");
-  console.log(`\nbunstr cluster on Postgres (${new Date().toISOString().slice(0, 16)}Z, bun ${Bun.version}, ${availableParallelism()} cores shared by relays, Postgres, Redis and this client; signatures ${opts.verify ? "verified" : "not verified"})`);
+  console.log(
+    `\nbunstr cluster on Postgres (${new Date().toISOString().slice(0, 16)}Z, bun ${Bun.version}, ${availableParallelism()} cores shared by relays, Postgres, Redis and this client; signatures ${opts.verify ? "verified" : "not verified"})`,
+  );
   console.log(`| | ${col((r) => `${r.nodes} node${r.nodes > 1 ? "s" : ""}`)} |`);
   console.log(`|---|${col(() => "---:")}|`);
   console.log(`| load average (1 min) after the run | ${col((r) => r.load.split(" ")[0]!)} |`);
   console.log(`| ingest: events (OK true + older refused) | ${col((r) => `${fmt(r.ingest.okTrue)} + ${fmt(r.ingest.refusedOlder)}`)} |`);
   console.log(`| ingest: events/s (${opts.conns} conns, window ${opts.window}) | ${col((r) => fmt(r.ingest.eventsPerSec))} |`);
-  console.log(`| ingest: EVENT -> OK p50 / p99 ms | ${col((r) => `${fmt(r.ingest.latencyMs.p50, 1)} / ${fmt(r.ingest.latencyMs.p99, 1)}`)} |`);
-  console.log(`| ingest: CPU-s per 1k events relays / postgres / redis | ${col((r) => `${fmt((r.ingest.cpu.relays / r.ingest.events) * 1000, 3)} / ${fmt((r.ingest.cpu.postgres / r.ingest.events) * 1000, 3)} / ${fmt((r.ingest.cpu.redis / r.ingest.events) * 1000, 3)}`)} |`);
+  console.log(
+    `| ingest: EVENT -> OK p50 / p99 ms | ${col((r) => `${fmt(r.ingest.latencyMs.p50, 1)} / ${fmt(r.ingest.latencyMs.p99, 1)}`)} |`,
+  );
+  console.log(
+    `| ingest: CPU-s per 1k events relays / postgres / redis | ${col((r) => `${fmt((r.ingest.cpu.relays / r.ingest.events) * 1000, 3)} / ${fmt((r.ingest.cpu.postgres / r.ingest.events) * 1000, 3)} / ${fmt((r.ingest.cpu.redis / r.ingest.events) * 1000, 3)}`)} |`,
+  );
   console.log(`| fanout: deliveries (${work.subs.length} subs, ${work.events.length} events) | ${col((r) => fmt(r.fanout.received))} |`);
   console.log(`| fanout: deliveries/s | ${col((r) => fmt(r.fanout.deliveriesPerSec))} |`);
-  console.log(`| fanout: EVENT sent -> delivery p50 / p99 ms | ${col((r) => `${fmt(r.fanout.latencyMs.p50, 1)} / ${fmt(r.fanout.latencyMs.p99, 1)}`)} |`);
-  console.log(`| fanout: CPU-s relays / postgres / redis / client | ${col((r) => `${fmt(r.fanout.cpu.relays, 1)} / ${fmt(r.fanout.cpu.postgres, 1)} / ${fmt(r.fanout.cpu.redis, 2)} / ${fmt(r.fanout.cpu.client, 1)}`)} |`);
-  console.log(`| ephemeral event from node 1 reaches node 2 | ${col((r) => (r.ephemeralAcross === undefined ? "—" : r.ephemeralAcross ? "yes" : "no"))} |`);
-  for (const r of results) if (r.ephemeralAcross === false) console.log(`WARN ephemeral events are not carried by the bus: a subscriber on another node never gets them`);
+  console.log(
+    `| fanout: EVENT sent -> delivery p50 / p99 ms | ${col((r) => `${fmt(r.fanout.latencyMs.p50, 1)} / ${fmt(r.fanout.latencyMs.p99, 1)}`)} |`,
+  );
+  console.log(
+    `| fanout: CPU-s relays / postgres / redis / client | ${col((r) => `${fmt(r.fanout.cpu.relays, 1)} / ${fmt(r.fanout.cpu.postgres, 1)} / ${fmt(r.fanout.cpu.redis, 2)} / ${fmt(r.fanout.cpu.client, 1)}`)} |`,
+  );
+  console.log(
+    `| ephemeral event from node 1 reaches node 2 | ${col((r) => (r.ephemeralAcross === undefined ? "—" : r.ephemeralAcross ? "yes" : "no"))} |`,
+  );
+  for (const r of results)
+    if (r.ephemeralAcross === false)
+      console.log(`WARN ephemeral events are not carried by the bus: a subscriber on another node never gets them`);
   for (const line of failures.lines()) console.log(`FAIL ${line}`);
-  console.log(JSON.stringify({ format: "cluster-1", at: new Date().toISOString(), opts: { ...opts, redis: opts.redis ?? "private" }, results, failures: failures.count }));
+  console.log(
+    JSON.stringify({
+      format: "cluster-1",
+      at: new Date().toISOString(),
+      opts: { ...opts, redis: opts.redis ?? "private" },
+      results,
+      failures: failures.count,
+    }),
+  );
   return failures.count === 0 ? 0 : 1;
 }
 

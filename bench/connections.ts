@@ -47,7 +47,8 @@ const num = (name: string, v: string | undefined): number => {
   return n;
 };
 
-if (values["fd-limit-probe"] !== undefined) process.exit(await probe(num("fd-limit-probe", values["fd-limit-probe"]), num("probe-wait-ms", values["probe-wait-ms"])));
+if (values["fd-limit-probe"] !== undefined)
+  process.exit(await probe(num("fd-limit-probe", values["fd-limit-probe"]), num("probe-wait-ms", values["probe-wait-ms"])));
 
 const want = num("connections", values.connections);
 const fit = connectionsThatFit(want);
@@ -82,8 +83,10 @@ const failures: string[] = [];
 r.cycles.forEach((c, i) => {
   if (c.openErrors) failures.push(`cycle ${i + 1}: ${c.openErrors} connections failed to open`);
   if (c.received !== n || c.duplicated) failures.push(`cycle ${i + 1}: ${c.received}/${n} got the event, ${c.duplicated} twice`);
-  if (c.closeMs === null || c.fdsAfterClose > r.idle.fds + 3) failures.push(`cycle ${i + 1}: descriptors not released (${c.fdsAfterClose} open)`);
-  if (c.rssAfterCloseMiB > first.rssAfterCloseMiB + 30) failures.push(`cycle ${i + 1}: RSS after close ${c.rssAfterCloseMiB.toFixed(1)} MiB > cycle 1 + 30`);
+  if (c.closeMs === null || c.fdsAfterClose > r.idle.fds + 3)
+    failures.push(`cycle ${i + 1}: descriptors not released (${c.fdsAfterClose} open)`);
+  if (c.rssAfterCloseMiB > first.rssAfterCloseMiB + 30)
+    failures.push(`cycle ${i + 1}: RSS after close ${c.rssAfterCloseMiB.toFixed(1)} MiB > cycle 1 + 30`);
 });
 if (r.relayExitCode !== 0) failures.push(`relay exit code ${r.relayExitCode}`);
 console.log(
@@ -98,12 +101,19 @@ process.exit(failures.length ? 1 : 0);
 async function probe(limit: number, waitMs: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), "bunstr-fd-probe-"));
   writeFileSync(join(dir, "bunstr.toml"), `[limits]\nmax_connections_per_ip = 1000000\n${RATE_LIMITS_OFF}`);
-  const relay = await RelayProcess.spawn({ verify: false, dataDir: dir, args: ["--config", join(dir, "bunstr.toml")], wrap: ["sh", "-c", `ulimit -n ${limit} && exec "$@"`, "sh"] });
+  const relay = await RelayProcess.spawn({
+    verify: false,
+    dataDir: dir,
+    args: ["--config", join(dir, "bunstr.toml")],
+    wrap: ["sh", "-c", `ulimit -n ${limit} && exec "$@"`, "sh"],
+  });
   const sockets: WebSocket[] = [];
   try {
     const lim = fdLimit(relay.pid);
     await Bun.sleep(waitMs);
-    console.log(`relay at ulimit -n ${lim.soft}/${lim.hard}, ${openFds(relay.pid)} fds in use after ${waitMs} ms; opening ${limit + 100} connections`);
+    console.log(
+      `relay at ulimit -n ${lim.soft}/${lim.hard}, ${openFds(relay.pid)} fds in use after ${waitMs} ms; opening ${limit + 100} connections`,
+    );
     let opened = 0;
     let failed = 0;
     for (let i = 0; i < limit + 100; i++) {
@@ -114,13 +124,17 @@ async function probe(limit: number, waitMs: number): Promise<number> {
     }
     const exited = await Promise.race([relay.proc.exited, Bun.sleep(1000).then(() => undefined)]);
     if (exited !== undefined) {
-      console.log(`FAIL the relay died (exit ${exited}) when it ran out of descriptors; ${opened} had opened\n${relay.stderr.text.slice(-1500)}`);
+      console.log(
+        `FAIL the relay died (exit ${exited}) when it ran out of descriptors; ${opened} had opened\n${relay.stderr.text.slice(-1500)}`,
+      );
       return 1;
     }
     const c0 = cpuSeconds(relay.pid);
     await Bun.sleep(3000);
     const cpu = cpuSeconds(relay.pid) - c0;
-    console.log(`at the limit: ${opened} open, ${failed} failed, ${sockets.length - opened - failed} waiting; relay CPU ${cpu.toFixed(2)} s in 3 s; ${openFds(relay.pid)} fds`);
+    console.log(
+      `at the limit: ${opened} open, ${failed} failed, ${sockets.length - opened - failed} waiting; relay CPU ${cpu.toFixed(2)} s in 3 s; ${openFds(relay.pid)} fds`,
+    );
     for (const ws of sockets.slice(0, 200)) ws.close(); // room for the 100+ still waiting, and one more
     await Bun.sleep(1000);
     const late = new WebSocket(relay.url);

@@ -25,7 +25,20 @@
 //
 //   npx bun bench/corpus.ts [--events 200000] [--stats]     build (or check) the cache and print its path
 import { createHash } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { NostrEvent } from "../src/protocol/event.ts";
@@ -96,9 +109,43 @@ const WORDS = (
   "slow small big old young happy tired busy quiet loud early late long short hard easy cheap"
 ).split(" ");
 const UNICODE_BITS = [
-  "café", "naïve", "Grüße", "über", "señor", "façade", "ñandú", "½", "€", "…", "—", "→", "✓",
-  "😀", "🚀", "🔥", "💜", "⚡", "🤙", "🫂", "🌍", "🧡", "🎉", "👀", "🙏", "☕",
-  "你好", "世界", "日本語", "テスト", "привет", "мир", "مرحبا", "שלום", "γειά", "नमस्ते", "안녕하세요",
+  "café",
+  "naïve",
+  "Grüße",
+  "über",
+  "señor",
+  "façade",
+  "ñandú",
+  "½",
+  "€",
+  "…",
+  "—",
+  "→",
+  "✓",
+  "😀",
+  "🚀",
+  "🔥",
+  "💜",
+  "⚡",
+  "🤙",
+  "🫂",
+  "🌍",
+  "🧡",
+  "🎉",
+  "👀",
+  "🙏",
+  "☕",
+  "你好",
+  "世界",
+  "日本語",
+  "テスト",
+  "привет",
+  "мир",
+  "مرحبا",
+  "שלום",
+  "γειά",
+  "नमस्ते",
+  "안녕하세요",
 ];
 const REACTIONS = ["❤️", "🤙", "🔥", "😂", "👍", "🫂", "⚡", "💜", "🙏", "👀", "🚀", "😍", "🧡", "-"];
 const TOPIC_BASE = (
@@ -119,7 +166,8 @@ export const TOPIC_NAMES: readonly string[] = (() => {
   const add = (t: string) => !seen.has(t) && (seen.add(t), out.push(t));
   for (const t of TOPIC_BASE) add(t);
   const b = TOPIC_BASE.length;
-  for (let k = 0; out.length < TOPICS; k++) if (k % b !== Math.floor(k / b) % b) add(`${TOPIC_BASE[k % b]}${TOPIC_BASE[(Math.floor(k / b) * 7 + 3) % b]}`);
+  for (let k = 0; out.length < TOPICS; k++)
+    if (k % b !== Math.floor(k / b) % b) add(`${TOPIC_BASE[k % b]}${TOPIC_BASE[(Math.floor(k / b) * 7 + 3) % b]}`);
   out[137] = "日本";
   out[211] = "café";
   out[333] = "привет";
@@ -280,7 +328,10 @@ export class CorpusGenerator {
         tags = list.map((f) => (rng.chance(0.1) ? ["p", this.pubkeys[f]!, `wss://relay${f % 7}.bench.example`] : ["p", this.pubkeys[f]!]));
         content =
           author % 5 === 0
-            ? JSON.stringify({ "wss://relay.bench.example": { read: true, write: true }, [`wss://relay${author % 7}.bench.example`]: { read: true, write: false } })
+            ? JSON.stringify({
+                "wss://relay.bench.example": { read: true, write: true },
+                [`wss://relay${author % 7}.bench.example`]: { read: true, write: false },
+              })
             : "";
         break;
       }
@@ -293,7 +344,10 @@ export class CorpusGenerator {
           if (rng.chance(TIE_SHARE)) createdAt = art.lastCreatedAt;
         } else {
           const title = this.words(rng, 3 + rng.int(6), false);
-          const d = `${title.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "")}-${mine.length}`;
+          const d = `${title
+            .toLowerCase()
+            .replace(/[^a-z0-9]+/g, "-")
+            .replace(/^-|-$/g, "")}-${mine.length}`;
           art = { d, title: title[0]!.toUpperCase() + title.slice(1), publishedAt: now, lastCreatedAt: now };
           mine.push(art);
         }
@@ -311,14 +365,21 @@ export class CorpusGenerator {
       case 7: {
         author = this.activity.sample(rng);
         const target = this.target(rng);
-        tags = [["e", target.id], ["p", target.pubkey], ["k", "1"]];
+        tags = [
+          ["e", target.id],
+          ["p", target.pubkey],
+          ["k", "1"],
+        ];
         content = rng.chance(0.7) ? "+" : rng.pick(REACTIONS);
         break;
       }
       case 6: {
         author = this.activity.sample(rng);
         const target = this.target(rng);
-        tags = [["e", target.id, "wss://relay.bench.example"], ["p", target.pubkey]];
+        tags = [
+          ["e", target.id, "wss://relay.bench.example"],
+          ["p", target.pubkey],
+        ];
         content = rng.chance(0.75) ? target.json : "";
         break;
       }
@@ -366,7 +427,7 @@ export class CorpusGenerator {
     if (this.hot.length > 0 && rng.chance(0.35)) return rng.pick(this.hot);
     const n = this.recent.length;
     const back = Math.floor(n * rng.u() ** 3);
-    return this.recent[(this.recentHead - 1 - back + 2 * RECENT) % RECENT % n]!;
+    return this.recent[((this.recentHead - 1 - back + 2 * RECENT) % RECENT) % n]!;
   }
 
   private pickTopics(rng: Rng, k: number): string[] {
@@ -545,7 +606,9 @@ function checkSignature(e: BenchEvent, where: string): void {
 }
 
 /** Indexes of `count` spread samples out of n (always 0 and n-1). */
-const samples = (n: number, count: number): number[] => [...new Set(Array.from({ length: count }, (_, k) => Math.floor((k * (n - 1)) / Math.max(1, count - 1))))];
+const samples = (n: number, count: number): number[] => [
+  ...new Set(Array.from({ length: count }, (_, k) => Math.floor((k * (n - 1)) / Math.max(1, count - 1)))),
+];
 
 /**
  * Generates n events into `path` (streamed, via a temp file), returns the lines. Checks as it
@@ -588,7 +651,8 @@ function generate(n: number, path: string, log: (msg: string) => void): string[]
         if (noble && compareAt.has(i)) {
           const author = gen.pubkeys.indexOf(e.pubkey);
           const sig = noble.key(authorSecretKey(author)).sign(Buffer.from(e.id, "hex"), sha256(`${CORPUS_SEED}:aux:${i}`));
-          if (sig.toHex() !== e.sig) throw new Error(`corpus event ${i}: libsecp256k1 and noble signatures differ (${e.sig} vs ${sig.toHex()})`);
+          if (sig.toHex() !== e.sig)
+            throw new Error(`corpus event ${i}: libsecp256k1 and noble signatures differ (${e.sig} vs ${sig.toHex()})`);
         }
       }
       const now = performance.now();
@@ -616,7 +680,8 @@ function checkCache(lines: string[]): string | undefined {
   const gen = new CorpusGenerator();
   const head = Math.min(lines.length, 64);
   for (let i = 0; i < head; i++)
-    if (lines[i] !== gen.next()) return `event ${i} differs from what the generator produces now (was CORPUS_VERSION not bumped after a change?)`;
+    if (lines[i] !== gen.next())
+      return `event ${i} differs from what the generator produces now (was CORPUS_VERSION not bumped after a change?)`;
   try {
     for (const i of samples(lines.length, Math.min(16, lines.length))) checkSignature(JSON.parse(lines[i]!) as BenchEvent, `event ${i}`);
   } catch (err) {

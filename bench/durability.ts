@@ -69,7 +69,10 @@ function maker(cycle: number, heavy: boolean): (k: number, i: number) => NostrEv
   return (k, i) => {
     const tags = heavy
       ? Array.from({ length: 24 }, (_, t) => [String.fromCharCode(97 + (t % 26)), `${cycle}-${k}-${i}-${t}`])
-      : [["t", "durability"], ["n", `${i}`]];
+      : [
+          ["t", "durability"],
+          ["n", `${i}`],
+        ];
     const t = { content: `durability cycle ${cycle} ${k}:${i}${pad}`, tags };
     return verify ? signedEvent(keys[k]!, t) : unsignedEvent(fakeAuthors[k]!, t);
   };
@@ -83,13 +86,24 @@ let maybeStored = 0;
 let unanswered = 0;
 const t0 = performance.now();
 try {
-  log(`data dir ${dataDir}; ${cycles} kill cycles + 1 SIGTERM cycle; ${conns} connections x window ${window}; signatures ${verify ? "verified" : "off (--no-verify)"}`);
+  log(
+    `data dir ${dataDir}; ${cycles} kill cycles + 1 SIGTERM cycle; ${conns} connections x window ${window}; signatures ${verify ? "verified" : "off (--no-verify)"}`,
+  );
   for (let cycle = 1; cycle <= cycles + 1; cycle++) {
     const last = cycle === cycles + 1;
     const walKill = !last && cycle % 3 === 0;
     const at = 100 + Math.floor(rand() * (maxKillAt - 100));
     const trigger: KillTrigger = walKill ? { walGrowthAfterAcked: Math.min(at, 2000) } : { afterAcked: at };
-    const kill = await killCycle({ dataDir, verify, conns, window, make: maker(cycle, walKill), trigger, signal: last ? "SIGTERM" : "SIGKILL", timeoutMs: 120_000 });
+    const kill = await killCycle({
+      dataDir,
+      verify,
+      conns,
+      window,
+      make: maker(cycle, walKill),
+      trigger,
+      signal: last ? "SIGTERM" : "SIGKILL",
+      timeoutMs: 120_000,
+    });
     for (const id of kill.acked) expected.set(id, kill.sent.get(id)!);
     const check = await restartAndCheck({ dataDir, verify, expected, maybe: kill.unanswered });
     const landed = kill.wal.uncommittedFrames > 0 || kill.wal.trailingBytes > 0;
@@ -97,7 +111,11 @@ try {
     if (landed) midCommit++;
     maybeStored += check.maybeFound;
     unanswered += kill.unanswered.length;
-    const what = last ? `SIGTERM` : walKill ? `SIGKILL on WAL growth${landed ? " (landed mid-commit)" : " (between commits)"}` : `SIGKILL at ${at}`;
+    const what = last
+      ? `SIGTERM`
+      : walKill
+        ? `SIGKILL on WAL growth${landed ? " (landed mid-commit)" : " (between commits)"}`
+        : `SIGKILL at ${at}`;
     console.log(`cycle ${cycle}: ${what}: ${describe(kill, check)}; total acknowledged ${expected.size}`);
     const fail = (m: string) => (failures.push(`cycle ${cycle}: ${m}`), console.log(`FAIL cycle ${cycle}: ${m}`));
     if (check.missing.length) fail(`${check.missing.length} acknowledged events missing, e.g. ${check.missing.slice(0, 3).join(", ")}`);

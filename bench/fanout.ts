@@ -97,7 +97,8 @@ function parseOptions(argv: string[]): Params & { timeoutSec: number; save: bool
   }
   const int = (name: string, v: string, max: number) => {
     const n = Number(v);
-    if (!/^\d+$/.test(v) || n < 1 || n > max) throw new UsageError(`--${name} must be an integer from 1 to ${max}, got ${JSON.stringify(v)}`);
+    if (!/^\d+$/.test(v) || n < 1 || n > max)
+      throw new UsageError(`--${name} must be an integer from 1 to ${max}, got ${JSON.stringify(v)}`);
     return n;
   };
   const scenarios: ScenarioName[] =
@@ -105,7 +106,8 @@ function parseOptions(argv: string[]): Params & { timeoutSec: number; save: bool
   if (!scenarios.length) throw new UsageError(`--scenario must be mixed, shared or both, got ${JSON.stringify(values.scenario)}`);
   const subs = int("subs", values.subs, 20_000);
   const conns = int("conns", values.conns, 20_000);
-  if (conns > subs) throw new UsageError(`--conns (${conns}) cannot exceed --subs (${subs}): every connection holds at least one subscription`);
+  if (conns > subs)
+    throw new UsageError(`--conns (${conns}) cannot exceed --subs (${subs}): every connection holds at least one subscription`);
   const events = values.events === undefined ? undefined : int("events", values.events, 1_000_000);
   return {
     scenarios,
@@ -237,14 +239,25 @@ const rows = (s: ScenarioName): Row[] => [
       `${int(r.events)}${r.ephemeral ? ` (${int(r.ephemeral)} ephemeral)` : ""} / ${int(r.expectedDeliveries)}` +
       (r.probeEvents ? ` (+ probe ${int(r.probeEvents)} / ${int(r.probeDeliveries)})` : ""),
   },
-  { label: "deliveries per event (avg)", get: (r) => [r.deliveriesPerEvent], better: "none", text: (r) => `${r.deliveriesPerEvent}${r.eventsMatchingNothing ? ` (${int(r.eventsMatchingNothing)} events match nothing)` : ""}` },
+  {
+    label: "deliveries per event (avg)",
+    get: (r) => [r.deliveriesPerEvent],
+    better: "none",
+    text: (r) => `${r.deliveriesPerEvent}${r.eventsMatchingNothing ? ` (${int(r.eventsMatchingNothing)} events match nothing)` : ""}`,
+  },
   {
     label: "received ok / dropped / dup / extra / wrong",
     get: (r) => [r.received.ok],
     better: "none",
     text: (r) => `${int(r.received.ok)} / ${r.received.dropped} / ${r.received.duplicated} / ${r.received.extra} / ${r.received.wrong}`,
   },
-  { label: "deliveries/s", get: (r) => [r.deliveriesPerSec], better: "higher", text: (r) => `${int(r.deliveriesPerSec)} (target >= ${int(TARGETS[s].deliveriesPerSec)}: ${r.deliveriesPerSec >= TARGETS[s].deliveriesPerSec ? "met" : "MISSED"})` },
+  {
+    label: "deliveries/s",
+    get: (r) => [r.deliveriesPerSec],
+    better: "higher",
+    text: (r) =>
+      `${int(r.deliveriesPerSec)} (target >= ${int(TARGETS[s].deliveriesPerSec)}: ${r.deliveriesPerSec >= TARGETS[s].deliveriesPerSec ? "met" : "MISSED"})`,
+  },
   {
     label: "client ceiling (mock relay) deliveries/s",
     get: (r) => [r.clientCeiling?.deliveriesPerSec],
@@ -262,7 +275,10 @@ const rows = (s: ScenarioName): Row[] => [
     get: (r) => [r.relay.cpuPer1kDeliveries],
     better: "lower",
     text: (r) =>
-      `${r.relay.cpuPer1kDeliveries}` + (Number.isFinite(TARGETS[s].cpuPer1k) ? ` (target <= ${TARGETS[s].cpuPer1k}: ${r.relay.cpuPer1kDeliveries <= TARGETS[s].cpuPer1k ? "met" : "MISSED"})` : ""),
+      `${r.relay.cpuPer1kDeliveries}` +
+      (Number.isFinite(TARGETS[s].cpuPer1k)
+        ? ` (target <= ${TARGETS[s].cpuPer1k}: ${r.relay.cpuPer1kDeliveries <= TARGETS[s].cpuPer1k ? "met" : "MISSED"})`
+        : ""),
   },
   { label: "relay CPU ms / event", get: (r) => [r.relay.cpuPerEventMs], better: "lower" },
   {
@@ -287,7 +303,7 @@ const fmt = (x: number | null | undefined): string => (x == null || Number.isNaN
 function delta(now: number | null | undefined, before: number | null | undefined, better: Better): string {
   if (now == null || before == null || !Number.isFinite(now) || !Number.isFinite(before) || before === 0) return "-";
   const pct = ((now - before) / Math.abs(before)) * 100;
-  const mark = better === "none" || Math.abs(pct) < 5 ? "" : (pct > 0) === (better === "higher") ? " (better)" : " (worse)";
+  const mark = better === "none" || Math.abs(pct) < 5 ? "" : pct > 0 === (better === "higher") ? " (better)" : " (worse)";
   return `${pct > 0 ? "+" : ""}${pct.toFixed(1)}%${mark}`;
 }
 
@@ -304,7 +320,11 @@ function table(s: ScenarioName, r: FanoutResult, prev?: FanoutResult): string {
     return cells;
   });
   const widths = head.map((_, c) => Math.max(head[c]!.length, ...body.map((b) => b[c]!.length)));
-  const line = (cells: string[]) => cells.map((x, c) => x.padEnd(widths[c]!)).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((x, c) => x.padEnd(widths[c]!))
+      .join("  ")
+      .trimEnd();
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n");
 }
 

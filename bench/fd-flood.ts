@@ -45,7 +45,9 @@ const { values } = parseArgs({
   },
 });
 if (values.help) {
-  console.log("usage: npx bun bench/fd-flood.ts [--fd-limit 2048] [--connections N] [--attackers 8] [--flood-seconds 20] [--binary dist/bunstr] [--max-p99-ms 1000] [--min-newcomers-pct 50] [--warm]");
+  console.log(
+    "usage: npx bun bench/fd-flood.ts [--fd-limit 2048] [--connections N] [--attackers 8] [--flood-seconds 20] [--binary dist/bunstr] [--max-p99-ms 1000] [--min-newcomers-pct 50] [--warm]",
+  );
   process.exit(0);
 }
 const num = (name: string, v: string | undefined): number => {
@@ -67,7 +69,14 @@ if (values.flooder) {
   flood.start();
   const report = () => {
     const s = flood.stats();
-    console.log(JSON.stringify({ ...s, lifetimes: undefined, lifetimeP50: s.lifetimes[s.lifetimes.length >> 1] ?? null, lifetimeMax: s.lifetimes.at(-1) ?? null }));
+    console.log(
+      JSON.stringify({
+        ...s,
+        lifetimes: undefined,
+        lifetimeP50: s.lifetimes[s.lifetimes.length >> 1] ?? null,
+        lifetimeMax: s.lifetimes.at(-1) ?? null,
+      }),
+    );
   };
   const tick = setInterval(report, 500);
   const end = () => (clearInterval(tick), report(), flood.stop(), process.exit(0));
@@ -97,7 +106,9 @@ async function main(): Promise<number> {
   try {
     const lim = fdLimit(pid);
     const idleFds = openFds(pid);
-    log(`relay pid ${pid} at ${relay.url}, limit ${lim.soft}/${lim.hard}, ${idleFds} fds idle; ${relay.stdout.text.trim().split("\n").join(" | ")}`);
+    log(
+      `relay pid ${pid} at ${relay.url}, limit ${lim.soft}/${lim.hard}, ${idleFds} fds idle; ${relay.stdout.text.trim().split("\n").join(" | ")}`,
+    );
     const established = await Conn.connect(relay.url, "established");
     const sk = newSecretKey();
 
@@ -152,7 +163,21 @@ async function main(): Promise<number> {
     if (values.warm) await oneRound();
 
     flooder = Bun.spawn(
-      [process.execPath, import.meta.path, "--flooder", "--port", String(port), "--fd-limit", String(limit), "--connections", String(target), "--attackers", String(attackers), "--max-seconds", String(floodSeconds + 25)],
+      [
+        process.execPath,
+        import.meta.path,
+        "--flooder",
+        "--port",
+        String(port),
+        "--fd-limit",
+        String(limit),
+        "--connections",
+        String(target),
+        "--attackers",
+        String(attackers),
+        "--max-seconds",
+        String(floodSeconds + 25),
+      ],
       { stdin: "ignore", stdout: "pipe", stderr: "inherit" },
     );
     let flood: FloodLine | undefined;
@@ -222,7 +247,9 @@ async function main(): Promise<number> {
 
     const lat = summarize(latencies);
     const f = floodAtEnd;
-    console.log(`relay: ${values.binary ?? "src/main.ts"} under prlimit --nofile=${limit}:${limit}; idle ${idleFds} fds, max ${maxFds} during the flood, ${fdsAfter} after`);
+    console.log(
+      `relay: ${values.binary ?? "src/main.ts"} under prlimit --nofile=${limit}:${limit}; idle ${idleFds} fds, max ${maxFds} during the flood, ${fdsAfter} after`,
+    );
     console.log(
       `flood: ${target} half-open connections from ${attackers} addresses; at the end ${f?.open ?? "?"} open, ${f?.connecting ?? "?"} connecting; ` +
         `${f?.opened ?? "?"} opened, ${f?.cut ?? "?"} cut by the relay (kept for p50 ${fmtMs(f?.lifetimeP50)}, max ${fmtMs(f?.lifetimeMax)}), ${f?.failed ?? "?"} connects failed`,
@@ -230,12 +257,17 @@ async function main(): Promise<number> {
     console.log(
       `established client: ${lat.n} answers, ${timeouts} timed out (5 s); p50 ${lat.p50.toFixed(1)} ms, p99 ${lat.p99.toFixed(1)} ms, max ${lat.max.toFixed(1)} ms`,
     );
-    console.log(`new clients during the flood: ${newcomersIn}/${newcomersTried} connected and got EOSE within 2 s; after the flood: ${after ? "yes" : "NO"}`);
+    console.log(
+      `new clients during the flood: ${newcomersIn}/${newcomersTried} connected and got EOSE within 2 s; after the flood: ${after ? "yes" : "NO"}`,
+    );
     console.log(
       `relay: ${relay.running ? "alive" : `DEAD (exit ${relay.proc.exitCode ?? relay.proc.signalCode})`}; CPU ${((cpu1 - cpu0) / windowS).toFixed(2)} s/s over the ${windowS.toFixed(1)} s window; ` +
         `RSS ${mem ? `${mem.rss.toFixed(0)} MiB, peak ${mem.peak.toFixed(0)} MiB` : "?"}; load average ${load.map((x) => x.toFixed(2)).join(" ")}`,
     );
-    if (!relay.running) problems.push(`the relay died (exit ${relay.proc.exitCode ?? relay.proc.signalCode}):\n${relay.stderr.text.slice(-1200) || relay.stdout.text.slice(-1200)}`);
+    if (!relay.running)
+      problems.push(
+        `the relay died (exit ${relay.proc.exitCode ?? relay.proc.signalCode}):\n${relay.stderr.text.slice(-1200) || relay.stdout.text.slice(-1200)}`,
+      );
     if (timeouts > 0) problems.push(`the established client got no answer within 5 s to ${timeouts} of ${timeouts + lat.n} requests`);
     if (lat.n > 0 && lat.p99 > maxP99) problems.push(`the established client's p99 ${lat.p99.toFixed(0)} ms is over ${maxP99} ms`);
     if (lat.n === 0) problems.push("the established client got no answer at all");

@@ -26,7 +26,9 @@ import { RawWs } from "./lib/rawws.ts";
 import { cpuSeconds, memoryMiB, RelayProcess } from "./lib/relay.ts";
 import { stuckReader, type StuckReader } from "./lib/tcp.ts";
 
-const { values: args } = parseArgs({ options: { events: { type: "string", default: "300000" }, seconds: { type: "string", default: "15" } } });
+const { values: args } = parseArgs({
+  options: { events: { type: "string", default: "300000" }, seconds: { type: "string", default: "15" } },
+});
 const N = Number(args.events);
 const SECONDS = Number(args.seconds);
 const BIG = 2000;
@@ -42,12 +44,36 @@ process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
   const store = new SqliteStore({ path: join(dir, "bunstr.sqlite"), synchronous: "normal", readerWorkers: 1 });
   store.db.exec("PRAGMA synchronous = OFF");
   const rules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
-  const write = (events: NostrEvent[]) => store.writeBatch(events.map((event) => ({ event, json: JSON.stringify(event) }) as PendingWrite), rules);
+  const write = (events: NostrEvent[]) =>
+    store.writeBatch(
+      events.map((event) => ({ event, json: JSON.stringify(event) }) as PendingWrite),
+      rules,
+    );
   for (let i = 0; i < N; i += 5000)
-    write(Array.from({ length: Math.min(5000, N - i) }, (_, j) => ({ id: hex64(`e${i + j}`), pubkey: hex64(`p${(i + j) % 1000}`), created_at: base + i + j, kind: 1, tags: [["t", "nostr"]], content: `note ${i + j}`, sig: "ab".repeat(64) })));
+    write(
+      Array.from({ length: Math.min(5000, N - i) }, (_, j) => ({
+        id: hex64(`e${i + j}`),
+        pubkey: hex64(`p${(i + j) % 1000}`),
+        created_at: base + i + j,
+        kind: 1,
+        tags: [["t", "nostr"]],
+        content: `note ${i + j}`,
+        sig: "ab".repeat(64),
+      })),
+    );
   const filler = "x".repeat(60_000);
   for (let i = 0; i < BIG; i += 200)
-    write(Array.from({ length: 200 }, (_, j) => ({ id: hex64(`big${i + j}`), pubkey: hex64("pbig"), created_at: base + i + j, kind: 1, tags: [["t", "big"]], content: filler, sig: "ab".repeat(64) })));
+    write(
+      Array.from({ length: 200 }, (_, j) => ({
+        id: hex64(`big${i + j}`),
+        pubkey: hex64("pbig"),
+        created_at: base + i + j,
+        kind: 1,
+        tags: [["t", "big"]],
+        content: filler,
+        sig: "ab".repeat(64),
+      })),
+    );
   await store.close();
   log(`store: ${N} events tagged nostr + ${BIG} x 60 KB in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
 }
@@ -109,7 +135,8 @@ function anonMiB(pid: number): number {
   const m = /^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : NaN;
 }
-const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]! : NaN);
+const pct = (xs: number[], p: number) =>
+  xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]! : NaN;
 
 async function phase(name: string, attack: (until: number) => Promise<string>): Promise<PhaseResult> {
   goodTimes = [];
@@ -128,8 +155,23 @@ async function phase(name: string, attack: (until: number) => Promise<string>): 
   const note = await attack(t0 + SECONDS * 1000);
   const cores = (cpuSeconds(relay.pid) - cpu0) / ((performance.now() - t0) / 1000);
   clearInterval(sampler);
-  const r = { name, n: goodTimes.length, p50: pct(goodTimes, 50), p99: pct(goodTimes, 99), rssStart, rssPeak, anonStart, anonPeak, cpuCores: cores, alive: relay.running, failures: goodFailures.slice(0, 3), note };
-  log(`${name}: good client n ${r.n} p50 ${r.p50.toFixed(1)} p99 ${r.p99.toFixed(1)} ms; RSS ${rssStart.toFixed(0)} -> peak ${rssPeak.toFixed(0)} MiB (anonymous ${anonStart.toFixed(0)} -> ${anonPeak.toFixed(0)}); ${cores.toFixed(2)} cores; ${note}`);
+  const r = {
+    name,
+    n: goodTimes.length,
+    p50: pct(goodTimes, 50),
+    p99: pct(goodTimes, 99),
+    rssStart,
+    rssPeak,
+    anonStart,
+    anonPeak,
+    cpuCores: cores,
+    alive: relay.running,
+    failures: goodFailures.slice(0, 3),
+    note,
+  };
+  log(
+    `${name}: good client n ${r.n} p50 ${r.p50.toFixed(1)} p99 ${r.p99.toFixed(1)} ms; RSS ${rssStart.toFixed(0)} -> peak ${rssPeak.toFixed(0)} MiB (anonymous ${anonStart.toFixed(0)} -> ${anonPeak.toFixed(0)}); ${cores.toFixed(2)} cores; ${note}`,
+  );
   return r;
 }
 
@@ -138,7 +180,11 @@ results.push(await phase("baseline", async (until) => (await Bun.sleep(until - p
 
 results.push(
   await phase("starve", async (until) => {
-    const filters = Array.from({ length: 20 }, (_, i) => ({ "#t": ["nostr"], "#x": Array.from({ length: 9 }, (_, j) => `n${i}-${j}`), limit: 10 }));
+    const filters = Array.from({ length: 20 }, (_, i) => ({
+      "#t": ["nostr"],
+      "#x": Array.from({ length: 9 }, (_, j) => `n${i}-${j}`),
+      limit: 10,
+    }));
     const answers = new Map<string, number>();
     const attackers = await Promise.all([RawWs.connect(port, "127.0.0.2"), RawWs.connect(port, "127.0.0.3")]);
     await Promise.all(
@@ -147,7 +193,13 @@ results.push(
           const verb = i % 3 === 2 ? "COUNT" : "REQ";
           const from = a.frames.length;
           a.send([verb, `s${i}`, ...filters]);
-          const end = await a.next((f) => (f[0] === "CLOSED" || f[0] === "EOSE" || f[0] === "COUNT") && f[1] === `s${i}`, until - performance.now() + 10_000, from).catch(() => ["timeout"]);
+          const end = await a
+            .next(
+              (f) => (f[0] === "CLOSED" || f[0] === "EOSE" || f[0] === "COUNT") && f[1] === `s${i}`,
+              until - performance.now() + 10_000,
+              from,
+            )
+            .catch(() => ["timeout"]);
           const key = end[0] === "CLOSED" ? String(end[2]).split(":")[0]! : String(end[0]);
           answers.set(key, (answers.get(key) ?? 0) + 1);
           if (end[0] === "CLOSED" && String(end[2]).startsWith("rate-limited")) await Bun.sleep(200);
@@ -175,7 +227,8 @@ results.push(
         ws.keep = true;
         socks.push(ws);
         for (let s = 0; s < 50; s++) ws.send(["REQ", `h${s}`, { "#t": [`${s}`.padEnd(120_000, "v")], limit: 0 }]);
-        for (let s = 0; s < 50; s++) ws.send(["REQ", `m${s}`, { "#t": Array.from({ length: 20 }, (_, v) => `${s}-${v}`.padEnd(1000, "w")), limit: 0 }]);
+        for (let s = 0; s < 50; s++)
+          ws.send(["REQ", `m${s}`, { "#t": Array.from({ length: 20 }, (_, v) => `${s}-${v}`.padEnd(1000, "w")), limit: 0 }]);
       }
     await Bun.sleep(Math.max(0, until - performance.now()));
     for (const ws of socks) for (const f of ws.frames) if (f[0] === "EOSE" || f[0] === "CLOSED") count(f);
@@ -209,7 +262,9 @@ results.push(
           const from = a.frames.length;
           // The newest 50,000 (within max_negentropy_items).
           a.send(["NEG-OPEN", id, { "#t": ["nostr"], since: base + N - 50_000 }, initial]);
-          const open = await a.next((f) => (f[0] === "NEG-MSG" || f[0] === "NEG-ERR") && f[1] === id, 15_000, from).catch(() => ["timeout"] as [string]);
+          const open = await a
+            .next((f) => (f[0] === "NEG-MSG" || f[0] === "NEG-ERR") && f[1] === id, 15_000, from)
+            .catch(() => ["timeout"] as [string]);
           const what = open[0] === "NEG-ERR" ? `open NEG-ERR ${String(open[2]).slice(0, 60)}` : `open ${open[0]}`;
           answers.set(what, (answers.get(what) ?? 0) + 1);
           if (open[0] !== "NEG-MSG") {
@@ -219,7 +274,9 @@ results.push(
           while (performance.now() < until && !a.closed) {
             const mark = a.frames.length;
             for (let i = 0; i < 20; i++) a.send(["NEG-MSG", id, heavy]);
-            const r = await a.next((f) => f[1] === id && (f[0] === "NEG-ERR" || f[0] === "NEG-MSG"), 15_000, mark).catch(() => ["timeout"] as [string]);
+            const r = await a
+              .next((f) => f[1] === id && (f[0] === "NEG-ERR" || f[0] === "NEG-MSG"), 15_000, mark)
+              .catch(() => ["timeout"] as [string]);
             const what = r[0] === "NEG-ERR" ? `msg NEG-ERR ${String(r[2]).slice(0, 40)}` : `msg ${r[0]}`;
             answers.set(what, (answers.get(what) ?? 0) + 1);
             if (r[0] !== "NEG-MSG") break;
@@ -243,24 +300,35 @@ const baseP99 = results[0]!.p99;
 // The query-time attacks (starve, negflood) must leave a well-behaved client under 100 ms p99
 // (the baseline's p99 + 100 ms on a loaded box); the memory attacks must stay within their bytes
 // and keep serving (p99 under 500 ms while 200 connections push 120 KB frames).
-const latencyBound: Record<string, number> = { baseline: Infinity, starve: Math.max(100, baseP99 + 100), negflood: Math.max(100, baseP99 + 100), filters: 500, results: 500 };
+const latencyBound: Record<string, number> = {
+  baseline: Infinity,
+  starve: Math.max(100, baseP99 + 100),
+  negflood: Math.max(100, baseP99 + 100),
+  filters: 500,
+  results: 500,
+};
 const anonBound: Record<string, number> = { filters: 200, results: 150, starve: 100, negflood: 150 };
 const fails: string[] = [];
 for (const r of results) {
   if (!r.alive) fails.push(`${r.name}: the relay died`);
   if (r.n < 5) fails.push(`${r.name}: the good client completed only ${r.n} round trips`);
-  if (r.p99 > latencyBound[r.name]!) fails.push(`${r.name}: good client's p99 ${r.p99.toFixed(0)} ms > ${latencyBound[r.name]!.toFixed(0)} ms`);
+  if (r.p99 > latencyBound[r.name]!)
+    fails.push(`${r.name}: good client's p99 ${r.p99.toFixed(0)} ms > ${latencyBound[r.name]!.toFixed(0)} ms`);
   if (r.failures.length) fails.push(`${r.name}: good client failures ${JSON.stringify(r.failures)}`);
   const bound = anonBound[r.name];
-  if (bound !== undefined && r.anonPeak - r.anonStart > bound) fails.push(`${r.name}: anonymous memory grew ${(r.anonPeak - r.anonStart).toFixed(0)} MiB > ${bound}`);
+  if (bound !== undefined && r.anonPeak - r.anonStart > bound)
+    fails.push(`${r.name}: anonymous memory grew ${(r.anonPeak - r.anonStart).toFixed(0)} MiB > ${bound}`);
 }
 if (exit !== 0) fails.push(`relay exit code ${exit} after SIGTERM`);
-console.log(`\nhostile readers: ${N} stored events, ${SECONDS} s per phase, load average ${(await import("node:os")).loadavg()[0]!.toFixed(2)}`);
+console.log(
+  `\nhostile readers: ${N} stored events, ${SECONDS} s per phase, load average ${(await import("node:os")).loadavg()[0]!.toFixed(2)}`,
+);
 console.log("phase      good p50 / p99 ms   relay RSS start -> peak MiB (anonymous)   relay cores   note");
 for (const r of results)
   console.log(
-    `${r.name.padEnd(10)} ${r.p50.toFixed(1).padStart(7)} / ${r.p99.toFixed(1).padEnd(8)}  ${r.rssStart.toFixed(0).padStart(6)} -> ${r.rssPeak.toFixed(0).padEnd(5)} (${r.anonStart.toFixed(0)} -> ${r.anonPeak.toFixed(0)})`.padEnd(72) +
-      `${r.cpuCores.toFixed(2).padStart(6)}        ${r.note}`,
+    `${r.name.padEnd(10)} ${r.p50.toFixed(1).padStart(7)} / ${r.p99.toFixed(1).padEnd(8)}  ${r.rssStart.toFixed(0).padStart(6)} -> ${r.rssPeak.toFixed(0).padEnd(5)} (${r.anonStart.toFixed(0)} -> ${r.anonPeak.toFixed(0)})`.padEnd(
+      72,
+    ) + `${r.cpuCores.toFixed(2).padStart(6)}        ${r.note}`,
   );
 console.log(fails.length ? `FAIL\n${fails.join("\n")}` : "PASS");
 process.exit(fails.length ? 1 : 0);

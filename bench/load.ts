@@ -68,7 +68,8 @@ function parseOptions(argv: string[]): Options {
   }
   const int = (name: string, v: string, max: number, min = 1) => {
     const n = Number(v);
-    if (!/^\d+$/.test(v) || n < min || n > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
+    if (!/^\d+$/.test(v) || n < min || n > max)
+      throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
     return n;
   };
   if (values.relay !== undefined && !/^wss?:\/\//.test(values.relay)) throw new UsageError(`--relay must be a ws:// or wss:// URL`);
@@ -144,7 +145,9 @@ async function main(): Promise<number> {
   }
   let storedBytes = 0;
   for (let i = 0; i < corpus.size; i++) if (!oracle.isGone(corpus.id(i))) storedBytes += Buffer.byteLength(corpus.lines[i]!);
-  log(`oracle: ${oracle.size} of ${corpus.size} events stored (the rest are older versions of replaceable events), built in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
+  log(
+    `oracle: ${oracle.size} of ${corpus.size} events stored (the rest are older versions of replaceable events), built in ${((performance.now() - t0) / 1000).toFixed(1)}s`,
+  );
 
   let relay: RelayProcess | undefined;
   const configDir = mkdtempSync(join(tmpdir(), "bunstr-bench-config-"));
@@ -197,8 +200,11 @@ async function main(): Promise<number> {
     });
     const ingest = await ingestRun.run();
     const cpu1 = cpu?.() ?? 0;
-    log(`ingest: ${ingest.okTrue}/${ingest.events} OK true, ${ingest.refusedOlder} older versions refused, in ${ingest.seconds.toFixed(2)}s`);
-    if (relay && !relay.running) throw new Error(`relay exited during ingest (code ${relay.proc.exitCode}, signal ${relay.proc.signalCode}):\n${relay.stderr.text}`);
+    log(
+      `ingest: ${ingest.okTrue}/${ingest.events} OK true, ${ingest.refusedOlder} older versions refused, in ${ingest.seconds.toFixed(2)}s`,
+    );
+    if (relay && !relay.running)
+      throw new Error(`relay exited during ingest (code ${relay.proc.exitCode}, signal ${relay.proc.signalCode}):\n${relay.stderr.text}`);
 
     // Exact answers can be demanded only if the relay holds exactly the corpus.
     const exact = !!relay && ingest.missing === 0 && ingest.okFalse === 0 && ingest.duplicates === 0;
@@ -206,8 +212,23 @@ async function main(): Promise<number> {
     let cpu2 = cpu1;
     let mixCpuPer1k: number | null = null;
     if (opts.reqs > 0 || opts.perType > 0) {
-      log(`query: ${opts.reqs} REQs in the mix + ${opts.perType} per type alone, over ${opts.queryConns} connections x ${opts.queryInflight} in flight (${exact ? "exact" : "match-only"} checks)`);
-      queryRun = new QueryRun({ url, corpus, oracle, reqs: opts.reqs, perType: opts.perType, conns: opts.queryConns, inflight: opts.queryInflight, exact, seed: 1, timeoutMs: STALL_MS, cpu, log });
+      log(
+        `query: ${opts.reqs} REQs in the mix + ${opts.perType} per type alone, over ${opts.queryConns} connections x ${opts.queryInflight} in flight (${exact ? "exact" : "match-only"} checks)`,
+      );
+      queryRun = new QueryRun({
+        url,
+        corpus,
+        oracle,
+        reqs: opts.reqs,
+        perType: opts.perType,
+        conns: opts.queryConns,
+        inflight: opts.queryInflight,
+        exact,
+        seed: 1,
+        timeoutMs: STALL_MS,
+        cpu,
+        log,
+      });
       query = await queryRun.run();
       cpu2 = cpu?.() ?? 0;
       mixCpuPer1k = query.mix.cpuPer1kReqs;
@@ -223,10 +244,16 @@ async function main(): Promise<number> {
     if (relay) {
       const exitCode = await relay.stop();
       log(`relay: stopped with exit code ${exitCode}`);
-      if (exitCode !== 0) failures.push(`relay exit code ${exitCode === null ? "none (killed after 15 s without exiting)" : exitCode} after SIGTERM, expected 0`);
+      if (exitCode !== 0)
+        failures.push(
+          `relay exit code ${exitCode === null ? "none (killed after 15 s without exiting)" : exitCode} after SIGTERM, expected 0`,
+        );
       const data = relay.dataBytes(); // before dbParts opens the file (that may create -shm)
       const parts = dbParts(relay.dataDir);
-      if (data.wal > 0) warnings.push(`relay left a ${(data.wal / 1024 / 1024).toFixed(1)} MiB write-ahead log after a clean shutdown (its checkpoint on exit did not complete)`);
+      if (data.wal > 0)
+        warnings.push(
+          `relay left a ${(data.wal / 1024 / 1024).toFixed(1)} MiB write-ahead log after a clean shutdown (its checkpoint on exit did not complete)`,
+        );
       const stderr = relay.stderr.text.trim();
       if (stderr) warnings.push(`relay stderr: ${stderr.slice(-2000)}`);
       relayStats = {

@@ -12,7 +12,11 @@ import { buildRequests, QUERY_TYPES } from "./scenarios/query.ts";
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
-  options: { events: { type: "string", default: "20000" }, filters: { type: "string", default: "2000" }, seed: { type: "string", default: "7" } },
+  options: {
+    events: { type: "string", default: "20000" },
+    filters: { type: "string", default: "2000" },
+    seed: { type: "string", default: "7" },
+  },
   strict: true,
 });
 const n = Number(values.events);
@@ -53,7 +57,9 @@ const brute = (filters: RawFilter[]): BenchEvent[] => {
   return [...byId.values()].sort(nip01Order);
 };
 
-const reqs: RawFilter[][] = buildRequests(oracle, corpus, Math.floor(Number(values.filters) / 2), Number(values.seed)).map((r) => r.filters);
+const reqs: RawFilter[][] = buildRequests(oracle, corpus, Math.floor(Number(values.filters) / 2), Number(values.seed)).map(
+  (r) => r.filters,
+);
 // Random filters from random events: every condition kind, alone and combined.
 const rand = prng(Number(values.seed));
 const any = () => events[Math.floor(rand() * n)]!;
@@ -78,7 +84,12 @@ for (const filters of reqs) {
   const got = oracle.answer(filters).map((e) => e.id);
   compared++;
   returned += got.length;
-  if (want.join() !== got.join()) fail(`${JSON.stringify(filters).slice(0, 300)}: brute force ${want.length} [${want.slice(0, 5).map((x) => x.slice(0, 8))}], oracle ${got.length} [${got.slice(0, 5).map((x) => x.slice(0, 8))}]`);
+  if (want.join() !== got.join())
+    fail(
+      `${JSON.stringify(filters).slice(0, 300)}: brute force ${want.length} [${want.slice(0, 5).map((x) => x.slice(0, 8))}], oracle ${got.length} [${got.slice(0, 5).map((x) => x.slice(0, 8))}]`,
+    );
 }
-console.log(`oracle check: ${n} events (${stored.length} stored), ${compared} REQs (${QUERY_TYPES.join("/")} mix + random filters), ${returned} events returned, ${bad} mismatches`);
+console.log(
+  `oracle check: ${n} events (${stored.length} stored), ${compared} REQs (${QUERY_TYPES.join("/")} mix + random filters), ${returned} events returned, ${bad} mismatches`,
+);
 process.exit(bad === 0 ? 0 : 1);

@@ -57,13 +57,17 @@ const r = await runSlowReader({
 console.log(slowReaderReport(r));
 const failures: string[] = [];
 if (r.cutOffs.some((c) => c.ms === null)) failures.push("a slow reader was never cut off");
-if (r.incomplete.length) failures.push(`${r.incomplete.length} subscribers missed or doubled ticks: ${r.incomplete.slice(0, 3).join(", ")}`);
+if (r.incomplete.length)
+  failures.push(`${r.incomplete.length} subscribers missed or doubled ticks: ${r.incomplete.slice(0, 3).join(", ")}`);
 if (r.witnessMissing) failures.push(`the witness missed ${r.witnessMissing} bulk events`);
 if (r.refused.length) failures.push(`${r.refused.length} events refused: ${r.refused.slice(0, 3).join(", ")}`);
 const limit = 2 * r.baseline.latencyMs.p99 + 20;
-if (r.slow.latencyMs.p99 > limit) failures.push(`p99 with slow readers ${r.slow.latencyMs.p99.toFixed(1)} ms > 2 x baseline + 20 = ${limit.toFixed(1)} ms`);
+if (r.slow.latencyMs.p99 > limit)
+  failures.push(`p99 with slow readers ${r.slow.latencyMs.p99.toFixed(1)} ms > 2 x baseline + 20 = ${limit.toFixed(1)} ms`);
 if (r.rss.slowMax - Math.max(r.rss.start, r.rss.baselineMax) >= 100)
-  failures.push(`relay RSS with slow readers ${r.rss.slowMax.toFixed(1)} MiB, 100+ MiB above the baseline windows' ${Math.max(r.rss.start, r.rss.baselineMax).toFixed(1)}`);
+  failures.push(
+    `relay RSS with slow readers ${r.rss.slowMax.toFixed(1)} MiB, 100+ MiB above the baseline windows' ${Math.max(r.rss.start, r.rss.baselineMax).toFixed(1)}`,
+  );
 if (!r.relayServes) failures.push("relay did not answer a REQ afterwards");
 if (r.relayExitCode !== 0) failures.push(`relay exit code ${r.relayExitCode}`);
 for (const f of failures) console.log(`FAIL ${f}`);

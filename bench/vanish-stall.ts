@@ -40,7 +40,13 @@ if (values.help) {
 const EVENTS = Number(values.events);
 const MAX_MS = Number(values["max-ms"]);
 const SCENARIOS = values.scenario === "all" ? ["vanish", "ban", "delete"] : [values.scenario!];
-if (!Number.isInteger(EVENTS) || EVENTS < 1000 || EVENTS > 1_000_000 || !(MAX_MS > 0) || SCENARIOS.some((s) => !["vanish", "ban", "delete"].includes(s))) {
+if (
+  !Number.isInteger(EVENTS) ||
+  EVENTS < 1000 ||
+  EVENTS > 1_000_000 ||
+  !(MAX_MS > 0) ||
+  SCENARIOS.some((s) => !["vanish", "ban", "delete"].includes(s))
+) {
   console.error("--events must be an integer in 1000..1000000, --max-ms positive, --scenario vanish|ban|delete|all");
   process.exit(2);
 }
@@ -62,7 +68,15 @@ class Client {
       if (f[0] === "EVENT") this.events.get(f[1] as string)?.push(f[2] as NostrEvent);
       // CLOSED answers a REQ or a COUNT: whichever waits.
       const key =
-        f[0] === "OK" ? `OK:${f[1]}` : f[0] === "EOSE" ? `END:${f[1]}` : f[0] === "COUNT" ? `COUNT:${f[1]}` : f[0] === "CLOSED" ? [`END:${f[1]}`, `COUNT:${f[1]}`].find((k) => this.waiting.has(k)) : undefined;
+        f[0] === "OK"
+          ? `OK:${f[1]}`
+          : f[0] === "EOSE"
+            ? `END:${f[1]}`
+            : f[0] === "COUNT"
+              ? `COUNT:${f[1]}`
+              : f[0] === "CLOSED"
+                ? [`END:${f[1]}`, `COUNT:${f[1]}`].find((k) => this.waiting.has(k))
+                : undefined;
       const w = key && this.waiting.get(key);
       if (w) this.waiting.delete(key), w(f);
     };
@@ -73,7 +87,10 @@ class Client {
   }
   private wait(key: string, ms = 30_000): Promise<RelayFrame> {
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => (this.waiting.delete(key), reject(new Error(`${this.conn.name}: no answer for ${key} within ${ms} ms`))), ms);
+      const t = setTimeout(
+        () => (this.waiting.delete(key), reject(new Error(`${this.conn.name}: no answer for ${key} within ${ms} ms`))),
+        ms,
+      );
       this.waiting.set(key, (f) => (clearTimeout(t), resolve(f)));
     });
   }
@@ -134,7 +151,14 @@ async function fill(url: string, pubkey: string, n: number): Promise<NostrEvent[
   const conns = await Promise.all([0, 1, 2, 3].map((k) => Client.open(url, `fill${k}`)));
   const base = Math.floor(Date.now() / 1000) - n - 100;
   const events = Array.from({ length: n }, (_, k) =>
-    unsignedEvent(pubkey, { created_at: base + k, content: `note ${k} of a key about to vanish`, tags: [["t", `topic${k % 50}`], ["p", fakePubkey()]] }),
+    unsignedEvent(pubkey, {
+      created_at: base + k,
+      content: `note ${k} of a key about to vanish`,
+      tags: [
+        ["t", `topic${k % 50}`],
+        ["p", fakePubkey()],
+      ],
+    }),
   );
   let next = 0;
   await Promise.all(
@@ -142,7 +166,8 @@ async function fill(url: string, pubkey: string, n: number): Promise<NostrEvent[
       const window: Promise<RelayFrame>[] = [];
       while (next < events.length) {
         window.push(c.publish(events[next++]!));
-        if (window.length >= 400) for (const f of await Promise.all(window.splice(0))) if (f[2] !== true) throw new Error(`fill refused: ${JSON.stringify(f)}`);
+        if (window.length >= 400)
+          for (const f of await Promise.all(window.splice(0))) if (f[2] !== true) throw new Error(`fill refused: ${JSON.stringify(f)}`);
       }
       for (const f of await Promise.all(window)) if (f[2] !== true) throw new Error(`fill refused: ${JSON.stringify(f)}`);
     }),
@@ -155,8 +180,24 @@ async function nip86(url: string, sk: Uint8Array, method: string, params: unknow
   const http = url.replace(/^ws/, "http");
   const body = JSON.stringify({ method, params });
   const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-  const token = finalizeEvent({ kind: 27235, created_at: Math.floor(Date.now() / 1000), tags: [["u", http], ["method", "POST"], ["payload", payload]], content: "" }, sk);
-  const res = await fetch(http, { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` }, body });
+  const token = finalizeEvent(
+    {
+      kind: 27235,
+      created_at: Math.floor(Date.now() / 1000),
+      tags: [
+        ["u", http],
+        ["method", "POST"],
+        ["payload", payload],
+      ],
+      content: "",
+    },
+    sk,
+  );
+  const res = await fetch(http, {
+    method: "POST",
+    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
+    body,
+  });
   return res.json();
 }
 
@@ -250,7 +291,8 @@ async function runScenario(scenario: string): Promise<Result> {
   }
 }
 
-const fmt = (s: Summary) => `n ${String(s.n).padStart(4)}  p50 ${s.p50.toFixed(1).padStart(7)}  p99 ${s.p99.toFixed(1).padStart(7)}  max ${s.max.toFixed(1).padStart(7)} ms`;
+const fmt = (s: Summary) =>
+  `n ${String(s.n).padStart(4)}  p50 ${s.p50.toFixed(1).padStart(7)}  p99 ${s.p99.toFixed(1).padStart(7)}  max ${s.max.toFixed(1).padStart(7)} ms`;
 const results: Result[] = [];
 let failed = false;
 for (const s of SCENARIOS) {
@@ -262,12 +304,28 @@ for (const s of SCENARIOS) {
   }
 }
 for (const r of results) {
-  console.log(`\n${r.scenario}: ${r.events} events of one key (filled at ${r.fillPerSecond} ev/s); answered in ${r.answerMs} ms, deletion complete after ${r.doneMs} ms`);
+  console.log(
+    `\n${r.scenario}: ${r.events} events of one key (filled at ${r.fillPerSecond} ev/s); answered in ${r.answerMs} ms, deletion complete after ${r.doneMs} ms`,
+  );
   console.log(`  other client, before   EVENT->OK ${fmt(r.baseline.publish)}   REQ->EOSE ${fmt(r.baseline.req)}`);
   console.log(`  other client, during   EVENT->OK ${fmt(r.during.publish)}   REQ->EOSE ${fmt(r.during.req)}`);
-  console.log(`  ${r.pass ? "PASS" : "FAIL"}: max latency during the deletion ${Math.max(r.during.publish.max, r.during.req.max).toFixed(1)} ms (limit ${MAX_MS} ms)${Number.isFinite(r.doneMs) ? "" : "; the deletion did not complete within 60 s"}`);
+  console.log(
+    `  ${r.pass ? "PASS" : "FAIL"}: max latency during the deletion ${Math.max(r.during.publish.max, r.during.req.max).toFixed(1)} ms (limit ${MAX_MS} ms)${Number.isFinite(r.doneMs) ? "" : "; the deletion did not complete within 60 s"}`,
+  );
   if (!r.pass) failed = true;
 }
-console.log(JSON.stringify({ maxMs: MAX_MS, results: results.map((r) => ({ ...r, baseline: undefined, publishMax: round(r.during.publish.max, 1), publishP99: round(r.during.publish.p99, 1), reqMax: round(r.during.req.max, 1), reqP99: round(r.during.req.p99, 1) })) }));
+console.log(
+  JSON.stringify({
+    maxMs: MAX_MS,
+    results: results.map((r) => ({
+      ...r,
+      baseline: undefined,
+      publishMax: round(r.during.publish.max, 1),
+      publishP99: round(r.during.publish.p99, 1),
+      reqMax: round(r.during.req.max, 1),
+      reqP99: round(r.during.req.p99, 1),
+    })),
+  }),
+);
 clearTimeout(hardStop);
 process.exit(failed ? 1 : 0);

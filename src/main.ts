@@ -15,8 +15,8 @@ import { VERSION } from "./version.ts";
 
 async function main(argv: string[]): Promise<number | undefined> {
   const [cmd, ...rest] = argv;
-  if (cmd === "--version" || cmd === "-V" || cmd === "version") return console.log(VERSION), 0;
-  if (cmd === "--help" || cmd === "-h" || cmd === "help") return console.log(USAGE), 0;
+  if (cmd === "--version" || cmd === "-V" || cmd === "version") return (console.log(VERSION), 0);
+  if (cmd === "--help" || cmd === "-h" || cmd === "help") return (console.log(USAGE), 0);
   if (cmd === "config") return configCommand(rest);
   if (cmd === "export") return exportCommand(rest);
   if (cmd === "import") return importCommand(rest);

@@ -34,7 +34,13 @@ function fakeContext(o: { stored?: string[]; badSig?: boolean; write?: (w: Pendi
   return { ctx, asked };
 }
 
-const policy = (p: Partial<PolicyContext> = {}): PolicyContext => ({ config, now: now(), authed: new Set(), relayUrl: "ws://relay.test", ...p });
+const policy = (p: Partial<PolicyContext> = {}): PolicyContext => ({
+  config,
+  now: now(),
+  authed: new Set(),
+  relayUrl: "ws://relay.test",
+  ...p,
+});
 const source = (p: Partial<Source> = {}): Source => ({ policies: importPolicies, policy: policy(), ...p });
 const ok = (o: Outcome) => [o.fate, okAccepted(o), okMessage(o)];
 
@@ -89,9 +95,21 @@ describe("each step's outcome and its OK text", () => {
 
   test("the writer's refusals: an older version, a deleted event, a failed write", async () => {
     const cases: [WriteOutcome, string, string][] = [
-      [{ stored: false, duplicate: false, refusal: refuse("duplicate", "a newer version of this replaceable event is already stored") }, "older", "duplicate: a newer version of this replaceable event is already stored"],
-      [{ stored: false, duplicate: false, refusal: refuse("blocked", "this event was deleted by its author") }, "deleted", "blocked: this event was deleted by its author"],
-      [{ stored: false, duplicate: false, refusal: refuse("error", "could not store the event") }, "refused", "error: could not store the event"],
+      [
+        { stored: false, duplicate: false, refusal: refuse("duplicate", "a newer version of this replaceable event is already stored") },
+        "older",
+        "duplicate: a newer version of this replaceable event is already stored",
+      ],
+      [
+        { stored: false, duplicate: false, refusal: refuse("blocked", "this event was deleted by its author") },
+        "deleted",
+        "blocked: this event was deleted by its author",
+      ],
+      [
+        { stored: false, duplicate: false, refusal: refuse("error", "could not store the event") },
+        "refused",
+        "error: could not store the event",
+      ],
       [{ stored: false, duplicate: true }, "duplicate", "duplicate: already have this event"],
     ];
     for (const [outcome, fate, text] of cases) {
@@ -118,7 +136,11 @@ describe("each step's outcome and its OK text", () => {
     expect(ok(await admit(ctx, e, source()))).toEqual(["refused", false, "error: relay is shutting down"]);
     ctx.closing = false;
     const throttle = () => refuse("rate-limited", "too many events in flight on this connection");
-    expect(ok(await admit(ctx, e, source({ throttle })))).toEqual(["refused", false, "rate-limited: too many events in flight on this connection"]);
+    expect(ok(await admit(ctx, e, source({ throttle })))).toEqual([
+      "refused",
+      false,
+      "rate-limited: too many events in flight on this connection",
+    ]);
     expect(asked.has).toBe(0);
   });
 });
@@ -128,7 +150,11 @@ describe("the write-policy plugin", () => {
     const seen: string[] = [];
     const { ctx, asked } = fakeContext();
     const e = author.sign({ kind: 1, content: "plugin" });
-    const reject = await admit(ctx, e, source({ writePolicy: (_e, json) => (seen.push(json), { accepted: false, message: "blocked:no space" }) }));
+    const reject = await admit(
+      ctx,
+      e,
+      source({ writePolicy: (_e, json) => (seen.push(json), { accepted: false, message: "blocked:no space" }) }),
+    );
     expect(ok(reject)).toEqual(["plugin", false, "blocked:no space"]);
     expect(seen).toEqual([serializeEvent(e)]);
     const shadow = await admit(ctx, e, source({ writePolicy: async () => ({ accepted: true, message: "" }) }));
@@ -149,7 +175,11 @@ describe("a request to vanish refused for its sender's standing (NIP-62)", () =>
     const { ctx, asked } = fakeContext({ write: () => ({ stored: false, duplicate: false, refusal: carried }) });
     let plugin = 0;
     const o = await admit(ctx, vanish(), { ...client(), writePolicy: () => (plugin++, undefined) });
-    expect(ok(o)).toEqual(["refused", false, "auth-required: this relay requires authentication to publish; the request to vanish was carried out"]);
+    expect(ok(o)).toEqual([
+      "refused",
+      false,
+      "auth-required: this relay requires authentication to publish; the request to vanish was carried out",
+    ]);
     expect(asked.writes[0]!.vanishOnly).toEqual(refuse("auth-required", "this relay requires authentication to publish"));
     expect(plugin).toBe(0);
   });

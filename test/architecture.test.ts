@@ -60,7 +60,8 @@ function importGraph(): Map<string, string[]> {
   const graph = new Map<string, string[]>();
   const all = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) => /\.tsx?$/.test(f) && !f.endsWith(".test.ts"));
   // Static imports and re-exports (type-only too), and dynamic import("...") with a literal path.
-  const spec = /(?:^|[\s;])(?:import|export)\s[^;'"]*?from\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']\s*\)|^\s*import\s+["']([^"']+)["']/gm;
+  const spec =
+    /(?:^|[\s;])(?:import|export)\s[^;'"]*?from\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']\s*\)|^\s*import\s+["']([^"']+)["']/gm;
   for (const f of all) {
     const text = readFileSync(join(src, f), "utf8");
     const targets: string[] = [];
@@ -126,7 +127,12 @@ function circles(graph: Map<string, string[]>): string[][] {
 }
 
 test("circles finds a circle and nothing else", () => {
-  const g = new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]], ["d", ["a"]]]);
+  const g = new Map([
+    ["a", ["b"]],
+    ["b", ["c"]],
+    ["c", ["a"]],
+    ["d", ["a"]],
+  ]);
   expect(circles(g)).toEqual([["a", "b", "c"]]);
 });
 
@@ -144,7 +150,8 @@ test("no import circle but the allowed ones: none crosses folders or holds more 
 
 test("every worker script the code starts exists and is an entrypoint of the binary (build.ts)", () => {
   const started = new Set<string>();
-  for (const f of files(".")) for (const m of readFileSync(f, "utf8").matchAll(/workerUrl\(\s*["']\.\/([^"']+)["']\s*\)/g)) started.add(m[1]!);
+  for (const f of files("."))
+    for (const m of readFileSync(f, "utf8").matchAll(/workerUrl\(\s*["']\.\/([^"']+)["']\s*\)/g)) started.add(m[1]!);
   expect(started.size).toBeGreaterThanOrEqual(2); // the verify workers and the reader workers
   const build = readFileSync(join(src, "..", "build.ts"), "utf8");
   const entrypoints = /const entrypoints = \[([^\]]*)\]/.exec(build)?.[1] ?? "";

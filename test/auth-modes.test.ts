@@ -36,7 +36,13 @@ const challengeOf = async (c: Client): Promise<string> => (await c.next((f) => f
 
 /** Sends AUTH as `s` and returns the relay's OK frame for it. */
 async function auth(c: Client, url: string, s: Signer): Promise<any[]> {
-  const e = s.sign({ kind: 22242, tags: [["relay", url], ["challenge", await challengeOf(c)]] });
+  const e = s.sign({
+    kind: 22242,
+    tags: [
+      ["relay", url],
+      ["challenge", await challengeOf(c)],
+    ],
+  });
   const from = c.frames.length;
   c.send(["AUTH", e]);
   return c.next((f) => f[0] === "OK" && f[1] === e.id, 5000, from);
@@ -53,28 +59,43 @@ const count = (c: Client, subId: string, ...filters: object[]) => c.count(subId,
 const nip11 = relayInfo;
 
 describe("the AUTH handshake", () => {
-  test.each(["when-needed", "writes", "always"] as const)("%s: the challenge is the first frame, sent on connect, fresh per connection", async (mode) => {
-    const url = { "when-needed": whenNeeded, writes, always }[mode].url;
-    const a = await connect(url);
-    const b = await connect(url);
-    // Nothing was sent by the client: the relay speaks first.
-    const first = await a.next(() => true);
-    expect(first[0]).toBe("AUTH");
-    expect(typeof first[1]).toBe("string");
-    expect(first[1].length).toBeGreaterThanOrEqual(16);
-    expect(a.frames[0]).toEqual(first);
-    expect(await challengeOf(b)).not.toBe(first[1]);
-  });
+  test.each(["when-needed", "writes", "always"] as const)(
+    "%s: the challenge is the first frame, sent on connect, fresh per connection",
+    async (mode) => {
+      const url = { "when-needed": whenNeeded, writes, always }[mode].url;
+      const a = await connect(url);
+      const b = await connect(url);
+      // Nothing was sent by the client: the relay speaks first.
+      const first = await a.next(() => true);
+      expect(first[0]).toBe("AUTH");
+      expect(typeof first[1]).toBe("string");
+      expect(first[1].length).toBeGreaterThanOrEqual(16);
+      expect(a.frames[0]).toEqual(first);
+      expect(await challengeOf(b)).not.toBe(first[1]);
+    },
+  );
 
   test("AUTH is answered with OK true and an empty message", async () => {
     const c = await connect(whenNeeded.url);
     const s = signer();
-    const e = s.sign({ kind: 22242, tags: [["relay", whenNeeded.url], ["challenge", await challengeOf(c)]] });
+    const e = s.sign({
+      kind: 22242,
+      tags: [
+        ["relay", whenNeeded.url],
+        ["challenge", await challengeOf(c)],
+      ],
+    });
     c.send(["AUTH", e]);
     expect(await c.next((f) => f[0] === "OK")).toEqual(["OK", e.id, true, ""]);
     // The challenge of another connection does not authenticate this one.
     const d = await connect(whenNeeded.url);
-    const stolen = s.sign({ kind: 22242, tags: [["relay", whenNeeded.url], ["challenge", await challengeOf(c)]] });
+    const stolen = s.sign({
+      kind: 22242,
+      tags: [
+        ["relay", whenNeeded.url],
+        ["challenge", await challengeOf(c)],
+      ],
+    });
     d.send(["AUTH", stolen]);
     const ok = await d.next((f) => f[0] === "OK");
     expect(ok[2]).toBe(false);
@@ -87,7 +108,13 @@ describe("the AUTH handshake", () => {
     const s = signer();
     await listener.req("by-author", { authors: [s.pubkey] });
     const c = await connect(whenNeeded.url);
-    const e = s.sign({ kind: 22242, tags: [["relay", whenNeeded.url], ["challenge", await challengeOf(c)]] });
+    const e = s.sign({
+      kind: 22242,
+      tags: [
+        ["relay", whenNeeded.url],
+        ["challenge", await challengeOf(c)],
+      ],
+    });
     c.send(["AUTH", e]);
     expect((await c.next((f) => f[0] === "OK" && f[1] === e.id))[2]).toBe(true);
     // Sent as EVENT it is refused.
@@ -224,7 +251,13 @@ describe('auth = "always"', () => {
   test("a failed AUTH does not unlock anything", async () => {
     const c = await connect(always.url);
     const s = signer();
-    const bad = s.sign({ kind: 22242, tags: [["relay", always.url], ["challenge", "wrong"]] });
+    const bad = s.sign({
+      kind: 22242,
+      tags: [
+        ["relay", always.url],
+        ["challenge", "wrong"],
+      ],
+    });
     c.send(["AUTH", bad]);
     expect((await c.next((f) => f[0] === "OK" && f[1] === bad.id))[2]).toBe(false);
     expect((await c.req("r", { kinds: [1] })).end[2]).toStartWith("auth-required:");
@@ -238,4 +271,3 @@ test("NIP-11 limitation.auth_required is true only for auth = always", async () 
   expect((await nip11(always.url)).limitation.auth_required).toBe(true);
   for (const r of [whenNeeded, writes, always]) expect((await nip11(r.url)).supported_nips).toContain(42);
 });
-

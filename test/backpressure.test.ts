@@ -20,7 +20,10 @@ async function stuckReader(port: number, req: unknown): Promise<{ sock: Socket; 
   // A masked client text frame carrying the REQ.
   const payload = Buffer.from(JSON.stringify(req));
   const mask = Buffer.from([1, 2, 3, 4]);
-  const header = payload.length < 126 ? Buffer.from([0x81, 0x80 | payload.length]) : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
+  const header =
+    payload.length < 126
+      ? Buffer.from([0x81, 0x80 | payload.length])
+      : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
   sock.write(Buffer.concat([header, mask, payload.map((b, i) => b ^ mask[i % 4]!)]));
   sock.pause(); // never read again: the kernel buffers fill, then the relay's
   const closed = new Promise<void>((r) => sock.once("close", () => r()));

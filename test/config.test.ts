@@ -100,7 +100,10 @@ describe("renderDefaultConfig", () => {
 // A nostr-rs-relay config.toml, modelled on its sample config (values changed from their
 // defaults where we map them, so that a mapping that does nothing is caught).
 const RS_PUBKEY = "0c2d168a4ae8ca58c9f1ab237b5df682599c6c7ab74307ea8b05684b60405d41";
-const RS_ALLOWED = ["35d26e4690cbe1a898af61cc3515661eb5fa763b57bd0b42e45099c8b32fd50f", "887645fef0ce0c3c1218d2f5d8e6132a19304cdc57cd20281d082f38cfea0072"];
+const RS_ALLOWED = [
+  "35d26e4690cbe1a898af61cc3515661eb5fa763b57bd0b42e45099c8b32fd50f",
+  "887645fef0ce0c3c1218d2f5d8e6132a19304cdc57cd20281d082f38cfea0072",
+];
 const NOSTR_RS_RELAY = `# Nostr-rs-relay configuration
 
 [info]
@@ -344,14 +347,44 @@ describe("loading nostr-rs-relay's config.toml", () => {
 
 describe("config errors", () => {
   const cases: { name: string; text: string; key: string; expected: string }[] = [
-    { name: "port as a string", text: `[info]\nname = "x"\n\n[network]\nhost = "::"\nport = "abc"\n`, key: "port", expected: "an integer (0..65535)" },
+    {
+      name: "port as a string",
+      text: `[info]\nname = "x"\n\n[network]\nhost = "::"\nport = "abc"\n`,
+      key: "port",
+      expected: "an integer (0..65535)",
+    },
     { name: "port out of range", text: `[network]\n  port = 70000 # too big\n`, key: "port", expected: "an integer (0..65535)" },
     { name: "port as a float", text: `[network]\nport = 80.5\n`, key: "port", expected: "an integer" },
-    { name: "verify_signatures as a string", text: `# comment\n[options]\nrequire_auth = true\nverify_signatures = "yes"\n`, key: "verify_signatures", expected: "true or false" },
-    { name: "kind list with strings", text: `[authorization]\nkind_denylist = ["1", "7"]\n`, key: "kind_denylist", expected: "an array of integers" },
-    { name: "pubkey list with a number", text: `[authorization]\npubkey_allowlist = [\n  "ab",\n  1,\n]\n`, key: "pubkey_allowlist", expected: "an array of strings" },
-    { name: "string instead of list", text: `[authorization]\nkind_allowlist = "1,7"\n`, key: "kind_allowlist", expected: "an array of integers" },
-    { name: "unknown enum value", text: `[database]\nsynchronous = "sometimes"\n`, key: "synchronous", expected: 'one of "normal", "full"' },
+    {
+      name: "verify_signatures as a string",
+      text: `# comment\n[options]\nrequire_auth = true\nverify_signatures = "yes"\n`,
+      key: "verify_signatures",
+      expected: "true or false",
+    },
+    {
+      name: "kind list with strings",
+      text: `[authorization]\nkind_denylist = ["1", "7"]\n`,
+      key: "kind_denylist",
+      expected: "an array of integers",
+    },
+    {
+      name: "pubkey list with a number",
+      text: `[authorization]\npubkey_allowlist = [\n  "ab",\n  1,\n]\n`,
+      key: "pubkey_allowlist",
+      expected: "an array of strings",
+    },
+    {
+      name: "string instead of list",
+      text: `[authorization]\nkind_allowlist = "1,7"\n`,
+      key: "kind_allowlist",
+      expected: "an array of integers",
+    },
+    {
+      name: "unknown enum value",
+      text: `[database]\nsynchronous = "sometimes"\n`,
+      key: "synchronous",
+      expected: 'one of "normal", "full"',
+    },
     { name: "below minimum", text: `[limits]\nmax_filters = 0\n`, key: "max_filters", expected: "an integer (1..1000)" },
     { name: "number for a string", text: `[info]\nname = 5\n`, key: "name", expected: "a string" },
     { name: "int for a bool", text: `[database]\nin_memory = 1\n`, key: "in_memory", expected: "true or false" },
@@ -442,7 +475,12 @@ describe("override: CLI > file > default", () => {
 
 async function cli(args: string[], timeoutMs = 15_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   // cwd is the temp directory: should a command wrongly start serving, its ./data lands there.
-  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], { cwd: dir, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  const proc = Bun.spawn([process.execPath, join(ROOT, "src/main.ts"), ...args], {
+    cwd: dir,
+    stdout: "pipe",
+    stderr: "pipe",
+    stdin: "ignore",
+  });
   // A command that should exit but starts a server instead must not hang the suite.
   const timer = setTimeout(() => proc.kill(), timeoutMs);
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);

@@ -14,10 +14,19 @@ import { connectionsThatFit, runConnections } from "../bench/scenarios/connectio
 
 test("2,000 websockets with a subscription each: one event reaches each exactly once; 3 open/close cycles leak neither descriptors nor memory", async () => {
   const fit = connectionsThatFit(2000);
-  console.log(`[connections] ulimit -n here: soft ${fit.clientSoft}, hard ${fit.clientHard}; running ${fit.count} connections${fit.count < 2000 ? " (all that fit)" : ""}`);
+  console.log(
+    `[connections] ulimit -n here: soft ${fit.clientSoft}, hard ${fit.clientHard}; running ${fit.count} connections${fit.count < 2000 ? " (all that fit)" : ""}`,
+  );
   expect(fit.count).toBeGreaterThan(0);
-  const r = await runConnections({ connections: fit.count, cycles: 3, relaySoftLimit: 1024, log: (m) => console.log(`[connections] ${m}`) });
-  console.log(`[connections] relay ulimit -n after start: soft ${r.limits.relaySoft}, hard ${r.limits.relayHard}${r.relayRaised ? ` (${r.relayRaised})` : ""}`);
+  const r = await runConnections({
+    connections: fit.count,
+    cycles: 3,
+    relaySoftLimit: 1024,
+    log: (m) => console.log(`[connections] ${m}`),
+  });
+  console.log(
+    `[connections] relay ulimit -n after start: soft ${r.limits.relaySoft}, hard ${r.limits.relayHard}${r.relayRaised ? ` (${r.relayRaised})` : ""}`,
+  );
 
   // Started with a soft limit of 1,024, the relay holds more than that: it raised the limit.
   expect(r.limits.relaySoft).toBeGreaterThanOrEqual(Math.min(r.limits.relayHard, fit.count + 100));

@@ -45,7 +45,8 @@ describe("a window of 60 s ahead and 1 h back", () => {
   test("events too far in the future are refused with invalid:", async () => {
     const c = await connect(windowed);
     const s = signer();
-    for (const ahead of [UPPER + 30, 3600, 10 ** 9]) await refusedInvalid(c, s.sign({ kind: 1, content: `+${ahead}`, created_at: now() + ahead }));
+    for (const ahead of [UPPER + 30, 3600, 10 ** 9])
+      await refusedInvalid(c, s.sign({ kind: 1, content: `+${ahead}`, created_at: now() + ahead }));
   });
 
   test("events too far in the past are refused with invalid:", async () => {

@@ -39,7 +39,10 @@ const chance = (p: number): boolean => rand() < p;
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
 const hex64 = (): string => {
   let s = "";
-  for (let i = 0; i < 8; i++) s += Math.floor(rand() * 0x100000000).toString(16).padStart(8, "0");
+  for (let i = 0; i < 8; i++)
+    s += Math.floor(rand() * 0x100000000)
+      .toString(16)
+      .padStart(8, "0");
   return s;
 };
 /** 0..n values drawn (with possible repeats) from a pool. */
@@ -73,7 +76,15 @@ function genEvents(): NostrEvent[] {
   const addresses = new Set<string>();
   // One kind-0 (replaceable) per author: unique, so none replaces another.
   for (const pk of pubkeys)
-    out.push({ id: idList[out.length]!, pubkey: pk, created_at: BASE + int(0, SPAN), kind: 0, tags: [], content: "{}", sig: "0".repeat(128) });
+    out.push({
+      id: idList[out.length]!,
+      pubkey: pk,
+      created_at: BASE + int(0, SPAN),
+      kind: 0,
+      tags: [],
+      content: "{}",
+      sig: "0".repeat(128),
+    });
   while (out.length < N_EVENTS) {
     const pubkey = pick(pubkeys);
     let kind = chance(0.08) ? 30023 : pick(regularKinds);
@@ -81,7 +92,8 @@ function genEvents(): NostrEvent[] {
     if (kind === 30023) {
       const d = pick(dPool);
       const addr = `${pubkey}:${d}`;
-      if (addresses.has(addr)) kind = 1; // keep addresses unique: no replacement happens
+      if (addresses.has(addr))
+        kind = 1; // keep addresses unique: no replacement happens
       else {
         addresses.add(addr);
         tags.push(d === "" && chance(0.5) ? ["d"] : ["d", d]); // ["d"] alone is the d "" address too
@@ -93,7 +105,8 @@ function genEvents(): NostrEvent[] {
       else if (r < 0.55) tags.push(["p", pick(pPool)]);
       else if (r < 0.85) tags.push(["t", pick(tPool)]);
       else if (r < 0.9) tags.push(["T", pick(TPool)]);
-      else if (r < 0.95) tags.push(["emoji", pick(tPool), "https://example.com/e.png"]); // multi-letter: never indexed
+      else if (r < 0.95)
+        tags.push(["emoji", pick(tPool), "https://example.com/e.png"]); // multi-letter: never indexed
       else tags.push([pick(["e", "p", "t"])]); // a tag with no value matches nothing
     }
     // The same tag twice, and two values of one tag.
@@ -111,7 +124,15 @@ function genEvents(): NostrEvent[] {
       const j = int(0, i);
       [tags[i], tags[j]] = [tags[j]!, tags[i]!];
     }
-    out.push({ id: idList[out.length]!, pubkey, created_at: BASE + int(0, SPAN), kind, tags, content: `note ${out.length}`, sig: "0".repeat(128) });
+    out.push({
+      id: idList[out.length]!,
+      pubkey,
+      created_at: BASE + int(0, SPAN),
+      kind,
+      tags,
+      content: `note ${out.length}`,
+      sig: "0".repeat(128),
+    });
   }
   // Write order differs from created_at order and from id order.
   for (let i = out.length - 1; i > 0; i--) {
@@ -132,7 +153,11 @@ const idOf = (json: string): string => json.slice(7, 71);
 function genFilter(): RawFilter {
   const f: RawFilter = {};
   const keys: [string, () => unknown][] = [];
-  if (chance(0.12)) keys.push(["ids", () => (chance(0.05) ? [] : some([...idList.slice(0, 40), ...unknownIds], 1, 5).concat(chance(0.5) ? [pick(idList)] : []))]);
+  if (chance(0.12))
+    keys.push([
+      "ids",
+      () => (chance(0.05) ? [] : some([...idList.slice(0, 40), ...unknownIds], 1, 5).concat(chance(0.5) ? [pick(idList)] : [])),
+    ]);
   if (chance(0.35)) keys.push(["authors", () => (chance(0.05) ? [] : some([...pubkeys, ...strangerKeys], 1, 3))]);
   if (chance(0.4)) keys.push(["kinds", () => (chance(0.05) ? [] : some([0, 1, 7, 4, 1984, 30023, 3, 9735], 1, 3))]);
   if (chance(0.25)) keys.push(["#e", () => (chance(0.05) ? [] : some([...ePool, unknownIds[4]!], 1, 3))]);
@@ -213,7 +238,9 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
     const byTs = new Map<number, number>();
     for (const e of events) byTs.set(e.created_at, (byTs.get(e.created_at) ?? 0) + 1);
     expect([...byTs.values()].filter((n) => n > 1).length).toBeGreaterThan(30);
-    const dupTag = events.filter((e) => e.tags.some((t, i) => t.length > 1 && e.tags.some((u, j) => j > i && u[0] === t[0] && u[1] === t[1])));
+    const dupTag = events.filter((e) =>
+      e.tags.some((t, i) => t.length > 1 && e.tags.some((u, j) => j > i && u[0] === t[0] && u[1] === t[1])),
+    );
     expect(dupTag.length).toBeGreaterThan(100);
     expect(events.filter((e) => e.kind === 30023).length).toBeGreaterThan(15);
   });
@@ -258,7 +285,9 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
 
       const got = (await run({ filters: [c.source], limits: [limit], maxSeq, now: 0 })).map(idOf);
       if (JSON.stringify(got) !== JSON.stringify(expected))
-        fail(`SQL disagrees for filter #${i} ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
+        fail(
+          `SQL disagrees for filter #${i} ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`,
+        );
 
       // neverMatch filters get limit 0 from the relay; the SQL must also find nothing on its own.
       if (c.neverMatch) {
@@ -270,11 +299,16 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
       if (i % 20 === 0 && limit > 0) {
         counts.snapshot++;
         const cut = int(0, maxSeq);
-        const exp = all.filter((e) => seqOf.get(e.id)! <= cut).slice(0, limit).map((e) => e.id);
+        const exp = all
+          .filter((e) => seqOf.get(e.id)! <= cut)
+          .slice(0, limit)
+          .map((e) => e.id);
         if (JSON.stringify(exp) !== JSON.stringify(expected)) counts.snapshotDiffers++;
         const snap = (await run({ filters: [c.source], limits: [limit], maxSeq: cut, now: 0 })).map(idOf);
         if (JSON.stringify(snap) !== JSON.stringify(exp))
-          fail(`SQL disagrees at maxSeq ${cut} for ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(exp)}\n  got      ${JSON.stringify(snap)}`);
+          fail(
+            `SQL disagrees at maxSeq ${cut} for ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(exp)}\n  got      ${JSON.stringify(snap)}`,
+          );
       }
     }
 
@@ -302,7 +336,8 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
         const expected = acceptedBy.get(e.id)!.filter((g) => !removed.has(g)); // ascending already
         liveChecks++;
         liveHits += hits.length;
-        if (new Set(hits).size !== hits.length) fail(`${label}: LiveIndex reported a group twice for event ${JSON.stringify(e)}: ${JSON.stringify(got)}`);
+        if (new Set(hits).size !== hits.length)
+          fail(`${label}: LiveIndex reported a group twice for event ${JSON.stringify(e)}: ${JSON.stringify(got)}`);
         if (JSON.stringify([...new Set(got)]) !== JSON.stringify(expected)) {
           const missing = expected.filter((g) => !hits.includes(g));
           const extra = got.filter((g) => !expected.includes(g));
@@ -320,7 +355,10 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
       index.remove(entries[g]!);
       removed.add(g);
     }
-    checkLive("after remove", events.filter((_, k) => k % 4 === 0)); // a quarter is plenty here
+    checkLive(
+      "after remove",
+      events.filter((_, k) => k % 4 === 0),
+    ); // a quarter is plenty here
 
     expect(failures[0]).toBeUndefined();
     expect(failures).toEqual([]);
@@ -336,7 +374,9 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
     expect(liveChecks).toBe(N_EVENTS + N_EVENTS / 4);
     expect(hitsBeforeRemoval).toBeGreaterThan(100_000);
     expect(liveHits - hitsBeforeRemoval).toBeGreaterThan(20_000);
-    console.log(`differential: ${counts.filters} filters (${counts.neverMatch} never-matching, ${counts.nonEmpty} non-empty, ${counts.truncated} cut by limit, ${counts.tieBroken} with created_at ties, ${counts.snapshot} also at a snapshot seq, ${counts.snapshotDiffers} of them changed by it, ${counts.fullScans} without conditions); live: ${liveChecks} event checks, ${liveHits} group hits`);
+    console.log(
+      `differential: ${counts.filters} filters (${counts.neverMatch} never-matching, ${counts.nonEmpty} non-empty, ${counts.truncated} cut by limit, ${counts.tieBroken} with created_at ties, ${counts.snapshot} also at a snapshot seq, ${counts.snapshotDiffers} of them changed by it, ${counts.fullScans} without conditions); live: ${liveChecks} event checks, ${liveHits} group hits`,
+    );
   }, 60_000);
 
   test("long author lists (feeds): the recent-window plan and its fallback agree with the reference", async () => {
@@ -362,7 +402,9 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
           else short++;
           const got = (await run({ filters: [compileFilter(raw, compileLimits).source], limits: [limit], maxSeq, now: 0 })).map(idOf);
           if (JSON.stringify(got) !== JSON.stringify(expected) && failures.length < 5)
-            failures.push(`window ${window}, ${JSON.stringify({ ...raw, authors: (raw.authors as string[]).length })} limit ${limit}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
+            failures.push(
+              `window ${window}, ${JSON.stringify({ ...raw, authors: (raw.authors as string[]).length })} limit ${limit}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`,
+            );
         }
       }
     } finally {
@@ -404,7 +446,9 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
       const got = (await run({ filters: cs.map((c) => c.source), limits, maxSeq, now: 0 })).map(idOf);
       compared++;
       if (JSON.stringify(got) !== JSON.stringify(expected) && failures.length < 5)
-        failures.push(`REQ #${i} ${JSON.stringify(raws)} limits ${JSON.stringify(limits)}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`);
+        failures.push(
+          `REQ #${i} ${JSON.stringify(raws)} limits ${JSON.stringify(limits)}:\n  expected ${JSON.stringify(expected)}\n  got      ${JSON.stringify(got)}`,
+        );
     }
     let liveHits = 0;
     let liveChecks = 0;
@@ -419,8 +463,11 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
         if (ns.some((n) => naiveMatch(n, e))) expected.push(g);
       });
       if (JSON.stringify(hits) !== JSON.stringify(expected) && failures.length < 5) {
-        const g = expected.find((x) => !hits.includes(x)) ?? hits.find((x) => !expected.includes(x)) ?? hits.find((x, k) => hits[k + 1] === x)!;
-        failures.push(`live REQ groups disagree for event ${JSON.stringify(e)}: expected ${expected.length} groups, got ${hits.length}; first failing REQ #${g}: ${JSON.stringify(reqRaws[g])}`);
+        const g =
+          expected.find((x) => !hits.includes(x)) ?? hits.find((x) => !expected.includes(x)) ?? hits.find((x, k) => hits[k + 1] === x)!;
+        failures.push(
+          `live REQ groups disagree for event ${JSON.stringify(e)}: expected ${expected.length} groups, got ${hits.length}; first failing REQ #${g}: ${JSON.stringify(reqRaws[g])}`,
+        );
       }
     }
     expect(failures[0]).toBeUndefined();
@@ -429,7 +476,9 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
     expect(liveHits).toBeGreaterThan(50_000);
     expect(nonEmpty).toBeGreaterThan(N_MULTI / 2);
     expect(overlapping).toBeGreaterThan(100);
-    console.log(`differential: ${N_MULTI} multi-filter REQs (${nonEmpty} non-empty, ${overlapping} with overlapping filters); live: ${liveHits} group hits`);
+    console.log(
+      `differential: ${N_MULTI} multi-filter REQs (${nonEmpty} non-empty, ${overlapping} with overlapping filters); live: ${liveHits} group hits`,
+    );
   }, 60_000);
 });
 
@@ -441,7 +490,18 @@ describe("differential: naive NIP-01 matcher vs SQL vs live index", () => {
 // delete left behind would then match the new version. The values below stay distinct after
 // U+FFFD normalization (the stores cannot tell "\ud800" from "\uFFFD"; the reference could).
 
-const ODD_VALUES = ["\ud800", "spoof\ud800", "a\udc00b", "\udfff\ud800x", "x\ud83d", "\uFFFD\uFFFD\uFFFD", "\uFFFDz", "\ud83d\ude00", "plain", "ü"];
+const ODD_VALUES = [
+  "\ud800",
+  "spoof\ud800",
+  "a\udc00b",
+  "\udfff\ud800x",
+  "x\ud83d",
+  "\uFFFD\uFFFD\uFFFD",
+  "\uFFFDz",
+  "\ud83d\ude00",
+  "plain",
+  "ü",
+];
 const ODD_D = ["", "post", "\ud800\ud800", "x\udc00y", "\uFFFD"];
 const ODD_KINDS = [0, 3, 10002, 30023, 1, 7];
 
@@ -483,8 +543,18 @@ describe("differential: lone surrogates and replacement chains", () => {
 
     const authors = Array.from({ length: 10 }, hex64);
     const oddTags = (): string[][] =>
-      Array.from({ length: int(0, 3) }, () => (chance(0.5) ? ["t", pick(ODD_VALUES)] : chance(0.6) ? ["x", pick(ODD_VALUES)] : ["p", pick(authors)]));
-    const event = (pubkey: string, kind: number, created_at: number, tags: string[][]): NostrEvent => ({ id: hex64(), pubkey, created_at, kind, tags, content: `odd ${kind}`, sig: "0".repeat(128) });
+      Array.from({ length: int(0, 3) }, () =>
+        chance(0.5) ? ["t", pick(ODD_VALUES)] : chance(0.6) ? ["x", pick(ODD_VALUES)] : ["p", pick(authors)],
+      );
+    const event = (pubkey: string, kind: number, created_at: number, tags: string[][]): NostrEvent => ({
+      id: hex64(),
+      pubkey,
+      created_at,
+      kind,
+      tags,
+      content: `odd ${kind}`,
+      sig: "0".repeat(128),
+    });
     // The write order: regular events, and chains of versions of one address, mostly in order
     // (each newer), sometimes a tie or an older version after a newer one.
     const order: NostrEvent[] = [];
@@ -538,7 +608,9 @@ describe("differential: lone surrogates and replacement chains", () => {
     }
     expected.push(...best.values());
     // What the reference may match by tag: Postgres indexes no value it cannot hold as text.
-    const matchable = onPostgres ? expected.map((e) => ({ ...e, tags: e.tags.filter((t) => t[1] === undefined || t[1].isWellFormed()) })) : expected;
+    const matchable = onPostgres
+      ? expected.map((e) => ({ ...e, tags: e.tags.filter((t) => t[1] === undefined || t[1].isWellFormed()) }))
+      : expected;
     const byId = new Map(expected.map((e) => [e.id, e]));
     const maxSeqOdd = Math.max(...seqs.keys());
 
@@ -550,7 +622,8 @@ describe("differential: lone surrogates and replacement chains", () => {
     const want = new Set<string>();
     for (const r of await eventRows())
       for (const t of (JSON.parse(r.json) as NostrEvent).tags)
-        if (t[1] !== undefined && /^[a-zA-Z]$/.test(t[0]!) && (!onPostgres || t[1].isWellFormed())) want.add(rowKey(t[0]!, t[1].toWellFormed(), r.created_at, r.seq));
+        if (t[1] !== undefined && /^[a-zA-Z]$/.test(t[0]!) && (!onPostgres || t[1].isWellFormed()))
+          want.add(rowKey(t[0]!, t[1].toWellFormed(), r.created_at, r.seq));
     const have = (await tagRows()).map((r) => rowKey(r.name, r.value, r.created_at, r.seq));
     expect(have.filter((k) => !want.has(k))).toEqual([]); // no orphan rows
     expect([...want].filter((k) => !have.includes(k))).toEqual([]);
@@ -573,9 +646,13 @@ describe("differential: lone surrogates and replacement chains", () => {
       const want = naiveQuery(raw, matchable, limit).map((e) => e.id);
       if (want.length > 0) nonEmpty++;
       if (want.some((id) => byId.get(id)!.tags.some((t) => t[1] !== undefined && !t[1].isWellFormed()))) oddHits++;
-      const got = (await query({ filters: [compileFilter(raw, compileLimits).source], limits: [limit], maxSeq: maxSeqOdd, now: 0 })).map(idOf);
+      const got = (await query({ filters: [compileFilter(raw, compileLimits).source], limits: [limit], maxSeq: maxSeqOdd, now: 0 })).map(
+        idOf,
+      );
       if (JSON.stringify(got) !== JSON.stringify(want) && failures.length < 5)
-        failures.push(`filter #${i} ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(want)}\n  got      ${JSON.stringify(got)}`);
+        failures.push(
+          `filter #${i} ${JSON.stringify(raw)} (limit ${limit}):\n  expected ${JSON.stringify(want)}\n  got      ${JSON.stringify(got)}`,
+        );
     }
     expect(failures).toEqual([]);
     // Not vacuous: chains replaced, seqs reused (SQLite), answers with surrogate-bearing events.
@@ -583,24 +660,29 @@ describe("differential: lone surrogates and replacement chains", () => {
     if (!onPostgres) expect(reused).toBeGreaterThan(20);
     expect(nonEmpty).toBeGreaterThan(1000);
     expect(oddHits).toBeGreaterThan(300);
-    console.log(`differential (lone surrogates, replacement chains): ${all.length} events written, ${expected.length} stored, ${reused} seqs reused, ${have.length} tag rows; 3000 filters, ${nonEmpty} non-empty, ${oddHits} with lone-surrogate events`);
+    console.log(
+      `differential (lone surrogates, replacement chains): ${all.length} events written, ${expected.length} stored, ${reused} seqs reused, ${have.length} tag rows; 3000 filters, ${nonEmpty} non-empty, ${oddHits} with lone-surrogate events`,
+    );
   }, 60_000);
 });
 
 // SQLite's plans; the Postgres store's are checked with EXPLAIN on 1M events (docs/scaling.md).
-if (!onPostgres) describe("query plans", () => {
-  // Not a differential check, but the same database: a REQ without list conditions must walk the
-  // created_at index and stop at its limit, not read and sort every stored event (which the
-  // REQ snapshot cut `seq <= maxSeq` once caused, by offering SQLite a rowid range to drive from).
-  for (const f of [{}, { since: BASE + 10 }, { until: BASE + 30 }, { since: BASE, until: BASE + 30 }])
-    test(`${JSON.stringify(f)} is answered in index order`, () => {
-      for (const plan of planStatements(f, { maxSeq, now: 0 })) {
-        const detail = (db.query(`EXPLAIN QUERY PLAN ${plan.sql}`).all(...plan.params) as { detail: string }[]).map((r) => r.detail).join(" | ");
-        expect(detail).toContain("events_created");
-        expect(detail).not.toContain("TEMP B-TREE FOR ORDER BY");
-      }
-    });
-});
+if (!onPostgres)
+  describe("query plans", () => {
+    // Not a differential check, but the same database: a REQ without list conditions must walk the
+    // created_at index and stop at its limit, not read and sort every stored event (which the
+    // REQ snapshot cut `seq <= maxSeq` once caused, by offering SQLite a rowid range to drive from).
+    for (const f of [{}, { since: BASE + 10 }, { until: BASE + 30 }, { since: BASE, until: BASE + 30 }])
+      test(`${JSON.stringify(f)} is answered in index order`, () => {
+        for (const plan of planStatements(f, { maxSeq, now: 0 })) {
+          const detail = (db.query(`EXPLAIN QUERY PLAN ${plan.sql}`).all(...plan.params) as { detail: string }[])
+            .map((r) => r.detail)
+            .join(" | ");
+          expect(detail).toContain("events_created");
+          expect(detail).not.toContain("TEMP B-TREE FOR ORDER BY");
+        }
+      });
+  });
 
 // ---------------------------------------------------------------------------------------------
 // compileFilter validation and canonicalFilterKey

@@ -19,7 +19,10 @@ const mnt = join(root, "mnt");
 mkdirSync(mnt);
 const mount = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt], { stderr: "pipe" });
 // CI runs as root and must run this test (test/ci.ts).
-const mounted = needInCI("disk-full.test: a tmpfs mount (root)", mount.exitCode === 0 ? undefined : `cannot mount a tmpfs (${mount.stderr.toString().trim() || `exit ${mount.exitCode}`})`);
+const mounted = needInCI(
+  "disk-full.test: a tmpfs mount (root)",
+  mount.exitCode === 0 ? undefined : `cannot mount a tmpfs (${mount.stderr.toString().trim() || `exit ${mount.exitCode}`})`,
+);
 
 afterAll(() => {
   if (mounted) Bun.spawnSync(["umount", "-l", mnt]);
@@ -49,7 +52,9 @@ describe("write failures are logged once per kind per minute", () => {
     const t = 1_000_000;
     expect(refusalText(log.failed(full, 3, t))).toBe("error: the relay's disk is full, the event was not stored");
     for (let i = 1; i <= 500; i++) log.failed(full, 2, t + i * 100);
-    expect(refusalText(log.failed(sqliteError("SQLITE_BUSY", "database is locked"), 1, t + 1000))).toBe("error: the database is busy, try again");
+    expect(refusalText(log.failed(sqliteError("SQLITE_BUSY", "database is locked"), 1, t + 1000))).toBe(
+      "error: the database is busy, try again",
+    );
     expect(lines).toHaveLength(2);
     expect(lines[0]).toStartWith("writer: could not store 3 events: database or disk is full (SQLITE_FULL);");
     expect(lines[1]).toStartWith("writer: could not store 1 event: database is locked (SQLITE_BUSY);");
@@ -64,11 +69,16 @@ describe("write failures are logged once per kind per minute", () => {
   });
 
   test("Postgres's disk_full and unknown errors", () => {
-    expect(classifyWriteFailure(Object.assign(new Error("could not extend file"), { code: "ERR_POSTGRES_SERVER_ERROR", errno: "53100" }))).toEqual({
+    expect(
+      classifyWriteFailure(Object.assign(new Error("could not extend file"), { code: "ERR_POSTGRES_SERVER_ERROR", errno: "53100" })),
+    ).toEqual({
       kind: "postgres 53100",
       refusal: { prefix: "error", message: "the relay's disk is full, the event was not stored" },
     });
-    expect(classifyWriteFailure(new TypeError("x"))).toEqual({ kind: "TypeError", refusal: { prefix: "error", message: "could not store the event" } });
+    expect(classifyWriteFailure(new TypeError("x"))).toEqual({
+      kind: "TypeError",
+      refusal: { prefix: "error", message: "could not store the event" },
+    });
   });
 });
 
@@ -100,7 +110,9 @@ describe.skipIf(!mounted)("disk full", () => {
     }
     await Bun.sleep(200);
     const logged = relay.output().slice(logBefore);
-    console.log(`disk full: ${oks.length} EVENTs answered ${JSON.stringify([...new Set(oks.map((o) => o[3]))])}; ${logged.length} bytes logged:\n${logged}`);
+    console.log(
+      `disk full: ${oks.length} EVENTs answered ${JSON.stringify([...new Set(oks.map((o) => o[3]))])}; ${logged.length} bytes logged:\n${logged}`,
+    );
     for (const ok of oks) expect([ok[2], ok[3]]).toEqual([false, "error: the relay's disk is full, the event was not stored"]);
     expect(logged.length).toBeLessThan(600);
     expect(logged.trim().split("\n")).toHaveLength(1);

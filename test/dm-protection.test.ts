@@ -37,7 +37,13 @@ async function connectAs(url: string, ...as: Signer[]): Promise<Client> {
   const c = await connect(url);
   const challenge = (await c.next((f) => f[0] === "AUTH"))[1] as string;
   for (const s of as) {
-    const e = s.sign({ kind: 22242, tags: [["relay", url], ["challenge", challenge]] });
+    const e = s.sign({
+      kind: 22242,
+      tags: [
+        ["relay", url],
+        ["challenge", challenge],
+      ],
+    });
     const from = c.frames.length;
     c.send(["AUTH", e]);
     expect(await c.next((f) => f[0] === "OK" && f[1] === e.id, 5000, from)).toEqual(["OK", e.id, true, ""]);
@@ -47,7 +53,12 @@ async function connectAs(url: string, ...as: Signer[]): Promise<Client> {
 
 /** A gift-wrap-shaped event signed by a throwaway key (content need not decrypt for the relay). */
 const wrap = (to: string, opts: { kind?: number; created_at?: number; by?: Signer } = {}): NostrEvent =>
-  (opts.by ?? signer()).sign({ kind: opts.kind ?? 1059, content: "ciphertext-" + Math.random(), tags: [["p", to]], created_at: opts.created_at });
+  (opts.by ?? signer()).sign({
+    kind: opts.kind ?? 1059,
+    content: "ciphertext-" + Math.random(),
+    tags: [["p", to]],
+    created_at: opts.created_at,
+  });
 
 async function publishAll(c: Client, ...evs: NostrEvent[]): Promise<void> {
   for (const e of evs) expect(await c.publish(e)).toEqual(["OK", e.id, true, ""]);
@@ -108,7 +119,7 @@ describe("stored DMs", () => {
   test("authenticated as a third party: EOSE and nothing", async () => {
     const c = await connectAs(relay.url, third);
     expect(await c.req("snoop", { kinds: [1059], "#p": [recipient.pubkey] })).toEqual({ events: [], end: ["EOSE", "snoop"] });
-    expect(await c.req("snoop4", { kinds: [4] , authors: [sender.pubkey] })).toEqual({ events: [], end: ["EOSE", "snoop4"] });
+    expect(await c.req("snoop4", { kinds: [4], authors: [sender.pubkey] })).toEqual({ events: [], end: ["EOSE", "snoop4"] });
     expect(await c.req("snoopid", { ids: [giftWrap.id, dm4.id] })).toEqual({ events: [], end: ["EOSE", "snoopid"] });
   });
 
@@ -118,7 +129,9 @@ describe("stored DMs", () => {
     // The gift wrap's author is a one-time key: the real sender is not its author nor p-tagged.
     expect((await a.req("wrap", { kinds: [1059], "#p": [recipient.pubkey] })).events).toEqual([]);
     const both = await connectAs(relay.url, third, recipient);
-    expect(ids((await both.req("both", { kinds: [1059, 4], "#p": [recipient.pubkey] })).events).sort()).toEqual([giftWrap.id, dm4.id].sort());
+    expect(ids((await both.req("both", { kinds: [1059, 4], "#p": [recipient.pubkey] })).events).sort()).toEqual(
+      [giftWrap.id, dm4.id].sort(),
+    );
   });
 
   test("REQ without kinds, unauthenticated: DMs silently left out, the author's other events come", async () => {
@@ -193,9 +206,27 @@ describe("deleting gift wraps", () => {
     const r = await connectAs(relay.url, recipient);
     expect(ids((await r.req("before", { kinds: [1059], "#p": [recipient.pubkey] })).events)).toEqual([gw.id, other.id]);
     // A third party asking to delete it changes nothing.
-    await publishAll(p, signer().sign({ kind: 5, tags: [["e", gw.id], ["k", "1059"]] }));
+    await publishAll(
+      p,
+      signer().sign({
+        kind: 5,
+        tags: [
+          ["e", gw.id],
+          ["k", "1059"],
+        ],
+      }),
+    );
     expect(ids((await r.req("third", { kinds: [1059], "#p": [recipient.pubkey] })).events)).toEqual([gw.id, other.id]);
-    await publishAll(r, recipient.sign({ kind: 5, tags: [["e", gw.id], ["k", "1059"]] }));
+    await publishAll(
+      r,
+      recipient.sign({
+        kind: 5,
+        tags: [
+          ["e", gw.id],
+          ["k", "1059"],
+        ],
+      }),
+    );
     expect(ids((await r.req("after", { kinds: [1059], "#p": [recipient.pubkey] })).events)).toEqual([other.id]);
   });
 
@@ -226,7 +257,12 @@ describe("live DMs", () => {
     const noKinds = { "#p": [recipient.pubkey] };
     const groupsBefore = relay.ctx.fanout.groupCount;
     // Same subscription id and same filters => one group (one topic) per filter set.
-    for (const [c, f] of [[rc1, withKinds], [tp1, withKinds], [rc2, noKinds], [anon, noKinds]] as const)
+    for (const [c, f] of [
+      [rc1, withKinds],
+      [tp1, withKinds],
+      [rc2, noKinds],
+      [anon, noKinds],
+    ] as const)
       expect((await c.req("live", f)).end).toEqual(["EOSE", "live"]);
     expect(relay.ctx.fanout.groupCount - groupsBefore).toBe(2);
 

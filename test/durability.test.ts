@@ -11,7 +11,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fakePubkey, newSecretKey, signedEvent, unsignedEvent } from "../bench/lib/events.ts";
-import { describe as describeCycle, killCycle, restartAndCheck, type KillCycleResult, type KillTrigger, type RestartCheck } from "../bench/scenarios/durability.ts";
+import {
+  describe as describeCycle,
+  killCycle,
+  restartAndCheck,
+  type KillCycleResult,
+  type KillTrigger,
+  type RestartCheck,
+} from "../bench/scenarios/durability.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bunstr-durability-"));
@@ -25,7 +32,14 @@ let nonce = 0;
 /** Small kind-1 events from 8 authors; unique across the file. */
 function smallEvents(): (k: number, i: number) => NostrEvent {
   const run = `${Date.now()}-${++nonce}`;
-  return (k, i) => unsignedEvent(authors[k]!, { content: `durability ${run} ${k}:${i}`, tags: [["t", "durability"], ["n", `${i}`]] });
+  return (k, i) =>
+    unsignedEvent(authors[k]!, {
+      content: `durability ${run} ${k}:${i}`,
+      tags: [
+        ["t", "durability"],
+        ["n", `${i}`],
+      ],
+    });
 }
 
 /** Heavier events (24 tags, ~1 KB of content) so each commit writes megabytes of WAL. */
@@ -83,7 +97,14 @@ test("SIGKILL while a large transaction is being written to the WAL: committed o
   let landed = false;
   let extra = 0;
   for (let attempt = 1; attempt <= 5 && !landed; attempt++) {
-    const kill = await killCycle({ dataDir, verify: false, conns: CONNS, window: WINDOW, make: heavyEvents(), trigger: { walGrowthAfterAcked: 300 } });
+    const kill = await killCycle({
+      dataDir,
+      verify: false,
+      conns: CONNS,
+      window: WINDOW,
+      make: heavyEvents(),
+      trigger: { walGrowthAfterAcked: 300 },
+    });
     for (const id of kill.acked) expected.set(id, kill.sent.get(id)!);
     const check = await restartAndCheck({ dataDir, verify: false, expected, maybe: kill.unanswered });
     const line = describeCycle(kill, check);
@@ -104,7 +125,11 @@ test("SIGKILL with signature checks on (events signed once for this file)", asyn
   // 8 keys, 1,600 really signed events (~1.6 s). Window 100: at most 800 in flight.
   const keys = Array.from({ length: CONNS }, newSecretKey);
   const PER_CONN = 200;
-  const corpus = keys.map((sk, k) => Array.from({ length: PER_CONN }, (_, i) => signedEvent(sk, { content: `verified ${Date.now()} ${k}:${i}`, tags: [["t", "durability"]] })));
+  const corpus = keys.map((sk, k) =>
+    Array.from({ length: PER_CONN }, (_, i) =>
+      signedEvent(sk, { content: `verified ${Date.now()} ${k}:${i}`, tags: [["t", "durability"]] }),
+    ),
+  );
   const dataDir = join(dir, "verified");
   const kill = await killCycle({
     dataDir,
@@ -126,7 +151,15 @@ test("SIGKILL with signature checks on (events signed once for this file)", asyn
 test("SIGTERM during heavy ingest: exit 0 within 10 s, nothing acknowledged lost, WAL checkpointed, restart answers at once", async () => {
   const dataDir = join(dir, "sigterm");
   // The 8 connections keep sending through the shutdown (new events then get OK false).
-  const kill = await killCycle({ dataDir, verify: false, conns: CONNS, window: WINDOW, make: smallEvents(), trigger: { afterAcked: 1500 }, signal: "SIGTERM" });
+  const kill = await killCycle({
+    dataDir,
+    verify: false,
+    conns: CONNS,
+    window: WINDOW,
+    make: smallEvents(),
+    trigger: { afterAcked: 1500 },
+    signal: "SIGTERM",
+  });
   expect(kill.exitCode).toBe(0);
   expect(kill.exitMs).toBeLessThan(10_000);
   // Checkpointed on the way out: no WAL left, or an empty one.

@@ -50,7 +50,9 @@ test("a half-open HTTP flood past the descriptor limit neither ends the relay no
 
   // The relay's first query and first signature check, with the table full.
   const fail = (what: string) => (err: unknown) => {
-    throw new Error(`${what}: ${String(err)}; relay ${alive() ? "alive" : `exited ${relay!.proc.exitCode}`}:\n${relay!.output().slice(-800)}`);
+    throw new Error(
+      `${what}: ${String(err)}; relay ${alive() ? "alive" : `exited ${relay!.proc.exitCode}`}:\n${relay!.output().slice(-800)}`,
+    );
   };
   const { end } = await established.req("first", { kinds: [1], limit: 1 }).catch(fail("REQ"));
   expect(end).toEqual(["EOSE", "first"]);
@@ -76,7 +78,9 @@ test("a half-open HTTP flood past the descriptor limit neither ends the relay no
   late.close();
   established.close();
   expect(relay.output()).not.toContain("file descriptors (ProcessFdQuotaExceeded)");
-  expect(relay.output()).toContain(`max_connections = 100000 does not fit the open-files limit ${LIMIT}; using ${connectionCeiling(LIMIT)}`);
+  expect(relay.output()).toContain(
+    `max_connections = 100000 does not fit the open-files limit ${LIMIT}; using ${connectionCeiling(LIMIT)}`,
+  );
 }, 25_000);
 
 test("the reserve and the websocket ceiling follow the limit", () => {
@@ -98,45 +102,52 @@ test("peer addresses from Bun and from the kernel compare equal", () => {
   expect(canonicalIp("2001:db8:1:2:3:4:5:6")).toBe("2001:db8:1:2:3:4:5:6");
 });
 
-test.skipIf(process.platform !== "linux")("the guard cuts over the per-address cap, then past the header timeout, and never a websocket", async () => {
-  let guard: FdGuard | undefined;
-  const server = Bun.serve<undefined>({
-    hostname: "127.0.0.1",
-    port: 0,
-    fetch(req, srv) {
-      const peer = srv.requestIP(req)!;
-      if (srv.upgrade(req, { data: undefined })) return void guard!.addWebsocket(peer.address, peer.port);
-      return new Response("no");
-    },
-    websocket: { message() {} },
-  });
-  guard = FdGuard.start({ limit: 4096, port: server.port!, settings: () => ({ headerTimeoutMs: 1000, maxPerIp: 2, trustedProxies: ["127.0.3.9"] }) })!;
-  try {
-    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/`);
-    await new Promise((resolve) => (ws.onopen = resolve));
-    const closedAt: number[] = [];
-    const t0 = performance.now();
-    const halfOpen = (localAddress: string) => {
-      const s = tcpConnect({ host: "127.0.0.1", port: server.port!, localAddress });
-      s.on("connect", () => s.write("GET / HTTP/1.1\r\nHost: x\r\n"));
-      s.on("close", () => closedAt.push(performance.now() - t0));
-      s.on("error", () => {});
-      return s;
-    };
-    // Five from one address (cap 2), one from a trusted proxy (no cap, same timeout).
-    const socks = [...Array.from({ length: 5 }, () => halfOpen("127.0.3.1")), halfOpen("127.0.3.9")];
-    const deadline = performance.now() + 6000;
-    while (closedAt.length < socks.length && performance.now() < deadline) await Bun.sleep(20);
-    expect(closedAt.length).toBe(6);
-    closedAt.sort((a, b) => a - b);
-    // Three over the cap at the first tick (~1 s), the rest 1 s after that scan first saw them.
-    expect(closedAt[2]!).toBeLessThan(1900);
-    expect(closedAt[3]! - closedAt[2]!).toBeGreaterThan(800);
-    expect(guard.stats).toMatchObject({ cutPerIp: 3, cutTimeout: 3, cutPressure: 0 });
-    expect(ws.readyState).toBe(WebSocket.OPEN);
-    ws.close();
-  } finally {
-    guard.stop();
-    server.stop(true);
-  }
-});
+test.skipIf(process.platform !== "linux")(
+  "the guard cuts over the per-address cap, then past the header timeout, and never a websocket",
+  async () => {
+    let guard: FdGuard | undefined;
+    const server = Bun.serve<undefined>({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch(req, srv) {
+        const peer = srv.requestIP(req)!;
+        if (srv.upgrade(req, { data: undefined })) return void guard!.addWebsocket(peer.address, peer.port);
+        return new Response("no");
+      },
+      websocket: { message() {} },
+    });
+    guard = FdGuard.start({
+      limit: 4096,
+      port: server.port!,
+      settings: () => ({ headerTimeoutMs: 1000, maxPerIp: 2, trustedProxies: ["127.0.3.9"] }),
+    })!;
+    try {
+      const ws = new WebSocket(`ws://127.0.0.1:${server.port}/`);
+      await new Promise((resolve) => (ws.onopen = resolve));
+      const closedAt: number[] = [];
+      const t0 = performance.now();
+      const halfOpen = (localAddress: string) => {
+        const s = tcpConnect({ host: "127.0.0.1", port: server.port!, localAddress });
+        s.on("connect", () => s.write("GET / HTTP/1.1\r\nHost: x\r\n"));
+        s.on("close", () => closedAt.push(performance.now() - t0));
+        s.on("error", () => {});
+        return s;
+      };
+      // Five from one address (cap 2), one from a trusted proxy (no cap, same timeout).
+      const socks = [...Array.from({ length: 5 }, () => halfOpen("127.0.3.1")), halfOpen("127.0.3.9")];
+      const deadline = performance.now() + 6000;
+      while (closedAt.length < socks.length && performance.now() < deadline) await Bun.sleep(20);
+      expect(closedAt.length).toBe(6);
+      closedAt.sort((a, b) => a - b);
+      // Three over the cap at the first tick (~1 s), the rest 1 s after that scan first saw them.
+      expect(closedAt[2]!).toBeLessThan(1900);
+      expect(closedAt[3]! - closedAt[2]!).toBeGreaterThan(800);
+      expect(guard.stats).toMatchObject({ cutPerIp: 3, cutTimeout: 3, cutPressure: 0 });
+      expect(ws.readyState).toBe(WebSocket.OPEN);
+      ws.close();
+    } finally {
+      guard.stop();
+      server.stop(true);
+    }
+  },
+);

@@ -57,7 +57,12 @@ beforeAll(async () => {
         pubkey: pubkeys[k % pubkeys.length]!,
         created_at: createdAt(k),
         kind: k % 10 === 0 ? 7 : 1,
-        tags: [["t", topics[(k * 7) % 500]!], ["t", topics[(k * 13 + 1) % 500]!], ["p", pubkeys[(k * 31) % 2000]!], ["e", eTargets[(k * 17) % 5000]!]],
+        tags: [
+          ["t", topics[(k * 7) % 500]!],
+          ["t", topics[(k * 13 + 1) % 500]!],
+          ["p", pubkeys[(k * 31) % 2000]!],
+          ["e", eTargets[(k * 17) % 5000]!],
+        ],
         content: `note ${k}`,
         sig,
       };
@@ -91,13 +96,22 @@ async function connect(url: string): Promise<Client> {
 }
 
 /** REQ -> EOSE/CLOSED with the events before it and the time it took; then CLOSE unless told not to. */
-async function req(c: Client, subId: string, filters: object[], timeoutMs = 30_000, close = true): Promise<{ events: NostrEvent[]; end: any[]; ms: number }> {
+async function req(
+  c: Client,
+  subId: string,
+  filters: object[],
+  timeoutMs = 30_000,
+  close = true,
+): Promise<{ events: NostrEvent[]; end: any[]; ms: number }> {
   const from = c.frames.length;
   const t0 = performance.now();
   c.send(["REQ", subId, ...filters]);
   const end = await c.next((f) => (f[0] === "EOSE" || f[0] === "CLOSED") && f[1] === subId, timeoutMs, from);
   const ms = performance.now() - t0;
-  const events = c.frames.slice(from).filter((f) => f[0] === "EVENT" && f[1] === subId).map((f) => f[2] as NostrEvent);
+  const events = c.frames
+    .slice(from)
+    .filter((f) => f[0] === "EVENT" && f[1] === subId)
+    .map((f) => f[2] as NostrEvent);
   if (close) c.send(["CLOSE", subId]);
   return { events, end, ms };
 }
@@ -114,13 +128,16 @@ function chargedTimes(r: TestRelay): Map<object, number[]> {
   const query = store.query.bind(store);
   const charged = new Map<object, number[]>();
   store.query = (job, ctx) =>
-    query(job, ctx && {
-      ...ctx,
-      onEnd: (ms: number) => {
-        charged.set(ctx.owner, [...(charged.get(ctx.owner) ?? []), ms]);
-        ctx.onEnd?.(ms);
+    query(
+      job,
+      ctx && {
+        ...ctx,
+        onEnd: (ms: number) => {
+          charged.set(ctx.owner, [...(charged.get(ctx.owner) ?? []), ms]);
+          ctx.onEnd?.(ms);
+        },
       },
-    });
+    );
   return charged;
 }
 
@@ -156,7 +173,11 @@ describe("caps", () => {
       req(cs[2]!, "tags", [wholeDb.manyTopics(150)]),
       req(cs[3]!, "authors", [wholeDb.manyAuthors()]),
       // 5 disjoint filters of 100 authors (5000 events each), limit 5000 each: 25000 asked, 10000 allowed.
-      req(cs[4]!, "multi", [0, 1, 2, 3, 4].map((i) => ({ authors: pubkeys.slice(i * 100, i * 100 + 100), limit: 5000 }))),
+      req(
+        cs[4]!,
+        "multi",
+        [0, 1, 2, 3, 4].map((i) => ({ authors: pubkeys.slice(i * 100, i * 100 + 100), limit: 5000 })),
+      ),
     ]);
     console.log(
       `caps: {} ${all.ms.toFixed(0)} ms, #t×150 ${tagged.ms.toFixed(0)} ms, authors×1000 ${authored.ms.toFixed(0)} ms, 5 filters ${multi.ms.toFixed(0)} ms`,
@@ -196,16 +217,27 @@ describe("caps", () => {
 
     // Three disjoint filters asking 1000 each: 100 over the REQ, shared evenly (floor(1000*100/3000) = 33).
     const sets = [0, 1, 2].map((i) => pubkeys.slice(i * 10, i * 10 + 10));
-    const three = await req(c, "three", sets.map((authors) => ({ authors, limit: 1000 })));
+    const three = await req(
+      c,
+      "three",
+      sets.map((authors) => ({ authors, limit: 1000 })),
+    );
     expect(three.end).toEqual(["EOSE", "three"]);
     expect(three.events.length).toBeLessThanOrEqual(100);
     expect(three.events).toHaveLength(99);
     for (const authors of sets) expect(three.events.filter((e) => authors.includes(e.pubkey))).toHaveLength(33);
     // Filters under the cap together are not touched.
-    const small = await req(c, "small", [{ authors: [pubkeys[0]!], limit: 30 }, { authors: [pubkeys[1]!], limit: 40 }]);
+    const small = await req(c, "small", [
+      { authors: [pubkeys[0]!], limit: 30 },
+      { authors: [pubkeys[1]!], limit: 40 },
+    ]);
     expect(small.events).toHaveLength(70);
     // The maximum number of filters, each asking for everything: still 100.
-    const twenty = await req(c, "twenty", Array.from({ length: 20 }, (_, i) => ({ "#t": [topics[i]!], limit: 5000 })));
+    const twenty = await req(
+      c,
+      "twenty",
+      Array.from({ length: 20 }, (_, i) => ({ "#t": [topics[i]!], limit: 5000 })),
+    );
     expect(twenty.end).toEqual(["EOSE", "twenty"]);
     expect(twenty.events.length).toBeLessThanOrEqual(100);
     expect(twenty.events.length).toBeGreaterThanOrEqual(80);
@@ -309,7 +341,13 @@ describe("a client streaming heavy REQs", () => {
     const base = await probes(1500, 100);
     const basePub = await publishes(20);
 
-    const heavy = heavyClient(r.url, 4, [() => wholeDb.manyTopics(200), () => wholeDb.scanNothing(), () => wholeDb.manyTopics(100), wholeDb.manyAuthors, wholeDb.everything]);
+    const heavy = heavyClient(r.url, 4, [
+      () => wholeDb.manyTopics(200),
+      () => wholeDb.scanNothing(),
+      () => wholeDb.manyTopics(100),
+      wholeDb.manyAuthors,
+      wholeDb.everything,
+    ]);
     await heavy.open;
     await Bun.sleep(300); // both workers are now busy with heavy queries
     const loaded = await probes(2500, 100);
@@ -328,7 +366,10 @@ describe("a client streaming heavy REQs", () => {
       publishHeavy: { p50: percentile(loadedPub, 50), max: Math.max(...loadedPub) },
       heavyClient: { ...heavyStats, queryMsP50: heavyMs },
     };
-    console.log("heavy load:", JSON.stringify(report, (_, v) => (typeof v === "number" ? Math.round(v * 10) / 10 : v)));
+    console.log(
+      "heavy load:",
+      JSON.stringify(report, (_, v) => (typeof v === "number" ? Math.round(v * 10) / 10 : v)),
+    );
 
     // None of the heavy client's queries was refused or cut short: the load was real.
     expect(heavyStats.closed).toEqual({});
@@ -453,7 +494,8 @@ describe("cost accounting (limits.query_ms_per_second)", () => {
     const t0 = performance.now();
     for (let i = 0; i < total; i++) c.send(["REQ", `b${i}`, heavyFilter()]);
     const ends: any[] = [];
-    for (let i = 0; i < total; i++) ends.push(await c.next((f) => (f[0] === "EOSE" || f[0] === "CLOSED") && f[1] === `b${i}`, 30_000, from));
+    for (let i = 0; i < total; i++)
+      ends.push(await c.next((f) => (f[0] === "EOSE" || f[0] === "CLOSED") && f[1] === `b${i}`, 30_000, from));
     const ms = performance.now() - t0;
     const limited = ends.filter((f) => f[0] === "CLOSED" && String(f[2]).startsWith("rate-limited:")).length;
     const ran = total - limited;

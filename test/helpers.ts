@@ -45,8 +45,18 @@ export function testConfig(patch: ConfigPatch = {}): Config {
  */
 export async function openTestStore(dir: string, config: Config = testConfig()): Promise<Store> {
   if (onPostgres)
-    return PostgresStore.open({ url: await createDatabase(databaseFor(dir)), busUrl: REDIS_URL, poolSize: 4, queryTimeoutMs: config.database.query_timeout_ms });
-  return new SqliteStore({ path: join(dir, "bunstr.sqlite"), synchronous: "normal", readerWorkers: config.database.reader_workers, queryTimeoutMs: config.database.query_timeout_ms });
+    return PostgresStore.open({
+      url: await createDatabase(databaseFor(dir)),
+      busUrl: REDIS_URL,
+      poolSize: 4,
+      queryTimeoutMs: config.database.query_timeout_ms,
+    });
+  return new SqliteStore({
+    path: join(dir, "bunstr.sqlite"),
+    synchronous: "normal",
+    readerWorkers: config.database.reader_workers,
+    queryTimeoutMs: config.database.query_timeout_ms,
+  });
 }
 
 export async function startTestRelay(patch: ConfigPatch = {}, opts: { dir?: string } = {}): Promise<TestRelay> {
@@ -109,7 +119,10 @@ export class Client {
     const have = this.frames.slice(from).find(pred);
     if (have) return Promise.resolve(have);
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`timed out waiting for a frame; got ${JSON.stringify(this.frames).slice(-600)}`)), timeoutMs);
+      const t = setTimeout(
+        () => reject(new Error(`timed out waiting for a frame; got ${JSON.stringify(this.frames).slice(-600)}`)),
+        timeoutMs,
+      );
       this.waiters.push({ pred, resolve: (f) => (clearTimeout(t), resolve(f)) });
     });
   }
@@ -125,14 +138,23 @@ export class Client {
     const from = this.frames.length;
     this.send(["REQ", subId, ...filters]);
     const end = await this.next((f) => (f[0] === "EOSE" || f[0] === "CLOSED") && f[1] === subId, 5000, from);
-    const events = this.frames.slice(from).filter((f) => f[0] === "EVENT" && f[1] === subId).map((f) => f[2]);
+    const events = this.frames
+      .slice(from)
+      .filter((f) => f[0] === "EVENT" && f[1] === subId)
+      .map((f) => f[2]);
     return { events, end };
   }
 
   /** NIP-42: answers the relay's challenge as `s` and resolves with the OK frame. */
   async auth(s: Signer, relayUrl: string): Promise<any[]> {
     const [, challenge] = await this.next((f) => f[0] === "AUTH");
-    const e = s.sign({ kind: 22242, tags: [["relay", relayUrl], ["challenge", challenge]] });
+    const e = s.sign({
+      kind: 22242,
+      tags: [
+        ["relay", relayUrl],
+        ["challenge", challenge],
+      ],
+    });
     const from = this.frames.length;
     this.send(["AUTH", e]);
     return this.next((f) => f[0] === "OK" && f[1] === e.id, 5000, from);
@@ -213,7 +235,12 @@ export function signer(): Signer {
     sk,
     pubkey: getPublicKey(sk),
     // A plain copy: nostr-tools marks its events with a symbol that the wire does not carry.
-    sign: (t) => JSON.parse(JSON.stringify(finalizeEvent({ kind: t.kind, content: t.content ?? "", tags: t.tags ?? [], created_at: t.created_at ?? now() }, sk))) as NostrEvent,
+    sign: (t) =>
+      JSON.parse(
+        JSON.stringify(
+          finalizeEvent({ kind: t.kind, content: t.content ?? "", tags: t.tags ?? [], created_at: t.created_at ?? now() }, sk),
+        ),
+      ) as NostrEvent,
   };
 }
 

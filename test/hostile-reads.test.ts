@@ -29,11 +29,23 @@ beforeAll(async () => {
   store.db.exec("PRAGMA synchronous = OFF");
   const rules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
   const sig = "ab".repeat(64);
-  const write = (events: NostrEvent[]) => store.writeBatch(events.map((event) => ({ event, json: JSON.stringify(event) }) as PendingWrite), rules);
+  const write = (events: NostrEvent[]) =>
+    store.writeBatch(
+      events.map((event) => ({ event, json: JSON.stringify(event) }) as PendingWrite),
+      rules,
+    );
   for (let i = 0; i < N; i += 2000) {
     const batch: NostrEvent[] = [];
     for (let k = i; k < i + 2000; k++) {
-      const e = { id: hex64(`ev ${k}`), pubkey: pubkeys[k % 500]!, created_at: base + k, kind: 1, tags: [["t", "nostr"]], content: `note ${k}`, sig };
+      const e = {
+        id: hex64(`ev ${k}`),
+        pubkey: pubkeys[k % 500]!,
+        created_at: base + k,
+        kind: 1,
+        tags: [["t", "nostr"]],
+        content: `note ${k}`,
+        sig,
+      };
       if (k % 1000 === 7) sampleIds.push(e.id);
       batch.push(e);
     }
@@ -42,7 +54,17 @@ beforeAll(async () => {
   // Large events for the streaming test: 800 x 60 KB = 48 MB of results for one REQ.
   const filler = "x".repeat(BIG_BYTES);
   for (let i = 0; i < BIG; i += 100)
-    write(Array.from({ length: 100 }, (_, j) => ({ id: hex64(`big ${i + j}`), pubkey: pubkeys[0]!, created_at: base + i + j, kind: 1, tags: [["t", "big"]], content: filler, sig })));
+    write(
+      Array.from({ length: 100 }, (_, j) => ({
+        id: hex64(`big ${i + j}`),
+        pubkey: pubkeys[0]!,
+        created_at: base + i + j,
+        kind: 1,
+        tags: [["t", "big"]],
+        content: filler,
+        sig,
+      })),
+    );
   await store.close();
 }, 120_000);
 
@@ -64,7 +86,8 @@ async function connect(url = relay!.url): Promise<Client> {
   return c;
 }
 
-const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
+const percentile = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
 
 /** Cores this process used over `ms` (the relay runs in it, workers included). */
 async function coresOver(ms: number): Promise<number> {
@@ -100,7 +123,8 @@ function probe(c: Client, every = 20): { stop(): Promise<number[]> } {
 
 // {"#t":["nostr"],"#x":[9 values matching nothing]}: every "nostr" event is a candidate that the
 // #x probes reject; 20 of them in one REQ is seconds of scanning for no result at all.
-const starving = () => Array.from({ length: 20 }, (_, i) => ({ "#t": ["nostr"], "#x": Array.from({ length: 9 }, (_, j) => `n${i}-${j}`), limit: 10 }));
+const starving = () =>
+  Array.from({ length: 20 }, (_, i) => ({ "#t": ["nostr"], "#x": Array.from({ length: 9 }, (_, j) => `n${i}-${j}`), limit: 10 }));
 
 describe("a scan past its time", () => {
   test("is stopped: CLOSED at the timeout, the workers go idle at once, and others are served meanwhile", async () => {
@@ -111,12 +135,16 @@ describe("a scan past its time", () => {
     const p = probe(good);
     const t0 = performance.now();
     for (const [i, a] of attackers.entries()) a.send(["REQ", `starve${i}`, ...starving()]);
-    const ends = await Promise.all(attackers.map((a, i) => a.next((f) => (f[0] === "CLOSED" || f[0] === "EOSE") && f[1] === `starve${i}`, 15_000)));
+    const ends = await Promise.all(
+      attackers.map((a, i) => a.next((f) => (f[0] === "CLOSED" || f[0] === "EOSE") && f[1] === `starve${i}`, 15_000)),
+    );
     const closedAfter = performance.now() - t0;
     const times = await p.stop();
     // Right after the CLOSEDs, nothing is left running: the worker threads were not merely abandoned.
     const cores = await coresOver(1500);
-    console.log(`starving REQs: ${JSON.stringify(ends.map((e) => e[2]))} after ${closedAfter.toFixed(0)} ms; good client's REQs meanwhile: n ${times.length}, p50 ${percentile(times, 50).toFixed(1)} ms, p99 ${percentile(times, 99).toFixed(1)} ms; then ${cores.toFixed(2)} cores`);
+    console.log(
+      `starving REQs: ${JSON.stringify(ends.map((e) => e[2]))} after ${closedAfter.toFixed(0)} ms; good client's REQs meanwhile: n ${times.length}, p50 ${percentile(times, 50).toFixed(1)} ms, p99 ${percentile(times, 99).toFixed(1)} ms; then ${cores.toFixed(2)} cores`,
+    );
     for (const e of ends) expect(e.slice(0, 2)[0]).toBe("CLOSED");
     for (const e of ends) expect(e[2]).toStartWith("error: query took too long");
     expect(closedAfter).toBeLessThan(5000);
@@ -130,7 +158,10 @@ describe("a scan past its time", () => {
 
   test("the budget follows the address: new connections from it do not bring new query time", async () => {
     // 600 ms a minute for the address, a 1,000 ms burst; each connection alone would have 10 s.
-    await useRelay({ database: { reader_workers: 2, query_timeout_ms: 2000 }, rate_limits: { query_ms_per_minute: 600, query_ms_burst: 1000 } });
+    await useRelay({
+      database: { reader_workers: 2, query_timeout_ms: 2000 },
+      rate_limits: { query_ms_per_minute: 600, query_ms_burst: 1000 },
+    });
     const answers: string[] = [];
     for (let i = 0; i < 10; i++) {
       const c = await connect();
@@ -196,7 +227,9 @@ describe("results stream under backpressure", () => {
     const c = await connect();
     expect((await c.req("other", { ids: [sampleIds[3]!] })).events.length).toBe(1);
     const got = await stuck.drain(4000);
-    console.log(`never-reading client, REQ of ${BIG} x ${BIG_BYTES} B: relay RSS +${grown.toFixed(0)} MiB while stuck; then read ${(got.bytes / 1e6).toFixed(1)} MB`);
+    console.log(
+      `never-reading client, REQ of ${BIG} x ${BIG_BYTES} B: relay RSS +${grown.toFixed(0)} MiB while stuck; then read ${(got.bytes / 1e6).toFixed(1)} MB`,
+    );
     expect(grown).toBeLessThan(40);
     expect(got.bytes).toBeGreaterThan(BIG * BIG_BYTES);
   }, 60_000);

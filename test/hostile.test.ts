@@ -24,7 +24,13 @@ failOnRelayErrors();
 
 beforeAll(async () => {
   relay = await startTestRelay({
-    limits: { max_message_bytes: MAX_MESSAGE, max_subscriptions: MAX_SUBS, max_filters: MAX_FILTERS, max_filter_values: MAX_VALUES, max_connections_per_ip: 100_000 },
+    limits: {
+      max_message_bytes: MAX_MESSAGE,
+      max_subscriptions: MAX_SUBS,
+      max_filters: MAX_FILTERS,
+      max_filter_values: MAX_VALUES,
+      max_connections_per_ip: 100_000,
+    },
   });
   idleRelay = await startTestRelay({ network: { idle_timeout_seconds: IDLE_SECONDS } });
 });
@@ -151,11 +157,14 @@ class RawWs {
         ? Buffer.from([0x80 | opcode, 0x80 | n])
         : n < 65536
           ? Buffer.from([0x80 | opcode, 0x80 | 126, n >> 8, n & 255])
-          : Buffer.concat([Buffer.from([0x80 | opcode, 0x80 | 127]), (() => {
-              const b = Buffer.alloc(8);
-              b.writeBigUInt64BE(BigInt(n));
-              return b;
-            })()]);
+          : Buffer.concat([
+              Buffer.from([0x80 | opcode, 0x80 | 127]),
+              (() => {
+                const b = Buffer.alloc(8);
+                b.writeBigUInt64BE(BigInt(n));
+                return b;
+              })(),
+            ]);
     const body = Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!));
     this.sock.write(Buffer.concat([head, mask, body]));
   }
@@ -268,7 +277,10 @@ describe("subscriptions and filters over the limits", () => {
 
   test(`the widest allowed REQ (${MAX_FILTERS} filters x ${MAX_VALUES} tag values) is answered and others are served meanwhile`, async () => {
     const c = await connect();
-    const filters = Array.from({ length: MAX_FILTERS }, (_, f) => ({ "#t": Array.from({ length: MAX_VALUES }, (_, i) => `w${f}-${i}`), limit: 5000 }));
+    const filters = Array.from({ length: MAX_FILTERS }, (_, f) => ({
+      "#t": Array.from({ length: MAX_VALUES }, (_, i) => `w${f}-${i}`),
+      limit: 5000,
+    }));
     const from = c.frames.length;
     for (let i = 0; i < 10; i++) c.send(["REQ", `wide${i}`, ...filters]);
     await expectServing();
@@ -408,7 +420,12 @@ describe("frames the relay cannot take", () => {
   test("binary frames get a NOTICE and the connection stays usable", async () => {
     const c = await connect();
     const from = c.frames.length;
-    const payloads = [new Uint8Array([]), new Uint8Array([0, 1, 2, 255]), new TextEncoder().encode('["REQ","bin",{}]'), new Uint8Array(100_000)];
+    const payloads = [
+      new Uint8Array([]),
+      new Uint8Array([0, 1, 2, 255]),
+      new TextEncoder().encode('["REQ","bin",{}]'),
+      new Uint8Array(100_000),
+    ];
     for (const p of payloads) c.ws.send(p);
     expect(await until(() => c.frames.slice(from).filter((f) => f[0] === "NOTICE").length === payloads.length, 5000)).toBe(true);
     for (const f of c.frames.slice(from)) if (f[0] !== "AUTH") expect(f[0]).toBe("NOTICE");

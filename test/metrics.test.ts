@@ -138,7 +138,8 @@ describe("metrics move with traffic", () => {
     await publisher.next((f) => f[0] === "NOTICE", 5000, from);
 
     const after = await scrape(r);
-    const delta = (name: string, labels: Record<string, string> = {}) => sampleValue(after, name, labels) - sampleValue(before, name, labels);
+    const delta = (name: string, labels: Record<string, string> = {}) =>
+      sampleValue(after, name, labels) - sampleValue(before, name, labels);
     expect(delta("nostr_client_messages_total", { verb: "EVENT" })).toBe(5);
     expect(delta("nostr_client_messages_total", { verb: "REQ" })).toBe(1);
     expect(delta("nostr_client_messages_total", { verb: "invalid" })).toBe(1);
@@ -173,7 +174,10 @@ describe("metrics move with traffic", () => {
     }
     expect(sampleValue(later, "nostr_subscriptions")).toBe(0);
     expect(sampleValue(later, "nostr_connections")).toBe(1);
-    expect(sampleValue(later, "nostr_client_messages_total", { verb: "CLOSE" }) - sampleValue(after, "nostr_client_messages_total", { verb: "CLOSE" })).toBe(1);
+    expect(
+      sampleValue(later, "nostr_client_messages_total", { verb: "CLOSE" }) -
+        sampleValue(after, "nostr_client_messages_total", { verb: "CLOSE" }),
+    ).toBe(1);
   });
 
   test("stored events: counted at the first scrape, then cached", async () => {
@@ -193,7 +197,9 @@ describe("metrics move with traffic", () => {
     const samples = await scrape(r);
     const kinds = new Set(samples.filter((s) => s.name === "nostr_events_received_total").map((s) => s.labels.kind));
     expect(kinds.size).toBeLessThanOrEqual(MAX_KIND_LABELS + 2); // + "other" and "unknown"
-    expect(sampleValue(samples, "nostr_events_received_total", { result: "accepted", reason: "", kind: "other" })).toBeGreaterThanOrEqual(10);
+    expect(sampleValue(samples, "nostr_events_received_total", { result: "accepted", reason: "", kind: "other" })).toBeGreaterThanOrEqual(
+      10,
+    );
   });
 });
 
@@ -218,7 +224,11 @@ describe("the gate", () => {
     const url = `${httpBase(r)}/metrics`;
     await scrape(r); // a scraper on the same host
     // A reverse proxy on the same host connects from loopback too: what it forwards is not local.
-    const forwarded: Record<string, string>[] = [{ "X-Forwarded-For": "203.0.113.7" }, { Forwarded: "for=203.0.113.7" }, { "X-Real-IP": "203.0.113.7" }];
+    const forwarded: Record<string, string>[] = [
+      { "X-Forwarded-For": "203.0.113.7" },
+      { Forwarded: "for=203.0.113.7" },
+      { "X-Real-IP": "203.0.113.7" },
+    ];
     for (const h of forwarded) {
       const res = await fetch(url, { headers: h });
       expect(res.status).toBe(403);
@@ -238,7 +248,8 @@ describe("the gate", () => {
     const render = async () => "m 1\n";
     expect((await metricsResponse(req(), config, render, "203.0.113.7")).status).toBe(403);
     expect((await metricsResponse(req(), config, render, "::ffff:10.0.0.1")).status).toBe(403);
-    for (const peer of ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"]) expect((await metricsResponse(req(), config, render, peer)).status).toBe(200);
+    for (const peer of ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"])
+      expect((await metricsResponse(req(), config, render, peer)).status).toBe(200);
     config.metrics.public = true;
     expect((await metricsResponse(req(), config, render, "203.0.113.7")).status).toBe(200);
     expect(isLoopback("128.0.0.1")).toBe(false);
@@ -270,7 +281,10 @@ describe("exposition text", () => {
     expect(escapeHelp('a\\b"c\nd')).toBe('a\\\\b"c\\nd');
     const h = new Histogram([1, 5]);
     [0.5, 1, 3, 7, 100].forEach((v) => h.observe(v));
-    const x = new Exposition().family("t_total", "counter", "help with \\ and\nnewline").sample("t_total", 1, [["v", 'q"\\\n']]).histogram("t_h", "h", h);
+    const x = new Exposition()
+      .family("t_total", "counter", "help with \\ and\nnewline")
+      .sample("t_total", 1, [["v", 'q"\\\n']])
+      .histogram("t_h", "h", h);
     const { samples } = parseExposition(x.text());
     expect(samples[0]).toEqual({ name: "t_total", labels: { v: 'q"\\\n' }, value: 1 });
     expect(samples.filter((s) => s.name === "t_h_bucket").map((s) => s.value)).toEqual([2, 3, 5]);

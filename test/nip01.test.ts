@@ -5,7 +5,9 @@ import { canonicalForm, computeId, type NostrEvent } from "../src/protocol/event
 import { Client, fence, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
 let relay: TestRelay;
-beforeAll(async () => (relay = await startTestRelay({ limits: { max_subscriptions: 150, max_message_bytes: 64 * 1024, max_event_tags: 100 } })));
+beforeAll(
+  async () => (relay = await startTestRelay({ limits: { max_subscriptions: 150, max_message_bytes: 64 * 1024, max_event_tags: 100 } })),
+);
 afterAll(() => relay.stop());
 
 const connect = () => Client.connect(relay.url);
@@ -90,7 +92,7 @@ describe("EVENT validation and OK", () => {
   test("escaping: control characters, U+007F and non-ASCII are hashed verbatim (NIP-01)", async () => {
     const c = await connect();
     const sk = signer().sk;
-    const content = "line\nquote\" back\\ cr\r tab\t bs\b ff\f ctl\u0001\u001f del\u007f é 日本 🎉";
+    const content = 'line\nquote" back\\ cr\r tab\t bs\b ff\f ctl\u0001\u001f del\u007f é 日本 🎉';
     const e = signCanonical(sk, { kind: 1, created_at: now(), tags: [["t", "a\u0002b"]], content });
     // The canonical form keeps U+0001, U+001F, U+0002 and U+007F as raw characters.
     const form = canonicalForm(e);
@@ -166,7 +168,10 @@ describe("replaceable and addressable events", () => {
     const t = now() - 50;
     const versions = Array.from({ length: 24 }, (_, i) => s.sign({ kind: 3, content: `v${i}`, created_at: t + (i % 6) }));
     const newestTs = t + 5;
-    const expected = versions.filter((v) => v.created_at === newestTs).map((v) => v.id).sort()[0];
+    const expected = versions
+      .filter((v) => v.created_at === newestTs)
+      .map((v) => v.id)
+      .sort()[0];
     const clients = await Promise.all(Array.from({ length: 6 }, connect));
     // Every client sends every version (also the same event several times at once).
     await Promise.all(clients.map((c, ci) => Promise.all([...versions].sort(() => (ci % 2 ? 1 : -1)).map((v) => c.publish(v)))));
@@ -185,7 +190,15 @@ describe("REQ", () => {
     const c = await connect();
     // Ten events, two per timestamp, so ordering ties happen.
     evs = Array.from({ length: 10 }, (_, i) =>
-      s.sign({ kind: i % 2 ? 7 : 1, created_at: base + Math.floor(i / 2), content: `n${i}`, tags: [["t", i % 3 ? "odd" : "three"], ["e", "f".repeat(64)]] }),
+      s.sign({
+        kind: i % 2 ? 7 : 1,
+        created_at: base + Math.floor(i / 2),
+        content: `n${i}`,
+        tags: [
+          ["t", i % 3 ? "odd" : "three"],
+          ["e", "f".repeat(64)],
+        ],
+      }),
     );
     for (const e of evs) expect((await c.publish(e))[2]).toBe(true);
     c.close();
@@ -202,12 +215,18 @@ describe("REQ", () => {
   test("filters: kinds, tags AND across names / OR within, since/until, OR across filters", async () => {
     const c = await connect();
     const ids = async (...f: object[]) => (await c.req("f" + Math.random(), ...f)).events.map((e) => e.id).sort();
-    const want = (p: (e: NostrEvent) => boolean) => evs.filter(p).map((e) => e.id).sort();
+    const want = (p: (e: NostrEvent) => boolean) =>
+      evs
+        .filter(p)
+        .map((e) => e.id)
+        .sort();
     expect(await ids({ authors: [s.pubkey], kinds: [7] })).toEqual(want((e) => e.kind === 7));
     expect(await ids({ "#t": ["three"], authors: [s.pubkey] })).toEqual(want((e) => e.tags[0]![1] === "three"));
     expect(await ids({ "#t": ["three", "odd"], "#e": ["f".repeat(64)], kinds: [1] })).toEqual(want((e) => e.kind === 1));
     expect(await ids({ "#t": ["three"], "#e": ["0".repeat(64)] })).toEqual([]);
-    expect(await ids({ authors: [s.pubkey], since: base + 2, until: base + 3 })).toEqual(want((e) => e.created_at >= base + 2 && e.created_at <= base + 3));
+    expect(await ids({ authors: [s.pubkey], since: base + 2, until: base + 3 })).toEqual(
+      want((e) => e.created_at >= base + 2 && e.created_at <= base + 3),
+    );
     expect(await ids({ authors: [s.pubkey], kinds: [1], limit: 1 }, { authors: [s.pubkey], kinds: [7], limit: 1 })).toEqual(
       [evs[8]!.id, evs[9]!.id].sort(),
     );

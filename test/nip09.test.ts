@@ -37,7 +37,16 @@ describe("e tags", () => {
     const b1 = b.sign({ kind: 1, content: "b1" });
     for (const e of [a1, a2, keep, b1]) await accepted(c, e);
 
-    const del = a.sign({ kind: 5, content: "oops", tags: [["e", a1.id], ["e", a2.id], ["e", b1.id], ["k", "1"]] });
+    const del = a.sign({
+      kind: 5,
+      content: "oops",
+      tags: [
+        ["e", a1.id],
+        ["e", a2.id],
+        ["e", b1.id],
+        ["k", "1"],
+      ],
+    });
     await accepted(c, del);
 
     expect(await ids(c, { ids: [a1.id, a2.id, keep.id, b1.id] })).toEqual([keep.id, b1.id].sort());
@@ -52,7 +61,13 @@ describe("e tags", () => {
     const a = signer();
     const target = a.sign({ kind: 1 });
     await accepted(c, target);
-    const del = a.sign({ kind: 5, tags: [["e", target.id], ["k", "1"]] });
+    const del = a.sign({
+      kind: 5,
+      tags: [
+        ["e", target.id],
+        ["k", "1"],
+      ],
+    });
     await accepted(c, del);
     expect((await c.req("d", { kinds: [5], authors: [a.pubkey] })).events).toEqual([del]);
     expect((await c.req("d2", { "#e": [target.id] })).events).toEqual([del]);
@@ -131,7 +146,11 @@ describe("a tags", () => {
     const del = a.sign({
       kind: 5,
       created_at: t + 20,
-      tags: [["a", `30023:${a.pubkey}:post`], ["a", `30023:${b.pubkey}:post`], ["k", "30023"]],
+      tags: [
+        ["a", `30023:${a.pubkey}:post`],
+        ["a", `30023:${b.pubkey}:post`],
+        ["k", "30023"],
+      ],
     });
     await accepted(c, del);
 
@@ -160,7 +179,17 @@ describe("a tags", () => {
     await accepted(c, v2);
     expect(await ids(c, { kinds: [kind], authors: [a.pubkey] })).toEqual([v2.id]);
 
-    await accepted(c, a.sign({ kind: 5, created_at: t + 20, tags: [["a", `${kind}:${a.pubkey}:`], ["k", String(kind)]] }));
+    await accepted(
+      c,
+      a.sign({
+        kind: 5,
+        created_at: t + 20,
+        tags: [
+          ["a", `${kind}:${a.pubkey}:`],
+          ["k", String(kind)],
+        ],
+      }),
+    );
     expect(await ids(c, { kinds: [kind], authors: [a.pubkey] })).toEqual([]);
     await refusedWith(c, v2, "blocked:");
     await refusedWith(c, a.sign({ kind, content: "v1.5", created_at: t + 15 }), "blocked:");
@@ -193,7 +222,17 @@ describe("a tags", () => {
     const profile = a.sign({ kind: 0, content: "newer", created_at: t + 30 });
     await accepted(c, article);
     await accepted(c, profile);
-    await accepted(c, a.sign({ kind: 5, created_at: t + 20, tags: [["a", `30023:${a.pubkey}:kept`], ["a", `0:${a.pubkey}:`]] }));
+    await accepted(
+      c,
+      a.sign({
+        kind: 5,
+        created_at: t + 20,
+        tags: [
+          ["a", `30023:${a.pubkey}:kept`],
+          ["a", `0:${a.pubkey}:`],
+        ],
+      }),
+    );
     expect(await ids(c, { kinds: [0, 30023], authors: [a.pubkey] })).toEqual([article.id, profile.id].sort());
     c.close();
   });
@@ -208,7 +247,17 @@ describe("what a deletion request cannot delete", () => {
     await accepted(c, target);
     const del1 = a.sign({ kind: 5, created_at: t + 1, tags: [["e", target.id]] });
     await accepted(c, del1);
-    await accepted(c, a.sign({ kind: 5, created_at: t + 2, tags: [["e", del1.id], ["k", "5"]] }));
+    await accepted(
+      c,
+      a.sign({
+        kind: 5,
+        created_at: t + 2,
+        tags: [
+          ["e", del1.id],
+          ["k", "5"],
+        ],
+      }),
+    );
     // The first request is still served, and what it deleted stays deleted.
     expect(await ids(c, { ids: [del1.id] })).toEqual([del1.id]);
     expect(await ids(c, { ids: [target.id] })).toEqual([]);
@@ -230,7 +279,17 @@ describe("what a deletion request cannot delete", () => {
     const t = now() - 100;
     const vanish = a.sign({ kind: 62, created_at: t, tags: [["relay", relay.url]] });
     await accepted(c, vanish);
-    await accepted(c, a.sign({ kind: 5, created_at: t + 10, tags: [["e", vanish.id], ["k", "62"]] }));
+    await accepted(
+      c,
+      a.sign({
+        kind: 5,
+        created_at: t + 10,
+        tags: [
+          ["e", vanish.id],
+          ["k", "62"],
+        ],
+      }),
+    );
     expect((await c.req("v", { ids: [vanish.id] })).events).toEqual([vanish]);
     c.close();
   });
@@ -245,7 +304,14 @@ describe("nips.nip09 = false", () => {
     const addr = a.sign({ kind: 30023, tags: [["d", "x"]], created_at: t });
     await accepted(c, target);
     await accepted(c, addr);
-    const del = a.sign({ kind: 5, created_at: t + 10, tags: [["e", target.id], ["a", `30023:${a.pubkey}:x`]] });
+    const del = a.sign({
+      kind: 5,
+      created_at: t + 10,
+      tags: [
+        ["e", target.id],
+        ["a", `30023:${a.pubkey}:x`],
+      ],
+    });
     await accepted(c, del);
     expect(await ids(c, { authors: [a.pubkey] })).toEqual([target.id, addr.id, del.id].sort());
     expect((await c.req("d", { kinds: [5], authors: [a.pubkey] })).events).toEqual([del]);

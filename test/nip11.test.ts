@@ -75,7 +75,11 @@ let mounted: TestRelay; // network.path = /nostr
 const clients: Client[] = [];
 
 beforeAll(async () => {
-  [plain, configured, mounted] = await Promise.all([startTestRelay(), startTestRelay(custom), startTestRelay({ network: { path: "/nostr" } })]);
+  [plain, configured, mounted] = await Promise.all([
+    startTestRelay(),
+    startTestRelay(custom),
+    startTestRelay({ network: { path: "/nostr" } }),
+  ]);
 });
 
 afterAll(async () => {
@@ -89,7 +93,8 @@ const httpUrl = (r: TestRelay, path?: string): string => {
   return u.href;
 };
 
-const getInfo = (url: string, init: RequestInit = {}) => fetch(url, { ...init, headers: { Accept: NOSTR_JSON, ...(init.headers as Record<string, string>) } });
+const getInfo = (url: string, init: RequestInit = {}) =>
+  fetch(url, { ...init, headers: { Accept: NOSTR_JSON, ...(init.headers as Record<string, string>) } });
 
 async function connect(url: string): Promise<Client> {
   const c = await Client.connect(url);
@@ -223,7 +228,13 @@ describe("advertised limits are the enforced ones", () => {
   async function authed(): Promise<Client> {
     const c = await connect(configured.url);
     const [, challenge] = await c.next((f) => f[0] === "AUTH");
-    const auth = ALLOWED.sign({ kind: 22242, tags: [["relay", custom.info!.relay_url!], ["challenge", challenge]] });
+    const auth = ALLOWED.sign({
+      kind: 22242,
+      tags: [
+        ["relay", custom.info!.relay_url!],
+        ["challenge", challenge],
+      ],
+    });
     c.send(["AUTH", auth]);
     expect(await c.next((f) => f[0] === "OK" && f[1] === auth.id)).toEqual(["OK", auth.id, true, ""]);
     return c;

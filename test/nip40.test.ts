@@ -63,12 +63,26 @@ describe("NIP-40 on", () => {
     const c = await connect(lazy);
     const s = signer();
     const exp = now() + 2;
-    const e = s.sign({ kind: 1, content: "soon gone", tags: [["expiration", String(exp)], ["t", "nip40-lazy"]] });
+    const e = s.sign({
+      kind: 1,
+      content: "soon gone",
+      tags: [
+        ["expiration", String(exp)],
+        ["t", "nip40-lazy"],
+      ],
+    });
     const stays = s.sign({ kind: 1, content: "no expiration", tags: [["t", "nip40-lazy"]] });
-    const later = s.sign({ kind: 1, content: "expires in an hour", tags: [["expiration", String(now() + 3600)], ["t", "nip40-lazy"]] });
+    const later = s.sign({
+      kind: 1,
+      content: "expires in an hour",
+      tags: [
+        ["expiration", String(now() + 3600)],
+        ["t", "nip40-lazy"],
+      ],
+    });
     for (const x of [e, stays, later]) expect(await c.publish(x)).toEqual(["OK", x.id, true, ""]);
 
-    expect((await ids(c, { ids: [e.id] }))).toEqual([e.id]);
+    expect(await ids(c, { ids: [e.id] })).toEqual([e.id]);
     expect(await count(c, { authors: [s.pubkey] })).toBe(3);
     expect(await count(c, { "#t": ["nip40-lazy"] })).toBe(3);
 
@@ -89,7 +103,14 @@ describe("NIP-40 on", () => {
     const c = await connect(sweeping);
     const s = signer();
     const exp = now() + 2;
-    const e = s.sign({ kind: 1, content: "swept", tags: [["expiration", String(exp)], ["t", "nip40-swept"]] });
+    const e = s.sign({
+      kind: 1,
+      content: "swept",
+      tags: [
+        ["expiration", String(exp)],
+        ["t", "nip40-swept"],
+      ],
+    });
     const stays = s.sign({ kind: 1, content: "kept", tags: [["expiration", String(now() + 3600)]] });
     for (const x of [e, stays]) expect((await c.publish(x))[2]).toBe(true);
     expect(await rowsInDb(sweeping, e.id)).toBe(1);
@@ -105,7 +126,15 @@ describe("NIP-40 on", () => {
   test("malformed expiration tags are ignored", async () => {
     const c = await connect(lazy);
     const s = signer();
-    const bad = [["expiration"], ["expiration", ""], ["expiration", "soon"], ["expiration", "-5"], ["expiration", "1.5"], ["expiration", "1e3"], ["expiration", "0x10"]];
+    const bad = [
+      ["expiration"],
+      ["expiration", ""],
+      ["expiration", "soon"],
+      ["expiration", "-5"],
+      ["expiration", "1.5"],
+      ["expiration", "1e3"],
+      ["expiration", "0x10"],
+    ];
     const events = bad.map((tag) => s.sign({ kind: 1, content: JSON.stringify(tag), tags: [tag] }));
     for (const e of events) expect(await c.publish(e)).toEqual(["OK", e.id, true, ""]);
     expect((await ids(c, { authors: [s.pubkey] })).sort()).toEqual(events.map((e) => e.id).sort());

@@ -22,7 +22,14 @@ async function connectWithChallenge(url: string): Promise<[Client, string]> {
 }
 
 const authEvent = (s: ReturnType<typeof signer>, challenge: string, relayUrl: string, created_at = now()) =>
-  s.sign({ kind: 22242, created_at, tags: [["relay", relayUrl], ["challenge", challenge]] });
+  s.sign({
+    kind: 22242,
+    created_at,
+    tags: [
+      ["relay", relayUrl],
+      ["challenge", challenge],
+    ],
+  });
 
 async function auth(c: Client, e: object & { id: string }) {
   const from = c.frames.length;
@@ -49,7 +56,13 @@ test("AUTH is refused for a wrong challenge, kind, relay, stale time or bad sign
   const s = signer();
   const cases = [
     authEvent(s, "not-the-challenge", relay.url),
-    s.sign({ kind: 1, tags: [["relay", relay.url], ["challenge", challenge]] }),
+    s.sign({
+      kind: 1,
+      tags: [
+        ["relay", relay.url],
+        ["challenge", challenge],
+      ],
+    }),
     authEvent(s, challenge, "wss://other.example.com/"),
     authEvent(s, challenge, relay.url, now() - 3600),
     { ...authEvent(s, challenge, relay.url), sig: "0".repeat(128) },

@@ -92,7 +92,17 @@ describe("COUNT over REQ filters", () => {
     notes = Array.from({ length: 8 }, (_, i) =>
       a.sign({ kind: 1, content: `note ${i}`, created_at: base + i, tags: [["t", i % 2 ? "odd" : "even"]] }),
     );
-    reactions = Array.from({ length: 4 }, (_, i) => a.sign({ kind: 7, content: "+", created_at: base + 10 + i, tags: [["e", notes[i]!.id], ["t", "odd"]] }));
+    reactions = Array.from({ length: 4 }, (_, i) =>
+      a.sign({
+        kind: 7,
+        content: "+",
+        created_at: base + 10 + i,
+        tags: [
+          ["e", notes[i]!.id],
+          ["t", "odd"],
+        ],
+      }),
+    );
     bNotes = Array.from({ length: 3 }, (_, i) => b.sign({ kind: 1, content: `b ${i}`, created_at: base + i, tags: [["t", "odd"]] }));
     await publishAll(c, [...notes, ...reactions, ...bNotes]);
   });
@@ -123,11 +133,18 @@ describe("COUNT over REQ filters", () => {
     const c = await connect();
     const r = await count(c, "or", { authors: [a.pubkey] }, { kinds: [1], authors: [a.pubkey, b.pubkey] });
     expect(r).toEqual(["COUNT", "or", { count: 12 + 3 }]);
-    expect((await count(c, "or2", { "#t": ["odd"], authors: [a.pubkey, b.pubkey] }, { authors: [b.pubkey] }, { ids: [bNotes[0]!.id] }))[2].count).toBe(
-      4 + 4 + 3,
-    );
+    expect(
+      (await count(c, "or2", { "#t": ["odd"], authors: [a.pubkey, b.pubkey] }, { authors: [b.pubkey] }, { ids: [bNotes[0]!.id] }))[2].count,
+    ).toBe(4 + 4 + 3);
     // One event, several values of one tag: still one event.
-    const multi = signer().sign({ kind: 1, content: "two tags", tags: [["t", "dupe-a"], ["t", "dupe-b"]] });
+    const multi = signer().sign({
+      kind: 1,
+      content: "two tags",
+      tags: [
+        ["t", "dupe-a"],
+        ["t", "dupe-b"],
+      ],
+    });
     await c.publish(multi);
     expect((await count(c, "dupe", { "#t": ["dupe-a", "dupe-b"] }))[2].count).toBe(1);
     expect((await count(c, "dupe2", { "#t": ["dupe-a"] }, { "#t": ["dupe-b"] }))[2].count).toBe(1);
@@ -187,7 +204,16 @@ describe("HyperLogLog", () => {
     const c = await connect();
     target = signer().sign({ kind: 1, content: "react to me" });
     reactors = Array.from({ length: 300 }, () => signer());
-    const reactions = reactors.map((s) => s.sign({ kind: 7, content: "+", tags: [["e", target.id], ["p", target.pubkey]] }));
+    const reactions = reactors.map((s) =>
+      s.sign({
+        kind: 7,
+        content: "+",
+        tags: [
+          ["e", target.id],
+          ["p", target.pubkey],
+        ],
+      }),
+    );
     // Five reactors react twice: 305 events, still 300 pubkeys.
     const twice = reactors.slice(0, 5).map((s) => s.sign({ kind: 7, content: "🤙", tags: [["e", target.id]], created_at: now() - 5 }));
     // Noise: other kinds referencing the target, and reactions to something else.
@@ -200,7 +226,10 @@ describe("HyperLogLog", () => {
     const follows = followers.map((s) => s.sign({ kind: 3, content: "", tags: [["p", followed.pubkey]], created_at: now() - 60 }));
     await publishAll(c, [target, ...reactions, ...twice, ...noise, ...follows]);
     // Two followers replace their contact list with one that no longer follows: they no longer count.
-    await publishAll(c, followers.slice(0, 2).map((s) => s.sign({ kind: 3, content: "", tags: [["p", "f".repeat(64)]] })));
+    await publishAll(
+      c,
+      followers.slice(0, 2).map((s) => s.sign({ kind: 3, content: "", tags: [["p", "f".repeat(64)]] })),
+    );
   });
 
   test('reaction count {"#e":[id],"kinds":[7]}: count and hll registers as NIP-45 computes them', async () => {
@@ -209,7 +238,12 @@ describe("HyperLogLog", () => {
     expect([verb, id]).toEqual(["COUNT", "reactions"]);
     expect(body.count).toBe(305);
     expect(body.hll).toMatch(/^[0-9a-f]{512}$/);
-    expect(body.hll).toBe(nip45Hll(target.id, reactors.map((s) => s.pubkey)));
+    expect(body.hll).toBe(
+      nip45Hll(
+        target.id,
+        reactors.map((s) => s.pubkey),
+      ),
+    );
     // Sanity: 300 pubkeys fill many registers.
     expect(body.hll.match(/../g).filter((x: string) => x !== "00").length).toBeGreaterThan(150);
   });
@@ -218,7 +252,12 @@ describe("HyperLogLog", () => {
     const c = await connect();
     const [, , body] = await count(c, "followers", { "#p": [followed.pubkey], kinds: [3] });
     expect(body.count).toBe(38);
-    expect(body.hll).toBe(nip45Hll(followed.pubkey, followers.slice(2).map((s) => s.pubkey)));
+    expect(body.hll).toBe(
+      nip45Hll(
+        followed.pubkey,
+        followers.slice(2).map((s) => s.pubkey),
+      ),
+    );
     // Key order in the filter does not matter when there is one tag attribute.
     expect((await count(c, "followers2", { kinds: [3], "#p": [followed.pubkey] }))[2]).toEqual(body);
   });
@@ -238,7 +277,16 @@ describe("HyperLogLog", () => {
     do topic = `topic-${i++}-${Math.random()}`;
     while (nip45Offset(topic) === nip45Offset(addr));
     const commenters = Array.from({ length: 60 }, () => signer());
-    const comments = commenters.map((s) => s.sign({ kind: 1, content: "nice", tags: [["t", topic], ["a", addr]] }));
+    const comments = commenters.map((s) =>
+      s.sign({
+        kind: 1,
+        content: "nice",
+        tags: [
+          ["t", topic],
+          ["a", addr],
+        ],
+      }),
+    );
     await publishAll(c, comments);
     const pubkeys = commenters.map((s) => s.pubkey);
 

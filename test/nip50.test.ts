@@ -36,7 +36,13 @@ async function connect(url = relay.url): Promise<Client> {
 async function connectAs(s: Signer): Promise<Client> {
   const c = await connect();
   const challenge = (await c.next((f) => f[0] === "AUTH"))[1];
-  const e = s.sign({ kind: 22242, tags: [["relay", relay.url], ["challenge", challenge]] });
+  const e = s.sign({
+    kind: 22242,
+    tags: [
+      ["relay", relay.url],
+      ["challenge", challenge],
+    ],
+  });
   c.send(["AUTH", e]);
   expect(await c.next((f) => f[0] === "OK" && f[1] === e.id)).toEqual(["OK", e.id, true, ""]);
   return c;
@@ -47,9 +53,7 @@ async function publishAll(c: Client, ...evs: NostrEvent[]): Promise<void> {
 }
 
 /** A word no other test uses (letters only, so it is one token for any tokenizer). */
-const word = (): string =>
-  "w" +
-  Array.from({ length: 10 }, () => "abcdefghijklmnopqrstuvwxyz"[Math.floor(Math.random() * 26)]).join("");
+const word = (): string => "w" + Array.from({ length: 10 }, () => "abcdefghijklmnopqrstuvwxyz"[Math.floor(Math.random() * 26)]).join("");
 
 let seq = 0;
 /** REQ that must end with EOSE; returns the ids in the order received. */
@@ -82,7 +86,15 @@ describe("what is searched", () => {
   test("title, summary and subject tags", async () => {
     const [t, sm, sj] = [word(), word(), word()];
     const s = signer();
-    const article = s.sign({ kind: 30023, content: "body text", tags: [["d", "a"], ["title", `The ${t} article`], ["summary", `about ${sm}`]] });
+    const article = s.sign({
+      kind: 30023,
+      content: "body text",
+      tags: [
+        ["d", "a"],
+        ["title", `The ${t} article`],
+        ["summary", `about ${sm}`],
+      ],
+    });
     const note = s.sign({ kind: 1, content: "hello", tags: [["subject", `Re: ${sj}`]] });
     const c = await connect();
     await publishAll(c, article, note);
@@ -94,7 +106,10 @@ describe("what is searched", () => {
   test("kind 0 profiles by name and about", async () => {
     const [name, about] = [word(), word()];
     const s = signer();
-    const profile = s.sign({ kind: 0, content: JSON.stringify({ name, about: `I like ${about} and stars`, picture: "https://example.com/p.png" }) });
+    const profile = s.sign({
+      kind: 0,
+      content: JSON.stringify({ name, about: `I like ${about} and stars`, picture: "https://example.com/p.png" }),
+    });
     const c = await connect();
     await publishAll(c, profile);
     expect(await search(c, { search: name })).toEqual([profile.id]);
@@ -200,7 +215,11 @@ describe("ranking and limit", () => {
     const w = word();
     const s = signer();
     const c = await connect();
-    await publishAll(c, ...[1, 2, 3].map((i) => s.sign({ kind: 1, content: `${w} number ${i}` })), s.sign({ kind: 1, content: "no match" }));
+    await publishAll(
+      c,
+      ...[1, 2, 3].map((i) => s.sign({ kind: 1, content: `${w} number ${i}` })),
+      s.sign({ kind: 1, content: "no match" }),
+    );
     c.send(["COUNT", "n", { search: w }]);
     expect(await c.next((f) => f[1] === "n")).toEqual(["COUNT", "n", { count: 3 }]);
   });
@@ -216,7 +235,15 @@ describe("search combined with other conditions", () => {
     evs = {
       x1green: x.sign({ kind: 1, content: `${w} one`, tags: [["t", "green"]], created_at: t }),
       x1blue: x.sign({ kind: 1, content: `${w} two`, tags: [["t", "blue"]], created_at: t + 10 }),
-      x30023: x.sign({ kind: 30023, content: `${w} article`, tags: [["d", "d"], ["t", "green"]], created_at: t + 20 }),
+      x30023: x.sign({
+        kind: 30023,
+        content: `${w} article`,
+        tags: [
+          ["d", "d"],
+          ["t", "green"],
+        ],
+        created_at: t + 20,
+      }),
       y1green: y.sign({ kind: 1, content: `${w} three`, tags: [["t", "green"]], created_at: t + 30 }),
       xNoWord: x.sign({ kind: 1, content: "unrelated", tags: [["t", "green"]], created_at: t + 40 }),
     };
@@ -240,13 +267,19 @@ describe("search combined with other conditions", () => {
 
   test("NIP-50 extensions are ignored: with a word they change nothing, alone they mean no search term", async () => {
     const c = await connect();
-    expect((await search(c, { search: `include:spam ${w} language:en nsfw:false` })).sort()).toEqual(want("x1green", "x1blue", "x30023", "y1green"));
-    expect((await search(c, { search: `domain:example.com sentiment:positive ${w}`, kinds: [1], authors: [x.pubkey] })).sort()).toEqual(want("x1green", "x1blue"));
+    expect((await search(c, { search: `include:spam ${w} language:en nsfw:false` })).sort()).toEqual(
+      want("x1green", "x1blue", "x30023", "y1green"),
+    );
+    expect((await search(c, { search: `domain:example.com sentiment:positive ${w}`, kinds: [1], authors: [x.pubkey] })).sort()).toEqual(
+      want("x1green", "x1blue"),
+    );
     // Only extensions: recent events matching the other conditions, newest first, limit applied.
     expect(await search(c, { search: "include:spam language:en", authors: [x.pubkey] })).toEqual(
       ["xNoWord", "x30023", "x1blue", "x1green"].map((n) => evs[n]!.id),
     );
-    expect(await search(c, { search: "include:spam", authors: [x.pubkey], limit: 2 })).toEqual(["xNoWord", "x30023"].map((n) => evs[n]!.id));
+    expect(await search(c, { search: "include:spam", authors: [x.pubkey], limit: 2 })).toEqual(
+      ["xNoWord", "x30023"].map((n) => evs[n]!.id),
+    );
   });
 });
 
@@ -289,7 +322,7 @@ describe("hostile queries", () => {
     "a + b",
     "'",
     "\\",
-    "\\\"",
+    '\\"',
     "%_",
     "'; DROP TABLE events; --",
     "\u0000",
@@ -298,7 +331,9 @@ describe("hostile queries", () => {
     "a".repeat(1000),
     "AND ".repeat(250),
     '"(*^:NEAR'.repeat(111),
-    Array.from({ length: 200 }, (_, i) => `w${i}`).join(" ").slice(0, 1000),
+    Array.from({ length: 200 }, (_, i) => `w${i}`)
+      .join(" ")
+      .slice(0, 1000),
     "🎉".repeat(500),
   ];
 
@@ -329,7 +364,8 @@ describe("hostile queries", () => {
     const e = signer().sign({ kind: 1, content: `find ${w} here` });
     const c = await connect();
     await publishAll(c, e);
-    for (const q of [`"${w}"`, `(${w})`, `${w}*`, `^${w}`, `"${w}`, `${w})`, `-${w}`, `+${w}`, `🎉${w}🎉`]) expect([q, await search(c, { search: q })]).toEqual([q, [e.id]]);
+    for (const q of [`"${w}"`, `(${w})`, `${w}*`, `^${w}`, `"${w}`, `${w})`, `-${w}`, `+${w}`, `🎉${w}🎉`])
+      expect([q, await search(c, { search: q })]).toEqual([q, [e.id]]);
   });
 
   test("a search longer than 1000 characters: CLOSED invalid:", async () => {
@@ -356,7 +392,14 @@ describe("live, deleted, replaced, restricted", () => {
     const s = signer();
     const miss = s.sign({ kind: 1, content: "nothing to see" });
     const hit = s.sign({ kind: 1, content: `a ${w.toUpperCase()} appears` });
-    const title = s.sign({ kind: 30023, content: "body", tags: [["d", "x"], ["title", `${w} ${v}`]] });
+    const title = s.sign({
+      kind: 30023,
+      content: "body",
+      tags: [
+        ["d", "x"],
+        ["title", `${w} ${v}`],
+      ],
+    });
     const profile = s.sign({ kind: 0, content: JSON.stringify({ name: w }) });
     const both = s.sign({ kind: 1, content: `${v}, then ${w}` });
     await publishAll(p, miss, hit, title, profile, both);
@@ -403,8 +446,22 @@ describe("live, deleted, replaced, restricted", () => {
     const w = word();
     const sender = signer();
     const to = signer();
-    const dm4 = sender.sign({ kind: 4, content: `plain ${w}`, tags: [["p", to.pubkey], ["subject", w]] });
-    const gw = signer().sign({ kind: 1059, content: `plain ${w}`, tags: [["p", to.pubkey], ["title", w]] });
+    const dm4 = sender.sign({
+      kind: 4,
+      content: `plain ${w}`,
+      tags: [
+        ["p", to.pubkey],
+        ["subject", w],
+      ],
+    });
+    const gw = signer().sign({
+      kind: 1059,
+      content: `plain ${w}`,
+      tags: [
+        ["p", to.pubkey],
+        ["title", w],
+      ],
+    });
     const r = await connectAs(to);
     await r.req("live", { search: w });
     await r.req("live-dm", { search: w, kinds: [4, 1059, 21059] });
@@ -430,7 +487,8 @@ test("with nips.nip50 = false a filter with search gets CLOSED invalid:, and NIP
   expect(r.end[0]).toBe("CLOSED");
   expect(r.end[2]).toStartWith("invalid:");
   expect((await c.req("plain", { kinds: [1] })).end[0]).toBe("EOSE");
-  const info = async (url: string) => (await (await fetch(url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } })).json()) as any;
+  const info = async (url: string) =>
+    (await (await fetch(url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } })).json()) as any;
   expect((await info(relay.url)).supported_nips).toContain(50);
   expect((await info(off.url)).supported_nips).not.toContain(50);
 });

@@ -17,7 +17,11 @@ let off: TestRelay; // nips.nip62 = false
 const clients: Client[] = [];
 
 beforeAll(async () => {
-  [relay, named, off] = await Promise.all([startTestRelay(), startTestRelay({ info: { relay_url: EXAMPLE_URL } }), startTestRelay({ nips: { nip62: false } })]);
+  [relay, named, off] = await Promise.all([
+    startTestRelay(),
+    startTestRelay({ info: { relay_url: EXAMPLE_URL } }),
+    startTestRelay({ nips: { nip62: false } }),
+  ]);
 });
 afterAll(async () => {
   for (const c of clients) c.close();
@@ -111,7 +115,14 @@ describe("a request to vanish naming this relay", () => {
     const t = now() - 1000;
     const mine = history(v, t);
     for (const e of mine) await accepted(c, e);
-    const vanish = v.sign({ kind: 62, created_at: t, tags: [["relay", "wss://elsewhere.example.com"], ["relay", tag()]] });
+    const vanish = v.sign({
+      kind: 62,
+      created_at: t,
+      tags: [
+        ["relay", "wss://elsewhere.example.com"],
+        ["relay", tag()],
+      ],
+    });
     await accepted(c, vanish);
     expect(await ids(c, { authors: [v.pubkey] })).toEqual([vanish.id]);
     await refusedWith(c, mine[0]!, "blocked:");
@@ -141,7 +152,17 @@ describe("a request to vanish naming this relay", () => {
     await accepted(c, note);
     const vanish = v.sign({ kind: 62, created_at: t, tags: [["relay", "ALL_RELAYS"]] });
     await accepted(c, vanish);
-    await accepted(c, v.sign({ kind: 5, created_at: t + 10, tags: [["e", vanish.id], ["k", "62"]] }));
+    await accepted(
+      c,
+      v.sign({
+        kind: 5,
+        created_at: t + 10,
+        tags: [
+          ["e", vanish.id],
+          ["k", "62"],
+        ],
+      }),
+    );
     expect((await c.req("v", { ids: [vanish.id] })).events).toEqual([vanish]);
     // Still vanished: what it deleted stays out.
     await refusedWith(c, note, "blocked:");

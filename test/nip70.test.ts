@@ -53,7 +53,13 @@ describe("protected events", () => {
     const c = await connectAs(relay);
     await refusedWith(c, e, "auth-required:");
     const [, challenge] = c.frames.find((f) => f[0] === "AUTH");
-    const auth = author.sign({ kind: 22242, tags: [["relay", relay.url], ["challenge", challenge]] });
+    const auth = author.sign({
+      kind: 22242,
+      tags: [
+        ["relay", relay.url],
+        ["challenge", challenge],
+      ],
+    });
     c.send(["AUTH", auth]);
     expect((await c.next((f) => f[0] === "OK" && f[1] === auth.id))[2]).toBe(true);
     expect(await c.publish(e)).toEqual(["OK", e.id, true, ""]);
@@ -95,20 +101,52 @@ describe("reposts", () => {
     expect((await c.publish(secret))[2]).toBe(true);
     expect((await c.publish(open))[2]).toBe(true);
 
-    const badRepost = reposter.sign({ kind: 6, content: JSON.stringify(secret), tags: [["e", secret.id], ["p", author.pubkey]] });
+    const badRepost = reposter.sign({
+      kind: 6,
+      content: JSON.stringify(secret),
+      tags: [
+        ["e", secret.id],
+        ["p", author.pubkey],
+      ],
+    });
     await refusedWith(c, badRepost, "blocked:");
     // Even the author may not embed it in a repost.
     await refusedWith(c, author.sign({ kind: 6, content: JSON.stringify(secret), tags: [["e", secret.id]] }), "blocked:");
     // Kind 16 generic reposts too.
-    await refusedWith(c, reposter.sign({ kind: 16, content: JSON.stringify(secret), tags: [["e", secret.id], ["k", "1"]] }), "blocked:");
+    await refusedWith(
+      c,
+      reposter.sign({
+        kind: 16,
+        content: JSON.stringify(secret),
+        tags: [
+          ["e", secret.id],
+          ["k", "1"],
+        ],
+      }),
+      "blocked:",
+    );
 
     // Pretty-printed JSON embeds it just the same.
     await refusedWith(c, reposter.sign({ kind: 6, content: JSON.stringify(secret, null, 2), tags: [["e", secret.id]] }), "blocked:");
 
-    const goodRepost = reposter.sign({ kind: 6, content: JSON.stringify(open), tags: [["e", open.id], ["p", author.pubkey]] });
+    const goodRepost = reposter.sign({
+      kind: 6,
+      content: JSON.stringify(open),
+      tags: [
+        ["e", open.id],
+        ["p", author.pubkey],
+      ],
+    });
     expect(await c.publish(goodRepost)).toEqual(["OK", goodRepost.id, true, ""]);
     // A repost of the protected event that does not embed it is fine.
-    const bareRepost = reposter.sign({ kind: 6, content: "", tags: [["e", secret.id], ["p", author.pubkey]] });
+    const bareRepost = reposter.sign({
+      kind: 6,
+      content: "",
+      tags: [
+        ["e", secret.id],
+        ["p", author.pubkey],
+      ],
+    });
     expect(await c.publish(bareRepost)).toEqual(["OK", bareRepost.id, true, ""]);
     expect((await ids(c, { authors: [reposter.pubkey] })).sort()).toEqual([goodRepost.id, bareRepost.id].sort());
   });
@@ -123,7 +161,14 @@ describe("reposts", () => {
     const escaped = JSON.stringify(secret).replace('["-"]', '["\\u002d"]');
     expect(escaped).not.toContain('"-"');
     expect(JSON.parse(escaped)).toEqual(secret);
-    const repost = reposter.sign({ kind: 6, content: escaped, tags: [["e", secret.id], ["p", author.pubkey]] });
+    const repost = reposter.sign({
+      kind: 6,
+      content: escaped,
+      tags: [
+        ["e", secret.id],
+        ["p", author.pubkey],
+      ],
+    });
     await refusedWith(c, repost, "blocked:");
     expect(await ids(c, { ids: [repost.id] })).toEqual([]);
   });

@@ -126,7 +126,11 @@ function negClient(items: Item[] = []) {
     reply(hex: string): { have: string[]; need: string[]; next: string | null } {
       const have: string[] = [];
       const need: string[] = [];
-      const next = neg.reconcile(hex, (id) => have.push(id), (id) => need.push(id));
+      const next = neg.reconcile(
+        hex,
+        (id) => have.push(id),
+        (id) => need.push(id),
+      );
       return { have: sorted(have), need: sorted(need), next };
     },
   };
@@ -155,13 +159,19 @@ async function settle(c: Client): Promise<void> {
  */
 function countNegReads(r: TestRelay): { finished: () => number; restore: () => void } {
   // SQLite keeps sessions in its reader workers (negentropyOpen); Postgres hands the items over.
-  const store = r.ctx.store as unknown as Record<"negentropyOpen" | "negentropyItems", ((...args: unknown[]) => Promise<unknown>) | undefined>;
+  const store = r.ctx.store as unknown as Record<
+    "negentropyOpen" | "negentropyItems",
+    ((...args: unknown[]) => Promise<unknown>) | undefined
+  >;
   const method = store.negentropyOpen ? "negentropyOpen" : "negentropyItems";
   const read = store[method]!;
   let finished = 0;
   store[method] = (...args) => {
     const p = read.apply(store, args);
-    p.then(() => finished++, () => finished++); // runs before the relay's own continuation
+    p.then(
+      () => finished++,
+      () => finished++,
+    ); // runs before the relay's own continuation
     return p;
   };
   return { finished: () => finished, restore: () => void (store[method] = read) };
@@ -173,7 +183,8 @@ async function until(cond: () => boolean, what: string, timeoutMs = 5000): Promi
   }
 }
 
-const mk = (s: Signer, kind = 1, created_at = now() - 100, tags: string[][] = []) => s.sign({ kind, created_at, tags, content: `${kind}:${Math.random()}` });
+const mk = (s: Signer, kind = 1, created_at = now() - 100, tags: string[][] = []) =>
+  s.sign({ kind, created_at, tags, content: `${kind}:${Math.random()}` });
 
 // ---------------------------------------------------------------------------------------------
 
@@ -248,7 +259,15 @@ describe("a whole sync with nostr-tools' NegentropySync", () => {
       const rules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
       for (let i = 0; i < relayItems.length; i += 1000) {
         const batch: PendingWrite[] = relayItems.slice(i, i + 1000).map((it, j) => {
-          const event: NostrEvent = { id: it.id, pubkey: pubkeys[(i + j) % pubkeys.length]!, created_at: it.created_at, kind: 1, tags: [], content: "", sig };
+          const event: NostrEvent = {
+            id: it.id,
+            pubkey: pubkeys[(i + j) % pubkeys.length]!,
+            created_at: it.created_at,
+            kind: 1,
+            tags: [],
+            content: "",
+            sig,
+          };
           return { event, json: JSON.stringify(event) };
         });
         const out = await store.writeBatch(batch, rules);
@@ -294,7 +313,21 @@ describe("a whole sync with nostr-tools' NegentropySync", () => {
     for (const s of [a, b])
       for (const kind of [1, 7, 30023])
         for (const dt of [-200, -1, 0, 50])
-          all.push(mk(s, kind, T + dt, kind === 30023 ? [["d", `${dt}`], ["t", "x"]] : dt === 0 ? [["t", "x"]] : []));
+          all.push(
+            mk(
+              s,
+              kind,
+              T + dt,
+              kind === 30023
+                ? [
+                    ["d", `${dt}`],
+                    ["t", "x"],
+                  ]
+                : dt === 0
+                  ? [["t", "x"]]
+                  : [],
+            ),
+          );
     const c = await connect(relay.url);
     await publishAll(c, all);
     const nt = await ntConnect(relay.url);
@@ -464,7 +497,10 @@ describe("malformed messages are answered with NEG-ERR, never NOTICE", () => {
     relay = await relayWith();
     const c = await connect(relay.url);
     const s = signer();
-    await publishAll(c, Array.from({ length: 3 }, () => mk(s)));
+    await publishAll(
+      c,
+      Array.from({ length: 3 }, () => mk(s)),
+    );
   });
 
   test("a bad initial message or filter -> NEG-ERR invalid:", async () => {
@@ -526,7 +562,11 @@ describe("malformed messages are answered with NEG-ERR, never NOTICE", () => {
     const c = await connect(small.url);
     // A well-formed V1 message: one IdList range of 100 ids, 6.4 KB of hex.
     const big = "61" + "0000" + "02" + "64" + "ab".repeat(32 * 100);
-    expect(await negAnswer(c, ["NEG-OPEN", "huge", {}, big], "huge", 1500)).toEqual(["NEG-ERR", "huge", expect.stringMatching(/^[a-z-]+: /)]);
+    expect(await negAnswer(c, ["NEG-OPEN", "huge", {}, big], "huge", 1500)).toEqual([
+      "NEG-ERR",
+      "huge",
+      expect.stringMatching(/^[a-z-]+: /),
+    ]);
     const n = negClient();
     expect((await negAnswer(c, ["NEG-OPEN", "open", {}, n.initial]))[0]).toBe("NEG-MSG");
     // The session cannot go on without that message; the client must be told it is over.
@@ -563,7 +603,10 @@ describe("limits and configuration", () => {
     const b = signer();
     const c = await connect(relay.url);
     const t = now() - 1000;
-    await publishAll(c, [...Array.from({ length: 100 }, (_, i) => mk(a, 1, t + i)), ...Array.from({ length: 5 }, (_, i) => mk(b, 1, t + i))]);
+    await publishAll(c, [
+      ...Array.from({ length: 100 }, (_, i) => mk(a, 1, t + i)),
+      ...Array.from({ length: 5 }, (_, i) => mk(b, 1, t + i)),
+    ]);
 
     const over = await negAnswer(c, ["NEG-OPEN", "big", {}, negClient().initial]);
     expect(over).toEqual(["NEG-ERR", "big", expect.stringMatching(/^blocked: /)]);
@@ -584,7 +627,11 @@ describe("limits and configuration", () => {
     expect((await c.req("q2", {})).end[0]).toBe("EOSE");
     expect((await negAnswer(c, ["NEG-OPEN", "a", {}, negClient().initial]))[0]).toBe("NEG-MSG");
     expect((await negAnswer(c, ["NEG-OPEN", "b", {}, negClient().initial]))[0]).toBe("NEG-MSG");
-    expect(await negAnswer(c, ["NEG-OPEN", "c", {}, negClient().initial])).toEqual(["NEG-ERR", "c", expect.stringMatching(/^rate-limited: /)]);
+    expect(await negAnswer(c, ["NEG-OPEN", "c", {}, negClient().initial])).toEqual([
+      "NEG-ERR",
+      "c",
+      expect.stringMatching(/^rate-limited: /),
+    ]);
     // Reopening an open id replaces it, so it is not one too many.
     expect((await negAnswer(c, ["NEG-OPEN", "b", {}, negClient().initial]))[0]).toBe("NEG-MSG");
     c.send(["NEG-CLOSE", "a"]);
@@ -592,13 +639,18 @@ describe("limits and configuration", () => {
 
     const strict = await relayWith({ options: { auth: "always" } });
     const s = await connect(strict.url);
-    expect(await negAnswer(s, ["NEG-OPEN", "n", {}, negClient().initial])).toEqual(["NEG-ERR", "n", expect.stringMatching(/^auth-required: /)]);
+    expect(await negAnswer(s, ["NEG-OPEN", "n", {}, negClient().initial])).toEqual([
+      "NEG-ERR",
+      "n",
+      expect.stringMatching(/^auth-required: /),
+    ]);
   });
 
   test("nip77 = false: NEG-OPEN gets NEG-ERR and NIP-11 does not list 77", async () => {
     const off = await relayWith({ nips: { nip77: false } });
     const on = await relayWith();
-    const info = async (r: TestRelay) => (await (await fetch(r.url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } })).json()) as any;
+    const info = async (r: TestRelay) =>
+      (await (await fetch(r.url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } })).json()) as any;
     expect((await info(on)).supported_nips).toContain(77);
     expect((await info(off)).supported_nips).not.toContain(77);
 

@@ -4,7 +4,18 @@ import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { accepted, Client, failOnRelayErrors, now, refusedWith, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import {
+  accepted,
+  Client,
+  failOnRelayErrors,
+  now,
+  refusedWith,
+  relayInfo,
+  signer,
+  startTestRelay,
+  type Signer,
+  type TestRelay,
+} from "./helpers.ts";
 
 failOnRelayErrors();
 
@@ -31,14 +42,21 @@ interface CallOptions {
 async function call(method: string, params: unknown[] = [], o: CallOptions = {}): Promise<{ status: number; body: any; res: Response }> {
   const body = o.body ?? JSON.stringify({ method, params });
   const hash = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-  const tags = [["u", o.u ?? httpUrl()], ["method", o.method ?? "POST"]];
+  const tags = [
+    ["u", o.u ?? httpUrl()],
+    ["method", o.method ?? "POST"],
+  ];
   if (o.payload !== null) tags.push(["payload", o.payload ?? hash]);
   // The same call twice in one second would be the same event (id) again: a replay.
   tags.push(["nonce", crypto.randomUUID()]);
   const token = (o.as ?? admin).sign({ kind: o.kind ?? 27235, tags, created_at: o.createdAt ?? now() });
   if (o.tamper) token.content = "changed";
   const header = o.header ?? `Nostr ${Buffer.from(JSON.stringify(token)).toString("base64")}`;
-  const res = await fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc", Authorization: header }, body });
+  const res = await fetch(httpUrl(), {
+    method: "POST",
+    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: header },
+    body,
+  });
   return { status: res.status, body: await res.json(), res };
 }
 
@@ -61,7 +79,11 @@ afterAll(async () => {
 
 describe("NIP-98 authorization", () => {
   test("without Authorization: 401 with WWW-Authenticate: Nostr", async () => {
-    const res = await fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc" }, body: '{"method":"supportedmethods","params":[]}' });
+    const res = await fetch(httpUrl(), {
+      method: "POST",
+      headers: { "Content-Type": "application/nostr+json+rpc" },
+      body: '{"method":"supportedmethods","params":[]}',
+    });
     expect(res.status).toBe(401);
     expect(res.headers.get("www-authenticate")).toBe("Nostr");
     expect(((await res.json()) as any).error).toContain("missing Authorization");
@@ -114,17 +136,40 @@ describe("NIP-98 authorization", () => {
 
   test("a bad signature: 401", async () => {
     const body = JSON.stringify({ method: "supportedmethods", params: [] });
-    const token = admin.sign({ kind: 27235, tags: [["u", httpUrl()], ["method", "POST"], ["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")]] });
+    const token = admin.sign({
+      kind: 27235,
+      tags: [
+        ["u", httpUrl()],
+        ["method", "POST"],
+        ["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")],
+      ],
+    });
     token.sig = token.sig.slice(0, -2) + (token.sig.endsWith("00") ? "11" : "00");
-    const res = await fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` }, body });
+    const res = await fetch(httpUrl(), {
+      method: "POST",
+      headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
+      body,
+    });
     expect(res.status).toBe(401);
     expect(((await res.json()) as any).error).toContain("signature");
   });
 
   test("a token is accepted once: a replay gets 401", async () => {
     const body = JSON.stringify({ method: "supportedmethods", params: [] });
-    const token = admin.sign({ kind: 27235, tags: [["u", httpUrl()], ["method", "POST"], ["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")]] });
-    const send = () => fetch(httpUrl(), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` }, body });
+    const token = admin.sign({
+      kind: 27235,
+      tags: [
+        ["u", httpUrl()],
+        ["method", "POST"],
+        ["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")],
+      ],
+    });
+    const send = () =>
+      fetch(httpUrl(), {
+        method: "POST",
+        headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
+        body,
+      });
     expect((await send()).status).toBe(200);
     const again = await send();
     expect(again.status).toBe(401);
@@ -144,9 +189,16 @@ describe("NIP-98 authorization", () => {
     expect(refused.res.headers.get("access-control-allow-origin")).toBeNull();
     const preflight = await fetch(httpUrl(), {
       method: "OPTIONS",
-      headers: { Origin: "https://elsewhere.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type" },
+      headers: {
+        Origin: "https://elsewhere.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+      },
     });
-    const granted = (preflight.headers.get("access-control-allow-headers") ?? "").toLowerCase().split(",").map((h) => h.trim());
+    const granted = (preflight.headers.get("access-control-allow-headers") ?? "")
+      .toLowerCase()
+      .split(",")
+      .map((h) => h.trim());
     expect(granted).not.toContain("authorization");
     expect(granted).not.toContain("content-type");
     expect(granted).not.toContain("*");
@@ -159,7 +211,32 @@ describe("NIP-98 authorization", () => {
 describe("NIP-86 methods", () => {
   test("supportedmethods lists every method of NIP-86", async () => {
     const methods = await ok("supportedmethods");
-    for (const m of ["banpubkey", "unbanpubkey", "listbannedpubkeys", "allowpubkey", "unallowpubkey", "listallowedpubkeys", "createrole", "editrole", "deleterole", "assignrole", "unassignrole", "listeventsneedingmoderation", "allowevent", "banevent", "listbannedevents", "changerelayname", "changerelaydescription", "changerelayicon", "allowkind", "disallowkind", "listallowedkinds", "blockip", "unblockip", "listblockedips"])
+    for (const m of [
+      "banpubkey",
+      "unbanpubkey",
+      "listbannedpubkeys",
+      "allowpubkey",
+      "unallowpubkey",
+      "listallowedpubkeys",
+      "createrole",
+      "editrole",
+      "deleterole",
+      "assignrole",
+      "unassignrole",
+      "listeventsneedingmoderation",
+      "allowevent",
+      "banevent",
+      "listbannedevents",
+      "changerelayname",
+      "changerelaydescription",
+      "changerelayicon",
+      "allowkind",
+      "disallowkind",
+      "listallowedkinds",
+      "blockip",
+      "unblockip",
+      "listblockedips",
+    ])
       expect(methods).toContain(m);
   });
 
@@ -170,7 +247,11 @@ describe("NIP-86 methods", () => {
       const nips = (await relayInfo(plain.url)).supported_nips;
       expect(nips).not.toContain(86);
       expect(nips).not.toContain(98);
-      const r = await fetch(plain.url.replace(/^ws/, "http"), { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc" }, body: "{}" });
+      const r = await fetch(plain.url.replace(/^ws/, "http"), {
+        method: "POST",
+        headers: { "Content-Type": "application/nostr+json+rpc" },
+        body: "{}",
+      });
       expect(r.status).toBe(401);
     } finally {
       await plain.stop();
@@ -178,7 +259,12 @@ describe("NIP-86 methods", () => {
   });
 
   test("bad params and unknown methods: 400 with an error", async () => {
-    for (const [m, p, why] of [["banpubkey", ["xyz"], "64 hex"], ["allowkind", ["1"], "kind must be"], ["frobnicate", [], "unsupported method"], ["blockip", ["not an ip"], "IP address"]] as const) {
+    for (const [m, p, why] of [
+      ["banpubkey", ["xyz"], "64 hex"],
+      ["allowkind", ["1"], "kind must be"],
+      ["frobnicate", [], "unsupported method"],
+      ["blockip", ["not an ip"], "IP address"],
+    ] as const) {
       const r = await call(m, [...p]);
       expect(r.status).toBe(400);
       expect(r.body.error).toContain(why);
@@ -222,7 +308,17 @@ describe("NIP-86 methods", () => {
     const c = await Client.connect(relay.url);
     const bad = author.sign({ kind: 1, content: "buy now" });
     await accepted(c, bad);
-    await accepted(c, reporter.sign({ kind: 1984, tags: [["e", bad.id, "spam"], ["p", author.pubkey]], content: "" }));
+    await accepted(
+      c,
+      reporter.sign({
+        kind: 1984,
+        tags: [
+          ["e", bad.id, "spam"],
+          ["p", author.pubkey],
+        ],
+        content: "",
+      }),
+    );
     expect(await ok("listeventsneedingmoderation")).toContainEqual({ id: bad.id, reason: "reported: spam" });
     expect(await ok("banevent", [bad.id, "spam"])).toBe(true);
     expect(await ok("listbannedevents")).toContainEqual({ id: bad.id, reason: "spam" });
@@ -243,8 +339,14 @@ describe("NIP-86 methods", () => {
     expect([info.name, info.description, info.icon]).toEqual(["Moderated", "Now with moderators", "https://example.com/icon.png"]);
   });
 
-  test("changerelayicon takes an http(s) URL, or \"\" to remove the icon", async () => {
-    for (const bad of ["javascript:alert(1)", "data:image/png;base64,AAAA", "not a url", "ftp://example.com/icon.png", "//example.com/icon.png"]) {
+  test('changerelayicon takes an http(s) URL, or "" to remove the icon', async () => {
+    for (const bad of [
+      "javascript:alert(1)",
+      "data:image/png;base64,AAAA",
+      "not a url",
+      "ftp://example.com/icon.png",
+      "//example.com/icon.png",
+    ]) {
       const r = await call("changerelayicon", [bad]);
       expect([r.status, r.body.error]).toEqual([400, expect.stringContaining("http")]);
     }
@@ -311,7 +413,14 @@ describe("NIP-86 methods", () => {
     for (let i = 0; i < 100 && !c.closed; i++) await Bun.sleep(10);
     expect(c.closed).toBe(true);
     await expect(Client.connect(relay.url)).rejects.toThrow();
-    const res = await fetch(httpUrl(), { headers: { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13" } });
+    const res = await fetch(httpUrl(), {
+      headers: {
+        Upgrade: "websocket",
+        Connection: "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+      },
+    });
     expect(res.status).toBe(403);
     expect(await ok("unblockip", ["127.0.0.1"])).toBe(true);
     const again = await Client.connect(relay.url);

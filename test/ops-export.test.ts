@@ -78,13 +78,25 @@ test("filters: the same events as a REQ with that filter", async () => {
   for (const f of cases) {
     const r = await bunstr(["export", "--data-dir", data, "--filter", JSON.stringify(f)]);
     expect(r.code).toBe(0);
-    const exported = exportLines(r.stdout).map((l) => JSON.parse(l).id).sort();
+    const exported = exportLines(r.stdout)
+      .map((l) => JSON.parse(l).id)
+      .sort();
     const { events } = await c.req(`f${JSON.stringify(f).length}`, { ...f, limit: 1000 });
     expect(exported).toEqual(events.map((e) => e.id).sort());
     expect(exported.length).toBeGreaterThan(0);
   }
   // --since/--until flags narrow a filter further.
-  const r = await bunstr(["export", "--data-dir", data, "--filter", JSON.stringify({ kinds: [1] }), "--since", String(t - 900), "--until", String(t - 850)]);
+  const r = await bunstr([
+    "export",
+    "--data-dir",
+    data,
+    "--filter",
+    JSON.stringify({ kinds: [1] }),
+    "--since",
+    String(t - 900),
+    "--until",
+    String(t - 850),
+  ]);
   expect(exportLines(r.stdout).map((l) => JSON.parse(l).created_at)).toEqual([t - 900, t - 890, t - 880, t - 870, t - 860, t - 850]);
 });
 

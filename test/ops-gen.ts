@@ -12,7 +12,10 @@ import { prng } from "../bench/lib/stats.ts";
 
 const DUMMY_SIG = "0".repeat(128);
 const YEAR = 365 * 86400;
-const WORDS = "the relay nostr event bitcoin coffee morning build ship test note zap lightning key sign verify sqlite bun fast slow city river music book garden".split(" ");
+const WORDS =
+  "the relay nostr event bitcoin coffee morning build ship test note zap lightning key sign verify sqlite bun fast slow city river music book garden".split(
+    " ",
+  );
 
 const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
 
@@ -49,7 +52,13 @@ export function* generateEvents(n: number, opts: GenOptions = {}): Generator<Nos
     } else if (r < 0.85) {
       kind = 7;
       content = "+";
-      tags = recent.length > 0 ? [["e", pick(recent)], ["p", pick(keys).pubkey]] : [];
+      tags =
+        recent.length > 0
+          ? [
+              ["e", pick(recent)],
+              ["p", pick(keys).pubkey],
+            ]
+          : [];
     } else if (r < 0.9) {
       kind = 6;
       tags = recent.length > 0 ? [["e", pick(recent)]] : [];
@@ -59,7 +68,10 @@ export function* generateEvents(n: number, opts: GenOptions = {}): Generator<Nos
       if (kind === 3) tags = Array.from({ length: 1 + Math.floor(rand() * 20) }, () => ["p", pick(keys).pubkey]);
     } else {
       kind = 30023;
-      tags = [["d", `article-${Math.floor(rand() * 5)}`], ["title", `Article ${i}`]];
+      tags = [
+        ["d", `article-${Math.floor(rand() * 5)}`],
+        ["title", `Article ${i}`],
+      ];
       content = content.repeat(4);
     }
     const id = sha256(JSON.stringify([0, author.pubkey, created_at, kind, tags, content]));

@@ -25,7 +25,15 @@ const profileOld = b.sign({ kind: 0, content: JSON.stringify({ name: "old" }), c
 const deletion = a.sign({ kind: 5, tags: [["e", e2.id]], created_at: t - 5 });
 const ephemeral = a.sign({ kind: 20001, content: "gone", created_at: t });
 const expired = a.sign({ kind: 1, content: "expired", tags: [["expiration", String(t - 1)]], created_at: t - 60 });
-const articleNew = b.sign({ kind: 30023, content: "v2", tags: [["d", "post"], ["title", "Operating relays"]], created_at: t - 20 });
+const articleNew = b.sign({
+  kind: 30023,
+  content: "v2",
+  tags: [
+    ["d", "post"],
+    ["title", "Operating relays"],
+  ],
+  created_at: t - 20,
+});
 const articleOld = b.sign({ kind: 30023, content: "v1", tags: [["d", "post"]], created_at: t - 200 });
 const e5 = a.sign({ kind: 1, content: "crlf line", created_at: t - 1 });
 
@@ -55,9 +63,30 @@ test("counts every line's fate, reports failing lines by number, stores what the
   const data = join(dir, "mixed");
   const s = await importFile(["--data-dir", data], file);
   expect({
-    lines: s.lines, accepted: s.accepted, duplicate: s.duplicate, older: s.older, deleted: s.deleted, refused: s.refused,
-    ephemeral: s.ephemeral, badJson: s.badJson, badEvent: s.badEvent, badId: s.badId, badSig: s.badSig,
-  }).toEqual({ lines: 16, accepted: 6, duplicate: 1, older: 2, deleted: 1, refused: 1, ephemeral: 1, badJson: 1, badEvent: 1, badId: 1, badSig: 1 });
+    lines: s.lines,
+    accepted: s.accepted,
+    duplicate: s.duplicate,
+    older: s.older,
+    deleted: s.deleted,
+    refused: s.refused,
+    ephemeral: s.ephemeral,
+    badJson: s.badJson,
+    badEvent: s.badEvent,
+    badId: s.badId,
+    badSig: s.badSig,
+  }).toEqual({
+    lines: 16,
+    accepted: 6,
+    duplicate: 1,
+    older: 2,
+    deleted: 1,
+    refused: 1,
+    ephemeral: 1,
+    badJson: 1,
+    badEvent: 1,
+    badId: 1,
+    badSig: 1,
+  });
   expect(s.verified).toBe(true);
   const byLine = Object.fromEntries(s.problems.map((p: { line: number; reason: string }) => [p.line, p.reason]));
   expect(byLine[4]).toBe("not JSON");
@@ -70,7 +99,10 @@ test("counts every line's fate, reports failing lines by number, stores what the
   // Stored: exactly the winners, as the relay serializes them.
   const out = await bunstr(["export", "--data-dir", data]);
   expect(out.code).toBe(0);
-  const ids = out.stdout.trim().split("\n").map((l) => JSON.parse(l).id);
+  const ids = out.stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l).id);
   expect(ids).toEqual([e1.id, profileNew.id, deletion.id, articleNew.id, e5.id]);
 
   // The same again: everything is now a duplicate (or still refused), nothing stored twice.
@@ -102,11 +134,7 @@ test("into a fresh data dir: a relay started on it serves the events, search fin
   const data = join(dir, "fresh");
   const s = await importFile(["--data-dir", data], file);
   expect(s.accepted).toBe(5);
-  const relay = await spawnRelay(
-    [process.execPath, join(import.meta.dir, "..", "src", "main.ts")],
-    ["--data-dir", data],
-    dir,
-  );
+  const relay = await spawnRelay([process.execPath, join(import.meta.dir, "..", "src", "main.ts")], ["--data-dir", data], dir);
   try {
     const c = await Client.connect(relay.url);
     const all = await c.req("all", { authors: [a.pubkey, b.pubkey] });
@@ -128,7 +156,11 @@ test("into a fresh data dir: a relay started on it serves the events, search fin
 
 test("while a relay runs on the same database: it serves the imported events at once, and its own writes all succeed", async () => {
   const data = join(dir, "live");
-  const relay = await spawnRelay([process.execPath, join(import.meta.dir, "..", "src", "main.ts")], ["--data-dir", data, "--no-verify"], dir);
+  const relay = await spawnRelay(
+    [process.execPath, join(import.meta.dir, "..", "src", "main.ts")],
+    ["--data-dir", data, "--no-verify"],
+    dir,
+  );
   try {
     const c = await Client.connect(relay.url);
     const live = fakePubkey();
@@ -150,7 +182,9 @@ test("while a relay runs on the same database: it serves the imported events at 
 
     const imported = fakePubkey();
     const N = 3000;
-    const events = Array.from({ length: N }, (_, i) => unsignedEvent(imported, { content: `imported ${i}`, created_at: t - i, tags: [["t", "imported"]] }));
+    const events = Array.from({ length: N }, (_, i) =>
+      unsignedEvent(imported, { content: `imported ${i}`, created_at: t - i, tags: [["t", "imported"]] }),
+    );
     const file = writeLines(join(dir, "live.jsonl"), events);
     const s = await importFile(["--data-dir", data, "--no-verify"], file);
     stop = true;
@@ -158,7 +192,9 @@ test("while a relay runs on the same database: it serves the imported events at 
     expect(s.accepted).toBe(N);
     expect(failures).toEqual([]);
     latencies.sort((x, y) => x - y);
-    console.log(`[ops-import] relay publishes during the import: ${latencies.length}, p50 ${latencies[latencies.length >> 1]!.toFixed(1)} ms, max ${latencies.at(-1)!.toFixed(1)} ms; import ${s.seconds.toFixed(2)} s`);
+    console.log(
+      `[ops-import] relay publishes during the import: ${latencies.length}, p50 ${latencies[latencies.length >> 1]!.toFixed(1)} ms, max ${latencies.at(-1)!.toFixed(1)} ms; import ${s.seconds.toFixed(2)} s`,
+    );
 
     // Right after the import, with no write of the relay's own in between.
     expect(await c.count("n", [{ authors: [imported] }])).toEqual(["COUNT", "n", { count: N }]);

@@ -26,7 +26,9 @@ const storedIds = (db: Database): Set<string> =>
 
 /** `n` unsigned events of one author (for --no-verify), newest first. */
 const eventsOf = (pubkey: string, n: number, label: string): NostrEvent[] =>
-  Array.from({ length: n }, (_, i) => unsignedEvent(pubkey, { content: `${label} ${i} ${"lorem ipsum ".repeat(20)}`, created_at: t - 10_000 + i, tags: [["t", label]] }));
+  Array.from({ length: n }, (_, i) =>
+    unsignedEvent(pubkey, { content: `${label} ${i} ${"lorem ipsum ".repeat(20)}`, created_at: t - 10_000 + i, tags: [["t", label]] }),
+  );
 
 test("backup while the relay takes writes: opens, passes integrity_check, holds every event acknowledged before it began", async () => {
   const data = join(dir, "live");
@@ -125,7 +127,9 @@ test("compact returns the space of deleted events; refuses while a relay has the
     for (const e of during) oks.push(await c.publish(e));
     const r = await compacting;
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^compacted .* in .*\(write lock held .* by VACUUM\): file .* -> .*, WAL .* -> .*, [\d,]+ free pages returned/);
+    expect(r.stdout).toMatch(
+      /^compacted .* in .*\(write lock held .* by VACUUM\): file .* -> .*, WAL .* -> .*, [\d,]+ free pages returned/,
+    );
     expect(oks.filter((ok) => !ok[2])).toEqual([]);
     console.log(`[ops-maintenance] ${r.stdout.trim()}`);
   } finally {
@@ -166,7 +170,12 @@ test("stats: counts, kinds, authors, time range and sizes of a known database", 
     authors: 3,
     oldest: 1_699_999_000,
     newest: 1_700_000_500,
-    kinds: [{ kind: 1, count: 30 }, { kind: 7, count: 12 }, { kind: 0, count: 1 }, { kind: 3, count: 1 }],
+    kinds: [
+      { kind: 1, count: 30 },
+      { kind: 7, count: 12 },
+      { kind: 0, count: 1 },
+      { kind: 3, count: 1 },
+    ],
     distinct_kinds: 4,
     file_bytes: statSync(dbFile).size,
     wal_bytes: wal,

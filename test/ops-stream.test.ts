@@ -26,7 +26,13 @@ afterAll(async () => {
 async function storedIds(dataDir: string): Promise<Set<string>> {
   const r = await bunstr(["export", "--data-dir", dataDir]);
   if (r.code !== 0) return new Set();
-  return new Set(r.stdout.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l).id as string));
+  return new Set(
+    r.stdout
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).id as string),
+  );
 }
 
 async function until(what: string, pred: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
@@ -152,7 +158,15 @@ test("[mirror] is one table: relays and filter", () => {
 
 test("a remote sending faster than events are stored is cut off and resubscribed, never queued without bound", async () => {
   // A fake relay answering every REQ with 3,000 events at once; the store takes 100 ms a batch.
-  const events = Array.from({ length: 3000 }, (_, i) => ({ id: i.toString(16).padStart(64, "0"), pubkey: "a".repeat(64), created_at: 1_700_000_000 + i, kind: 1, tags: [], content: "", sig: "b".repeat(128) }));
+  const events = Array.from({ length: 3000 }, (_, i) => ({
+    id: i.toString(16).padStart(64, "0"),
+    pubkey: "a".repeat(64),
+    created_at: 1_700_000_000 + i,
+    kind: 1,
+    tags: [],
+    content: "",
+    sig: "b".repeat(128),
+  }));
   let reqs = 0;
   const fake = Bun.serve({
     hostname: "127.0.0.1",
@@ -173,11 +187,33 @@ test("a remote sending faster than events are stored is cut off and resubscribed
   const logs: string[] = [];
   const batches: number[] = [];
   const streamer = followRelay(
-    { config: loadConfigText("", "test.toml").config, url: `ws://127.0.0.1:${fake.port}/`, filter: {}, since: 0, maxQueued: 500, backoffFirstMs: 20, backoffCapMs: 50, log: (t) => logs.push(t) },
+    {
+      config: loadConfigText("", "test.toml").config,
+      url: `ws://127.0.0.1:${fake.port}/`,
+      filter: {},
+      since: 0,
+      maxQueued: 500,
+      backoffFirstMs: 20,
+      backoffCapMs: 50,
+      log: (t) => logs.push(t),
+    },
     async (batch) => {
       batches.push(batch.length);
       await Bun.sleep(100);
-      return { lines: batch.length, accepted: batch.length, duplicate: 0, older: 0, deleted: 0, refused: 0, ephemeral: 0, badJson: 0, badEvent: 0, badId: 0, badSig: 0, problems: [] };
+      return {
+        lines: batch.length,
+        accepted: batch.length,
+        duplicate: 0,
+        older: 0,
+        deleted: 0,
+        refused: 0,
+        ephemeral: 0,
+        badJson: 0,
+        badEvent: 0,
+        badId: 0,
+        badSig: 0,
+        problems: [],
+      };
     },
   );
   try {

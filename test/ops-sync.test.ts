@@ -25,8 +25,19 @@ afterAll(async () => {
 });
 
 describe("negentropy client (pure)", () => {
-  const randomId = (rnd: () => number) => Array.from({ length: 8 }, () => Math.floor(rnd() * 0x100000000).toString(16).padStart(8, "0")).join("");
-  function scenario(seed: number, shared: number, mine: number, theirs: number, ts = (r: () => number) => 1_700_000_000 + Math.floor(r() * 1000)) {
+  const randomId = (rnd: () => number) =>
+    Array.from({ length: 8 }, () =>
+      Math.floor(rnd() * 0x100000000)
+        .toString(16)
+        .padStart(8, "0"),
+    ).join("");
+  function scenario(
+    seed: number,
+    shared: number,
+    mine: number,
+    theirs: number,
+    ts = (r: () => number) => 1_700_000_000 + Math.floor(r() * 1000),
+  ) {
     const rnd = prng(seed);
     const make = (n: number): NegentropyItem[] => Array.from({ length: n }, () => ({ timestamp: ts(rnd), id: randomId(rnd) }));
     const both = make(shared);
@@ -41,7 +52,11 @@ describe("negentropy client (pure)", () => {
     let trips = 0;
     while (q !== null) {
       if (++trips > 500) throw new Error("no convergence");
-      q = client.reconcile(answer(q), (id) => have.add(id), (id) => need.add(id));
+      q = client.reconcile(
+        answer(q),
+        (id) => have.add(id),
+        (id) => need.add(id),
+      );
     }
     return { have: [...have].sort(), need: [...need].sort() };
   }
@@ -55,7 +70,11 @@ describe("negentropy client (pure)", () => {
   for (const [name, seed, shared, mine, theirs] of cases) {
     test(`${name}: against our relay side, with and without frame limits`, () => {
       const sc = scenario(seed, shared, mine, theirs!);
-      for (const [clientLimit, serverLimit] of [[0, 0], [4096, 4096], [30_000, 60_000]]) {
+      for (const [clientLimit, serverLimit] of [
+        [0, 0],
+        [4096, 4096],
+        [30_000, 60_000],
+      ]) {
         const server = new NegentropyServer(NegentropyStorage.from(sc.server), serverLimit);
         const r = run(new NegentropyClient(NegentropyStorage.from(sc.client), clientLimit), (q) => server.reconcile(q));
         expect(r).toEqual({ have: sc.have, need: sc.need });
@@ -75,8 +94,18 @@ describe("negentropy client (pure)", () => {
       expect(q).toBe(theirs_.initiate());
       while (q !== null) {
         const reply = server.reconcile(q);
-        q = ours.reconcile(reply, (id) => have.add(id), (id) => need.add(id));
-        expect(q).toBe(theirs_.reconcile(reply, () => {}, () => {}));
+        q = ours.reconcile(
+          reply,
+          (id) => have.add(id),
+          (id) => need.add(id),
+        );
+        expect(q).toBe(
+          theirs_.reconcile(
+            reply,
+            () => {},
+            () => {},
+          ),
+        );
       }
       expect({ have: [...have].sort(), need: [...need].sort() }).toEqual({ have: sc.have, need: sc.need });
     });
@@ -96,12 +125,20 @@ const shared = Array.from({ length: 120 }, (_, i) => note(i % 2 ? alice : bob, "
 const onlyA = Array.from({ length: 40 }, () => note(alice, "only on A"));
 const onlyB = [...Array.from({ length: 30 }, () => note(bob, "only on B")), ...Array.from({ length: 10 }, () => note(carol, "carol on B"))];
 // Behind the fallback (NIP-77 off): more than one REQ page of 500.
-const onlyC = Array.from({ length: 620 }, (_, i) => (i % 3 ? bob : carol).sign({ kind: 1, content: `only on C ${i}`, created_at: t - 5000 + Math.floor(i / 4) }));
+const onlyC = Array.from({ length: 620 }, (_, i) =>
+  (i % 3 ? bob : carol).sign({ kind: 1, content: `only on C ${i}`, created_at: t - 5000 + Math.floor(i / 4) }),
+);
 
 async function storedIds(dataDir: string): Promise<Set<string>> {
   const r = await bunstr(["export", "--data-dir", dataDir]);
   if (r.code !== 0) throw new Error(`export exited ${r.code}: ${r.stderr}`);
-  return new Set(r.stdout.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l).id as string));
+  return new Set(
+    r.stdout
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).id as string),
+  );
 }
 
 async function seeded(name: string, events: NostrEvent[]): Promise<string> {
@@ -155,7 +192,10 @@ test("--dir down changes only the local database, --dir both makes both sides ho
 
 test("a fresh database, both ways at once; a refused upload is counted by reason", async () => {
   const dirB2 = await seeded("b2", [...shared.slice(0, 20), ...onlyB]);
-  const relayB2 = await relayOn(dirB2, ["--config", writeConfig("deny-alice.toml", `[authorization]\npubkey_denylist = ["${alice.pubkey}"]\n`)]);
+  const relayB2 = await relayOn(dirB2, [
+    "--config",
+    writeConfig("deny-alice.toml", `[authorization]\npubkey_denylist = ["${alice.pubkey}"]\n`),
+  ]);
   const dirL = await seeded("l", [...shared.slice(0, 30), ...onlyA.slice(0, 5)]);
   const r = await sync([relayB2.url, "--data-dir", dirL, "--json"]);
   expect(r.code).toBe(0);
@@ -221,7 +261,10 @@ function fakeRelay(events: NostrEvent[], onNegOpen: "notice" | "silence") {
         if (m[0] === "NEG-OPEN" && onNegOpen === "notice") ws.send(JSON.stringify(["NOTICE", `unknown message type ${m[0]}`]));
         if (m[0] === "REQ") {
           const f = m[2];
-          const page = events.filter((e) => f.until === undefined || e.created_at <= f.until).sort((a, b) => b.created_at - a.created_at).slice(0, f.limit ?? 500);
+          const page = events
+            .filter((e) => f.until === undefined || e.created_at <= f.until)
+            .sort((a, b) => b.created_at - a.created_at)
+            .slice(0, f.limit ?? 500);
           for (const e of page) ws.send(JSON.stringify(["EVENT", m[1], e]));
           ws.send(JSON.stringify(["EOSE", m[1]]));
         }
@@ -235,19 +278,23 @@ function fakeRelay(events: NostrEvent[], onNegOpen: "notice" | "silence") {
   return { url: `ws://127.0.0.1:${server.port}/`, received, stop: () => server.stop(true) };
 }
 
-test.each(["notice", "silence"] as const)("falls back when NEG-OPEN gets a %s", async (how) => {
-  const remote = fakeRelay(onlyC.slice(0, 30), how);
-  try {
-    const dirL = await seeded(`l-${how}`, onlyA.slice(0, 2));
-    const r = await sync([remote.url, "--data-dir", dirL, "--json"]);
-    expect(r.code).toBe(0);
-    const s = JSON.parse(r.stdout);
-    expect(s.method).toBe("fallback");
-    expect(s.fallbackReason).toStartWith(how === "notice" ? "NOTICE: unknown message type NEG-OPEN" : "no answer to NEG-OPEN");
-    expect(s).toMatchObject({ local: 2, have: 2, need: 30, received: 30, uploaded: 2 });
-    expect(remote.received.map((e) => e.id).sort()).toEqual(ids(onlyA.slice(0, 2)).sort());
-    expect(await storedIds(dirL)).toEqual(new Set(ids([...onlyC.slice(0, 30), ...onlyA.slice(0, 2)])));
-  } finally {
-    remote.stop();
-  }
-}, 60_000);
+test.each(["notice", "silence"] as const)(
+  "falls back when NEG-OPEN gets a %s",
+  async (how) => {
+    const remote = fakeRelay(onlyC.slice(0, 30), how);
+    try {
+      const dirL = await seeded(`l-${how}`, onlyA.slice(0, 2));
+      const r = await sync([remote.url, "--data-dir", dirL, "--json"]);
+      expect(r.code).toBe(0);
+      const s = JSON.parse(r.stdout);
+      expect(s.method).toBe("fallback");
+      expect(s.fallbackReason).toStartWith(how === "notice" ? "NOTICE: unknown message type NEG-OPEN" : "no answer to NEG-OPEN");
+      expect(s).toMatchObject({ local: 2, have: 2, need: 30, received: 30, uploaded: 2 });
+      expect(remote.received.map((e) => e.id).sort()).toEqual(ids(onlyA.slice(0, 2)).sort());
+      expect(await storedIds(dirL)).toEqual(new Set(ids([...onlyC.slice(0, 30), ...onlyA.slice(0, 2)])));
+    } finally {
+      remote.stop();
+    }
+  },
+  60_000,
+);

@@ -51,8 +51,27 @@ interface Proxy {
 async function startNginx(dir: string, p: Ports): Promise<Proxy> {
   const cert = join(dir, "cert.pem");
   const key = join(dir, "key.pem");
-  const gen = Bun.spawnSync([openssl!, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-    "-subj", "/CN=relay.example.com", "-keyout", key, "-out", cert], { stderr: "pipe" });
+  const gen = Bun.spawnSync(
+    [
+      openssl!,
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=relay.example.com",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+    ],
+    { stderr: "pipe" },
+  );
   if (gen.exitCode !== 0) throw new Error(`openssl: ${gen.stderr}`);
   const site = swap("packaging/nginx.conf", readFileSync(join(root, "packaging/nginx.conf"), "utf8"), [
     ["server 127.0.0.1:7447;", `server 127.0.0.1:${p.relay};`],
@@ -90,7 +109,11 @@ async function startCaddy(dir: string, p: Ports): Promise<Proxy> {
   const check = Bun.spawnSync([caddy!, "validate", "--adapter", "caddyfile", "--config", join(dir, "Caddyfile")], { stderr: "pipe", env });
   if (check.exitCode !== 0) throw new Error(`caddy validate failed:\n${check.stderr}`);
   let out = "";
-  const proc = Bun.spawn([caddy!, "run", "--adapter", "caddyfile", "--config", join(dir, "Caddyfile")], { stdout: "ignore", stderr: "pipe", env });
+  const proc = Bun.spawn([caddy!, "run", "--adapter", "caddyfile", "--config", join(dir, "Caddyfile")], {
+    stdout: "ignore",
+    stderr: "pipe",
+    env,
+  });
   void (async () => {
     for await (const chunk of proc.stderr) out += new TextDecoder().decode(chunk);
   })();
@@ -129,8 +152,12 @@ interface Upgrade {
 function upgrade(port: number, o: { localAddress: string; tls: boolean; headers?: Record<string, string> }): Promise<Upgrade> {
   return new Promise((res, rej) => {
     const opts = { host: "127.0.0.1", port, localAddress: o.localAddress };
-    const sock: net.Socket = o.tls ? tls.connect({ ...opts, servername: "relay.example.com", rejectUnauthorized: false }) : net.connect(opts);
-    const extra = Object.entries(o.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+    const sock: net.Socket = o.tls
+      ? tls.connect({ ...opts, servername: "relay.example.com", rejectUnauthorized: false })
+      : net.connect(opts);
+    const extra = Object.entries(o.headers ?? {})
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join("");
     const host = o.tls ? `relay.example.com:${port}` : `127.0.0.1:${port}`;
     sock.once(o.tls ? "secureConnect" : "connect", () =>
       sock.write(
@@ -185,7 +212,10 @@ function proxySuite(name: string, available: boolean, start: (dir: string, p: Po
     });
 
     test("NIP-11 over HTTPS through the proxy", async () => {
-      const r = await fetch(`https://127.0.0.1:${ports.https}/`, { headers: { Accept: "application/nostr+json", Host: `relay.example.com:${ports.https}` }, tls: { rejectUnauthorized: false, serverName: "relay.example.com" } } as RequestInit);
+      const r = await fetch(`https://127.0.0.1:${ports.https}/`, {
+        headers: { Accept: "application/nostr+json", Host: `relay.example.com:${ports.https}` },
+        tls: { rejectUnauthorized: false, serverName: "relay.example.com" },
+      } as RequestInit);
       expect(r.status).toBe(200);
       expect(r.headers.get("access-control-allow-origin")).toBe("*");
       expect(((await r.json()) as { supported_nips: number[] }).supported_nips).toContain(1);
@@ -198,7 +228,10 @@ function proxySuite(name: string, available: boolean, start: (dir: string, p: Po
 
     test("/metrics is not served to the internet through the proxy (loopback only by default)", async () => {
       const tlsOpts = { tls: { rejectUnauthorized: false, serverName: "relay.example.com" } };
-      const r = await fetch(`https://127.0.0.1:${ports.https}/metrics`, { headers: { Host: `relay.example.com:${ports.https}` }, ...tlsOpts } as RequestInit);
+      const r = await fetch(`https://127.0.0.1:${ports.https}/metrics`, {
+        headers: { Host: `relay.example.com:${ports.https}` },
+        ...tlsOpts,
+      } as RequestInit);
       expect(r.status).toBe(403);
       // A scraper on the relay's host, straight to its port, is served.
       expect((await fetch(`http://127.0.0.1:${ports.relay}/metrics`)).status).toBe(200);
@@ -212,7 +245,9 @@ function proxySuite(name: string, available: boolean, start: (dir: string, p: Po
       } as unknown as string[]);
       const frames: any[] = [];
       ws.onmessage = (m) => frames.push(JSON.parse(String(m.data)));
-      await new Promise((res, rej) => ((ws.onopen = res), (ws.onerror = () => rej(new Error(`wss through ${name} failed:\n${proxy?.log()}`)))));
+      await new Promise(
+        (res, rej) => ((ws.onopen = res), (ws.onerror = () => rej(new Error(`wss through ${name} failed:\n${proxy?.log()}`)))),
+      );
       open.push(ws); // stays open: 127.0.0.1 (this client, via the proxy) now has its one connection
       const next = async (pred: (f: any) => boolean) => {
         for (const deadline = Date.now() + 5000; Date.now() < deadline; await Bun.sleep(10)) {

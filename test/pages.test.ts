@@ -10,7 +10,10 @@ import { Browser, CHROMIUM, type Page } from "./cdp.ts";
 import { needInCI } from "./ci.ts";
 import { Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
-const haveChromium = needInCI("pages.test: Chromium", existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is missing (apt-get install chromium)`);
+const haveChromium = needInCI(
+  "pages.test: Chromium",
+  existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is missing (apt-get install chromium)`,
+);
 
 const ADMIN = signer();
 const RELAY_NAME = "Pages <test> relay";
@@ -49,7 +52,10 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   const clients: Client[] = [];
 
   beforeAll(async () => {
-    relay = await startTestRelay({ info: { name: RELAY_NAME, description: "Seen in a real browser." }, admin: { pubkeys: [ADMIN.pubkey] } });
+    relay = await startTestRelay({
+      info: { name: RELAY_NAME, description: "Seen in a real browser." },
+      admin: { pubkeys: [ADMIN.pubkey] },
+    });
     httpBase = relay.url.replace(/^ws/, "http").replace(/\/$/, "");
     // A name that is not localhost: plain http to it is not a secure context (no crypto.subtle).
     browser = await Browser.launch([`--host-resolver-rules=MAP ${INSECURE_HOST} 127.0.0.1`]);
@@ -63,7 +69,9 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
       if (method === "getPublicKey") answer = signingAs.pubkey;
       else {
         // A plain copy: nostr-tools marks its events with a symbol that JSON does not carry.
-        answer = JSON.parse(JSON.stringify(finalizeEvent({ kind: arg.kind, created_at: arg.created_at, tags: arg.tags, content: arg.content }, signingAs.sk)));
+        answer = JSON.parse(
+          JSON.stringify(finalizeEvent({ kind: arg.kind, created_at: arg.created_at, tags: arg.tags, content: arg.content }, signingAs.sk)),
+        );
         signed.push(answer);
       }
       void page.evaluate(`window.__nostrAnswer(${id}, ${JSON.stringify(answer)})`).catch(() => {});
@@ -92,12 +100,14 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     );
   }
 
-  const fill = (id: string, value: string) => page.evaluate(`document.getElementById(${JSON.stringify(id)}).value = ${JSON.stringify(value)}`);
+  const fill = (id: string, value: string) =>
+    page.evaluate(`document.getElementById(${JSON.stringify(id)}).value = ${JSON.stringify(value)}`);
 
   test("the status page shows name, NIPs, connections and the events stored", async () => {
     const c = await connect();
     const author = signer();
-    for (let i = 0; i < 3; i++) expect((await c.publish(author.sign({ kind: 1, content: `status ${i}`, created_at: now() - i })))[2]).toBe(true);
+    for (let i = 0; i < 3; i++)
+      expect((await c.publish(author.sign({ kind: 1, content: `status ${i}`, created_at: now() - i })))[2]).toBe(true);
 
     await page.goto(`${httpBase}/`);
     const shown = await page.evaluate<any>(`({

@@ -11,7 +11,17 @@ import { MAX_PLUGIN_INFLIGHT, WritePolicyPlugin } from "../src/relay/plugin.ts";
 import { rejectMessage, requestLine } from "../src/policy/plugin-protocol.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { needInCI } from "./ci.ts";
-import { accepted, Client, failOnRelayErrors, now, signer, startTestRelay, type ConfigPatch, type Signer, type TestRelay } from "./helpers.ts";
+import {
+  accepted,
+  Client,
+  failOnRelayErrors,
+  now,
+  signer,
+  startTestRelay,
+  type ConfigPatch,
+  type Signer,
+  type TestRelay,
+} from "./helpers.ts";
 
 failOnRelayErrors();
 
@@ -68,7 +78,12 @@ const WHITELISTED: Signer = (() => {
   return {
     sk,
     pubkey: getPublicKey(sk),
-    sign: (t) => JSON.parse(JSON.stringify(finalizeEvent({ kind: t.kind, content: t.content ?? "", tags: t.tags ?? [], created_at: t.created_at ?? now() }, sk))) as NostrEvent,
+    sign: (t) =>
+      JSON.parse(
+        JSON.stringify(
+          finalizeEvent({ kind: t.kind, content: t.content ?? "", tags: t.tags ?? [], created_at: t.created_at ?? now() }, sk),
+        ),
+      ) as NostrEvent,
   };
 })();
 
@@ -428,7 +443,10 @@ describe.skipIf(!has("node"))("stopping", () => {
   test("a hung plugin that ignores EOF and SIGTERM is killed with its whole process group", async () => {
     const path = join(dir, "stubborn.js");
     const pidFile = join(dir, "stubborn.pid");
-    writeFileSync(path, `require('fs').writeFileSync(process.env.PIDFILE, String(process.pid));\nprocess.on('SIGTERM', () => {});\nsetInterval(() => {}, 1000);\n`);
+    writeFileSync(
+      path,
+      `require('fs').writeFileSync(process.env.PIDFILE, String(process.pid));\nprocess.on('SIGTERM', () => {});\nsetInterval(() => {}, 1000);\n`,
+    );
     // /bin/sh forks node rather than exec it: the plugin is the shell's child, not ours.
     const c = await connect(await relayWith(`PIDFILE=${pidFile} node ${path}`, { options: { write_policy_timeout_ms: 3000 } }));
     const { result } = await warnings(async () => {
@@ -436,7 +454,11 @@ describe.skipIf(!has("node"))("stopping", () => {
       // Up (and ignoring SIGTERM) well before the timeout, even on a busy machine.
       let pid = 0;
       for (let i = 0; i < 150 && !pid; i++) {
-        pid = Number(await Bun.file(pidFile).text().catch(() => "0"));
+        pid = Number(
+          await Bun.file(pidFile)
+            .text()
+            .catch(() => "0"),
+        );
         if (!pid) await Bun.sleep(20);
       }
       return { pid, ok: await ok };
@@ -491,7 +513,9 @@ describe("a plugin that floods its stdout", () => {
       started.mockRestore();
     }
     const stopped = [...warned.join("\n").matchAll(/stopped pid (\d+): it floods its output/g)].map((m) => Number(m[1]));
-    console.log(`yes junk: ${rtts.length} REQs, slowest ${Math.max(...rtts).toFixed(0)} ms; ${answers.length} events; ${starts} plugin starts; stopped for flooding: ${stopped.length}`);
+    console.log(
+      `yes junk: ${rtts.length} REQs, slowest ${Math.max(...rtts).toFixed(0)} ms; ${answers.length} events; ${starts} plugin starts; stopped for flooding: ${stopped.length}`,
+    );
     expect(Math.max(...rtts)).toBeLessThan(500);
     expect(answers.length).toBeGreaterThan(5);
     for (const a of answers) expect(a).toStartWith("error: write policy plugin ");
@@ -502,22 +526,25 @@ describe("a plugin that floods its stdout", () => {
     expect(plugin.pid).toBeUndefined();
   });
 
-  test.skipIf(!has("node"))("a plugin that answers, then floods: error: for what it held, stopped, and restarted only after a backoff", async () => {
-    const c = await connect(await relayWith(fixture("misbehave.js"), { options: { write_policy_timeout_ms: TIMEOUT } }));
-    const s = signer();
-    const ev = (content: string) => s.sign({ kind: 1, content });
-    const pidOf = async () => Number(/^blocked: pid (\d+)$/.exec((await answer(c, ev("pid")))[1])![1]);
-    const pid = await pidOf();
-    const { warned } = await warnings(async () => {
-      const [ok, msg] = await answer(c, ev("flood"));
-      expect([ok, msg.slice(0, 7)]).toEqual([false, "error: "]);
-      // A plugin that answers and then floods is not restarted in a tight loop.
-      expect(await answer(c, ev("pid"))).toEqual([false, expect.stringMatching(/^error: write policy plugin is restarting/)]);
-      await Bun.sleep(1100);
-    });
-    expect(warned.join("\n")).toMatch(/stopped pid \d+: it floods its output/);
-    expect(await pidOf()).not.toBe(pid);
-  });
+  test.skipIf(!has("node"))(
+    "a plugin that answers, then floods: error: for what it held, stopped, and restarted only after a backoff",
+    async () => {
+      const c = await connect(await relayWith(fixture("misbehave.js"), { options: { write_policy_timeout_ms: TIMEOUT } }));
+      const s = signer();
+      const ev = (content: string) => s.sign({ kind: 1, content });
+      const pidOf = async () => Number(/^blocked: pid (\d+)$/.exec((await answer(c, ev("pid")))[1])![1]);
+      const pid = await pidOf();
+      const { warned } = await warnings(async () => {
+        const [ok, msg] = await answer(c, ev("flood"));
+        expect([ok, msg.slice(0, 7)]).toEqual([false, "error: "]);
+        // A plugin that answers and then floods is not restarted in a tight loop.
+        expect(await answer(c, ev("pid"))).toEqual([false, expect.stringMatching(/^error: write policy plugin is restarting/)]);
+        await Bun.sleep(1100);
+      });
+      expect(warned.join("\n")).toMatch(/stopped pid \d+: it floods its output/);
+      expect(await pidOf()).not.toBe(pid);
+    },
+  );
 });
 
 describe.skipIf(!has("node"))("bounds", () => {
@@ -527,7 +554,9 @@ describe.skipIf(!has("node"))("bounds", () => {
     chmodSync(path, 0o755);
     const plugin = new WritePolicyPlugin(() => ({ command: path, timeoutMs: 2000 }));
     const event = (i: number) => `{"id":"${i}","pubkey":"","created_at":0,"kind":1,"tags":[],"content":"hang","sig":""}`;
-    const waiting = Array.from({ length: MAX_PLUGIN_INFLIGHT }, (_, i) => plugin.ask(String(i), event(i), { type: "IP4", info: "127.0.0.1" }));
+    const waiting = Array.from({ length: MAX_PLUGIN_INFLIGHT }, (_, i) =>
+      plugin.ask(String(i), event(i), { type: "IP4", info: "127.0.0.1" }),
+    );
     expect(plugin.inflight).toBe(MAX_PLUGIN_INFLIGHT);
     expect(plugin.ask("one more", event(-1), { type: "IP4", info: "127.0.0.1" })).toEqual({
       accepted: false,

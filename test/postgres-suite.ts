@@ -11,9 +11,33 @@ import { PG_URL, REDIS_URL, servicesMissing } from "./postgres-env.ts";
  * query itself), so they prove the same behaviour on Postgres.
  */
 const SUITE = [
-  "auth-modes", "backpressure", "created-at", "differential", "dm-protection", "fuzz", "hostile", "interop", "limits",
-  "metrics", "nip01", "nip09", "nip11", "nip13", "nip40", "nip42", "nip45", "nip50", "nip62", "nip70", "nip77", "nip86",
-  "pages", "plugin", "rate-limits", "security", "smoke",
+  "auth-modes",
+  "backpressure",
+  "created-at",
+  "differential",
+  "dm-protection",
+  "fuzz",
+  "hostile",
+  "interop",
+  "limits",
+  "metrics",
+  "nip01",
+  "nip09",
+  "nip11",
+  "nip13",
+  "nip40",
+  "nip42",
+  "nip45",
+  "nip50",
+  "nip62",
+  "nip70",
+  "nip77",
+  "nip86",
+  "pages",
+  "plugin",
+  "rate-limits",
+  "security",
+  "smoke",
 ].map((f) => `./test/${f}.test.ts`);
 
 const CLUSTER = ["./test/cluster/cluster.pgtest.ts", "./test/postgres/write-parity.pgtest.ts"];
@@ -28,7 +52,9 @@ if (missing) {
   process.exit(0);
 }
 
-console.log(`Postgres suite: ${SUITE.length} files + the multi-node and writer-parity tests on ${new URL(PG_URL).host}, bus ${new URL(REDIS_URL).host}`);
+console.log(
+  `Postgres suite: ${SUITE.length} files + the multi-node and writer-parity tests on ${new URL(PG_URL).host}, bus ${new URL(REDIS_URL).host}`,
+);
 const proc = Bun.spawn([process.execPath, "test", "--timeout", "30000", ...SUITE, ...CLUSTER], {
   cwd: join(import.meta.dir, ".."),
   env: { ...process.env, BUNSTR_TEST_STORE: "postgres" },

@@ -38,7 +38,12 @@ export function freePort(): number {
 /** Starts `cmd` (e.g. [process.execPath, "src/main.ts"] or ["dist/bunstr"]) and waits for "listening". */
 export async function spawnRelay(cmd: string[], args: string[], cwd: string): Promise<RelayProcess> {
   const port = freePort();
-  const proc = Bun.spawn([...cmd, "--host", "127.0.0.1", "--port", String(port), ...withRateLimitsOff(args, cwd)], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([...cmd, "--host", "127.0.0.1", "--port", String(port), ...withRateLimitsOff(args, cwd)], {
+    cwd,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const output = collectOutput(proc);
   const deadline = Date.now() + 15000;
   while (!output().includes("listening on")) {

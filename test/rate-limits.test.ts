@@ -54,7 +54,8 @@ const endsReq = (a: any, id: string) => (a[0] === "EOSE" || a[0] === "CLOSED") &
 const endsCount = (a: any, id: string) => (a[0] === "COUNT" || a[0] === "CLOSED") && a[1] === id;
 const endsNeg = (a: any, id: string) => (a[0] === "NEG-MSG" || a[0] === "NEG-ERR") && a[1] === id;
 
-const events = (n: number, s = signer()) => Array.from({ length: n }, (_, i) => ["EVENT", s.sign({ kind: 1, content: `rate ${i} ${Math.random()}` })]);
+const events = (n: number, s = signer()) =>
+  Array.from({ length: n }, (_, i) => ["EVENT", s.sign({ kind: 1, content: `rate ${i} ${Math.random()}` })]);
 const reqs = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ["REQ", `${tag}${i}`, { kinds: [1], limit: 1 }]);
 
 test("EVENT: past the burst OK false rate-limited:, accepted again after a refill", async () => {
@@ -80,7 +81,11 @@ test("REQ: past the burst CLOSED rate-limited:, EOSE again after a refill", asyn
 test("COUNT: past the burst CLOSED rate-limited:, counted again after a refill", async () => {
   const relay = await relayWith({ counts_per_minute: FAST, counts_burst: 2 });
   const c = await client(relay);
-  const ends = await burst(c, [1, 2, 3].map((i) => ["COUNT", `c${i}`, { kinds: [1] }]), endsCount);
+  const ends = await burst(
+    c,
+    [1, 2, 3].map((i) => ["COUNT", `c${i}`, { kinds: [1] }]),
+    endsCount,
+  );
   expect(ends.map((f) => f[0])).toEqual(["COUNT", "COUNT", "CLOSED"]);
   expect(ends[2][2]).toStartWith("rate-limited: too many COUNTs");
   // REQs have their own bucket.
@@ -118,7 +123,12 @@ test("connections: past the burst HTTP 429 with Retry-After, upgraded again afte
 });
 
 test("per pubkey: an AUTHed pubkey's bucket follows it across connections; unauthenticated ones from the IP are not charged to it", async () => {
-  const relay = await relayWith({ pubkey_events_per_minute: FAST, pubkey_events_burst: 2, pubkey_reqs_per_minute: FAST, pubkey_reqs_burst: 1 });
+  const relay = await relayWith({
+    pubkey_events_per_minute: FAST,
+    pubkey_events_burst: 2,
+    pubkey_reqs_per_minute: FAST,
+    pubkey_reqs_burst: 1,
+  });
   const alice = signer();
   const a1 = await client(relay);
   const a2 = await client(relay);

@@ -21,7 +21,8 @@ function toml(sections: Sections): string {
   const lines: string[] = [];
   for (const [s, keys] of Object.entries(sections)) {
     lines.push(`[${s}]`);
-    for (const [k, v] of Object.entries(keys)) lines.push(`${k} = ${typeof v === "string" && !v.startsWith("RAW:") ? JSON.stringify(v) : String(v).replace(/^RAW:/, "")}`);
+    for (const [k, v] of Object.entries(keys))
+      lines.push(`${k} = ${typeof v === "string" && !v.startsWith("RAW:") ? JSON.stringify(v) : String(v).replace(/^RAW:/, "")}`);
     lines.push("");
   }
   return lines.join("\n");
@@ -135,7 +136,14 @@ describe("reload over a real process", () => {
     await c.req("live", { kinds: [1] });
     expect((await relayInfo(url)).name).toBe("before");
 
-    writeConfig(file, toml({ ...base, info: { name: "after", description: "second" }, limits: { max_subscriptions: "RAW:2", max_message_bytes: "RAW:1048576" } }));
+    writeConfig(
+      file,
+      toml({
+        ...base,
+        info: { name: "after", description: "second" },
+        limits: { max_subscriptions: "RAW:2", max_message_bytes: "RAW:1048576" },
+      }),
+    );
     const line = await signalAndWait(relay, "SIGHUP", /SIGHUP: config reloaded from .*\n/);
     expect(line).toContain(`info.name "before" -> "after"`);
     expect(line).toContain("limits.max_subscriptions 5 -> 2");

@@ -43,12 +43,19 @@ async function send(c: Client, frame: unknown[], match: (f: any) => boolean): Pr
   return c.next(match, 5000, from);
 }
 const auth = (c: Client, e: NostrEvent) => send(c, ["AUTH", e], (f) => f[0] === "OK" && f[1] === e.id);
-const count = (c: Client, subId: string, ...filters: object[]) => send(c, ["COUNT", subId, ...filters], (f) => (f[0] === "COUNT" || f[0] === "CLOSED") && f[1] === subId);
+const count = (c: Client, subId: string, ...filters: object[]) =>
+  send(c, ["COUNT", subId, ...filters], (f) => (f[0] === "COUNT" || f[0] === "CLOSED") && f[1] === subId);
 
 /** A connection authenticated as `who` (OK true checked). */
 async function connectAs(url: string, who: Signer): Promise<Client> {
   const c = await connect(url);
-  const e = who.sign({ kind: 22242, tags: [["relay", url], ["challenge", await challengeOf(c)]] });
+  const e = who.sign({
+    kind: 22242,
+    tags: [
+      ["relay", url],
+      ["challenge", await challengeOf(c)],
+    ],
+  });
   expect(await auth(c, e)).toEqual(["OK", e.id, true, ""]);
   return c;
 }
@@ -56,7 +63,10 @@ async function connectAs(url: string, who: Signer): Promise<Client> {
 const hexToBytes = (h: string) => Uint8Array.from(Buffer.from(h, "hex"));
 
 /** An event claiming `pubkey`, with a correct id, signed by `signWith` (someone else's key) or with `sig`. */
-function forged(t: { pubkey: string; kind: number; tags: string[][]; content?: string }, sign: { signWith?: Uint8Array; sig?: string }): NostrEvent {
+function forged(
+  t: { pubkey: string; kind: number; tags: string[][]; content?: string },
+  sign: { signWith?: Uint8Array; sig?: string },
+): NostrEvent {
   const unsigned = { pubkey: t.pubkey, kind: t.kind, tags: t.tags, content: t.content ?? "", created_at: now() };
   const id = getEventHash(unsigned);
   const sig = sign.sig ?? Buffer.from(schnorr.sign(hexToBytes(id), sign.signWith!)).toString("hex");
@@ -79,14 +89,23 @@ describe("NIP-42: a pubkey is trusted only after its signature verifies", () => 
 
       const c = await connect(relay.url);
       const challenge = await challengeOf(c);
-      const authTags = [["relay", relay.url], ["challenge", challenge]];
+      const authTags = [
+        ["relay", relay.url],
+        ["challenge", challenge],
+      ];
       // 1. Right shape, right id, signed with the attacker's key.
       const wrongKey = forged({ pubkey: victim.pubkey, kind: 22242, tags: authTags }, { signWith: attacker.sk });
       // 2. Right shape, right id, a signature of zeros.
       const zeros = forged({ pubkey: victim.pubkey, kind: 22242, tags: authTags }, { sig: "00".repeat(64) });
       // 3. The victim's own valid AUTH, for another connection's challenge (replayed).
       const elsewhere = await connect(relay.url);
-      const replayed = victim.sign({ kind: 22242, tags: [["relay", relay.url], ["challenge", await challengeOf(elsewhere)]] });
+      const replayed = victim.sign({
+        kind: 22242,
+        tags: [
+          ["relay", relay.url],
+          ["challenge", await challengeOf(elsewhere)],
+        ],
+      });
       // 4. The replayed event with this connection's challenge put in: the id no longer matches.
       const patchedId = { ...replayed, tags: authTags };
       // 5. ... and with the id recomputed: the signature no longer matches.
@@ -136,7 +155,11 @@ async function negIds(c: Client, subId: string, filter: object): Promise<string[
   for (let round = 0; round < 20 && msg !== null; round++) {
     const reply = await send(c, frame, (f) => (f[0] === "NEG-MSG" || f[0] === "NEG-ERR") && f[1] === subId);
     if (reply[0] === "NEG-ERR") return reply;
-    msg = neg.reconcile(reply[2], () => {}, (id: string) => need.push(id));
+    msg = neg.reconcile(
+      reply[2],
+      () => {},
+      (id: string) => need.push(id),
+    );
     frame = ["NEG-MSG", subId, msg];
   }
   c.send(["NEG-CLOSE", subId]);
@@ -184,7 +207,8 @@ test("restricted kinds never reach an unauthenticated or third-party connection:
   };
   type Who = keyof typeof viewers;
   const ids = (...evs: NostrEvent[]) => evs.map((e) => e.id).sort();
-  const authRequired = (x: any) => (Array.isArray(x) && typeof x[2] === "string" && x[2].startsWith("auth-required:") ? "auth-required" : x);
+  const authRequired = (x: any) =>
+    Array.isArray(x) && typeof x[2] === "string" && x[2].startsWith("auth-required:") ? "auth-required" : x;
   const reqIds = async (c: Client, subId: string, f: object) => {
     const r = await c.req(subId, f);
     return r.end[0] === "EOSE" ? r.events.map((e) => e.id).sort() : authRequired(r.end);
@@ -210,8 +234,16 @@ test("restricted kinds never reach an unauthenticated or third-party connection:
         recipient: ids(...[dm, wrap, pub].filter((e) => kinds.includes(e.kind))),
       },
     })),
-    { path: "REQ #p", ask: (c) => reqIds(c, "p", { "#p": [R] }), want: { anonymous: ids(pub), third: ids(pub), recipient: ids(dm, wrap, pub) } },
-    { path: "REQ #p limit 1", ask: (c) => reqIds(c, "p1", { "#p": [R], limit: 1 }), want: { anonymous: ids(pub), third: ids(pub), recipient: ids(pub) } },
+    {
+      path: "REQ #p",
+      ask: (c) => reqIds(c, "p", { "#p": [R] }),
+      want: { anonymous: ids(pub), third: ids(pub), recipient: ids(dm, wrap, pub) },
+    },
+    {
+      path: "REQ #p limit 1",
+      ask: (c) => reqIds(c, "p1", { "#p": [R], limit: 1 }),
+      want: { anonymous: ids(pub), third: ids(pub), recipient: ids(pub) },
+    },
     {
       path: "REQ ids",
       ask: (c) => reqIds(c, "i", { ids: ids(dm, wrap, pub, wrapperNote) }),
@@ -222,9 +254,17 @@ test("restricted kinds never reach an unauthenticated or third-party connection:
       ask: (c) => reqIds(c, "a", { authors: [sender.pubkey, wrapper.pubkey] }),
       want: { anonymous: ids(pub, wrapperNote), third: ids(pub, wrapperNote), recipient: ids(dm, wrap, pub, wrapperNote) },
     },
-    { path: "REQ {}", ask: (c) => reqIds(c, "all", {}), want: { anonymous: ids(pub, wrapperNote), third: ids(pub, wrapperNote), recipient: ids(dm, wrap, pub, wrapperNote) } },
+    {
+      path: "REQ {}",
+      ask: (c) => reqIds(c, "all", {}),
+      want: { anonymous: ids(pub, wrapperNote), third: ids(pub, wrapperNote), recipient: ids(dm, wrap, pub, wrapperNote) },
+    },
     // Restricted kinds are not in the search index at all: nobody finds them by content.
-    { path: "REQ search", ask: (c) => reqIds(c, "s", { search: "leakcheck" }), want: { anonymous: ids(pub), third: ids(pub), recipient: ids(pub) } },
+    {
+      path: "REQ search",
+      ask: (c) => reqIds(c, "s", { search: "leakcheck" }),
+      want: { anonymous: ids(pub), third: ids(pub), recipient: ids(pub) },
+    },
     {
       path: "COUNT #p (count + hll)",
       ask: (c) => countOf(c, "n1", { "#p": [R] }),
@@ -237,16 +277,32 @@ test("restricted kinds never reach an unauthenticated or third-party connection:
     {
       path: "COUNT kinds 4/1059/21059 #p (count + hll)",
       ask: (c) => countOf(c, "n2", { ...restrictedKinds, "#p": [R] }),
-      want: { anonymous: "auth-required", third: { count: 0, hll: "00".repeat(256) }, recipient: { count: 2, hll: hll(R, [sender.pubkey, wrapper.pubkey]) } },
+      want: {
+        anonymous: "auth-required",
+        third: { count: 0, hll: "00".repeat(256) },
+        recipient: { count: 2, hll: hll(R, [sender.pubkey, wrapper.pubkey]) },
+      },
     },
     {
       path: "COUNT ids, authors (two filters)",
       ask: (c) => countOf(c, "n3", { ids: ids(dm, wrap) }, { authors: [wrapper.pubkey] }),
       want: { anonymous: { count: 1 }, third: { count: 1 }, recipient: { count: 3 } },
     },
-    { path: "NEG-OPEN {}", ask: (c) => negOf(c, "g1", {}), want: { anonymous: ids(pub, wrapperNote), third: ids(pub, wrapperNote), recipient: ids(dm, wrap, pub, wrapperNote) } },
-    { path: "NEG-OPEN #p", ask: (c) => negOf(c, "g2", { "#p": [R] }), want: { anonymous: ids(pub), third: ids(pub), recipient: ids(dm, wrap, pub) } },
-    { path: "NEG-OPEN kinds", ask: (c) => negOf(c, "g3", restrictedKinds), want: { anonymous: "auth-required", third: [], recipient: ids(dm, wrap) } },
+    {
+      path: "NEG-OPEN {}",
+      ask: (c) => negOf(c, "g1", {}),
+      want: { anonymous: ids(pub, wrapperNote), third: ids(pub, wrapperNote), recipient: ids(dm, wrap, pub, wrapperNote) },
+    },
+    {
+      path: "NEG-OPEN #p",
+      ask: (c) => negOf(c, "g2", { "#p": [R] }),
+      want: { anonymous: ids(pub), third: ids(pub), recipient: ids(dm, wrap, pub) },
+    },
+    {
+      path: "NEG-OPEN kinds",
+      ask: (c) => negOf(c, "g3", restrictedKinds),
+      want: { anonymous: "auth-required", third: [], recipient: ids(dm, wrap) },
+    },
     {
       path: "NEG-OPEN authors",
       ask: (c) => negOf(c, "g4", { authors: [sender.pubkey, wrapper.pubkey] }),
@@ -275,7 +331,8 @@ test("restricted kinds never reach an unauthenticated or third-party connection:
   const barrier = sender.sign({ kind: 1, content: "public, after the others", tags: [["p", R]] });
   for (const e of [dm2, wrap2, ephemeral, barrier]) expect(await p.publish(e)).toEqual(["OK", e.id, true, ""]);
   for (const c of Object.values(viewers)) await c.next((f) => f[0] === "EVENT" && f[1] === "live" && f[2].id === barrier.id);
-  for (const who of ["third", "recipient"] as const) await viewers[who].next((f) => f[0] === "EVENT" && f[1] === "livek" && f[2].id === barrier.id);
+  for (const who of ["third", "recipient"] as const)
+    await viewers[who].next((f) => f[0] === "EVENT" && f[1] === "livek" && f[2].id === barrier.id);
   await Bun.sleep(50);
   /** What a subscription got: stored (before its EOSE) and live (after), ids in arrival order. */
   const got = (who: Who, subId: string) => {
@@ -307,7 +364,9 @@ async function upgrade(port: number, headers: Record<string, string> = {}): Prom
     sock.once("connect", () => res());
     sock.once("error", rej);
   });
-  const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join("");
   sock.write(
     `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
       `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`,
@@ -379,7 +438,10 @@ describe("network.remote_ip_header", () => {
   });
 
   test("remote_ip_header empty: the header is ignored even from a listed proxy", async () => {
-    const relay = await relayWith({ network: { remote_ip_header: "", trusted_proxies: ["127.0.0.1"] }, limits: { max_connections_per_ip: 1 } });
+    const relay = await relayWith({
+      network: { remote_ip_header: "", trusted_proxies: ["127.0.0.1"] },
+      limits: { max_connections_per_ip: 1 },
+    });
     const port = relay.server.port!;
     expect((await upgrade(port, xff("1.1.1.1"))).status).toBe(101);
     expect((await upgrade(port, xff("2.2.2.2"))).status).toBe(429);
@@ -399,7 +461,9 @@ test("limits.max_connections_per_ip: the next upgrade gets HTTP 429, refusals ta
   for (let i = 0; i < 3; i++) {
     const info = await fetch(relay.url.replace(/^ws/, "http"), { headers: { Accept: "application/nostr+json" } });
     expect(info.status).toBe(200);
-    expect(((await info.json()) as { limitation?: unknown }).limitation).toMatchObject({ max_subscriptions: relay.ctx.config.limits.max_subscriptions });
+    expect(((await info.json()) as { limitation?: unknown }).limitation).toMatchObject({
+      max_subscriptions: relay.ctx.config.limits.max_subscriptions,
+    });
   }
   // The first connection still works.
   expect((await first.req("x", { limit: 1 })).end).toEqual(["EOSE", "x"]);

@@ -18,7 +18,9 @@ const fail = (msg: string) => {
   process.exit(1);
 };
 
-const systemLibrary = Bun.spawnSync(["ldconfig", "-p"]).stdout.toString().match(/=> (\S*libsecp256k1\.so\S*)/)?.[1];
+const systemLibrary = Bun.spawnSync(["ldconfig", "-p"])
+  .stdout.toString()
+  .match(/=> (\S*libsecp256k1\.so\S*)/)?.[1];
 
 const started = performance.now();
 const relay = await spawnRelay([binary], ["--data-dir", join(dir, "data")], dir);
@@ -43,10 +45,15 @@ const page = async (path: string) => (await fetch(`http://127.0.0.1:${relay.port
 const [statusPage, adminPage] = [await page("/"), await page("/admin")];
 for (const [name, html, marks] of [
   ["status page", statusPage, ['id="events-stored"', "ul.nips{", 'getElementById("copy")']],
-  ["admin page", adminPage, ['id="ban-pubkey"', "#result[data-state=ok]", 'const RELAY_PATH = "/";', "function bech32Decode(", "listeventsneedingmoderation"]],
+  [
+    "admin page",
+    adminPage,
+    ['id="ban-pubkey"', "#result[data-state=ok]", 'const RELAY_PATH = "/";', "function bech32Decode(", "listeventsneedingmoderation"],
+  ],
 ] as const) {
   const missing = marks.filter((m) => !html.includes(m));
-  if (missing.length > 0 || /\{\{\w+\}\}/.test(html) || !html.trimEnd().endsWith("</html>")) fail(`${name}: missing ${JSON.stringify(missing)} in ${html.slice(0, 300)}`);
+  if (missing.length > 0 || /\{\{\w+\}\}/.test(html) || !html.trimEnd().endsWith("</html>"))
+    fail(`${name}: missing ${JSON.stringify(missing)} in ${html.slice(0, 300)}`);
 }
 console.log(`smoke: status page ${statusPage.length} B, admin page ${adminPage.length} B`);
 
@@ -54,7 +61,8 @@ relay.proc.kill("SIGTERM");
 const code = await relay.proc.exited;
 if (code !== 0) fail(`exit code ${code} after SIGTERM:\n${relay.output()}`);
 if (!(await Bun.file(join(dir, "data", "bunstr.sqlite")).exists())) fail("no database in the data dir");
-if (systemLibrary && !relay.output().includes("signatures: native libsecp256k1 in")) fail(`libsecp256k1 is installed but not used: ${relay.output()}`);
+if (systemLibrary && !relay.output().includes("signatures: native libsecp256k1 in"))
+  fail(`libsecp256k1 is installed but not used: ${relay.output()}`);
 
 // The embedded library: hide the system's under /dev/null in a mount namespace (needs root, as
 // in CI; elsewhere the check is reported as not run, and CI=true makes that a failure).
@@ -67,7 +75,8 @@ if (hidden) {
   const good = signer().sign({ kind: 1, content: "verified by the embedded library" });
   const forged = { ...signer().sign({ kind: 1, content: "forged" }), sig: good.sig };
   const [ok1, ok2] = [await c2.publish(good), await c2.publish(forged)];
-  if (ok1[2] !== true || ok2[2] !== false || !String(ok2[3]).startsWith("invalid:")) fail(`embedded verifier: ${JSON.stringify([ok1, ok2])}`);
+  if (ok1[2] !== true || ok2[2] !== false || !String(ok2[3]).startsWith("invalid:"))
+    fail(`embedded verifier: ${JSON.stringify([ok1, ok2])}`);
   c2.close();
   r2.proc.kill("SIGTERM");
   if ((await r2.proc.exited) !== 0) fail(`embedded run: exit code after SIGTERM:\n${r2.output()}`);

@@ -49,7 +49,8 @@ async function tagRowMismatch(r: TestRelay): Promise<{ orphans: number; missing:
   const expected = new Set<string>();
   for (const e of events)
     for (const t of (JSON.parse(e.json) as NostrEvent).tags)
-      if (t[1] !== undefined && /^[a-zA-Z]$/.test(t[0]!) && (!onPostgres || t[1].isWellFormed())) expected.add(key(t[0]!, t[1].toWellFormed(), e.created_at, e.seq));
+      if (t[1] !== undefined && /^[a-zA-Z]$/.test(t[0]!) && (!onPostgres || t[1].isWellFormed()))
+        expected.add(key(t[0]!, t[1].toWellFormed(), e.created_at, e.seq));
   const actual = new Set(rows.map((x) => key(x.name, x.value, x.created_at, x.seq)));
   return { orphans: [...actual].filter((k) => !expected.has(k)).length, missing: [...expected].filter((k) => !actual.has(k)).length };
 }
@@ -58,7 +59,14 @@ describe("tag rows go with their event", () => {
   test('a replaced 10002 with ["t","spoof\\ud800"] is not served to {"#t":["spoof\\ud800"]}, and leaves no tag row', async () => {
     const v = signer();
     const t = now();
-    const old = v.sign({ kind: 10002, tags: [["t", "spoof\ud800"], ["r", "wss://a.example.com"]], created_at: t - 10 });
+    const old = v.sign({
+      kind: 10002,
+      tags: [
+        ["t", "spoof\ud800"],
+        ["r", "wss://a.example.com"],
+      ],
+      created_at: t - 10,
+    });
     expect(old.tags[0]![1]).toBe("spoof\ud800"); // a lone surrogate, as the wire's "\ud800" parses
     await accepted(c, old);
     // Postgres does not index a value its text cannot hold (store/postgres/text.ts).
@@ -76,7 +84,16 @@ describe("tag rows go with their event", () => {
     const t = now() - 100;
     // A replacement chain: each version replaces the one before, and was the last one stored.
     for (let i = 0; i < values.length; i++) {
-      const e = v.sign({ kind: 30000, tags: [["d", "list"], ["t", values[i]!], ["p", "ab".repeat(32)], ["x", values[(i + 1) % values.length]!]], created_at: t + i });
+      const e = v.sign({
+        kind: 30000,
+        tags: [
+          ["d", "list"],
+          ["t", values[i]!],
+          ["p", "ab".repeat(32)],
+          ["x", values[(i + 1) % values.length]!],
+        ],
+        created_at: t + i,
+      });
       await accepted(c, e);
     }
     expect(await tagRowMismatch(relay)).toEqual({ orphans: 0, missing: 0 });
@@ -85,12 +102,29 @@ describe("tag rows go with their event", () => {
     const notes = values.map((x, i) => w.sign({ kind: 1, tags: [["t", x]], created_at: t + i }));
     for (const e of notes) await accepted(c, e);
     await accepted(c, w.sign({ kind: 5, tags: notes.slice(0, 3).map((e) => ["e", e.id]), created_at: t + 50 }));
-    const addr = w.sign({ kind: 30001, tags: [["d", "\ud800"], ["t", "\udc00"]], created_at: t });
+    const addr = w.sign({
+      kind: 30001,
+      tags: [
+        ["d", "\ud800"],
+        ["t", "\udc00"],
+      ],
+      created_at: t,
+    });
     await accepted(c, addr);
     await accepted(c, w.sign({ kind: 5, tags: [["a", `30001:${w.pubkey}:\ud800`]], created_at: t + 51 }));
     expect(await tagRowMismatch(relay)).toEqual({ orphans: 0, missing: 0 });
     // NIP-62.
-    await accepted(c, w.sign({ kind: 62, tags: [["relay", "ALL_RELAYS"], ["t", "\ud800"]], created_at: t + 60 }));
+    await accepted(
+      c,
+      w.sign({
+        kind: 62,
+        tags: [
+          ["relay", "ALL_RELAYS"],
+          ["t", "\ud800"],
+        ],
+        created_at: t + 60,
+      }),
+    );
     expect(await ids({ authors: [w.pubkey], kinds: [1, 30001] })).toEqual([]);
     expect(await tagRowMismatch(relay)).toEqual({ orphans: 0, missing: 0 });
   });
@@ -106,13 +140,18 @@ if (!onPostgres)
         // What the old writer left: a row of a deleted event (seq 7 now another event), beside
         // real rows holding U+FFFD (a lone surrogate stored, and a real U+FFFD).
         const ev = (seq: number, createdAt: number, tags: string[][]) =>
-          db.query("INSERT INTO events (seq, id, pubkey, created_at, kind, json) VALUES (?, randomblob(32), randomblob(32), ?, 1, ?)").run(seq, createdAt, JSON.stringify({ tags }));
+          db
+            .query("INSERT INTO events (seq, id, pubkey, created_at, kind, json) VALUES (?, randomblob(32), randomblob(32), ?, 1, ?)")
+            .run(seq, createdAt, JSON.stringify({ tags }));
         const tag = db.prepare("INSERT INTO tags (name, value, created_at, seq, kind) VALUES (?, ?, ?, ?, 1)");
         ev(7, 200, [["r", "x"]]);
         tag.run("r", "x", 200, 7);
         tag.run("t", "spoof\ud800", 100, 7); // the old event at seq 7, created at 100
         tag.run("t", "gone\uFFFD", 150, 9); // no event 9 at all
-        ev(8, 300, [["t", "a\ud800"], ["t", "b\uFFFD"]]);
+        ev(8, 300, [
+          ["t", "a\ud800"],
+          ["t", "b\uFFFD"],
+        ]);
         tag.run("t", "a\ud800", 300, 8);
         tag.run("t", "b\uFFFD", 300, 8);
         tag.run("u", "c\uFFFD", 300, 8); // event 8 has no such tag

@@ -6,7 +6,18 @@
 // {"kinds":[62]}, nothing fanned out.
 import { afterAll, describe, expect, test } from "bun:test";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { accepted, Client, failOnRelayErrors, now, refusedWith, rowsWithId, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import {
+  accepted,
+  Client,
+  failOnRelayErrors,
+  now,
+  refusedWith,
+  rowsWithId,
+  signer,
+  startTestRelay,
+  type Signer,
+  type TestRelay,
+} from "./helpers.ts";
 
 failOnRelayErrors();
 
@@ -39,8 +50,20 @@ async function nip86(r: TestRelay, method: string, params: unknown[]): Promise<v
   const url = r.url.replace(/^ws/, "http");
   const body = JSON.stringify({ method, params });
   const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-  const token = admin.sign({ kind: 27235, tags: [["u", url], ["method", "POST"], ["payload", payload], ["nonce", crypto.randomUUID()]] });
-  const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` }, body });
+  const token = admin.sign({
+    kind: 27235,
+    tags: [
+      ["u", url],
+      ["method", "POST"],
+      ["payload", payload],
+      ["nonce", crypto.randomUUID()],
+    ],
+  });
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
+    body,
+  });
   expect(await res.json()).toEqual({ result: true });
 }
 
@@ -69,10 +92,16 @@ interface Variant {
 const member = signer();
 const variants: [string, Variant][] = [
   // --auth is auth = "always"; "writes" asks it of every EVENT only.
-  ["unauthenticated, auth = \"always\" (--auth)", { patch: { options: { auth: "always" } }, as: () => member, prefix: "auth-required:" }],
-  ["unauthenticated, auth = \"writes\"", { patch: { options: { auth: "writes" } }, as: () => member, prefix: "auth-required:" }],
-  ["from a banned pubkey (NIP-86 banpubkey)", { patch: {}, restrict: (r, v) => nip86(r, "banpubkey", [v.pubkey, "spam"]), prefix: "blocked:" }],
-  ["on an allow-only relay (NIP-86 allowpubkey of someone else)", { patch: {}, restrict: (r) => nip86(r, "allowpubkey", [member.pubkey, "member"]), prefix: "restricted:" }],
+  ['unauthenticated, auth = "always" (--auth)', { patch: { options: { auth: "always" } }, as: () => member, prefix: "auth-required:" }],
+  ['unauthenticated, auth = "writes"', { patch: { options: { auth: "writes" } }, as: () => member, prefix: "auth-required:" }],
+  [
+    "from a banned pubkey (NIP-86 banpubkey)",
+    { patch: {}, restrict: (r, v) => nip86(r, "banpubkey", [v.pubkey, "spam"]), prefix: "blocked:" },
+  ],
+  [
+    "on an allow-only relay (NIP-86 allowpubkey of someone else)",
+    { patch: {}, restrict: (r) => nip86(r, "allowpubkey", [member.pubkey, "member"]), prefix: "restricted:" },
+  ],
   ["after disallowkind 62 (NIP-86)", { patch: {}, restrict: (r) => nip86(r, "disallowkind", [62]), prefix: "blocked:" }],
 ];
 
@@ -122,7 +151,7 @@ describe("a refused request to vanish: deletes, but is neither stored nor served
     expect(reader.eventsFor("live62")).toEqual([]);
   });
 
-  test("an authenticated request to vanish under auth = \"writes\" is stored, deletes, and is served like any event", async () => {
+  test('an authenticated request to vanish under auth = "writes" is stored, deletes, and is served like any event', async () => {
     const r = await start({ options: { auth: "writes" } });
     const v = signer();
     const t = now() - 1000;

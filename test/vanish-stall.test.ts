@@ -38,7 +38,10 @@ function prefill(dir: string, v: Signer, n: number, before: number): void {
         pubkey: v.pubkey,
         created_at: before - n + k,
         kind: 1,
-        tags: [["t", `topic${k % 50}`], ["p", (k * 7919).toString(16).padStart(64, "0")]],
+        tags: [
+          ["t", `topic${k % 50}`],
+          ["p", (k * 7919).toString(16).padStart(64, "0")],
+        ],
         content: `note ${k} of a key about to vanish`,
         sig: "0".repeat(128),
       };
@@ -92,7 +95,9 @@ if (!onPostgres)
         // The other client was served DURING the deletion: OKs while the key was partly deleted.
         const during = samples.filter((s) => s.left > 1 && s.left < N);
         const slowest = Math.max(...samples.map((s) => s.ms));
-        console.log(`vanish of ${N} events: OK after ${answered.toFixed(0)} ms; other client: ${samples.length} OKs, ${during.length} while the key was partly deleted, slowest ${slowest.toFixed(0)} ms`);
+        console.log(
+          `vanish of ${N} events: OK after ${answered.toFixed(0)} ms; other client: ${samples.length} OKs, ${during.length} while the key was partly deleted, slowest ${slowest.toFixed(0)} ms`,
+        );
         expect(during.length).toBeGreaterThanOrEqual(5);
         expect(slowest).toBeLessThan(MAX_OK_MS);
         expect(answered).toBeLessThan(MAX_OK_MS);

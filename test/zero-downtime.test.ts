@@ -49,7 +49,12 @@ if (!strict && canUnshare()) {
     });
     const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
     const code = await proc.exited;
-    console.log(`${out}${err}`.split("\n").filter((l) => /^\[zero-downtime\]|\((pass|fail)\)|^error|expect/.test(l)).join("\n"));
+    console.log(
+      `${out}${err}`
+        .split("\n")
+        .filter((l) => /^\[zero-downtime\]|\((pass|fail)\)|^error|expect/.test(l))
+        .join("\n"),
+    );
     if (code !== 0) console.log(`${out}\n${err}`);
     expect(code).toBe(0);
   }, 120_000);
@@ -61,14 +66,30 @@ function scenarios(): void {
   const dir = mkdtempSync(join(tmpdir(), "bunstr-zdt-"));
   // No connect may fail, unless the kernel resets a closing listener's queue (tcp_migrate_req 0)
   // and no namespace could set it: tolerated locally, a failure in CI.
-  const exact = strict || INSIDE || needInCI("zero-downtime.test: net.ipv4.tcp_migrate_req = 1", "it is 0 and no private network namespace can set it (needs root, unshare, ip)");
+  const exact =
+    strict ||
+    INSIDE ||
+    needInCI(
+      "zero-downtime.test: net.ipv4.tcp_migrate_req = 1",
+      "it is 0 and no private network namespace can set it (needs root, unshare, ip)",
+    );
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   // The load is many clients from 127.0.0.1, reconnecting in a loop: no [rate_limits].
   const config = join(dir, "bunstr.toml");
   writeFileSync(config, RATE_LIMITS_OFF);
   /** Both relays: the same port and database; small worker pools for a 2-core machine. */
-  const relayArgs = (port: number, data: string) => ["--host", "127.0.0.1", "--port", String(port), "--data-dir", data, "--no-verify", "--config", config];
+  const relayArgs = (port: number, data: string) => [
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--data-dir",
+    data,
+    "--no-verify",
+    "--config",
+    config,
+  ];
 
   test("SIGUSR2 drain: no refused connection, every OK true readable from B, 1012 to A's clients, A exits 0", async () => {
     const port = freePort();
@@ -111,7 +132,9 @@ function scenarios(): void {
     expect(Object.keys(load.refusals).filter((r) => !r.startsWith("error: relay is shutting down"))).toEqual([]);
     if (exact) expect(load.failures).toEqual([]);
     else {
-      console.warn(`[zero-downtime] net.ipv4.tcp_migrate_req is not 1: ${load.failures.length} connections reset as A's listener closed (allowed here)`);
+      console.warn(
+        `[zero-downtime] net.ipv4.tcp_migrate_req is not 1: ${load.failures.length} connections reset as A's listener closed (allowed here)`,
+      );
       expect(load.failures.length).toBeLessThanOrEqual(5);
       for (const f of load.failures) expect(Math.abs(f.at - drainAt)).toBeLessThan(drainMs + 1000);
     }
@@ -132,7 +155,10 @@ function scenarios(): void {
     expect(oks.every((ok) => ok?.[2] === true)).toBe(true);
     a.proc.kill("SIGUSR2");
     expect(await a.proc.exited).toBe(0);
-    const stored = await storedIds(url, events.map((e) => e.id)); // only B is left
+    const stored = await storedIds(
+      url,
+      events.map((e) => e.id),
+    ); // only B is left
     expect(events.filter((e) => !stored.has(e.id)).map((e) => e.id)).toEqual([]);
     b.proc.kill("SIGTERM");
     expect(await b.proc.exited).toBe(0);

@@ -17,16 +17,26 @@ export function dbParts(dir: string): DbParts | undefined {
       const db = new Database(join(dir, f), { readonly: true });
       try {
         const owner = new Map<string, { type: string; table: string }>();
-        for (const r of db.query("SELECT type, name, tbl_name FROM sqlite_schema").all() as { type: string; name: string; tbl_name: string }[])
+        for (const r of db.query("SELECT type, name, tbl_name FROM sqlite_schema").all() as {
+          type: string;
+          name: string;
+          tbl_name: string;
+        }[])
           owner.set(r.name, { type: r.type, table: r.tbl_name });
-        for (const r of db.query("SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name").all() as { name: string; bytes: number }[]) {
+        for (const r of db.query("SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name").all() as {
+          name: string;
+          bytes: number;
+        }[]) {
           const o = owner.get(r.name);
           if (/_fts($|_)/.test(r.name)) add("full-text index", r.bytes);
-          else if (o?.type === "index" || r.name.startsWith("sqlite_autoindex_")) add(`${o?.table ?? r.name.replace(/^sqlite_autoindex_|_\d+$/g, "")} indexes`, r.bytes);
+          else if (o?.type === "index" || r.name.startsWith("sqlite_autoindex_"))
+            add(`${o?.table ?? r.name.replace(/^sqlite_autoindex_|_\d+$/g, "")} indexes`, r.bytes);
           else if (o?.type === "table") add(`${r.name} table`, r.bytes);
           else add("other", r.bytes);
         }
-        const { free } = db.query("SELECT (SELECT freelist_count FROM pragma_freelist_count) * (SELECT page_size FROM pragma_page_size) AS free").get() as { free: number };
+        const { free } = db
+          .query("SELECT (SELECT freelist_count FROM pragma_freelist_count) * (SELECT page_size FROM pragma_page_size) AS free")
+          .get() as { free: number };
         if (free > 0) add("free pages", free);
       } finally {
         db.close();

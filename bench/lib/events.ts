@@ -25,7 +25,9 @@ export function unsignedEvent(pubkey: string, t: EventTemplate): NostrEvent {
   const created_at = t.created_at ?? nowSec();
   const tags = t.tags ?? [];
   // ASCII-safe serialization: for content without control characters JSON.stringify is NIP-01's form.
-  const id = createHash("sha256").update(JSON.stringify([0, pubkey, created_at, kind, tags, t.content]), "utf8").digest("hex");
+  const id = createHash("sha256")
+    .update(JSON.stringify([0, pubkey, created_at, kind, tags, t.content]), "utf8")
+    .digest("hex");
   return { id, pubkey, created_at, kind, tags, content: t.content, sig: DUMMY_SIG };
 }
 

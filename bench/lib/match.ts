@@ -60,5 +60,8 @@ export const nip01Order = (a: NostrEvent, b: NostrEvent): number => {
 /** The stored answer of one filter: matching events, ordered, limited. */
 export function naiveQuery(f: RawFilter, events: readonly NostrEvent[], limit: number): NostrEvent[] {
   const n = naiveOf(f);
-  return events.filter((e) => naiveMatch(n, e)).sort(nip01Order).slice(0, limit);
+  return events
+    .filter((e) => naiveMatch(n, e))
+    .sort(nip01Order)
+    .slice(0, limit);
 }

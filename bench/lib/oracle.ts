@@ -40,7 +40,13 @@ export interface EventMeta {
   d?: string;
 }
 
-export const metaOf = (e: NostrEvent): EventMeta => ({ id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, d: isAddressableKind(e.kind) ? dTagOf(e) : undefined });
+export const metaOf = (e: NostrEvent): EventMeta => ({
+  id: e.id,
+  pubkey: e.pubkey,
+  created_at: e.created_at,
+  kind: e.kind,
+  d: isAddressableKind(e.kind) ? dTagOf(e) : undefined,
+});
 
 /** The slot a replaceable / addressable event competes for, undefined for other kinds. */
 export function slotKey(e: EventMeta | NostrEvent): string | undefined {

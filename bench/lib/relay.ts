@@ -97,7 +97,15 @@ export class RelayProcess {
 
   private static async spawnOnce(opts: SpawnOptions, port: number): Promise<RelayProcess> {
     const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "bunstr-bench-"));
-    const args = [...(opts.command ?? [process.execPath, RELAY_MAIN]), "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir];
+    const args = [
+      ...(opts.command ?? [process.execPath, RELAY_MAIN]),
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--data-dir",
+      dataDir,
+    ];
     if (!opts.verify) args.push("--no-verify");
     if (opts.args) args.push(...opts.args);
     if (!opts.args?.includes("--config")) args.push("--config", rateLimitsOffConfig());

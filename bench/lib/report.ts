@@ -93,7 +93,10 @@ export function tidy(r: BenchResult): BenchResult {
     },
     query: q && {
       ...q,
-      mix: { ...tidyPhase(q.mix), byType: Object.fromEntries(Object.entries(q.mix.byType).map(([k, s]) => [k, roundSummary(s)])) as QueryResult["mix"]["byType"] },
+      mix: {
+        ...tidyPhase(q.mix),
+        byType: Object.fromEntries(Object.entries(q.mix.byType).map(([k, s]) => [k, roundSummary(s)])) as QueryResult["mix"]["byType"],
+      },
       alone: q.alone && (Object.fromEntries(Object.entries(q.alone).map(([k, p]) => [k, tidyPhase(p)])) as QueryResult["alone"]),
       expectedMean: Object.fromEntries(Object.entries(q.expectedMean).map(([k, v]) => [k, round(v, 1)])) as QueryResult["expectedMean"],
     },
@@ -156,7 +159,11 @@ const rows: Row[] = [
   { label: "query mix: REQs/s", get: (r) => [r.query?.mix.reqsPerSec], better: "higher" },
   { label: "query mix: EOSE latency p50 / p99 ms", get: (r) => [r.query?.mix.latencyMs.p50, r.query?.mix.latencyMs.p99], better: "lower" },
   ...QUERY_TYPES.map(
-    (t): Row => ({ label: `  ${t} in the mix: p50 / p99 ms`, get: (r) => [r.query?.mix.byType[t]?.p50, r.query?.mix.byType[t]?.p99], better: "lower" }),
+    (t): Row => ({
+      label: `  ${t} in the mix: p50 / p99 ms`,
+      get: (r) => [r.query?.mix.byType[t]?.p50, r.query?.mix.byType[t]?.p99],
+      better: "lower",
+    }),
   ),
   ...QUERY_TYPES.map(
     (t): Row => ({
@@ -178,7 +185,9 @@ const rows: Row[] = [
     get: (r) => [r.relay?.dbBytesPerEvent],
     better: "lower",
     text: (r) =>
-      r.relay ? `${r.relay.dbBytesPerEvent} (${r.corpus.storedEvents} stored of ${r.corpus.events}; their JSON: ${Math.round(r.corpus.storedBytes / r.corpus.storedEvents)} B each)` : "-",
+      r.relay
+        ? `${r.relay.dbBytesPerEvent} (${r.corpus.storedEvents} stored of ${r.corpus.events}; their JSON: ${Math.round(r.corpus.storedBytes / r.corpus.storedEvents)} B each)`
+        : "-",
   },
   {
     label: "  of it, by part of the database",
@@ -201,7 +210,7 @@ function delta(now: number | null | undefined, before: number | null | undefined
   if (now == null || before == null || !Number.isFinite(now) || !Number.isFinite(before) || before === 0) return "-";
   const pct = ((now - before) / Math.abs(before)) * 100;
   const sign = pct > 0 ? "+" : "";
-  const mark = better === "none" || Math.abs(pct) < 5 ? "" : (pct > 0) === (better === "higher") ? " (better)" : " (worse)";
+  const mark = better === "none" || Math.abs(pct) < 5 ? "" : pct > 0 === (better === "higher") ? " (better)" : " (worse)";
   return `${sign}${pct.toFixed(1)}%${mark}`;
 }
 
@@ -221,7 +230,11 @@ export function table(r: BenchResult, prev?: BenchResult): string {
       return cells;
     });
   const widths = head.map((_, c) => Math.max(head[c]!.length, ...body.map((b) => b[c]!.length)));
-  const line = (cells: string[]) => cells.map((x, c) => x.padEnd(widths[c]!)).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((x, c) => x.padEnd(widths[c]!))
+      .join("  ")
+      .trimEnd();
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n");
 }
 

@@ -86,9 +86,13 @@ export function nativeSigner(): Signer | undefined {
       backend: "native",
       key(secretKey) {
         const keypair = new Uint8Array(96); // secp256k1_keypair (opaque)
-        if (f.secp256k1_keypair_create(ctx, keypair, secretKey) !== 1) throw new Error("secp256k1_keypair_create failed: secret key out of range");
+        if (f.secp256k1_keypair_create(ctx, keypair, secretKey) !== 1)
+          throw new Error("secp256k1_keypair_create failed: secret key out of range");
         const publicKey = new Uint8Array(32);
-        if (f.secp256k1_keypair_xonly_pub(ctx, xonly, parity, keypair) !== 1 || f.secp256k1_xonly_pubkey_serialize(ctx, publicKey, xonly) !== 1)
+        if (
+          f.secp256k1_keypair_xonly_pub(ctx, xonly, parity, keypair) !== 1 ||
+          f.secp256k1_xonly_pubkey_serialize(ctx, publicKey, xonly) !== 1
+        )
           throw new Error("secp256k1: could not derive the x-only public key");
         return {
           publicKey,
@@ -105,7 +109,9 @@ export function nativeSigner(): Signer | undefined {
 }
 
 /** The native signer when the library loads (unless BUNSTR_BENCH_SIGNER=noble), else noble. */
-export function createSigner(prefer: "auto" | SignerBackend = (process.env.BUNSTR_BENCH_SIGNER as SignerBackend | undefined) ?? "auto"): Signer {
+export function createSigner(
+  prefer: "auto" | SignerBackend = (process.env.BUNSTR_BENCH_SIGNER as SignerBackend | undefined) ?? "auto",
+): Signer {
   if (prefer === "noble") return nobleSigner();
   const native = nativeSigner();
   if (native) return native;
@@ -125,10 +131,12 @@ export function selfCheck(signer: Signer, samples: { secretKey: Uint8Array; msg:
   for (const [i, s] of samples.entries()) {
     const a = signer.key(s.secretKey);
     const b = noble.key(s.secretKey);
-    if (a.publicKey.toHex() !== b.publicKey.toHex()) throw new Error(`signer self-check ${i}: ${signer.backend} and noble derive different public keys`);
+    if (a.publicKey.toHex() !== b.publicKey.toHex())
+      throw new Error(`signer self-check ${i}: ${signer.backend} and noble derive different public keys`);
     const sa = a.sign(s.msg, s.aux);
     const sb = b.sign(s.msg, s.aux);
-    if (sa.toHex() !== sb.toHex()) throw new Error(`signer self-check ${i}: ${signer.backend} and noble signatures differ (${sa.toHex()} vs ${sb.toHex()})`);
+    if (sa.toHex() !== sb.toHex())
+      throw new Error(`signer self-check ${i}: ${signer.backend} and noble signatures differ (${sa.toHex()} vs ${sb.toHex()})`);
     if (!verifySignature(sa, s.msg, a.publicKey)) throw new Error(`signer self-check ${i}: the signature does not verify`);
   }
 }

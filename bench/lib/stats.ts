@@ -19,7 +19,13 @@ export function summarize(samples: readonly number[]): Summary {
   const s = Float64Array.from(samples).sort();
   let sum = 0;
   for (const x of s) sum += x;
-  return { n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), max: s.length ? s[s.length - 1]! : NaN, mean: s.length ? sum / s.length : NaN };
+  return {
+    n: s.length,
+    p50: percentile(s, 50),
+    p99: percentile(s, 99),
+    max: s.length ? s[s.length - 1]! : NaN,
+    mean: s.length ? sum / s.length : NaN,
+  };
 }
 
 /** Rounds to `digits` decimal places (1234.5678 -> 1234.6 with 1); NaN and infinities pass through. */

@@ -61,7 +61,8 @@ export async function openWebSocket(port: number, path = "/", localAddress?: str
       sock.off("data", onData);
       sock.off("error", reject);
       sock.pause();
-      if (!head.subarray(0, 12).toString("latin1").startsWith("HTTP/1.1 101")) reject(new Error(`websocket upgrade refused: ${head.subarray(0, 200).toString("latin1")}`));
+      if (!head.subarray(0, 12).toString("latin1").startsWith("HTTP/1.1 101"))
+        reject(new Error(`websocket upgrade refused: ${head.subarray(0, 200).toString("latin1")}`));
       else resolve(at + 4);
     };
     sock.on("data", onData);
@@ -115,7 +116,20 @@ export interface TcpEntry {
   inode: number;
 }
 
-const STATES = ["", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2", "TIME_WAIT", "CLOSE", "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING"];
+const STATES = [
+  "",
+  "ESTABLISHED",
+  "SYN_SENT",
+  "SYN_RECV",
+  "FIN_WAIT1",
+  "FIN_WAIT2",
+  "TIME_WAIT",
+  "CLOSE",
+  "CLOSE_WAIT",
+  "LAST_ACK",
+  "LISTEN",
+  "CLOSING",
+];
 
 /** The 127.0.0.1 connection from localPort to remotePort as the kernel sees it, or undefined if it is gone. */
 export function tcpEntry(localPort: number, remotePort: number): TcpEntry | undefined {

@@ -44,7 +44,8 @@ export function readWal(path: string): WalState {
     }
   };
   sum(0, 24);
-  if (s0 !== buf.readUInt32BE(24) || s1 !== buf.readUInt32BE(28)) return { ...empty, exists: true, bytes: buf.length, pageSize, trailingBytes: buf.length - WAL_HEADER };
+  if (s0 !== buf.readUInt32BE(24) || s1 !== buf.readUInt32BE(28))
+    return { ...empty, exists: true, bytes: buf.length, pageSize, trailingBytes: buf.length - WAL_HEADER };
 
   let valid = 0;
   let lastCommit = 0;

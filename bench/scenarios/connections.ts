@@ -74,7 +74,9 @@ export async function runConnections(opts: ConnectionsOptions): Promise<Connecti
     const raised = /open files limit raised[^\n]*/.exec(relay.stdout.text)?.[0] ?? null;
     await Bun.sleep(300);
     const idle = { rssMiB: memoryMiB(relay.pid).rss, fds: openFds(relay.pid) };
-    log(`relay idle: RSS ${idle.rssMiB.toFixed(1)} MiB, ${idle.fds} fds; ulimit -n: client ${mine.soft}/${mine.hard}, relay ${theirs.soft}/${theirs.hard}`);
+    log(
+      `relay idle: RSS ${idle.rssMiB.toFixed(1)} MiB, ${idle.fds} fds; ulimit -n: client ${mine.soft}/${mine.hard}, relay ${theirs.soft}/${theirs.hard}`,
+    );
     const publisher = await Conn.connect(relay.url, "publisher");
     const baseFds = openFds(relay.pid); // idle + the publisher
     const author = fakePubkey();
@@ -100,7 +102,7 @@ export async function runConnections(opts: ConnectionsOptions): Promise<Connecti
               ws.onerror = () => (clearTimeout(timer), openErrors++, resolve());
               ws.onmessage = (m) => {
                 const s = m.data as string;
-                if (s.startsWith('["EOSE"')) return clearTimeout(timer), resolve();
+                if (s.startsWith('["EOSE"')) return (clearTimeout(timer), resolve());
                 if (s.startsWith('["EVENT"')) {
                   if (counts[k]! < 255) counts[k]!++;
                   lastReceipt = performance.now();

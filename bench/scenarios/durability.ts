@@ -94,7 +94,9 @@ export async function killCycle(opts: KillCycleOptions): Promise<KillCycleResult
     while (!signalled) {
       if (!relay.running) throw new Error(`relay died before the kill (code ${relay.proc.exitCode}):\n${relay.stderr.text}`);
       if (performance.now() - t0 > timeoutMs)
-        throw new Error(`kill trigger ${JSON.stringify(trigger)} did not fire within ${timeoutMs} ms (acked ${hammer.ackedCount}, refused ${hammer.refused.size})`);
+        throw new Error(
+          `kill trigger ${JSON.stringify(trigger)} did not fire within ${timeoutMs} ms (acked ${hammer.ackedCount}, refused ${hammer.refused.size})`,
+        );
       if ("walGrowthAfterAcked" in trigger) {
         // Size or modification time: after a checkpoint SQLite rewrites the log from its start.
         const st = existsSync(walPath) ? statSync(walPath) : undefined;
@@ -189,7 +191,18 @@ export async function restartAndCheck(opts: {
     const exitCode = await relay.stop();
     const walAfterExit = readWal(join(opts.dataDir, `${DB_FILE}-wal`));
     const db = checkDatabase(join(opts.dataDir, DB_FILE));
-    return { startMs, firstReqMs, missing, altered, maybeFound, closed: reader.closed, exitCode, walAfterExit, ...db, output: `${relay.stdout.text}${relay.stderr.text}` };
+    return {
+      startMs,
+      firstReqMs,
+      missing,
+      altered,
+      maybeFound,
+      closed: reader.closed,
+      exitCode,
+      walAfterExit,
+      ...db,
+      output: `${relay.stdout.text}${relay.stderr.text}`,
+    };
   } finally {
     relay.kill();
     await relay.proc.exited;
@@ -250,7 +263,9 @@ export class IdReader {
 
 /** One line describing a kill cycle and its check, for logs and failure messages. */
 export function describe(k: KillCycleResult, c: RestartCheck): string {
-  const wal = k.wal.exists ? `WAL at kill: ${k.wal.commits} commits, ${k.wal.uncommittedFrames} uncommitted frames${k.wal.trailingBytes ? `, ${k.wal.trailingBytes} trailing bytes` : ""}` : "no WAL at kill";
+  const wal = k.wal.exists
+    ? `WAL at kill: ${k.wal.commits} commits, ${k.wal.uncommittedFrames} uncommitted frames${k.wal.trailingBytes ? `, ${k.wal.trailingBytes} trailing bytes` : ""}`
+    : "no WAL at kill";
   return (
     `signal after ${k.ackedAtSignal} OKs (${k.seconds.toFixed(2)} s), ${k.acked.length} acknowledged in all, ${k.unanswered.length} unanswered ` +
     `(${c.maybeFound} of them stored anyway), ${k.refused.size} refused; ${wal}; restart: listening in ${c.startMs.toFixed(0)} ms, ` +

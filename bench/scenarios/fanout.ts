@@ -171,7 +171,8 @@ function prepare(opts: FanoutOptions, warnings: string[]): Prepared {
   const w = workload(opts, signer, total);
   const signSec = (performance.now() - t) / 1000;
   const first = w.events[0]!;
-  if (!verifySignature(Buffer.from(first.sig, "hex"), Buffer.from(first.id, "hex"), Buffer.from(first.pubkey, "hex"))) throw new Error("the signer produced an invalid signature");
+  if (!verifySignature(Buffer.from(first.sig, "hex"), Buffer.from(first.id, "hex"), Buffer.from(first.pubkey, "hex")))
+    throw new Error("the signer produced an invalid signature");
   const ALL = w.events.length;
   const N = opts.events;
   const kind = signer.backend === "native" ? "libsecp256k1" : "noble";
@@ -204,10 +205,17 @@ function prepare(opts: FanoutOptions, warnings: string[]): Prepared {
 }
 
 const workload = (opts: FanoutOptions, signer: Signer, events: number): Workload =>
-  opts.scenario === "mixed" ? mixedWorkload(signer, events, opts.subs, opts.conns, opts.seed) : sharedWorkload(signer, events, opts.subs, opts.seed);
+  opts.scenario === "mixed"
+    ? mixedWorkload(signer, events, opts.subs, opts.conns, opts.seed)
+    : sharedWorkload(signer, events, opts.subs, opts.seed);
 
 /** 4: the receiver threads, subscribed on every connection (EOSE), and the publisher's connection. */
-async function connect(opts: FanoutOptions, p: Prepared, target: Target, failures: FailureLog): Promise<{ receivers: Receivers; publisher: Conn; connectSec: number }> {
+async function connect(
+  opts: FanoutOptions,
+  p: Prepared,
+  target: Target,
+  failures: FailureLog,
+): Promise<{ receivers: Receivers; publisher: Conn; connectSec: number }> {
   const t = performance.now();
   const url = new URL(target.url);
   const receivers = new Receivers(p.w, p.threads, {
@@ -233,13 +241,32 @@ async function connect(opts: FanoutOptions, p: Prepared, target: Target, failure
   }
   await Receivers.subscribed(p.progress, p.w, failures);
   const connectSec = (performance.now() - t) / 1000;
-  opts.log(`${opts.scenario}: ${p.w.conns} connections, ${Atomics.load(p.progress, P_EOSE)}/${p.w.subs.length} subscriptions live (EOSE) in ${connectSec.toFixed(1)} s`);
+  opts.log(
+    `${opts.scenario}: ${p.w.conns} connections, ${Atomics.load(p.progress, P_EOSE)}/${p.w.subs.length} subscriptions live (EOSE) in ${connectSec.toFixed(1)} s`,
+  );
   return { receivers, publisher, connectSec };
 }
 
 /** 5: the load phase, measured (CPU, memory, time to the last delivery), then the probe phase. */
-async function publish(opts: FanoutOptions, p: Prepared, target: Target, pub: Publisher, tids: number[], failures: FailureLog): Promise<LoadPhase> {
-  const none = { seconds: NaN, relayCpu: NaN, relaySys: NaN, relayMain: NaN, genCpu: NaN, genSys: NaN, receivers: NaN, rss: NaN, peak: NaN };
+async function publish(
+  opts: FanoutOptions,
+  p: Prepared,
+  target: Target,
+  pub: Publisher,
+  tids: number[],
+  failures: FailureLog,
+): Promise<LoadPhase> {
+  const none = {
+    seconds: NaN,
+    relayCpu: NaN,
+    relaySys: NaN,
+    relayMain: NaN,
+    genCpu: NaN,
+    genSys: NaN,
+    receivers: NaN,
+    rss: NaN,
+    peak: NaN,
+  };
   if (failures.count !== 0 || Atomics.load(p.progress, P_EOSE) !== p.w.subs.length) return none;
   const running = () => target.running();
   const c0 = sampleCpu(target.pid, tids);
@@ -260,7 +287,9 @@ async function publish(opts: FanoutOptions, p: Prepared, target: Target, pub: Pu
     rss: mem.rss,
     peak: mem.peak,
   };
-  opts.log(`${opts.scenario}: load: ${pub.sent} sent, ${pub.oks} OKs, ${pub.done()}/${p.N} events fully delivered in ${load.seconds.toFixed(2)} s`);
+  opts.log(
+    `${opts.scenario}: load: ${pub.sent} sent, ${pub.oks} OKs, ${pub.done()}/${p.N} events fully delivered in ${load.seconds.toFixed(2)} s`,
+  );
   if (ok && p.ALL > p.N) {
     const tp = performance.now();
     await pub.phase(p.ALL, 1, 0, opts.stallMs, running);
@@ -279,9 +308,12 @@ function check(p: Prepared, reports: ReceiverReport[], pub: Publisher, publisher
     failures.merge(rep.failures);
   }
   for (const e of publisher.errors) failures.add("bad frame on the publisher", e);
-  if (pub.sent < p.ALL) failures.add("run aborted", `after the first failure, with ${pub.sent} of ${p.ALL} events published (only those are checked below)`);
+  if (pub.sent < p.ALL)
+    failures.add("run aborted", `after the first failure, with ${pub.sent} of ${p.ALL} events published (only those are checked below)`);
   if (pub.oks < pub.sent) failures.add("events without an OK", `${pub.sent - pub.oks} of ${pub.sent} sent`);
-  const tally = tallyDeliveries(p.w, p.jsons, p.exp.expected, p.counts, pub.sent, (kind, detail, count) => failures.add(kind, detail, count));
+  const tally = tallyDeliveries(p.w, p.jsons, p.exp.expected, p.counts, pub.sent, (kind, detail, count) =>
+    failures.add(kind, detail, count),
+  );
   const wrong = reports.reduce((a, rep) => a + rep.failures.reduce((b, [kind, c]) => b + (kind.startsWith("wrong") ? c : 0), 0), 0);
   return { received: { ...tally, wrong }, latencyMs: histSummary(loadLat), probeLatencyMs: histSummary(probeLat) };
 }
@@ -293,7 +325,9 @@ export async function runFanout(opts: FanoutOptions): Promise<FanoutResult> {
 
   // 3. The relay.
   const target = opts.mock ? await spawnMock() : await spawnRelay(opts, p.w);
-  opts.log(`${opts.scenario}: ${opts.mock ? "mock relay" : "relay"} pid ${target.pid} at ${target.url}${opts.mock ? "" : `, signature checks ${opts.verify ? "on" : "off"}`}`);
+  opts.log(
+    `${opts.scenario}: ${opts.mock ? "mock relay" : "relay"} pid ${target.pid} at ${target.url}${opts.mock ? "" : `, signature checks ${opts.verify ? "on" : "off"}`}`,
+  );
   let receivers: Receivers | undefined;
   let publisher: Conn | undefined;
   try {
@@ -368,7 +402,13 @@ function result(
       peakRssMiB: load.peak,
       exitCode,
     },
-    generator: { cpuSec: load.genCpu, sysSec: load.genSys, receiverSec: load.receivers, cores: load.genCpu / seconds, recvThreads: p.threads },
+    generator: {
+      cpuSec: load.genCpu,
+      sysSec: load.genSys,
+      receiverSec: load.receivers,
+      cores: load.genCpu / seconds,
+      recvThreads: p.threads,
+    },
     window: opts.window,
     lag: opts.lag,
     setupSec: { ...p.setupSec, connect: connectSec },

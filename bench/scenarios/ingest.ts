@@ -129,7 +129,9 @@ export class IngestRun {
       if (this.acked !== lastAcked) (lastAcked = this.acked), (lastProgress = now);
       if (now - lastLog > 10_000) {
         lastLog = now;
-        this.opts.log?.(`ingest: ${this.acked}/${n} acknowledged, ${Math.round(this.okTrue / ((now - this.firstSend) / 1000))} events/s so far`);
+        this.opts.log?.(
+          `ingest: ${this.acked}/${n} acknowledged, ${Math.round(this.okTrue / ((now - this.firstSend) / 1000))} events/s so far`,
+        );
       }
       const dead = this.conns.find((x) => x.closed);
       if (dead) {
@@ -141,7 +143,8 @@ export class IngestRun {
     const missing = n - this.acked;
     if (missing > 0) {
       const examples: string[] = [];
-      for (let i = 0; i < n && examples.length < 3; i++) if (this.state[i] !== ACKED) examples.push(`#${i} ${corpus.id(i)} (${this.state[i] === SENT ? "sent" : "never sent"})`);
+      for (let i = 0; i < n && examples.length < 3; i++)
+        if (this.state[i] !== ACKED) examples.push(`#${i} ${corpus.id(i)} (${this.state[i] === SENT ? "sent" : "never sent"})`);
       this.failures.add("no OK", `${missing} events without an OK after ${stallMs} ms of silence, e.g. ${examples.join(", ")}`);
     }
     if (this.acked > this.windowStart.acked) this.closeWindow(this.lastOk);
@@ -167,7 +170,12 @@ export class IngestRun {
 
   private closeWindow(at: number): void {
     const seconds = (at - this.windowStart.at) / 1000;
-    this.windows.push({ from: this.windowStart.acked, to: this.acked, seconds, eventsPerSec: seconds > 0 ? (this.okTrue - this.windowStart.okTrue) / seconds : NaN });
+    this.windows.push({
+      from: this.windowStart.acked,
+      to: this.acked,
+      seconds,
+      eventsPerSec: seconds > 0 ? (this.okTrue - this.windowStart.okTrue) / seconds : NaN,
+    });
     this.windowStart = { at, acked: this.acked, okTrue: this.okTrue };
   }
 
@@ -178,9 +186,10 @@ export class IngestRun {
       case "OK": {
         const [, id, accepted, message] = f as [string, string, boolean, string];
         const i = corpus.byId.get(id);
-        if (i === undefined) return this.failures.add("OK for an unknown id", JSON.stringify(f).slice(0, 200)), false;
-        if (this.state[i] === ACKED) return this.failures.add("OK arrived twice", `#${i} ${id} on ingest-${k}: ${JSON.stringify(f)}`), false;
-        if (this.state[i] !== SENT) return this.failures.add("OK before EVENT was sent", `#${i} ${id}`), false;
+        if (i === undefined) return (this.failures.add("OK for an unknown id", JSON.stringify(f).slice(0, 200)), false);
+        if (this.state[i] === ACKED)
+          return (this.failures.add("OK arrived twice", `#${i} ${id} on ingest-${k}: ${JSON.stringify(f)}`), false);
+        if (this.state[i] !== SENT) return (this.failures.add("OK before EVENT was sent", `#${i} ${id}`), false);
         if (i % c !== k) this.failures.add("OK on the wrong connection", `#${i} sent on ingest-${i % c}, answered on ingest-${k}`);
         const now = performance.now();
         this.state[i] = ACKED;
@@ -194,7 +203,10 @@ export class IngestRun {
           this.refusedOlder++;
         } else {
           this.okFalse++;
-          this.failures.add("OK false", `#${i} ${id}: ${JSON.stringify(message)}${this.opts.mayBeRefused(i) ? "" : " (the oracle stores this event)"}`);
+          this.failures.add(
+            "OK false",
+            `#${i} ${id}: ${JSON.stringify(message)}${this.opts.mayBeRefused(i) ? "" : " (the oracle stores this event)"}`,
+          );
         }
         if (this.acked - this.windowStart.acked >= this.windowEvents) this.closeWindow(now);
         if (this.acked === corpus.size) this.finish?.();

@@ -123,11 +123,23 @@ export function buildRequests(oracle: Oracle, corpus: Corpus, count: number, see
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   /** A random corpus event: popular authors and topics come up as often as they are written. */
   const anyEvent = (): BenchEvent => corpus.event(int(corpus.size));
-  const cdf = QUERY_TYPES.map(((sum) => (t: QueryType) => (sum += MIX[t]))(0));
+  const cdf = QUERY_TYPES.map(
+    (
+      (sum) => (t: QueryType) =>
+        (sum += MIX[t])
+    )(0),
+  );
   const reqs: Req[] = [];
   for (let n = 0; n < count; n++) {
     const u = rand();
-    const type = only ?? QUERY_TYPES[Math.max(0, cdf.findIndex((c) => u < c))]!;
+    const type =
+      only ??
+      QUERY_TYPES[
+        Math.max(
+          0,
+          cdf.findIndex((c) => u < c),
+        )
+      ]!;
     let filters: RawFilter[];
     switch (type) {
       case "feed": {
@@ -151,7 +163,10 @@ export function buildRequests(oracle: Oracle, corpus: Corpus, count: number, see
       }
       case "profile": {
         const x = rand() < 0.5 ? pick(m.authors) : anyEvent().pubkey;
-        filters = [{ kinds: [0], authors: [x] }, { kinds: [1], authors: [x], limit: 20 }];
+        filters = [
+          { kinds: [0], authors: [x] },
+          { kinds: [1], authors: [x], limit: 20 },
+        ];
         break;
       }
       case "hashtag": {
@@ -165,7 +180,12 @@ export function buildRequests(oracle: Oracle, corpus: Corpus, count: number, see
         // then an id nobody published.
         const ids = new Set<string>();
         for (let k = 1 + int(10); k > 0; k--) ids.add(corpus.id(int(corpus.size)));
-        if (rand() < 0.1) ids.add(int(2 ** 31).toString(16).padStart(64, "f"));
+        if (rand() < 0.1)
+          ids.add(
+            int(2 ** 31)
+              .toString(16)
+              .padStart(64, "f"),
+          );
         filters = [{ ids: [...ids] }];
         break;
       }
@@ -197,7 +217,11 @@ const short = (id: string) => id.slice(0, 8);
 /** Filters for a failure message: long hex shortened, long lists cut ("… +97"). */
 const brief = (filters: RawFilter[]): string =>
   JSON.stringify(filters, (_, v: unknown) =>
-    Array.isArray(v) && v.length > 3 ? [...v.slice(0, 3), `… +${v.length - 3}`] : typeof v === "string" && /^[0-9a-f]{64}$/.test(v) ? `${v.slice(0, 8)}…` : v,
+    Array.isArray(v) && v.length > 3
+      ? [...v.slice(0, 3), `… +${v.length - 3}`]
+      : typeof v === "string" && /^[0-9a-f]{64}$/.test(v)
+        ? `${v.slice(0, 8)}…`
+        : v,
   );
 
 export class QueryRun {
@@ -214,7 +238,9 @@ export class QueryRun {
     const t0 = performance.now();
     const mixReqs = buildRequests(oracle, corpus, this.opts.reqs, seed);
     const aloneReqs = perType > 0 ? QUERY_TYPES.map((t, k) => buildRequests(oracle, corpus, perType, seed + 1 + k, t)) : [];
-    log(`query: ${mixReqs.length + aloneReqs.reduce((a, r) => a + r.length, 0)} REQs and their oracle answers built in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
+    log(
+      `query: ${mixReqs.length + aloneReqs.reduce((a, r) => a + r.length, 0)} REQs and their oracle answers built in ${((performance.now() - t0) / 1000).toFixed(1)}s`,
+    );
     this.conns = await connectAll(this.opts.url, c, "query-");
     for (const conn of this.conns) {
       const pending = new Map<string, Pending>();
@@ -242,7 +268,10 @@ export class QueryRun {
     return {
       conns: c,
       inflight,
-      mix: { ...mix, byType: Object.fromEntries(QUERY_TYPES.map((t) => [t, summarize(mixLatencies.get(t)!)])) as Record<QueryType, Summary> },
+      mix: {
+        ...mix,
+        byType: Object.fromEntries(QUERY_TYPES.map((t) => [t, summarize(mixLatencies.get(t)!)])) as Record<QueryType, Summary>,
+      },
       alone,
       expectedMean,
     };
@@ -265,7 +294,10 @@ export class QueryRun {
         p.sentAt = performance.now();
         conn.send(JSON.stringify(["REQ", subId, ...req.filters]));
         let timer: Timer | undefined;
-        const timedOut = await Promise.race([finished.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), timeoutMs)))]);
+        const timedOut = await Promise.race([
+          finished.then(() => false),
+          new Promise<boolean>((r) => (timer = setTimeout(() => r(true), timeoutMs))),
+        ]);
         clearTimeout(timer);
         if (timedOut) {
           pending.delete(subId);
@@ -335,14 +367,21 @@ export class QueryRun {
     for (const e of events) {
       if (seen.has(e.id)) this.failures.add(`${t}: event returned twice`, `${label}: ${e.id}`);
       seen.add(e.id);
-      if (!req.naive.some((n) => naiveMatch(n, e))) this.failures.add(`${t}: event matches none of the filters`, `${label}: got ${JSON.stringify(e).slice(0, 200)}`);
+      if (!req.naive.some((n) => naiveMatch(n, e)))
+        this.failures.add(`${t}: event matches none of the filters`, `${label}: got ${JSON.stringify(e).slice(0, 200)}`);
       const i = corpus.byId.get(e.id);
       if (i !== undefined && !sameEvent(e, oracle.get(e.id) ?? corpus.event(i)))
-        this.failures.add(`${t}: event differs from what was published`, `${label}: got ${JSON.stringify(e).slice(0, 300)}, published ${corpus.lines[i]!.slice(0, 300)}`);
+        this.failures.add(
+          `${t}: event differs from what was published`,
+          `${label}: got ${JSON.stringify(e).slice(0, 300)}, published ${corpus.lines[i]!.slice(0, 300)}`,
+        );
     }
     for (let k = 1; k < events.length; k++)
       if (nip01Order(events[k - 1]!, events[k]!) > 0) {
-        this.failures.add(`${t}: events not in NIP-01 order (newest first, ties by lowest id)`, `${label}: position ${k}: ${events[k - 1]!.created_at}/${short(events[k - 1]!.id)} before ${events[k]!.created_at}/${short(events[k]!.id)}`);
+        this.failures.add(
+          `${t}: events not in NIP-01 order (newest first, ties by lowest id)`,
+          `${label}: position ${k}: ${events[k - 1]!.created_at}/${short(events[k - 1]!.id)} before ${events[k]!.created_at}/${short(events[k]!.id)}`,
+        );
         break;
       }
     const cap = oracle.limitsFor(req.filters).reduce((a, b) => a + b, 0);
@@ -358,12 +397,25 @@ export class QueryRun {
     const ctx = `${label}: got ${got.length}, oracle ${want.length}`;
     const describe = (id: string) => {
       const e = oracle.get(id) ?? (corpus.byId.has(id) ? corpus.event(corpus.byId.get(id)!) : undefined);
-      return e ? `${short(id)}(kind ${e.kind}, ${e.created_at}${oracle.isGone(id) ? ", replaced/older version" : ""})` : `${short(id)}(not in the corpus)`;
+      return e
+        ? `${short(id)}(kind ${e.kind}, ${e.created_at}${oracle.isGone(id) ? ", replaced/older version" : ""})`
+        : `${short(id)}(not in the corpus)`;
     };
-    if (missing.length) this.failures.add(`${t}: events missing (oracle has them)`, `${ctx}; missing ${missing.length}: ${missing.slice(0, 5).map(describe).join(" ")}`);
-    if (extra.length) this.failures.add(`${t}: extra events (oracle does not return them)`, `${ctx}; extra ${extra.length}: ${extra.slice(0, 5).map(describe).join(" ")}`);
+    if (missing.length)
+      this.failures.add(
+        `${t}: events missing (oracle has them)`,
+        `${ctx}; missing ${missing.length}: ${missing.slice(0, 5).map(describe).join(" ")}`,
+      );
+    if (extra.length)
+      this.failures.add(
+        `${t}: extra events (oracle does not return them)`,
+        `${ctx}; extra ${extra.length}: ${extra.slice(0, 5).map(describe).join(" ")}`,
+      );
     if (!missing.length && !extra.length && got.length === want.length)
-      this.failures.add(`${t}: same events, different order than the oracle`, `${ctx}; got [${got.slice(0, 8).map(short).join(" ")}] want [${want.slice(0, 8).map(short).join(" ")}]`);
+      this.failures.add(
+        `${t}: same events, different order than the oracle`,
+        `${ctx}; got [${got.slice(0, 8).map(short).join(" ")}] want [${want.slice(0, 8).map(short).join(" ")}]`,
+      );
   }
 
   async close(): Promise<void> {

@@ -129,7 +129,7 @@ class Subscriber {
       ws.onopen = () => ws.send(req);
       ws.onmessage = (m) => {
         const s = m.data as string;
-        if (s.startsWith('["EOSE"')) return clearTimeout(timer), resolve();
+        if (s.startsWith('["EOSE"')) return (clearTimeout(timer), resolve());
         if (!s.startsWith('["EVENT","ticks"')) return;
         const now = performance.now();
         const at = s.indexOf('"content":"tick ');
@@ -178,7 +178,10 @@ export async function runSlowReader(opts: SlowReaderOptions): Promise<SlowReader
   }, 100);
   try {
     for (let i = 0; i < opts.subscribers; i += 100) {
-      const batch = Array.from({ length: Math.min(100, opts.subscribers - i) }, (_, j) => new Subscriber(`sub-${i + j}`, capacity, sentAt, kindOf));
+      const batch = Array.from(
+        { length: Math.min(100, opts.subscribers - i) },
+        (_, j) => new Subscriber(`sub-${i + j}`, capacity, sentAt, kindOf),
+      );
       await Promise.all(batch.map((s) => s.connect(relay.url, tickReq)));
       subs.push(...batch);
     }
@@ -227,17 +230,20 @@ export async function runSlowReader(opts: SlowReaderOptions): Promise<SlowReader
     // Both streams are paced against the clock (timers fire late under load; we catch up).
     const t0 = performance.now();
     const due = (rate: number) => Math.floor(((performance.now() - t0) * rate) / 1000);
-    const tickTimer = setInterval(() => {
-      const n = Math.min(due(opts.tickRate), capacity);
-      while (seq < n) {
-        const e = unsignedEvent(author, { kind: tickKind, content: `tick ${seq}`, tags: [["t", `tick-${run}`]] });
-        tickIds.set(e.id, seq);
-        kindOf[seq] = kind;
-        sentAt[seq] = performance.now();
-        seq++;
-        publisher.send(`["EVENT",${JSON.stringify(e)}]`);
-      }
-    }, Math.max(1, Math.min(10, 1000 / opts.tickRate)));
+    const tickTimer = setInterval(
+      () => {
+        const n = Math.min(due(opts.tickRate), capacity);
+        while (seq < n) {
+          const e = unsignedEvent(author, { kind: tickKind, content: `tick ${seq}`, tags: [["t", `tick-${run}`]] });
+          tickIds.set(e.id, seq);
+          kindOf[seq] = kind;
+          sentAt[seq] = performance.now();
+          seq++;
+          publisher.send(`["EVENT",${JSON.stringify(e)}]`);
+        }
+      },
+      Math.max(1, Math.min(10, 1000 / opts.tickRate)),
+    );
     const bulkTimer = setInterval(() => {
       const n = due(opts.bulkRate);
       while (bulkSent < n) {
@@ -323,7 +329,9 @@ export async function runSlowReader(opts: SlowReaderOptions): Promise<SlowReader
         closed: drained.closed,
       };
       cutOffs.push(cut);
-      log(`round ${r}: slow reader ${cut.ms === null ? "NEVER cut off" : `cut off after ${cut.ms.toFixed(0)} ms, ${(cut.pendingBytes / 1048576).toFixed(2)} MiB pending in the relay`}`);
+      log(
+        `round ${r}: slow reader ${cut.ms === null ? "NEVER cut off" : `cut off after ${cut.ms.toFixed(0)} ms, ${(cut.pendingBytes / 1048576).toFixed(2)} MiB pending in the relay`}`,
+      );
       if (cutAt === null) break;
       await Bun.sleep(300);
     }
@@ -335,7 +343,11 @@ export async function runSlowReader(opts: SlowReaderOptions): Promise<SlowReader
 
     // Let every tick arrive, then count.
     const deadline = performance.now() + 10_000;
-    const allIn = () => ticksAnswered >= seq && bulkAcked >= bulkSent - refused.length && witnessBulk >= bulkAcked && subs.every((s) => s.counts.subarray(0, seq).every((c, i) => c >= acked[i]!));
+    const allIn = () =>
+      ticksAnswered >= seq &&
+      bulkAcked >= bulkSent - refused.length &&
+      witnessBulk >= bulkAcked &&
+      subs.every((s) => s.counts.subarray(0, seq).every((c, i) => c >= acked[i]!));
     while (!allIn() && performance.now() < deadline) await Bun.sleep(50);
     const incomplete: string[] = [];
     for (const s of subs) {

@@ -8,7 +8,18 @@ import { nowSeconds } from "../protocol/event.ts";
 import type { AdminEntry, AdminStore, Store } from "../store/types.ts";
 
 /** The lists of admin_entries. */
-const LISTS = ["banned_pubkeys", "allowed_pubkeys", "banned_events", "allowed_events", "allowed_kinds", "disallowed_kinds", "blocked_ips", "info", "roles", "role_members"] as const;
+const LISTS = [
+  "banned_pubkeys",
+  "allowed_pubkeys",
+  "banned_events",
+  "allowed_events",
+  "allowed_kinds",
+  "disallowed_kinds",
+  "blocked_ips",
+  "info",
+  "roles",
+  "role_members",
+] as const;
 type List = (typeof LISTS)[number];
 
 /** Most reports looked at for listeventsneedingmoderation. */
@@ -75,7 +86,8 @@ export class AdminState implements AdminView {
    * a config reload (which writes the file's values back).
    */
   overlayInfo(): void {
-    for (const [key, e] of this.list("info")) if (key === "name" || key === "description" || key === "icon") this.config.info[key] = e.value;
+    for (const [key, e] of this.list("info"))
+      if (key === "name" || key === "description" || key === "icon") this.config.info[key] = e.value;
   }
 
   private syncKinds(): void {
@@ -156,7 +168,9 @@ export class AdminState implements AdminView {
         this.syncKinds();
         return true;
       case "listallowedkinds":
-        return [...new Set([...this.config.authorization.kind_allowlist, ...this.allowedKinds])].filter((k) => !this.disallowedKinds.has(k)).sort((a, b) => a - b);
+        return [...new Set([...this.config.authorization.kind_allowlist, ...this.allowedKinds])]
+          .filter((k) => !this.disallowedKinds.has(k))
+          .sort((a, b) => a - b);
       case "listdisallowedkinds":
         return [...new Set([...this.config.authorization.kind_denylist, ...this.disallowedKinds])].sort((a, b) => a - b);
       case "blockip":
@@ -206,20 +220,26 @@ export class AdminState implements AdminView {
    * allowed or banned yet; the reason gathers the report types and how many reported it.
    */
   private async needingModeration(): Promise<{ id: string; reason: string }[]> {
-    const reports = this.store.query({ filters: [{ kinds: [REPORT_KIND] }], limits: [REPORTS_SCANNED], maxSeq: this.store.lastSeq(), now: nowSeconds() });
+    const reports = this.store.query({
+      filters: [{ kinds: [REPORT_KIND] }],
+      limits: [REPORTS_SCANNED],
+      maxSeq: this.store.lastSeq(),
+      now: nowSeconds(),
+    });
     const found = new Map<string, Map<string, number>>();
-    for await (const batch of reports) for (const json of batch) {
-      const report = JSON.parse(json) as { tags: string[][] };
-      for (const t of report.tags) {
-        const id = t[1];
-        if (t[0] !== "e" || id === undefined || !/^[0-9a-f]{64}$/.test(id)) continue;
-        if (this.bannedEvents.has(id) || this.list("allowed_events").has(id)) continue;
-        const types = found.get(id) ?? new Map<string, number>();
-        const type = t[2] || "other";
-        types.set(type, (types.get(type) ?? 0) + 1);
-        found.set(id, types);
+    for await (const batch of reports)
+      for (const json of batch) {
+        const report = JSON.parse(json) as { tags: string[][] };
+        for (const t of report.tags) {
+          const id = t[1];
+          if (t[0] !== "e" || id === undefined || !/^[0-9a-f]{64}$/.test(id)) continue;
+          if (this.bannedEvents.has(id) || this.list("allowed_events").has(id)) continue;
+          const types = found.get(id) ?? new Map<string, number>();
+          const type = t[2] || "other";
+          types.set(type, (types.get(type) ?? 0) + 1);
+          found.set(id, types);
+        }
       }
-    }
     const out: { id: string; reason: string }[] = [];
     for (const [id, types] of found) {
       if (!(await this.store.has(id))) continue;

@@ -63,10 +63,34 @@ export interface Counts {
   badSig: number;
 }
 
-export const COUNT_KEYS = ["lines", "accepted", "duplicate", "older", "deleted", "refused", "ephemeral", "badJson", "badEvent", "badId", "badSig"] as const satisfies readonly (keyof Counts)[];
+export const COUNT_KEYS = [
+  "lines",
+  "accepted",
+  "duplicate",
+  "older",
+  "deleted",
+  "refused",
+  "ephemeral",
+  "badJson",
+  "badEvent",
+  "badId",
+  "badSig",
+] as const satisfies readonly (keyof Counts)[];
 
 export function newCounts(): Counts {
-  return { lines: 0, accepted: 0, duplicate: 0, older: 0, deleted: 0, refused: 0, ephemeral: 0, badJson: 0, badEvent: 0, badId: 0, badSig: 0 };
+  return {
+    lines: 0,
+    accepted: 0,
+    duplicate: 0,
+    older: 0,
+    deleted: 0,
+    refused: 0,
+    ephemeral: 0,
+    badJson: 0,
+    badEvent: 0,
+    badId: 0,
+    badSig: 0,
+  };
 }
 
 /** Adds `from` into `into`. */

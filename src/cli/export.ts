@@ -5,7 +5,8 @@ import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
 import { openExisting } from "../store/sqlite/maintenance.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 
-export const EXPORT_USAGE = "usage: bunstr export [--filter JSON] [--since N] [--until N] [--include-expired] [--config F] [--data-dir D | --db F] > events.jsonl";
+export const EXPORT_USAGE =
+  "usage: bunstr export [--filter JSON] [--since N] [--until N] [--include-expired] [--config F] [--data-dir D | --db F] > events.jsonl";
 
 const timestamp = (flag: string, v: string | undefined): number | undefined => {
   if (v === undefined) return undefined;
@@ -25,7 +26,7 @@ export async function exportCommand(argv: string[]): Promise<number> {
       help: { type: "boolean", short: "h" },
     },
   });
-  if (values.help) return console.log(EXPORT_USAGE), 0;
+  if (values.help) return (console.log(EXPORT_USAGE), 0);
   const since = timestamp("since", values.since);
   const until = timestamp("until", values.until);
   let compiled;
@@ -57,7 +58,10 @@ export async function exportCommand(argv: string[]): Promise<number> {
           if (closed) throw new StdoutClosed();
           if (!out.write(chunk)) return new Promise<void>((resolve) => out.once("drain", resolve));
         },
-        onProgress: (p) => progress.update(() => `${int(p.events)} events, ${int(p.events / progress.seconds)}/s, ${eta(p.scanned, p.total, progress.seconds)}`),
+        onProgress: (p) =>
+          progress.update(
+            () => `${int(p.events)} events, ${int(p.events / progress.seconds)}/s, ${eta(p.scanned, p.total, progress.seconds)}`,
+          ),
       },
       compiled,
     );

@@ -26,7 +26,7 @@ export async function importCommand(argv: string[]): Promise<number> {
     allowPositionals: true,
     options: { ...databaseFlags, "no-verify": { type: "boolean" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
   });
-  if (values.help) return console.log(IMPORT_USAGE), 0;
+  if (values.help) return (console.log(IMPORT_USAGE), 0);
   if (positionals.length > 1) throw new UsageError(`import takes one input file at most\n${IMPORT_USAGE}`);
   const file = positionals[0] !== undefined && positionals[0] !== "-" ? positionals[0] : undefined;
   if (!file && process.stdin.isTTY) throw new UsageError(`import reads JSON lines from stdin or FILE\n${IMPORT_USAGE}`);
@@ -53,9 +53,10 @@ export async function importCommand(argv: string[]): Promise<number> {
   let db: Db | PostgresStore;
   try {
     // Into Postgres (moving a relay to several nodes: bunstr export | bunstr import --config pg.toml).
-    db = config.database.engine === "postgres"
-      ? await PostgresStore.open({ url: postgresUrl(config), poolSize: 2 })
-      : openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+    db =
+      config.database.engine === "postgres"
+        ? await PostgresStore.open({ url: postgresUrl(config), poolSize: 2 })
+        : openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
   } catch (e) {
     console.error(`error: cannot open the database ${dbPath}: ${(e as Error).message}`);
     return 1;
@@ -76,7 +77,8 @@ export async function importCommand(argv: string[]): Promise<number> {
       onProgress: (s) =>
         progress.update(() => {
           // Lines read run ahead of lines settled (verifying, waiting for their transaction).
-          const settled = s.accepted + s.duplicate + s.older + s.deleted + s.refused + s.ephemeral + s.badJson + s.badEvent + s.badId + s.badSig;
+          const settled =
+            s.accepted + s.duplicate + s.older + s.deleted + s.refused + s.ephemeral + s.badJson + s.badEvent + s.badId + s.badSig;
           const rate = settled / Math.max(s.seconds, 1e-3);
           const part = size ? `, ${eta((s.bytes * settled) / Math.max(1, s.lines), size, s.seconds)}` : "";
           return `${int(settled)} lines, ${int(s.accepted)} stored, ${int(rate)}/s${part}`;
@@ -107,6 +109,8 @@ function printSummary(s: ImportSummary, dbPath: string, verifierName: string | u
     `  accepted ${int(s.accepted)}, duplicate ${int(s.duplicate)}, older than the stored version ${int(s.older)}, ` +
       `deleted or vanished ${int(s.deleted)}, refused by config ${int(s.refused)}, ephemeral (not stored) ${int(s.ephemeral)}`,
   );
-  console.log(`  invalid ${int(invalid)}: bad JSON ${int(s.badJson)}, bad event ${int(s.badEvent)}, bad id ${int(s.badId)}, bad signature ${int(s.badSig)}`);
+  console.log(
+    `  invalid ${int(invalid)}: bad JSON ${int(s.badJson)}, bad event ${int(s.badEvent)}, bad id ${int(s.badId)}, bad signature ${int(s.badSig)}`,
+  );
   for (const p of s.problems) console.log(`  line ${p.line}: ${p.reason}`);
 }

@@ -17,7 +17,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
     allowPositionals: true,
     options: { ...databaseFlags, force: { type: "boolean" }, help: { type: "boolean", short: "h" } },
   });
-  if (values.help) return console.log(BACKUP_USAGE), 0;
+  if (values.help) return (console.log(BACKUP_USAGE), 0);
   if (positionals.length !== 1) throw new UsageError(`backup needs one destination file\n${BACKUP_USAGE}`);
   const { dbPath } = await resolveDatabase(values);
   const dest = resolve(positionals[0]!);
@@ -37,8 +37,11 @@ export async function backupCommand(argv: string[]): Promise<number> {
 }
 
 export async function compactCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { ...databaseFlags, online: { type: "boolean" }, help: { type: "boolean", short: "h" } } });
-  if (values.help) return console.log(COMPACT_USAGE), 0;
+  const { values } = parseArgs({
+    args: argv,
+    options: { ...databaseFlags, online: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+  });
+  if (values.help) return (console.log(COMPACT_USAGE), 0);
   const { dbPath } = await resolveDatabase(values);
   if (existsSync(dbPath) && openedElsewhere(dbPath)) {
     if (!values.online) {
@@ -56,7 +59,9 @@ export async function compactCommand(argv: string[]): Promise<number> {
       `file ${bytes(r.before.file)} -> ${bytes(r.after.file)}, WAL ${bytes(r.before.wal)} -> ${bytes(r.after.wal)}, ${int(r.freePagesBefore)} free pages returned`,
   );
   if (r.checkpoint.busy)
-    console.log("  the WAL could not be emptied (another process, a running relay, was reading): the rebuilt pages reach the file at its next checkpoint");
+    console.log(
+      "  the WAL could not be emptied (another process, a running relay, was reading): the rebuilt pages reach the file at its next checkpoint",
+    );
   return 0;
 }
 
@@ -65,7 +70,7 @@ export async function statsCommand(argv: string[]): Promise<number> {
     args: argv,
     options: { ...databaseFlags, json: { type: "boolean" }, top: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
-  if (values.help) return console.log(STATS_USAGE), 0;
+  if (values.help) return (console.log(STATS_USAGE), 0);
   if (values.top !== undefined && !/^\d+$/.test(values.top)) throw new UsageError("--top must be a number");
   const { dbPath } = await resolveDatabase(values);
   const db = openExisting(dbPath, "readonly");
@@ -97,7 +102,7 @@ export async function statsCommand(argv: string[]): Promise<number> {
     schema_version: st.schemaVersion,
     seconds: (performance.now() - started) / 1000,
   };
-  if (values.json) return console.log(JSON.stringify(out, null, 2)), 0;
+  if (values.json) return (console.log(JSON.stringify(out, null, 2)), 0);
   const date = (t: number | null) => (t === null ? "-" : `${new Date(t * 1000).toISOString().replace(".000Z", "Z")} (${t})`);
   const lines = [
     `database        ${dbPath}`,
@@ -110,7 +115,10 @@ export async function statsCommand(argv: string[]): Promise<number> {
     `tombstones      ${int(out.deleted_ids)} deleted ids, ${int(out.deleted_addresses)} deleted addresses, ${int(out.vanished_pubkeys)} vanished pubkeys`,
     `expiring        ${int(out.expiring)} events with an expiration tag`,
     `kinds           ${int(out.distinct_kinds)} distinct; top ${out.kinds.length}:`,
-    ...out.kinds.map((k) => `  ${String(k.kind).padStart(6)}  ${int(k.count).padStart(12)}  ${((100 * k.count) / Math.max(1, out.events)).toFixed(1).padStart(5)}%`),
+    ...out.kinds.map(
+      (k) =>
+        `  ${String(k.kind).padStart(6)}  ${int(k.count).padStart(12)}  ${((100 * k.count) / Math.max(1, out.events)).toFixed(1).padStart(5)}%`,
+    ),
   ];
   console.log(lines.join("\n"));
   return 0;

@@ -26,7 +26,8 @@ export async function loadConfig(file: string | undefined, overrides: readonly [
   if (file) {
     const loaded = await loadConfigFile(file);
     config = loaded.config;
-    if (loaded.ignored.length > 0) console.warn(`warning: ${file}: these settings are not used by bunstr and were ignored: ${loaded.ignored.join(", ")}`);
+    if (loaded.ignored.length > 0)
+      console.warn(`warning: ${file}: these settings are not used by bunstr and were ignored: ${loaded.ignored.join(", ")}`);
   }
   for (const [path, value] of overrides) override(config, path, value);
   if (!config.network.path.startsWith("/")) config.network.path = `/${config.network.path}`;
@@ -47,7 +48,9 @@ export async function resolveDatabase(values: DatabaseFlagValues): Promise<{ con
   if (values["data-dir"] !== undefined) overrides.push(["database.data_directory", values["data-dir"]]);
   const config = await loadConfig(values.config, overrides);
   if (config.database.engine !== "sqlite")
-    throw new UsageError(`this command works on the SQLite store; [database] engine = "${config.database.engine}" (for Postgres use pg_dump / pg_restore, or run \`bunstr sync\` against a node)`);
+    throw new UsageError(
+      `this command works on the SQLite store; [database] engine = "${config.database.engine}" (for Postgres use pg_dump / pg_restore, or run \`bunstr sync\` against a node)`,
+    );
   const dbPath = databasePath(config);
   if (dbPath === ":memory:") throw new UsageError("[database] in_memory = true: there is no database file to work on");
   return { config, dbPath };
@@ -64,7 +67,12 @@ export function postgresUrl(config: Config): string {
 export async function openStore(config: Config): Promise<{ store: Store; where: string }> {
   if (config.database.engine === "postgres") {
     const url = postgresUrl(config);
-    const store = await PostgresStore.open({ url, busUrl: config.database.bus_url, poolSize: config.database.postgres_pool, queryTimeoutMs: config.database.query_timeout_ms });
+    const store = await PostgresStore.open({
+      url,
+      busUrl: config.database.bus_url,
+      poolSize: config.database.postgres_pool,
+      queryTimeoutMs: config.database.query_timeout_ms,
+    });
     const where = `postgres ${new URL(url).host}${new URL(url).pathname}${config.database.bus_url ? `, bus ${new URL(config.database.bus_url).host}` : ""}`;
     return { store, where };
   }

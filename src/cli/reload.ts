@@ -47,11 +47,11 @@ export class ConfigReloader {
     this.running = this.run(why)
       .catch((err) => this.error(`${why}: config reload failed: ${String((err as Error)?.stack ?? err)}`))
       .finally(() => {
-      this.running = undefined;
-      const next = this.again;
-      this.again = undefined;
-      if (next) void this.reload(next);
-    });
+        this.running = undefined;
+        const next = this.again;
+        this.again = undefined;
+        if (next) void this.reload(next);
+      });
     return this.running;
   }
 
@@ -80,7 +80,9 @@ export class ConfigReloader {
     if (why === WATCHED && applied.length === 0 && restartRequired.length === 0) return;
     this.log(`${why}: config reloaded from ${file}: ${applied.length > 0 ? describeChanges(applied) : "no changes"}`);
     if (restartRequired.length > 0)
-      this.log(`${why}: restart required: ${restartRequired.map((c) => c.key).join(", ")} (changed in the file; running with the old values)`);
+      this.log(
+        `${why}: restart required: ${restartRequired.map((c) => c.key).join(", ")} (changed in the file; running with the old values)`,
+      );
     if (live.network.remote_ip_header && live.network.trusted_proxies.length === 0)
       this.log(`warning: [network] remote_ip_header is ignored until trusted_proxies lists your proxy's address`);
   }

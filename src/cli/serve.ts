@@ -94,9 +94,16 @@ export async function serve(argv: string[]): Promise<void> {
     throw err;
   }
   const relay = startRelay({ config, store, verifier, fileLimit: files });
-  console.log(`bunstr ${VERSION} listening on ${relay.url} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`);
+  console.log(
+    `bunstr ${VERSION} listening on ${relay.url} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
+  );
 
-  const reloader = new ConfigReloader({ file: flags.config, live: config, relay, load: async () => settle(await loadServeConfig(flags), files) });
+  const reloader = new ConfigReloader({
+    file: flags.config,
+    live: config,
+    relay,
+    load: async () => settle(await loadServeConfig(flags), files),
+  });
   process.on("SIGHUP", () => void reloader.reload("SIGHUP"));
 
   let stopping = false;
@@ -110,7 +117,9 @@ export async function serve(argv: string[]): Promise<void> {
     if (how === "restart") {
       console.log(`${signal}: draining for a restart: no longer listening, finishing in-flight events, then closing connections with 1012`);
       if (config.network.reuse_port && migrateQueuedConnections() === "0")
-        console.warn("note: net.ipv4.tcp_migrate_req = 0: connections queued on this listener as it closes are reset; set it to 1 for a lossless handover");
+        console.warn(
+          "note: net.ipv4.tcp_migrate_req = 0: connections queued on this listener as it closes are reset; set it to 1 for a lossless handover",
+        );
     } else console.log(`${signal}: shutting down`);
     try {
       await relay.close(how);

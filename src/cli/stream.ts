@@ -9,7 +9,8 @@ import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 import { relayUrl } from "./sync.ts";
 
-export const STREAM_USAGE = "usage: bunstr stream <ws[s]://relay> [--filter JSON] [--since N] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
+export const STREAM_USAGE =
+  "usage: bunstr stream <ws[s]://relay> [--filter JSON] [--since N] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
 
 export async function streamCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -24,10 +25,11 @@ export async function streamCommand(argv: string[]): Promise<number> {
       help: { type: "boolean", short: "h" },
     },
   });
-  if (values.help) return console.log(STREAM_USAGE), 0;
+  if (values.help) return (console.log(STREAM_USAGE), 0);
   if (positionals.length !== 1) throw new UsageError(`stream takes one relay URL\n${STREAM_USAGE}`);
   const url = relayUrl(positionals[0], STREAM_USAGE);
-  if (values.since !== undefined && !/^\d{1,15}$/.test(values.since)) throw new UsageError(`--since must be a unix time in seconds, not ${JSON.stringify(values.since)}`);
+  if (values.since !== undefined && !/^\d{1,15}$/.test(values.since))
+    throw new UsageError(`--since must be a unix time in seconds, not ${JSON.stringify(values.since)}`);
   let filter;
   try {
     filter = parseSyncFilter(values.filter, "stream");

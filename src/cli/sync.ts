@@ -7,7 +7,8 @@ import { openDatabase } from "../store/sqlite/db.ts";
 import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 
-export const SYNC_USAGE = "usage: bunstr sync <ws[s]://relay> [--filter JSON] [--dir down|up|both] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
+export const SYNC_USAGE =
+  "usage: bunstr sync <ws[s]://relay> [--filter JSON] [--dir down|up|both] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
 
 export function relayUrl(text: string | undefined, usage: string): string {
   if (!text) throw new UsageError(`a relay URL is required\n${usage}`);
@@ -17,7 +18,8 @@ export function relayUrl(text: string | undefined, usage: string): string {
   } catch {
     throw new UsageError(`not a URL: ${text}\n${usage}`);
   }
-  if (u.protocol !== "ws:" && u.protocol !== "wss:") throw new UsageError(`the relay URL must start with ws:// or wss://, not ${u.protocol}//`);
+  if (u.protocol !== "ws:" && u.protocol !== "wss:")
+    throw new UsageError(`the relay URL must start with ws:// or wss://, not ${u.protocol}//`);
   return u.href;
 }
 
@@ -34,11 +36,12 @@ export async function syncCommand(argv: string[]): Promise<number> {
       help: { type: "boolean", short: "h" },
     },
   });
-  if (values.help) return console.log(SYNC_USAGE), 0;
+  if (values.help) return (console.log(SYNC_USAGE), 0);
   if (positionals.length !== 1) throw new UsageError(`sync takes one relay URL\n${SYNC_USAGE}`);
   const url = relayUrl(positionals[0], SYNC_USAGE);
   const direction = values.dir as Direction;
-  if (!["down", "up", "both"].includes(direction)) throw new UsageError(`--dir must be down, up or both, not ${JSON.stringify(values.dir)}`);
+  if (!["down", "up", "both"].includes(direction))
+    throw new UsageError(`--dir must be down, up or both, not ${JSON.stringify(values.dir)}`);
   let filter;
   try {
     filter = parseSyncFilter(values.filter, "sync");
@@ -81,7 +84,11 @@ function printSyncSummary(s: SyncSummary, url: string, dbPath: string, direction
     );
   }
   if (direction !== "down") {
-    const refused = Object.entries(s.refused).map(([r, n]) => `${r} ${int(n)}`).join(", ");
-    console.log(`  uploaded ${int(s.uploaded)}, refused ${int(Object.values(s.refused).reduce((a, b) => a + b, 0))}${refused ? ` (${refused})` : ""}`);
+    const refused = Object.entries(s.refused)
+      .map(([r, n]) => `${r} ${int(n)}`)
+      .join(", ");
+    console.log(
+      `  uploaded ${int(s.uploaded)}, refused ${int(Object.values(s.refused).reduce((a, b) => a + b, 0))}${refused ? ` (${refused})` : ""}`,
+    );
   }
 }

@@ -30,7 +30,14 @@ function describe(spec: KeySpec): string {
   const range = spec.min !== undefined || spec.max !== undefined ? ` (${spec.min ?? "…"}..${spec.max ?? "…"})` : "";
   const pattern = spec.patternDoc ? ` of ${spec.patternDoc}` : "";
   const empty = spec.pattern && spec.type === "string" ? " (or empty)" : "";
-  return { string: "a string", int: "an integer", bool: "true or false", "string[]": "an array of strings", "int[]": "an array of integers" }[spec.type] + pattern + range + empty;
+  return (
+    { string: "a string", int: "an integer", bool: "true or false", "string[]": "an array of strings", "int[]": "an array of integers" }[
+      spec.type
+    ] +
+    pattern +
+    range +
+    empty
+  );
 }
 
 const inRange = (spec: KeySpec, n: number) => (spec.min === undefined || n >= spec.min) && (spec.max === undefined || n <= spec.max);
@@ -87,7 +94,9 @@ export function loadConfigText(text: string, file: string): Loaded {
       const checked = checkValue(spec, value);
       if (!checked.ok) {
         const line = lineOf(text, section, name);
-        throw new ConfigError(`${file}${line ? `:${line}` : ""}: [${section}] ${name} = ${JSON.stringify(value, (_, x) => (typeof x === "bigint" ? Number(x) : x))}: expected ${describe(spec)}`);
+        throw new ConfigError(
+          `${file}${line ? `:${line}` : ""}: [${section}] ${name} = ${JSON.stringify(value, (_, x) => (typeof x === "bigint" ? Number(x) : x))}: expected ${describe(spec)}`,
+        );
       }
       config[s]![k] = checked.value;
     }

@@ -94,7 +94,14 @@ export async function handleAdminRequest(req: Request, ctx: AdminApiSource): Pro
 }
 
 /** Each call is logged (stdout and the admin_log table) with who, what and how it ended. */
-async function logged(ctx: AdminApiSource, pubkey: string, method: string, params: unknown, res: Response, result: string): Promise<Response> {
+async function logged(
+  ctx: AdminApiSource,
+  pubkey: string,
+  method: string,
+  params: unknown,
+  res: Response,
+  result: string,
+): Promise<Response> {
   const p = JSON.stringify(params);
   console.log(`admin: ${pubkey} ${method} ${p} -> ${result}`);
   try {

@@ -24,7 +24,9 @@ const STATUS_HTML = text(statusHtml);
 const STYLE = `${BASE_CSS}${STATUS_CSS}`;
 
 function policyRow(r: PolicyRow): string {
-  const items = r.items ? `<details><summary>show</summary>${r.items.map((i) => `<div><code>${esc(i)}</code></div>`).join("")}</details>` : "";
+  const items = r.items
+    ? `<details><summary>show</summary>${r.items.map((i) => `<div><code>${esc(i)}</code></div>`).join("")}</details>`
+    : "";
   return `<tr><th scope="row">${esc(r.label)}</th><td>${esc(r.value)}${items}</td></tr>`;
 }
 

@@ -47,12 +47,16 @@ function proxied(req: Request, config: Config): boolean {
  */
 export async function metricsResponse(req: Request, config: Config, render: () => Promise<string>, peer: string): Promise<Response> {
   if (!config.metrics.enabled) return new Response("not found", { status: 404 });
-  if (req.method !== "GET" && req.method !== "HEAD") return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
+  if (req.method !== "GET" && req.method !== "HEAD")
+    return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
   const token = config.metrics.token;
   if (token) {
     if (!tokenMatches(req.headers.get("authorization"), token))
       return new Response("unauthorized", { status: 401, headers: { "WWW-Authenticate": 'Bearer realm="metrics"' } });
   } else if (!config.metrics.public && (!isLoopback(peer) || proxied(req, config)))
-    return new Response("forbidden: /metrics is served to loopback only; set [metrics] token (or public = true) to scrape it from elsewhere", { status: 403 });
+    return new Response(
+      "forbidden: /metrics is served to loopback only; set [metrics] token (or public = true) to scrape it from elsewhere",
+      { status: 403 },
+    );
   return new Response(await render(), { headers: { "Content-Type": CONTENT_TYPE, "Cache-Control": "no-store" } });
 }

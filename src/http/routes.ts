@@ -55,6 +55,7 @@ const ADMIN_HEADERS = {
 
 /** GET on the admin page; its NIP-86 calls go to the relay path (admin-api.ts answers them). */
 export function adminPageResponse(req: Request, relayPath: string): Response {
-  if (req.method !== "GET" && req.method !== "HEAD") return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
+  if (req.method !== "GET" && req.method !== "HEAD")
+    return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
   return new Response(adminPage(relayPath), { headers: ADMIN_HEADERS });
 }

@@ -54,7 +54,11 @@ export async function eventsStored(store: Store): Promise<number | undefined> {
 export function formatUptime(ms: number): string {
   let s = Math.max(0, Math.floor(ms / 1000));
   const parts: string[] = [];
-  for (const [unit, size] of [["d", 86400], ["h", 3600], ["m", 60]] as const) {
+  for (const [unit, size] of [
+    ["d", 86400],
+    ["h", 3600],
+    ["m", 60],
+  ] as const) {
     if (s >= size || parts.length > 0) parts.push(`${Math.floor(s / size)}${unit}`);
     s %= size;
   }
@@ -127,14 +131,22 @@ function sectionRows(section: string, keys: Record<string, unknown>): PolicyRow[
     const burst = rate === undefined ? undefined : keys[`${rate}_burst`];
     if (rate === undefined || typeof v !== "number" || typeof burst !== "number") continue;
     paired.add(k).add(`${rate}_burst`);
-    rows.push({ label: `${section.replace(/_/g, " ")}: ${rate.replace(/_/g, " ")}`, value: v > 0 ? `${v} per minute, bursts up to ${burst}` : "unlimited" });
+    rows.push({
+      label: `${section.replace(/_/g, " ")}: ${rate.replace(/_/g, " ")}`,
+      value: v > 0 ? `${v} per minute, bursts up to ${burst}` : "unlimited",
+    });
   }
   for (const [k, v] of Object.entries(keys)) if (!paired.has(k)) rows.push(generic(`${section}.${k}`, v));
   return rows;
 }
 
 function generic(label: string, v: unknown): PolicyRow {
-  if (Array.isArray(v)) return list(label, v.map((x) => (typeof x === "object" ? JSON.stringify(x) : String(x))), "none");
+  if (Array.isArray(v))
+    return list(
+      label,
+      v.map((x) => (typeof x === "object" ? JSON.stringify(x) : String(x))),
+      "none",
+    );
   if (typeof v === "boolean") return { label, value: v ? "on" : "off" };
   if (typeof v === "object" && v !== null) return { label, value: JSON.stringify(v) };
   return { label, value: String(v) };

@@ -26,4 +26,5 @@ export function namesRelay(e: NostrEvent, ourUrl: string): boolean {
 }
 
 /** Appended to the refusal of a request to vanish that was carried out but not stored (PendingWrite.vanishOnly). */
-export const VANISH_CARRIED_OUT = "; the request to vanish was carried out (this pubkey's events up to its created_at are deleted), but it is not stored";
+export const VANISH_CARRIED_OUT =
+  "; the request to vanish was carried out (this pubkey's events up to its created_at are deleted), but it is not stored";

@@ -1,7 +1,19 @@
 // NIP-77 negentropy, the initiator (client) side of protocol V1 (0x61), on the same storage and
 // wire code as the relay side (nip77.ts, nip77-wire.ts). Used by `bunstr sync`.
 import { MIN_FRAME_SIZE_LIMIT, NEGENTROPY_VERSION, NegentropyError, splitRange, type NegentropyStorage } from "./nip77.ts";
-import { ByteReader, ByteWriter, decodeHex, equalBytes, ID_SIZE, INFINITY_BOUND, MODE_FINGERPRINT, MODE_IDLIST, MODE_SKIP, ZERO_BOUND, type NegentropyBound } from "./nip77-wire.ts";
+import {
+  ByteReader,
+  ByteWriter,
+  decodeHex,
+  equalBytes,
+  ID_SIZE,
+  INFINITY_BOUND,
+  MODE_FINGERPRINT,
+  MODE_IDLIST,
+  MODE_SKIP,
+  ZERO_BOUND,
+  type NegentropyBound,
+} from "./nip77-wire.ts";
 
 const FRAME_SLACK = 200;
 
@@ -14,7 +26,8 @@ export class NegentropyClient {
     readonly frameSizeLimit = 0,
   ) {
     if (!storage.sealed) throw new NegentropyError("storage must be sealed");
-    if (frameSizeLimit !== 0 && frameSizeLimit < MIN_FRAME_SIZE_LIMIT) throw new NegentropyError(`frameSizeLimit must be 0 or at least ${MIN_FRAME_SIZE_LIMIT}`);
+    if (frameSizeLimit !== 0 && frameSizeLimit < MIN_FRAME_SIZE_LIMIT)
+      throw new NegentropyError(`frameSizeLimit must be 0 or at least ${MIN_FRAME_SIZE_LIMIT}`);
   }
 
   /** The NEG-OPEN initial message. */
@@ -33,7 +46,8 @@ export class NegentropyClient {
   reconcile(replyHex: string, have: (id: string) => void, need: (id: string) => void): string | null {
     const r = new ByteReader(decodeHex(replyHex));
     const version = r.byte();
-    if (version !== NEGENTROPY_VERSION) throw new NegentropyError(`the relay speaks negentropy version 0x${version.toString(16)}, not 0x61`);
+    if (version !== NEGENTROPY_VERSION)
+      throw new NegentropyError(`the relay speaks negentropy version 0x${version.toString(16)}, not 0x61`);
     const s = this.storage;
     const size = s.size;
     const out = new ByteWriter(1024);
@@ -93,5 +107,4 @@ export class NegentropyClient {
   private splitRange(out: ByteWriter, lower: number, upper: number, upperBound: NegentropyBound): void {
     splitRange(this.storage, out, lower, upper, upperBound);
   }
-
 }

@@ -13,7 +13,6 @@ export class NegentropyError extends Error {
   override name = "NegentropyError";
 }
 
-
 /**
  * An exclusive upper bound: a timestamp (Infinity is the protocol's "infinity") and an id prefix
  * that stands for itself followed by zero bytes.

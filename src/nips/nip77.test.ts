@@ -8,10 +8,12 @@ import { prng } from "../../bench/lib/stats.ts";
 
 const { Negentropy, NegentropyStorageVector } = nip77;
 
-
 const randomId = (rnd: () => number): string => {
   let s = "";
-  for (let i = 0; i < 8; i++) s += Math.floor(rnd() * 0x100000000).toString(16).padStart(8, "0");
+  for (let i = 0; i < 8; i++)
+    s += Math.floor(rnd() * 0x100000000)
+      .toString(16)
+      .padStart(8, "0");
   return s;
 };
 
@@ -24,7 +26,13 @@ interface Scenario {
   need: string[];
 }
 
-function scenario(seed: number, shared: number, clientOnly: number, serverOnly: number, timestamp?: (rnd: () => number) => number): Scenario {
+function scenario(
+  seed: number,
+  shared: number,
+  clientOnly: number,
+  serverOnly: number,
+  timestamp?: (rnd: () => number) => number,
+): Scenario {
   const rnd = prng(seed);
   const ts = timestamp ?? ((r) => 1_600_000_000 + Math.floor(r() * 100_000_000));
   const make = (n: number) => Array.from({ length: n }, () => ({ timestamp: ts(rnd), id: randomId(rnd) }));
@@ -253,7 +261,10 @@ test("a reply cut short by the frame limit keeps the client's Skip and fingerpri
   const reply = new NegentropyServer(storage, 4096).reconcile(
     "61" + "7500" + "02" + "00" + "1500" + "00" + "0000" + "01" + "00".repeat(16),
   );
-  const ids = items.slice(0, 115).map((i) => i.id).join("");
+  const ids = items
+    .slice(0, 115)
+    .map((i) => i.id)
+    .join("");
   const rest = Buffer.from(storage.fingerprint(135, 200)).toString("hex");
   expect(reply).toBe("61" + "7500" + "02" + "73" + ids + "1500" + "00" + "0000" + "01" + rest);
 });
@@ -338,9 +349,12 @@ describe("malformed messages throw NegentropyError, quickly", () => {
       for (let e = 0; e < edits; e++) {
         const at = 1 + Math.floor(rnd() * Math.max(1, bytes.length - 1));
         const kind = Math.floor(rnd() * 4);
-        if (kind === 0) bytes.length = at; // truncate
-        else if (kind === 1) bytes[at] = Math.floor(rnd() * 256); // overwrite
-        else if (kind === 2) bytes.splice(at, 0, Math.floor(rnd() * 256)); // insert
+        if (kind === 0)
+          bytes.length = at; // truncate
+        else if (kind === 1)
+          bytes[at] = Math.floor(rnd() * 256); // overwrite
+        else if (kind === 2)
+          bytes.splice(at, 0, Math.floor(rnd() * 256)); // insert
         else bytes.splice(at, 1 + Math.floor(rnd() * 40)); // delete a run
       }
       const server = servers[k % servers.length]!;
@@ -368,7 +382,14 @@ describe("storage and server misuse", () => {
     ["negative timestamp", () => new NegentropyStorage().insert(-1, id)],
     ["fractional timestamp", () => new NegentropyStorage().insert(1.5, id)],
     ["timestamp past 2^53", () => new NegentropyStorage().insert(2 ** 60, id)],
-    ["duplicate item", () => NegentropyStorage.from([{ timestamp: 1, id }, { timestamp: 1, id }])],
+    [
+      "duplicate item",
+      () =>
+        NegentropyStorage.from([
+          { timestamp: 1, id },
+          { timestamp: 1, id },
+        ]),
+    ],
     ["insert after seal", () => new NegentropyStorage().seal().insert(1, id)],
     ["seal twice", () => new NegentropyStorage().seal().seal()],
     ["unsealed storage", () => new NegentropyServer(new NegentropyStorage())],

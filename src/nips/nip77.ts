@@ -4,7 +4,20 @@
 // server object answers every NEG-MSG of a subscription; the relay keeps only the storage.
 import { createHash } from "node:crypto";
 import { isHex64 } from "../protocol/event.ts";
-import { ByteReader, ByteWriter, decodeHex, equalBytes, FINGERPRINT_SIZE, ID_SIZE, INFINITY_BOUND, MODE_FINGERPRINT, MODE_SKIP, NegentropyError, ZERO_BOUND, type NegentropyBound } from "./nip77-wire.ts";
+import {
+  ByteReader,
+  ByteWriter,
+  decodeHex,
+  equalBytes,
+  FINGERPRINT_SIZE,
+  ID_SIZE,
+  INFINITY_BOUND,
+  MODE_FINGERPRINT,
+  MODE_SKIP,
+  NegentropyError,
+  ZERO_BOUND,
+  type NegentropyBound,
+} from "./nip77-wire.ts";
 
 export { NegentropyError, type NegentropyBound };
 
@@ -253,7 +266,9 @@ export class NegentropyServer {
       } else {
         // An IdList. Their ids only matter to them: the initiator compares our list with its own.
         flushSkip();
-        const room = this.frameSizeLimit ? Math.floor((this.frameSizeLimit - FRAME_SLACK - out.length - MAX_RANGE_HEADER) / ID_SIZE) : Infinity;
+        const room = this.frameSizeLimit
+          ? Math.floor((this.frameSizeLimit - FRAME_SLACK - out.length - MAX_RANGE_HEADER) / ID_SIZE)
+          : Infinity;
         const sent = Math.max(0, Math.min(upper - lower, room));
         if (sent < upper - lower) {
           // Send what fits, ending the range exactly at the first id left out.

@@ -15,7 +15,16 @@ export interface Role {
 export type AdminCall =
   | { method: "supportedmethods" }
   | { method: "banpubkey" | "unbanpubkey" | "allowpubkey" | "unallowpubkey"; pubkey: string; reason: string }
-  | { method: "listbannedpubkeys" | "listallowedpubkeys" | "listeventsneedingmoderation" | "listbannedevents" | "listallowedkinds" | "listdisallowedkinds" | "listblockedips" }
+  | {
+      method:
+        | "listbannedpubkeys"
+        | "listallowedpubkeys"
+        | "listeventsneedingmoderation"
+        | "listbannedevents"
+        | "listallowedkinds"
+        | "listdisallowedkinds"
+        | "listblockedips";
+    }
   | { method: "allowevent" | "banevent"; id: string; reason: string }
   | { method: "changerelayname" | "changerelaydescription" | "changerelayicon"; value: string }
   | { method: "allowkind" | "disallowkind" | "resetkind"; kind: number }
@@ -89,7 +98,8 @@ function iconUrl(v: unknown): string {
   } catch {
     u = undefined;
   }
-  if (!u || (u.protocol !== "http:" && u.protocol !== "https:") || !/^https?:\/\//i.test(s)) throw new ParamError('icon must be an http:// or https:// URL (or "" for none)');
+  if (!u || (u.protocol !== "http:" && u.protocol !== "https:") || !/^https?:\/\//i.test(s))
+    throw new ParamError('icon must be an http:// or https:// URL (or "" for none)');
   return s;
 }
 
@@ -103,7 +113,13 @@ function ip(v: unknown): string {
 function role(p: unknown[]): Role {
   const order = p[4] === undefined ? 0 : p[4];
   if (typeof order !== "number" || !Number.isSafeInteger(order)) throw new ParamError("role order must be an integer");
-  return { id: text(p[0], "role id"), label: text(p[1], "role label", true), description: text(p[2], "role description", true), color: text(p[3], "role color", true), order };
+  return {
+    id: text(p[0], "role id"),
+    label: text(p[1], "role label", true),
+    description: text(p[2], "role description", true),
+    color: text(p[3], "role color", true),
+    order,
+  };
 }
 
 function call(method: string, p: unknown[]): AdminCall {
@@ -134,7 +150,8 @@ function call(method: string, p: unknown[]): AdminCall {
     case "disallowkind":
     case "resetkind": {
       const kind = p[0];
-      if (typeof kind !== "number" || !Number.isInteger(kind) || kind < 0 || kind > 65535) throw new ParamError("kind must be an integer from 0 to 65535");
+      if (typeof kind !== "number" || !Number.isInteger(kind) || kind < 0 || kind > 65535)
+        throw new ParamError("kind must be an integer from 0 to 65535");
       return { method, kind };
     }
     case "blockip":

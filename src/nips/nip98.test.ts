@@ -7,7 +7,11 @@ const now = 1_700_000_000;
 const token = (tags: string[][], created_at = now, kind = 27235) => finalizeEvent({ kind, created_at, tags, content: "" }, sk);
 const header = (e: object) => `Nostr ${Buffer.from(JSON.stringify(e)).toString("base64")}`;
 const x = { method: "POST", urls: ["https://r.example/", "wss://r.example/"], now, windowSeconds: 60, payload: "ab".repeat(32) };
-const good = [["u", "https://r.example/"], ["method", "POST"], ["payload", "ab".repeat(32)]];
+const good = [
+  ["u", "https://r.example/"],
+  ["method", "POST"],
+  ["payload", "ab".repeat(32)],
+];
 
 describe("NIP-98", () => {
   test("a header round-trips to the event", () => {

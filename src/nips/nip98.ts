@@ -48,7 +48,8 @@ export function checkHttpAuth(e: NostrEvent, x: HttpAuthExpectation): string | u
   const u = tag(e, "u");
   if (u === undefined || !x.urls.includes(u)) return `auth event u tag must be ${x.urls[0] ?? "this URL"}`;
   if (tag(e, "method")?.toUpperCase() !== x.method.toUpperCase()) return `auth event method tag must be ${x.method}`;
-  if (x.payload !== undefined && tag(e, "payload")?.toLowerCase() !== x.payload) return "auth event payload tag must be the sha256 of the body";
+  if (x.payload !== undefined && tag(e, "payload")?.toLowerCase() !== x.payload)
+    return "auth event payload tag must be the sha256 of the body";
   return undefined;
 }
 

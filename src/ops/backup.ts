@@ -1,7 +1,15 @@
 // `bunstr backup` and `bunstr compact`: file handling around VACUUM INTO and VACUUM.
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname } from "node:path";
-import { checkpoint, compactDatabase, openExisting, pageCounts, vacuumInto, type CheckpointResult, type Db } from "../store/sqlite/maintenance.ts";
+import {
+  checkpoint,
+  compactDatabase,
+  openExisting,
+  pageCounts,
+  vacuumInto,
+  type CheckpointResult,
+  type Db,
+} from "../store/sqlite/maintenance.ts";
 import { watchFileGrowth } from "./progress.ts";
 
 /** Bytes of the database file and its WAL (the -shm index is a few KB and rebuilt at will). */
@@ -92,7 +100,14 @@ export async function compactFile(path: string): Promise<CompactResult> {
     } finally {
       stop();
     }
-    return { before, after: databaseSize(path), freePagesBefore: freePages, checkpoint: cp, seconds: (performance.now() - started) / 1000, phases };
+    return {
+      before,
+      after: databaseSize(path),
+      freePagesBefore: freePages,
+      checkpoint: cp,
+      seconds: (performance.now() - started) / 1000,
+      phases,
+    };
   } finally {
     db.close();
   }

@@ -190,7 +190,11 @@ export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8A
 }
 
 /** Events already parsed (sync, stream), in batches; their "line" is their place in the sequence, from 1. */
-export async function importParsed(into: Db | Store, batches: AsyncIterable<readonly unknown[]> | Iterable<readonly unknown[]>, opts: ImportOptions): Promise<ImportSummary> {
+export async function importParsed(
+  into: Db | Store,
+  batches: AsyncIterable<readonly unknown[]> | Iterable<readonly unknown[]>,
+  opts: ImportOptions,
+): Promise<ImportSummary> {
   const run = await startImport(into, opts);
   let line = 0;
   for await (const batch of batches) for (const raw of batch) await run.take(raw, ++line);
@@ -234,7 +238,13 @@ async function startImport(into: Db | Store, opts: ImportOptions): Promise<Impor
     verifier: inOrder(verifier),
     writer,
   };
-  const policy: PolicyContext = { config, now: nowSeconds(), authed: new Set<string>(), relayUrl: config.info.relay_url, admin: target.admin };
+  const policy: PolicyContext = {
+    config,
+    now: nowSeconds(),
+    authed: new Set<string>(),
+    relayUrl: config.info.relay_url,
+    admin: target.admin,
+  };
   const src: Source = { policies: importPolicies, policy };
 
   /** Events taken and not yet committed or turned away, and the one waiting for room among them. */
@@ -271,9 +281,10 @@ async function startImport(into: Db | Store, opts: ImportOptions): Promise<Impor
           settled();
         },
       );
-      if (open >= room() && !failure) return (async () => {
-        while (open >= room() && !failure) await wait();
-      })();
+      if (open >= room() && !failure)
+        return (async () => {
+          while (open >= room() && !failure) await wait();
+        })();
     },
     async finish() {
       writer.finishing();

@@ -206,7 +206,8 @@ class Follower {
         }
         const e = f[2] as NostrEvent;
         s.received++;
-        if (typeof e?.created_at === "number" && e.created_at > s.newest && e.created_at <= Date.now() / 1000 + 3600) s.newest = e.created_at;
+        if (typeof e?.created_at === "number" && e.created_at > s.newest && e.created_at <= Date.now() / 1000 + 3600)
+          s.newest = e.created_at;
         this.queue.push(e);
         this.poke();
       } else if (f[0] === "EOSE") {

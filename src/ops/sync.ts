@@ -105,7 +105,10 @@ export function negotiate(relay: RelayClient, filter: Filter, storage: Negentrop
     let timer: ReturnType<typeof setTimeout>;
     const arm = () => {
       clearTimeout(timer);
-      timer = setTimeout(() => finish({ fallback: `no answer to NEG-${roundTrips === 0 ? "OPEN" : "MSG"} in ${NEG_TIMEOUT_MS / 1000} s`, roundTrips }), NEG_TIMEOUT_MS);
+      timer = setTimeout(
+        () => finish({ fallback: `no answer to NEG-${roundTrips === 0 ? "OPEN" : "MSG"} in ${NEG_TIMEOUT_MS / 1000} s`, roundTrips }),
+        NEG_TIMEOUT_MS,
+      );
     };
     const finish = (r: NegResult) => {
       clearTimeout(timer);
@@ -122,7 +125,11 @@ export function negotiate(relay: RelayClient, filter: Filter, storage: Negentrop
       arm();
       let next: string | null;
       try {
-        next = client.reconcile(String(f[2]), (id) => have.add(id), (id) => need.add(id));
+        next = client.reconcile(
+          String(f[2]),
+          (id) => have.add(id),
+          (id) => need.add(id),
+        );
       } catch (e) {
         if (!(e instanceof NegentropyError)) throw e;
         relay.send(["NEG-CLOSE", subId]);
@@ -146,7 +153,17 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
   const up = direction !== "down";
   const progress = opts.onProgress ?? (() => {});
   const storage = localItems(db, filter, opts.config);
-  const s: SyncSummary = { method: "negentropy", local: storage.size, have: 0, need: 0, received: 0, uploaded: 0, refused: {}, roundTrips: 0, seconds: 0 };
+  const s: SyncSummary = {
+    method: "negentropy",
+    local: storage.size,
+    have: 0,
+    need: 0,
+    received: 0,
+    uploaded: 0,
+    refused: {},
+    roundTrips: 0,
+    seconds: 0,
+  };
   const relay = await RelayClient.connect(opts.url);
   try {
     progress(`reconciling ${storage.size} local events with ${opts.url}`);

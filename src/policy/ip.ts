@@ -6,7 +6,10 @@ export function ipGroup(ip: string): string {
   if (!ip.includes(":")) return ip;
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
   if (mapped) return mapped[1]!;
-  const bare = ip.replace(/^\[|\]$/g, "").replace(/%.*$/, "").toLowerCase();
+  const bare = ip
+    .replace(/^\[|\]$/g, "")
+    .replace(/%.*$/, "")
+    .toLowerCase();
   const halves = bare.split("::");
   if (halves.length > 2) return ip;
   const head = halves[0] ? halves[0].split(":") : [];

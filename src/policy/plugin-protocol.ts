@@ -47,7 +47,8 @@ export function parseAnswerLine(line: string): ParsedLine {
   if (typeof o.id !== "string") return { kind: "junk", why: "no string id" };
   const msg = o.msg ?? "";
   if (typeof msg !== "string") return { kind: "invalid", id: o.id, why: "msg is not a string" };
-  if (o.action === "accept" || o.action === "reject" || o.action === "shadowReject") return { kind: "answer", id: o.id, action: o.action, msg };
+  if (o.action === "accept" || o.action === "reject" || o.action === "shadowReject")
+    return { kind: "answer", id: o.id, action: o.action, msg };
   return { kind: "invalid", id: o.id, why: `action is ${JSON.stringify(o.action) ?? "missing"}, not accept, reject or shadowReject` };
 }
 

@@ -114,7 +114,13 @@ export class RateLimiter {
 /** What can be rate-limited per IP and per pubkey (connections: per IP only, before any AUTH). */
 export type RatedVerb = "connections" | "events" | "reqs" | "counts" | "neg_opens";
 
-const NOUN: Record<RatedVerb, string> = { connections: "new connections", events: "events", reqs: "REQs", counts: "COUNTs", neg_opens: "NEG-OPENs" };
+const NOUN: Record<RatedVerb, string> = {
+  connections: "new connections",
+  events: "events",
+  reqs: "REQs",
+  counts: "COUNTs",
+  neg_opens: "NEG-OPENs",
+};
 
 type RateKey = keyof Config["rate_limits"];
 /** Read at each use: a reload changes config.rate_limits in place. */

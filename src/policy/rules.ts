@@ -56,7 +56,8 @@ export const authToWrite: Policy = ({ config, authed }) =>
     : undefined;
 
 /** NIP-42: kind 22242 proves identity to one relay; it travels in AUTH and is never published. */
-export const noAuthEvents: Policy = (_ctx, e) => (e.kind === AUTH_KIND ? refuse("invalid", "kind 22242 is sent with AUTH, not EVENT") : undefined);
+export const noAuthEvents: Policy = (_ctx, e) =>
+  e.kind === AUTH_KIND ? refuse("invalid", "kind 22242 is sent with AUTH, not EVENT") : undefined;
 
 export const sizeLimits: Policy = ({ config: { limits } }, e) => {
   if (e.tags.length > limits.max_event_tags) return refuse("invalid", `too many tags (max ${limits.max_event_tags})`);
@@ -99,8 +100,9 @@ export const protectedEvents: Policy = ({ config, authed }, e) => {
 
 /** NIP-62: a request to vanish must name this relay (or ALL_RELAYS). */
 export const vanishForUs: Policy = ({ config, relayUrl }, e) =>
-  e.kind === VANISH_KIND && config.nips.nip62 && !namesRelay(e, relayUrl) ? refuse("invalid", "this request to vanish does not name this relay") : undefined;
-
+  e.kind === VANISH_KIND && config.nips.nip62 && !namesRelay(e, relayUrl)
+    ? refuse("invalid", "this request to vanish does not name this relay")
+    : undefined;
 
 /** An address an admin blocked (NIP-86 blockip): its open connections were closed, this is for what was in flight. */
 export const blockedIps: Policy = ({ admin, ip }, _e) =>
@@ -117,9 +119,11 @@ export const adminBans: Policy = ({ admin }, e) => {
 /** Config kind lists and the admin's (NIP-86 allowkind/disallowkind): a denial wins; any allow list makes the relay allow-only. */
 export const kindLists: Policy = ({ config, admin }, e) => {
   const a = config.authorization;
-  if (setOf(a.kind_denylist).has(e.kind) || admin?.disallowedKinds.has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
+  if (setOf(a.kind_denylist).has(e.kind) || admin?.disallowedKinds.has(e.kind))
+    return refuse("blocked", `kind ${e.kind} is not accepted here`);
   const allowOnly = a.kind_allowlist.length > 0 || (admin?.allowedKinds.size ?? 0) > 0;
-  if (allowOnly && !setOf(a.kind_allowlist).has(e.kind) && !admin?.allowedKinds.has(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted here`);
+  if (allowOnly && !setOf(a.kind_allowlist).has(e.kind) && !admin?.allowedKinds.has(e.kind))
+    return refuse("blocked", `kind ${e.kind} is not accepted here`);
   return undefined;
 };
 

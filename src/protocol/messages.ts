@@ -19,7 +19,8 @@ export interface MessageLimits {
 
 function subId(v: unknown, limits: MessageLimits): string {
   if (typeof v !== "string" || v.length === 0) throw new ProtocolError("invalid", "subscription id must be a non-empty string");
-  if (v.length > limits.maxSubIdLength) throw new ProtocolError("invalid", `subscription id longer than ${limits.maxSubIdLength} characters`);
+  if (v.length > limits.maxSubIdLength)
+    throw new ProtocolError("invalid", `subscription id longer than ${limits.maxSubIdLength} characters`);
   return v;
 }
 
@@ -34,7 +35,8 @@ export function parseClientMessage(text: string, limits: MessageLimits): ClientM
   } catch {
     throw new ProtocolError("invalid", "could not parse message as JSON");
   }
-  if (!Array.isArray(msg) || typeof msg[0] !== "string") throw new ProtocolError("invalid", "message must be a JSON array starting with a string");
+  if (!Array.isArray(msg) || typeof msg[0] !== "string")
+    throw new ProtocolError("invalid", "message must be a JSON array starting with a string");
   const verb = msg[0];
   switch (verb) {
     case "EVENT":

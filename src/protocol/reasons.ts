@@ -1,14 +1,5 @@
 // The machine-readable prefixes of NIP-01 for OK and CLOSED messages, in one place.
-export type Prefix =
-  | "duplicate"
-  | "pow"
-  | "blocked"
-  | "rate-limited"
-  | "invalid"
-  | "restricted"
-  | "auth-required"
-  | "mute"
-  | "error";
+export type Prefix = "duplicate" | "pow" | "blocked" | "rate-limited" | "invalid" | "restricted" | "auth-required" | "mute" | "error";
 
 export const reason = (prefix: Prefix, message: string): string => `${prefix}: ${message}`;
 

@@ -35,7 +35,10 @@ export async function handleAuth(ctx: RelayContext, ws: Socket, raw: unknown): P
   // AUTH is always verified, even with verify_signatures off: it grants identity.
   if (!(await ctx.authVerifier.verify(e))) return send(ws, okFrame(ctx.metrics, e.id, false, "invalid: signature verification failed"));
   if (!s.authed.has(e.pubkey) && s.authed.size >= ctx.config.limits.max_auth_pubkeys)
-    return send(ws, okFrame(ctx.metrics, e.id, false, `rate-limited: at most ${ctx.config.limits.max_auth_pubkeys} pubkeys per connection`));
+    return send(
+      ws,
+      okFrame(ctx.metrics, e.id, false, `rate-limited: at most ${ctx.config.limits.max_auth_pubkeys} pubkeys per connection`),
+    );
   s.authed.add(e.pubkey);
   send(ws, okFrame(ctx.metrics, e.id, true, ""));
 }

@@ -61,7 +61,10 @@ function buckets(ctx: BudgetState, s: Session, now = performance.now()): { mine:
   const mine = s.queryBudget;
   refill(mine, ctx.config.limits.query_ms_per_second, now);
   const ipRate = ctx.config.rate_limits.query_ms_per_minute / 60;
-  return { mine, shared: ipRate > 0 ? groupBucket(ctx.queryGroups, s.group, ipRate, ctx.config.rate_limits.query_ms_burst, now) : undefined };
+  return {
+    mine,
+    shared: ipRate > 0 ? groupBucket(ctx.queryGroups, s.group, ipRate, ctx.config.rate_limits.query_ms_burst, now) : undefined,
+  };
 }
 
 /**

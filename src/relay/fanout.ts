@@ -71,7 +71,14 @@ export class Fanout {
     const key = `${subId}\n${filters.map(canonicalFilterKey).sort().join("\n")}`;
     let g = this.groups.get(key);
     if (!g) {
-      g = { key, topic: (this.nextTopic++).toString(36), prefix: `["EVENT",${JSON.stringify(subId)},`, filters, members: new Set(), entries: [] };
+      g = {
+        key,
+        topic: (this.nextTopic++).toString(36),
+        prefix: `["EVENT",${JSON.stringify(subId)},`,
+        filters,
+        members: new Set(),
+        entries: [],
+      };
       g.entries = this.index.add(g, filters);
       this.groups.set(key, g);
     }

@@ -100,7 +100,6 @@ export function canonicalIp(address: string): string {
   return groups.map((g) => parseInt(g || "0", 16).toString(16)).join(":");
 }
 
-
 export class FdGuard {
   private readonly libc: Libc;
   private readonly dirFd: number;
@@ -120,7 +119,11 @@ export class FdGuard {
   readonly reserve: number;
   readonly stats: FdGuardStats = { fds: 0, http: 0, cutPerIp: 0, cutTimeout: 0, cutPressure: 0, scans: 0, maxSliceMs: 0 };
 
-  private constructor(private readonly opts: FdGuardOptions, libc: Libc, dirFd: number) {
+  private constructor(
+    private readonly opts: FdGuardOptions,
+    libc: Libc,
+    dirFd: number,
+  ) {
     this.libc = libc;
     this.dirFd = dirFd;
     this.reserve = fdReserve(opts.limit);
@@ -228,7 +231,15 @@ export class FdGuard {
         connections++;
         if (this.websockets.has(`${peer.ip}|${peer.port}`)) continue;
         const key = `${fd}|${peer.ip}|${peer.port}`;
-        seen.push({ fd, ip: peer.ip, port: peer.port, key, group: ipGroup(peer.ip), exempt: exempt.has(peer.ip), firstSeen: this.firstSeen.get(key) ?? now });
+        seen.push({
+          fd,
+          ip: peer.ip,
+          port: peer.port,
+          key,
+          group: ipGroup(peer.ip),
+          exempt: exempt.has(peer.ip),
+          firstSeen: this.firstSeen.get(key) ?? now,
+        });
       }
       const ms = performance.now() - t;
       spent += ms;

@@ -15,7 +15,19 @@ const tally = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys.
 
 // EVENT outcomes: result x reason, per kind. "" = no reason (accepted); "other" = unprefixed.
 const RESULTS = ["accepted", "duplicate", "refused"] as const;
-const REASONS = ["", "invalid", "pow", "blocked", "rate-limited", "restricted", "auth-required", "mute", "error", "duplicate", "other"] as const;
+const REASONS = [
+  "",
+  "invalid",
+  "pow",
+  "blocked",
+  "rate-limited",
+  "restricted",
+  "auth-required",
+  "mute",
+  "error",
+  "duplicate",
+  "other",
+] as const;
 const R = REASONS.length;
 const DUPLICATE = REASONS.indexOf("duplicate");
 const OTHER = REASONS.indexOf("other");
@@ -116,23 +128,50 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
   const x = new Exposition();
   x.family("nostr_client_messages_total", "counter", "Messages received from clients, by verb (invalid = unparseable or unknown).");
   for (const v of CLIENT_VERBS) x.sample("nostr_client_messages_total", m.received[v], [["verb", v]]);
-  x.family("nostr_relay_messages_total", "counter", "Per-connection messages sent to clients, by verb (EVENT = stored results; live ones are nostr_fanout_deliveries_total).");
+  x.family(
+    "nostr_relay_messages_total",
+    "counter",
+    "Per-connection messages sent to clients, by verb (EVENT = stored results; live ones are nostr_fanout_deliveries_total).",
+  );
   for (const v of RELAY_VERBS) x.sample("nostr_relay_messages_total", m.sent[v], [["verb", v]]);
 
-  x.family("nostr_events_received_total", "counter", `EVENTs answered with OK, by result, NIP-01 reason prefix and kind (the first ${MAX_KIND_LABELS} kinds seen; then kind="other").`);
-  const rows: [string, Float64Array][] = [...[...m.byKind].sort((a, b) => a[0] - b[0]).map(([k, row]) => [String(k), row] as [string, Float64Array]), ["other", m.otherKinds], ["unknown", m.noKind]];
+  x.family(
+    "nostr_events_received_total",
+    "counter",
+    `EVENTs answered with OK, by result, NIP-01 reason prefix and kind (the first ${MAX_KIND_LABELS} kinds seen; then kind="other").`,
+  );
+  const rows: [string, Float64Array][] = [
+    ...[...m.byKind].sort((a, b) => a[0] - b[0]).map(([k, row]) => [String(k), row] as [string, Float64Array]),
+    ["other", m.otherKinds],
+    ["unknown", m.noKind],
+  ];
   for (const [kind, row] of rows)
     row.forEach((n, i) => {
-      if (n > 0) x.sample("nostr_events_received_total", n, [["result", RESULTS[Math.floor(i / R)]!], ["reason", REASONS[i % R]!], ["kind", kind]]);
+      if (n > 0)
+        x.sample("nostr_events_received_total", n, [
+          ["result", RESULTS[Math.floor(i / R)]!],
+          ["reason", REASONS[i % R]!],
+          ["kind", kind],
+        ]);
     });
 
-  x.single("nostr_fanout_deliveries_total", "counter", "Live events delivered to subscriptions (one per socket and subscription).", ctx.fanout.deliveries);
+  x.single(
+    "nostr_fanout_deliveries_total",
+    "counter",
+    "Live events delivered to subscriptions (one per socket and subscription).",
+    ctx.fanout.deliveries,
+  );
   x.single("nostr_connections", "gauge", "Open websocket connections.", ctx.connections());
   x.single("nostr_subscriptions", "gauge", "Open REQ subscriptions on all connections.", live.subscriptions());
   x.single("nostr_subscription_groups", "gauge", "Distinct live subscription groups (one fanout topic each).", ctx.fanout.groupCount);
 
   x.single("bunstr_database_size_bytes", "gauge", "Bytes the database takes on disk.", dbBytes);
-  x.single("bunstr_events_stored", "gauge", `Events in the database (recounted at most every ${STORED_COUNT_TTL_MS / 1000} s).`, storedEvents);
+  x.single(
+    "bunstr_events_stored",
+    "gauge",
+    `Events in the database (recounted at most every ${STORED_COUNT_TTL_MS / 1000} s).`,
+    storedEvents,
+  );
   x.histogram("bunstr_writer_batch_size", "Events per writer transaction.", m.writerBatchSize);
   x.histogram("bunstr_writer_commit_seconds", "Time to write and commit one writer batch.", m.writerCommitSeconds);
   x.single("bunstr_writer_queue_depth", "gauge", "Events waiting for the writer.", ctx.writer.depth);

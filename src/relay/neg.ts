@@ -56,7 +56,7 @@ function follow(lanes: Map<string, NegLane>, subId: string, lane: NegLane, step:
   const done: Promise<void> = step
     .catch((err) => console.error("negentropy handler failed:", err))
     .finally(() => {
-      if (bytes !== undefined) (lane.waiting--, (lane.bytes -= bytes));
+      if (bytes !== undefined) lane.waiting--, (lane.bytes -= bytes);
       if (lane.tail === done) lanes.delete(subId);
     });
   lane.tail = done;
@@ -106,7 +106,14 @@ export function refuseNeg(ctx: RelayContext, ws: Socket, subId: string, reason: 
   inOrder(ctx, ws, subId, open ? "close" : "msg", 0, () => fail(ctx, ws, subId, reason));
 }
 
-async function openNeg(ctx: RelayContext, ws: Socket, subId: string, rawFilter: unknown, message: unknown, superseded: () => boolean): Promise<void> {
+async function openNeg(
+  ctx: RelayContext,
+  ws: Socket,
+  subId: string,
+  rawFilter: unknown,
+  message: unknown,
+  superseded: () => boolean,
+): Promise<void> {
   const s = ws.data;
   if (superseded()) return; // replaced or closed before its turn
   closeNeg(ctx, ws, subId); // reopening an id replaces it
@@ -132,10 +139,21 @@ async function openNeg(ctx: RelayContext, ws: Socket, subId: string, rawFilter: 
   const max = Math.min(ctx.config.limits.max_negentropy_items - held, ipLeft);
   if (max <= 0) {
     budget.onEnd?.(0);
-    return fail(ctx, ws, subId, `blocked: open negentropy sessions already cover ${held} events${ipLeft <= 0 ? " (from this address)" : ""}; close one first`);
+    return fail(
+      ctx,
+      ws,
+      subId,
+      `blocked: open negentropy sessions already cover ${held} events${ipLeft <= 0 ? " (from this address)" : ""}; close one first`,
+    );
   }
   const filter = filters[0]!;
-  const job = { filter: filter.source, max, maxSeq: ctx.store.lastSeq(), now: ctx.config.nips.nip40 ? nowSeconds() : 0, visibility: visibilityFor(ctx.config, s.authed) };
+  const job = {
+    filter: filter.source,
+    max,
+    maxSeq: ctx.store.lastSeq(),
+    now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+    visibility: visibilityFor(ctx.config, s.authed),
+  };
   // Registered while its items are read, so that it counts against max_subscriptions.
   const session: NegSession = { items: 0 };
   s.neg.set(subId, session);

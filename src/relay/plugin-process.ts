@@ -297,7 +297,10 @@ export class PluginProcess {
         true,
       );
     if (++this.junkTotal <= JUNK_LOGGED && why)
-      this.host.warnings.warn(`${why}${this.junkTotal === JUNK_LOGGED ? ` (more such lines from pid ${this.proc.pid} are counted, not logged)` : ""}`, "output");
+      this.host.warnings.warn(
+        `${why}${this.junkTotal === JUNK_LOGGED ? ` (more such lines from pid ${this.proc.pid} are counted, not logged)` : ""}`,
+        "output",
+      );
   }
 
   private onLine(raw: string): void {
@@ -336,7 +339,8 @@ export class PluginProcess {
       this.head = 0;
     }
     // Idle and no longer wanted: replaced, switched off or changed by a reload, or the relay is closing.
-    if (this.inflight === 0 && (this.draining || this.host.isClosing() || this.host.settings().command !== this.command)) this.kill("no longer wanted", false);
+    if (this.inflight === 0 && (this.draining || this.host.isClosing() || this.host.settings().command !== this.command))
+      this.kill("no longer wanted", false);
   }
 
   /** Ends the process: EOF on stdin, SIGTERM, SIGKILL if it lingers; what it held is answered with error:. */
@@ -393,4 +397,3 @@ export class PluginProcess {
     this.failAll("write policy plugin exited");
   }
 }
-

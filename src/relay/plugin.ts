@@ -81,7 +81,8 @@ export class WritePolicyPlugin implements PluginHost {
     }
     proc = this.current;
     if (!proc) {
-      if (now < this.notBefore) return errorVerdict(`write policy plugin is restarting, try again in ${Math.ceil((this.notBefore - now) / 1000)} s`);
+      if (now < this.notBefore)
+        return errorVerdict(`write policy plugin is restarting, try again in ${Math.ceil((this.notBefore - now) / 1000)} s`);
       try {
         const version = fileVersion(command);
         this.lastStat = now;
@@ -92,7 +93,8 @@ export class WritePolicyPlugin implements PluginHost {
         return errorVerdict("write policy plugin could not be started");
       }
     }
-    if (this.inflight >= MAX_PLUGIN_INFLIGHT) return { accepted: false, message: "rate-limited: the relay's write policy is busy, try again shortly" };
+    if (this.inflight >= MAX_PLUGIN_INFLIGHT)
+      return { accepted: false, message: "rate-limited: the relay's write policy is busy, try again shortly" };
     return proc.ask(id, requestLine(eventJson, Math.floor(now / 1000), source), timeoutMs);
   }
 
@@ -146,7 +148,10 @@ export class WritePolicyPlugin implements PluginHost {
 }
 
 /** [options] write_policy_plugin and its timeout; a relay reads them at every event (a reload may change them). */
-export const pluginSettings = (config: Config): PluginSettings => ({ command: config.options.write_policy_plugin, timeoutMs: config.options.write_policy_timeout_ms });
+export const pluginSettings = (config: Config): PluginSettings => ({
+  command: config.options.write_policy_plugin,
+  timeoutMs: config.options.write_policy_timeout_ms,
+});
 
 /**
  * Asks the configured plugin about a valid, new event from a client connection. undefined means

@@ -16,7 +16,12 @@ import { closedFrame, send, type Session, type Socket, type Subscription } from 
  * Charges a REQ / COUNT / NEG-OPEN to the rate limits, compiles its filters and applies the
  * read-side auth rules. Returns the filters, or the refusal text (for CLOSED or NEG-ERR).
  */
-export function admitFilters(ctx: RelayContext, s: Session, verb: "reqs" | "counts" | "neg_opens", rawFilters: unknown[]): CompiledFilter[] | string {
+export function admitFilters(
+  ctx: RelayContext,
+  s: Session,
+  verb: "reqs" | "counts" | "neg_opens",
+  rawFilters: unknown[],
+): CompiledFilter[] | string {
   // First: the cheapest check, and a flood of refused requests must still be charged.
   const wait = chargeRate(ctx.config, ctx.rates, verb, s);
   if (wait > 0) return `rate-limited: ${rateLimitMessage(verb, wait)}`;
@@ -73,13 +78,16 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   if (reads) {
     // Stored events stream in batches: each is sent before the next is read, and while the
     // socket holds more than its share of unsent bytes the read waits (docs/operations.md).
-    const batches = ctx.store.query({
-      filters: filters.map((f) => f.source),
-      limits: perFilter,
-      maxSeq,
-      now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-      visibility: visibilityFor(ctx.config, s.authed),
-    }, budget);
+    const batches = ctx.store.query(
+      {
+        filters: filters.map((f) => f.source),
+        limits: perFilter,
+        maxSeq,
+        now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+        visibility: visibilityFor(ctx.config, s.authed),
+      },
+      budget,
+    );
     try {
       for await (const rows of batches) {
         if (!live()) break;
@@ -129,7 +137,8 @@ function filterBytes(filters: readonly CompiledFilter[]): number {
   for (const f of filters) {
     const s = f.source;
     n += 64 + (s.search?.length ?? 0);
-    for (const [key, v] of Object.entries(s)) if (Array.isArray(v)) for (const x of v) n += 16 + (typeof x === "string" ? x.length + key.length : 8);
+    for (const [key, v] of Object.entries(s))
+      if (Array.isArray(v)) for (const x of v) n += 16 + (typeof x === "string" ? x.length + key.length : 8);
   }
   return n;
 }
@@ -178,13 +187,16 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
     result =
       live.length === 0
         ? { count: 0, hll: offset === undefined ? undefined : "00".repeat(256) }
-        : await ctx.store.count({
-            filters: live,
-            maxSeq: ctx.store.lastSeq(),
-            now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-            visibility: visibilityFor(ctx.config, ws.data.authed),
-            hllOffset: offset,
-          }, budget);
+        : await ctx.store.count(
+            {
+              filters: live,
+              maxSeq: ctx.store.lastSeq(),
+              now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+              visibility: visibilityFor(ctx.config, ws.data.authed),
+              hllOffset: offset,
+            },
+            budget,
+          );
   } catch (err) {
     return send(ws, closedFrame(ctx.metrics, subId, readFailure(err, "count")));
   }

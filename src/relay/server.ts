@@ -193,7 +193,10 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
       },
     }),
     // No process runs until the first event that needs one.
-    plugin: new WritePolicyPlugin(() => pluginSettings(ctx.config), () => ctx.closing),
+    plugin: new WritePolicyPlugin(
+      () => pluginSettings(ctx.config),
+      () => ctx.closing,
+    ),
     metrics: new RelayMetrics(),
     rates: new RateLimiter(),
     inflight: 0,
@@ -235,7 +238,8 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
     // Without a Host header (HTTP/1.0) Bun cannot build the URL: read the path from the request line.
     if (!URL.canParse(req.url)) return new Response("bad request", { status: 400 });
     const url = new URL(req.url);
-    if (wantsMetrics(req, url.pathname, path, config)) return metricsResponse(req, config, renderMetrics, srv.requestIP(req)?.address ?? "");
+    if (wantsMetrics(req, url.pathname, path, config))
+      return metricsResponse(req, config, renderMetrics, srv.requestIP(req)?.address ?? "");
     if (url.pathname === adminPagePath(path)) return adminPageResponse(req, path);
     if (url.pathname !== path) return new Response("not found", { status: 404 });
     if (isAdminRequest(req)) return handleAdminRequest(req, ctx);
@@ -253,7 +257,10 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
       // Before AUTH nobody is known, so new connections are limited per IP only.
       const wait = chargeRate(config, ctx.rates, "connections", { ip });
       if (wait > 0)
-        return new Response("rate-limited: too many new connections from this address", { status: 429, headers: { ...CLOSE, "Retry-After": String(Math.ceil(wait / 1000)) } });
+        return new Response("rate-limited: too many new connections from this address", {
+          status: 429,
+          headers: { ...CLOSE, "Retry-After": String(Math.ceil(wait / 1000)) },
+        });
     }
     const data = newSession(ip, req.headers.get("host") ?? "");
     // Read before upgrade(): the request has no socket of its own after it.

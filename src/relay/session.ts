@@ -101,7 +101,10 @@ function flushSoon(): void {
   for (const [ws, frames] of soon) {
     if (ws.data.closed) continue;
     if (frames.length === 1) ws.send(frames[0]!);
-    else ws.cork(() => { for (const f of frames) ws.send(f); });
+    else
+      ws.cork(() => {
+        for (const f of frames) ws.send(f);
+      });
   }
   soon.clear();
 }
@@ -121,6 +124,10 @@ export function sendSoon(ws: Socket, frame: string): void {
 // Every OK, CLOSED and NOTICE is built here right before it is sent: the one place to count
 // them, in the relay's own metrics (ctx.metrics).
 type Counted = Pick<RelayMetrics, "sent">;
-export const okFrame = (m: Counted, id: string, ok: boolean, message: string): string => (m.sent.OK++, `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`);
-export const closedFrame = (m: Counted, subId: string, message: string): string => (m.sent.CLOSED++, `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`);
+export const okFrame = (m: Counted, id: string, ok: boolean, message: string): string => (
+  m.sent.OK++, `["OK",${JSON.stringify(id)},${ok},${JSON.stringify(message)}]`
+);
+export const closedFrame = (m: Counted, subId: string, message: string): string => (
+  m.sent.CLOSED++, `["CLOSED",${JSON.stringify(subId)},${JSON.stringify(message)}]`
+);
 export const noticeFrame = (m: Counted, message: string): string => (m.sent.NOTICE++, `["NOTICE",${JSON.stringify(message)}]`);

@@ -18,7 +18,8 @@ export function classifyWriteFailure(err: unknown): { kind: string; refusal: Ref
   // Bun's Postgres errors carry the server's SQLSTATE in errno.
   if (code === "ERR_POSTGRES_SERVER_ERROR" && typeof e?.errno === "string") code = `postgres ${e.errno}`;
   // SQLite: database or disk is full; Postgres: disk_full (53100); the OS: ENOSPC.
-  if (code === "SQLITE_FULL" || code === "postgres 53100" || code === "ENOSPC") return { kind: code, refusal: refuse("error", "the relay's disk is full, the event was not stored") };
+  if (code === "SQLITE_FULL" || code === "postgres 53100" || code === "ENOSPC")
+    return { kind: code, refusal: refuse("error", "the relay's disk is full, the event was not stored") };
   if (/^SQLITE_(BUSY|LOCKED)/.test(code)) return { kind: code, refusal: refuse("error", "the database is busy, try again") };
   return { kind: code || (err instanceof Error ? err.name : typeof err), refusal: refuse("error", "could not store the event") };
 }
@@ -54,7 +55,9 @@ export class FailureLog {
   /** A batch was stored: say so if it had been failing, with what was not logged. */
   succeeded(): void {
     if (this.kinds.size === 0) return;
-    const counts = [...this.kinds].filter(([, k]) => k.batches > 0).map(([kind, k]) => `${k.batches} failed batches (${k.events} events, ${kind})`);
+    const counts = [...this.kinds]
+      .filter(([, k]) => k.batches > 0)
+      .map(([kind, k]) => `${k.batches} failed batches (${k.events} events, ${kind})`);
     this.log(`writer: storing events again${counts.length > 0 ? ` after ${counts.join(", ")} not logged` : ""}`);
     this.kinds.clear();
   }

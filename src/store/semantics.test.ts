@@ -3,7 +3,16 @@
 import { describe, expect, test } from "bun:test";
 import type { Address } from "../nips/nip09.ts";
 import type { NostrEvent } from "../protocol/event.ts";
-import { addressOf, deletionOf, GIFT_WRAP, giftWrapRecipients, newestFirst, replacement, tombstoneRefusal, type Tombstones } from "./semantics.ts";
+import {
+  addressOf,
+  deletionOf,
+  GIFT_WRAP,
+  giftWrapRecipients,
+  newestFirst,
+  replacement,
+  tombstoneRefusal,
+  type Tombstones,
+} from "./semantics.ts";
 import { refusalText, type Refusal } from "../protocol/reasons.ts";
 
 const text = (r: Refusal | undefined) => (r === undefined ? undefined : refusalText(r));
@@ -12,7 +21,16 @@ const A = "a".repeat(64);
 const B = "b".repeat(64);
 const C = "c".repeat(64);
 const ID = "1".repeat(64);
-const ev = (over: Partial<NostrEvent>): NostrEvent => ({ id: ID, pubkey: A, created_at: 100, kind: 1, tags: [], content: "", sig: "0".repeat(128), ...over });
+const ev = (over: Partial<NostrEvent>): NostrEvent => ({
+  id: ID,
+  pubkey: A,
+  created_at: 100,
+  kind: 1,
+  tags: [],
+  content: "",
+  sig: "0".repeat(128),
+  ...over,
+});
 
 /** Tombstones from plain data; every lookup is recorded. */
 function stones(t: { vanished?: Record<string, number>; deletedBy?: string[]; address?: number }): Tombstones & { asked: string[] } {
@@ -51,7 +69,12 @@ describe("replacement", () => {
   test("a newer stored version, or a tie with a lower id: outdated", () => {
     expect(replacement(e, [{ created_at: 11, id: "z" }])).toBe("outdated");
     expect(replacement(e, [{ created_at: 10, id: "a" }])).toBe("outdated");
-    expect(replacement(e, [{ created_at: 1, id: "a" }, { created_at: 11, id: "z" }])).toBe("outdated");
+    expect(
+      replacement(e, [
+        { created_at: 1, id: "a" },
+        { created_at: 11, id: "z" },
+      ]),
+    ).toBe("outdated");
   });
 });
 
@@ -63,7 +86,15 @@ test("addressOf: addressable kinds by d, replaceable ones with an empty d, other
 });
 
 test("giftWrapRecipients: the p tags of a gift wrap that hold a pubkey", () => {
-  const wrap = ev({ kind: GIFT_WRAP, tags: [["p", B], ["p", "nope"], ["e", C], ["p", C, "wss://r"]] });
+  const wrap = ev({
+    kind: GIFT_WRAP,
+    tags: [
+      ["p", B],
+      ["p", "nope"],
+      ["e", C],
+      ["p", C, "wss://r"],
+    ],
+  });
   expect(giftWrapRecipients(wrap)).toEqual([B, C]);
   expect(giftWrapRecipients(ev({ kind: 1, tags: [["p", B]] }))).toEqual([]);
 });
@@ -96,7 +127,9 @@ describe("tombstoneRefusal", () => {
     expect(text(tombstoneRefusal(wrap, stones({ deletedBy: [A, B] })))).toBe("blocked: this event was deleted by its author");
   });
   test("vanishing comes before deletion", () => {
-    expect(text(tombstoneRefusal(ev({}), stones({ vanished: { [A]: 100 }, deletedBy: [A] })))).toBe("blocked: this pubkey asked to vanish from this relay");
+    expect(text(tombstoneRefusal(ev({}), stones({ vanished: { [A]: 100 }, deletedBy: [A] })))).toBe(
+      "blocked: this pubkey asked to vanish from this relay",
+    );
   });
   test("its address deleted at or after it: blocked; before it: not", () => {
     const e = ev({ kind: 30023, tags: [["d", "x"]] });
@@ -108,7 +141,9 @@ describe("tombstoneRefusal", () => {
       const t = stones({ deletedBy: [A] });
       expect(tombstoneRefusal(ev({ kind }), t)).toBeUndefined();
       expect(t.asked).toEqual([`vanished ${A}`]);
-      expect(text(tombstoneRefusal(ev({ kind }), stones({ vanished: { [A]: 100 } })))).toBe("blocked: this pubkey asked to vanish from this relay");
+      expect(text(tombstoneRefusal(ev({ kind }), stones({ vanished: { [A]: 100 } })))).toBe(
+        "blocked: this pubkey asked to vanish from this relay",
+      );
     }
   });
 });
@@ -125,6 +160,7 @@ describe("deletionOf", () => {
     expect(deletionOf(req, { kind: GIFT_WRAP, pubkey: B, tagsRequester: false })).toEqual({ remove: false, tombstone: true });
   });
   test("a deletion or request to vanish, even the requester's own: left alone", () => {
-    for (const kind of [5, 62]) expect(deletionOf(req, { kind, pubkey: A, tagsRequester: false })).toEqual({ remove: false, tombstone: false });
+    for (const kind of [5, 62])
+      expect(deletionOf(req, { kind, pubkey: A, tagsRequester: false })).toEqual({ remove: false, tombstone: false });
   });
 });

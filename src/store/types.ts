@@ -179,7 +179,9 @@ export interface NegItems {
 /** Packs (created_at, hex id) pairs. */
 export function packNegItems(timestamps: readonly number[], ids: readonly string[], overflow: boolean): NegItems {
   // In NIP-77 order (created_at, then id), so sealing the storage on the main thread is one pass.
-  const order = Array.from(ids, (_, i) => i).sort((a, b) => timestamps[a]! - timestamps[b]! || (ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0));
+  const order = Array.from(ids, (_, i) => i).sort(
+    (a, b) => timestamps[a]! - timestamps[b]! || (ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0),
+  );
   const raw = Buffer.alloc(ids.length * 32);
   const ts = new Float64Array(ids.length);
   order.forEach((j, i) => {

@@ -14,7 +14,9 @@ export function nativeLibrary(config: Config): NativeLibrary | undefined {
   if (config.options.verifier === "noble") return undefined;
   const found = findNativeLibrary();
   if (config.options.verifier === "native" && !found)
-    throw new ConfigError("[options] verifier = \"native\" but libsecp256k1 (with schnorrsig) was not found; install it (Debian: libsecp256k1-1) or use \"auto\"");
+    throw new ConfigError(
+      '[options] verifier = "native" but libsecp256k1 (with schnorrsig) was not found; install it (Debian: libsecp256k1-1) or use "auto"',
+    );
   return found;
 }
 

@@ -40,7 +40,9 @@ function usable(path: string): boolean {
 
 /** The bytes of the library embedded by build.ts, if this is such a binary (named libsecp256k1…). */
 function embeddedLibrary(): Uint8Array | undefined {
-  const file = Bun.embeddedFiles.find((f) => (f as Blob & { name?: string }).name?.startsWith("libsecp256k1")) as (Blob & { name: string }) | undefined;
+  const file = Bun.embeddedFiles.find((f) => (f as Blob & { name?: string }).name?.startsWith("libsecp256k1")) as
+    | (Blob & { name: string })
+    | undefined;
   // Embedded files live under /$bunfs/root/ and can be read synchronously there.
   return file ? readFileSync(`/$bunfs/root/${file.name}`) : undefined;
 }

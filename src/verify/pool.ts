@@ -60,7 +60,11 @@ export class WorkerVerifier implements Verifier {
    * @noble/curves. The workers start now and run until close(): a thread started later, when the
    * open-files limit may be reached, would end the process (Bun treats that failure as fatal).
    */
-  constructor(workers = 0, private readonly native?: NativeLibrary, private readonly maxBatch = 64) {
+  constructor(
+    workers = 0,
+    private readonly native?: NativeLibrary,
+    private readonly maxBatch = 64,
+  ) {
     this.size = workers > 0 ? workers : availableParallelism();
     const what = native ? `native libsecp256k1${native.source === "embedded" ? " (embedded)" : ""}` : "noble";
     this.name = `${what} in ${this.size} worker${this.size === 1 ? "" : "s"}`;
@@ -141,7 +145,9 @@ export class WorkerVerifier implements Verifier {
     if (!this.slots.includes(slot)) return;
     if (!slot.ready) this.startError ??= message;
     this.slots = this.slots.filter((s) => s !== slot);
-    console.error(`verify worker failed: ${message}; ${this.slots.length} of ${this.size} left${this.slots.length === 0 ? ": EVENTs get error: until the relay is restarted" : ""}`);
+    console.error(
+      `verify worker failed: ${message}; ${this.slots.length} of ${this.size} left${this.slots.length === 0 ? ": EVENTs get error: until the relay is restarted" : ""}`,
+    );
     slot.worker.terminate();
     const err = new Error(`signature verification worker failed: ${message}`);
     for (const n of slot.batches) {

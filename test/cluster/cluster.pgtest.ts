@@ -79,7 +79,12 @@ async function publishAll(c: Client, events: NostrEvent[]): Promise<Map<string, 
   for (const e of events) c.send(["EVENT", e]);
   const ids = new Set(events.map((e) => e.id));
   await until(() => c.frames.slice(from).filter((f) => f[0] === "OK" && ids.has(f[1])).length >= ids.size, 15_000, 0);
-  const oks = new Map(c.frames.slice(from).filter((f) => f[0] === "OK" && ids.has(f[1])).map((f) => [f[1], f]));
+  const oks = new Map(
+    c.frames
+      .slice(from)
+      .filter((f) => f[0] === "OK" && ids.has(f[1]))
+      .map((f) => [f[1], f]),
+  );
   // An event left unanswered would otherwise vanish from the map and from every check on it.
   expect(events.filter((e) => !oks.has(e.id)).map((e) => e.id)).toEqual([]);
   return oks;
@@ -145,7 +150,9 @@ describe("fanout across nodes", () => {
     await Promise.all([subA.req("s", filter), subB.req("s", filter)]);
     const base = now() - 600;
     const make = (tag: string, n: number) =>
-      Array.from({ length: n }, (_, i) => authors[i % authors.length]!.sign({ kind: 1, content: `${tag} ${i}`, created_at: base + (i % 500) }));
+      Array.from({ length: n }, (_, i) =>
+        authors[i % authors.length]!.sign({ kind: 1, content: `${tag} ${i}`, created_at: base + (i % 500) }),
+      );
     const onA = make("A", 200);
     const onB = make("B", 200);
     const all = [...onA, ...onB].map((e) => e.id);
@@ -193,7 +200,9 @@ describe("concurrent replaceable and addressable writes on both nodes", () => {
       const base = now() - 100;
       // Ten versions plus three ties at the newest created_at; odd ones to A, even ones to B,
       // A newest first and B oldest first so that the two writers overlap.
-      const versions = Array.from({ length: 13 }, (_, i) => s.sign({ kind, tags, content: `v${i} r${round}`, created_at: base + Math.min(i, 10) }));
+      const versions = Array.from({ length: 13 }, (_, i) =>
+        s.sign({ kind, tags, content: `v${i} r${round}`, created_at: base + Math.min(i, 10) }),
+      );
       const toA = versions.filter((_, i) => i % 2 === 1).reverse();
       const toB = versions.filter((_, i) => i % 2 === 0);
       const [ca, cb] = await Promise.all([connect(a), connect(b)]);
@@ -234,10 +243,21 @@ describe("admin state", () => {
   async function call(n: RelayProcess, method: string, params: unknown[]): Promise<any> {
     const body = JSON.stringify({ method, params });
     const hash = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-    const token = admin.sign({ kind: 27235, tags: [["u", httpUrl(n)], ["method", "POST"], ["payload", hash], ["nonce", crypto.randomUUID()]] });
+    const token = admin.sign({
+      kind: 27235,
+      tags: [
+        ["u", httpUrl(n)],
+        ["method", "POST"],
+        ["payload", hash],
+        ["nonce", crypto.randomUUID()],
+      ],
+    });
     const res = await fetch(httpUrl(n), {
       method: "POST",
-      headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${Buffer.from(JSON.stringify(token)).toString("base64")}` },
+      headers: {
+        "Content-Type": "application/nostr+json+rpc",
+        Authorization: `Nostr ${Buffer.from(JSON.stringify(token)).toString("base64")}`,
+      },
       body,
     });
     const json = (await res.json()) as any;
@@ -280,7 +300,10 @@ describe("a node killed with SIGKILL", () => {
     while (pub.frames.slice(from).filter((f) => f[0] === "OK").length < 50) await Bun.sleep(1);
     a.proc.kill(9);
     await a.proc.exited;
-    const acked = pub.frames.slice(from).filter((f) => f[0] === "OK" && f[2] === true).map((f) => f[1] as string);
+    const acked = pub.frames
+      .slice(from)
+      .filter((f) => f[0] === "OK" && f[2] === true)
+      .map((f) => f[1] as string);
     expect(acked.length).toBeGreaterThanOrEqual(50);
     report(`killed node A after ${acked.length} of ${events.length} events were acknowledged`);
 

@@ -44,7 +44,8 @@ export const CALL_BUDGET_MS = 1500;
 /** Every answer to a batch must be in within this. */
 export const ANSWER_TIMEOUT_MS = 10_000;
 /** Generous: about 0.5 ms per unit case and per wire frame is typical. */
-export const testTimeout = (seconds: number | undefined, count: number) => 60_000 + (seconds !== undefined && count === Infinity ? seconds * 2000 : count * 3);
+export const testTimeout = (seconds: number | undefined, count: number) =>
+  60_000 + (seconds !== undefined && count === Infinity ? seconds * 2000 : count * 3);
 
 // Wire relay limits. 10,000-deep arrays (20 kB) are under max_message_bytes, so they get parsed.
 export const MAX_MESSAGE = 32 * 1024;
@@ -85,7 +86,8 @@ export class Rng {
     return this.next() < p;
   }
 }
-export const caseRng = (stage: number, i: number) => new Rng(Math.imul(SEED ^ (stage * 0x9e3779b9), 0x85ebca6b) ^ Math.imul(i + 1, 0xc2b2ae35));
+export const caseRng = (stage: number, i: number) =>
+  new Rng(Math.imul(SEED ^ (stage * 0x9e3779b9), 0x85ebca6b) ^ Math.imul(i + 1, 0xc2b2ae35));
 
 // ---------------------------------------------------------------------------------------------
 // Frame trees: plain JSON values plus two markers serialized verbatim (number literals JSON.stringify
@@ -146,30 +148,209 @@ export function serialize(v: unknown, max = Infinity): string {
 
 const HEX = "0123456789abcdef";
 const hexOf = (rng: Rng, n: number) =>
-  n === 64 ? rng.int(2 ** 32).toString(16).padStart(8, "0").repeat(8) : Array.from({ length: n }, () => HEX[rng.int(16)]).join("");
+  n === 64
+    ? rng
+        .int(2 ** 32)
+        .toString(16)
+        .padStart(8, "0")
+        .repeat(8)
+    : Array.from({ length: n }, () => HEX[rng.int(16)]).join("");
 const NUMBER_LITERALS = [
-  "-1", "0", "-0", "1", "9007199254740991", "9007199254740992", "9007199254740993", "-9007199254740993", "1e308", "-1e308",
-  "1e-7", "5e-324", "0.5", "1.0", "-0.0", "1e3", "1E3", "1e+3", "-1e3", "1e400", "-1e400", "123456789012345678901234567890",
-  "65535", "65536", "4294967296", "18446744073709551616", "1.7976931348623157e308", "0.1e1", "2e0",
+  "-1",
+  "0",
+  "-0",
+  "1",
+  "9007199254740991",
+  "9007199254740992",
+  "9007199254740993",
+  "-9007199254740993",
+  "1e308",
+  "-1e308",
+  "1e-7",
+  "5e-324",
+  "0.5",
+  "1.0",
+  "-0.0",
+  "1e3",
+  "1E3",
+  "1e+3",
+  "-1e3",
+  "1e400",
+  "-1e400",
+  "123456789012345678901234567890",
+  "65535",
+  "65536",
+  "4294967296",
+  "18446744073709551616",
+  "1.7976931348623157e308",
+  "0.1e1",
+  "2e0",
   // not JSON: must be refused as unparseable
-  "NaN", "Infinity", "-Infinity", "0x10", ".5", "+1", "01", "1.", "1e", "--1", "1_000",
+  "NaN",
+  "Infinity",
+  "-Infinity",
+  "0x10",
+  ".5",
+  "+1",
+  "01",
+  "1.",
+  "1e",
+  "--1",
+  "1_000",
 ];
-const NUMBERS = [-1, 0, -0, 1, 2 ** 53, 2 ** 53 + 2, -(2 ** 53), 1e308, 1e-7, 0.5, 1e3, 65535, 65536, 2 ** 31, 2 ** 32, 1.5, Number.MAX_VALUE];
+const NUMBERS = [
+  -1,
+  0,
+  -0,
+  1,
+  2 ** 53,
+  2 ** 53 + 2,
+  -(2 ** 53),
+  1e308,
+  1e-7,
+  0.5,
+  1e3,
+  65535,
+  65536,
+  2 ** 31,
+  2 ** 32,
+  1.5,
+  Number.MAX_VALUE,
+];
 const STRINGS = [
-  "", " ", "\u0000", "a\u0000b", "\ud800", "\udfff", "\udc00\ud800", "🎉", "👩‍👩‍👧‍👦", "\u202e", "\u200f", "\u200b", "\ufeff", "\\", "\\u", "\\u00",
-  "\\uZZZZ", "\\ud800", "\"", "'", "\n", "\r\n", "\t", "\u0001\u001f", "\u007f", "\u0085", "\u2028", "\u2029", "日本語", "é", "NaN",
-  "Infinity", "-Infinity", "null", "true", "1e3", "-0", "123456789012345678901234567890", "#e", "#", "##", "#ee", "__proto__",
-  "constructor", "toString", "hasOwnProperty", "REQ", "EVENT", "a".repeat(63), "a".repeat(64), "a".repeat(65), "a".repeat(257),
-  "0".repeat(64), "f".repeat(64), "F".repeat(64), "0".repeat(63), "0".repeat(65), "g".repeat(64), "0".repeat(128), "x".repeat(2000),
-  "ALL_RELAYS", "30023:", ":::", "1:2:3", "-", "nonce", "expiration", "delegation", "\"; DROP TABLE events; --", "' OR 1=1 --",
-  "NEAR(a b)", "a OR b", "*", "^", "\"quoted\"", "key:value", "%", "_", "😀".repeat(100),
+  "",
+  " ",
+  "\u0000",
+  "a\u0000b",
+  "\ud800",
+  "\udfff",
+  "\udc00\ud800",
+  "🎉",
+  "👩‍👩‍👧‍👦",
+  "\u202e",
+  "\u200f",
+  "\u200b",
+  "\ufeff",
+  "\\",
+  "\\u",
+  "\\u00",
+  "\\uZZZZ",
+  "\\ud800",
+  '"',
+  "'",
+  "\n",
+  "\r\n",
+  "\t",
+  "\u0001\u001f",
+  "\u007f",
+  "\u0085",
+  "\u2028",
+  "\u2029",
+  "日本語",
+  "é",
+  "NaN",
+  "Infinity",
+  "-Infinity",
+  "null",
+  "true",
+  "1e3",
+  "-0",
+  "123456789012345678901234567890",
+  "#e",
+  "#",
+  "##",
+  "#ee",
+  "__proto__",
+  "constructor",
+  "toString",
+  "hasOwnProperty",
+  "REQ",
+  "EVENT",
+  "a".repeat(63),
+  "a".repeat(64),
+  "a".repeat(65),
+  "a".repeat(257),
+  "0".repeat(64),
+  "f".repeat(64),
+  "F".repeat(64),
+  "0".repeat(63),
+  "0".repeat(65),
+  "g".repeat(64),
+  "0".repeat(128),
+  "x".repeat(2000),
+  "ALL_RELAYS",
+  "30023:",
+  ":::",
+  "1:2:3",
+  "-",
+  "nonce",
+  "expiration",
+  "delegation",
+  '"; DROP TABLE events; --',
+  "' OR 1=1 --",
+  "NEAR(a b)",
+  "a OR b",
+  "*",
+  "^",
+  '"quoted"',
+  "key:value",
+  "%",
+  "_",
+  "😀".repeat(100),
 ];
 /** Verbatim string tokens: invalid escapes and raw control characters make invalid JSON. */
 const RAW_STRINGS = [
-  '"\\uZZZZ"', '"\\ud800"', '"\\udc00\\ud800"', '"\\u0000"', '"\\x41"', '"\\"', '"\\u12"', '"a\u0001b"', '"\t"', '"\n"', '"\\/"',
-  '"\\u00e9"', '"\\uD83C\\uDF89"', '"\\u0022"', '"\\\\"', '"\\u005c"', '"abc', "'single'", '"\u0000"', '"\\uDFFF\\uD800"',
+  '"\\uZZZZ"',
+  '"\\ud800"',
+  '"\\udc00\\ud800"',
+  '"\\u0000"',
+  '"\\x41"',
+  '"\\"',
+  '"\\u12"',
+  '"a\u0001b"',
+  '"\t"',
+  '"\n"',
+  '"\\/"',
+  '"\\u00e9"',
+  '"\\uD83C\\uDF89"',
+  '"\\u0022"',
+  '"\\\\"',
+  '"\\u005c"',
+  '"abc',
+  "'single'",
+  '"\u0000"',
+  '"\\uDFFF\\uD800"',
 ];
-const KEYS = ["ids", "authors", "kinds", "since", "until", "limit", "search", "#e", "#p", "#t", "#d", "#a", "#E", "#ee", "#", "", "__proto__", "constructor", "id", "pubkey", "created_at", "kind", "tags", "content", "sig", "count", "hll", "extra"];
+const KEYS = [
+  "ids",
+  "authors",
+  "kinds",
+  "since",
+  "until",
+  "limit",
+  "search",
+  "#e",
+  "#p",
+  "#t",
+  "#d",
+  "#a",
+  "#E",
+  "#ee",
+  "#",
+  "",
+  "__proto__",
+  "constructor",
+  "id",
+  "pubkey",
+  "created_at",
+  "kind",
+  "tags",
+  "content",
+  "sig",
+  "count",
+  "hll",
+  "extra",
+];
 
 function edgeValue(rng: Rng, depth = 0): unknown {
   switch (rng.int(14)) {
@@ -195,7 +376,11 @@ function edgeValue(rng: Rng, depth = 0): unknown {
     case 11:
       return depth > 2 ? null : Object.fromEntries(Array.from({ length: rng.int(3) }, () => [rng.pick(KEYS), edgeValue(rng, depth + 1)]));
     case 12:
-      return String.fromCodePoint(...Array.from({ length: rng.range(1, 12) }, () => rng.pick([rng.int(0x80), rng.int(0x800), 0xd800 + rng.int(0x800), rng.int(0x110000)])));
+      return String.fromCodePoint(
+        ...Array.from({ length: rng.range(1, 12) }, () =>
+          rng.pick([rng.int(0x80), rng.int(0x800), 0xd800 + rng.int(0x800), rng.int(0x110000)]),
+        ),
+      );
     default:
       return rng.int(1000) - 10;
   }
@@ -223,22 +408,52 @@ export function buildPool(): Pool {
   const sign = (sk: Uint8Array, kind: number, content: string, tags: string[][] = [], created_at = now): NostrEvent =>
     JSON.parse(JSON.stringify(finalizeEvent({ kind, content, tags, created_at }, sk))) as NostrEvent;
 
-  const contents = ["", "hello fuzz", "\u0000", "a\u0001b\u001fc\u007f", "\ud800 lone", "🎉 日本語 é", "\u202e rtl", "a\\u0000b", "line\nquote\"back\\", "x".repeat(5000), "NEAR(a b) OR \"x\" *"];
-  const plain = contents.map((c, i) => sign(sks[0]!, 1, c, i % 2 ? [["t", "fuzz"], ["t", "\ud800"], ["x", ""], [""], ["e", pubkeys[1]!.repeat(1)]] : [], now - i));
+  const contents = [
+    "",
+    "hello fuzz",
+    "\u0000",
+    "a\u0001b\u001fc\u007f",
+    "\ud800 lone",
+    "🎉 日本語 é",
+    "\u202e rtl",
+    "a\\u0000b",
+    'line\nquote"back\\',
+    "x".repeat(5000),
+    'NEAR(a b) OR "x" *',
+  ];
+  const plain = contents.map((c, i) =>
+    sign(sks[0]!, 1, c, i % 2 ? [["t", "fuzz"], ["t", "\ud800"], ["x", ""], [""], ["e", pubkeys[1]!.repeat(1)]] : [], now - i),
+  );
   const s = sks[1]!;
   const s2 = sks[2]!;
   const target = sign(s, 1, "to be deleted");
   const events = [
     target,
-    sign(s, 5, "", [["e", target.id], ["e", "0".repeat(64)], ["e", "zz"], ["a", `30023:${pubkeys[1]}:`], ["a", ":::"], ["a", "abc"], ["a", "1:2"], ["a", `30023:${"0".repeat(64)}:x`], ["k", "1"]]),
+    sign(s, 5, "", [
+      ["e", target.id],
+      ["e", "0".repeat(64)],
+      ["e", "zz"],
+      ["a", `30023:${pubkeys[1]}:`],
+      ["a", ":::"],
+      ["a", "abc"],
+      ["a", "1:2"],
+      ["a", `30023:${"0".repeat(64)}:x`],
+      ["k", "1"],
+    ]),
     sign(s, 0, '{"name":"fuzz","about":"\\u0000"}'),
     sign(s, 3, "", [["p", pubkeys[0]!]]),
     sign(s, 10002, "", [["r", "wss://x"]]),
     sign(s, 30023, "addressable", [["d", ""]]),
-    sign(s, 30023, "addressable", [["d", "\ud800"], ["title", "\u0000"]]),
+    sign(s, 30023, "addressable", [
+      ["d", "\ud800"],
+      ["title", "\u0000"],
+    ]),
     sign(s, 30023, "no d tag"),
     sign(s, 20001, "ephemeral"),
-    sign(s, 22242, "", [["relay", "ws://x"], ["challenge", "c"]]),
+    sign(s, 22242, "", [
+      ["relay", "ws://x"],
+      ["challenge", "c"],
+    ]),
     sign(s, 4, "dm?", [["p", pubkeys[0]!]]),
     sign(s, 1059, "wrap", [["p", pubkeys[0]!]]),
     sign(s, 1, "expires", [["expiration", "abc"]]),
@@ -253,14 +468,32 @@ export function buildPool(): Pool {
     sign(s, 1, "future", [], now + 100_000),
     sign(s, 1, "epoch", [], 0),
     sign(s, 65535, "max kind"),
-    sign(s, 7, "+", [["e", "not hex"], ["p", ""]]),
-    sign(s, 1, "many tags", Array.from({ length: 150 }, (_, i) => ["t", `t${i}`])),
-    sign(s, 1, "search me", [["title", "search me"], ["subject", "\"); DROP"]]),
+    sign(s, 7, "+", [
+      ["e", "not hex"],
+      ["p", ""],
+    ]),
+    sign(
+      s,
+      1,
+      "many tags",
+      Array.from({ length: 150 }, (_, i) => ["t", `t${i}`]),
+    ),
+    sign(s, 1, "search me", [
+      ["title", "search me"],
+      ["subject", '"); DROP'],
+    ]),
     sign(s2, 62, "vanish", [["relay", "ALL_RELAYS"]]),
     sign(s2, 62, "vanish", [["relay", "not a url"]]),
     sign(s2, 1, "after vanish"),
   ];
-  const auth = [sign(s, 22242, "", [["relay", "ws://127.0.0.1/"], ["challenge", "not the challenge"]]), sign(s, 22242, "", []), sign(s, 1, "not auth")];
+  const auth = [
+    sign(s, 22242, "", [
+      ["relay", "ws://127.0.0.1/"],
+      ["challenge", "not the challenge"],
+    ]),
+    sign(s, 22242, "", []),
+    sign(s, 1, "not auth"),
+  ];
   const items = [...plain, ...events].map((e) => ({ created_at: e.created_at, id: e.id }));
   const storage = (xs: typeof items) => {
     const st = new nip77.NegentropyStorageVector();
@@ -268,7 +501,11 @@ export function buildPool(): Pool {
     st.seal();
     return st;
   };
-  const negInitial = [new nip77.Negentropy(storage([])).initiate(), new nip77.Negentropy(storage(items)).initiate(), new nip77.Negentropy(storage(items.slice(0, 5)), 4096).initiate()];
+  const negInitial = [
+    new nip77.Negentropy(storage([])).initiate(),
+    new nip77.Negentropy(storage(items)).initiate(),
+    new nip77.Negentropy(storage(items.slice(0, 5)), 4096).initiate(),
+  ];
   return { events, plain, plainPubkey: pubkeys[0]!, pubkeys, auth, negInitial };
 }
 
@@ -287,14 +524,30 @@ function randomFilter(rng: Rng, pool: Pool): Record<string, unknown> {
   const now = Math.floor(Date.now() / 1000);
   if (rng.chance(0.3)) f.ids = Array.from({ length: rng.range(1, 3) }, () => rng.pick(all).id);
   if (rng.chance(0.4)) f.authors = Array.from({ length: rng.range(1, 2) }, () => rng.pick(pool.pubkeys));
-  if (rng.chance(0.5)) f.kinds = Array.from({ length: rng.range(1, 3) }, () => rng.pick([0, 1, 3, 5, 6, 7, 62, 1059, 4, 30023, 10002, 20001, 65535]));
+  if (rng.chance(0.5))
+    f.kinds = Array.from({ length: rng.range(1, 3) }, () => rng.pick([0, 1, 3, 5, 6, 7, 62, 1059, 4, 30023, 10002, 20001, 65535]));
   if (rng.chance(0.2)) f.since = now - rng.int(100_000);
   if (rng.chance(0.2)) f.until = now + rng.int(1000) - 500;
   if (rng.chance(0.5)) f.limit = rng.pick([0, 1, 10, 100, 5000, 100_000]);
   if (rng.chance(0.2)) f["#t"] = [rng.pick(["fuzz", "t1", "\ud800", ""])];
   if (rng.chance(0.15)) f["#e"] = [rng.pick(all).id];
   if (rng.chance(0.1)) f["#d"] = [rng.pick(["", "\ud800", "x"])];
-  if (rng.chance(0.15)) f.search = rng.pick(["hello", "fuzz", "日本語", '"quoted"', "a OR b", "NEAR(a b)", "*", "key:value hello", "-", "^", "", "search me", "\ud800"]);
+  if (rng.chance(0.15))
+    f.search = rng.pick([
+      "hello",
+      "fuzz",
+      "日本語",
+      '"quoted"',
+      "a OR b",
+      "NEAR(a b)",
+      "*",
+      "key:value hello",
+      "-",
+      "^",
+      "",
+      "search me",
+      "\ud800",
+    ]);
   return f;
 }
 
@@ -317,11 +570,37 @@ function seedFrame(rng: Rng, pool: Pool, st: GenState): unknown[] {
     case 8:
       return ["NEG-OPEN", st.nextId(), randomFilter(rng, pool), rng.pick(pool.negInitial)];
     case 9:
-      return ["NEG-MSG", st.openNeg.length && rng.chance(0.7) ? rng.pick(st.openNeg) : st.nextId(), rng.pick([...pool.negInitial, "61", "", "6", "60", "62", hexOf(rng, 2 * rng.range(1, 40)), "61" + hexOf(rng, 2 * rng.range(1, 40))])];
+      return [
+        "NEG-MSG",
+        st.openNeg.length && rng.chance(0.7) ? rng.pick(st.openNeg) : st.nextId(),
+        rng.pick([
+          ...pool.negInitial,
+          "61",
+          "",
+          "6",
+          "60",
+          "62",
+          hexOf(rng, 2 * rng.range(1, 40)),
+          "61" + hexOf(rng, 2 * rng.range(1, 40)),
+        ]),
+      ];
     case 10:
       return ["NEG-CLOSE", st.openNeg.length && rng.chance(0.7) ? rng.pick(st.openNeg) : st.nextId()];
     default:
-      return rng.pick<unknown[]>([[], ["EVENT"], ["FOO", 1], ["event", {}], ["REQ"], ["COUNT", st.nextId()], [null], [1, 2], ["EOSE", "x"], ["OK", "x", true, ""], ["NOTICE", "x"], ["CLOSED", "x", ""]]);
+      return rng.pick<unknown[]>([
+        [],
+        ["EVENT"],
+        ["FOO", 1],
+        ["event", {}],
+        ["REQ"],
+        ["COUNT", st.nextId()],
+        [null],
+        [1, 2],
+        ["EOSE", "x"],
+        ["OK", "x", true, ""],
+        ["NOTICE", "x"],
+        ["CLOSED", "x", ""],
+      ]);
   }
 }
 
@@ -375,25 +654,36 @@ function mutateTree(rng: Rng, root: any[], unit: boolean): void {
       break;
     case 5: // array <-> object, wrap
       if (Array.isArray(v)) parent[key] = rng.chance(0.5) ? Object.fromEntries(v.map((x, i) => [String(i), x])) : [v];
-      else if (v && typeof v === "object" && !(v instanceof Raw) && !(v instanceof Deep)) parent[key] = rng.chance(0.5) ? Object.values(v) : [v];
+      else if (v && typeof v === "object" && !(v instanceof Raw) && !(v instanceof Deep))
+        parent[key] = rng.chance(0.5) ? Object.values(v) : [v];
       else parent[key] = rng.chance(0.5) ? [v] : { [rng.pick(KEYS)]: v };
       break;
     case 6: // change type
       if (typeof v === "number") parent[key] = rng.chance(0.5) ? String(v) : new Raw(rng.pick(NUMBER_LITERALS));
-      else if (typeof v === "string") parent[key] = rng.chance(0.5) && v !== "" && !Number.isNaN(Number(v)) ? Number(v) : rng.pick([null, 0, [v], { v }]);
+      else if (typeof v === "string")
+        parent[key] = rng.chance(0.5) && v !== "" && !Number.isNaN(Number(v)) ? Number(v) : rng.pick([null, 0, [v], { v }]);
       else parent[key] = rng.pick([null, "", 0, -0, true]);
       break;
     case 7: // inflate a string
-      parent[key] = (typeof v === "string" && v.length ? v : "x").padEnd(unit && rng.chance(0.02) ? 2_000_000 : rng.pick(INFLATE), rng.pick(["x", "é", "\u0000", "🎉", "\\"]));
+      parent[key] = (typeof v === "string" && v.length ? v : "x").padEnd(
+        unit && rng.chance(0.02) ? 2_000_000 : rng.pick(INFLATE),
+        rng.pick(["x", "é", "\u0000", "🎉", "\\"]),
+      );
       break;
     case 8: // grow a list past max_filters / max_filter_values
       if (Array.isArray(v) && v.length) {
         const n = rng.pick([21, 101, 1001, 5001]);
-        parent[key] = Array.from({ length: n }, (_, i) => (typeof v[0] === "string" && v[0].length === 64 ? hexOf(rng, 64) : typeof v[0] === "number" ? i : v[i % v.length]));
+        parent[key] = Array.from({ length: n }, (_, i) =>
+          typeof v[0] === "string" && v[0].length === 64 ? hexOf(rng, 64) : typeof v[0] === "number" ? i : v[i % v.length],
+        );
       } else parent[key] = Array.from({ length: rng.pick([21, 1001]) }, () => (typeof v === "string" ? v : rng.int(65536)));
       break;
     case 9: // nest deep
-      parent[key] = new Deep(unit && rng.chance(0.05) ? 100_000 : rng.pick([10, 1000, 10_000]), v instanceof Deep ? null : v, rng.chance(0.25));
+      parent[key] = new Deep(
+        unit && rng.chance(0.05) ? 100_000 : rng.pick([10, 1000, 10_000]),
+        v instanceof Deep ? null : v,
+        rng.chance(0.25),
+      );
       break;
     default: // duplicate / swap
       if (Array.isArray(parent) && parent.length > 1) {
@@ -403,7 +693,32 @@ function mutateTree(rng: Rng, root: any[], unit: boolean): void {
   }
 }
 
-const JUNK = [",", "]", "[", "{", "}", '"', "\\", "\\u", "\\uD800", "\\u0000", "\u0000", "\ud800", "null", ":", " ", "\t", "\ufeff", "\u00a0", "1e400", "-0", ",]", "[,", "\"\":", "\udc00"];
+const JUNK = [
+  ",",
+  "]",
+  "[",
+  "{",
+  "}",
+  '"',
+  "\\",
+  "\\u",
+  "\\uD800",
+  "\\u0000",
+  "\u0000",
+  "\ud800",
+  "null",
+  ":",
+  " ",
+  "\t",
+  "\ufeff",
+  "\u00a0",
+  "1e400",
+  "-0",
+  ",]",
+  "[,",
+  '"":',
+  "\udc00",
+];
 
 function mutateText(rng: Rng, s: string): string {
   const at = rng.int(s.length + 1);
@@ -429,7 +744,10 @@ function mutateText(rng: Rng, s: string): string {
     case 7: // duplicate a span
       return s.slice(0, at) + s.slice(at, at + rng.range(1, 30)) + s.slice(at);
     default: // an escape sequence inside the first string after the position
-      return s.replace(/"([^"\\]*)"/, (_m, inner: string) => `"${inner}${rng.pick(["\\uZZZZ", "\\ud800", "\\u0000", "\\x", "\u0001", "\\u12", "\\"])}"`);
+      return s.replace(
+        /"([^"\\]*)"/,
+        (_m, inner: string) => `"${inner}${rng.pick(["\\uZZZZ", "\\ud800", "\\u0000", "\\x", "\u0001", "\\u12", "\\"])}"`,
+      );
   }
 }
 
@@ -442,7 +760,20 @@ export function genFrame(rng: Rng, pool: Pool, st: GenState, unit: boolean): str
   const r = rng.next();
   if (r < 0.02) return randomBytes(rng);
   if (r < 0.04) return Buffer.from(randomBytes(rng)).toString(rng.chance(0.5) ? "latin1" : "utf8");
-  if (r < 0.05) return rng.pick(["", " ", "[]", "{}", "null", "[\"REQ\"]", "\"EVENT\"", "[\"EVENT\",]", "[".repeat(10_000) + "]".repeat(10_000), "[".repeat(30_000), "]"]);
+  if (r < 0.05)
+    return rng.pick([
+      "",
+      " ",
+      "[]",
+      "{}",
+      "null",
+      '["REQ"]',
+      '"EVENT"',
+      '["EVENT",]',
+      "[".repeat(10_000) + "]".repeat(10_000),
+      "[".repeat(30_000),
+      "]",
+    ]);
   const seed = seedFrame(rng, pool, st);
   const root = [structuredClone(seed)];
   const structural = rng.pick([0, 0, 0, 1, 1, 1, 1, 2, 3]);
@@ -462,4 +793,6 @@ export function genFrame(rng: Rng, pool: Pool, st: GenState, unit: boolean): str
 }
 
 export const show = (f: string | Uint8Array): string =>
-  typeof f === "string" ? `${JSON.stringify(f.slice(0, 300))}${f.length > 300 ? ` ... (${f.length} chars)` : ""}` : `<binary ${f.length} bytes>`;
+  typeof f === "string"
+    ? `${JSON.stringify(f.slice(0, 300))}${f.length > 300 ? ` ... (${f.length} chars)` : ""}`
+    : `<binary ${f.length} bytes>`;

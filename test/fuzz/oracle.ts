@@ -2,7 +2,6 @@
 // text alone, and a websocket that keeps every frame it gets for pairing.
 import { HARD_LIMIT, MAX_MESSAGE, MAX_SUBID } from "./gen.ts";
 
-
 /** What a frame must get back. `key` pairs it with an answer; `accept` lists the answer types. */
 export interface Expectation {
   key: string;
@@ -15,7 +14,10 @@ export const PREFIX = /^(duplicate|pow|blocked|rate-limited|invalid|restricted|a
 export const NEG_PREFIX = /^(duplicate|pow|blocked|rate-limited|invalid|restricted|auth-required|mute|error|closed): /;
 const validSubId = (v: unknown): v is string => typeof v === "string" && v.length > 0 && v.length <= MAX_SUBID;
 
-export type Verdict = { kind: "expect"; exp: Omit<Expectation, "frame" | "idx"> | undefined; subId?: string; negId?: string; verb?: string } | { kind: "close1009" } | { kind: "skip" };
+export type Verdict =
+  | { kind: "expect"; exp: Omit<Expectation, "frame" | "idx"> | undefined; subId?: string; negId?: string; verb?: string }
+  | { kind: "close1009" }
+  | { kind: "skip" };
 
 /**
  * The NIP-01 oracle, from the frame text alone. Answers: "OK:<id>", "SUB:<id>" (REQ/COUNT),
@@ -39,8 +41,10 @@ export function oracle(frame: string | Uint8Array): Verdict {
   const verb: string | undefined = isMsg ? msg[0] : undefined;
   if (bytes > MAX_MESSAGE) {
     if (verb === "EVENT" && msg.length === 2) return { kind: "expect", exp: { key: "OVERSIZE_OK", accept: ["OK"] }, verb };
-    if ((verb === "REQ" || verb === "COUNT") && validSubId(msg[1])) return { kind: "expect", exp: { key: `SUB:${msg[1]}`, accept: ["CLOSED"] }, subId: msg[1], verb };
-    if ((verb === "NEG-OPEN" || verb === "NEG-MSG") && validSubId(msg[1])) return { kind: "expect", exp: { key: `NEG:${msg[1]}`, accept: ["NEG-ERR"] }, negId: msg[1], verb };
+    if ((verb === "REQ" || verb === "COUNT") && validSubId(msg[1]))
+      return { kind: "expect", exp: { key: `SUB:${msg[1]}`, accept: ["CLOSED"] }, subId: msg[1], verb };
+    if ((verb === "NEG-OPEN" || verb === "NEG-MSG") && validSubId(msg[1]))
+      return { kind: "expect", exp: { key: `NEG:${msg[1]}`, accept: ["NEG-ERR"] }, negId: msg[1], verb };
     // Not a well-formed message: any one refusal will do. Its id (if the relay can make one out) is
     // reserved so that no other frame of the connection uses it.
     const m = /^\s*\[\s*"(REQ|COUNT|NEG-OPEN|NEG-MSG)"\s*,\s*"((?:[^"\\]|\\.)*)"/.exec(frame.slice(0, 2000));
@@ -68,7 +72,12 @@ export function oracle(frame: string | Uint8Array): Verdict {
     case "REQ":
     case "COUNT":
       if (!validSubId(msg[1])) return notice;
-      return { kind: "expect", exp: { key: `SUB:${msg[1]}`, accept: verb === "REQ" ? ["EOSE", "CLOSED"] : ["COUNT", "CLOSED"] }, subId: msg[1], verb };
+      return {
+        kind: "expect",
+        exp: { key: `SUB:${msg[1]}`, accept: verb === "REQ" ? ["EOSE", "CLOSED"] : ["COUNT", "CLOSED"] },
+        subId: msg[1],
+        verb,
+      };
     case "CLOSE":
       if (!validSubId(msg[1])) return notice;
       return { kind: "expect", exp: undefined, subId: msg[1], verb };

@@ -10,7 +10,19 @@ import { parseClientMessage, SubscriptionError } from "../../src/protocol/messag
 import { ProtocolError } from "../../src/protocol/reasons.ts";
 import { filterLimits } from "../../src/policy/visibility.ts";
 import { failOnRelayErrors, testConfig } from "../helpers.ts";
-import { buildPool, CALL_BUDGET_MS, caseRng, genFrame, SECONDS, SEED, show, testTimeout, UNIT_CASES, type GenState, type Pool } from "./gen.ts";
+import {
+  buildPool,
+  CALL_BUDGET_MS,
+  caseRng,
+  genFrame,
+  SECONDS,
+  SEED,
+  show,
+  testTimeout,
+  UNIT_CASES,
+  type GenState,
+  type Pool,
+} from "./gen.ts";
 
 // A console.error, uncaught exception or unhandled rejection fails the test too.
 failOnRelayErrors();
@@ -20,7 +32,6 @@ beforeAll(() => {
   pool = buildPool();
   console.log(`fuzz: FUZZ_SEED=${SEED}`);
 });
-
 
 test(
   "unit: parser, filter compiler and event validator throw nothing but ProtocolError, quickly",
@@ -42,10 +53,12 @@ test(
       try {
         return fn();
       } catch (err) {
-        if (err instanceof SubscriptionError && (typeof err.subId !== "string" || err.subId === "")) failures.push(`case ${i}: ${what}: SubscriptionError without a subscription id; frame ${show(frame)}`);
+        if (err instanceof SubscriptionError && (typeof err.subId !== "string" || err.subId === ""))
+          failures.push(`case ${i}: ${what}: SubscriptionError without a subscription id; frame ${show(frame)}`);
         if (err instanceof ProtocolError) {
           counts.protocolErrors++;
-          if (!/^(invalid|error|rate-limited|blocked|restricted|auth-required|pow|duplicate|mute): /.test(err.text)) failures.push(`case ${i}: ${what}: bad prefix ${JSON.stringify(err.text)}`);
+          if (!/^(invalid|error|rate-limited|blocked|restricted|auth-required|pow|duplicate|mute): /.test(err.text))
+            failures.push(`case ${i}: ${what}: bad prefix ${JSON.stringify(err.text)}`);
           return undefined;
         }
         failures.push(`case ${i}: ${what} threw ${String((err as Error)?.stack ?? err).slice(0, 400)}; frame ${show(frame)}`);

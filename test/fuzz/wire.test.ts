@@ -8,7 +8,25 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { hasValidId, validateEventShape, type NostrEvent } from "../../src/protocol/event.ts";
 import { failOnRelayErrors, startTestRelay, type TestRelay } from "../helpers.ts";
-import { ANSWER_TIMEOUT_MS, BATCH, buildPool, caseRng, genFrame, HARD_LIMIT, MAX_MESSAGE, MAX_SUBID, SECONDS, SEED, serialize, show, testTimeout, WIRE_CONNECTIONS, WIRE_FRAMES, type GenState, type Pool } from "./gen.ts";
+import {
+  ANSWER_TIMEOUT_MS,
+  BATCH,
+  buildPool,
+  caseRng,
+  genFrame,
+  HARD_LIMIT,
+  MAX_MESSAGE,
+  MAX_SUBID,
+  SECONDS,
+  SEED,
+  serialize,
+  show,
+  testTimeout,
+  WIRE_CONNECTIONS,
+  WIRE_FRAMES,
+  type GenState,
+  type Pool,
+} from "./gen.ts";
 import { Conn, type Expectation, NEG_PREFIX, oracle, PREFIX, until, type Verdict } from "./oracle.ts";
 
 failOnRelayErrors();
@@ -19,7 +37,6 @@ beforeAll(() => {
   console.log(`fuzz: FUZZ_SEED=${SEED}`);
 });
 
-
 let relay: TestRelay | undefined;
 const openConns: Conn[] = [];
 /** The frames each connection sent last, printed if the wire test dies half-way (for reproduction). */
@@ -27,7 +44,8 @@ const lastFrames: (string | Uint8Array)[][] = [];
 let wireFinished = false;
 afterAll(async () => {
   if (relay && !wireFinished)
-    for (const [w, frames] of lastFrames.entries()) if (frames) console.log(`fuzz wire: connection ${w} was last sent:\n  ${frames.map((f) => show(f).slice(0, 200)).join("\n  ")}`);
+    for (const [w, frames] of lastFrames.entries())
+      if (frames) console.log(`fuzz wire: connection ${w} was last sent:\n  ${frames.map((f) => show(f).slice(0, 200)).join("\n  ")}`);
   for (const c of openConns) if (!c.closed) c.ws.close();
   await relay?.stop();
 });
@@ -35,7 +53,9 @@ afterAll(async () => {
 test(
   "wire: every fuzzed frame gets its NIP-01 answer, the relay keeps serving, nothing acknowledged is lost",
   async () => {
-    relay = await startTestRelay({ limits: { max_message_bytes: MAX_MESSAGE, max_subscriptions: 100, max_subid_length: MAX_SUBID, max_event_tags: 200 } });
+    relay = await startTestRelay({
+      limits: { max_message_bytes: MAX_MESSAGE, max_subscriptions: 100, max_subid_length: MAX_SUBID, max_event_tags: 200 },
+    });
     const url = relay.url;
     const connect = async () => {
       const c = await Conn.open(url);
@@ -43,7 +63,17 @@ test(
       return c;
     };
     const failures: string[] = [];
-    const stats = { frames: 0, binary: 0, oversize: 0, closed1009: 0, skipped: 0, answers: {} as Record<string, number>, verbs: {} as Record<string, number>, liveEvents: 0, controlChecks: 0 };
+    const stats = {
+      frames: 0,
+      binary: 0,
+      oversize: 0,
+      closed1009: 0,
+      skipped: 0,
+      answers: {} as Record<string, number>,
+      verbs: {} as Record<string, number>,
+      liveEvents: 0,
+      controlChecks: 0,
+    };
     const acked = new Map<string, NostrEvent>(); // plain events answered OK true
     const plainById = new Map(pool.plain.map((e) => [e.id, e]));
     const start = Date.now();
@@ -96,7 +126,8 @@ test(
           }
           const type = Array.isArray(f) ? f[0] : undefined;
           stats.answers[type] = (stats.answers[type] ?? 0) + 1;
-          const bad = (why: string, e?: Expectation) => failures.push(`${why}: ${raw.slice(0, 300)}${e ? ` for frame #${e.idx} ${show(e.frame)}` : ""}`);
+          const bad = (why: string, e?: Expectation) =>
+            failures.push(`${why}: ${raw.slice(0, 300)}${e ? ` for frame #${e.idx} ${show(e.frame)}` : ""}`);
           switch (type) {
             case "AUTH":
               if (typeof f[1] !== "string") bad("bad AUTH challenge");
@@ -121,7 +152,8 @@ test(
               else if (f[2] === false && !PREFIX.test(f[3])) bad("OK false without a NIP-01 prefix", e);
               else if (f[2] === true && f[3] !== "" && !f[3].startsWith("duplicate:")) bad("OK true with an odd message", e);
               else if (f[2] === true && plainById.has(f[1]) && e.key === `OK:${f[1]}`) acked.set(f[1], plainById.get(f[1])!);
-              if (e?.key === "OVERSIZE_OK" && (f[2] !== false || !String(f[3]).startsWith("invalid:"))) bad("oversize EVENT not refused with invalid:", e);
+              if (e?.key === "OVERSIZE_OK" && (f[2] !== false || !String(f[3]).startsWith("invalid:")))
+                bad("oversize EVENT not refused with invalid:", e);
               break;
             }
             case "EOSE":
@@ -138,7 +170,8 @@ test(
             case "NEG-ERR": {
               const e = take(type === "NEG-ERR" ? [`NEG:${f[1]}`, "ANY"] : [`NEG:${f[1]}`], type);
               if (!e) bad(`unexpected ${type}`);
-              else if (type === "NEG-MSG" && (typeof f[2] !== "string" || !/^([0-9a-f]{2})*$/.test(f[2]))) bad("NEG-MSG that is not hex", e);
+              else if (type === "NEG-MSG" && (typeof f[2] !== "string" || !/^([0-9a-f]{2})*$/.test(f[2])))
+                bad("NEG-MSG that is not hex", e);
               else if (type === "NEG-ERR" && (typeof f[2] !== "string" || !NEG_PREFIX.test(f[2]))) bad("NEG-ERR without a prefix", e);
               if (type === "NEG-MSG" && e && !st.openNeg.includes(f[1])) st.openNeg.push(f[1]);
               if (type === "NEG-ERR") st.openNeg = st.openNeg.filter((x) => x !== f[1]);
@@ -179,7 +212,8 @@ test(
             }
             // Keep answers pairable: a subscription id is used by one REQ/COUNT only, and a CLOSE never
             // races a REQ of the same batch; a NEG id opened in this batch is used by nothing else in it.
-            if (verdict.subId !== undefined && (verdict.verb === "CLOSE" ? batchSubs.has(verdict.subId) : usedSub.has(verdict.subId))) continue;
+            if (verdict.subId !== undefined && (verdict.verb === "CLOSE" ? batchSubs.has(verdict.subId) : usedSub.has(verdict.subId)))
+              continue;
             const exclusive = verdict.verb === "NEG-OPEN" || verdict.verb === "ANY";
             if (verdict.negId !== undefined && (batchNegOpen.has(verdict.negId) || (exclusive && batchNeg.has(verdict.negId)))) continue;
             frame = g;
@@ -220,7 +254,9 @@ test(
         }
         if (!answered) {
           const missing = [...pending.values()].flat().slice(0, 5);
-          failures.push(`no answer within ${ANSWER_TIMEOUT_MS} ms to ${pendingCount()} frames, e.g. ${missing.map((e) => `#${e.idx} (${e.key}, wanted ${e.accept.join("/")}) ${show(e.frame)}`).join("; ")}`);
+          failures.push(
+            `no answer within ${ANSWER_TIMEOUT_MS} ms to ${pendingCount()} frames, e.g. ${missing.map((e) => `#${e.idx} (${e.key}, wanted ${e.accept.join("/")}) ${show(e.frame)}`).join("; ")}`,
+          );
           break;
         }
         // Free the subscriptions that stay open after EOSE.
@@ -244,7 +280,10 @@ test(
           conn.ws.send(huge);
           const closed = await until(() => conn.closed, 5000);
           drain();
-          if (!closed || conn.closeCode !== 1009) failures.push(`frame of ${Buffer.byteLength(huge)} bytes (over ${HARD_LIMIT}): expected close 1009, got ${closed ? `close ${conn.closeCode}` : "no close"}`);
+          if (!closed || conn.closeCode !== 1009)
+            failures.push(
+              `frame of ${Buffer.byteLength(huge)} bytes (over ${HARD_LIMIT}): expected close 1009, got ${closed ? `close ${conn.closeCode}` : "no close"}`,
+            );
           stats.closed1009++;
           conn = await connect();
           read = 0;
@@ -275,9 +314,17 @@ test(
       const c = await connect();
       const ids = [...acked.keys()];
       c.ws.send(JSON.stringify(["REQ", "readback", { ids }]));
-      if (!(await until(() => c.inbox.some((f) => f.startsWith('["EOSE","readback"') || f.startsWith('["CLOSED","readback"')), 5000))) failures.push("read-back REQ unanswered");
-      const got = new Map(c.inbox.filter((f) => f.startsWith('["EVENT","readback"')).map((f) => JSON.parse(f)[2] as NostrEvent).map((e) => [e.id, e]));
-      for (const [id, e] of acked) if (!Bun.deepEquals(got.get(id), e)) failures.push(`acknowledged event ${id} read back as ${JSON.stringify(got.get(id))?.slice(0, 200)}`);
+      if (!(await until(() => c.inbox.some((f) => f.startsWith('["EOSE","readback"') || f.startsWith('["CLOSED","readback"')), 5000)))
+        failures.push("read-back REQ unanswered");
+      const got = new Map(
+        c.inbox
+          .filter((f) => f.startsWith('["EVENT","readback"'))
+          .map((f) => JSON.parse(f)[2] as NostrEvent)
+          .map((e) => [e.id, e]),
+      );
+      for (const [id, e] of acked)
+        if (!Bun.deepEquals(got.get(id), e))
+          failures.push(`acknowledged event ${id} read back as ${JSON.stringify(got.get(id))?.slice(0, 200)}`);
       c.ws.close();
     }
 

@@ -54,7 +54,9 @@ function gen(made: NostrEvent[]): NostrEvent {
       tags = rand() < 0.5 ? [["e", t.id]] : [["a", `${t.kind}:${t.pubkey}:${t.tags.find((x) => x[0] === "d")?.[1] ?? ""}`]];
     }
   } else if (r < 0.62) (kind = 62), (tags = [["relay", "ALL_RELAYS"]]);
-  return JSON.parse(JSON.stringify(finalizeEvent({ kind, created_at, tags, content: `v ${rand().toString(36).slice(2, 8)}` }, sk))) as NostrEvent;
+  return JSON.parse(
+    JSON.stringify(finalizeEvent({ kind, created_at, tags, content: `v ${rand().toString(36).slice(2, 8)}` }, sk)),
+  ) as NostrEvent;
 }
 
 const describeOutcome = (o: WriteOutcome) => (o.stored ? "stored" : o.duplicate ? "duplicate" : refusalText(o.refusal));
@@ -94,20 +96,36 @@ test("a request to vanish of 3,000 events: its batch deletes the first 500, step
   const sk = generateSecretKey();
   const pubkey = getPublicKey(sk);
   const fake = (k: number): NostrEvent => ({
-    id: k.toString(16).padStart(8, "0") + pubkey.slice(8), pubkey, created_at: BASE - 5000 + k, kind: 1, tags: [["t", "x"]], content: `n ${k}`, sig: "0".repeat(128),
+    id: k.toString(16).padStart(8, "0") + pubkey.slice(8),
+    pubkey,
+    created_at: BASE - 5000 + k,
+    kind: 1,
+    tags: [["t", "x"]],
+    content: `n ${k}`,
+    sig: "0".repeat(128),
   });
-  for (let k = 0; k < 3000; k += 1000) await pg.writeBatch(Array.from({ length: 1000 }, (_, j) => ({ event: fake(k + j), json: serializeEvent(fake(k + j)) })), RULES);
+  for (let k = 0; k < 3000; k += 1000)
+    await pg.writeBatch(
+      Array.from({ length: 1000 }, (_, j) => ({ event: fake(k + j), json: serializeEvent(fake(k + j)) })),
+      RULES,
+    );
   const left = async () => (await pg.sql`SELECT count(*)::int AS n FROM events WHERE pubkey = decode(${pubkey}, 'hex')`)[0].n as number;
   expect(await left()).toBe(3000);
   let told = 0;
   pg.onPurge = () => void told++;
-  const vanish = JSON.parse(JSON.stringify(finalizeEvent({ kind: 62, created_at: BASE, tags: [["relay", "ALL_RELAYS"]], content: "" }, sk))) as NostrEvent;
+  const vanish = JSON.parse(
+    JSON.stringify(finalizeEvent({ kind: 62, created_at: BASE, tags: [["relay", "ALL_RELAYS"]], content: "" }, sk)),
+  ) as NostrEvent;
   expect((await pg.writeBatch([{ event: vanish, json: serializeEvent(vanish) }], RULES))[0]!.stored).toBe(true);
   expect(told).toBe(1);
   expect(await left()).toBe(3001 - 500);
   // Nothing it covers is accepted meanwhile; other writes go on.
   const old = fake(4000); // created before the request
-  expect((await pg.writeBatch([{ event: old, json: serializeEvent(old) }], RULES))[0]).toEqual({ stored: false, duplicate: false, refusal: { prefix: "blocked", message: "this pubkey asked to vanish from this relay" } });
+  expect((await pg.writeBatch([{ event: old, json: serializeEvent(old) }], RULES))[0]).toEqual({
+    stored: false,
+    duplicate: false,
+    refusal: { prefix: "blocked", message: "this pubkey asked to vanish from this relay" },
+  });
   let steps = 0;
   while (await pg.purgeStep(5)) steps++;
   expect(steps).toBeGreaterThanOrEqual(5); // 2,500 left, 500 a step (and one that finds the purge done)
@@ -123,7 +141,11 @@ test("gift wraps deleted by their recipients or authors, deletions of deletions,
   const people = Array.from({ length: 5 }, () => generateSecretKey());
   const wrappers = Array.from({ length: 4 }, () => generateSecretKey()); // NIP-59: a wrap's random signing keys
   const sign = (sk: Uint8Array, kind: number, tags: string[][]): NostrEvent =>
-    JSON.parse(JSON.stringify(finalizeEvent({ kind, created_at: BASE + 100 + Math.floor(rand() * 6), tags, content: `w ${rand().toString(36).slice(2, 8)}` }, sk))) as NostrEvent;
+    JSON.parse(
+      JSON.stringify(
+        finalizeEvent({ kind, created_at: BASE + 100 + Math.floor(rand() * 6), tags, content: `w ${rand().toString(36).slice(2, 8)}` }, sk),
+      ),
+    ) as NostrEvent;
   const made: NostrEvent[] = [];
   const next = (): NostrEvent => {
     const r = rand();

@@ -78,7 +78,14 @@ export interface Tally {
  * the events [0, sent) published. `fail` gets up to 3 examples of each kind with count 0, then the
  * total of each kind that occurred.
  */
-export function tallyDeliveries(w: Workload, jsons: string[], expected: Uint8Array, counts: Uint8Array, sent: number, fail: (kind: string, detail: string, count: number) => void): Tally {
+export function tallyDeliveries(
+  w: Workload,
+  jsons: string[],
+  expected: Uint8Array,
+  counts: Uint8Array,
+  sent: number,
+  fail: (kind: string, detail: string, count: number) => void,
+): Tally {
   const ALL = w.events.length;
   let ok = 0;
   let dropped = 0;
@@ -90,9 +97,17 @@ export function tallyDeliveries(w: Workload, jsons: string[], expected: Uint8Arr
       const c = counts[row + i]!;
       const x = expected[row + i]!;
       if (x && c >= 1) ok++;
-      if (x && c === 0) dropped++ < 3 && fail("dropped delivery", `sub s${sub.num} (${sub.label}) on conn ${sub.conn} never got event #${i} ${w.events[i]!.id}`, 0);
+      if (x && c === 0)
+        dropped++ < 3 &&
+          fail("dropped delivery", `sub s${sub.num} (${sub.label}) on conn ${sub.conn} never got event #${i} ${w.events[i]!.id}`, 0);
       if (c > 1) duplicated++ < 3 && fail("duplicated delivery", `sub s${sub.num} on conn ${sub.conn} got event #${i} ${c} times`, 0);
-      if (!x && c > 0) extra++ < 3 && fail("extra delivery (event does not match the filters)", `sub s${sub.num} ${JSON.stringify(sub.filters).slice(0, 300)} got event #${i} ${jsons[i]!.slice(0, 300)}`, 0);
+      if (!x && c > 0)
+        extra++ < 3 &&
+          fail(
+            "extra delivery (event does not match the filters)",
+            `sub s${sub.num} ${JSON.stringify(sub.filters).slice(0, 300)} got event #${i} ${jsons[i]!.slice(0, 300)}`,
+            0,
+          );
     }
   }
   // The per-kind examples above were added with count 0; put the real totals in.

@@ -53,5 +53,7 @@ export function histSummary({ hist, n, sumMs, maxMs }: LatencyHist): LatencySumm
     for (let b = 0; b < hist.length; b++) if ((c += hist[b]!) >= rank) return histValue(b) / 1000;
     return NaN;
   };
-  return n ? { n, p50: at(50), p90: at(90), p99: at(99), max: maxMs, mean: sumMs / n } : { n: 0, p50: NaN, p90: NaN, p99: NaN, max: NaN, mean: NaN };
+  return n
+    ? { n, p50: at(50), p90: at(90), p99: at(99), max: maxMs, mean: sumMs / n }
+    : { n: 0, p50: NaN, p90: NaN, p99: NaN, max: NaN, mean: NaN };
 }

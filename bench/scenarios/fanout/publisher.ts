@@ -52,7 +52,11 @@ export class Publisher {
 
   private pump(): void {
     // An event always goes when nothing is outstanding, however many deliveries it has.
-    while (this.sent < this.limit && this.sent - this.oks < this.window && (this.due - Atomics.load(this.progress, P_RECV) < this.lag || this.sent === this.done())) {
+    while (
+      this.sent < this.limit &&
+      this.sent - this.oks < this.window &&
+      (this.due - Atomics.load(this.progress, P_RECV) < this.lag || this.sent === this.done())
+    ) {
       this.sentAt[this.sent] = nowMs();
       this.conn.send(`["EVENT",${this.jsons[this.sent]}]`);
       this.due += this.initialRemaining[this.sent]!;
@@ -68,7 +72,8 @@ export class Publisher {
       this.oked[i] = 1;
       this.oks++;
       this.lastOk = nowMs();
-      if (f[2] !== true || f[3] !== "") this.failures.add(f[2] === true ? "OK true with a message (duplicate?)" : "OK false", `#${i}: ${raw.slice(0, 200)}`);
+      if (f[2] !== true || f[3] !== "")
+        this.failures.add(f[2] === true ? "OK true with a message (duplicate?)" : "OK false", `#${i}: ${raw.slice(0, 200)}`);
       if (this.initialRemaining[i] === 0) this.zeroDone++;
       this.pump();
     } else if (f[0] !== "AUTH") this.failures.add("unexpected frame on the publisher", raw.slice(0, 200));
@@ -90,7 +95,10 @@ export class Publisher {
       if (Atomics.load(this.progress, P_BAD) || Atomics.load(this.progress, P_CLOSED) || this.conn.closed || !relayRunning()) return false;
       if (d + this.oks !== seen) (seen = d + this.oks), (lastProgress = performance.now());
       else if (performance.now() - lastProgress > stallMs) {
-        this.failures.add("stalled", `no progress for ${stallMs} ms: ${this.sent}/${upTo} sent, ${this.oks} OKs, ${d} events fully delivered`);
+        this.failures.add(
+          "stalled",
+          `no progress for ${stallMs} ms: ${this.sent}/${upTo} sent, ${this.oks} OKs, ${d} events fully delivered`,
+        );
         return false;
       }
       this.pump();

@@ -98,7 +98,8 @@ class Receiver {
     let num = 0;
     while (b[q]! >= 48 && b[q]! <= 57) num = num * 10 + b[q++]! - 48;
     const slot = c.slots.get(num);
-    if (b[q] !== 0x22 || b[q + 1] !== 0x2c || slot === undefined) return this.bad(c, "wrong: EVENT for a subscription this connection does not hold", b, s, e);
+    if (b[q] !== 0x22 || b[q + 1] !== 0x2c || slot === undefined)
+      return this.bad(c, "wrong: EVENT for a subscription this connection does not hold", b, s, e);
     const js = q + 2;
     let key = 0;
     for (let k = 0; k < 12; k++) {
@@ -192,7 +193,11 @@ class Receiver {
       if (op === 1 && b0 & 128) this.onText(c, b, s, e, now);
       else if (op === 9) this.write(sock, clientFrame(10, b.subarray(s, e)));
       else if (op === 8) {
-        if (!this.finishing) this.failures.add("connection closed by the relay", `conn ${c.conn}: close code ${size >= 2 ? b.readUInt16BE(s) : "none"} ${b.toString("utf8", s + 2, e)}`);
+        if (!this.finishing)
+          this.failures.add(
+            "connection closed by the relay",
+            `conn ${c.conn}: close code ${size >= 2 ? b.readUInt16BE(s) : "none"} ${b.toString("utf8", s + 2, e)}`,
+          );
       } else if (op !== 10) this.bad(c, `unexpected frame opcode ${op} (fin ${b0 >> 7})`, b, s, e);
       p = e;
     }

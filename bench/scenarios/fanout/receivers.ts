@@ -20,7 +20,8 @@ export class Receivers {
   /** `threads` threads, connection c on thread c % threads; each connects and subscribes at once. */
   constructor(w: Workload, threads: number, shared: SharedData) {
     const byConn: ReceiverData["conns"] = Array.from({ length: w.conns }, (_, conn) => ({ conn, subs: [] }));
-    for (const s of w.subs) byConn[s.conn]!.subs.push({ num: s.num, slot: s.slot, req: JSON.stringify(["REQ", `s${s.num}`, ...s.filters]) });
+    for (const s of w.subs)
+      byConn[s.conn]!.subs.push({ num: s.num, slot: s.slot, req: JSON.stringify(["REQ", `s${s.num}`, ...s.filters]) });
     for (let k = 0; k < threads; k++) {
       const data: ReceiverData = { role: "fanout-receiver", thread: k, conns: byConn.filter((_, c) => c % threads === k), ...shared };
       const worker = new Worker(RECEIVER, { workerData: data });
@@ -42,7 +43,10 @@ export class Receivers {
     while (Atomics.load(progress, P_EOSE) < S) {
       if (Atomics.load(progress, P_BAD) || Atomics.load(progress, P_CLOSED)) break;
       if (performance.now() > deadline) {
-        failures.add("subscriptions not ready", `${Atomics.load(progress, P_READY)}/${w.conns} connections upgraded, ${Atomics.load(progress, P_EOSE)}/${S} EOSEs after 60 s`);
+        failures.add(
+          "subscriptions not ready",
+          `${Atomics.load(progress, P_READY)}/${w.conns} connections upgraded, ${Atomics.load(progress, P_EOSE)}/${S} EOSEs after 60 s`,
+        );
         break;
       }
       await Bun.sleep(10);

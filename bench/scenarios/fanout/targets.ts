@@ -23,11 +23,16 @@ export async function spawnRelay(opts: { verify: boolean; cpuProfDir?: string },
   process.on("exit", () => rmSync(cfgDir, { recursive: true, force: true })); // also after a timeout
   const perConn = Math.max(...Array.from({ length: w.conns }, (_, c) => w.subs.filter((s) => s.conn === c).length));
   const cfg = join(cfgDir, "bunstr.toml");
-  writeFileSync(cfg, `[limits]\nmax_connections_per_ip = ${w.conns + 100}\nmax_subscriptions = ${Math.max(50, perConn)}\n${RATE_LIMITS_OFF}`);
+  writeFileSync(
+    cfg,
+    `[limits]\nmax_connections_per_ip = ${w.conns + 100}\nmax_subscriptions = ${Math.max(50, perConn)}\n${RATE_LIMITS_OFF}`,
+  );
   let relay: RelayProcess;
   try {
     // --cpu-prof goes between bun and the relay's entry point: a shell puts it there.
-    const wrap = opts.cpuProfDir ? ["sh", "-c", 'd="$1"; b="$2"; shift 2; exec "$b" --cpu-prof --cpu-prof-dir="$d" "$@"', "sh", resolve(opts.cpuProfDir)] : undefined;
+    const wrap = opts.cpuProfDir
+      ? ["sh", "-c", 'd="$1"; b="$2"; shift 2; exec "$b" --cpu-prof --cpu-prof-dir="$d" "$@"', "sh", resolve(opts.cpuProfDir)]
+      : undefined;
     relay = await RelayProcess.spawn({ verify: opts.verify, args: ["--config", cfg], wrap });
   } catch (err) {
     rmSync(cfgDir, { recursive: true, force: true });

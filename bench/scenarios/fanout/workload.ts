@@ -51,7 +51,10 @@ export interface Workload {
 }
 
 const BASE_TIME = 1_700_000_000;
-const WORDS = "the a relay note bun fast nostr event filter kind tag zap reply thread sats garden coffee morning build ship test code open source signal noise fanout topic".split(" ");
+const WORDS =
+  "the a relay note bun fast nostr event filter kind tag zap reply thread sats garden coffee morning build ship test code open source signal noise fanout topic".split(
+    " ",
+  );
 
 /** Index in [0, n) skewed towards 0 (popular authors, topics, threads). */
 const skewed = (n: number, r: number): number => Math.min(n - 1, Math.floor(n * r * r));
@@ -98,15 +101,28 @@ export function mixedWorkload(signer: Signer, nEvents: number, nSubs: number, nC
       content = Array.from({ length: words }, () => WORDS[Math.floor(r() * WORDS.length)]).join(" ") + ` #${i}`;
     } else if (x < 0.78) {
       kind = 7;
-      tags = [["e", roots[thread]!], ["p", rootAuthor(thread)], ["k", "1"]];
+      tags = [
+        ["e", roots[thread]!],
+        ["p", rootAuthor(thread)],
+        ["k", "1"],
+      ];
       content = r() < 0.8 ? "+" : "\u{1F525}";
     } else if (x < 0.86 || x < 0.9) {
       kind = x < 0.86 ? 6 : 16;
-      tags = [["e", roots[thread]!, ""], ["p", rootAuthor(thread)]];
+      tags = [
+        ["e", roots[thread]!, ""],
+        ["p", rootAuthor(thread)],
+      ];
       if (kind === 16) tags.push(["k", "1"]);
     } else if (x < 0.95) {
       kind = 1111;
-      tags = [["E", roots[thread]!, "", rootAuthor(thread)], ["K", "1"], ["e", roots[thread]!, "", rootAuthor(thread)], ["k", "1"], ["p", rootAuthor(thread)]];
+      tags = [
+        ["E", roots[thread]!, "", rootAuthor(thread)],
+        ["K", "1"],
+        ["e", roots[thread]!, "", rootAuthor(thread)],
+        ["k", "1"],
+        ["p", rootAuthor(thread)],
+      ];
       content = `comment ${i} on thread ${thread}`;
     } else {
       kind = 20001;
@@ -118,7 +134,8 @@ export function mixedWorkload(signer: Signer, nEvents: number, nSubs: number, nC
 
   // Subscriptions from their own stream, so they do not depend on the number of events.
   r = prng(seed + 1_000_003);
-  const authorsList = (min: number, max: number) => distinct(min + Math.floor(r() * (max - min + 1)), () => skewed(AUTHORS, r())).map((a) => pubkeys[a]!);
+  const authorsList = (min: number, max: number) =>
+    distinct(min + Math.floor(r() * (max - min + 1)), () => skewed(AUTHORS, r())).map((a) => pubkeys[a]!);
   const topicsList = (n: number) => distinct(n, () => skewed(TOPICS, r())).map(topic);
   const subs: Sub[] = [];
   for (let s = 0; s < nSubs; s++) {
@@ -140,8 +157,14 @@ export function mixedWorkload(signer: Signer, nEvents: number, nSubs: number, nC
     else if (x < 0.68) (label = "kinds+#e"), (filters = [{ kinds: [1, 7, 1111], "#e": [root] }]);
     else if (x < 0.7) (label = "authors+#t"), (filters = [{ authors: authorsList(10, 30), "#t": topicsList(2) }]);
     else if (x < 0.78) (label = "kinds+authors"), (filters = [{ kinds: [7], authors: authorsList(5, 30) }]);
-    else if (x < 0.88) (label = "multi:home"), (filters = [{ authors: authorsList(5, 40), kinds: [1, 6] }, { kinds: [1, 7], "#p": [me] }]);
-    else if (x < 0.95) (label = "multi:topic+thread"), (filters = [{ "#t": topicsList(1) }, { "#e": [root] }, { kinds: [1111], "#E": [root] }]);
+    else if (x < 0.88)
+      (label = "multi:home"),
+        (filters = [
+          { authors: authorsList(5, 40), kinds: [1, 6] },
+          { kinds: [1, 7], "#p": [me] },
+        ]);
+    else if (x < 0.95)
+      (label = "multi:topic+thread"), (filters = [{ "#t": topicsList(1) }, { "#e": [root] }, { kinds: [1111], "#E": [root] }]);
     else (label = "multi:profile"), (filters = [{ kinds: [7], "#p": [me] }, { authors: [me] }]);
     for (const f of filters) f.limit = 0; // live only: the database is empty anyway
     subs.push({ slot: s, conn: Math.floor((s * nConns) / nSubs), num: s, filters, label });
@@ -157,7 +180,10 @@ export function sharedWorkload(signer: Signer, nEvents: number, nConns: number, 
   for (let i = 0; i < nEvents; i++) {
     const words = 10 + Math.floor(r() * 40);
     const content = Array.from({ length: words }, () => WORDS[Math.floor(r() * WORDS.length)]).join(" ") + ` #${i}`;
-    const tags = [["t", "fanout"], ["p", keys[Math.floor(r() * 50)]!.pubkey]];
+    const tags = [
+      ["t", "fanout"],
+      ["p", keys[Math.floor(r() * 50)]!.pubkey],
+    ];
     events.push(buildEvent(keys[i % 50]!, BASE_TIME + i, 1, tags, content));
   }
   const filters: RawFilter[] = [{ kinds: [1], "#t": ["fanout"], limit: 0 }];

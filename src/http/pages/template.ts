@@ -16,6 +16,6 @@ export function fill<K extends string>(template: string, slots: Slots<K>): strin
  * name only and Bun's types call every *.html an HTMLBundle; this checks rather than casts.
  */
 export function text(imported: unknown): string {
-  if (typeof imported !== "string") throw new Error("a page file was not imported as text (with { type: \"text\" })");
+  if (typeof imported !== "string") throw new Error('a page file was not imported as text (with { type: "text" })');
   return imported;
 }

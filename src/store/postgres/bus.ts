@@ -6,7 +6,6 @@
 import { RedisClient } from "bun";
 import type { Batch } from "./order.ts";
 
-
 export interface BusHandlers {
   batch(b: { from: number; to: number; events: { seq: number; json: string }[] }): void;
   adminChanged(): void;
@@ -51,7 +50,8 @@ export class RedisBus {
       if (m.node === NODE) return;
       if (channel === bus.admin) return handlers.adminChanged();
       if (channel === bus.ephemeral) return typeof m.json === "string" ? handlers.ephemeral(m.json) : undefined;
-      if (typeof m.from === "number" && typeof m.to === "number" && Array.isArray(m.events)) handlers.batch({ from: m.from, to: m.to, events: m.events });
+      if (typeof m.from === "number" && typeof m.to === "number" && Array.isArray(m.events))
+        handlers.batch({ from: m.from, to: m.to, events: m.events });
     });
     return bus;
   }

@@ -39,13 +39,15 @@ class Sql {
   }
 }
 
-const fewestValues = (f: Filter, keys: string[]): string => keys.reduce((best, k) => (f[k as `#${string}`]!.length < f[best as `#${string}`]!.length ? k : best));
+const fewestValues = (f: Filter, keys: string[]): string =>
+  keys.reduce((best, k) => (f[k as `#${string}`]!.length < f[best as `#${string}`]!.length ? k : best));
 
 /**
  * NIP-50 terms as a tsquery literal: every term must appear (AND), as SQLite's MATCH. Quoted
  * lexemes are taken as they are (no parser), matching the tsvector built from the same tokens.
  */
-export const tsQuery = (terms: readonly string[]): string => terms.map((t) => `'${t.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`).join(" & ");
+export const tsQuery = (terms: readonly string[]): string =>
+  terms.map((t) => `'${t.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`).join(" & ");
 
 interface Core extends Sql {
   from: string;
@@ -91,7 +93,9 @@ function planCore(f: Filter, scope: ReadScope): Core {
   }
   for (const key of tagKeys) {
     if (key === driver) continue;
-    q.where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.seq = e.seq AND x.name = ${q.p(key.slice(1))} AND ${q.any("x.value", f[key as `#${string}`]!, "text")})`);
+    q.where.push(
+      `EXISTS (SELECT 1 FROM tags x WHERE x.seq = e.seq AND x.name = ${q.p(key.slice(1))} AND ${q.any("x.value", f[key as `#${string}`]!, "text")})`,
+    );
   }
   q.where.push(`e.seq <= ${q.p(scope.maxSeq)}`);
   if (scope.now > 0) q.where.push(`(e.expiration IS NULL OR e.expiration > ${q.p(scope.now)})`);
@@ -123,7 +127,10 @@ export const feedWindowFits = (f: Filter): boolean => f.authors !== undefined &&
 export function planFilter(f: Filter, limit: number, scope: ReadScope, window?: number): { sql: string; params: Param[]; ranked: boolean } {
   const q = planCore(f, scope);
   if (window !== undefined) {
-    const bounds = [f.since !== undefined ? `created_at >= ${q.p(f.since)}` : "", f.until !== undefined ? `created_at <= ${q.p(f.until)}` : ""].filter(Boolean);
+    const bounds = [
+      f.since !== undefined ? `created_at >= ${q.p(f.since)}` : "",
+      f.until !== undefined ? `created_at <= ${q.p(f.until)}` : "",
+    ].filter(Boolean);
     q.from = `(SELECT * FROM events ${bounds.length > 0 ? `WHERE ${bounds.join(" AND ")}` : ""} ORDER BY created_at DESC, id LIMIT ${q.p(window)}) e`;
   }
   const ranked = f.search !== undefined && searchTerms(f.search).length > 0;
@@ -155,5 +162,8 @@ export function planSeqs(filters: readonly Filter[], scope: ReadScope): { sql: s
 export function planNeg(filter: Filter, max: number, scope: ReadScope): { sql: string; params: Param[] } {
   const { limit: _ignored, ...f } = filter;
   const q = planCore(f, scope);
-  return { sql: `SELECT DISTINCT e.created_at::float8 AS t, encode(e.id, 'hex') AS id FROM ${q.from} WHERE ${q.where.join(" AND ")} LIMIT ${q.p(max + 1)}`, params: q.params };
+  return {
+    sql: `SELECT DISTINCT e.created_at::float8 AS t, encode(e.id, 'hex') AS id FROM ${q.from} WHERE ${q.where.join(" AND ")} LIMIT ${q.p(max + 1)}`,
+    params: q.params,
+  };
 }

@@ -6,7 +6,24 @@ import { SQL } from "bun";
 import { Hll } from "../../nips/nip45.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import { refuse } from "../../protocol/reasons.ts";
-import { packNegItems, QueryTimeoutError, StoreClosedError, type AdminEntry, type AdminLogEntry, type AdminStore, type CommitFeed, type CountJob, type NegItems, type NegJob, type PendingWrite, type QueryJob, type ReadContext, type Store, type WriteOutcome, type WriteRules } from "../types.ts";
+import {
+  packNegItems,
+  QueryTimeoutError,
+  StoreClosedError,
+  type AdminEntry,
+  type AdminLogEntry,
+  type AdminStore,
+  type CommitFeed,
+  type CountJob,
+  type NegItems,
+  type NegJob,
+  type PendingWrite,
+  type QueryJob,
+  type ReadContext,
+  type Store,
+  type WriteOutcome,
+  type WriteRules,
+} from "../types.ts";
 import { newestFirst } from "../semantics.ts";
 import { RedisBus } from "./bus.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
@@ -60,7 +77,12 @@ export class PostgresStore implements Store {
     if (opts.busUrl) {
       const [identity] = await sql`SELECT id FROM relay_identity`;
       store.bus = await RedisBus.connect(opts.busUrl, identity.id, {
-        batch: (b) => store.order.add({ from: b.from, to: b.to, events: b.events.map((e) => ({ seq: e.seq, json: e.json, event: JSON.parse(e.json) as NostrEvent })) }),
+        batch: (b) =>
+          store.order.add({
+            from: b.from,
+            to: b.to,
+            events: b.events.map((e) => ({ seq: e.seq, json: e.json, event: JSON.parse(e.json) as NostrEvent })),
+          }),
         adminChanged: () => store.feed?.adminChanged(),
         ephemeral: (json) => store.feed?.ephemeral(JSON.parse(json) as NostrEvent, json),
       });
@@ -212,14 +234,19 @@ export class PostgresStore implements Store {
       const rows = (await this.sql.unsafe(sql, params)) as { t: number; id: string }[];
       const overflow = rows.length > job.max;
       if (overflow) rows.length = job.max;
-      return packNegItems(rows.map((r) => r.t), rows.map((r) => r.id), overflow);
+      return packNegItems(
+        rows.map((r) => r.t),
+        rows.map((r) => r.id),
+        overflow,
+      );
     });
   }
 
   async sweepExpired(now: number): Promise<number> {
     return this.sql.begin(async (tx) => {
       await tx`SET LOCAL statement_timeout = 0`;
-      const rows = await tx`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ${now} LIMIT 5000) RETURNING seq`;
+      const rows =
+        await tx`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ${now} LIMIT 5000) RETURNING seq`;
       return rows.length;
     });
   }
@@ -263,17 +290,21 @@ class PostgresAdmin implements AdminStore {
   }
 
   async remove(list: string, key: string): Promise<void> {
-    await this.sql`WITH gone AS (DELETE FROM admin_entries WHERE list = ${list} AND key = ${key}) UPDATE admin_version SET value = value + 1`;
+    await this
+      .sql`WITH gone AS (DELETE FROM admin_entries WHERE list = ${list} AND key = ${key}) UPDATE admin_version SET value = value + 1`;
     this.changed();
   }
 
   async useToken(id: string, expires: number, now: number): Promise<boolean> {
     await this.sql`DELETE FROM admin_tokens WHERE expires < ${now}`;
-    return (await this.sql`INSERT INTO admin_tokens (id, expires) VALUES (${id}, ${expires}) ON CONFLICT DO NOTHING RETURNING id`).length === 1;
+    return (
+      (await this.sql`INSERT INTO admin_tokens (id, expires) VALUES (${id}, ${expires}) ON CONFLICT DO NOTHING RETURNING id`).length === 1
+    );
   }
 
   async log(e: AdminLogEntry): Promise<void> {
-    await this.sql`INSERT INTO admin_log (at, pubkey, method, params, result) VALUES (${e.at}, ${e.pubkey}, ${e.method}, ${e.params}, ${e.result})`;
+    await this
+      .sql`INSERT INTO admin_log (at, pubkey, method, params, result) VALUES (${e.at}, ${e.pubkey}, ${e.method}, ${e.params}, ${e.result})`;
   }
 
   async recentLog(limit: number): Promise<AdminLogEntry[]> {

@@ -55,7 +55,11 @@ export interface CommittedBatch {
   purgesLeft: boolean;
 }
 
-export async function writeBatch(sql: SQL, batch: PendingWrite[], rules: WriteRules): Promise<{ outcomes: WriteOutcome[]; committed: CommittedBatch }> {
+export async function writeBatch(
+  sql: SQL,
+  batch: PendingWrite[],
+  rules: WriteRules,
+): Promise<{ outcomes: WriteOutcome[]; committed: CommittedBatch }> {
   return sql.begin(async (tx) => {
     // statement_timeout is for reads (a REQ that runs too long); a write waits its turn for the
     // sequence lock behind other nodes' batches and must not be cancelled half-way.
@@ -110,7 +114,8 @@ interface Version {
 
 const indexedTags = (e: NostrEvent): [string, string][] => {
   const tags: [string, string][] = [];
-  for (const t of e.tags) if (t[0] !== undefined && t[1] !== undefined && SINGLE_LETTER.test(t[0]) && indexable(t[1])) tags.push([t[0], t[1]]);
+  for (const t of e.tags)
+    if (t[0] !== undefined && t[1] !== undefined && SINGLE_LETTER.test(t[0]) && indexable(t[1])) tags.push([t[0], t[1]]);
   return tags;
 };
 
@@ -121,7 +126,14 @@ const indexedTags = (e: NostrEvent): [string, string][] => {
  * are settled here in order, as one by one: each newer one replaces the one before (which was
  * stored and is reported so, then replaced, as the SQLite writer does); only the last is written.
  */
-async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: number, rules: WriteRules, outcomes: WriteOutcome[]): Promise<void> {
+async function writeRun(
+  tx: Tx,
+  batch: PendingWrite[],
+  run: number[],
+  from: number,
+  rules: WriteRules,
+  outcomes: WriteOutcome[],
+): Promise<void> {
   const keys = run.map((i) => {
     const e = batch[i]!.event;
     return { i, id: e.id, pubkey: e.pubkey, kind: e.kind, d: storedD(e) };
@@ -188,14 +200,17 @@ async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: numb
     toInsert.push(i);
   }
   if (replacedRows.length > 0)
-    await tx.unsafe("DELETE FROM events WHERE seq IN (SELECT x::bigint FROM jsonb_array_elements_text($1::text::jsonb) x)", [JSON.stringify(replacedRows)]);
+    await tx.unsafe("DELETE FROM events WHERE seq IN (SELECT x::bigint FROM jsonb_array_elements_text($1::text::jsonb) x)", [
+      JSON.stringify(replacedRows),
+    ]);
   const written = toInsert.filter((i) => !superseded.has(i));
   const inserted = await insertEvents(
     tx,
     written.map((i) => ({ w: batch[i]!, seq: from + i, d: isAddressable(batch[i]!.event.kind) ? dTag(batch[i]!.event) : null })),
     rules,
   );
-  for (const i of toInsert) outcomes[i] = inserted.has(from + i) || superseded.has(i) ? { stored: true, seq: from + i } : { stored: false, duplicate: true };
+  for (const i of toInsert)
+    outcomes[i] = inserted.has(from + i) || superseded.has(i) ? { stored: true, seq: from + i } : { stored: false, duplicate: true };
 }
 
 /**
@@ -204,11 +219,22 @@ async function writeRun(tx: Tx, batch: PendingWrite[], run: number[], from: numb
  */
 async function insertEvents(tx: Tx, items: { w: PendingWrite; seq: number; d: string | null }[], rules: WriteRules): Promise<Set<number>> {
   const rows = items.map(({ w: { event: e, json }, seq, d }) => ({
-    seq, id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, d: d === null ? null : pgText(d), expiration: expirationOf(e) ?? null, json,
+    seq,
+    id: e.id,
+    pubkey: e.pubkey,
+    created_at: e.created_at,
+    kind: e.kind,
+    d: d === null ? null : pgText(d),
+    expiration: expirationOf(e) ?? null,
+    json,
     fts: rules.search ? tsvectorOf(tokens(searchableText(e, rules.searchSkipKinds))) : null,
   }));
   const tags: (string | number)[][] = [];
-  for (const { w: { event: e }, seq } of items) for (const [name, value] of indexedTags(e)) tags.push([name, value, e.created_at, seq, e.kind]);
+  for (const {
+    w: { event: e },
+    seq,
+  } of items)
+    for (const [name, value] of indexedTags(e)) tags.push([name, value, e.created_at, seq, e.kind]);
   const inserted = await tx.unsafe(
     `WITH ins AS (
        INSERT INTO events (seq, id, pubkey, created_at, kind, d, expiration, json, fts)
@@ -229,7 +255,13 @@ async function insertEvents(tx: Tx, items: { w: PendingWrite; seq: number; d: st
 }
 
 /** Deletions, requests to vanish and gift wraps (regular kinds, no address; see `runs`), one by one. */
-async function writeOne(tx: Tx, { event: e, json, vanishOnly }: PendingWrite, seq: number, rules: WriteRules, purges: { left: boolean }): Promise<WriteOutcome> {
+async function writeOne(
+  tx: Tx,
+  { event: e, json, vanishOnly }: PendingWrite,
+  seq: number,
+  rules: WriteRules,
+  purges: { left: boolean },
+): Promise<WriteOutcome> {
   if (vanishOnly !== undefined) {
     // Refused for the sender's standing, carried out anyway (NIP-62), never stored; its seq stays unused.
     if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
@@ -271,7 +303,8 @@ async function applyDeletion(tx: Tx, req: NostrEvent): Promise<void> {
                               FROM events WHERE id = decode(${id}, 'hex')`;
     const { remove, tombstone } = deletionOf(req, target ?? null);
     if (remove) await tx`DELETE FROM events WHERE seq = ${target.seq}`;
-    if (tombstone) await tx`INSERT INTO deleted_ids (id, pubkey) VALUES (decode(${id}, 'hex'), decode(${req.pubkey}, 'hex')) ON CONFLICT DO NOTHING`;
+    if (tombstone)
+      await tx`INSERT INTO deleted_ids (id, pubkey) VALUES (decode(${id}, 'hex'), decode(${req.pubkey}, 'hex')) ON CONFLICT DO NOTHING`;
   }
   for (const a of addresses) await deleteAddress(tx, a, req.created_at);
 }
@@ -292,7 +325,8 @@ async function deleteAddress(tx: Tx, a: Address, until: number): Promise<void> {
 async function applyVanish(tx: Tx, req: NostrEvent, keep: number | null, upto: number): Promise<boolean> {
   await tx`INSERT INTO vanished (pubkey, until) VALUES (decode(${req.pubkey}, 'hex'), ${req.created_at})
            ON CONFLICT (pubkey) DO UPDATE SET until = greatest(vanished.until, excluded.until)`;
-  const [p] = await tx`INSERT INTO purges (pubkey, until, keep, upto, wraps) VALUES (decode(${req.pubkey}, 'hex'), ${req.created_at}, ${keep}, ${upto}, true)
+  const [p] =
+    await tx`INSERT INTO purges (pubkey, until, keep, upto, wraps) VALUES (decode(${req.pubkey}, 'hex'), ${req.created_at}, ${keep}, ${upto}, true)
                        RETURNING id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps`;
   return purgeChunk(tx, p as Purge);
 }
@@ -335,7 +369,8 @@ async function purgeChunk(tx: Tx, p: Purge, rows = PG_PURGE_ROWS): Promise<boole
 export async function purgeStep(sql: SQL): Promise<boolean> {
   return sql.begin(async (tx) => {
     await tx`SET LOCAL statement_timeout = 0`;
-    const [p] = await tx`SELECT id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps
+    const [p] =
+      await tx`SELECT id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps
                          FROM purges ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`;
     if (!p) return false;
     await purgeChunk(tx, p as Purge);

@@ -10,7 +10,9 @@ function adminStatements(db: Database) {
   const q = (sql: string) => db.prepare(sql);
   return {
     all: q("SELECT list, key, value, at FROM admin_entries ORDER BY list, at, key"),
-    put: q("INSERT INTO admin_entries (list, key, value, at) VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET value = excluded.value, at = excluded.at"),
+    put: q(
+      "INSERT INTO admin_entries (list, key, value, at) VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET value = excluded.value, at = excluded.at",
+    ),
     remove: q("DELETE FROM admin_entries WHERE list = ? AND key = ?"),
     useToken: q("INSERT INTO admin_tokens (id, expires) VALUES (?, ?) ON CONFLICT DO NOTHING"),
     pruneTokens: q("DELETE FROM admin_tokens WHERE expires < ?"),
@@ -23,7 +25,10 @@ type AdminStatements = ReturnType<typeof adminStatements>;
 export class SqliteAdmin implements AdminStore {
   private readonly st: AdminStatements;
 
-  constructor(db: Database, private readonly writer: SqliteWriter) {
+  constructor(
+    db: Database,
+    private readonly writer: SqliteWriter,
+  ) {
     this.st = adminStatements(db);
   }
 

@@ -96,7 +96,12 @@ const migrations: Migration[] = [
  * orphans; each is checked against its event's tags as indexed (store/sqlite/write.ts). Returns how many.
  */
 export function dropOrphanTagRows(db: Database): number {
-  const suspects = db.query("SELECT name, value, created_at, seq FROM tags WHERE instr(value, char(65533)) > 0").all() as { name: string; value: string; created_at: number; seq: number }[];
+  const suspects = db.query("SELECT name, value, created_at, seq FROM tags WHERE instr(value, char(65533)) > 0").all() as {
+    name: string;
+    value: string;
+    created_at: number;
+    seq: number;
+  }[];
   const event = db.prepare("SELECT created_at, json FROM events WHERE seq = ?");
   const drop = db.prepare("DELETE FROM tags WHERE name = ? AND value = ? AND created_at = ? AND seq = ?");
   let dropped = 0;

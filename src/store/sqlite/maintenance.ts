@@ -185,7 +185,10 @@ export interface StoreStats {
 /** Counts for `bunstr stats`, each from an index (a few hundred ms per million events). */
 export function storeStats(db: Database, topKinds = 10): StoreStats {
   const one = <T>(sql: string) => Object.values(db.query(sql).get() as Record<string, T>)[0] as T;
-  const byKind = db.query("SELECT kind, count(*) AS count FROM events GROUP BY kind ORDER BY count DESC, kind").all() as { kind: number; count: number }[];
+  const byKind = db.query("SELECT kind, count(*) AS count FROM events GROUP BY kind ORDER BY count DESC, kind").all() as {
+    kind: number;
+    count: number;
+  }[];
   return {
     events: one<number>("SELECT count(*) FROM events"),
     authors: one<number>("SELECT count(DISTINCT pubkey) FROM events"),

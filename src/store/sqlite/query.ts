@@ -106,7 +106,9 @@ function residualOf(f: Filter, scope: ReadScope, covered: Covered): Residual {
       r.params.push(key.slice(1), ...sub.params);
     } else {
       // Many: read this event's own tags and test each against the list.
-      r.where.push("EXISTS (SELECT 1 FROM json_each(e.json, '$.tags') x WHERE x.value ->> 0 = ? AND x.value ->> 1 IN (SELECT value FROM json_each(?)))");
+      r.where.push(
+        "EXISTS (SELECT 1 FROM json_each(e.json, '$.tags') x WHERE x.value ->> 0 = ? AND x.value ->> 1 IN (SELECT value FROM json_each(?)))",
+      );
       r.params.push(key.slice(1), JSON.stringify(values));
     }
   }
@@ -171,7 +173,8 @@ const ORDER: Record<Tie, string> = { "seq-desc": "DESC", "seq-asc": "ASC", "id-a
 /** The cursor: entries after (at, after) in walk order. `from` = at or before a boundary instead. */
 function cursorSql(w: Walk, bound: "after" | "upTo"): string {
   const t = w.tCol;
-  const tie = w.tie === "id-asc" ? `${w.tieCol} ${bound === "after" ? ">" : "<="} unhex(?)` : `${w.tieCol} ${bound === "after" ? ">" : "<="} ?`;
+  const tie =
+    w.tie === "id-asc" ? `${w.tieCol} ${bound === "after" ? ">" : "<="} unhex(?)` : `${w.tieCol} ${bound === "after" ? ">" : "<="} ?`;
   switch (w.tie) {
     case "seq-desc":
       return bound === "after" ? `(${t}, ${w.tieCol}) < (?, ?)` : `(${t}, ${w.tieCol}) >= (?, ?)`;
@@ -205,33 +208,39 @@ function newWalk(w: Omit<Walk, "at" | "after" | "done" | "chunk" | "read" | "wit
 
 /** One tag value, from the tag table's primary key: (name, value, created_at, seq) backwards. */
 function tagWalk(name: string, value: string, f: Filter, residual: Residual): Walk {
-  return newWalk({
-    index: "tags t",
-    joined: "tags t CROSS JOIN events e ON e.seq = t.seq AND e.created_at = t.created_at",
-    range: { where: ["t.name = ?", "t.value = ?"], params: [name, value] },
-    since: f.since,
-    residual,
-    tie: "seq-desc",
-    tCol: "t.created_at",
-    tieCol: "t.seq",
-    sCol: "t.seq",
-  }, f.until);
+  return newWalk(
+    {
+      index: "tags t",
+      joined: "tags t CROSS JOIN events e ON e.seq = t.seq AND e.created_at = t.created_at",
+      range: { where: ["t.name = ?", "t.value = ?"], params: [name, value] },
+      since: f.since,
+      residual,
+      tie: "seq-desc",
+      tCol: "t.created_at",
+      tieCol: "t.seq",
+      sCol: "t.seq",
+    },
+    f.until,
+  );
 }
 
 /** An events index: (prefix…, created_at DESC) and the rowid (or, for the time index, the id) after it. */
 function eventsWalk(index: string, prefix: Residual, f: Filter, residual: Residual): Walk {
   const timeIndex = index === "events_created";
-  return newWalk({
-    index: `events e INDEXED BY ${index}`,
-    joined: `events e INDEXED BY ${index}`,
-    range: prefix,
-    since: f.since,
-    residual,
-    tie: timeIndex ? "id-asc" : "seq-asc",
-    tCol: "e.created_at",
-    tieCol: timeIndex ? "e.id" : "e.seq",
-    sCol: "e.seq",
-  }, f.until);
+  return newWalk(
+    {
+      index: `events e INDEXED BY ${index}`,
+      joined: `events e INDEXED BY ${index}`,
+      range: prefix,
+      since: f.since,
+      residual,
+      tie: timeIndex ? "id-asc" : "seq-asc",
+      tCol: "e.created_at",
+      tieCol: timeIndex ? "e.id" : "e.seq",
+      sCol: "e.seq",
+    },
+    f.until,
+  );
 }
 
 function idsWalk(ids: string[], residual: Residual): Walk {
@@ -296,7 +305,8 @@ function walksFor(f: Filter, scope: ReadScope): { walks: Walk[]; ranked: boolean
   return { walks: [timeWalk(f, scope)], ranked: false };
 }
 
-const timeWalk = (f: Filter, scope: ReadScope): Walk => eventsWalk("events_created", { where: [], params: [] }, f, residualOf(f, scope, { time: true }));
+const timeWalk = (f: Filter, scope: ReadScope): Walk =>
+  eventsWalk("events_created", { where: [], params: [] }, f, residualOf(f, scope, { time: true }));
 
 /** A matching candidate: enough to order, dedupe, count and fetch it. */
 interface Key {
@@ -335,18 +345,23 @@ export class StatementCache {
 }
 
 /** The statements of a chunk: where it ends (the chunk-th entry ahead), and its matches up to there. */
-function chunkStatements(w: Walk, need: number, json = false): { boundary?: { sql: string; params: Param[] }; matches: (upTo?: [number, number | string]) => { sql: string; params: Param[] } } {
+function chunkStatements(
+  w: Walk,
+  need: number,
+  json = false,
+): { boundary?: { sql: string; params: Param[] }; matches: (upTo?: [number, number | string]) => { sql: string; params: Param[] } } {
   const cursor = cursorSql(w, "after");
   const after = cursorParams(w, w.at, w.after);
   const tieOut = w.tie === "id-asc" ? `lower(hex(${w.tieCol}))` : w.tieCol;
   const since = w.since === undefined ? [] : [`${w.tCol} >= ?`];
   const sinceParams = w.since === undefined ? [] : [w.since];
-  const boundary = w.single || !w.residual.selective
-    ? undefined
-    : {
-        sql: `SELECT ${w.tie === "fts" ? "NULL" : w.tCol} AS t, ${tieOut} AS tie FROM ${w.index} WHERE ${[...w.range.where, ...since, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
-        params: [...w.range.params, ...sinceParams, ...after, w.chunk - 1],
-      };
+  const boundary =
+    w.single || !w.residual.selective
+      ? undefined
+      : {
+          sql: `SELECT ${w.tie === "fts" ? "NULL" : w.tCol} AS t, ${tieOut} AS tie FROM ${w.index} WHERE ${[...w.range.where, ...since, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
+          params: [...w.range.params, ...sinceParams, ...after, w.chunk - 1],
+        };
   const matches = (upTo?: [number, number | string]) => {
     const where = [...w.range.where];
     const params: Param[] = [...w.range.params];
@@ -357,7 +372,10 @@ function chunkStatements(w: Walk, need: number, json = false): { boundary?: { sq
     where.push(...w.residual.where);
     params.push(...w.residual.params);
     const cols = `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${json ? "e.json" : "octet_length(e.json)"} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
-    return { sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where.join(" AND ")} ORDER BY ${orderSql(w)} LIMIT ?`, params: [...params, need] };
+    return {
+      sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where.join(" AND ")} ORDER BY ${orderSql(w)} LIMIT ?`,
+      params: [...params, need],
+    };
   };
   return { boundary, matches };
 }
@@ -380,14 +398,27 @@ function step(cache: StatementCache, w: Walk, need: number): Key[] {
   const c = chunkStatements(w, Math.max(1, need));
   const upTo = boundaryOf(cache, c);
   const m = c.matches(upTo);
-  const rows = cache.get(m.sql).all(...m.params) as { t: number; s: number; tie: number | string; id: string; b: number; pk: Uint8Array | null; r: number | null }[];
+  const rows = cache.get(m.sql).all(...m.params) as {
+    t: number;
+    s: number;
+    tie: number | string;
+    id: string;
+    b: number;
+    pk: Uint8Array | null;
+    r: number | null;
+  }[];
   advance(w, rows[rows.length - 1], rows.length >= need, upTo);
   adapt(w, started);
   return rows.map((r) => ({ created_at: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined, r: r.r ?? undefined }));
 }
 
 /** Moves a walk past what a chunk read: the last row taken, else the boundary, else its end. */
-function advance(w: Walk, last: { t: number; tie: number | string } | undefined, stoppedEarly: boolean, upTo: [number, number | string] | undefined): void {
+function advance(
+  w: Walk,
+  last: { t: number; tie: number | string } | undefined,
+  stoppedEarly: boolean,
+  upTo: [number, number | string] | undefined,
+): void {
   if (stoppedEarly && last) {
     w.at = last.t;
     w.after = last.tie;
@@ -561,7 +592,8 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
   for (let i = 0; i < keys.length; ) {
     // As many events as fit in FETCH_BYTES (at least one), at most FETCH_MAX.
     let end = i + 1;
-    for (let bytes = keys[i]!.b; end < keys.length && end - i < FETCH_MAX && bytes + keys[end]!.b <= FETCH_BYTES; end++) bytes += keys[end]!.b;
+    for (let bytes = keys[i]!.b; end < keys.length && end - i < FETCH_MAX && bytes + keys[end]!.b <= FETCH_BYTES; end++)
+      bytes += keys[end]!.b;
     const part = keys.slice(i, end);
     i = end;
     const bySeq = new Map<number, string>();
@@ -579,7 +611,13 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
 /** NIP-45: distinct events matching any filter; HyperLogLog registers over their pubkeys. */
 export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ count: number; hll?: string }> {
   const hll = job.hllOffset === undefined ? undefined : new Hll(job.hllOffset);
-  if (!hll && job.filters.length === 1 && Object.keys(job.filters[0]!).length === 0 && job.now === 0 && !job.visibility?.restrictedKinds.length) {
+  if (
+    !hll &&
+    job.filters.length === 1 &&
+    Object.keys(job.filters[0]!).length === 0 &&
+    job.now === 0 &&
+    !job.visibility?.restrictedKinds.length
+  ) {
     // Everything (the status page's total): one count of the rowid range.
     return { count: (cache.get("SELECT count(*) AS n FROM events WHERE seq <= ?").get(job.maxSeq) as { n: number }).n };
   }

@@ -36,7 +36,11 @@ self.onmessage = (msg: MessageEvent) => {
     // Warm up before taking jobs (the first statement pays for page cache, prepares and the JIT)
     // so a worker started under load does not spend its first query's time budget on it.
     const warm = { maxSeq: Number.MAX_SAFE_INTEGER, now: 0 };
-    runQuery(cache, { ...warm, filters: [{ ids: ["00".repeat(32)] }, { kinds: [1] }, { authors: ["00".repeat(32)], kinds: [0] }, { "#e": ["00".repeat(32)] }], limits: [1, 1, 1, 1] });
+    runQuery(cache, {
+      ...warm,
+      filters: [{ ids: ["00".repeat(32)] }, { kinds: [1] }, { authors: ["00".repeat(32)], kinds: [0] }, { "#e": ["00".repeat(32)] }],
+      limits: [1, 1, 1, 1],
+    });
     self.postMessage({ ready: true });
     return;
   }

@@ -5,7 +5,18 @@ import { SqliteAdmin } from "./admin.ts";
 import { openDatabase } from "./db.ts";
 import { countJob, negJob, queryJob, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
-import type { CountJob, NegItems, NegJob, NegSessionHandle, PendingWrite, QueryJob, ReadContext, Store, WriteOutcome, WriteRules } from "../types.ts";
+import type {
+  CountJob,
+  NegItems,
+  NegJob,
+  NegSessionHandle,
+  PendingWrite,
+  QueryJob,
+  ReadContext,
+  Store,
+  WriteOutcome,
+  WriteRules,
+} from "../types.ts";
 import { ReaderPool, type ReadKind } from "./readers.ts";
 import { SqliteWriter } from "./write.ts";
 
@@ -17,7 +28,6 @@ export interface SqliteStoreOptions {
   /** A read running longer is abandoned (its worker replaced); default 10 s. */
   queryTimeoutMs?: number;
 }
-
 
 export class SqliteStore implements Store {
   readonly db: Database;
@@ -43,7 +53,13 @@ export class SqliteStore implements Store {
       this.inline = new StatementCache(this.db);
       return;
     }
-    this.readers = new ReaderPool({ path: opts.path, size: opts.readerWorkers, timeoutMs: opts.queryTimeoutMs ?? 10_000, maxQueued: 10_000, maxQueuedPerOwner: 1000 });
+    this.readers = new ReaderPool({
+      path: opts.path,
+      size: opts.readerWorkers,
+      timeoutMs: opts.queryTimeoutMs ?? 10_000,
+      maxQueued: 10_000,
+      maxQueuedPerOwner: 1000,
+    });
   }
 
   has(id: string): boolean {
@@ -74,7 +90,13 @@ export class SqliteStore implements Store {
     const key = this.nextSession++;
     let worker: object | undefined;
     const first = this.readers
-      ? await this.readers.run<NegAnswer>("negopen", { key, neg, message, frameLimit } satisfies NegOpenJob, ctx, undefined, (w) => (worker = w))
+      ? await this.readers.run<NegAnswer>(
+          "negopen",
+          { key, neg, message, frameLimit } satisfies NegOpenJob,
+          ctx,
+          undefined,
+          (w) => (worker = w),
+        )
       : runToEnd(this.inlineSessions.open(this.inline!, { key, neg, message, frameLimit }));
     const readers = this.readers;
     const inline = this.inlineSessions;

@@ -23,7 +23,8 @@ const SINGLE_LETTER = /^[a-zA-Z]$/;
  * that read the values with json_each left such rows behind, and they then matched a later
  * event that got the same seq (issue 13).
  */
-const indexedTag = (t: string[]): t is [string, string, ...string[]] => t[1] !== undefined && t[0] !== undefined && SINGLE_LETTER.test(t[0]);
+const indexedTag = (t: string[]): t is [string, string, ...string[]] =>
+  t[1] !== undefined && t[0] !== undefined && SINGLE_LETTER.test(t[0]);
 
 /** Rows a purge selects at a time. */
 const PURGE_ROWS = 32;
@@ -99,7 +100,9 @@ function writerStatements(db: Database) {
     endPurge: q("DELETE FROM purges WHERE id = ?"),
     // Oldest first, about ascending seq: FTS5 was measured here deleting descending rowids
     // up to 5x slower than ascending ones.
-    purgeAuthored: q("SELECT seq, created_at, json FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5"),
+    purgeAuthored: q(
+      "SELECT seq, created_at, json FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5",
+    ),
     // The join skips a tag row without its event, were there one: a purge never loops on it.
     purgeWraps: q(
       "SELECT e.seq, e.created_at, e.json FROM tags t, events e WHERE t.name = 'p' AND t.value = ?1 AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3",
@@ -180,20 +183,24 @@ export class SqliteWriter {
   /** Deletes up to `max` expired events (NIP-40); returns how many. */
   sweepExpired(now: number, max = 5000): number {
     // IMMEDIATE, as writeBatchImmediate: another process may be writing to the same file.
-    return this.db.transaction(() => {
-      const rows = this.st.expired.all(now, max) as { seq: number }[];
-      for (const r of rows) this.remove(r.seq);
-      return rows.length;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const rows = this.st.expired.all(now, max) as { seq: number }[];
+        for (const r of rows) this.remove(r.seq);
+        return rows.length;
+      })
+      .immediate();
   }
 
   /** NIP-86 banevent: deletes the event with this id; false if it was not stored. */
   removeById(id: string): boolean {
-    return this.db.transaction(() => {
-      const target = this.st.eventById.get(id) as { seq: number } | null;
-      if (target) this.remove(target.seq);
-      return target !== null;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const target = this.st.eventById.get(id) as { seq: number } | null;
+        if (target) this.remove(target.seq);
+        return target !== null;
+      })
+      .immediate();
   }
 
   /**
@@ -201,12 +208,14 @@ export class SqliteWriter {
    * PURGE_FIRST_MS at once, the rest in purgeSteps. Returns how many were deleted at once.
    */
   removeByAuthor(pubkey: string): number {
-    return this.db.transaction(() => {
-      const upto = (this.st.maxSeq.get() as { s: number }).s;
-      const before = this.purgedEvents;
-      this.runPurges([this.addPurge(pubkey, null, null, upto, false)], performance.now() + PURGE_FIRST_MS);
-      return this.purgedEvents - before;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const upto = (this.st.maxSeq.get() as { s: number }).s;
+        const before = this.purgedEvents;
+        this.runPurges([this.addPurge(pubkey, null, null, upto, false)], performance.now() + PURGE_FIRST_MS);
+        return this.purgedEvents - before;
+      })
+      .immediate();
   }
 
   /**
@@ -216,14 +225,16 @@ export class SqliteWriter {
    */
   purgeStep(budgetMs: number): boolean {
     if (!this.purging) return false;
-    return this.db.transaction(() => {
-      const deadline = performance.now() + budgetMs;
-      for (;;) {
-        const p = this.st.nextPurge.get() as Purge | null;
-        if (!p) return (this.purging = false);
-        if (!this.purge(p, deadline)) return true;
-      }
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const deadline = performance.now() + budgetMs;
+        for (;;) {
+          const p = this.st.nextPurge.get() as Purge | null;
+          if (!p) return (this.purging = false);
+          if (!this.purge(p, deadline)) return true;
+        }
+      })
+      .immediate();
   }
 
   /** Records a purge (the caller's transaction) and tells onPurge once it is committed. */
@@ -271,7 +282,9 @@ export class SqliteWriter {
     const addressable = isAddressable(e.kind);
     const d = addressable ? dTag(e) : null;
     if (addressable || isReplaceable(e.kind)) {
-      const existing = (addressable ? this.st.findAddressable.all(e.pubkey, e.kind, d) : this.st.findReplaceable.all(e.pubkey, e.kind)) as Existing[];
+      const existing = (
+        addressable ? this.st.findAddressable.all(e.pubkey, e.kind, d) : this.st.findReplaceable.all(e.pubkey, e.kind)
+      ) as Existing[];
       const verdict = replacement(e, existing);
       if (verdict === "duplicate") return { stored: false, duplicate: true };
       if (verdict === "outdated") return refused(OUTDATED);
@@ -303,7 +316,12 @@ export class SqliteWriter {
   private applyDeletion(req: NostrEvent): void {
     const { ids, addresses } = deletionTargets(req);
     for (const id of ids) {
-      const target = this.st.deletionTarget.get(id, req.pubkey) as { seq: number; kind: number; pubkey: string; tagsRequester: number } | null;
+      const target = this.st.deletionTarget.get(id, req.pubkey) as {
+        seq: number;
+        kind: number;
+        pubkey: string;
+        tagsRequester: number;
+      } | null;
       const { remove, tombstone } = deletionOf(req, target && { ...target, tagsRequester: target.tagsRequester === 1 });
       if (remove && target) this.remove(target.seq);
       if (tombstone) this.st.tombstoneId.run(id, req.pubkey);
