@@ -261,4 +261,27 @@ describe("NEG-MSG floods", () => {
     expect(err?.[2]).toStartWith("rate-limited:");
     expect(percentile(times, 99)).toBeLessThan(250);
   }, 60_000);
+
+  test("the main thread's share (parsing the frames, sending the replies) is paid from the address's negentropy allowance", async () => {
+    // Query time to spare: only the allowance (600 ms a minute, bursts of 50 ms) can stop the flood.
+    await useRelay({ rate_limits: { negentropy_ms_per_minute: 600, negentropy_ms_burst: 50 } });
+    const empty = new NegentropyStorageVector();
+    empty.seal();
+    const attacker = await connect();
+    const initial = await new Negentropy(empty).initiate();
+    attacker.send(["NEG-OPEN", "a", { "#t": ["nostr"] }, initial]);
+    expect((await attacker.next((f) => f[1] === "a", 10_000))[0]).toBe("NEG-MSG");
+    const ids = Array.from({ length: 1700 }, (_, i) => hex64(`neg ${i}`)).join("");
+    const heavyMsg = `61000002${"8d24"}${ids}`;
+    const from = attacker.frames.length;
+    // Each 109 KB frame costs the main thread a fraction of a millisecond: 50 ms of burst lasts
+    // well under 500 of them.
+    for (let i = 0; i < 500; i++) attacker.send(["NEG-MSG", "a", heavyMsg]);
+    const err = await attacker.next((f) => f[0] === "NEG-ERR" && f[1] === "a", 15_000, from);
+    expect(err[2]).toStartWith("rate-limited: too much negentropy reconciliation");
+    const replies = attacker.frames.slice(from).filter((f) => f[0] === "NEG-MSG" && f[1] === "a").length;
+    console.log(`negentropy allowance: NEG-ERR after ${replies} replies`);
+    expect(replies).toBeGreaterThan(0);
+    expect(replies).toBeLessThan(500);
+  }, 60_000);
 });

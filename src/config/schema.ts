@@ -506,7 +506,7 @@ export const schema = {
     query_ms_burst: burst(20_000, "milliseconds of query time from one IP"),
     negentropy_ms_per_minute: perMinute(
       3_000,
-      "Milliseconds of main-thread NIP-77 work (building a NEG-OPEN's index, reconciling NEG-MSGs) for one IP; past it NEG-OPEN and NEG-MSG get NEG-ERR rate-limited:",
+      "Milliseconds of main-thread NIP-77 work for one IP: parsing NEG-OPEN and NEG-MSG frames, handing them to the reader worker that keeps the session and sending its replies (with Postgres, also building the index and reconciling). Past it NEG-OPEN and NEG-MSG get NEG-ERR rate-limited:",
     ),
     negentropy_ms_burst: burst(100, "milliseconds of reconciliation from one IP"),
     pubkey_events_per_minute: perMinute(300, "EVENTs from connections authenticated (NIP-42) as one pubkey, over all its IPs"),

@@ -190,6 +190,8 @@ export class ByteWriter {
   }
 
   hex(): string {
-    return Buffer.from(this.buf.buffer, this.buf.byteOffset, this.length).toString("hex");
+    return toHex(this.bytes());
   }
 }
+
+export const toHex = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.length).toString("hex");

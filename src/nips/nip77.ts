@@ -15,6 +15,7 @@ import {
   MODE_FINGERPRINT,
   MODE_SKIP,
   NegentropyError,
+  toHex,
   ZERO_BOUND,
   type NegentropyBound,
 } from "./nip77-wire.ts";
@@ -22,7 +23,6 @@ import {
 export { NegentropyError, type NegentropyBound };
 
 export const NEGENTROPY_VERSION = 0x61;
-const VERSION_HEX = "61";
 /** A mismatched range with fewer items than this is answered with its ids, not fingerprints. */
 const BUCKETS = 16;
 /** The reference implementation's floor: below it a single split could not fit in a frame. */
@@ -226,11 +226,16 @@ export class NegentropyServer {
 
   /** One query (the NEG-OPEN initial message or a NEG-MSG), hex in, reply hex out. */
   reconcile(queryHex: string): string {
-    const r = new ByteReader(decodeHex(queryHex));
+    return toHex(this.reconcileBytes(decodeHex(queryHex)));
+  }
+
+  /** The same in bytes (what crosses threads without a copy). */
+  reconcileBytes(query: Uint8Array): Uint8Array {
+    const r = new ByteReader(query);
     const version = r.byte();
     if (version < 0x60 || version > 0x6f) throw new NegentropyError(`invalid protocol version byte 0x${version.toString(16)}`);
     // The spec: reply with just the highest version we support, so the client can downgrade.
-    if (version !== NEGENTROPY_VERSION) return VERSION_HEX;
+    if (version !== NEGENTROPY_VERSION) return Uint8Array.of(NEGENTROPY_VERSION);
 
     const s = this.storage;
     const size = s.size;
@@ -300,7 +305,7 @@ export class NegentropyServer {
       prevBound = bound;
     }
     // A trailing Skip is implicit.
-    return out.hex();
+    return out.bytes();
   }
 
   /** Closes a cut-short reply: one fingerprint from the last bound written up to infinity. */

@@ -66,6 +66,16 @@ function follow(lanes: Map<string, NegLane>, subId: string, lane: NegLane, step:
 const NEG_OVER_BUDGET = "rate-limited: too much negentropy reconciliation, slow down";
 
 /** A message that is not even-length lowercase hex is refused before the decoder sees it. */
+/**
+ * Hex (checked by isHex) as bytes in a buffer of their own: moved, not copied, to the reader
+ * worker that keeps the session (copying big strings between threads is what cost most).
+ */
+function hexBytes(hex: string): Uint8Array {
+  const bytes = new Uint8Array(hex.length / 2);
+  Buffer.from(bytes.buffer).write(hex, "hex");
+  return bytes;
+}
+
 const isHex = (m: unknown): m is string => typeof m === "string" && m.length % 2 === 0 && !/[^0-9a-f]/.test(m);
 /** Reply frames stay well under what clients accept (nostr-tools' default is 60,000 bytes). */
 const FRAME_LIMIT = 60_000;
@@ -89,11 +99,18 @@ export function closeNeg(ctx: RelayContext, ws: Socket, subId: string): void {
 /** Frame sizes count against the connection's backlog of waiting NEG frames. */
 const sizeOf = (message: unknown) => (typeof message === "string" ? message.length : 0);
 
-export function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string, rawFilter: unknown, message: unknown): void {
+/**
+ * `parsedMs`: the main-thread time the frame took to parse, charged at once to the address's
+ * negentropy allowance (with the time handing it on and sending the reply, later): a flood of big
+ * frames is paid for by its sender even though the reconciling runs in a reader worker.
+ */
+export function handleNegOpen(ctx: RelayContext, ws: Socket, subId: string, rawFilter: unknown, message: unknown, parsedMs = 0): void {
+  chargeNegTime(ctx, ws.data, parsedMs);
   inOrder(ctx, ws, subId, "open", sizeOf(message) + 256, (superseded) => openNeg(ctx, ws, subId, rawFilter, message, superseded));
 }
 
-export function handleNegMsg(ctx: RelayContext, ws: Socket, subId: string, message: unknown): void {
+export function handleNegMsg(ctx: RelayContext, ws: Socket, subId: string, message: unknown, parsedMs = 0): void {
+  chargeNegTime(ctx, ws.data, parsedMs);
   inOrder(ctx, ws, subId, "msg", sizeOf(message), () => negMessage(ctx, ws, subId, message));
 }
 
@@ -126,8 +143,9 @@ async function openNeg(
   const budget = queryBudget(ctx, s);
   if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
   const remote = ctx.store.negentropyOpen !== undefined;
-  // Without a store that keeps sessions, the index and the replies are built on the main thread.
-  if (!remote && !hasNegTime(ctx, s)) {
+  // The main thread's part (with a store that keeps no sessions, building the index and the
+  // replies too) is paid for from the address's negentropy allowance.
+  if (!hasNegTime(ctx, s)) {
     budget.onEnd?.(0);
     return fail(ctx, ws, subId, NEG_OVER_BUDGET);
   }
@@ -161,7 +179,7 @@ async function openNeg(
     // The store keeps the session beside its items; NEG-MSGs become reads in its queue.
     let opened: NegSessionHandle;
     try {
-      opened = await ctx.store.negentropyOpen!(job, message, FRAME_LIMIT, budget);
+      opened = await ctx.store.negentropyOpen!(job, hexBytes(message), FRAME_LIMIT, budget);
     } catch (err) {
       return dropped(ctx, ws, subId, session, superseded) ? undefined : fail(ctx, ws, subId, readFailure(err, "negentropy query"));
     }
@@ -211,16 +229,24 @@ async function negMessage(ctx: RelayContext, ws: Socket, subId: string, message:
   if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the message must be hex");
   if (session.remote) {
     // Reconciled where the session lives, as a read: sliced, budgeted, in turn with the others.
+    // The main thread's share (the frame's parse, handing it on, sending the reply) is paid for
+    // from the address's negentropy allowance.
+    if (!hasNegTime(ctx, ws.data)) return fail(ctx, ws, subId, NEG_OVER_BUDGET);
     const budget = queryBudget(ctx, ws.data);
     if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
+    let started = performance.now();
     let answer: { reply?: string; error?: string };
     try {
-      answer = await session.remote.message(message, budget);
+      const pending = session.remote.message(hexBytes(message), budget);
+      chargeNegTime(ctx, ws.data, performance.now() - started);
+      answer = await pending;
     } catch (err) {
       answer = { error: readFailure(err, "negentropy reconciliation") };
     }
     if (answer.error !== undefined) return fail(ctx, ws, subId, answer.error);
-    return send(ws, msgFrame(subId, answer.reply!));
+    started = performance.now();
+    send(ws, msgFrame(subId, answer.reply!));
+    return chargeNegTime(ctx, ws.data, performance.now() - started);
   }
   // Reconciliation on the main thread (a store that keeps no sessions) is paid for from the query
   // budget and from a small per-address allowance of main-thread time, so a loop of NEG-MSGs

@@ -398,6 +398,7 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
     return answerOversize(ctx, ws, message, max);
   }
   let msg;
+  const started = performance.now();
   try {
     msg = parseClientMessage(message, { maxSubIdLength: ctx.config.limits.max_subid_length, maxFilters: ctx.config.limits.max_filters });
   } catch (err) {
@@ -420,9 +421,9 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
     case "COUNT":
       return void handleCount(ctx, ws, msg.subId, msg.filters).catch(fail);
     case "NEG-OPEN":
-      return handleNegOpen(ctx, ws, msg.subId, msg.filter, msg.message);
+      return handleNegOpen(ctx, ws, msg.subId, msg.filter, msg.message, performance.now() - started);
     case "NEG-MSG":
-      return handleNegMsg(ctx, ws, msg.subId, msg.message);
+      return handleNegMsg(ctx, ws, msg.subId, msg.message, performance.now() - started);
     case "NEG-CLOSE":
       return handleNegClose(ctx, ws, msg.subId);
   }

@@ -108,7 +108,7 @@ export interface Store {
    * the items), answering the initial message. Stores without it: the relay builds sessions
    * from negentropyItems on its own thread.
    */
-  negentropyOpen?(job: NegJob, message: string, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle>;
+  negentropyOpen?(job: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle>;
   /**
    * Deletions too big for one write transaction (a request to vanish of a big key, a ban),
    * recorded by the write that asked for them and carried out in steps: runs about `budgetMs`
@@ -221,8 +221,11 @@ export interface NegSessionHandle {
   /** The reply to the last message (hex), or the NEG-ERR text. */
   reply?: string;
   error?: string;
-  /** Reconciles the next message, as a read of the given context. */
-  message(message: string, ctx?: ReadContext): Promise<{ reply?: string; error?: string }>;
+  /**
+   * Reconciles the next message (its bytes, in a buffer of its own that the store may move to
+   * another thread: the caller must not use it after), as a read of the given context.
+   */
+  message(message: Uint8Array, ctx?: ReadContext): Promise<{ reply?: string; error?: string }>;
   close(): void;
 }
 

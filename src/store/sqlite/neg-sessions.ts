@@ -1,6 +1,7 @@
 // NIP-77 sessions kept where their items were read: a reader worker (or, for an in-memory
 // store, this thread). The items never travel, and reconciling a NEG-MSG is a read job like any
 // other: sliced, charged to the client's query budget, taken in turn with everyone's reads.
+// Messages and replies travel as bytes in buffers of their own, moved between threads, not copied.
 import { NegentropyError, NegentropyServer, NegentropyStorage } from "../../nips/nip77.ts";
 import type { NegJob } from "../types.ts";
 import { negJob, type ReadSteps, type StatementCache } from "./query.ts";
@@ -9,21 +10,22 @@ export interface NegOpenJob {
   /** Names the session in its worker. */
   key: number;
   neg: NegJob;
-  /** The client's initial message (hex). */
-  message: string;
+  /** The client's initial message. */
+  message: Uint8Array;
   frameLimit: number;
 }
 
 export interface NegMsgJob {
   key: number;
-  message: string;
+  message: Uint8Array;
 }
 
-/** A reply (hex), or why there is none: the NIP-77 decoder's complaint, or an overflow. */
+/** A reply, or why there is none: the NIP-77 decoder's complaint, or an overflow. */
 export interface NegAnswer {
   items: number;
   overflow?: boolean;
-  reply?: string;
+  /** In a buffer of its own (to be transferred). */
+  reply?: Uint8Array;
   error?: string;
 }
 
@@ -45,19 +47,23 @@ export class NegSessions {
     return { items: 0, ...this.reconcile(job.key, job.message) };
   }
 
-  close(key: number): void {
+  /** Forgets a session; the bytes its index held. */
+  close(key: number): number {
+    const server = this.servers.get(key);
     this.servers.delete(key);
+    // Per item: its timestamp, its id and the id sums of the fingerprints (nips/nip77.ts).
+    return (server?.storage.size ?? 0) * 72;
   }
 
   clear(): void {
     this.servers.clear();
   }
 
-  private reconcile(key: number, message: string): { reply?: string; error?: string } {
+  private reconcile(key: number, message: Uint8Array): { reply?: Uint8Array; error?: string } {
     const server = this.servers.get(key);
     if (!server) return { error: "closed: no open negentropy session with this id" };
     try {
-      return { reply: server.reconcile(message) };
+      return { reply: server.reconcileBytes(message).slice() };
     } catch (err) {
       if (!(err instanceof NegentropyError)) throw err;
       this.servers.delete(key);

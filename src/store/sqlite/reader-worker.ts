@@ -4,7 +4,7 @@
 import type { Database } from "bun:sqlite";
 import { openDatabase } from "./db.ts";
 import { countJob, negJob, queryJob, runQuery, StatementCache, type ReadSteps } from "./query.ts";
-import { NegSessions } from "./neg-sessions.ts";
+import { NegSessions, type NegMsgJob } from "./neg-sessions.ts";
 import type { ReadKind } from "./readers.ts";
 
 declare const self: Worker;
@@ -52,14 +52,30 @@ self.onmessage = (msg: MessageEvent) => {
     self.postMessage({ closed: true });
     return;
   }
-  if ("negclose" in data) return sessions.close(data.negclose);
+  if ("negclose" in data) return garbage(sessions.close(data.negclose));
   if ("drop" in data) {
     jobs.get(data.drop)?.return(undefined as never);
     jobs.delete(data.drop);
     return;
   }
+  if (data.op === "negmsg") garbage((data.job as NegMsgJob).message.length);
   slice(data.id, data.op, data.job);
 };
+
+/**
+ * Bytes of NIP-77 garbage made since the last collection: messages answered, sessions closed.
+ * A flood of them is garbage as soon as it is answered, but a worker's heap is collected lazily
+ * and grew by hundreds of MiB under bench/hostile-reads.ts' negflood: past GC_BYTES, collect
+ * (a few ms of this worker, between slices).
+ */
+let garbageBytes = 0;
+const GC_BYTES = 4 * 1024 * 1024;
+function garbage(bytes: number): void {
+  garbageBytes += bytes;
+  if (garbageBytes < GC_BYTES) return;
+  garbageBytes = 0;
+  Bun.gc(true);
+}
 
 function slice(id: number, op: ReadKind | undefined, job: unknown): void {
   const started = performance.now();
@@ -76,7 +92,13 @@ function slice(id: number, op: ReadKind | undefined, job: unknown): void {
       const r = steps.next();
       if (r.done) {
         jobs.delete(id);
-        return void self.postMessage({ id, ms: performance.now() - started, done: true, rows, result: r.value });
+        const { reply, items } = (r.value ?? {}) as { reply?: unknown; items?: unknown };
+        // A NIP-77 reply is moved to the main thread, not copied.
+        const transfer = reply instanceof Uint8Array ? [reply.buffer as ArrayBuffer] : [];
+        self.postMessage({ id, ms: performance.now() - started, done: true, rows, result: r.value }, transfer);
+        // A NEG-OPEN's rows, read to build its index, are garbage now (about 200 bytes each).
+        if (typeof items === "number") garbage(items * 200);
+        return;
       }
       if (r.value) for (const json of r.value) rows.push(json), (bytes += json.length);
       if (bytes >= SLICE_BYTES || performance.now() - started >= SLICE_MS) break;

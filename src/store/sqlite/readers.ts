@@ -14,6 +14,15 @@ import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError,
 
 export type ReadKind = "query" | "count" | "neg" | "negopen" | "negmsg";
 
+export interface RunOptions {
+  /** Run on this worker (a NIP-77 session's). */
+  pin?: object;
+  /** Told which worker ran the job. */
+  onWorker?: (worker: object) => void;
+  /** Buffers of the job to move to the worker instead of copying (the job must not use them after). */
+  transfer?: ArrayBuffer[];
+}
+
 /** What a worker sends back after a slice. */
 interface SliceReply {
   id: number;
@@ -36,6 +45,8 @@ interface Job {
   started: boolean;
   /** Told the worker its first slice runs on. */
   onStart?: (worker: object) => void;
+  /** Buffers of the job moved (not copied) to the worker with it. */
+  transfer?: ArrayBuffer[];
   /** Worker ms used so far. */
   used: number;
   ended: boolean;
@@ -94,17 +105,16 @@ export class ReaderPool {
     return this.slots.length;
   }
 
-  /**
-   * A read with one result (COUNT, NEG-OPEN). `pin`: run it on that worker (a NIP-77 session's);
-   * `onWorker` is told which worker ran it.
-   */
-  run<T>(op: ReadKind, job: unknown, ctx?: ReadContext, pin?: object, onWorker?: (worker: object) => void): Promise<T> {
+  /** A read with one result (COUNT, NEG-OPEN, NEG-MSG). */
+  run<T>(op: ReadKind, job: unknown, ctx?: ReadContext, opts: RunOptions = {}): Promise<T> {
+    const { pin, onWorker, transfer } = opts;
     if (pin && !this.slots.includes(pin as Slot)) return Promise.reject(new StoreClosedError("the query worker of this session is gone"));
     return new Promise<T>((resolve, reject) => {
       const j = this.add(op, job, ctx, reject);
       if (!j) return;
       if (pin) j.slot = pin as Slot;
       j.onStart = onWorker;
+      j.transfer = transfer;
       j.onSlice = (reply) => {
         if (reply.done) {
           this.end(j);
@@ -257,7 +267,7 @@ export class ReaderPool {
         j.slot = slot;
         slot.held.add(j);
         j.onStart?.(slot);
-        slot.worker.postMessage({ id: j.id, op: j.op, job: j.job });
+        slot.worker.postMessage({ id: j.id, op: j.op, job: j.job }, j.transfer ?? []);
       } else slot.worker.postMessage({ id: j.id });
     }
   }

@@ -1,6 +1,7 @@
 // The SQLite store: one writer connection on the main thread, reads (REQ, COUNT, NEG-OPEN) in
 // reader workers (or inline for an in-memory database, which other threads cannot open).
 import type { Database } from "bun:sqlite";
+import { toHex } from "../../nips/nip77-wire.ts";
 import { SqliteAdmin } from "./admin.ts";
 import { openDatabase } from "./db.ts";
 import { countJob, negJob, queryJob, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
@@ -86,30 +87,32 @@ export class SqliteStore implements Store {
     return this.read("neg", job, negJob, ctx);
   }
 
-  async negentropyOpen(neg: NegJob, message: string, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle> {
+  async negentropyOpen(neg: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle> {
     const key = this.nextSession++;
     let worker: object | undefined;
+    const open: NegOpenJob = { key, neg, message, frameLimit };
     const first = this.readers
-      ? await this.readers.run<NegAnswer>(
-          "negopen",
-          { key, neg, message, frameLimit } satisfies NegOpenJob,
-          ctx,
-          undefined,
-          (w) => (worker = w),
-        )
-      : runToEnd(this.inlineSessions.open(this.inline!, { key, neg, message, frameLimit }));
+      ? await this.readers.run<NegAnswer>("negopen", open, ctx, {
+          onWorker: (w) => (worker = w),
+          transfer: [message.buffer as ArrayBuffer],
+        })
+      : runToEnd(this.inlineSessions.open(this.inline!, open));
     const readers = this.readers;
     const inline = this.inlineSessions;
     const cache = this.inline;
+    const hex = ({ reply, error }: NegAnswer) => ({ reply: reply && toHex(reply), error });
     return {
       items: first.items,
       overflow: first.overflow === true,
-      reply: first.reply,
-      error: first.error,
-      message: (m, c) =>
-        readers
-          ? readers.run<NegAnswer>("negmsg", { key, message: m } satisfies NegMsgJob, c, worker)
-          : Promise.resolve(runToEnd(inline.message(cache!, { key, message: m }))),
+      ...hex(first),
+      message: async (m, c) => {
+        const job: NegMsgJob = { key, message: m };
+        return hex(
+          readers
+            ? await readers.run<NegAnswer>("negmsg", job, c, { pin: worker, transfer: [m.buffer as ArrayBuffer] })
+            : runToEnd(inline.message(cache!, job)),
+        );
+      },
       close: () => (readers && worker ? readers.closeSession(worker, key) : inline.close(key)),
     };
   }
