@@ -476,6 +476,51 @@ describe("subscription ids", () => {
     expect(answers[3]![2]).toStartWith("invalid: message is larger");
   });
 
+  test("frames still waiting when the connection closes are dropped: no session and no item count is left behind", async () => {
+    // Each store read takes 150 ms, so the second NEG-OPEN is still waiting in its lane at the close.
+    const store = relay.ctx.store as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const method = store.negentropyOpen ? "negentropyOpen" : "negentropyItems";
+    const read = store[method]!;
+    let reads = 0;
+    let finished = 0;
+    let handles = 0;
+    let closedHandles = 0;
+    // Other tests' connections on this relay may still hold sessions: compare with what they hold.
+    const held = () => [...relay.ctx.negItems.values()].reduce((x, y) => x + y, 0);
+    const before = held();
+    store[method] = async (...args) => {
+      reads++;
+      await Bun.sleep(150);
+      try {
+        const r = (await read.apply(store, args)) as { close?: () => void };
+        if (typeof r?.close === "function") {
+          handles++;
+          const close = r.close.bind(r);
+          r.close = () => (closedHandles++, close());
+        }
+        return r;
+      } finally {
+        finished++;
+      }
+    };
+    try {
+      const c = await connect(relay.url);
+      c.send(["NEG-OPEN", "late", { authors: [a.pubkey] }, negClient().initial]);
+      c.send(["NEG-OPEN", "late", { authors: [b.pubkey] }, negClient().initial]);
+      await until(() => reads >= 1, "the first read");
+      c.close();
+      await until(() => finished >= 1, "the first read to end");
+      // A queued NEG-OPEN that ran after the close would start its read within a few ms of it.
+      await Bun.sleep(100);
+      await until(() => finished >= reads, "every read to end");
+    } finally {
+      store[method] = read;
+    }
+    expect(reads).toBe(1);
+    expect(held()).toBe(before);
+    expect(closedHandles).toBe(handles);
+  });
+
   test("NEG-CLOSE, then NEG-MSG on that id -> NEG-ERR closed:", async () => {
     const c = await connect(relay.url);
     const n = negClient();

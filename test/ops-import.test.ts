@@ -5,8 +5,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fakePubkey, unsignedEvent } from "../bench/lib/events.ts";
+import { importParsed } from "../src/ops/import.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { Client, now, signer } from "./helpers.ts";
+import type { Store } from "../src/store/types.ts";
+import { Client, now, signer, testConfig } from "./helpers.ts";
 import { bunstr, importFile, writeLines } from "./ops-helpers.ts";
 import { spawnRelay } from "./process-helpers.ts";
 
@@ -234,4 +236,27 @@ test("exit status: 1 when the input cannot be read or the database cannot be ope
   expect(badDb.stderr).toContain("cannot open the database");
   const usage = await bunstr(["import", "a", "b"]);
   expect(usage.code).toBe(2);
+});
+
+test("a failed commit ends the import at once: the rest of the input is not read", async () => {
+  // A store whose disk is full: every write throws.
+  const store = {
+    admin: { entries: async () => [] },
+    writeBatch: async () => {
+      throw new Error("database or disk is full");
+    },
+  } as unknown as Store;
+  const author = fakePubkey();
+  let pulled = 0;
+  function* batches() {
+    for (let i = 0; i < 50; i++) {
+      const batch = [];
+      for (let j = 0; j < 1000; j++) batch.push(unsignedEvent(author, { content: `full ${i}:${j}`, created_at: t - 100 }));
+      pulled += batch.length;
+      yield batch;
+    }
+  }
+  await expect(importParsed(store, batches(), { config: testConfig() })).rejects.toThrow("database or disk is full");
+  // The first transaction (1,000 events) and what was read ahead of it; never the 50,000.
+  expect(pulled).toBeLessThan(10_000);
 });

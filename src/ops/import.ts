@@ -266,6 +266,8 @@ async function startImport(into: Db | Store, opts: ImportOptions): Promise<Impor
     s,
     problem,
     take(raw, line) {
+      // A failed commit ends the import at once: nothing more is read, parsed or verified.
+      if (failure) throw failure.err;
       s.lines++;
       if (++sinceNow >= batchSize) (sinceNow = 0), (policy.now = nowSeconds());
       open++;

@@ -132,7 +132,8 @@ async function openNeg(
   superseded: () => boolean,
 ): Promise<void> {
   const s = ws.data;
-  if (superseded()) return; // replaced or closed before its turn
+  // Replaced or closed before its turn, or the connection is gone (its sessions were closed).
+  if (superseded() || s.closed) return;
   closeNeg(ctx, ws, subId); // reopening an id replaces it
   if (!ctx.config.nips.nip77) return fail(ctx, ws, subId, "error: negentropy is not supported by this relay");
   if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the initial message must be hex");
@@ -213,7 +214,7 @@ async function openNeg(
 /** After reading: the open was replaced or closed meanwhile, or its connection is gone. */
 function dropped(ctx: RelayContext, ws: Socket, subId: string, session: NegSession, superseded: () => boolean): boolean {
   if (ws.data.neg.get(subId) !== session) return true;
-  if (!superseded()) return false;
+  if (!superseded() && !ws.data.closed) return false;
   closeNeg(ctx, ws, subId);
   return true;
 }
@@ -224,6 +225,7 @@ function hold(ctx: RelayContext, ws: Socket, session: NegSession, items: number)
 }
 
 async function negMessage(ctx: RelayContext, ws: Socket, subId: string, message: unknown): Promise<void> {
+  if (ws.data.closed) return; // waited in its lane past the connection's end
   const session = ws.data.neg.get(subId);
   if (!session) return fail(ctx, ws, subId, "closed: no open negentropy session with this id");
   if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the message must be hex");

@@ -91,12 +91,20 @@ export class SqliteStore implements Store {
     const key = this.nextSession++;
     let worker: object | undefined;
     const open: NegOpenJob = { key, neg, message, frameLimit };
-    const first = this.readers
-      ? await this.readers.run<NegAnswer>("negopen", open, ctx, {
-          onWorker: (w) => (worker = w),
-          transfer: [message.buffer as ArrayBuffer],
-        })
-      : runToEnd(this.inlineSessions.open(this.inline!, open));
+    let first: NegAnswer;
+    try {
+      first = this.readers
+        ? await this.readers.run<NegAnswer>("negopen", open, ctx, {
+            onWorker: (w) => (worker = w),
+            transfer: [message.buffer as ArrayBuffer],
+          })
+        : runToEnd(this.inlineSessions.open(this.inline!, open));
+    } catch (err) {
+      // Stopped (the connection gone, out of time) while its last slice ran: the worker may have
+      // kept the session all the same.
+      if (worker) this.readers?.closeSession(worker, key);
+      throw err;
+    }
     const readers = this.readers;
     const inline = this.inlineSessions;
     const cache = this.inline;
