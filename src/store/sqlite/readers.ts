@@ -108,7 +108,10 @@ export class ReaderPool {
   /** A read with one result (COUNT, NEG-OPEN, NEG-MSG). */
   run<T>(op: ReadKind, job: unknown, ctx?: ReadContext, opts: RunOptions = {}): Promise<T> {
     const { pin, onWorker, transfer } = opts;
-    if (pin && !this.slots.includes(pin as Slot)) return Promise.reject(new StoreClosedError("the query worker of this session is gone"));
+    if (pin && !this.slots.includes(pin as Slot)) {
+      ctx?.onEnd?.(0); // the read never ran: its reservation goes back to the budget
+      return Promise.reject(new StoreClosedError("the query worker of this session is gone"));
+    }
     return new Promise<T>((resolve, reject) => {
       const j = this.add(op, job, ctx, reject);
       if (!j) return;
@@ -183,11 +186,13 @@ export class ReaderPool {
   }
 
   private add(op: ReadKind, job: unknown, ctx: ReadContext | undefined, reject: (e: Error) => void): Job | undefined {
-    if (this.closing) return void reject(new StoreClosedError("store closed"));
+    // A read refused here never runs: what it reserved goes back to the budget.
+    const refuse = (err: Error) => (ctx?.onEnd?.(0), reject(err));
+    if (this.closing) return void refuse(new StoreClosedError("store closed"));
     const owner = ctx?.owner ?? ANONYMOUS;
     const mine = this.byOwner.get(owner);
     if (this.queued >= this.opts.maxQueued || (mine?.size ?? 0) >= this.opts.maxQueuedPerOwner)
-      return void reject(new ReaderBusyError("too many queries waiting"));
+      return void refuse(new ReaderBusyError("too many queries waiting"));
     const j: Job = {
       id: this.nextId++,
       op,
