@@ -65,7 +65,6 @@ function follow(lanes: Map<string, NegLane>, subId: string, lane: NegLane, step:
 
 const NEG_OVER_BUDGET = "rate-limited: too much negentropy reconciliation, slow down";
 
-/** A message that is not even-length lowercase hex is refused before the decoder sees it. */
 /**
  * Hex (checked by isHex) as bytes in a buffer of their own: moved, not copied, to the reader
  * worker that keeps the session (copying big strings between threads is what cost most).
@@ -76,6 +75,7 @@ function hexBytes(hex: string): Uint8Array {
   return bytes;
 }
 
+/** A message that is not even-length lowercase hex is refused before the decoder sees it. */
 const isHex = (m: unknown): m is string => typeof m === "string" && m.length % 2 === 0 && !/[^0-9a-f]/.test(m);
 /** Reply frames stay well under what clients accept (nostr-tools' default is 60,000 bytes). */
 const FRAME_LIMIT = 60_000;
