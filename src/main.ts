@@ -37,7 +37,7 @@ main(process.argv.slice(2)).then(
   },
   (err) => {
     if (err instanceof ConfigError || err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      console.error(`error: ${err.message}`);
+      for (const line of err.message.split("\n")) console.error(`error: ${line}`);
       process.exit(2);
     }
     if (err instanceof NoDatabaseError) {

@@ -205,6 +205,26 @@ describe("reload over a real process", () => {
     expect(relay.proc.exitCode).toBeNull();
   });
 
+  test("a file with a misspelt key and a bad value: each problem logged with file:line, the running config stays", async () => {
+    const before = await relayInfo(url);
+    writeConfig(file, `[info]\nname = "typo"\ndescripton = "x"\n\n[limits]\nmax_subscriptions = "many"\n`);
+    const from = relay.output().length;
+    relay.proc.kill("SIGHUP");
+    await relay.waitFor(/unknown keys are refused.*\n/, 10_000, from);
+    const lines = relay
+      .output()
+      .slice(from)
+      .split("\n")
+      .filter((l) => l.includes("config reload failed"));
+    expect(lines).toEqual([
+      `SIGHUP: config reload failed, keeping the running config: ${file}:3: [info] unknown key "descripton"; did you mean "description"?`,
+      `SIGHUP: config reload failed, keeping the running config: ${file}:6: [limits] max_subscriptions = "many": expected an integer (1..10000)`,
+      `SIGHUP: config reload failed, keeping the running config: ${file}: unknown keys are refused; correct them, or pass --lenient to ignore them`,
+    ]);
+    expect(await relayInfo(url)).toEqual(before);
+    expect(relay.proc.exitCode).toBeNull();
+  });
+
   test("watch_config: saving the file reloads it, without a signal", async () => {
     writeConfig(file, toml({ ...base, options: { verify_workers: "RAW:1", watch_config: "RAW:true" }, info: { name: "watched" } }));
     await signalAndWait(relay, "SIGHUP", /options.watch_config false -> true.*\n/);

@@ -6,7 +6,8 @@ export const USAGE = `bunstr — a Nostr relay
 Usage:
   bunstr [serve] [flags]         run the relay
   bunstr config init             print a fully commented default config
-  bunstr config check FILE       validate a config file
+  bunstr config check [--lenient] FILE
+                                 validate a config file: every problem, with file:line
   bunstr export [--filter JSON] [--since N] [--until N] [--include-expired] > events.jsonl
                                  stored events as JSON lines, in commit order (relay may run)
   bunstr import [FILE] [--no-verify] [--json] < events.jsonl
@@ -29,14 +30,17 @@ Flags of serve:
   --data-dir DIR    directory for the database [database] data_directory (default ./data)
   --auth            require NIP-42 auth       [options] auth = "always"
   --no-verify       skip signature checks     [options] verify_signatures = false
+  --lenient         start even if the --config file has unknown keys (each is warned about)
 
 export, import, backup, compact, stats, sync and stream find the database as serve does:
-  --config FILE, --db FILE, --data-dir DIR (see docs/operations.md)
+  --config FILE, --db FILE, --data-dir DIR, --lenient (see docs/operations.md)
 `;
 
 export interface ServeFlags {
   config?: string;
   overrides: [path: string, value: unknown][];
+  /** Unknown keys in the --config file are warnings, not errors. */
+  lenient: boolean;
 }
 
 export function parseServeFlags(argv: string[]): ServeFlags {
@@ -53,6 +57,7 @@ export function parseServeFlags(argv: string[]): ServeFlags {
       "data-dir": { type: "string" },
       auth: { type: "boolean" },
       "no-verify": { type: "boolean" },
+      lenient: { type: "boolean" },
     },
   });
   const overrides: [string, unknown][] = [];
@@ -63,5 +68,5 @@ export function parseServeFlags(argv: string[]): ServeFlags {
   if (values["data-dir"] !== undefined) overrides.push(["database.data_directory", values["data-dir"]]);
   if (values.auth) overrides.push(["options.auth", "always"]);
   if (values["no-verify"]) overrides.push(["options.verify_signatures", false]);
-  return { config: values.config, overrides };
+  return { config: values.config, overrides, lenient: values.lenient ?? false };
 }

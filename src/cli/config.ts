@@ -1,19 +1,34 @@
 // `bunstr config init|check`.
-import { loadConfigFile } from "../config/load.ts";
+import { ConfigError, loadConfigFile } from "../config/load.ts";
 import { renderDefaultConfig } from "../config/render.ts";
 
+/**
+ * `config check [--lenient] FILE`: every problem of the file, one `error: file:line: …` line each,
+ * exit 2 if there is any (an unknown key too, unless --lenient); else warnings and `FILE: ok`, exit 0.
+ */
+async function check(file: string, lenient: boolean): Promise<number> {
+  try {
+    const { ignored, unknown } = await loadConfigFile(file, { lenient });
+    for (const line of unknown) console.warn(`warning: ${line}`);
+    if (ignored.length > 0) console.warn(`warning: ${file}: not used by bunstr: ${ignored.join(", ")}`);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    for (const line of err.problems) console.error(`error: ${line}`);
+    return 2;
+  }
+  console.log(`${file}: ok`);
+  return 0;
+}
+
 export async function configCommand(argv: string[]): Promise<number> {
-  const [sub, file] = argv;
-  if (sub === "init") {
+  const [sub, ...rest] = argv;
+  if (sub === "init" && rest.length === 0) {
     process.stdout.write(renderDefaultConfig());
     return 0;
   }
-  if (sub === "check" && file) {
-    const { ignored } = await loadConfigFile(file);
-    if (ignored.length > 0) console.warn(`warning: ${file}: not used by bunstr: ${ignored.join(", ")}`);
-    console.log(`${file}: ok`);
-    return 0;
-  }
-  console.error("usage: bunstr config init | bunstr config check FILE");
+  const lenient = rest.includes("--lenient");
+  const files = rest.filter((a) => a !== "--lenient");
+  if (sub === "check" && files.length === 1 && !files[0]!.startsWith("-")) return check(files[0]!, lenient);
+  console.error("usage: bunstr config init | bunstr config check [--lenient] FILE");
   return 2;
 }

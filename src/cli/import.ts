@@ -12,7 +12,7 @@ import { databaseFlags, loadConfig, postgresUrl, resolveDatabase, UsageError, ty
 
 /** The SQLite file, or for engine = "postgres" the database named by its URL (for messages). */
 async function resolveImportTarget(values: DatabaseFlagValues): Promise<{ config: Config; dbPath: string }> {
-  const config = await loadConfig(values.config, []);
+  const config = await loadConfig(values.config, [], { lenient: values.lenient });
   if (config.database.engine !== "postgres") return resolveDatabase(values);
   const url = new URL(postgresUrl(config));
   return { config, dbPath: `postgres ${url.host}${url.pathname}` };

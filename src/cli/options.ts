@@ -1,7 +1,7 @@
 // What every command shares: the config (CLI > --config file > defaults) and where the database
 // is. serve, export, import, backup, compact and stats all find the same file the same way.
 import { resolve } from "node:path";
-import { loadConfigFile, override } from "../config/load.ts";
+import { loadConfigFile, override, type LoadOptions } from "../config/load.ts";
 import { defaults, type Config } from "../config/schema.ts";
 import { PostgresStore } from "../store/postgres/store.ts";
 import { SqliteStore } from "../store/sqlite/store.ts";
@@ -12,20 +12,30 @@ export const databaseFlags = {
   config: { type: "string" },
   db: { type: "string" },
   "data-dir": { type: "string" },
+  lenient: { type: "boolean" },
 } as const;
 
 export interface DatabaseFlagValues {
   config?: string;
   db?: string;
   "data-dir"?: string;
+  lenient?: boolean;
 }
 
-/** The config from defaults, then the --config file, then `overrides` (section.key, value). */
-export async function loadConfig(file: string | undefined, overrides: readonly [path: string, value: unknown][]): Promise<Config> {
+/**
+ * The config from defaults, then the --config file, then `overrides` (section.key, value). An
+ * unknown key in the file is an error (a typo would silently do nothing) unless `lenient`.
+ */
+export async function loadConfig(
+  file: string | undefined,
+  overrides: readonly [path: string, value: unknown][],
+  opts: LoadOptions = {},
+): Promise<Config> {
   let config = defaults();
   if (file) {
-    const loaded = await loadConfigFile(file);
+    const loaded = await loadConfigFile(file, opts);
     config = loaded.config;
+    for (const line of loaded.unknown) console.warn(`warning: ${line}`);
     if (loaded.ignored.length > 0)
       console.warn(`warning: ${file}: these settings are not used by bunstr and were ignored: ${loaded.ignored.join(", ")}`);
   }
@@ -46,7 +56,7 @@ export async function resolveDatabase(values: DatabaseFlagValues): Promise<{ con
   const overrides: [string, unknown][] = [];
   if (values.db !== undefined) overrides.push(["database.file", values.db]);
   if (values["data-dir"] !== undefined) overrides.push(["database.data_directory", values["data-dir"]]);
-  const config = await loadConfig(values.config, overrides);
+  const config = await loadConfig(values.config, overrides, { lenient: values.lenient });
   if (config.database.engine !== "sqlite")
     throw new UsageError(
       `this command works on the SQLite store; [database] engine = "${config.database.engine}" (for Postgres use pg_dump / pg_restore, or run \`bunstr sync\` against a node)`,

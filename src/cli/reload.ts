@@ -69,9 +69,10 @@ export class ConfigReloader {
     try {
       next = await this.opts.load();
     } catch (err) {
-      // A bad file (ConfigError: file:line and what was expected) or an unreadable one.
-      const text = err instanceof ConfigError ? err.message : `${file}: ${String(err)}`;
-      return this.error(`${why}: config reload failed, keeping the running config: ${text}`);
+      // A bad file (ConfigError: each problem with file:line) or an unreadable one; a line each.
+      const problems = err instanceof ConfigError ? err.problems : [`${file}: ${String(err)}`];
+      for (const text of problems) this.error(`${why}: config reload failed, keeping the running config: ${text}`);
+      return;
     }
     const { applied, restartRequired } = applyReload(live, next);
     relay.reconfigure();

@@ -13,7 +13,7 @@ import { connectionCeiling } from "../relay/fd-guard.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
 
 /** Defaults, then the --config file, then the flags (CLI > file > default). */
-const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags.config, flags.overrides);
+const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags.config, flags.overrides, { lenient: flags.lenient });
 
 export async function resolveConfig(argv: string[]): Promise<Config> {
   return loadServeConfig(parseServeFlags(argv));

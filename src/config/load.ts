@@ -1,29 +1,34 @@
 // Loads a TOML config against the schema: CLI > file > default.
 import { parse, TomlError } from "smol-toml";
+import { nostrRsRelayKeys } from "./nostr-rs-relay.ts";
+import { scanToml, type Slip } from "./scan.ts";
 import { aliases, defaults, schema, type Config, type KeySpec } from "./schema.ts";
+import { closest } from "./suggest.ts";
 
-export class ConfigError extends Error {}
+/** A config that cannot be used: every problem found, one line each (`file:line: what`). */
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string | string[]) {
+    const list = typeof problems === "string" ? [problems] : problems;
+    super(list.join("\n"));
+    this.problems = list;
+  }
+}
 
 export interface Loaded {
   config: Config;
-  /** Keys the file set that bunstr does not use (e.g. nostr-rs-relay features we lack). */
+  /** Keys the file set that bunstr does not use (nostr-rs-relay features we lack). */
   ignored: string[];
+  /** With `lenient`: the unknown keys and sections, as warnings (`file:line: …`). */
+  unknown: string[];
+}
+
+export interface LoadOptions {
+  /** Unknown keys and sections are warnings instead of errors. */
+  lenient?: boolean;
 }
 
 const sections = schema as unknown as Record<string, Record<string, KeySpec>>;
-
-/** 1-based line of `key = ` inside `[section]`, if it can be found in the text. */
-function lineOf(text: string, section: string, key: string): number | undefined {
-  const lines = text.split("\n");
-  let current = "";
-  for (let i = 0; i < lines.length; i++) {
-    const l = lines[i]!.trim();
-    const header = /^\[\s*([^\]]+?)\s*\]/.exec(l);
-    if (header) current = header[1]!;
-    else if (current === section && new RegExp(`^"?${key}"?\\s*=`).test(l)) return i + 1;
-  }
-  return undefined;
-}
 
 function describe(spec: KeySpec): string {
   if (spec.oneOf) return `one of ${spec.oneOf.map((v) => JSON.stringify(v)).join(", ")}`;
@@ -66,48 +71,153 @@ export function checkValue(spec: KeySpec, v: unknown): { ok: true; value: unknow
   }
 }
 
-/** Parses and validates TOML text. `file` names the source in error messages. */
-export function loadConfigText(text: string, file: string): Loaded {
-  let doc: Record<string, unknown>;
-  try {
-    doc = parse(text) as Record<string, unknown>;
-  } catch (e) {
-    if (e instanceof TomlError) throw new ConfigError(`${file}:${e.line}:${e.column}: ${e.message.split("\n")[0]}`);
-    throw e;
+interface Problem {
+  line?: number;
+  column?: number;
+  text: string;
+  /** An unknown key or section: an error, or with `lenient` a warning. */
+  unknown?: boolean;
+}
+
+const json = (v: unknown): string => JSON.stringify(v, (_, x) => (typeof x === "bigint" ? Number(x) : x));
+const isTable = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const ourKeys = Object.entries(sections).flatMap(([s, keys]) => Object.keys(keys).map((k) => [s, k] as const));
+/** The key names a file may use in `section`: ours and nostr-rs-relay's aliases of them. */
+const namesIn = (section: string): string[] => [
+  ...Object.keys(sections[section] ?? {}),
+  ...Object.keys(aliases)
+    .filter((a) => a.startsWith(`${section}.`))
+    .map((a) => a.slice(section.length + 1)),
+];
+
+/** "; did you mean …?" for an unknown key `name` in `section` (undefined: outside any section). */
+function keyHint(section: string | undefined, name: string): string {
+  if (section !== undefined) {
+    const near = closest(name, namesIn(section)) ?? closest(name, nostrRsRelayKeys[section] ?? []);
+    if (near) return `; did you mean "${near}"?`;
   }
-  const config = defaults() as unknown as Record<string, Record<string, unknown>>;
-  const ignored: string[] = [];
+  const home = ourKeys.find(([s, k]) => k === name && s !== section);
+  if (home) return `; did you mean [${home[0]}] ${name}?`;
+  const near = closest(
+    name,
+    ourKeys.map(([, k]) => k),
+  );
+  const at = near && ourKeys.find(([, k]) => k === near);
+  return at ? `; did you mean [${at[0]}] ${near}?` : " (`bunstr config init` lists every key)";
+}
+
+function sectionHint(section: string): string {
+  const near = closest(section, Object.keys(sections)) ?? closest(section, Object.keys(nostrRsRelayKeys));
+  return near ? `; did you mean [${near}]?` : ` (bunstr's sections: ${Object.keys(sections).join(", ")})`;
+}
+
+/** Checks each key of the parsed file against the schema into `config`; what is wrong goes to `problems`. */
+function checkDoc(
+  doc: Record<string, unknown>,
+  lines: Map<string, number>,
+  config: Record<string, Record<string, unknown>>,
+  problems: Problem[],
+  ignored: string[],
+): void {
   for (const [section, body] of Object.entries(doc)) {
-    if (typeof body !== "object" || body === null || Array.isArray(body)) {
-      if (section in sections) throw new ConfigError(`${file}: ${section} must be a [${section}] table`);
-      ignored.push(section);
+    const line = lines.get(section);
+    if (Array.isArray(body) && body.length > 0 && body.every(isTable) && !(section in sections)) {
+      problems.push({ line, text: `unknown section [[${section}]]${sectionHint(section)}`, unknown: true });
+      continue;
+    }
+    if (!isTable(body)) {
+      if (section in sections) problems.push({ line, text: `${section} must be a [${section}] table` });
+      else problems.push({ line, text: `unknown key "${section}" outside any section${keyHint(undefined, section)}`, unknown: true });
+      continue;
+    }
+    if (!(section in sections) && !(section in nostrRsRelayKeys)) {
+      problems.push({ line, text: `unknown section [${section}]${sectionHint(section)}`, unknown: true });
       continue;
     }
     for (const [name, value] of Object.entries(body)) {
       const path = aliases[`${section}.${name}`] ?? `${section}.${name}`;
       const [s, k] = path.split(".") as [string, string];
       const spec = sections[s]?.[k];
+      const at = lines.get(`${section}.${name}`) ?? line; // in an inline table: the table's line
       if (!spec) {
-        ignored.push(`${section}.${name}`);
+        if (nostrRsRelayKeys[section]?.includes(name)) ignored.push(`${section}.${name}`);
+        else problems.push({ line: at, text: `[${section}] unknown key "${name}"${keyHint(section, name)}`, unknown: true });
         continue;
       }
       const checked = checkValue(spec, value);
-      if (!checked.ok) {
-        const line = lineOf(text, section, name);
-        throw new ConfigError(
-          `${file}${line ? `:${line}` : ""}: [${section}] ${name} = ${JSON.stringify(value, (_, x) => (typeof x === "bigint" ? Number(x) : x))}: expected ${describe(spec)}`,
-        );
-      }
-      config[s]![k] = checked.value;
+      if (checked.ok) config[s]![k] = checked.value;
+      else problems.push({ line: at, text: `[${section}] ${name} = ${json(value)}: expected ${describe(spec)}` });
     }
   }
-  return { config: config as unknown as Config, ignored };
 }
 
-export async function loadConfigFile(file: string): Promise<Loaded> {
+/** A slip in plain words; a value without quotes where a number or list is expected says so instead. */
+function explainSlip(slip: Slip): Problem {
+  if (!slip.bare) return slip;
+  const { section, name, value } = slip.bare;
+  const path = aliases[`${section}.${name}`] ?? `${section}.${name}`;
+  const [s, k] = path.split(".") as [string, string];
+  const spec = sections[s]?.[k];
+  if (!spec || spec.type === "string") return slip;
+  return { line: slip.line, text: `[${section}] ${name} = ${value}: expected ${describe(spec)}` };
+}
+
+/** The parsed file; what cannot be parsed goes to `problems` (every common slip, then what smol-toml says). */
+function parseDoc(text: string, problems: Problem[]): { doc?: Record<string, unknown>; lines: Map<string, number> } {
+  const scan = scanToml(text);
+  const tomlProblem = (e: TomlError): Problem => ({ line: e.line, column: e.column, text: e.message.split("\n")[0]! });
+  try {
+    return { doc: parse(text) as Record<string, unknown>, lines: scan.lines };
+  } catch (e) {
+    if (!(e instanceof TomlError)) throw e;
+    // The slips are believed only when smol-toml agrees the file is broken.
+    if (scan.slips.length === 0) return (problems.push(tomlProblem(e)), { lines: scan.lines });
+    problems.push(...scan.slips.map(explainSlip));
+  }
+  try {
+    return { doc: parse(scan.cleaned) as Record<string, unknown>, lines: scan.lines };
+  } catch (e) {
+    if (!(e instanceof TomlError)) throw e;
+    if (!scan.slips.some((s) => s.line === e.line)) problems.push(tomlProblem(e));
+    return { lines: scan.lines };
+  }
+}
+
+const where = (file: string, p: Problem): string =>
+  `${file}${p.line ? `:${p.line}` : ""}${p.line && p.column ? `:${p.column}` : ""}: ${p.text}`;
+
+/**
+ * Parses and validates TOML text. `file` names the source in messages. Every problem is found in
+ * one go: a ConfigError lists them all, in line order. An unknown key or section is an error
+ * unless `lenient` (then it is listed in `unknown`).
+ */
+export function loadConfigText(text: string, file: string, opts: LoadOptions = {}): Loaded {
+  const problems: Problem[] = [];
+  const ignored: string[] = [];
+  const config = defaults() as unknown as Record<string, Record<string, unknown>>;
+  const { doc, lines } = parseDoc(text, problems);
+  if (doc) {
+    // A line already reported as a slip is not reported again for its mended value.
+    const slipped = new Set(problems.map((p) => p.line));
+    const checked: Problem[] = [];
+    checkDoc(doc, lines, config, checked, ignored);
+    problems.push(...checked.filter((p) => !slipped.has(p.line)));
+  }
+  problems.sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));
+  const errors = problems.filter((p) => !p.unknown || !opts.lenient);
+  if (errors.length > 0) {
+    const out = errors.map((p) => where(file, p));
+    if (errors.some((p) => p.unknown)) out.push(`${file}: unknown keys are refused; correct them, or pass --lenient to ignore them`);
+    throw new ConfigError(out);
+  }
+  const unknown = problems.map((p) => `${where(file, p)} (ignored: --lenient)`);
+  return { config: config as unknown as Config, ignored, unknown };
+}
+
+export async function loadConfigFile(file: string, opts: LoadOptions = {}): Promise<Loaded> {
   const f = Bun.file(file);
   if (!(await f.exists())) throw new ConfigError(`${file}: no such file`);
-  return loadConfigText(await f.text(), file);
+  return loadConfigText(await f.text(), file, opts);
 }
 
 /** Sets `section.key` from a command-line flag value, validated like the file. */
