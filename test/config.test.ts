@@ -10,6 +10,7 @@ import { resolveConfig } from "../src/cli/serve.ts";
 import { ConfigError, loadConfigFile, loadConfigText, override } from "../src/config/load.ts";
 import { renderDefaultConfig } from "../src/config/render.ts";
 import { aliases, defaults, schema, type Config } from "../src/config/schema.ts";
+import { spawnBunstr } from "./relay-process.ts";
 
 const ROOT = join(import.meta.dir, "..");
 let dir: string;
@@ -705,12 +706,24 @@ describe("config check finds every mistake, with file:line", () => {
     expect(r2.stderr).toBe(`warning: ${typo}:2: [info] unknown key "descripton"; did you mean "description"? (ignored: --lenient)\n`);
   }, 30_000);
 
-  test("serve refuses a file with an unknown key the same way; --lenient starts with a warning", async () => {
+  test("serve refuses a file with an unknown key the same way; --lenient starts, warning with file:line", async () => {
     const typo = file("serve-typo.toml", `[info]\ndescripton = "d"\n`);
     const r = await cli(["--config", typo, "--port", "0"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`error: ${typo}:2: [info] unknown key "descripton"; did you mean "description"?\nerror: ${typo}: ${REFUSED}\n`);
     await expect(resolveConfig(["--config", typo])).rejects.toThrow(`${typo}:2: [info] unknown key "descripton"`);
     expect((await resolveConfig(["--config", typo, "--lenient"])).info.description).toBe(defaults().info.description);
-  }, 20_000);
+    const relay = await spawnBunstr(
+      ["--config", typo, "--lenient", "--host", "127.0.0.1", "--port", "0", "--data-dir", join(dir, "lenient")],
+      dir,
+    );
+    try {
+      expect(relay.output()).toContain(
+        `warning: ${typo}:2: [info] unknown key "descripton"; did you mean "description"? (ignored: --lenient)\n`,
+      );
+    } finally {
+      relay.proc.kill("SIGTERM");
+      await relay.proc.exited;
+    }
+  }, 30_000);
 });
