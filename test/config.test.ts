@@ -10,6 +10,7 @@ import { resolveConfig } from "../src/cli/serve.ts";
 import { ConfigError, loadConfigFile, loadConfigText, override } from "../src/config/load.ts";
 import { renderDefaultConfig } from "../src/config/render.ts";
 import { aliases, defaults, schema, type Config } from "../src/config/schema.ts";
+import { spawnRelay } from "./process-helpers.ts";
 
 const ROOT = join(import.meta.dir, "..");
 let dir: string;
@@ -530,6 +531,29 @@ describe("CLI", () => {
       ),
     );
   }, 20_000);
+
+  test("serve prints at start the warnings config check prints", async () => {
+    const text = `[network]\nremote_ip_header = "x-forwarded-for"\ntrusted_proxies = ["localhost"]\n`;
+    const checked = file("both.toml", text);
+    const r = await cli(["config", "check", checked]);
+    const warnings = r.stderr.trim().split("\n");
+    expect(warnings).toHaveLength(1);
+    const relay = await spawnRelay(
+      [process.execPath, join(ROOT, "src/main.ts")],
+      ["--data-dir", join(dir, "d-warn"), "--config", checked],
+      dir,
+    );
+    try {
+      const served = relay
+        .output()
+        .split("\n")
+        .filter((l) => l.startsWith("warning: [network]"));
+      expect(served).toEqual(warnings.map((l) => l.replace(`warning: ${checked}: `, "warning: ")));
+    } finally {
+      relay.proc.kill();
+      await relay.proc.exited;
+    }
+  }, 30_000);
 
   test("config check: a bad file exits 2 with file:line in stderr", async () => {
     const text = `[network]\nhost = "0.0.0.0"\n\n[options]\nverify_signatures = "yes"\n`;
