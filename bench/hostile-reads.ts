@@ -78,9 +78,12 @@ process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
   log(`store: ${N} events tagged nostr + ${BIG} x 60 KB in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
 }
 
-// The default configuration, as an operator runs it (an empty config file: no limits turned off).
+// The default configuration, as an operator runs it, no limits turned off; but every client here
+// comes from 127.0.0.0/8, which the per-IP rate limits exempt by default (a proxy on the same host
+// speaks for everyone): with the exemption off, each 127.x.y.z address is limited as an internet
+// client is.
 const configFile = join(dir, "bunstr.toml");
-writeFileSync(configFile, "");
+writeFileSync(configFile, "[rate_limits]\nexempt_private_addresses = false\n");
 const relay = await RelayProcess.spawn({ verify: true, dataDir: dir, args: ["--config", configFile], startTimeoutMs: 60_000 });
 const port = Number(new URL(relay.url).port);
 log(`relay ${relay.url} pid ${relay.pid}`);

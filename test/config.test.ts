@@ -11,6 +11,7 @@ import { ConfigError, loadConfigFile, loadConfigText, override } from "../src/co
 import { renderDefaultConfig } from "../src/config/render.ts";
 import { aliases, defaults, schema, type Config } from "../src/config/schema.ts";
 import { spawnBunstr } from "./relay-process.ts";
+import { spawnRelay } from "./process-helpers.ts";
 
 const ROOT = join(import.meta.dir, "..");
 let dir: string;
@@ -511,6 +512,50 @@ describe("CLI", () => {
     expect(r2.stderr).toContain("pay_to_relay.enabled");
     expect(r2.stderr).toContain("network.ping_interval");
   }, 20_000);
+
+  test("config check warns about what serve warns about: remote_ip_header without trusted_proxies, a proxy given by name", async () => {
+    const proxied = file("proxied.toml", `[network]\nhost = "127.0.0.1"\nremote_ip_header = "x-forwarded-for"\n`);
+    const r = await cli(["config", "check", proxied]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`${proxied}: ok`);
+    expect(r.stderr).toBe(
+      `warning: ${proxied}: [network] remote_ip_header is ignored until trusted_proxies lists your proxy's address ` +
+        `(a proxy on this host: trusted_proxies = ["127.0.0.1", "::1"])\n`,
+    );
+    const named = file("named.toml", `[network]\nremote_ip_header = "x-real-ip"\ntrusted_proxies = ["localhost", "10.0.0.0/8", "::1"]\n`);
+    const r2 = await cli(["config", "check", named]);
+    expect(r2.code).toBe(0);
+    expect(r2.stderr.trim().split("\n")).toEqual(
+      ["localhost", "10.0.0.0/8"].map(
+        (entry) =>
+          `warning: ${named}: [network] trusted_proxies: "${entry}" is not an IP address and matches no peer; ` +
+          `list each proxy's address as the relay sees it (e.g. "127.0.0.1", "::1"; names and ranges are not matched)`,
+      ),
+    );
+  }, 20_000);
+
+  test("serve prints at start the warnings config check prints", async () => {
+    const text = `[network]\nremote_ip_header = "x-forwarded-for"\ntrusted_proxies = ["localhost"]\n`;
+    const checked = file("both.toml", text);
+    const r = await cli(["config", "check", checked]);
+    const warnings = r.stderr.trim().split("\n");
+    expect(warnings).toHaveLength(1);
+    const relay = await spawnRelay(
+      [process.execPath, join(ROOT, "src/main.ts")],
+      ["--data-dir", join(dir, "d-warn"), "--config", checked],
+      dir,
+    );
+    try {
+      const served = relay
+        .output()
+        .split("\n")
+        .filter((l) => l.startsWith("warning: [network]"));
+      expect(served).toEqual(warnings.map((l) => l.replace(`warning: ${checked}: `, "warning: ")));
+    } finally {
+      relay.proc.kill();
+      await relay.proc.exited;
+    }
+  }, 30_000);
 
   test("config check: a bad file exits 2 with file:line in stderr", async () => {
     const text = `[network]\nhost = "0.0.0.0"\n\n[options]\nverify_signatures = "yes"\n`;

@@ -31,7 +31,7 @@ export function testConfig(patch: ConfigPatch = {}): Config {
   // Every test client comes from 127.0.0.1.
   c.limits.max_connections_per_ip = 100_000;
   // Rate limits off for the same reason; test/rate-limits.test.ts turns them on.
-  for (const k of Object.keys(c.rate_limits) as (keyof Config["rate_limits"])[]) if (k.endsWith("_per_minute")) c.rate_limits[k] = 0;
+  for (const k of Object.keys(c.rate_limits)) if (k.endsWith("_per_minute")) (c.rate_limits as Record<string, unknown>)[k] = 0;
   // The per-address memory caps likewise (test/hostile-reads.test.ts turns them on).
   c.limits.max_filter_bytes_per_ip = 0;
   c.limits.max_negentropy_items_per_ip = 0;
@@ -100,8 +100,9 @@ export class Client {
     };
   }
 
-  static async connect(url: string): Promise<Client> {
-    const ws = new WebSocket(url);
+  /** `headers` go with the upgrade request (e.g. X-Forwarded-For, as a reverse proxy adds it). */
+  static async connect(url: string, headers?: Record<string, string>): Promise<Client> {
+    const ws = headers ? new WebSocket(url, { headers }) : new WebSocket(url);
     const c = new Client(ws);
     await new Promise<void>((res, rej) => {
       ws.onopen = () => res();

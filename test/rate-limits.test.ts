@@ -1,10 +1,13 @@
 // [rate_limits] over the wire: EVENT, REQ, COUNT, NEG-OPEN and new connections trip with their
 // `rate-limited:` answer (HTTP 429 for a connection) and recover once tokens refill; per-pubkey
 // buckets follow an AUTHed pubkey across connections; admins are exempt; a reload takes effect.
-import { afterEach, expect, test } from "bun:test";
+// By default loopback and private clients are not limited per IP (a reverse proxy on the same host
+// speaks for everyone), a client behind a trusted proxy is; a proxy the config does not read is
+// reported once.
+import { afterEach, expect, spyOn, test } from "bun:test";
 import { connect as tcpConnect } from "node:net";
 import { nip77 } from "nostr-tools";
-import type { Config } from "../src/config/schema.ts";
+import { defaults, type Config } from "../src/config/schema.ts";
 import { RateLimiter } from "../src/policy/rate-limit.ts";
 import { Client, failOnRelayErrors, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
@@ -29,7 +32,9 @@ let clock = 0;
 const refill = () => void (clock += REFILL_MS);
 
 async function relayWith(rates: Rates, admins: string[] = []): Promise<TestRelay> {
-  const relay = await startTestRelay({ rate_limits: rates, admin: { pubkeys: admins } });
+  // Every test client here comes from 127.0.0.1: loopback is limited like any address only with
+  // the exemption off.
+  const relay = await startTestRelay({ rate_limits: { exempt_private_addresses: false, ...rates }, admin: { pubkeys: admins } });
   clock = Date.now();
   relay.ctx.rates = new RateLimiter({ now: () => clock });
   relays.push(relay);
@@ -171,6 +176,55 @@ test("a reload that changes a rate takes effect at once, both ways", async () =>
   relay.ctx.config.rate_limits.events_per_minute = 1;
   relay.ctx.config.rate_limits.events_burst = 2;
   expect((await burst(c, events(3), isOk)).map((o) => o[2])).toEqual([true, true, false]);
+});
+
+test("default limits: 300 EVENTs at once from a loopback client are all accepted; from a public address behind a trusted proxy, rate-limited:", async () => {
+  const relay = await startTestRelay({
+    rate_limits: defaults().rate_limits,
+    network: { remote_ip_header: "x-forwarded-for", trusted_proxies: ["127.0.0.1"] },
+  });
+  relays.push(relay);
+  // What nostr-tools' Promise.all over 300 publishes does: every EVENT sent before any answer.
+  const local = await client(relay);
+  const oks = await burst(local, events(300), isOk);
+  expect(oks.filter((o) => o[2] !== true).map((o) => o[3])).toEqual([]);
+  // A private client behind the proxy is not limited either.
+  const lan = await Client.connect(relay.url, { "X-Forwarded-For": "192.168.1.20" });
+  clients.push(lan);
+  expect((await burst(lan, events(300), isOk)).filter((o) => o[2] !== true)).toEqual([]);
+  // The same burst from an internet client through the proxy: its address's bucket (200) runs out.
+  const remote = await Client.connect(relay.url, { "X-Forwarded-For": "203.0.113.7" });
+  clients.push(remote);
+  const refused = (await burst(remote, events(300), isOk)).filter((o) => o[2] !== true);
+  expect(refused.length).toBeGreaterThan(50);
+  for (const o of refused) expect(o[3]).toMatch(/^rate-limited: too many events, try again in \d+ s$/);
+}, 30_000);
+
+test("connections from a loopback peer carrying X-Forwarded-For without remote_ip_header: one warning saying what to set", async () => {
+  const warn = spyOn(console, "warn");
+  try {
+    const relay = await startTestRelay();
+    relays.push(relay);
+    clients.push(await client(relay));
+    for (const ip of ["203.0.113.1", "203.0.113.2", "203.0.113.3"])
+      clients.push(await Client.connect(relay.url, { "X-Forwarded-For": ip }));
+    clients.push(await Client.connect(relay.url, { "X-Real-IP": "203.0.113.4" }));
+    const lines = warn.mock.calls.map((c) => c.map(String).join(" ")).filter((l) => l.includes("carry"));
+    expect(lines).toEqual([
+      "warning: websocket connections from 127.0.0.1 carry x-forwarded-for (a reverse proxy?) but [network] remote_ip_header is not set, " +
+        "so every client behind it counts as 127.0.0.1: they share one address's [limits] max_connections_per_ip, query time and the other " +
+        'per-address bounds, and none of them is rate-limited per IP. Set [network] remote_ip_header = "x-forwarded-for" and ' +
+        'trusted_proxies = ["127.0.0.1"] (a reload applies them: kill -HUP)',
+    ]);
+    // Set up as it says: no warning.
+    warn.mockClear();
+    const right = await startTestRelay({ network: { remote_ip_header: "x-forwarded-for", trusted_proxies: ["127.0.0.1"] } });
+    relays.push(right);
+    clients.push(await Client.connect(right.url, { "X-Forwarded-For": "203.0.113.1" }));
+    expect(warn.mock.calls.filter((c) => String(c[0]).includes("carry"))).toEqual([]);
+  } finally {
+    warn.mockRestore();
+  }
 });
 
 /** A websocket upgrade over raw TCP, so the HTTP status and headers are visible. */

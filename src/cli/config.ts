@@ -1,6 +1,7 @@
 // `bunstr config init|check`.
 import { ConfigError, loadConfigFile } from "../config/load.ts";
 import { renderDefaultConfig } from "../config/render.ts";
+import { configWarnings } from "../config/warnings.ts";
 
 /**
  * `config check [--lenient] FILE`: every problem of the file, one `error: file:line: …` line each,
@@ -8,9 +9,11 @@ import { renderDefaultConfig } from "../config/render.ts";
  */
 async function check(file: string, lenient: boolean): Promise<number> {
   try {
-    const { ignored, unknown } = await loadConfigFile(file, { lenient });
+    const { config, ignored, unknown } = await loadConfigFile(file, { lenient });
     for (const line of unknown) console.warn(`warning: ${line}`);
     if (ignored.length > 0) console.warn(`warning: ${file}: not used by bunstr: ${ignored.join(", ")}`);
+    // The same warnings `serve` prints at start.
+    for (const line of configWarnings(config)) console.warn(line.replace(/^warning: /, `warning: ${file}: `));
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     for (const line of err.problems) console.error(`error: ${line}`);

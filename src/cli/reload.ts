@@ -6,6 +6,7 @@ import { basename, dirname } from "node:path";
 import { ConfigError } from "../config/load.ts";
 import { applyReload, describeChanges } from "../config/reload.ts";
 import type { Config } from "../config/schema.ts";
+import { configWarnings } from "../config/warnings.ts";
 import type { Relay } from "../relay/server.ts";
 
 export interface ReloaderOptions {
@@ -84,8 +85,7 @@ export class ConfigReloader {
       this.log(
         `${why}: restart required: ${restartRequired.map((c) => c.key).join(", ")} (changed in the file; running with the old values)`,
       );
-    if (live.network.remote_ip_header && live.network.trusted_proxies.length === 0)
-      this.log(`warning: [network] remote_ip_header is ignored until trusted_proxies lists your proxy's address`);
+    for (const line of configWarnings(live)) this.log(line);
   }
 
   /** Watches the file's directory while watch_config is on (an editor's save may replace the file). */

@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Config } from "../config/schema.ts";
+import { configWarnings } from "../config/warnings.ts";
 import { startRelay, type Shutdown } from "../relay/server.ts";
 import { configuredVerifier } from "../verify/configured.ts";
 import { VERSION } from "../version.ts";
@@ -67,8 +68,7 @@ export async function serve(argv: string[]): Promise<void> {
   if (flags.config) flags.config = resolve(flags.config);
   const files = raiseOpenFileLimit();
   const config = settle(await loadServeConfig(flags), files);
-  if (config.network.remote_ip_header && config.network.trusted_proxies.length === 0)
-    console.warn(`warning: [network] remote_ip_header is ignored until trusted_proxies lists your proxy's address`);
+  for (const line of configWarnings(config)) console.warn(line);
   const { store, where } = await openStore(config);
   // With reuse_port a second relay binds a busy port without an error: say so, since two relays
   // on different databases behind one port would each get half of the clients.

@@ -40,7 +40,7 @@ const KiB = 1024;
 const RATE_NOTE =
   "Token buckets per IP (an IPv6 /64 counts as one IP) and per NIP-42 authenticated pubkey: each refills at its *_per_minute up to its *_burst. " +
   "Past it an EVENT gets OK false, a REQ or COUNT CLOSED, a NEG-OPEN NEG-ERR (all `rate-limited:`), a new connection HTTP 429 with Retry-After. " +
-  "Connections authenticated as an [admin] pubkey are exempt. ";
+  "Connections authenticated as an [admin] pubkey are exempt, and so (see exempt_private_addresses) are loopback and private addresses from the per-IP buckets of connections, EVENTs, REQs, COUNTs and NEG-OPENs. ";
 /** A [rate_limits] refill rate; `note` explains the section once, on its first key. */
 const perMinute = (n: number, what: string, note = "") =>
   key({ type: "int", default: n, min: 0, doc: `${note}${what} allowed per minute, on average (0 = unlimited).`, reloadable: true });
@@ -517,6 +517,16 @@ export const schema = {
     pubkey_counts_burst: burst(200, "COUNTs per authenticated pubkey"),
     pubkey_neg_opens_per_minute: perMinute(120, "NEG-OPENs from connections authenticated as one pubkey"),
     pubkey_neg_opens_burst: burst(60, "NEG-OPENs per authenticated pubkey"),
+    exempt_private_addresses: key({
+      type: "bool",
+      default: true,
+      doc:
+        "Client addresses that are loopback (127.0.0.0/8, ::1), private (10/8, 172.16/12, 192.168/16, fc00::/7) or link-local (169.254/16, fe80::/10) " +
+        "are not charged to the per-IP buckets of connections, EVENTs, REQs, COUNTs and NEG-OPENs: behind a reverse proxy without remote_ip_header every client " +
+        "has the proxy's address, and one bucket would throttle the whole relay. Behind a trusted proxy with [network] remote_ip_header the client's own address " +
+        "is the one charged. Per-pubkey buckets, query time and negentropy per address, and the [limits] per-IP caps apply to every address. Off: private addresses are limited like any other.",
+      reloadable: true,
+    }),
   },
   mirror: {
     relays: key({

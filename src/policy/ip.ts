@@ -27,3 +27,66 @@ export function tally(counts: Map<string, number>, group: string, delta: number)
   if (n > 0) counts.set(group, n);
   else counts.delete(group);
 }
+
+/**
+ * Loopback (127.0.0.0/8, ::1), private (RFC 1918: 10/8, 172.16/12, 192.168/16; fc00::/7) or
+ * link-local (169.254/16, fe80::/10): an address no client on the internet has, so one a reverse
+ * proxy on the same host or network connects from. IPv4-mapped IPv6 (::ffff:a.b.c.d) counts as
+ * its IPv4 address; anything unparsable is not private.
+ */
+export function isPrivateAddress(ip: string): boolean {
+  const v4 = /^(?:::ffff:)?(\d{1,3})\.(\d{1,3})\.\d{1,3}\.\d{1,3}$/i.exec(ip);
+  if (v4) {
+    const [a, b] = [Number(v4[1]), Number(v4[2])];
+    return a === 127 || a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254);
+  }
+  if (!ip.includes(":")) return false;
+  const bare = ip
+    .replace(/^\[|\]$/g, "")
+    .replace(/%.*$/, "")
+    .toLowerCase();
+  // ::1 however written (::1, 0:0:0:0:0:0:0:1, 0000:…:0001).
+  if (/^[0:]+1$/.test(bare)) return true;
+  // The first group's four hex digits: fc00–fdff (unique local), fe80–febf (link-local).
+  return /^(f[cd][0-9a-f]{2}|fe[89ab][0-9a-f]):/.test(bare);
+}
+
+/** Headers a reverse proxy adds with the client's address. */
+const FORWARDING_HEADERS = ["x-forwarded-for", "x-real-ip", "forwarded"];
+
+/** What serve needs of [network] to tell a proxy apart. */
+export interface ProxySettings {
+  remote_ip_header: string;
+  trusted_proxies: readonly string[];
+}
+
+/**
+ * A warning when a websocket upgrade looks proxied but the relay is not set up to read the
+ * client's address from it: a loopback or private peer sending X-Forwarded-For, X-Real-IP,
+ * Forwarded (or the configured remote_ip_header) while remote_ip_header is unset or the peer is
+ * not in trusted_proxies. Every client behind that proxy then counts as the proxy's address.
+ * Undefined when the request does not look proxied or the setup is right.
+ */
+export function proxyWarning(peer: string, headers: Headers, network: ProxySettings, exempt: boolean): string | undefined {
+  if (!isPrivateAddress(peer)) return undefined;
+  const own = network.remote_ip_header.toLowerCase();
+  if (own && network.trusted_proxies.includes(peer)) return undefined;
+  const seen = [own, ...FORWARDING_HEADERS].find((h) => h !== "" && headers.has(h));
+  if (seen === undefined) return undefined;
+  const shared =
+    `every client behind it counts as ${peer}: they share one address's [limits] max_connections_per_ip, ` +
+    `query time and the other per-address bounds, and ${exempt ? "none of them is rate-limited per IP" : "one bucket of each [rate_limits] rate"}`;
+  if (!own) {
+    const header = seen === "forwarded" ? "x-forwarded-for" : seen;
+    return (
+      `warning: websocket connections from ${peer} carry ${seen} (a reverse proxy?) but [network] remote_ip_header is not set, so ${shared}. ` +
+      `Set [network] remote_ip_header = "${header}" and trusted_proxies = ["${peer}"]` +
+      (seen === "forwarded" ? " and have the proxy send X-Forwarded-For (Forwarded is not read)" : "") +
+      " (a reload applies them: kill -HUP)"
+    );
+  }
+  return (
+    `warning: websocket connections from ${peer} carry ${seen} but ${peer} is not in [network] trusted_proxies, so the header is ignored and ${shared}. ` +
+    `Add "${peer}" to [network] trusted_proxies (a reload applies it: kill -HUP)`
+  );
+}

@@ -117,27 +117,41 @@ describe("chargeRate and the EVENT policy", () => {
 
   test("per IP; without an IP (import, sync, stream) nothing is charged", () => {
     const { config, limiter } = setup();
-    const who = { ip: "10.0.0.1" };
+    const who = { ip: "203.0.113.1" };
     expect([chargeRate(config, limiter, "events", who), chargeRate(config, limiter, "events", who)]).toEqual([0, 0]);
     expect(chargeRate(config, limiter, "events", who)).toBe(1_000);
-    expect(chargeRate(config, limiter, "events", { ip: "10.0.0.2" })).toBe(0);
+    expect(chargeRate(config, limiter, "events", { ip: "203.0.113.2" })).toBe(0);
     for (let i = 0; i < 10; i++) expect(chargeRate(config, limiter, "events", {})).toBe(0);
     expect(limiter.size).toBe(2);
+  });
+
+  test("loopback and private IPs are not charged (exempt_private_addresses), their pubkeys are; off: charged like any other", () => {
+    const { config, limiter } = setup();
+    for (const ip of ["127.0.0.1", "10.0.0.1", "192.168.1.2", "::1", "fd00::1"])
+      for (let i = 0; i < 10; i++) expect(chargeRate(config, limiter, "events", { ip })).toBe(0);
+    expect(limiter.size).toBe(0);
+    const authed = new Set([pk]);
+    expect(chargeRate(config, limiter, "events", { ip: "127.0.0.1", authed })).toBe(0);
+    expect(chargeRate(config, limiter, "events", { ip: "127.0.0.1", authed })).toBe(1_000);
+    config.rate_limits.exempt_private_addresses = false;
+    const who = { ip: "127.0.0.1" };
+    expect([chargeRate(config, limiter, "events", who), chargeRate(config, limiter, "events", who)]).toEqual([0, 0]);
+    expect(chargeRate(config, limiter, "events", who)).toBe(1_000);
   });
 
   test("per authenticated pubkey, across IPs; admins are exempt", () => {
     const { config, limiter } = setup();
     const authed = new Set([pk]);
-    expect(chargeRate(config, limiter, "events", { ip: "10.0.0.1", authed })).toBe(0);
-    expect(chargeRate(config, limiter, "events", { ip: "10.0.0.2", authed })).toBe(1_000);
+    expect(chargeRate(config, limiter, "events", { ip: "203.0.113.1", authed })).toBe(0);
+    expect(chargeRate(config, limiter, "events", { ip: "203.0.113.2", authed })).toBe(1_000);
     config.admin.pubkeys = [pk];
-    for (let i = 0; i < 10; i++) expect(chargeRate(config, limiter, "events", { ip: "10.0.0.3", authed })).toBe(0);
+    for (let i = 0; i < 10; i++) expect(chargeRate(config, limiter, "events", { ip: "203.0.113.3", authed })).toBe(0);
   });
 
   test("eventRate refuses with rate-limited and passes without a limiter", () => {
     const { config, limiter } = setup();
     const e = { id: "0".repeat(64), pubkey: pk, created_at: 0, kind: 1, tags: [], content: "", sig: "0".repeat(128) };
-    const ctx = { config, now: 0, authed: new Set<string>(), relayUrl: "", ip: "10.0.0.9", rates: limiter };
+    const ctx = { config, now: 0, authed: new Set<string>(), relayUrl: "", ip: "203.0.113.9", rates: limiter };
     expect(eventRate(ctx, e)).toBeUndefined();
     expect(eventRate(ctx, e)).toBeUndefined();
     expect(eventRate(ctx, e)).toEqual({ prefix: "rate-limited", message: "too many events, try again in 1 s" });

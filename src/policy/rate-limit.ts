@@ -1,7 +1,7 @@
 // Rate limits as token buckets: per IP and per authenticated pubkey, for new connections and for
 // EVENT, REQ, COUNT and NEG-OPEN. Pure (the clock is injected); the relay holds one RateLimiter.
 import { setOf, type Config } from "../config/schema.ts";
-import { ipGroup } from "./ip.ts";
+import { ipGroup, isPrivateAddress } from "./ip.ts";
 
 /** Tokens refill at perMinute, up to burst; perMinute 0 = unlimited. */
 export interface Rate {
@@ -122,7 +122,7 @@ const NOUN: Record<RatedVerb, string> = {
   neg_opens: "NEG-OPENs",
 };
 
-type RateKey = keyof Config["rate_limits"];
+type RateKey = Extract<keyof Config["rate_limits"], `${string}_per_minute` | `${string}_burst`>;
 /** Read at each use: a reload changes config.rate_limits in place. */
 const rateOf = (config: Config, prefix: "" | "pubkey_", verb: RatedVerb): Rate => ({
   perMinute: config.rate_limits[`${prefix}${verb}_per_minute` as RateKey],
@@ -139,14 +139,20 @@ export interface RateSubject {
 
 /**
  * Charges one `verb` to the subject's IP and to each pubkey it authenticated as. Returns 0 when
- * allowed, else the ms to wait. A connection authenticated as an [admin] pubkey is never limited.
+ * allowed, else the ms to wait. A connection authenticated as an [admin] pubkey is never limited;
+ * a loopback or private IP is not charged unless [rate_limits] exempt_private_addresses is off.
  */
 export function chargeRate(config: Config, limiter: RateLimiter, verb: RatedVerb, who: RateSubject): number {
   if (who.ip === undefined) return 0;
   const authed = who.authed ?? [];
   const admins = setOf(config.admin.pubkeys);
   for (const pk of authed) if (admins.has(pk)) return 0;
-  const charges: Charge[] = [{ key: `${verb} ip ${who.group ?? ipGroup(who.ip)}`, rate: rateOf(config, "", verb) }];
+  // A loopback or private client is most likely a reverse proxy speaking for everyone
+  // (exempt_private_addresses): its address is not charged, its pubkeys are.
+  const charges: Charge[] =
+    config.rate_limits.exempt_private_addresses && isPrivateAddress(who.ip)
+      ? []
+      : [{ key: `${verb} ip ${who.group ?? ipGroup(who.ip)}`, rate: rateOf(config, "", verb) }];
   if (verb !== "connections") {
     const rate = rateOf(config, "pubkey_", verb);
     for (const pk of authed) charges.push({ key: `${verb} pk ${pk}`, rate });

@@ -4,7 +4,7 @@ import type { Config } from "../config/schema.ts";
 import { adminPagePath, adminPageResponse, httpResponse } from "../http/routes.ts";
 import { metricsResponse, wantsMetrics } from "../http/metrics.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
-import { ipGroup, tally } from "../policy/ip.ts";
+import { ipGroup, proxyWarning, tally } from "../policy/ip.ts";
 import { chargeRate, RateLimiter } from "../policy/rate-limit.ts";
 import { parseClientMessage, SubscriptionError } from "../protocol/messages.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
@@ -156,6 +156,8 @@ interface Live {
   server?: Server<Session>;
   /** What connections are told while closing. */
   closing: (typeof CLOSING)[Shutdown];
+  /** Whether the warning about proxied connections the config does not read (proxyWarning) was printed. */
+  proxyWarned?: boolean;
 }
 
 /** The relay's context: store, verifier, writer queue, fanout, admin state, wired together. */
@@ -245,6 +247,7 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
     if (isAdminRequest(req)) return handleAdminRequest(req, ctx);
     if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, ctx, VERSION);
     const ip = clientIp(req, srv, config);
+    if (!live.proxyWarned) warnIfProxied(live, req, srv);
     // Refusals close the connection: a client kept alive would hold a descriptor for nothing.
     if (ctx.admin.blockedIps.has(ip)) return new Response("this address is blocked", { status: 403, headers: CLOSE });
     // While closing, a connection accepted before the listener closed is still upgraded, then
@@ -376,15 +379,27 @@ function wakeDrainWaiters(ws: Socket): void {
   for (const wake of waiters) wake();
 }
 
+/** The socket's peer address; an IPv4 peer on a dual-stack socket shows as ::ffff:a.b.c.d, read as a.b.c.d. */
+const peerAddress = (req: Request, srv: Server<Session>): string =>
+  (srv.requestIP(req)?.address ?? "").replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, "");
+
 /** The socket's peer, or what remote_ip_header says when the peer is a trusted proxy. */
 export function clientIp(req: Request, srv: Server<Session>, config: Config): string {
-  // An IPv4 peer on a dual-stack socket shows as ::ffff:a.b.c.d.
-  const peer = (srv.requestIP(req)?.address ?? "").replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, "");
+  const peer = peerAddress(req, srv);
   const header = config.network.remote_ip_header;
   if (!header || !config.network.trusted_proxies.includes(peer)) return peer;
   // The proxy appends the address it saw; the last entry is the one our proxy vouches for.
   const forwarded = req.headers.get(header)?.split(",").at(-1)?.trim();
   return forwarded || peer;
+}
+
+/** Once per relay: a proxy seems to forward connections, and the config does not read it. */
+function warnIfProxied(live: Live, req: Request, srv: Server<Session>): void {
+  const { network, rate_limits } = live.config;
+  const warning = proxyWarning(peerAddress(req, srv), req.headers, network, rate_limits.exempt_private_addresses);
+  if (warning === undefined) return;
+  live.proxyWarned = true;
+  console.warn(warning);
 }
 
 function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): void {
