@@ -222,6 +222,17 @@ describe("the data directory and the database", () => {
     }
   }, 30_000);
 
+  test("a Postgres server that cannot be reached: exit 4", async () => {
+    const config = data("pg.toml");
+    writeFileSync(config, '[database]\nengine = "postgres"\npostgres_url = "postgres://bunstr:secret@127.0.0.1:1/relay"\n');
+    const r = await bunstr(["--config", config, "--port", String(freePort())]);
+    expect(r.code).toBe(4);
+    expect(r.out.trimEnd().split("\n")).toHaveLength(1);
+    expect(r.out).toStartWith("error: cannot use the Postgres database 127.0.0.1:1/relay (");
+    expect(r.out.trimEnd()).toEndWith("); check [database] postgres_url (or DATABASE_URL) and that the server accepts connections");
+    expect(r.out).not.toContain("secret");
+  }, 30_000);
+
   test("--debug prints the error itself as well", async () => {
     writeFileSync(data("debug-file"), "");
     const r = await bunstr([...serveArgs(freePort(), join(data("debug-file"), "data")), "--debug"]);

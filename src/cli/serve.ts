@@ -8,11 +8,11 @@ import { configuredVerifier } from "../verify/configured.ts";
 import { VERSION } from "../version.ts";
 import { parseServeFlags, type ServeFlags } from "./args.ts";
 import { claimPort, checkPort, claimPrefix } from "./listeners.ts";
-import { databasePath, loadConfig, openStore } from "./options.ts";
+import { databasePath, loadConfig, openStore, postgresUrl } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
 import { connectionCeiling } from "../relay/fd-guard.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
-import { checkHost, databaseError, listenError } from "./startup.ts";
+import { checkHost, databaseError, listenError, postgresError } from "./startup.ts";
 
 /** Defaults, then the --config file, then the flags (CLI > file > default). */
 const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags.config, flags.overrides);
@@ -66,6 +66,7 @@ export async function serve(argv: string[]): Promise<void> {
   const claims = claimPrefix(config, dbPath);
   await checkPort(config, claims);
   const { store, where } = await openStore(config).catch((err: unknown) => {
+    if (config.database.engine === "postgres") throw postgresError(err, postgresUrl(config));
     throw databaseError(err, dbPath) ?? err;
   });
   if (files !== undefined && files < LOW_FILE_LIMIT)

@@ -127,3 +127,13 @@ export function databaseError(err: unknown, path: string): StartupError | undefi
     );
   return undefined;
 }
+
+/** An error connecting to Postgres at start, in one line (`url` without its password). */
+export function postgresError(err: unknown, url: string): StartupError {
+  const u = URL.canParse(url) ? new URL(url) : undefined;
+  const code = errno(err);
+  return new StartupError(
+    EXIT.database,
+    `cannot use the Postgres database ${u ? `${u.host}${u.pathname}` : "of [database] postgres_url"} (${text(err)}${code ? `, ${code}` : ""}); check [database] postgres_url (or DATABASE_URL) and that the server accepts connections`,
+  );
+}
