@@ -214,7 +214,7 @@ describe("the data directory and the database", () => {
       expectOneLine(
         r,
         4,
-        `database ${file} is locked by another process (a sqlite3 shell, \`bunstr compact\`, a relay with locking_mode = EXCLUSIVE); stop it and start again`,
+        `database ${file} is locked by another process (a sqlite3 shell with an open transaction, \`bunstr compact\`); stop it and start again`,
       );
     } finally {
       db.exec("ROLLBACK");

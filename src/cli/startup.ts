@@ -123,7 +123,7 @@ export function databaseError(err: unknown, path: string): StartupError | undefi
   if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))
     return new StartupError(
       EXIT.database,
-      `database ${path} is locked by another process (a sqlite3 shell, \`bunstr compact\`, a relay with locking_mode = EXCLUSIVE); stop it and start again`,
+      `database ${path} is locked by another process (a sqlite3 shell with an open transaction, \`bunstr compact\`); stop it and start again`,
     );
   return undefined;
 }

@@ -129,7 +129,7 @@ export const schema = {
     reuse_port: key({
       type: "bool",
       default: true,
-      doc: "Listen with SO_REUSEPORT, so a new bunstr can bind the same host and port while this one drains (zero-downtime restart, see docs/operations.md). Off: a second relay on the port fails to start.",
+      doc: "Listen with SO_REUSEPORT, so a new bunstr serving the same database can bind the same host and port while this one drains (zero-downtime restart, see docs/operations.md); a relay with another database, or another program, on the port still makes a new one refuse to start. Off: a second relay on the port fails to start.",
       reloadable: false,
     }),
   },
