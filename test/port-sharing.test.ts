@@ -66,7 +66,7 @@ test("the same database: the second joins the port, and serves it after SIGUSR2 
   expect(await b.proc.exited).toBe(0);
 }, 60_000);
 
-test("a claim left by a process that is gone does not count", async () => {
+test("a claim left by a process that is gone does not count, nor one whose pid another process has now", async () => {
   const port = freePort();
   const data = join(dir, "stale");
   const a = await spawnBunstr(args(port, join(dir, "other")), dir);
@@ -75,6 +75,8 @@ test("a claim left by a process that is gone does not count", async () => {
     const dead = Bun.spawnSync(["true"]).pid;
     mkdirSync(data);
     writeFileSync(join(data, `bunstr.sqlite.serving.${dead}`), `${JSON.stringify({ pid: dead, port })}\n`);
+    // One whose pid runs again, but is another process (started at another time).
+    writeFileSync(join(data, `bunstr.sqlite.serving.${process.pid}`), `${JSON.stringify({ pid: process.pid, port, start: "1" })}\n`);
     const b = await spawnBunstr(args(port, data), dir, false);
     expect(await b.proc.exited).toBe(3);
     expect(b.output()).toContain(`error: port ${port} is in use by another bunstr relay with another database`);

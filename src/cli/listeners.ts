@@ -12,6 +12,19 @@ import { EXIT, StartupError } from "./startup.ts";
 interface Claim {
   pid: number;
   port: number;
+  /** The process's start time (Linux, /proc/<pid>/stat), so a pid used again later is not taken for it. */
+  start?: string;
+}
+
+/** When process `pid` started, in clock ticks since boot; undefined where /proc is not there. */
+function startTime(pid: number | "self"): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Field 22; the command name (field 2) is in parentheses and may hold spaces.
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
 }
 
 /** The claims' common path prefix for this database, or undefined when it has no file (in memory, Postgres). */
@@ -20,13 +33,15 @@ export function claimPrefix(config: Config, dbPath: string): string | undefined 
   return `${dbPath}.serving.`;
 }
 
-const alive = (pid: number): boolean => {
+/** Is the claim's process still running (and not another process that got its pid since)? */
+const alive = ({ pid, start }: Claim): boolean => {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return (err as { code?: string }).code === "EPERM";
+    if ((err as { code?: string }).code !== "EPERM") return false;
   }
+  const now = start === undefined ? undefined : startTime(pid);
+  return now === undefined || now === start;
 };
 
 /** Live processes other than this one that serve this database on `port`. */
@@ -43,7 +58,7 @@ function liveClaims(prefix: string, port: number): Claim[] {
   for (const f of files) {
     try {
       const c = JSON.parse(readFileSync(join(dir, f), "utf8")) as Claim;
-      if (c.port === port && c.pid !== process.pid && alive(c.pid)) claims.push(c);
+      if (c.port === port && c.pid !== process.pid && alive(c)) claims.push(c);
     } catch {
       // Half written or removed meanwhile: not a claim.
     }
@@ -55,7 +70,8 @@ function liveClaims(prefix: string, port: number): Claim[] {
 export function claimPort(prefix: string, port: number): void {
   const file = `${prefix}${process.pid}`;
   try {
-    writeFileSync(file, `${JSON.stringify({ pid: process.pid, port })}\n`);
+    const claim: Claim = { pid: process.pid, port, start: startTime("self") };
+    writeFileSync(file, `${JSON.stringify(claim)}\n`);
   } catch (err) {
     console.warn(`warning: could not write ${file} (${(err as Error).message}); a restart on this port will be refused`);
     return;
