@@ -7,6 +7,7 @@ import { importCommand } from "./cli/import.ts";
 import { backupCommand, compactCommand, statsCommand } from "./cli/maintenance.ts";
 import { UsageError } from "./cli/options.ts";
 import { serve } from "./cli/serve.ts";
+import { EXIT, StartupError } from "./cli/startup.ts";
 import { streamCommand } from "./cli/stream.ts";
 import { syncCommand } from "./cli/sync.ts";
 import { ConfigError } from "./config/load.ts";
@@ -31,20 +32,30 @@ async function main(argv: string[]): Promise<number | undefined> {
   return 2;
 }
 
-main(process.argv.slice(2)).then(
+// --debug, anywhere on the line: a failure prints the error with its stack, not one line.
+const argv = process.argv.slice(2);
+const debug = argv.includes("--debug");
+
+main(argv.filter((a) => a !== "--debug")).then(
   (code) => {
     if (code !== undefined) process.exit(code);
   },
   (err) => {
+    if (debug) console.error(err);
+    if (err instanceof StartupError) {
+      console.error(`error: ${err.message}`);
+      process.exit(err.exitCode);
+    }
     if (err instanceof ConfigError || err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       for (const line of err.message.split("\n")) console.error(`error: ${line}`);
-      process.exit(2);
+      process.exit(EXIT.usage);
     }
     if (err instanceof NoDatabaseError) {
       console.error(`error: ${err.message}`);
-      process.exit(1);
+      process.exit(EXIT.failed);
     }
-    console.error(err);
-    process.exit(1);
+    // Unexpected: still one line (a stack of the compiled binary is minified source), unless --debug.
+    if (!debug) console.error(`error: ${err instanceof Error ? err.message : String(err)} (run again with --debug for the details)`);
+    process.exit(EXIT.failed);
   },
 );

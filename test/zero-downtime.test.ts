@@ -119,7 +119,7 @@ function scenarios(): void {
     expect(exitA).toBe(0);
     expect(a.output()).toContain("SIGUSR2: draining");
     expect(a.output()).toContain("bye");
-    expect(b.output()).toContain("note: another process already listens on 127.0.0.1:");
+    expect(b.output()).toContain(`note: bunstr (pid ${a.proc.pid}) serves this database on port ${port}; sharing the port`);
     expect(missing).toEqual([]);
     expect(load.acked.size).toBeGreaterThan(100);
     expect(load.closeCodes[1012] ?? 0).toBeGreaterThan(0); // the long-lived publishers were on A

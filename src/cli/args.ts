@@ -31,9 +31,13 @@ Flags of serve:
   --auth            require NIP-42 auth       [options] auth = "always"
   --no-verify       skip signature checks     [options] verify_signatures = false
   --lenient         start even if the --config file has unknown keys (each is warned about)
+  --debug           on a failure, print the error with its stack (any command)
 
 export, import, backup, compact, stats, sync and stream find the database as serve does:
   --config FILE, --db FILE, --data-dir DIR, --lenient (see docs/operations.md)
+
+Exit codes: 0 ok, 1 unexpected failure, 2 command-line or config mistake, 3 cannot listen
+(host, port), 4 data directory or database unusable (docs/operations.md, Exit codes)
 `;
 
 export interface ServeFlags {

@@ -4,14 +4,16 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { configWarnings } from "../config/warnings.ts";
-import { startRelay, type Shutdown } from "../relay/server.ts";
+import { startRelay, type Relay, type Shutdown } from "../relay/server.ts";
 import { configuredVerifier } from "../verify/configured.ts";
 import { VERSION } from "../version.ts";
 import { parseServeFlags, type ServeFlags } from "./args.ts";
-import { loadConfig, openStore } from "./options.ts";
+import { claimPort, checkPort, claimPrefix } from "./listeners.ts";
+import { databasePath, loadConfig, openStore, postgresUrl } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
 import { connectionCeiling } from "../relay/fd-guard.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
+import { checkHost, databaseError, listenError, postgresError } from "./startup.ts";
 
 /** Defaults, then the --config file, then the flags (CLI > file > default). */
 const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags.config, flags.overrides, { lenient: flags.lenient });
@@ -52,31 +54,21 @@ function migrateQueuedConnections(): string | undefined {
   }
 }
 
-/** Does something accept TCP connections on the address we are about to share (reuse_port)? */
-async function someoneListens(host: string, port: number): Promise<boolean> {
-  if (port === 0) return false;
-  const hostname = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
-  const probe = Bun.connect({ hostname, port, socket: { data() {} } }).then(
-    (s) => (s.end(), true),
-    () => false,
-  );
-  return Promise.race([probe, Bun.sleep(500).then(() => false)]);
-}
-
 export async function serve(argv: string[]): Promise<void> {
   const flags = parseServeFlags(argv);
   if (flags.config) flags.config = resolve(flags.config);
   const files = raiseOpenFileLimit();
   const config = settle(await loadServeConfig(flags), files);
   for (const line of configWarnings(config)) console.warn(line);
-  const { store, where } = await openStore(config);
-  // With reuse_port a second relay binds a busy port without an error: say so, since two relays
-  // on different databases behind one port would each get half of the clients.
-  if (config.network.reuse_port && (await someoneListens(config.network.host, config.network.port)))
-    console.warn(
-      `note: another process already listens on ${config.network.host}:${config.network.port}; sharing the port (reuse_port). ` +
-        "For a zero-downtime restart, now send the old one SIGUSR2; otherwise stop one of them (docs/operations.md)",
-    );
+  // The address and the port before the database: a relay that cannot listen leaves no file behind.
+  await checkHost(config.network.host);
+  const dbPath = databasePath(config);
+  const claims = claimPrefix(config, dbPath);
+  await checkPort(config, claims);
+  const { store, where } = await openStore(config).catch((err: unknown) => {
+    if (config.database.engine === "postgres") throw postgresError(err, postgresUrl(config));
+    throw databaseError(err, dbPath) ?? err;
+  });
   if (files !== undefined && files < LOW_FILE_LIMIT)
     console.warn(
       `warning: the open-files limit is ${files}: at most ${config.limits.max_connections} websocket connections, and a flood of connections reaches it quickly; ` +
@@ -91,9 +83,17 @@ export async function serve(argv: string[]): Promise<void> {
   } catch (err) {
     verifier.close();
     await store.close();
-    throw err;
+    throw databaseError(err, dbPath) ?? err;
   }
-  const relay = startRelay({ config, store, verifier, fileLimit: files });
+  let relay: Relay;
+  try {
+    relay = startRelay({ config, store, verifier, fileLimit: files });
+  } catch (err) {
+    verifier.close();
+    await store.close();
+    throw listenError(err, config.network.host, config.network.port) ?? err;
+  }
+  if (claims) claimPort(claims, relay.server.port!);
   console.log(
     `bunstr ${VERSION} listening on ${relay.url} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
   );

@@ -21,6 +21,15 @@ interface KeySpec<K extends Kind = Kind> {
 }
 
 const HEX64 = { pattern: /^[0-9a-f]{64}$/, patternDoc: "64 lowercase hex characters" } as const;
+const OCTET = "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+const LABEL = "[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?";
+/** An IPv4 address, an IPv6 address (with a zone), or a host name whose last label is not all digits; no port. */
+const HOST = {
+  pattern: new RegExp(
+    `^(?:${OCTET}(?:\\.${OCTET}){3}|(?=[^:]*:[^:]*:)[0-9a-fA-F:.]+(?:%[\\w.-]+)?|(?:${LABEL}\\.)*(?=[a-zA-Z0-9-]*[a-zA-Z])${LABEL}\\.?)$`,
+  ),
+  patternDoc: "an IP address or a host name, without a port",
+} as const;
 // No upper bound: nostr-rs-relay's sample config lists kind 70202, and a list entry that no event can
 // have is harmless.
 const KIND = { min: 0 } as const;
@@ -80,7 +89,13 @@ export const schema = {
     posting_policy: key({ type: "string", default: "", doc: "URL of the posting policy (NIP-11).", reloadable: true }),
   },
   network: {
-    host: key({ type: "string", default: "0.0.0.0", doc: "Address to listen on; 127.0.0.1 behind a reverse proxy.", reloadable: false }),
+    host: key({
+      type: "string",
+      default: "0.0.0.0",
+      ...HOST,
+      doc: "Address to listen on: 0.0.0.0 (every IPv4 address), :: (IPv6 too), 127.0.0.1 behind a reverse proxy on the same machine, or one address (or name) of this machine. The port goes in port.",
+      reloadable: false,
+    }),
     port: key({ type: "int", default: 7447, min: 0, max: 65535, doc: "TCP port (0 picks a free one).", reloadable: false }),
     path: key({ type: "string", default: "/", doc: "HTTP path of the websocket and NIP-11 endpoint.", reloadable: false }),
     remote_ip_header: key({
@@ -114,7 +129,7 @@ export const schema = {
     reuse_port: key({
       type: "bool",
       default: true,
-      doc: "Listen with SO_REUSEPORT, so a new bunstr can bind the same host and port while this one drains (zero-downtime restart, see docs/operations.md). Off: a second relay on the port fails to start.",
+      doc: "Listen with SO_REUSEPORT, so a new bunstr serving the same database can bind the same host and port while this one drains (zero-downtime restart, see docs/operations.md); a relay with another database, or another program, on the port still makes a new one refuse to start. Off: a second relay on the port fails to start.",
       reloadable: false,
     }),
   },

@@ -10,7 +10,7 @@ export interface DbOptions {
   readonly?: boolean;
 }
 
-/** A schema step: SQL, or a function for what SQL alone cannot do. Each runs in one transaction. */
+/** A schema step: SQL, or a function for what SQL alone cannot do. All pending ones run in one transaction. */
 type Migration = string | ((db: Database) => void);
 
 const migrations: Migration[] = [
@@ -134,15 +134,28 @@ export function openDatabase(opts: DbOptions): Database {
   return db;
 }
 
+/** The file was written by a newer bunstr: its schema has steps this one does not know. */
+export class SchemaTooNewError extends Error {
+  constructor(
+    readonly found: number,
+    readonly known: number,
+  ) {
+    super(`database schema version ${found} is newer than this bunstr (${known})`);
+  }
+}
+
 function migrate(db: Database): void {
-  const current = (db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
-  if (current > migrations.length) throw new Error(`database schema version ${current} is newer than this bunstr (${migrations.length})`);
-  for (let v = current; v < migrations.length; v++) {
-    db.transaction(() => {
+  // One write transaction from the start: a database whose write lock another process holds
+  // (an open sqlite3 transaction, `bunstr compact`) fails here, after busy_timeout, rather than
+  // at the relay's first write with clients connected.
+  db.transaction(() => {
+    const current = (db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+    if (current > migrations.length) throw new SchemaTooNewError(current, migrations.length);
+    for (let v = current; v < migrations.length; v++) {
       const m = migrations[v]!;
       if (typeof m === "string") db.exec(m);
       else m(db);
       db.exec(`PRAGMA user_version = ${v + 1}`);
-    })();
-  }
+    }
+  }).immediate();
 }
