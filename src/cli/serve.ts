@@ -8,6 +8,7 @@ import { startRelay, type Shutdown } from "../relay/server.ts";
 import { configuredVerifier } from "../verify/configured.ts";
 import { VERSION } from "../version.ts";
 import { parseServeFlags, type ServeFlags } from "./args.ts";
+import { foreignDataWarnings } from "./foreign-data.ts";
 import { loadConfig, openStore } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
 import { connectionCeiling } from "../relay/fd-guard.ts";
@@ -69,6 +70,7 @@ export async function serve(argv: string[]): Promise<void> {
   const files = raiseOpenFileLimit();
   const config = settle(await loadServeConfig(flags), files);
   for (const line of configWarnings(config)) console.warn(line);
+  for (const line of foreignDataWarnings(config)) console.warn(line);
   const { store, where } = await openStore(config);
   // With reuse_port a second relay binds a busy port without an error: say so, since two relays
   // on different databases behind one port would each get half of the clients.
