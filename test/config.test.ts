@@ -175,6 +175,9 @@ reject_future_seconds = 1800
 # Limit events created per second, averaged over one minute.
 messages_per_sec = 5
 
+# Limit client subscriptions created, averaged over one minute.
+subscriptions_per_min = 90
+
 # Limit the maximum size of an EVENT message.  Defaults to 128 KB.
 max_event_bytes = 131072
 
@@ -285,7 +288,10 @@ describe("loading nostr-rs-relay's config.toml", () => {
     want.network.port = 8080;
     want.network.remote_ip_header = "x-forwarded-for";
     want.limits.created_at_upper_limit = 1800; // options.reject_future_seconds
-    want.limits.max_message_bytes = 262144; // limits.max_ws_message_bytes
+    // limits.max_ws_message_bytes = 262144, limits.max_event_bytes = 131072: one limit here, the smaller.
+    want.limits.max_message_bytes = 131072;
+    want.rate_limits.events_per_minute = 300; // limits.messages_per_sec = 5
+    want.rate_limits.reqs_per_minute = 90; // limits.subscriptions_per_min
     want.authorization.kind_denylist = [70202]; // limits.event_kind_blacklist
     want.authorization.kind_allowlist = [0, 1, 2, 3, 7, 40, 41, 42, 43, 44, 30023]; // limits.event_kind_allowlist
     want.authorization.pubkey_allowlist = RS_ALLOWED; // authorization.pubkey_whitelist
@@ -297,8 +303,6 @@ describe("loading nostr-rs-relay's config.toml", () => {
         "database.min_conn",
         "database.max_conn",
         "network.ping_interval",
-        "limits.messages_per_sec",
-        "limits.max_event_bytes",
         "limits.max_ws_frame_bytes",
         "limits.broadcast_buffer",
         "limits.event_persist_buffer",
@@ -320,6 +324,33 @@ describe("loading nostr-rs-relay's config.toml", () => {
         "pay_to_relay.secret_key",
         "pay_to_relay.processor",
       ].sort(),
+    );
+  });
+
+  test("keys with a meaning in another unit or rule are converted, whatever their order; NIP-42 switches set to true are what bunstr does", () => {
+    const text = `[limits]
+max_event_bytes = 65536
+messages_per_sec = 2.5
+max_ws_message_bytes = 131072
+[authorization]
+nip42_auth = true
+nip42_dms = true
+[database]
+engine = "postgres"
+connection = "postgresql://postgres:nostr@localhost:7500/nostr"
+`;
+    const { config, ignored } = loadConfigText(text, "config.toml");
+    expect(config.limits.max_message_bytes).toBe(65536);
+    expect(config.rate_limits.events_per_minute).toBe(150);
+    expect(config.database.engine).toBe("postgres");
+    expect(config.database.postgres_url).toBe("postgresql://postgres:nostr@localhost:7500/nostr");
+    expect(ignored).toEqual([]);
+    // The larger of the two message limits does not raise ours past the other.
+    expect(
+      loadConfigText("[limits]\nmax_ws_message_bytes = 65536\nmax_event_bytes = 1048576\n", "c.toml").config.limits.max_message_bytes,
+    ).toBe(65536);
+    expect(() => loadConfigText('[limits]\nmessages_per_sec = "fast"\n', "c.toml")).toThrow(
+      'c.toml:2: [limits] messages_per_sec = "fast": expected a number that gives [rate_limits] events_per_minute',
     );
   });
 

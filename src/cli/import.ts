@@ -1,11 +1,13 @@
-// `bunstr import [FILE] [--no-verify] [--json]`: JSON lines (stdin by default) into the database.
+// `bunstr import [FILE] [--no-verify] [--json]`: JSON lines (stdin by default) into the database;
+// `bunstr import --from nostr-rs-relay PATH/nostr.db`: that relay's SQLite database, read directly.
 import { fstatSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
-import { importEvents, type ImportSummary } from "../ops/import.ts";
+import { importEvents, importParsed, type ImportOptions, type ImportSummary } from "../ops/import.ts";
 import type { Config } from "../config/schema.ts";
 import { openDatabase } from "../store/sqlite/db.ts";
 import type { Db } from "../store/sqlite/maintenance.ts";
+import { ForeignDatabaseError, openNostrRsRelay, type ForeignSource } from "../store/sqlite/foreign.ts";
 import { PostgresStore } from "../store/postgres/store.ts";
 import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, loadConfig, postgresUrl, resolveDatabase, UsageError, type DatabaseFlagValues } from "./options.ts";
@@ -18,15 +20,28 @@ async function resolveImportTarget(values: DatabaseFlagValues): Promise<{ config
   return { config, dbPath: `postgres ${url.host}${url.pathname}` };
 }
 
-export const IMPORT_USAGE = "usage: bunstr import [FILE] [--no-verify] [--json] [--config F] [--data-dir D | --db F] < events.jsonl";
+export const IMPORT_USAGE =
+  "usage: bunstr import [FILE] [--no-verify] [--json] [--config F] [--data-dir D | --db F] < events.jsonl\n" +
+  "       bunstr import --from nostr-rs-relay PATH/nostr.db [--no-verify] [--json] [--config F] [--data-dir D | --db F]\n" +
+  "  from strfry: strfry export > events.jsonl, then bunstr import events.jsonl";
+
+/** The relays whose database `--from` reads. */
+const FROM = ["nostr-rs-relay"];
 
 export async function importCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { ...databaseFlags, "no-verify": { type: "boolean" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+    options: {
+      ...databaseFlags,
+      "no-verify": { type: "boolean" },
+      json: { type: "boolean" },
+      from: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
   });
   if (values.help) return (console.log(IMPORT_USAGE), 0);
+  if (values.from !== undefined) return importFrom(values.from, positionals, values);
   if (positionals.length > 1) throw new UsageError(`import takes one input file at most\n${IMPORT_USAGE}`);
   const file = positionals[0] !== undefined && positionals[0] !== "-" ? positionals[0] : undefined;
   if (!file && process.stdin.isTTY) throw new UsageError(`import reads JSON lines from stdin or FILE\n${IMPORT_USAGE}`);
@@ -50,17 +65,8 @@ export async function importCommand(argv: string[]): Promise<number> {
     return 1;
   }
 
-  let db: Db | PostgresStore;
-  try {
-    // Into Postgres (moving a relay to several nodes: bunstr export | bunstr import --config pg.toml).
-    db =
-      config.database.engine === "postgres"
-        ? await PostgresStore.open({ url: postgresUrl(config), poolSize: 2 })
-        : openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
-  } catch (e) {
-    console.error(`error: cannot open the database ${dbPath}: ${(e as Error).message}`);
-    return 1;
-  }
+  const db = await openTarget(config, dbPath);
+  if (!db) return 1;
   const verifier = values["no-verify"] ? undefined : importVerifier(config);
   const progress = new Progress("import");
   // The verify workers are unref'd (the relay's server keeps its process alive): hold ours open.
@@ -70,19 +76,12 @@ export async function importCommand(argv: string[]): Promise<number> {
     summary = await importEvents(db, input, {
       config,
       verifier,
-      onBusy: () => {
-        progress.end();
-        console.error("import: the database is locked by another writer (a compact?); waiting for it");
-      },
-      onProgress: (s) =>
-        progress.update(() => {
-          // Lines read run ahead of lines settled (verifying, waiting for their transaction).
-          const settled =
-            s.accepted + s.duplicate + s.older + s.deleted + s.refused + s.ephemeral + s.badJson + s.badEvent + s.badId + s.badSig;
-          const rate = settled / Math.max(s.seconds, 1e-3);
-          const part = size ? `, ${eta((s.bytes * settled) / Math.max(1, s.lines), size, s.seconds)}` : "";
-          return `${int(settled)} lines, ${int(s.accepted)} stored, ${int(rate)}/s${part}`;
-        }),
+      // Lines read run ahead of lines settled (verifying, waiting for their transaction).
+      ...busyAndProgress(progress, (s, settled) => {
+        const rate = settled / Math.max(s.seconds, 1e-3);
+        const part = size ? `, ${eta((s.bytes * settled) / Math.max(1, s.lines), size, s.seconds)}` : "";
+        return `${int(settled)} lines, ${int(s.accepted)} stored, ${int(rate)}/s${part}`;
+      }),
     });
   } catch (e) {
     progress.end();
@@ -100,10 +99,98 @@ export async function importCommand(argv: string[]): Promise<number> {
   return 0;
 }
 
-function printSummary(s: ImportSummary, dbPath: string, verifierName: string | undefined): void {
+/** The database to import into, or undefined after saying why it cannot be opened. */
+async function openTarget(config: Config, dbPath: string): Promise<Db | PostgresStore | undefined> {
+  try {
+    // Into Postgres (moving a relay to several nodes: bunstr export | bunstr import --config pg.toml).
+    return config.database.engine === "postgres"
+      ? await PostgresStore.open({ url: postgresUrl(config), poolSize: 2 })
+      : openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+  } catch (e) {
+    console.error(`error: cannot open the database ${dbPath}: ${(e as Error).message}`);
+    return undefined;
+  }
+}
+
+/** `--from nostr-rs-relay PATH`: every event its database still serves, through the same admission as a JSON-lines import. */
+async function importFrom(
+  from: string,
+  positionals: string[],
+  values: DatabaseFlagValues & { "no-verify"?: boolean; json?: boolean },
+): Promise<number> {
+  if (!FROM.includes(from)) throw new UsageError(`import --from reads ${FROM.join(", ")}; "${from}" is not one of them\n${IMPORT_USAGE}`);
+  if (positionals.length !== 1) throw new UsageError(`import --from ${from} takes the path of its database (nostr.db)\n${IMPORT_USAGE}`);
+  const path = positionals[0]!;
+  const { config, dbPath } = await resolveImportTarget(values);
+  let source: ForeignSource;
+  try {
+    source = openNostrRsRelay(path);
+  } catch (e) {
+    if (!(e instanceof ForeignDatabaseError)) throw e;
+    console.error(`error: cannot read the nostr-rs-relay database: ${e.message}`);
+    return 1;
+  }
+  const db = await openTarget(config, dbPath);
+  if (!db) return (source.close(), 1);
+  const verifier = values["no-verify"] ? undefined : importVerifier(config);
+  const progress = new Progress("import");
+  const keepAlive = setInterval(() => {}, 1 << 30);
+  let summary: ImportSummary;
+  try {
+    summary = await importParsed(db, source.batches(), {
+      ...busyAndProgress(
+        progress,
+        (s, settled) =>
+          `${int(settled)} of ${int(source.total)} events, ${int(s.accepted)} stored, ${eta(settled, source.total, s.seconds)}`,
+      ),
+      config,
+      verifier,
+    });
+  } catch (e) {
+    progress.end();
+    console.error(`error: import stopped: ${(e as Error).message}`);
+    return 1;
+  } finally {
+    clearInterval(keepAlive);
+    verifier?.close();
+    source.close();
+    await db.close();
+  }
+  progress.end();
+  const from_ = { from, path, schemaVersion: source.version, hidden: source.hidden };
+  if (values.json) console.log(JSON.stringify({ database: dbPath, verified: verifier !== undefined, ...from_, ...summary }));
+  else {
+    console.log(
+      `read ${int(source.total)} events from nostr-rs-relay's ${path} (schema v${source.version}); ` +
+        `skipped ${int(source.hidden)} it marked hidden (deleted, or replaced by a newer version)`,
+    );
+    printSummary(summary, dbPath, verifier?.name, "event");
+  }
+  return 0;
+}
+
+/** The progress line and the locked-database note, as ImportOptions. */
+function busyAndProgress(
+  progress: Progress,
+  render: (s: ImportSummary, settled: number) => string,
+): Pick<ImportOptions, "onBusy" | "onProgress"> {
+  return {
+    onBusy: () => {
+      progress.end();
+      console.error("import: the database is locked by another writer (a compact?); waiting for it");
+    },
+    onProgress: (s) =>
+      progress.update(() =>
+        render(s, s.accepted + s.duplicate + s.older + s.deleted + s.refused + s.ephemeral + s.badJson + s.badEvent + s.badId + s.badSig),
+      ),
+  };
+}
+
+function printSummary(s: ImportSummary, dbPath: string, verifierName: string | undefined, unit: "line" | "event" = "line"): void {
   const invalid = s.badJson + s.badEvent + s.badId + s.badSig;
+  const size = unit === "line" ? ` (${bytes(s.bytes)})` : "";
   console.log(
-    `imported ${int(s.lines)} lines (${bytes(s.bytes)}) into ${dbPath} in ${duration(s.seconds)}, ${int(s.lines / Math.max(s.seconds, 1e-3))} lines/s; signatures: ${verifierName ?? "not checked (--no-verify)"}`,
+    `imported ${int(s.lines)} ${unit}s${size} into ${dbPath} in ${duration(s.seconds)}, ${int(s.lines / Math.max(s.seconds, 1e-3))} ${unit}s/s; signatures: ${verifierName ?? "not checked (--no-verify)"}`,
   );
   console.log(
     `  accepted ${int(s.accepted)}, duplicate ${int(s.duplicate)}, older than the stored version ${int(s.older)}, ` +
@@ -112,5 +199,5 @@ function printSummary(s: ImportSummary, dbPath: string, verifierName: string | u
   console.log(
     `  invalid ${int(invalid)}: bad JSON ${int(s.badJson)}, bad event ${int(s.badEvent)}, bad id ${int(s.badId)}, bad signature ${int(s.badSig)}`,
   );
-  for (const p of s.problems) console.log(`  line ${p.line}: ${p.reason}`);
+  for (const p of s.problems) console.log(`  ${unit} ${p.line}: ${p.reason}`);
 }

@@ -8,6 +8,7 @@ import { startRelay, type Relay, type Shutdown } from "../relay/server.ts";
 import { configuredVerifier } from "../verify/configured.ts";
 import { VERSION } from "../version.ts";
 import { parseServeFlags, type ServeFlags } from "./args.ts";
+import { foreignDataWarnings } from "./foreign-data.ts";
 import { claimPort, checkPort, claimPrefix } from "./listeners.ts";
 import { databasePath, loadConfig, openStore, postgresUrl } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
@@ -65,6 +66,7 @@ export async function serve(argv: string[]): Promise<void> {
   const dbPath = databasePath(config);
   const claims = claimPrefix(config, dbPath);
   await checkPort(config, claims);
+  for (const line of foreignDataWarnings(config)) console.warn(line);
   const { store, where } = await openStore(config).catch((err: unknown) => {
     if (config.database.engine === "postgres") throw postgresError(err, postgresUrl(config));
     throw databaseError(err, dbPath) ?? err;

@@ -1,6 +1,6 @@
 // Loads a TOML config against the schema: CLI > file > default.
 import { parse, TomlError } from "smol-toml";
-import { nostrRsRelayKeys } from "./nostr-rs-relay.ts";
+import { nostrRsRelayAlwaysOn, nostrRsRelayConversions, nostrRsRelayKeys } from "./nostr-rs-relay.ts";
 import { scanToml, type Slip } from "./scan.ts";
 import { aliases, defaults, schema, type Config, type KeySpec } from "./schema.ts";
 import { closest } from "./suggest.ts";
@@ -85,7 +85,7 @@ const ourKeys = Object.entries(sections).flatMap(([s, keys]) => Object.keys(keys
 /** The key names a file may use in `section`: ours and nostr-rs-relay's aliases of them. */
 const namesIn = (section: string): string[] => [
   ...Object.keys(sections[section] ?? {}),
-  ...Object.keys(aliases)
+  ...[...Object.keys(aliases), ...Object.keys(nostrRsRelayConversions), ...nostrRsRelayAlwaysOn]
     .filter((a) => a.startsWith(`${section}.`))
     .map((a) => a.slice(section.length + 1)),
 ];
@@ -119,6 +119,7 @@ function checkDoc(
   problems: Problem[],
   ignored: string[],
 ): void {
+  const later: { section: string; name: string; value: unknown; at: number | undefined }[] = [];
   for (const [section, body] of Object.entries(doc)) {
     const line = lines.get(section);
     if (Array.isArray(body) && body.length > 0 && body.every(isTable) && !(section in sections)) {
@@ -139,6 +140,16 @@ function checkDoc(
       const [s, k] = path.split(".") as [string, string];
       const spec = sections[s]?.[k];
       const at = lines.get(`${section}.${name}`) ?? line; // in an inline table: the table's line
+      if (!spec && nostrRsRelayConversions[path]) {
+        later.push({ section, name, value, at });
+        continue;
+      }
+      if (!spec && nostrRsRelayAlwaysOn.includes(path)) {
+        if (value === true) continue;
+        if (typeof value !== "boolean") problems.push({ line: at, text: `[${section}] ${name} = ${json(value)}: expected true or false` });
+        else ignored.push(path);
+        continue;
+      }
       if (!spec) {
         if (nostrRsRelayKeys[section]?.includes(name)) ignored.push(`${section}.${name}`);
         else problems.push({ line: at, text: `[${section}] unknown key "${name}"${keyHint(section, name)}`, unknown: true });
@@ -149,6 +160,26 @@ function checkDoc(
       else problems.push({ line: at, text: `[${section}] ${name} = ${json(value)}: expected ${describe(spec)}` });
     }
   }
+  for (const c of later) convertKey(c, config, problems);
+}
+
+/** A nostr-rs-relay key with a meaning here in another unit or rule (nostr-rs-relay.ts), applied once the rest of the file is. */
+function convertKey(
+  c: { section: string; name: string; value: unknown; at: number | undefined },
+  config: Record<string, Record<string, unknown>>,
+  problems: Problem[],
+): void {
+  const conv = nostrRsRelayConversions[`${c.section}.${c.name}`]!;
+  const [s, k] = conv.to.split(".") as [string, string];
+  const spec = sections[s]![k]!;
+  const n = typeof c.value === "bigint" ? Number(c.value) : c.value;
+  const checked = typeof n === "number" && Number.isFinite(n) && n >= 0 ? checkValue(spec, conv.convert(n, config[s]![k])) : undefined;
+  if (checked?.ok) config[s]![k] = checked.value;
+  else
+    problems.push({
+      line: c.at,
+      text: `[${c.section}] ${c.name} = ${json(c.value)}: expected a number that gives [${s}] ${k} ${describe(spec)}`,
+    });
 }
 
 /** A slip in plain words; a value without quotes where a number or list is expected says so instead. */

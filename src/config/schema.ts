@@ -576,6 +576,7 @@ export const aliases: Record<string, string> = {
   "limits.event_kind_allowlist": "authorization.kind_allowlist",
   "authorization.pubkey_whitelist": "authorization.pubkey_allowlist",
   "options.reject_future_seconds": "limits.created_at_upper_limit",
+  "database.connection": "database.postgres_url",
 };
 
 export function defaults(): Config {
