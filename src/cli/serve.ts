@@ -12,6 +12,8 @@ import { loadConfig, openStore } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
 import { connectionCeiling } from "../relay/fd-guard.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
+import { listeningOn } from "./listening.ts";
+import { networkInterfaces } from "node:os";
 
 /** Defaults, then the --config file, then the flags (CLI > file > default). */
 const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags.config, flags.overrides, { lenient: flags.lenient });
@@ -95,7 +97,7 @@ export async function serve(argv: string[]): Promise<void> {
   }
   const relay = startRelay({ config, store, verifier, fileLimit: files });
   console.log(
-    `bunstr ${VERSION} listening on ${relay.url} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
+    `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: networkInterfaces() })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
   );
 
   const reloader = new ConfigReloader({
