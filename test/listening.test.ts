@@ -21,15 +21,15 @@ const PUBLIC = "wss://relay.example.com/";
 
 describe("start-up line: where the relay serves", () => {
   test("0.0.0.0 lists every IPv4 address of this machine, loopback first", () => {
-    expect(line("0.0.0.0")).toBe("ws://127.0.0.1:7447/, ws://203.0.113.5:7447/ (0.0.0.0 = all IPv4 addresses of this machine)");
+    expect(line("0.0.0.0")).toBe("ws://127.0.0.1:7447/ and ws://203.0.113.5:7447/ (0.0.0.0 = all IPv4 addresses of this machine)");
     expect(line("0.0.0.0", PUBLIC)).toBe(
-      "ws://127.0.0.1:7447/, ws://203.0.113.5:7447/ (0.0.0.0 = all IPv4 addresses of this machine; public URL wss://relay.example.com/)",
+      "ws://127.0.0.1:7447/ and ws://203.0.113.5:7447/ (0.0.0.0 = all IPv4 addresses of this machine; public URL wss://relay.example.com/)",
     );
   });
 
   test(":: lists every address, IPv6 in brackets, without link-local ones", () => {
     expect(line("::")).toBe(
-      "ws://127.0.0.1:7447/, ws://[::1]:7447/, ws://203.0.113.5:7447/, ws://[2001:db8::5]:7447/ (:: = all addresses of this machine, IPv4 and IPv6)",
+      "ws://127.0.0.1:7447/ and ws://[::1]:7447/, ws://203.0.113.5:7447/, ws://[2001:db8::5]:7447/ (:: = all addresses of this machine, IPv4 and IPv6)",
     );
     expect(line("::", PUBLIC)).toEndWith("(:: = all addresses of this machine, IPv4 and IPv6; public URL wss://relay.example.com/)");
   });
@@ -46,7 +46,7 @@ describe("start-up line: where the relay serves", () => {
       "ws://127.0.0.1:80/nostr ",
     );
     expect(listeningOn({ host: "::", port: 80, path: "/", relayUrl: "", interfaces: {} })).toStartWith(
-      "ws://127.0.0.1:80/, ws://[::1]:80/ ",
+      "ws://127.0.0.1:80/ and ws://[::1]:80/ ",
     );
   });
 });

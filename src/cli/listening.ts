@@ -43,7 +43,7 @@ function addressesOf(input: ListeningInput, v6: boolean): string[] {
 }
 
 /**
- * "ws://127.0.0.1:7447/, ws://203.0.113.5:7447/ (0.0.0.0 = all IPv4 addresses of this machine;
+ * "ws://127.0.0.1:7447/ and ws://203.0.113.5:7447/ (0.0.0.0 = all IPv4 addresses of this machine;
  * public URL wss://relay.example.com/)": the first URL is always one a client on this machine can
  * connect to (tools read it from the line).
  */
@@ -60,5 +60,7 @@ export function listeningOn(input: ListeningInput): string {
     notes.push(v6 ? ":: = all addresses of this machine, IPv4 and IPv6" : "0.0.0.0 = all IPv4 addresses of this machine");
   } else urls = [wsUrl(host, port, path)];
   if (input.relayUrl !== "") notes.push(`public URL ${input.relayUrl}`);
-  return `${urls.join(", ")}${notes.length > 0 ? ` (${notes.join("; ")})` : ""}`;
+  // The first URL is followed by a space, never a comma, for tools that read it with /listening on (\S+)/.
+  const [first, ...rest] = urls;
+  return `${first}${rest.length > 0 ? ` and ${rest.join(", ")}` : ""}${notes.length > 0 ? ` (${notes.join("; ")})` : ""}`;
 }
