@@ -255,15 +255,24 @@ describe("NEG-MSG floods", () => {
     // its 40,000 items against them for every such message.
     const ids = Array.from({ length: 1700 }, (_, i) => hex64(`neg ${i}`)).join("");
     const heavyMsg = `6100000${2}8d24${ids}`;
+    // The good client's round trips on this box right now, before the flood: the bound below is
+    // relative to them, so a loaded CI box does not fail it (the old main-thread reconciliation
+    // held every other client 1.8-2.5 s).
+    const before = probe(good);
+    await Bun.sleep(500);
+    const baseline = await before.stop();
     const p = probe(good);
     const from = attacker.frames.length;
     for (let i = 0; i < 500; i++) attacker.send(["NEG-MSG", "n", heavyMsg]);
     const err = await attacker.next((f) => f[0] === "NEG-ERR" && f[1] === "n", 15_000, from).catch(() => undefined);
-    await Bun.sleep(300);
+    await Bun.sleep(600);
     const times = await p.stop();
-    console.log(`NEG-MSG flood: ${JSON.stringify(err)}; good client's REQs p99 ${percentile(times, 99).toFixed(1)} ms (n ${times.length})`);
+    const bound = Math.max(250, 4 * percentile(baseline, 99));
+    console.log(
+      `NEG-MSG flood: ${JSON.stringify(err)}; good client's REQs p99 ${percentile(times, 99).toFixed(1)} ms (n ${times.length}; before: p99 ${percentile(baseline, 99).toFixed(1)} ms, n ${baseline.length}; bound ${bound.toFixed(0)} ms)`,
+    );
     expect(err?.[2]).toStartWith("rate-limited:");
-    expect(percentile(times, 99)).toBeLessThan(250);
+    expect(percentile(times, 99)).toBeLessThan(bound);
   }, 60_000);
 
   test("the main thread's share (parsing the frames, sending the replies) is paid from the address's negentropy allowance", async () => {

@@ -205,6 +205,46 @@ test("a fresh database, both ways at once; a refused upload is counted by reason
   expect(await storedIds(dirL)).toEqual(new Set(ids([...shared.slice(0, 30), ...onlyA.slice(0, 5), ...onlyB])));
 }, 120_000);
 
+test("every have id is accounted for: uploaded, already there, or no longer here because the download replaced or deleted it", async () => {
+  // Here: alice's old profile, a note of bob's, a DM both sides hold and carol's new note.
+  // There: alice's newer profile, bob's deletion of that note, the DM (its NIP-77 answer leaves DMs
+  // out for a connection without AUTH, so it looks like "only here").
+  const profileOld = alice.sign({ kind: 0, content: '{"name":"old"}', created_at: t - 500 });
+  const profileNew = alice.sign({ kind: 0, content: '{"name":"new"}', created_at: t - 100 });
+  const doomed = bob.sign({ kind: 1, content: "to be deleted", created_at: t - 400 });
+  const deletion = bob.sign({ kind: 5, tags: [["e", doomed.id]], created_at: t - 50 });
+  const dm = bob.sign({ kind: 4, content: "secret?iv=AAAAAAAAAAAAAAAAAAAAAA==", tags: [["p", carol.pubkey]], created_at: t - 300 });
+  const fresh = carol.sign({ kind: 1, content: "carol, new", created_at: t - 200 });
+  const dirR = await seeded("r9", [profileNew, deletion, dm]);
+  const relayR = await relayOn(dirR);
+  const dirL = await seeded("l9", [profileOld, doomed, dm, fresh]);
+
+  const r = await sync([relayR.url, "--dir", "both", "--data-dir", dirL, "--json"]);
+  expect(r.code).toBe(0);
+  const s = JSON.parse(r.stdout);
+  expect(s).toMatchObject({ method: "negentropy", local: 4, have: 4, need: 2, received: 2, notReceived: 0 });
+  expect(s.imported.accepted).toBe(2);
+  expect({ uploaded: s.uploaded, alreadyThere: s.alreadyThere, refused: s.refused, gone: s.gone }).toEqual({
+    uploaded: 1,
+    alreadyThere: 1,
+    refused: {},
+    gone: { "replaced by a newer version": 1, "deleted by a deletion request (NIP-09)": 1 },
+  });
+  const union = new Set(ids([profileNew, deletion, dm, fresh]));
+  expect(await storedIds(dirL)).toEqual(union);
+  expect(await storedIds(dirR)).toEqual(union);
+
+  // The same in words: the four have ids add up.
+  const dirL2 = await seeded("l9b", [profileOld, doomed, dm]);
+  const human = await sync([relayR.url, "--dir", "both", "--data-dir", dirL2]);
+  expect(human.code).toBe(0);
+  expect(human.stdout).toContain("only here (have) 3, only there (need) 3");
+  expect(human.stdout).toContain(
+    "uploaded 0, refused 0, already there 1 (the remote held them; its answer did not list them), " +
+      "not uploaded because no longer here 2 (replaced by a newer version 1, deleted by a deletion request (NIP-09) 1)",
+  );
+}, 120_000);
+
 function writeConfig(name: string, text: string): string {
   const f = join(dir, name);
   writeFileSync(f, text);

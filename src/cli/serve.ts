@@ -15,6 +15,8 @@ import { ConfigReloader } from "./reload.ts";
 import { connectionCeiling } from "../relay/fd-guard.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
 import { checkHost, databaseError, listenError, postgresError } from "./startup.ts";
+import { listeningOn } from "./listening.ts";
+import { networkInterfaces } from "node:os";
 
 /** Defaults, then the --config file, then the flags (CLI > file > default). */
 const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags.config, flags.overrides, { lenient: flags.lenient });
@@ -97,7 +99,7 @@ export async function serve(argv: string[]): Promise<void> {
   }
   if (claims) claimPort(claims, relay.server.port!);
   console.log(
-    `bunstr ${VERSION} listening on ${relay.url} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
+    `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: networkInterfaces() })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
   );
 
   const reloader = new ConfigReloader({

@@ -71,6 +71,14 @@ export async function syncCommand(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** "blocked 3, invalid 1" */
+const byReason = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([r, n]) => `${r} ${int(n)}`)
+    .join(", ");
+const total = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
+
+/** Every have and need id is accounted for: what went up, what came down, and what did not and why. */
 function printSyncSummary(s: SyncSummary, url: string, dbPath: string, direction: Direction): void {
   const how = s.method === "negentropy" ? `NIP-77, ${s.roundTrips} round trips` : `plain REQ download (${s.fallbackReason})`;
   console.log(`synced ${dbPath} with ${url} (${direction}) in ${duration(s.seconds)}: ${how}`);
@@ -80,15 +88,17 @@ function printSyncSummary(s: SyncSummary, url: string, dbPath: string, direction
     const invalid = i ? i.badJson + i.badEvent + i.badId + i.badSig : 0;
     console.log(
       `  downloaded ${int(s.received)}: stored ${int(i?.accepted ?? 0)}, duplicate ${int(i?.duplicate ?? 0)}, older ${int(i?.older ?? 0)}, ` +
-        `deleted ${int(i?.deleted ?? 0)}, refused ${int(i?.refused ?? 0)}, invalid ${int(invalid)}`,
+        `deleted ${int(i?.deleted ?? 0)}, refused ${int(i?.refused ?? 0)}, invalid ${int(invalid)}` +
+        (s.notReceived > 0 ? `; not sent by the remote ${int(s.notReceived)} (it refused to serve them or no longer holds them)` : ""),
     );
-  }
+  } else if (s.need > 0) console.log(`  only there: not downloaded (--dir up)`);
   if (direction !== "down") {
-    const refused = Object.entries(s.refused)
-      .map(([r, n]) => `${r} ${int(n)}`)
-      .join(", ");
+    const refused = byReason(s.refused);
+    const gone = total(s.gone);
     console.log(
-      `  uploaded ${int(s.uploaded)}, refused ${int(Object.values(s.refused).reduce((a, b) => a + b, 0))}${refused ? ` (${refused})` : ""}`,
+      `  uploaded ${int(s.uploaded)}, refused ${int(total(s.refused))}${refused ? ` (${refused})` : ""}` +
+        (s.alreadyThere > 0 ? `, already there ${int(s.alreadyThere)} (the remote held them; its answer did not list them)` : "") +
+        (gone > 0 ? `, not uploaded because no longer here ${int(gone)} (${byReason(s.gone)})` : ""),
     );
-  }
+  } else if (s.have > 0) console.log(`  only here: not uploaded (--dir down)`);
 }

@@ -9,7 +9,8 @@ import { NegentropyClient } from "../nips/nip77-client.ts";
 import { NegentropyError, NegentropyStorage } from "../nips/nip77.ts";
 import { nowSeconds, type NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
-import { exportPager, type Db } from "../store/sqlite/maintenance.ts";
+import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
+import { eventHeads, exportPager, tombstoneOf, type Db, type EventHead } from "../store/sqlite/maintenance.ts";
 import { runNegItems, StatementCache } from "../store/sqlite/query.ts";
 import type { Verifier } from "../verify/pool.ts";
 import { parseExportFilter } from "./export.ts";
@@ -52,10 +53,19 @@ export interface SyncSummary {
   received: number;
   /** The import of what was received (undefined with --dir up). */
   imported?: ImportSummary;
-  /** OK true from the remote (new or duplicate). */
+  /** Only there, asked for and not sent by the remote (it refused to serve them or no longer holds them). */
+  notReceived: number;
+  /** OK true from the remote, new there. */
   uploaded: number;
+  /** OK true with `duplicate:` from the remote: it held them, though its NIP-77 answer did not list them. */
+  alreadyThere: number;
   /** OK false from the remote, by reason prefix ("blocked", "invalid", ...). */
   refused: Record<string, number>;
+  /**
+   * Only here, yet no longer stored here when their turn to go up came, by why: an event the
+   * download brought (or the relay running on the database) replaced or deleted them.
+   */
+  gone: Record<string, number>;
   roundTrips: number;
   seconds: number;
 }
@@ -159,8 +169,11 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
     have: 0,
     need: 0,
     received: 0,
+    notReceived: 0,
     uploaded: 0,
+    alreadyThere: 0,
     refused: {},
+    gone: {},
     roundTrips: 0,
     seconds: 0,
   };
@@ -170,6 +183,7 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
     const neg = await negotiate(relay, filter, storage);
     s.roundTrips = neg.roundTrips;
     let have: string[];
+    let heads = new Map<string, EventHead>();
     if ("fallback" in neg) {
       if (relay.closed) throw new Error(`${opts.url}: ${neg.fallback}`);
       s.method = "fallback";
@@ -196,6 +210,8 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
     } else {
       have = [...neg.have];
       s.need = neg.need.size;
+      // What a download may replace or delete here, to say so if it does.
+      if (up && down && neg.need.size > 0) heads = eventHeads(db, have);
       if (down && neg.need.size > 0) {
         const need = [...neg.need];
         const downloads = (async function* () {
@@ -210,10 +226,11 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
           }
         })();
         s.imported = await importParsed(db, downloads, { config: opts.config, verifier: opts.verifier });
+        s.notReceived = s.need - s.received;
       }
     }
     s.have = have.length;
-    if (up && have.length > 0) await upload(db, relay, have, s, progress);
+    if (up && have.length > 0) await upload(db, relay, have, heads, s, progress);
   } finally {
     relay.close();
   }
@@ -243,15 +260,39 @@ async function* fallbackPages(relay: RelayClient, filter: Filter, onPage: (n: nu
   }
 }
 
-async function upload(db: Db, relay: RelayClient, ids: string[], s: SyncSummary, progress: (t: string) => void): Promise<void> {
+/** Why an event that was here at the reconciliation is not any more. */
+function goneReason(db: Db, id: string, head: EventHead | undefined): string {
+  const tombstone = tombstoneOf(db, id, head);
+  if (tombstone === "nip09") return "deleted by a deletion request (NIP-09)";
+  if (tombstone === "nip62") return "erased by a request to vanish (NIP-62)";
+  if (head && (isReplaceable(head.kind) || isAddressable(head.kind))) return "replaced by a newer version";
+  return head ? "deleted here meanwhile" : "no longer stored here (replaced or deleted)";
+}
+
+async function upload(
+  db: Db,
+  relay: RelayClient,
+  ids: string[],
+  heads: Map<string, EventHead>,
+  s: SyncSummary,
+  progress: (t: string) => void,
+): Promise<void> {
   for (let i = 0; i < ids.length; i += ID_CHUNK) {
-    const events = localEvents(db, ids.slice(i, i + ID_CHUNK)).map((j) => JSON.parse(j) as NostrEvent);
+    const chunk = ids.slice(i, i + ID_CHUNK);
+    const events = localEvents(db, chunk).map((j) => JSON.parse(j) as NostrEvent);
+    const found = new Set(events.map((e) => e.id));
+    for (const id of chunk)
+      if (!found.has(id)) {
+        const why = goneReason(db, id, heads.get(id));
+        s.gone[why] = (s.gone[why] ?? 0) + 1;
+      }
     let next = 0;
     const worker = async () => {
       while (next < events.length) {
         const e = events[next++]!;
         const { ok, message } = await relay.publish(e);
-        if (ok) s.uploaded++;
+        if (ok && message.startsWith("duplicate:")) s.alreadyThere++;
+        else if (ok) s.uploaded++;
         else {
           const reason = message.includes(":") ? message.slice(0, message.indexOf(":")) : message || "refused";
           s.refused[reason] = (s.refused[reason] ?? 0) + 1;

@@ -67,6 +67,15 @@ export interface RelayOptions {
 
 const CLOSE = { Connection: "close" };
 
+/**
+ * A URL a client on this machine can connect to: 0.0.0.0 and :: are not addresses one connects
+ * to (their loopback instead), an IPv6 literal goes in brackets.
+ */
+function localUrl(host: string, port: number, path: string): string {
+  const h = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return `ws://${h.includes(":") ? `[${h}]` : h}:${port}${path}`;
+}
+
 /** Frames above this are closed by Bun with 1009; between max_message_bytes and this we answer. */
 const hardFrameLimit = (max: number) => Math.min(Math.max(4 * max, 1024 * 1024), 256 * 1024 * 1024);
 
@@ -117,7 +126,7 @@ export function startRelay(opts: RelayOptions): Relay {
   const sweeper = expirationSweeper(ctx);
   return {
     server,
-    url: `ws://${server.hostname === "0.0.0.0" ? "127.0.0.1" : server.hostname}:${server.port}${config.network.path}`,
+    url: localUrl(server.hostname ?? config.network.host, server.port!, config.network.path),
     ctx,
     reconfigure() {
       if (ctx.closing) return;

@@ -2,6 +2,7 @@
 // same file: WAL lets these read beside its writer; only compact takes the write lock.
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
+import { isAddressable } from "../../protocol/kinds.ts";
 import { openDatabase } from "./db.ts";
 
 /** A connection, for the operator commands to hand back to the functions here. */
@@ -114,6 +115,44 @@ export function exportPager(db: Database, scope: ExportScope): (after: number, u
   if (scope.now > 0) add("(expiration IS NULL OR +expiration > ?)", scope.now);
   const st = db.prepare(`SELECT seq, json FROM events WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?3`);
   return (after, upTo, limit) => st.all(after, upTo, limit, ...params) as ExportRow[];
+}
+
+/** What sync keeps of an event it is about to upload, to say later why it was gone. */
+export interface EventHead {
+  readonly kind: number;
+  readonly pubkey: string;
+  readonly created_at: number;
+  /** The d tag of an addressable event ("" otherwise). */
+  readonly d: string;
+}
+
+/** id -> kind, pubkey, created_at and d of the stored events among `ids` (any number of ids). */
+export function eventHeads(db: Database, ids: string[]): Map<string, EventHead> {
+  const st = db.prepare(
+    "SELECT lower(hex(id)) AS id, kind, lower(hex(pubkey)) AS pubkey, created_at, json FROM events WHERE id IN (SELECT unhex(value) FROM json_each(?))",
+  );
+  const heads = new Map<string, EventHead>();
+  for (let i = 0; i < ids.length; i += 500)
+    for (const r of st.all(JSON.stringify(ids.slice(i, i + 500))) as (Omit<EventHead, "d"> & { id: string; json: string })[]) {
+      const tags = (JSON.parse(r.json) as { tags: string[][] }).tags;
+      const d = isAddressable(r.kind) ? (tags.find((t) => t[0] === "d")?.[1] ?? "") : "";
+      heads.set(r.id, { kind: r.kind, pubkey: r.pubkey, created_at: r.created_at, d });
+    }
+  return heads;
+}
+
+/** Why an event is no longer stored, as far as the tombstones tell: a NIP-09 deletion, a NIP-62 request to vanish. */
+export function tombstoneOf(db: Database, id: string, head: EventHead | undefined): "nip09" | "nip62" | undefined {
+  if (db.query("SELECT 1 FROM deleted_ids WHERE id = unhex(?)").get(id)) return "nip09";
+  if (!head) return undefined;
+  if (
+    db
+      .query("SELECT 1 FROM deleted_addresses WHERE pubkey = unhex(?) AND kind = ? AND d = ? AND until >= ?")
+      .get(head.pubkey, head.kind, head.d, head.created_at)
+  )
+    return "nip09";
+  const v = db.query("SELECT until FROM vanished WHERE pubkey = unhex(?)").get(head.pubkey) as { until: number } | null;
+  return v && v.until >= head.created_at ? "nip62" : undefined;
 }
 
 // ---- backup and compact ---------------------------------------------------------------------
