@@ -83,23 +83,24 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
 
   const ephemeral = isEphemeral(e.kind);
   if (ephemeral && !ctx.ephemeral) return { event: e, fate: "ephemeral" }; // nobody to send it to
-  // Cheaper than a signature check, and the common case for a busy relay. A SQLite store answers
-  // at once; a Postgres one over the network, which can fail (the event still gets its outcome).
-  let known = false;
-  if (!ephemeral) {
-    try {
-      const has = ctx.store.has(e.id);
-      known = typeof has === "boolean" ? has : await has;
-    } catch (err) {
-      console.error("event pipeline error:", err);
-      return no("refused", CHECK_FAILED);
-    }
-  }
-  if (known) return refusal ? no("refused", refusal) : { event: e, fate: "duplicate" };
-
+  // In flight from here: a relay closing waits for its outcome before it closes the connection.
   src.session && src.session.inflight++;
   ctx.inflight++;
   try {
+    // Cheaper than a signature check, and the common case for a busy relay. A SQLite store answers
+    // at once; a Postgres one over the network, which can fail (the event still gets its outcome).
+    let known = false;
+    if (!ephemeral) {
+      try {
+        const has = ctx.store.has(e.id);
+        known = typeof has === "boolean" ? has : await has;
+      } catch (err) {
+        console.error("event pipeline error:", err);
+        return no("refused", CHECK_FAILED);
+      }
+    }
+    if (known) return refusal ? no("refused", refusal) : { event: e, fate: "duplicate" };
+
     if (!(await ctx.verifier.verify(e))) return no("badSig", INVALID_SIG);
     const json = serializeEvent(e);
     if (refusal) {

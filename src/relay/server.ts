@@ -28,6 +28,7 @@ import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from
 import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
 import { pluginSettings, WritePolicyPlugin } from "./plugin.ts";
 import { FdGuard } from "./fd-guard.ts";
+import { DEADLINE_MS, Drain } from "./drain.ts";
 
 export interface Relay {
   readonly server: Server<Session>;
@@ -165,6 +166,8 @@ interface Live {
   server?: Server<Session>;
   /** What connections are told while closing. */
   closing: (typeof CLOSING)[Shutdown];
+  /** While closing: which connections are answered and quiet, so may be closed. */
+  readonly drain: Drain;
   /** Whether the warning about proxied connections the config does not read (proxyWarning) was printed. */
   proxyWarned?: boolean;
 }
@@ -173,7 +176,14 @@ interface Live {
 function buildContext({ config, store, verifier: given }: RelayOptions): Live {
   const verifier = given ?? configuredVerifier(config);
   const sockets = new Set<Socket>();
-  const shared: Omit<Live, "ctx"> = { config, sockets, perIp: new Map(), peers: new WeakMap(), closing: CLOSING.stop };
+  const shared: Omit<Live, "ctx"> = {
+    config,
+    sockets,
+    perIp: new Map(),
+    peers: new WeakMap(),
+    closing: CLOSING.stop,
+    drain: new Drain(),
+  };
   const fanout = new Fanout({
     publish: (topic, frame) => shared.server!.publish(topic, frame),
     restricted: (e) => restrictedKinds(config).has(e.kind),
@@ -260,7 +270,8 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
     // Refusals close the connection: a client kept alive would hold a descriptor for nothing.
     if (ctx.admin.blockedIps.has(ip)) return new Response("this address is blocked", { status: 403, headers: CLOSE });
     // While closing, a connection accepted before the listener closed is still upgraded, then
-    // told to reconnect (in open): a close code clients act on rather than a failed connect.
+    // told to reconnect (in open): a close code clients act on rather than a failed connect, and
+    // whatever it sends before it reads the NOTICE is answered first (drain.ts).
     if (!ctx.closing) {
       if (config.limits.max_connections > 0 && sockets.size >= config.limits.max_connections)
         return new Response("too many connections", { status: 503, headers: CLOSE });
@@ -299,12 +310,18 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
       sockets.add(ws);
       if (ctx.closing) {
         ws.send(noticeFrame(ctx.metrics, live.closing.notice));
+        // Closed by shutdown once it is answered and quiet, as the others; at once when that is over.
+        if (live.drain.running) return live.drain.begin(ws);
         return ws.close(live.closing.code, live.closing.reason);
       }
       ws.send(`["AUTH",${JSON.stringify(ws.data.challenge)}]`);
     },
     message(ws, message) {
+      if (ctx.closing) live.drain.heard(ws);
       onMessage(ctx, ws, message);
+    },
+    pong(ws, data) {
+      if (ctx.closing) live.drain.pong(ws, data);
     },
     drain(ws) {
       wakeDrainWaiters(ws);
@@ -348,30 +365,41 @@ function expirationSweeper(ctx: RelayContext): { reconfigure(): void; stop(): vo
 }
 
 /**
- * The graceful stop after ctx.closing is set: stop listening, let in-flight events finish,
- * commit, close the sockets, the workers, the plugin and the store.
+ * The graceful stop after ctx.closing is set: stop listening, answer every EVENT the clients
+ * sent, commit, close the sockets, the workers, the plugin and the store.
  */
 async function shutdown(live: Live): Promise<void> {
-  const { ctx, sockets, closing } = live;
+  const { ctx, sockets, closing, drain } = live;
   const server = live.server!;
   // Stop listening (with reuse_port the kernel now sends every new connection to the other
   // process); open sockets stay until we close them. Resolves once they are all closed.
   const gone = server.stop(false);
-  for (const ws of sockets) ws.send(noticeFrame(ctx.metrics, closing.notice));
-  // New EVENTs are refused now (admit.ts). A connection is closed as soon as it has none in
-  // flight, after its OKs: an idle client reconnects (to the new process) at once, and a busy
-  // one gets every answer it is owed first.
+  for (const ws of sockets) {
+    ws.send(noticeFrame(ctx.metrics, closing.notice));
+    drain.begin(ws);
+  }
+  // New EVENTs are refused now (admit.ts). A connection is closed once it has been answered
+  // everything it sent before the NOTICE and has gone quiet (drain.ts): an idle client
+  // reconnects (to the new process) after a round trip, and a busy one gets every answer it is
+  // owed first, the pipelined EVENTs that were on the wire too.
   const told = new Set<Socket>();
-  const deadline = Date.now() + 5000;
+  const deadline = Date.now() + DEADLINE_MS;
+  drain.running = true;
   for (;;) {
-    for (const ws of sockets)
-      if (ws.data.inflight === 0 && !told.has(ws)) {
+    let waiting = false;
+    const now = performance.now();
+    for (const ws of sockets) {
+      if (told.has(ws)) continue;
+      if (!drain.done(ws, now)) waiting = true;
+      else {
         told.add(ws);
         ws.close(closing.code, closing.reason);
       }
-    if (ctx.inflight === 0 || Date.now() >= deadline) break;
+    }
+    if ((!waiting && ctx.inflight === 0) || Date.now() >= deadline) break;
     await Bun.sleep(5);
   }
+  drain.running = false;
   await ctx.writer.drain();
   for (const ws of sockets) if (!told.has(ws)) ws.close(closing.code, closing.reason);
   // Let the close handshakes finish before cutting what is left.
