@@ -161,7 +161,7 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     const row = await page.evaluate<string>(
       `[...document.querySelectorAll("#policies tr")].find((tr) => tr.textContent.startsWith("Pubkeys banned by an admin"))?.textContent ?? ""`,
     );
-    expect(row).toBe("Pubkeys banned by an admin1");
+    expect(row).toBe("Pubkeys banned by an admin1 pubkey");
   });
 
   test("a signer who is not an admin sees the relay's 401 error in the page", async () => {

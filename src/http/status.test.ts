@@ -14,10 +14,31 @@ test("sections added later show, paired rates read as one row, secrets never", (
   config.later = { things_per_minute: 10, things_burst: 3, api_token: "hunter2", on: true, names: ["a", "b"] };
   const rows = policiesInForce(config);
   const row = (label: string) => rows.find((r) => r.label === label);
-  expect(row("later: things")?.value).toBe("10 per minute, bursts up to 3");
+  expect(row("things per minute (later)")?.value).toBe("10 (bursts of 3)");
   expect(row("later.on")?.value).toBe("on");
-  expect(row("later.names")).toEqual({ label: "later.names", value: "2", items: ["a", "b"] });
+  expect(row("later.names")).toEqual({ label: "later.names", value: "2 entries", items: ["a", "b"] });
   expect(JSON.stringify(rows)).not.toContain("hunter2");
+});
+
+test("labels read as plain words: list sizes are counts, rate limits are sentences", () => {
+  const config = defaults();
+  config.authorization.restricted_read_kinds = [4, 1059, 1060];
+  config.authorization.pubkey_denylist = ["a".repeat(64)];
+  config.rate_limits.events_per_minute = 600;
+  config.rate_limits.events_burst = 200;
+  config.rate_limits.pubkey_reqs_per_minute = 0;
+  const rows = policiesInForce(config);
+  const value = (label: string) => rows.find((r) => r.label === label)?.value;
+  // Was "3": read as kind 3.
+  expect(value("Kinds readable only by author and recipients")).toBe("3 kinds: 4, 1059, 1060");
+  expect(value("Pubkeys denied")).toBe("1 pubkey");
+  expect(value("Kinds denied")).toBe("none");
+  expect(value("EVENTs per minute from one IP")).toBe("600 (bursts of 200)");
+  expect(value("New connections per minute from one IP")).toMatch(/^\d+ \(bursts of \d+\)$/);
+  expect(value("REQs per minute from one authenticated pubkey")).toBe("unlimited");
+  expect(value("Loopback and local-network addresses exempt from the per-IP rate limits")).toBe("on");
+  // No raw key names left for the built-in sections.
+  for (const r of rows) expect(r.label.replace("created_at", "the event time")).not.toMatch(/[a-z]_[a-z]|\.[a-z]/);
 });
 
 test("the stored-events count is asked once per ~10 s, and not cached when it fails", async () => {

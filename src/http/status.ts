@@ -68,11 +68,18 @@ export function formatUptime(ms: number): string {
 
 /** Lists are folded on the page; a huge allowlist must not make a huge page. */
 const MAX_ITEMS = 200;
-const list = (label: string, values: readonly (string | number)[], empty: string): PolicyRow => ({
-  label,
-  value: values.length === 0 ? empty : `${values.length}`,
-  items: values.length === 0 ? undefined : values.slice(0, MAX_ITEMS).map(String),
-});
+/** "1 kind", "3 kinds", "2 entries": a count that cannot be read as a kind number. */
+export const counted = (n: number, noun: string, plural = `${noun}s`): string => `${n} ${n === 1 ? noun : plural}`;
+/** A list's size in words; a short list of kinds is also named inline ("2 kinds: 4, 1059"). */
+function list(label: string, values: readonly (string | number)[], empty: string, noun = "entry"): PolicyRow {
+  if (values.length === 0) return { label, value: empty };
+  const inline = noun === "kind" && values.length <= 10 ? `: ${values.join(", ")}` : "";
+  return {
+    label,
+    value: `${counted(values.length, noun, noun === "entry" ? "entries" : `${noun}s`)}${inline}`,
+    items: values.slice(0, MAX_ITEMS).map(String),
+  };
+}
 const seconds = (n: number) => (n > 0 ? `${n} s` : "no limit");
 
 /** Sections rendered by hand below, or not policy at all (addresses, paths, secrets). */
@@ -86,11 +93,11 @@ export function policiesInForce(config: Config, admin?: AdminCounts): PolicyRow[
   const a = config.authorization;
   const rows: PolicyRow[] = [
     { label: "Authentication (NIP-42)", value: o.auth },
-    list("Pubkeys allowed to publish", a.pubkey_allowlist, "anyone"),
-    list("Pubkeys denied", a.pubkey_denylist, "none"),
-    list("Kinds allowed", a.kind_allowlist, "all"),
-    list("Kinds denied", a.kind_denylist, "none"),
-    list("Kinds readable only by author and recipients", a.restricted_read_kinds, "none"),
+    list("Pubkeys allowed to publish", a.pubkey_allowlist, "anyone", "pubkey"),
+    list("Pubkeys denied", a.pubkey_denylist, "none", "pubkey"),
+    list("Kinds allowed", a.kind_allowlist, "all", "kind"),
+    list("Kinds denied", a.kind_denylist, "none", "kind"),
+    list("Kinds readable only by author and recipients", a.restricted_read_kinds, "none", "kind"),
     { label: "Proof of work (NIP-13)", value: o.min_pow_difficulty > 0 ? `at least ${o.min_pow_difficulty} bits` : "not required" },
     { label: "created_at at most in the past", value: seconds(l.created_at_lower_limit) },
     { label: "created_at at most in the future", value: seconds(l.created_at_upper_limit) },
@@ -101,16 +108,16 @@ export function policiesInForce(config: Config, admin?: AdminCounts): PolicyRow[
     { label: "Filters per subscription", value: `${l.max_filters}` },
     { label: "Largest limit", value: `${l.max_limit}` },
     { label: "Write-policy plugin", value: o.write_policy_plugin ? "on" : "off" },
-    { label: "Relay administrators (NIP-86)", value: `${config.admin.pubkeys.length}` },
+    { label: "Relay administrators (NIP-86)", value: counted(config.admin.pubkeys.length, "pubkey") },
   ];
   if (admin)
     rows.push(
-      { label: "Pubkeys banned by an admin", value: `${admin.bannedPubkeys.size}` },
-      { label: "Pubkeys allowed by an admin", value: `${admin.allowedPubkeys.size}` },
-      { label: "Events banned by an admin", value: `${admin.bannedEvents.size}` },
-      { label: "IP addresses blocked by an admin", value: `${admin.blockedIps.size}` },
-      { label: "Kinds allowed by an admin", value: `${admin.allowedKinds.size}` },
-      { label: "Kinds disallowed by an admin", value: `${admin.disallowedKinds.size}` },
+      { label: "Pubkeys banned by an admin", value: counted(admin.bannedPubkeys.size, "pubkey") },
+      { label: "Pubkeys allowed by an admin", value: counted(admin.allowedPubkeys.size, "pubkey") },
+      { label: "Events banned by an admin", value: counted(admin.bannedEvents.size, "event") },
+      { label: "IP addresses blocked by an admin", value: counted(admin.blockedIps.size, "address", "addresses") },
+      { label: "Kinds allowed by an admin", value: counted(admin.allowedKinds.size, "kind") },
+      { label: "Kinds disallowed by an admin", value: counted(admin.disallowedKinds.size, "kind") },
     );
   // Keys other modules add later (rate limits, …) show without a change here.
   const known = new Set(["pubkey_allowlist", "pubkey_denylist", "kind_allowlist", "kind_denylist", "restricted_read_kinds"]);
@@ -122,6 +129,31 @@ export function policiesInForce(config: Config, admin?: AdminCounts): PolicyRow[
   return rows.filter((r) => !SECRET.test(r.label));
 }
 
+/** What a [rate_limits] bucket counts, in words; a key not named here reads from its name. */
+const RATE_WHAT: Record<string, string> = {
+  connections: "New connections",
+  events: "EVENTs",
+  reqs: "REQs",
+  counts: "COUNTs (NIP-45)",
+  neg_opens: "NEG-OPENs (NIP-77)",
+  query_ms: "Milliseconds of query time",
+  negentropy_ms: "Milliseconds of NIP-77 work",
+};
+/** Plain labels for keys that are not rates. */
+const PLAIN: Record<string, string> = {
+  "rate_limits.exempt_private_addresses": "Loopback and local-network addresses exempt from the per-IP rate limits",
+};
+
+/** "EVENTs per minute from one IP", "REQs per minute from one authenticated pubkey". */
+export function rateLabel(section: string, rate: string): string {
+  const perPubkey = rate.startsWith("pubkey_");
+  const name = perPubkey ? rate.slice("pubkey_".length) : rate;
+  const what = RATE_WHAT[name] ?? name.replace(/_/g, " ");
+  const from =
+    section === "rate_limits" ? (perPubkey ? " from one authenticated pubkey" : " from one IP") : ` (${section.replace(/_/g, " ")})`;
+  return `${what} per minute${from}`;
+}
+
 /** A section's keys as rows; a rate (x_per_minute) and its bucket (x_burst) make one row. */
 function sectionRows(section: string, keys: Record<string, unknown>): PolicyRow[] {
   const rows: PolicyRow[] = [];
@@ -131,12 +163,9 @@ function sectionRows(section: string, keys: Record<string, unknown>): PolicyRow[
     const burst = rate === undefined ? undefined : keys[`${rate}_burst`];
     if (rate === undefined || typeof v !== "number" || typeof burst !== "number") continue;
     paired.add(k).add(`${rate}_burst`);
-    rows.push({
-      label: `${section.replace(/_/g, " ")}: ${rate.replace(/_/g, " ")}`,
-      value: v > 0 ? `${v} per minute, bursts up to ${burst}` : "unlimited",
-    });
+    rows.push({ label: rateLabel(section, rate), value: v > 0 ? `${v} (bursts of ${burst})` : "unlimited" });
   }
-  for (const [k, v] of Object.entries(keys)) if (!paired.has(k)) rows.push(generic(`${section}.${k}`, v));
+  for (const [k, v] of Object.entries(keys)) if (!paired.has(k)) rows.push(generic(PLAIN[`${section}.${k}`] ?? `${section}.${k}`, v));
   return rows;
 }
 
