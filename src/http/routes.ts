@@ -38,11 +38,19 @@ async function statusPage(req: Request, src: StatusSource, info: Record<string, 
     policies: policiesInForce(src.config, src.admin),
   });
   // The numbers are live: a cached copy would show stale ones.
-  return new Response(html, { headers: { ...CORS, "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store" } });
+  return new Response(html, {
+    headers: { ...CORS, "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store" },
+  });
 }
 
 /** The admin page's path: the relay path joined with "admin" ("/" -> "/admin", "/nostr" -> "/nostr/admin"). */
 export const adminPagePath = (relayPath: string): string => `${relayPath.replace(/\/+$/, "")}/admin`;
+
+/**
+ * The status page's live numbers as JSON, under the relay path ("/" -> "/status.json", "/nostr" ->
+ * "/nostr/status.json"): never the relay path itself, so NIP-11 and the websocket stay there.
+ */
+export const statusJsonPath = (relayPath: string): string => `${relayPath.replace(/\/+$/, "")}/status.json`;
 
 const ADMIN_HEADERS = {
   "Content-Type": "text/html; charset=utf-8",

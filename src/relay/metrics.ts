@@ -51,6 +51,21 @@ function reasonOf(message: string): number {
 }
 
 const REASON_INDEX = new Map<string, number>(REASONS.map((r, i) => [r, i]));
+/** The reasons a refusal can have, in the order refusedByReason() counts them. */
+export const REFUSAL_REASONS = REASONS.slice(1).filter((r) => r !== "duplicate");
+const REFUSAL_INDEXES = REFUSAL_REASONS.map((r) => REASON_INDEX.get(r)!);
+/** Refusals the status page lists (the newest last): a fixed ring, no allocation per refusal. */
+export const RECENT_REFUSALS = 50;
+
+export interface RecentRefusal {
+  /** ms since the epoch. */
+  at: number;
+  /** null when the event never parsed. */
+  kind: number | null;
+  reason: string;
+  /** The OK text, cut to 200 characters. */
+  message: string;
+}
 
 /** One relay's counters. */
 export class RelayMetrics {
@@ -65,18 +80,29 @@ export class RelayMetrics {
   /** Writer batches (events per transaction) and how long each took to commit. */
   readonly writerBatchSize = new Histogram([1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]);
   readonly writerCommitSeconds = new Histogram([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]);
+  // The last RECENT_REFUSALS refusals, in parallel arrays written in a circle.
+  private readonly refusedAt = new Float64Array(RECENT_REFUSALS);
+  private readonly refusedKind = new Float64Array(RECENT_REFUSALS);
+  private readonly refusedReason = new Uint8Array(RECENT_REFUSALS);
+  private readonly refusedText: string[] = new Array<string>(RECENT_REFUSALS).fill("");
+  private refusals = 0;
 
   /** Counts one OK answer to an EVENT whose text is all there is (a write-policy plugin's, a refusal before the pipeline); kind undefined when the event never parsed. */
   countEventResult(kind: number | undefined, accepted: boolean, message: string): void {
     const reason = reasonOf(message);
     // An accepted event with a message that is no NIP-01 prefix (a plugin's note) is just accepted.
     const result = !accepted ? 2 : reason === DUPLICATE ? 1 : 0;
+    if (result === 2) this.noteRefusal(kind, reason, message);
     this.count(kind, result, accepted && reason === OTHER ? 0 : reason);
   }
 
   /** Counts the OK answer to an EVENT from the pipeline's outcome. */
   countOutcome(kind: number | undefined, o: Outcome): void {
-    if ("refusal" in o) return this.count(kind, 2, REASON_INDEX.get(o.refusal.prefix)!);
+    if ("refusal" in o) {
+      const reason = REASON_INDEX.get(o.refusal.prefix)!;
+      this.noteRefusal(kind, reason, o.refusal.message);
+      return this.count(kind, 2, reason);
+    }
     if (o.fate === "plugin") return this.countEventResult(kind, o.accepted, o.message);
     if (o.fate === "duplicate") return this.count(kind, 1, DUPLICATE);
     this.count(kind, 0, 0);
@@ -89,6 +115,64 @@ export class RelayMetrics {
       else row = this.otherKinds;
     }
     row[result * R + reason]!++;
+  }
+
+  private noteRefusal(kind: number | undefined, reason: number, message: string): void {
+    const i = this.refusals++ % RECENT_REFUSALS;
+    this.refusedAt[i] = Date.now();
+    this.refusedKind[i] = kind ?? -1;
+    this.refusedReason[i] = reason;
+    this.refusedText[i] = message;
+  }
+
+  /** The last refusals, oldest first. */
+  recentRefusals(): RecentRefusal[] {
+    const out: RecentRefusal[] = [];
+    for (let n = Math.max(0, this.refusals - RECENT_REFUSALS); n < this.refusals; n++) {
+      const i = n % RECENT_REFUSALS;
+      const reason = REASONS[this.refusedReason[i]!]!;
+      let message = this.refusedText[i]!;
+      // The pipeline's refusals carry the text after the prefix; a plugin's the whole OK text.
+      if (reason !== "other" && !message.startsWith(`${reason}:`)) message = `${reason}: ${message}`;
+      out.push({
+        at: this.refusedAt[i]!,
+        kind: this.refusedKind[i]! < 0 ? null : this.refusedKind[i]!,
+        reason,
+        message: message.slice(0, 200),
+      });
+    }
+    return out;
+  }
+
+  /** Events accepted and answered duplicate since start, all kinds. */
+  acceptedTotals(): { accepted: number; duplicate: number } {
+    let accepted = 0;
+    let duplicate = 0;
+    for (const row of this.rows()) {
+      accepted += row[0]!;
+      duplicate += row[R + DUPLICATE]!;
+    }
+    return { accepted, duplicate };
+  }
+
+  /** Refusals since start by reason (REFUSAL_REASONS order), all kinds. */
+  refusedByReason(): number[] {
+    const out = REFUSAL_INDEXES.map(() => 0);
+    for (const row of this.rows()) REFUSAL_INDEXES.forEach((reason, j) => (out[j]! += row[2 * R + reason]!));
+    return out;
+  }
+
+  /** Kinds by events accepted since start, most first (the first MAX_KIND_LABELS kinds seen). */
+  topKinds(n: number): { kind: number; accepted: number }[] {
+    return [...this.byKind]
+      .map(([kind, row]) => ({ kind, accepted: row[0]! }))
+      .filter((k) => k.accepted > 0)
+      .sort((a, b) => b.accepted - a.accepted || a.kind - b.kind)
+      .slice(0, n);
+  }
+
+  private rows(): Float64Array[] {
+    return [...this.byKind.values(), this.otherKinds, this.noKind];
   }
 
   observeWriterBatch(size: number, seconds: number): void {

@@ -1,7 +1,7 @@
 // Bun.serve wiring: HTTP on the relay path, websocket frames to the handlers, shutdown.
 import type { Server, WebSocketHandler } from "bun";
 import type { Config } from "../config/schema.ts";
-import { adminPagePath, adminPageResponse, httpResponse } from "../http/routes.ts";
+import { adminPagePath, adminPageResponse, httpResponse, statusJsonPath } from "../http/routes.ts";
 import { metricsResponse, wantsMetrics } from "../http/metrics.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
 import { ipGroup, proxyWarning, tally } from "../policy/ip.ts";
@@ -21,6 +21,7 @@ import { handleAuth } from "./auth.ts";
 import type { RelayContext } from "./context.ts";
 import { Fanout } from "./fanout.ts";
 import { startMirrors } from "./mirror.ts";
+import { History } from "./history.ts";
 import { metricsRenderer, RelayMetrics } from "./metrics.ts";
 import { handleEvent } from "./ingest.ts";
 import { closeNeg, handleNegClose, handleNegMsg, handleNegOpen, refuseNeg } from "./neg.ts";
@@ -97,6 +98,7 @@ export function startRelay(opts: RelayOptions): Relay {
   // [mirror] relays: their new events stored and fanned out as if published here. Their
   // connections open asynchronously, after the listener below exists.
   const mirrors = startMirrors(ctx);
+  const history = (live.history = new History(ctx).start());
   const fetch = httpRouter(live);
   const websocket = socketHandlers(live);
   const server = (live.server = Bun.serve<Session>({
@@ -147,6 +149,7 @@ export function startRelay(opts: RelayOptions): Relay {
       live.closing = CLOSING[how];
       sweeper.stop();
       mirrors.stop();
+      history.stop();
       await shutdown(live);
     },
   };
@@ -163,6 +166,8 @@ interface Live {
   /** Each websocket's peer as the guard knows it (the socket's address and port). */
   readonly peers: WeakMap<Session, string>;
   guard?: FdGuard;
+  /** The status page's charts (history.ts), sampled while the relay runs. */
+  history?: History;
   server?: Server<Session>;
   /** What connections are told while closing. */
   closing: (typeof CLOSING)[Shutdown];
@@ -262,6 +267,7 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
     if (wantsMetrics(req, url.pathname, path, config))
       return metricsResponse(req, config, renderMetrics, srv.requestIP(req)?.address ?? "");
     if (url.pathname === adminPagePath(path)) return adminPageResponse(req, path);
+    if (url.pathname === statusJsonPath(path) && live.history) return statusJsonResponse(req, live.history);
     if (url.pathname !== path) return new Response("not found", { status: 404 });
     if (isAdminRequest(req)) return handleAdminRequest(req, ctx);
     if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, ctx, VERSION);
@@ -295,6 +301,15 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
     }
     return new Response("websocket upgrade failed", { status: 400 });
   };
+}
+
+/** GET on the status page's JSON: the charts' history, top kinds and recent refusals (history.ts). */
+function statusJsonResponse(req: Request, history: History): Response {
+  if (req.method !== "GET" && req.method !== "HEAD")
+    return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
+  return new Response(JSON.stringify(history.json()), {
+    headers: { "Content-Type": "application/json", "Cache-Control": "no-store", "Access-Control-Allow-Origin": "*" },
+  });
 }
 
 /** Bun's websocket handlers: the AUTH challenge on open, frames to onMessage, cleanup on close. */
