@@ -129,6 +129,70 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     expect(shown.policies).toContain("Authentication (NIP-42)");
   });
 
+  test("the status page draws live charts from /status.json, with top kinds, recent refusals and plain-word labels", async () => {
+    const c = await connect();
+    const author = signer();
+    for (let i = 0; i < 4; i++) expect((await c.publish(author.sign({ kind: 7, content: "+", created_at: now() - i })))[2]).toBe(true);
+    // A refusal with a reason: created_at far in the future.
+    const [, , ok, msg] = await c.publish(author.sign({ kind: 1, content: "later", created_at: now() + 86400 * 365 }));
+    expect(ok).toBe(false);
+
+    // The JSON: same origin, under the relay path; NIP-11 and the page stay on the relay path.
+    const res = await fetch(`${httpBase}/status.json`);
+    expect(res.headers.get("content-type")).toBe("application/json");
+    const json: any = await res.json();
+    expect(Object.keys(json).sort()).toEqual(["history_bytes", "now", "recent_refusals", "series", "started_at", "top_kinds"]);
+    for (const range of ["10s", "1m"]) {
+      const s = json.series[range];
+      expect(s.t.length).toBeGreaterThanOrEqual(2);
+      for (const name of ["accepted", "duplicate", "reqs", "connections", "events_stored", "database_bytes", "refused:invalid"])
+        expect(s.values[name]).toHaveLength(s.t.length);
+    }
+    expect(json.series["10s"].values.accepted.at(-1)).toBeGreaterThan(0);
+    expect(json.top_kinds).toContainEqual({ kind: 7, accepted: 4 });
+    expect(json.recent_refusals.at(-1)).toMatchObject({ kind: 1, reason: msg.split(":")[0], message: msg });
+    expect((await relayInfo(relay.url)).name).toBeString();
+
+    await page.goto(`${httpBase}/`);
+    await page.waitFor(`document.getElementById("charts").dataset.updated`);
+    const shown = await page.evaluate<any>(`({
+      points: Object.fromEntries([...document.querySelectorAll("#charts svg")].map((s) => [s.id, Number(s.dataset.points)])),
+      accepted: document.querySelector("#chart-accepted path")?.getAttribute("d") ?? "",
+      refusedLines: [...document.querySelectorAll("#chart-refused path")].map((p) => p.dataset.name),
+      topKinds: document.getElementById("top-kinds").textContent,
+      refusals: document.getElementById("refusals").textContent,
+      policies: [...document.querySelectorAll("#policies th")].map((th) => th.textContent),
+    })`);
+    expect(shown.points["chart-accepted"]).toBeGreaterThanOrEqual(2);
+    // A path of at least two points: "M x,y L x,y".
+    expect(shown.accepted).toMatch(/^M[\d.]+,[\d.]+ L[\d.]+,[\d.]+/);
+    expect(shown.refusedLines).toContain(msg.split(":")[0]);
+    expect(shown.topKinds).toContain("kind 7");
+    expect(shown.refusals).toContain(msg);
+    expect(shown.policies).toContain("EVENTs per minute from one IP");
+    expect(shown.policies.join("|")).not.toMatch(/rate limits:|rate_limits/);
+
+    // The chart is pixels, not only markup: its screenshot changes when its lines are removed.
+    const box = await page.evaluate<any>(`(() => { const r = document.getElementById("chart-accepted").getBoundingClientRect();
+      return { x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height, scale: 1 }; })()`);
+    expect(box.width).toBeGreaterThan(50);
+    const shot = async () =>
+      (await page.send("Page.captureScreenshot", { format: "png", clip: box, captureBeyondViewport: true })).data as string;
+    const drawn = await shot();
+    await page.evaluate(`document.querySelectorAll("#chart-accepted path").forEach((p) => p.remove())`);
+    const blank = await shot();
+    expect(drawn.length).toBeGreaterThan(100);
+    expect(drawn).not.toBe(blank);
+
+    // Live: new events show without a reload (the page asks every 5 s).
+    const before = await page.evaluate<string>(`document.getElementById("charts").dataset.updated`);
+    for (let i = 0; i < 3; i++) expect((await c.publish(author.sign({ kind: 30, content: "x", created_at: now() - i })))[2]).toBe(true);
+    await page.waitFor(
+      `document.getElementById("charts").dataset.updated !== ${JSON.stringify(before)} && document.getElementById("top-kinds").textContent.includes("kind 30")`,
+      15_000,
+    );
+  }, 30_000);
+
   test("the admin page bans a pubkey (given as npub) through its UI; the relay then refuses its events", async () => {
     signingAs = ADMIN;
     await page.goto(`${httpBase}/admin`);

@@ -44,7 +44,11 @@ console.log(`smoke: NIP-11 version ${doc.version}, NIPs ${doc.supported_nips!.jo
 const page = async (path: string) => (await fetch(`http://127.0.0.1:${relay.port}${path}`, { headers: { Accept: "text/html" } })).text();
 const [statusPage, adminPage] = [await page("/"), await page("/admin")];
 for (const [name, html, marks] of [
-  ["status page", statusPage, ['id="events-stored"', "ul.nips {", 'getElementById("copy")']],
+  [
+    "status page",
+    statusPage,
+    ['id="events-stored"', "ul.nips {", 'getElementById("copy")', 'id="chart-accepted"', "EVENTs per minute from one IP"],
+  ],
   [
     "admin page",
     adminPage,

@@ -5,6 +5,7 @@ import BASE_CSS from "./pages/base.css" with { type: "text" };
 import STATUS_CSS from "./pages/status.css" with { type: "text" };
 import statusHtml from "./pages/status.html" with { type: "text" };
 import STATUS_SCRIPT from "./pages/status.js" with { type: "text" };
+import { createHash } from "node:crypto";
 import { fill, text } from "./pages/template.ts";
 import type { PolicyRow } from "./status.ts";
 
@@ -18,10 +19,22 @@ export interface LandingView {
   eventsStored: number | undefined;
   connections: number;
   policies: PolicyRow[];
+  /** Where the page's script reads its live numbers (routes.ts statusJsonPath). */
+  statusJson: string;
 }
 
 const STATUS_HTML = text(statusHtml);
 const STYLE = `${BASE_CSS}${STATUS_CSS}`;
+const sha256 = (s: string) => `'sha256-${createHash("sha256").update(s).digest("base64")}'`;
+/** The page's Content-Security-Policy: its own inline style and script only, fetches to this origin only. */
+export const STATUS_CSP = [
+  "default-src 'none'",
+  `style-src ${sha256(STYLE)}`,
+  `script-src ${sha256(STATUS_SCRIPT)}`,
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+].join("; ");
 
 function policyRow(r: PolicyRow): string {
   const items = r.items
@@ -45,6 +58,7 @@ export function landingPage(v: LandingView): string {
     connections: `${v.connections}`,
     nips,
     policies: v.policies.map(policyRow).join("\n"),
+    statusJson: esc(v.statusJson),
     software: esc(String(v.info.software ?? "")),
     version: esc(String(v.info.version ?? "")),
   });

@@ -2,7 +2,7 @@
 // OPTIONS), a status page for browsers; the admin page beside it (adminPagePath).
 import { relayInfo } from "../nips/nip11.ts";
 import { adminPage } from "./admin-page.ts";
-import { landingPage } from "./landing.ts";
+import { landingPage, STATUS_CSP } from "./landing.ts";
 import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "./status.ts";
 
 const CORS: Record<string, string> = {
@@ -36,10 +36,11 @@ async function statusPage(req: Request, src: StatusSource, info: Record<string, 
     eventsStored: await eventsStored(src.store),
     connections: src.connections(),
     policies: policiesInForce(src.config, src.admin),
+    statusJson: statusJsonPath(src.config.network.path),
   });
   // The numbers are live: a cached copy would show stale ones.
   return new Response(html, {
-    headers: { ...CORS, "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store" },
+    headers: { ...CORS, "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store", "Content-Security-Policy": STATUS_CSP },
   });
 }
 
