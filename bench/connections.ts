@@ -19,6 +19,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { cpuSeconds, fdLimit, openFds, RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";
 import { connectionsThatFit, runConnections } from "./scenarios/connections.ts";
+import { intOption } from "./lib/args.ts";
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
@@ -38,14 +39,7 @@ if (values.help) {
   );
   process.exit(0);
 }
-const num = (name: string, v: string | undefined): number => {
-  const n = Number(v);
-  if (!/^\d+$/.test(v ?? "") || n < 0) {
-    console.error(`--${name} must be a non-negative integer`);
-    process.exit(2);
-  }
-  return n;
-};
+const num = (name: string, v: string | undefined): number => intOption(name, v, 0);
 
 if (values["fd-limit-probe"] !== undefined)
   process.exit(await probe(num("fd-limit-probe", values["fd-limit-probe"]), num("probe-wait-ms", values["probe-wait-ms"])));

@@ -24,6 +24,7 @@ import { newSecretKey, signedEvent } from "./lib/events.ts";
 import { attackerIps, HalfOpenFlood, type FloodStats } from "./lib/flood.ts";
 import { cpuSeconds, fdLimit, memoryMiB, openFds, RelayProcess } from "./lib/relay.ts";
 import { summarize } from "./lib/stats.ts";
+import { intOption } from "./lib/args.ts";
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
@@ -50,14 +51,7 @@ if (values.help) {
   );
   process.exit(0);
 }
-const num = (name: string, v: string | undefined): number => {
-  const n = Number(v);
-  if (!/^\d+$/.test(v ?? "") || n < 1) {
-    console.error(`--${name} must be a positive integer`);
-    process.exit(2);
-  }
-  return n;
-};
+const num = (name: string, v: string | undefined): number => intOption(name, v);
 
 const limit = num("fd-limit", values["fd-limit"]);
 const target = values.connections === undefined ? limit + 1024 : num("connections", values.connections);

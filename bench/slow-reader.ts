@@ -10,6 +10,7 @@
 // 2x baseline + 20 ms, RSS with slow readers < baseline windows' + 100 MiB), 1 otherwise.
 import { parseArgs } from "node:util";
 import { runSlowReader, slowReaderReport } from "./scenarios/slow-reader.ts";
+import { intOption } from "./lib/args.ts";
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
@@ -32,14 +33,7 @@ if (values.help) {
   );
   process.exit(0);
 }
-const num = (name: string, v: string | undefined): number => {
-  const n = Number(v);
-  if (!/^\d+$/.test(v ?? "") || n < 1) {
-    console.error(`--${name} must be a positive integer`);
-    process.exit(2);
-  }
-  return n;
-};
+const num = (name: string, v: string | undefined): number => intOption(name, v);
 
 const t0 = performance.now();
 const r = await runSlowReader({

@@ -4,6 +4,7 @@
 // uncaught exception or unhandled rejection.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect as tcpConnect, type Socket } from "node:net";
+import { serverFrame } from "../bench/lib/tcp.ts";
 import { Client, failOnRelayErrors, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
 // 512 KiB: four times that (2 MiB) is above Bun's 1 MiB floor, so the documented rule holds exactly:
@@ -128,23 +129,9 @@ class RawWs {
       this.buf = this.buf.subarray(end + 4);
       this.upgraded = true;
     }
-    for (;;) {
-      if (this.buf.length < 2) return;
-      const opcode = this.buf[0]! & 0x0f;
-      let len = this.buf[1]! & 0x7f;
-      let off = 2;
-      if (len === 126) {
-        if (this.buf.length < 4) return;
-        len = this.buf.readUInt16BE(2);
-        off = 4;
-      } else if (len === 127) {
-        if (this.buf.length < 10) return;
-        len = Number(this.buf.readBigUInt64BE(2));
-        off = 10;
-      }
-      if (this.buf.length < off + len) return;
-      this.frames.push({ opcode, payload: Buffer.from(this.buf.subarray(off, off + len)) });
-      this.buf = this.buf.subarray(off + len);
+    for (let f = serverFrame(this.buf); f; f = serverFrame(this.buf)) {
+      this.frames.push({ opcode: f.opcode, payload: Buffer.from(f.payload) });
+      this.buf = this.buf.subarray(f.size);
     }
   }
 

@@ -156,3 +156,20 @@ test("kind 22242 sent as EVENT is refused, never stored or broadcast", async () 
   c.close();
   listener.close();
 });
+
+test("a pipelined flood of AUTHs is held to a few verifying at once: the rest get OK false rate-limited:, every one is answered", async () => {
+  const [c, challenge] = await connectWithChallenge(relay.url);
+  // Valid ids, forged signatures: each costs the client a hash and the relay a signature check.
+  const forged = Array.from({ length: 40 }, (_, i) => ({ ...authEvent(signer(), challenge, relay.url, now() - i), sig: "0".repeat(128) }));
+  const from = c.frames.length;
+  for (const e of forged) c.send(["AUTH", e]);
+  const ids = new Set(forged.map((e) => e.id));
+  await c.next(() => c.frames.slice(from).filter((f) => f[0] === "OK" && ids.has(f[1])).length >= forged.length, 10_000, from);
+  const oks = c.frames.slice(from).filter((f) => f[0] === "OK" && ids.has(f[1]));
+  expect(oks.every((f) => f[2] === false)).toBe(true);
+  const limited = oks.filter((f) => String(f[3]).startsWith("rate-limited: too many AUTH messages in flight"));
+  const checked = oks.filter((f) => f[3] === "invalid: signature verification failed");
+  expect(limited.length).toBeGreaterThan(0);
+  expect(checked.length).toBeGreaterThan(0);
+  expect(limited.length + checked.length).toBe(forged.length);
+});

@@ -2,7 +2,7 @@
 // (127.x.y.z), so one machine can play many clients: each attacker and each well-behaved client of
 // a hostile-client scenario comes from an address of its own, as per-address limits see them.
 import type { Socket } from "node:net";
-import { clientFrame, clientTextFrame, openWebSocket } from "./tcp.ts";
+import { clientFrame, clientTextFrame, openWebSocket, serverFrame } from "./tcp.ts";
 
 export type Frame = [string, ...any[]];
 
@@ -62,23 +62,9 @@ export class RawWs {
 
   private onData(d: Buffer): void {
     this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
-    for (;;) {
-      if (this.buf.length < 2) return;
-      let len = this.buf[1]! & 0x7f;
-      let off = 2;
-      if (len === 126) {
-        if (this.buf.length < 4) return;
-        len = this.buf.readUInt16BE(2);
-        off = 4;
-      } else if (len === 127) {
-        if (this.buf.length < 10) return;
-        len = Number(this.buf.readBigUInt64BE(2));
-        off = 10;
-      }
-      if (this.buf.length < off + len) return;
-      const op = this.buf[0]! & 0x0f;
-      const payload = this.buf.subarray(off, off + len);
-      this.buf = this.buf.subarray(off + len);
+    for (let raw = serverFrame(this.buf); raw; raw = serverFrame(this.buf)) {
+      const { opcode: op, payload } = raw;
+      this.buf = this.buf.subarray(raw.size);
       if (op === 9) this.sock.write(clientFrame(10, payload)); // pong
       if (op !== 1) continue;
       this.received++;

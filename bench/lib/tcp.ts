@@ -25,6 +25,27 @@ export function clientFrame(opcode: number, payload: Uint8Array): Buffer {
 }
 
 /** A masked client text frame, as a client must send it. */
+/**
+ * The first complete server frame (unmasked) at the start of `buf`, and how many bytes it took;
+ * undefined until all of it has arrived.
+ */
+export function serverFrame(buf: Buffer): { opcode: number; payload: Buffer; size: number } | undefined {
+  if (buf.length < 2) return undefined;
+  let len = buf[1]! & 0x7f;
+  let off = 2;
+  if (len === 126) {
+    if (buf.length < 4) return undefined;
+    len = buf.readUInt16BE(2);
+    off = 4;
+  } else if (len === 127) {
+    if (buf.length < 10) return undefined;
+    len = Number(buf.readBigUInt64BE(2));
+    off = 10;
+  }
+  if (buf.length < off + len) return undefined;
+  return { opcode: buf[0]! & 0x0f, payload: buf.subarray(off, off + len), size: off + len };
+}
+
 export const clientTextFrame = (text: string): Buffer => clientFrame(1, Buffer.from(text));
 
 /** The HTTP request that asks 127.0.0.1:port to upgrade `path` to a websocket. */

@@ -11,7 +11,7 @@
 // deny lists, kind lists: policy/defaults.ts judgeEvent) goes on through id and signature to the
 // writer, which carries out the deletion but stores nothing (NIP-62: "regardless of the user's
 // status"); its outcome is that refusal, saying the deletion was done.
-import { hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
+import { eventJson, hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
 import { ProtocolError, refuse, type Refusal } from "../protocol/reasons.ts";
 import { judgeEvent } from "../policy/defaults.ts";
@@ -79,7 +79,9 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
   if (refusal && !vanishOnly) return no("refused", refusal);
 
   // The id before the duplicate check, so nobody learns which ids are stored without the event.
-  if (!hasValidId(e)) return no("badId", INVALID_ID);
+  // Tags and content are encoded once: for the id hash here and for the stored form below.
+  const encoded = eventJson(e);
+  if (!hasValidId(e, encoded)) return no("badId", INVALID_ID);
 
   const ephemeral = isEphemeral(e.kind);
   if (ephemeral && !ctx.ephemeral) return { event: e, fate: "ephemeral" }; // nobody to send it to
@@ -102,7 +104,7 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
     if (known) return refusal ? no("refused", refusal) : { event: e, fate: "duplicate" };
 
     if (!(await ctx.verifier.verify(e))) return no("badSig", INVALID_SIG);
-    const json = serializeEvent(e);
+    const json = serializeEvent(e, encoded);
     if (refusal) {
       // vanishOnly: nothing of it is stored, so the write-policy plugin is not asked.
       const o = await ctx.writer.enqueue({ event: e, json, vanishOnly: refusal });

@@ -68,12 +68,8 @@ export async function importCommand(argv: string[]): Promise<number> {
   const db = await openTarget(config, dbPath);
   if (!db) return 1;
   const verifier = values["no-verify"] ? undefined : importVerifier(config);
-  const progress = new Progress("import");
-  // The verify workers are unref'd (the relay's server keeps its process alive): hold ours open.
-  const keepAlive = setInterval(() => {}, 1 << 30);
-  let summary: ImportSummary;
-  try {
-    summary = await importEvents(db, input, {
+  const summary = await runImport(db, verifier, undefined, (progress) =>
+    importEvents(db, input, {
       config,
       verifier,
       // Lines read run ahead of lines settled (verifying, waiting for their transaction).
@@ -82,18 +78,9 @@ export async function importCommand(argv: string[]): Promise<number> {
         const part = size ? `, ${eta((s.bytes * settled) / Math.max(1, s.lines), size, s.seconds)}` : "";
         return `${int(settled)} lines, ${int(s.accepted)} stored, ${int(rate)}/s${part}`;
       }),
-    });
-  } catch (e) {
-    progress.end();
-    // Reading failed half-way, or SQLite did (disk full, I/O error): what was committed stays.
-    console.error(`error: import stopped: ${(e as Error).message}`);
-    return 1;
-  } finally {
-    clearInterval(keepAlive);
-    verifier?.close();
-    await db.close();
-  }
-  progress.end();
+    }),
+  );
+  if (!summary) return 1;
   if (values.json) console.log(JSON.stringify({ database: dbPath, verified: verifier !== undefined, ...summary }));
   else printSummary(summary, dbPath, verifier?.name);
   return 0;
@@ -133,11 +120,8 @@ async function importFrom(
   const db = await openTarget(config, dbPath);
   if (!db) return (source.close(), 1);
   const verifier = values["no-verify"] ? undefined : importVerifier(config);
-  const progress = new Progress("import");
-  const keepAlive = setInterval(() => {}, 1 << 30);
-  let summary: ImportSummary;
-  try {
-    summary = await importParsed(db, source.batches(), {
+  const summary = await runImport(db, verifier, source, (progress) =>
+    importParsed(db, source.batches(), {
       ...busyAndProgress(
         progress,
         (s, settled) =>
@@ -145,18 +129,9 @@ async function importFrom(
       ),
       config,
       verifier,
-    });
-  } catch (e) {
-    progress.end();
-    console.error(`error: import stopped: ${(e as Error).message}`);
-    return 1;
-  } finally {
-    clearInterval(keepAlive);
-    verifier?.close();
-    source.close();
-    await db.close();
-  }
-  progress.end();
+    }),
+  );
+  if (!summary) return 1;
   const from_ = { from, path, schemaVersion: source.version, hidden: source.hidden };
   if (values.json) console.log(JSON.stringify({ database: dbPath, verified: verifier !== undefined, ...from_, ...summary }));
   else {
@@ -167,6 +142,36 @@ async function importFrom(
     printSummary(summary, dbPath, verifier?.name, "event");
   }
   return 0;
+}
+
+/**
+ * Runs an import with its progress line, the verify workers held open (they are unref'd: the
+ * relay's server keeps its process alive, here nothing would), and everything closed after;
+ * undefined after saying why it stopped.
+ */
+async function runImport(
+  db: Db | PostgresStore,
+  verifier: { close(): void } | undefined,
+  source: { close(): void } | undefined,
+  run: (progress: Progress) => Promise<ImportSummary>,
+): Promise<ImportSummary | undefined> {
+  const progress = new Progress("import");
+  const keepAlive = setInterval(() => {}, 1 << 30);
+  try {
+    const summary = await run(progress);
+    progress.end();
+    return summary;
+  } catch (e) {
+    progress.end();
+    // Reading failed half-way, or SQLite did (disk full, I/O error): what was committed stays.
+    console.error(`error: import stopped: ${(e as Error).message}`);
+    return undefined;
+  } finally {
+    clearInterval(keepAlive);
+    verifier?.close();
+    source?.close();
+    await db.close();
+  }
 }
 
 /** The progress line and the locked-database note, as ImportOptions. */

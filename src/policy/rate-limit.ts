@@ -134,6 +134,8 @@ export interface RateSubject {
   ip?: string;
   /** ipGroup(ip), when the caller has it already (a connection's Session). */
   group?: string;
+  /** isPrivateAddress(ip), likewise. */
+  local?: boolean;
   authed?: ReadonlySet<string>;
 }
 
@@ -150,7 +152,7 @@ export function chargeRate(config: Config, limiter: RateLimiter, verb: RatedVerb
   // A loopback or private client is most likely a reverse proxy speaking for everyone
   // (exempt_private_addresses): its address is not charged, its pubkeys are.
   const charges: Charge[] =
-    config.rate_limits.exempt_private_addresses && isPrivateAddress(who.ip)
+    config.rate_limits.exempt_private_addresses && (who.local ?? isPrivateAddress(who.ip))
       ? []
       : [{ key: `${verb} ip ${who.group ?? ipGroup(who.ip)}`, rate: rateOf(config, "", verb) }];
   if (verb !== "connections") {

@@ -21,6 +21,8 @@ export interface PolicyContext {
   ip?: string;
   /** The address group of `ip` (policy/ip.ts), found once per connection. */
   group?: string;
+  /** Whether `ip` is loopback or private (policy/ip.ts isPrivateAddress), found once per connection. */
+  local?: boolean;
   /** The relay's rate limits ([rate_limits]); absent outside a running relay. */
   rates?: RateLimiter;
   /** NIP-86 admin state (bans, allow lists, kinds, blocked IPs); absent when there is none. */

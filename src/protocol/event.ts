@@ -54,15 +54,27 @@ function hasVerbatimControl(e: NostrEvent): boolean {
   return false;
 }
 
-/** The JSON.stringify form: what nostr-tools and most libraries hash. */
-const stringifiedForm = (e: NostrEvent): string => JSON.stringify([0, e.pubkey, e.created_at, e.kind, e.tags, e.content]);
+/**
+ * The JSON of an event's tags and content: both its id and its stored form are made of them, so
+ * the pipeline encodes them once (admit/admit.ts) and hands them to hasValidId and serializeEvent.
+ */
+export interface EventJson {
+  tags: string;
+  content: string;
+}
+
+export const eventJson = (e: NostrEvent): EventJson => ({ tags: JSON.stringify(e.tags), content: JSON.stringify(e.content) });
+
+/** The JSON.stringify form of [0, pubkey, created_at, kind, tags, content]: what nostr-tools and most libraries hash. */
+const stringifiedForm = (e: NostrEvent, j: EventJson = eventJson(e)): string =>
+  `[0,${JSON.stringify(e.pubkey)},${JSON.stringify(e.created_at)},${JSON.stringify(e.kind)},${j.tags},${j.content}]`;
 
 /**
  * The NIP-01 serialization: only \n \" \\ \r \t \b \f are escaped, every other character
  * (other control characters, U+007F, non-ASCII) is written verbatim.
  */
-export function canonicalForm(e: NostrEvent): string {
-  const s = stringifiedForm(e);
+export function canonicalForm(e: NostrEvent, j?: EventJson): string {
+  const s = stringifiedForm(e, j);
   if (!hasVerbatimControl(e)) return s;
   // JSON.stringify wrote the other control characters as \u00XX; put them back verbatim. A
   // literal backslash is always doubled by JSON.stringify, so a match preceded by an odd run of
@@ -83,15 +95,15 @@ export const computeId = (e: NostrEvent): string => sha256hex(canonicalForm(e));
  * events that contain control characters we also accept the JSON.stringify form, which is what
  * nostr-tools, NDK and most signers produce (interop over purity: both are unambiguous).
  */
-export function hasValidId(e: NostrEvent): boolean {
-  const canonical = canonicalForm(e);
+export function hasValidId(e: NostrEvent, j: EventJson = eventJson(e)): boolean {
+  const canonical = canonicalForm(e, j);
   if (sha256hex(canonical) === e.id) return true;
-  return hasVerbatimControl(e) && sha256hex(stringifiedForm(e)) === e.id;
+  return hasVerbatimControl(e) && sha256hex(stringifiedForm(e, j)) === e.id;
 }
 
 /** The stored and served form: the seven fields in a fixed order, built once per event. */
-export const serializeEvent = (e: NostrEvent): string =>
-  `{"id":"${e.id}","pubkey":"${e.pubkey}","created_at":${e.created_at},"kind":${e.kind},"tags":${JSON.stringify(e.tags)},"content":${JSON.stringify(e.content)},"sig":"${e.sig}"}`;
+export const serializeEvent = (e: NostrEvent, j: EventJson = eventJson(e)): string =>
+  `{"id":"${e.id}","pubkey":"${e.pubkey}","created_at":${e.created_at},"kind":${e.kind},"tags":${j.tags},"content":${j.content},"sig":"${e.sig}"}`;
 
 /** The value of the first `d` tag, as NIP-01 addressable events use it ("" when absent). */
 export function dTag(e: NostrEvent): string {

@@ -4,7 +4,11 @@ import { checkAuthEvent, normalizeRelayUrl } from "../nips/nip42.ts";
 import { hasValidId, nowSeconds, validateEventShape } from "../protocol/event.ts";
 import { ProtocolError, refusalText } from "../protocol/reasons.ts";
 import type { RelayContext } from "./context.ts";
+import { MAX_VERIFY_BACKLOG } from "../verify/pool.ts";
 import { okFrame, send, type Socket } from "./session.ts";
+
+/** AUTHs of one connection being verified at once. */
+const MAX_AUTH_PENDING = 4;
 
 /**
  * The URLs an AUTH relay tag may name: info.relay_url (normalized: its scheme, host, port and
@@ -32,8 +36,19 @@ export async function handleAuth(ctx: RelayContext, ws: Socket, raw: unknown): P
   const refusal = checkAuthEvent(e, { challenge: s.challenge, relayUrls, now: nowSeconds() });
   if (refusal) return send(ws, okFrame(ctx.metrics, e.id, false, refusalText(refusal)));
   if (!hasValidId(e)) return send(ws, okFrame(ctx.metrics, e.id, false, "invalid: event id does not match the event"));
+  // A client waits for its AUTH's OK; a pipelined flood of them (an id is only a hash to forge)
+  // would fill the verify queue every EVENT shares: a few per connection, none past the backlog.
+  if (s.authPending >= MAX_AUTH_PENDING || ctx.authVerifier.depth >= MAX_VERIFY_BACKLOG)
+    return send(ws, okFrame(ctx.metrics, e.id, false, "rate-limited: too many AUTH messages in flight, wait for their OK"));
   // AUTH is always verified, even with verify_signatures off: it grants identity.
-  if (!(await ctx.authVerifier.verify(e))) return send(ws, okFrame(ctx.metrics, e.id, false, "invalid: signature verification failed"));
+  s.authPending++;
+  let valid: boolean;
+  try {
+    valid = await ctx.authVerifier.verify(e);
+  } finally {
+    s.authPending--;
+  }
+  if (!valid) return send(ws, okFrame(ctx.metrics, e.id, false, "invalid: signature verification failed"));
   if (!s.authed.has(e.pubkey) && s.authed.size >= ctx.config.limits.max_auth_pubkeys)
     return send(
       ws,

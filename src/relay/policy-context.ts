@@ -15,6 +15,7 @@ export const policyContext = (ctx: RelayContext, s?: Session): PolicyContext => 
   relayUrl: s ? relayUrlFor(ctx.config, s) : ctx.config.info.relay_url,
   ip: s?.ip,
   group: s?.group,
+  local: s?.local,
   rates: s ? ctx.rates : undefined,
   admin: ctx.admin,
 });

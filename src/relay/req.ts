@@ -57,7 +57,8 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   if (!closeSubscription(ctx, ws, subId) && s.subs.size >= limits.max_subscriptions)
     return send(ws, closedFrame(ctx.metrics, subId, `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`));
   const bytes = filterBytes(filters);
-  const tooMuch = overFilterBudget(ctx, s, filters, bytes);
+  const values = valueCount(filters);
+  const tooMuch = overFilterBudget(ctx, s, values, bytes);
   if (tooMuch) return send(ws, closedFrame(ctx.metrics, subId, tooMuch));
 
   const perFilter = clampLimits(
@@ -67,7 +68,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   const reads = perFilter.some((n) => n > 0);
   const budget = reads ? queryBudget(ctx, s) : undefined;
   if (reads && !budget) return send(ws, closedFrame(ctx.metrics, subId, OVER_BUDGET));
-  const sub: Subscription = { filters, bytes };
+  const sub: Subscription = { filters, bytes, values };
   addSubscription(ctx, s, subId, sub);
   // The snapshot: events committed up to here come from the store, later ones from the ring.
   const maxSeq = ctx.store.lastSeq();
@@ -144,14 +145,12 @@ function filterBytes(filters: readonly CompiledFilter[]): number {
 }
 
 /** The refusal when a new subscription would take its connection or address over its filter budget. */
-function overFilterBudget(ctx: RelayContext, s: Session, filters: readonly CompiledFilter[], bytes: number): string | undefined {
+function overFilterBudget(ctx: RelayContext, s: Session, values: number, bytes: number): string | undefined {
   const { limits } = ctx.config;
-  let values = valueCount(filters);
-  for (const other of s.subs.values()) values += valueCount(other.filters);
+  let held = bytes;
+  for (const other of s.subs.values()) (values += other.values), (held += other.bytes);
   if (values > limits.max_values_per_connection)
     return `rate-limited: subscriptions on this connection would hold more than ${limits.max_values_per_connection} filter values`;
-  let held = bytes;
-  for (const other of s.subs.values()) held += other.bytes;
   if (held > limits.max_filter_bytes_per_connection)
     return `rate-limited: subscriptions on this connection would hold more than ${limits.max_filter_bytes_per_connection} bytes of filters`;
   const cap = limits.max_filter_bytes_per_ip;

@@ -281,10 +281,11 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
     if (!ctx.closing) {
       if (config.limits.max_connections > 0 && sockets.size >= config.limits.max_connections)
         return new Response("too many connections", { status: 503, headers: CLOSE });
-      if ((perIp.get(ipGroup(ip)) ?? 0) >= config.limits.max_connections_per_ip)
+      const group = ipGroup(ip);
+      if ((perIp.get(group) ?? 0) >= config.limits.max_connections_per_ip)
         return new Response("too many connections from this address", { status: 429, headers: CLOSE });
       // Before AUTH nobody is known, so new connections are limited per IP only.
-      const wait = chargeRate(config, ctx.rates, "connections", { ip });
+      const wait = chargeRate(config, ctx.rates, "connections", { ip, group });
       if (wait > 0)
         return new Response("rate-limited: too many new connections from this address", {
           status: 429,
@@ -454,6 +455,10 @@ function warnIfProxied(live: Live, req: Request, srv: Server<Session>): void {
   console.warn(warning);
 }
 
+/** A handler's unexpected failure is logged by its verb (made once, not per frame). */
+const failedHandler = (verb: string) => (err: unknown) => console.error(`${verb} handler failed:`, err);
+const FAILED = { EVENT: failedHandler("EVENT"), REQ: failedHandler("REQ"), AUTH: failedHandler("AUTH"), COUNT: failedHandler("COUNT") };
+
 function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): void {
   if (typeof message !== "string") {
     ctx.metrics.received.invalid++;
@@ -475,18 +480,17 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
     throw err;
   }
   ctx.metrics.received[msg.type]++;
-  const fail = (err: unknown) => console.error(`${msg.type} handler failed:`, err);
   switch (msg.type) {
     case "EVENT":
-      return void handleEvent(ctx, ws, msg.event).catch(fail);
+      return void handleEvent(ctx, ws, msg.event).catch(FAILED.EVENT);
     case "REQ":
-      return void handleReq(ctx, ws, msg.subId, msg.filters).catch(fail);
+      return void handleReq(ctx, ws, msg.subId, msg.filters).catch(FAILED.REQ);
     case "CLOSE":
       return void closeSubscription(ctx, ws, msg.subId);
     case "AUTH":
-      return void handleAuth(ctx, ws, msg.event).catch(fail);
+      return void handleAuth(ctx, ws, msg.event).catch(FAILED.AUTH);
     case "COUNT":
-      return void handleCount(ctx, ws, msg.subId, msg.filters).catch(fail);
+      return void handleCount(ctx, ws, msg.subId, msg.filters).catch(FAILED.COUNT);
     case "NEG-OPEN":
       return handleNegOpen(ctx, ws, msg.subId, msg.filter, msg.message, performance.now() - started);
     case "NEG-MSG":

@@ -1,7 +1,7 @@
 // Per-connection state, kept in ws.data. Only relay/ touches ServerWebSocket.
 import type { ServerWebSocket } from "bun";
 import type { NegentropyServer } from "../nips/nip77.ts";
-import { ipGroup } from "../policy/ip.ts";
+import { ipGroup, isPrivateAddress } from "../policy/ip.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import type { Group } from "./fanout.ts";
 import type { NegSessionHandle } from "../store/types.ts";
@@ -11,6 +11,8 @@ export interface Subscription {
   readonly filters: readonly CompiledFilter[];
   /** What its filters hold in bytes, counted against the connection's and the address's budget. */
   readonly bytes: number;
+  /** And how many values (ids, authors, tag values), counted against max_values_per_connection. */
+  readonly values: number;
   /** Set once the stored events and EOSE are sent and the socket has joined the group's topic. */
   group?: Group;
 }
@@ -46,6 +48,8 @@ export interface Session {
   readonly ip: string;
   /** The unit of per-address limits: the IP, or its IPv6 /64 (policy/ip.ts), found once. */
   readonly group: string;
+  /** Loopback or private (policy/ip.ts isPrivateAddress), found once: per-IP rates may exempt it. */
+  readonly local: boolean;
   /** Host header of the upgrade request (for the NIP-42 relay tag check without relay_url). */
   readonly host: string;
   readonly challenge: string;
@@ -59,6 +63,8 @@ export interface Session {
   queryBudget: { tokens: number; at: number; estimate?: number };
   /** EVENTs of this connection still verifying or waiting for the writer. */
   inflight: number;
+  /** AUTHs of this connection whose signature is being verified (relay/auth.ts). */
+  authPending: number;
   /** Reads waiting for the socket to drain (relay/req.ts), woken by Bun's drain callback or the close. */
   drainWaiters: (() => void)[];
   closed: boolean;
@@ -73,6 +79,7 @@ export function newSession(ip: string, host: string): Session {
     id: nextId++,
     ip,
     group: ipGroup(ip),
+    local: isPrivateAddress(ip),
     host,
     challenge: crypto.randomUUID(),
     authed: new Set(),
@@ -81,6 +88,7 @@ export function newSession(ip: string, host: string): Session {
     negLanes: new Map(),
     queryBudget: { tokens: Number.POSITIVE_INFINITY, at: 0 },
     inflight: 0,
+    authPending: 0,
     drainWaiters: [],
     closed: false,
   };
