@@ -565,6 +565,23 @@ describe("CLI", () => {
     );
   }, 20_000);
 
+  test("config check warns, without refusing, about kinds above 65535 in the kind lists", async () => {
+    const over = file("over.toml", `[authorization]\nkind_denylist = [1, 70202]\nkind_allowlist = [70000]\n`);
+    const r = await cli(["config", "check", over]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`${over}: ok`);
+    expect(r.stderr.trim().split("\n")).toEqual([
+      `warning: ${over}: [authorization] kind_allowlist: 70000 is above 65535, the highest kind an event can have: ` +
+        `no event matches it; with none other listed, every event is refused`,
+      `warning: ${over}: [authorization] kind_denylist: 70202 is above 65535, the highest kind an event can have: no event matches it`,
+    ]);
+    // nostr-rs-relay's own sample config lists 70202: it still loads, with the same warning.
+    const rs = file("nostr-rs-relay-kinds.toml", NOSTR_RS_RELAY);
+    const r2 = await cli(["config", "check", rs]);
+    expect(r2.code).toBe(0);
+    expect(r2.stderr).toContain(`warning: ${rs}: [authorization] kind_denylist: 70202 is above 65535`);
+  }, 20_000);
+
   test("serve prints at start the warnings config check prints", async () => {
     const text = `[network]\nremote_ip_header = "x-forwarded-for"\ntrusted_proxies = ["localhost"]\n`;
     const checked = file("both.toml", text);

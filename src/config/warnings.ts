@@ -1,6 +1,7 @@
 // Settings that load but will not do what the operator meant. One list, printed by `serve` at
 // start and after each reload, and by `config check`: the three never disagree.
 import { isIP } from "node:net";
+import { MAX_KIND } from "../protocol/kinds.ts";
 import type { Config } from "./schema.ts";
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -30,5 +31,27 @@ export function configWarnings(config: Config): string[] {
       `warning: [rate_limits] exempt_private_addresses is off and [network] remote_ip_header is not set while listening on ${network.host}: ` +
         `behind a proxy every client shares the proxy's rate limits; set remote_ip_header and trusted_proxies`,
     );
+  out.push(...kindWarnings(config));
+  return out;
+}
+
+/** NIP-01 kinds are 0..65535: an entry above that matches no event (nostr-rs-relay's sample lists 70202). */
+function kindWarnings(config: Config): string[] {
+  const { authorization } = config;
+  const lists = {
+    kind_allowlist: authorization.kind_allowlist,
+    kind_denylist: authorization.kind_denylist,
+    restricted_read_kinds: authorization.restricted_read_kinds,
+  };
+  const out: string[] = [];
+  for (const [name, kinds] of Object.entries(lists)) {
+    const over = kinds.filter((k) => k > MAX_KIND);
+    if (over.length === 0) continue;
+    const what = name === "kind_allowlist" && over.length === kinds.length ? "; with none other listed, every event is refused" : "";
+    out.push(
+      `warning: [authorization] ${name}: ${over.join(", ")} ${over.length === 1 ? "is" : "are"} above ${MAX_KIND}, the highest kind an event can have: ` +
+        `no event matches ${over.length === 1 ? "it" : "them"}${what}`,
+    );
+  }
   return out;
 }

@@ -1,6 +1,7 @@
 // Nostr events (NIP-01): shape validation, canonical serialization and the id hash.
 // Pure: no Bun imports, so it runs in workers, tests and any other runtime.
 import { createHash } from "node:crypto";
+import { MAX_KIND } from "./kinds.ts";
 import { ProtocolError } from "./reasons.ts";
 
 export interface NostrEvent {
@@ -32,7 +33,7 @@ export function validateEventShape(raw: unknown): NostrEvent {
   if (typeof createdAt !== "number" || !Number.isSafeInteger(createdAt) || createdAt < 0)
     throw new ProtocolError("invalid", "created_at must be a non-negative integer");
   const kind = e.kind;
-  if (typeof kind !== "number" || !Number.isInteger(kind) || kind < 0 || kind > 65535)
+  if (typeof kind !== "number" || !Number.isInteger(kind) || kind < 0 || kind > MAX_KIND)
     throw new ProtocolError("invalid", "kind must be an integer between 0 and 65535");
   if (typeof e.content !== "string") throw new ProtocolError("invalid", "content must be a string");
   const tags = e.tags;

@@ -1,5 +1,6 @@
 // REQ filters (NIP-01): validate and compile once, then match without allocating.
 import { isHex64, type NostrEvent } from "./event.ts";
+import { MAX_KIND } from "./kinds.ts";
 import { ProtocolError } from "./reasons.ts";
 
 /** A filter as it arrived on the wire, after validation. */
@@ -80,7 +81,7 @@ export function compileFilter(raw: unknown, limits: FilterLimits): CompiledFilte
         if (!Array.isArray(v)) throw new ProtocolError("invalid", `"kinds" must be an array`);
         if (v.length > limits.maxValues) throw new ProtocolError("invalid", `"kinds" has more than ${limits.maxValues} values`);
         for (const k of v)
-          if (typeof k !== "number" || !Number.isInteger(k) || k < 0 || k > 65535)
+          if (typeof k !== "number" || !Number.isInteger(k) || k < 0 || k > MAX_KIND)
             throw new ProtocolError("invalid", `"kinds" values must be integers between 0 and 65535`);
         source.kinds = v;
         kinds = new Set(v);
