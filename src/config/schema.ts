@@ -126,6 +126,13 @@ export const schema = {
       doc: "Linux: a connection that is not a websocket (a request whose headers are still arriving, an idle keep-alive) is closed after about this long. Elsewhere Bun's own limit applies: ~10 s for unfinished headers. See docs/deploy.md, Open files.",
       reloadable: true,
     }),
+    compression: key({
+      type: "string",
+      default: "off",
+      oneOf: ["off", "shared", "3KB", "4KB", "8KB", "16KB", "32KB", "64KB", "128KB", "256KB"],
+      doc: "permessage-deflate for clients that offer it (browsers do): EVENT frames of REQ answers and fanout are sent compressed. shared: one compressor for all connections, no memory per connection; 3KB..256KB: a compressor of its own per connection, with that much memory each, which also compresses what repeats between frames. See bench/RESULTS.md, Compression.",
+      reloadable: false,
+    }),
     reuse_port: key({
       type: "bool",
       default: true,

@@ -9,10 +9,10 @@ import { LiveIndex, type Indexed } from "./monitors.ts";
 
 /** What fanout needs of a connection (a Bun ServerWebSocket of a Session is one). */
 export interface Member {
-  readonly data: { readonly closed: boolean; readonly authed: ReadonlySet<string> };
+  readonly data: { readonly closed: boolean; readonly authed: ReadonlySet<string>; readonly deflate: boolean };
   subscribe(topic: string): void;
   unsubscribe(topic: string): void;
-  send(frame: string): unknown;
+  send(frame: string, compress?: boolean): unknown;
 }
 
 export interface Group {
@@ -109,7 +109,7 @@ export class Fanout {
       }
       for (const ws of g.members) {
         if (!this.opts.canRead(ws, event)) continue;
-        ws.send(frame);
+        ws.send(frame, ws.data.deflate);
         this.deliveries++;
       }
     });

@@ -93,7 +93,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
       for await (const rows of batches) {
         if (!live()) break;
         ws.cork(() => {
-          for (const json of rows) ws.send(`${prefix}${json}]`);
+          for (const json of rows) ws.send(`${prefix}${json}]`, s.deflate);
         });
         sent += rows.length;
         if (ws.getBufferedAmount() > highWater(ctx)) await drained(ws);
@@ -114,7 +114,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     let caughtUp = 0;
     for (const r of events) {
       if (!canRead(ctx.config, s.authed, r.event)) continue;
-      ws.send(`${prefix}${r.json}]`);
+      ws.send(`${prefix}${r.json}]`, s.deflate);
       caughtUp++;
     }
     ws.send(`["EOSE",${JSON.stringify(subId)}]`);

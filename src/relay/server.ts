@@ -1,5 +1,5 @@
 // Bun.serve wiring: HTTP on the relay path, websocket frames to the handlers, shutdown.
-import type { Server, WebSocketHandler } from "bun";
+import type { Server, WebSocketCompressor, WebSocketHandler } from "bun";
 import type { Config } from "../config/schema.ts";
 import { adminPagePath, adminPageResponse, httpResponse, statusJsonPath } from "../http/routes.ts";
 import { metricsResponse, wantsMetrics } from "../http/metrics.ts";
@@ -292,7 +292,7 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
           headers: { ...CLOSE, "Retry-After": String(Math.ceil(wait / 1000)) },
         });
     }
-    const data = newSession(ip, req.headers.get("host") ?? "");
+    const data = newSession(ip, req.headers.get("host") ?? "", config.network.compression !== "off");
     // Read before upgrade(): the request has no socket of its own after it.
     const peer = live.guard && srv.requestIP(req);
     if (srv.upgrade(req, { data })) {
@@ -313,6 +313,17 @@ function statusJsonResponse(req: Request, history: History): Response {
   });
 }
 
+/**
+ * permessage-deflate ([network] compression): compress with one shared compressor or one of the
+ * given size per connection; inflate what clients compress (browsers do once it is negotiated)
+ * with the shared inflater, bounded like any frame by maxPayloadLength.
+ */
+function deflateOptions(config: Config): WebSocketHandler<Session>["perMessageDeflate"] {
+  const mode = config.network.compression;
+  if (mode === "off") return false;
+  return { compress: mode as WebSocketCompressor, decompress: "shared" };
+}
+
 /** Bun's websocket handlers: the AUTH challenge on open, frames to onMessage, cleanup on close. */
 function socketHandlers(live: Live): WebSocketHandler<Session> {
   const { ctx, sockets } = live;
@@ -320,7 +331,7 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
     ...socketLimits(live.config),
     closeOnBackpressureLimit: true,
     sendPings: true,
-    perMessageDeflate: false,
+    perMessageDeflate: deflateOptions(live.config),
     publishToSelf: true,
     open(ws) {
       sockets.add(ws);

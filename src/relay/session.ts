@@ -53,6 +53,8 @@ export interface Session {
   /** Host header of the upgrade request (for the NIP-42 relay tag check without relay_url). */
   readonly host: string;
   readonly challenge: string;
+  /** EVENT frames go out compressed ([network] compression on; ignored unless the client negotiated it). */
+  readonly deflate: boolean;
   readonly authed: Set<string>;
   readonly subs: Map<string, Subscription>;
   /** NIP-77 sessions by id (a namespace of their own, apart from REQ ids). */
@@ -74,7 +76,7 @@ export type Socket = ServerWebSocket<Session>;
 
 let nextId = 1;
 
-export function newSession(ip: string, host: string): Session {
+export function newSession(ip: string, host: string, deflate = false): Session {
   return {
     id: nextId++,
     ip,
@@ -82,6 +84,7 @@ export function newSession(ip: string, host: string): Session {
     local: isPrivateAddress(ip),
     host,
     challenge: crypto.randomUUID(),
+    deflate,
     authed: new Set(),
     subs: new Map(),
     neg: new Map(),
