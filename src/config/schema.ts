@@ -130,7 +130,7 @@ export const schema = {
       type: "string",
       default: "off",
       oneOf: ["off", "shared", "3KB", "4KB", "8KB", "16KB", "32KB", "64KB", "128KB", "256KB"],
-      doc: "permessage-deflate for clients that offer it (browsers do): EVENT frames of REQ answers and fanout are sent compressed. shared: one compressor for all connections, no memory per connection; 3KB..256KB: a compressor of its own per connection, with that much memory each, which also compresses what repeats between frames. See bench/RESULTS.md, Compression.",
+      doc: "permessage-deflate for clients that offer it (browsers do): EVENT frames of REQ answers and fanout are sent compressed. shared: one compressor for all connections, no memory per connection; 3KB..256KB: a compressor of its own per connection, with that much memory each, which also compresses what repeats between frames. Off by default: it costs 6-9x the CPU per live delivery; see docs/deploy.md, Compression.",
       reloadable: false,
     }),
     reuse_port: key({
