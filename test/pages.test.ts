@@ -3,7 +3,9 @@
 // with a stubbed NIP-07 signer whose signatures come from this process.
 // Skipped (with a message) when Chromium is missing outside CI; in CI a missing Chromium fails (test/ci.ts).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { deflateSync } from "node:zlib";
 import { npubEncode } from "nostr-tools/nip19";
 import { finalizeEvent } from "nostr-tools/pure";
 import { Browser, CHROMIUM, type Page } from "./cdp.ts";
@@ -37,7 +39,34 @@ const NIP07_STUB = `(() => {
     if (w) error ? w.reject(new Error(error)) : w.resolve(value);
   };
   window.nostr = { getPublicKey: () => call("getPublicKey"), signEvent: (e) => call("signEvent", e) };
+  // What the page's Content-Security-Policy blocked: nothing, on a page that works as built.
+  window.__csp = [];
+  document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.violatedDirective + " " + e.blockedURI));
 })();`;
+
+/** A small square PNG of one colour, as a data: URL (a profile picture that needs no network). */
+function pngDataUrl(rgb: [number, number, number], size = 8): string {
+  const chunk = (type: string, data: Buffer) => {
+    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(Bun.hash.crc32(body) >>> 0);
+    return Buffer.concat([len, body, crc]);
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(size, 0);
+  header.writeUInt32BE(size, 4);
+  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
+  const row = Buffer.from([0, ...Array.from({ length: size }, () => rgb).flat()]);
+  const png = Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk("IHDR", header),
+    chunk("IDAT", deflateSync(Buffer.concat(Array.from({ length: size }, () => row)))),
+    chunk("IEND", Buffer.alloc(0)),
+  ]);
+  return `data:image/png;base64,${png.toString("base64")}`;
+}
 
 describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   failOnRelayErrors();
@@ -91,9 +120,12 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   }
 
   /** Clicks a button of the admin page and resolves with the call's outcome as the page shows it. */
-  async function click(id: string): Promise<{ state: string; text: string }> {
+  const click = (id: string) => clickWhere(`document.getElementById(${JSON.stringify(id)})`);
+
+  /** Clicks the button an expression finds; resolves with the call's outcome as #result shows it. */
+  async function clickWhere(button: string): Promise<{ state: string; text: string }> {
     const before = await page.evaluate<string>(`document.getElementById("result").dataset.seq`);
-    await page.evaluate(`document.getElementById(${JSON.stringify(id)}).click()`);
+    await page.evaluate(`(${button}).click()`);
     return page.waitFor(
       `(() => { const r = document.getElementById("result");
         return r.dataset.seq !== ${JSON.stringify(before)} && r.dataset.state !== "pending" && { state: r.dataset.state, text: r.textContent }; })()`,
@@ -203,17 +235,18 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     expect(outcome).toEqual({ state: "ok", text: "banpubkey: ok" });
     expect(await page.evaluate(`document.getElementById("signer-pubkey").textContent`)).toBe(ADMIN.pubkey);
 
-    // The NIP-98 token the page had signed: u = origin + relay path, payload = sha256 of the body.
-    const token = signed.at(-1);
+    // The NIP-98 token the page had signed: u = origin + relay path, payload = sha256 of the body
+    // (the page also signs the calls that load its tables once the signer is connected).
+    const body = JSON.stringify({ method: "banpubkey", params: [x.pubkey, "spam"] });
+    const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+    const token = signed.findLast((t) => t.tags.some((tag: string[]) => tag[0] === "payload" && tag[1] === payload));
     expect(token.kind).toBe(27235);
     expect(token.tags).toContainEqual(["u", `${httpBase}/`]);
     expect(token.tags).toContainEqual(["method", "POST"]);
-    const body = JSON.stringify({ method: "banpubkey", params: [x.pubkey, "spam"] });
-    expect(token.tags).toContainEqual(["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")]);
 
     const listed = await click("list-banned-pubkeys");
     expect(listed.state).toBe("ok");
-    expect(await page.evaluate(`document.getElementById("banned-pubkeys").textContent`)).toContain(x.pubkey);
+    expect(await page.evaluate(`document.querySelector('#banned-pubkeys tr[data-key="${x.pubkey}"]')?.textContent`)).toContain("spam");
 
     const c = await connect();
     const [, , ok, msg] = await c.publish(x.sign({ kind: 1, content: "after the ban" }));
@@ -264,16 +297,24 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   });
 
   test("over plain http to a non-local name the admin page says it needs https", async () => {
+    const c = await connect();
+    expect((await c.publish(signer().sign({ kind: 1, content: "seen over plain http" })))[2]).toBe(true);
     await page.goto(`${httpBase.replace("127.0.0.1", INSECURE_HOST)}/admin`);
     expect(await page.evaluate(`window.isSecureContext`)).toBe(false);
     const shown = await page.evaluate<any>(`({
       state: document.getElementById("result").dataset.state,
       text: document.getElementById("result").textContent,
-      enabled: [...document.querySelectorAll("button")].filter((b) => !b.disabled).length,
+      enabled: [...document.querySelectorAll("button:not([data-local])")].filter((b) => !b.disabled).length,
+      local: [...document.querySelectorAll("button[data-local]")].filter((b) => !b.disabled).length,
     })`);
     expect(shown.state).toBe("error");
     expect(shown.text).toContain("needs https");
+    // Every button that signs is disabled, the live view's own (filter) are not; its rows' ban
+    // buttons are disabled too.
     expect(shown.enabled).toBe(0);
+    expect(shown.local).toBe(2);
+    await page.waitFor(`document.querySelectorAll("#events button.ban-author").length > 0`);
+    expect(await page.evaluate(`[...document.querySelectorAll("#events button")].filter((b) => !b.disabled).length`)).toBe(0);
   });
 
   test("input errors show in the page without a call", async () => {
@@ -286,4 +327,132 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     expect((await click("ban-event")).text).toBe("banevent: enter 64 hex characters or note1…");
     expect(signed.length).toBe(before);
   });
+
+  // ---- the moderation console: live events, tables with profiles, one-click bans, the log ------
+
+  /** A new author with a profile (kind 0) and notes, published; the notes oldest first, all in the past. */
+  async function author(c: Client, profile: Record<string, unknown>, notes: string[]) {
+    const s = signer();
+    const t = now() - 60;
+    const kind0 = s.sign({ kind: 0, content: JSON.stringify(profile), created_at: t - 10 });
+    expect((await c.publish(kind0))[2]).toBe(true);
+    const published = [];
+    for (const [i, content] of notes.entries()) {
+      const e = s.sign({ kind: 1, content, created_at: t + i });
+      expect((await c.publish(e))[2]).toBe(true);
+      published.push(e);
+    }
+    return { s, kind0, notes: published };
+  }
+
+  /** The live view's row of an event (an expression for the page). */
+  const row = (id: string) => `document.querySelector('#events tr[data-id="${id}"]')`;
+
+  /** Applies the live view's filter; resolves with the rows once the relay's stored events are in. */
+  async function filterLive(kinds: string, authorValue: string, words: string) {
+    await fill("filter-kinds", kinds);
+    await fill("filter-author", authorValue);
+    await fill("filter-text", words);
+    const before = await page.evaluate<string>(`document.getElementById("events").dataset.eose`);
+    await page.evaluate(`document.getElementById("filter-apply").click()`);
+    await page.waitFor(
+      `(() => { const e = document.getElementById("events").dataset.eose; return e !== ${JSON.stringify(before)} && e !== ""; })()`,
+    );
+    return page.evaluate<{ id: string; kind: number; pubkey: string }[]>(
+      `[...document.querySelectorAll("#events tbody tr[data-id]")].map((r) => ({ id: r.dataset.id, kind: Number(r.dataset.kind), pubkey: r.dataset.pubkey }))`,
+    );
+  }
+
+  test("the console's live view: recent events with each author's name and picture, new ones without a reload, filters by kind, author and text", async () => {
+    const c = await connect();
+    const alice = await author(c, { name: "Alice Moderated", picture: pngDataUrl([200, 30, 30]) }, [
+      "hello zebrafish",
+      "second note",
+      "third note",
+    ]);
+    const bob = signer();
+    const reaction = bob.sign({ kind: 7, content: "+", tags: [["e", alice.notes[0]!.id]], created_at: now() - 30 });
+    expect((await c.publish(reaction))[2]).toBe(true);
+
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    for (const n of alice.notes) await page.waitFor(`!!${row(n.id)}`);
+    const shown = await page.waitFor<any>(`(() => { const r = ${row(alice.notes[2]!.id)};
+      const img = r.querySelector(".author img.avatar");
+      return img && img.complete && img.naturalWidth > 0 && {
+        name: r.querySelector(".author .name")?.textContent, npub: r.querySelector(".author .npub").textContent,
+        width: img.naturalWidth, referrer: img.referrerPolicy, kind: r.querySelector(".kind").textContent,
+        excerpt: r.querySelector(".excerpt").textContent, buttons: [...r.querySelectorAll("button")].map((b) => b.textContent) }; })()`);
+    expect(shown).toEqual({
+      name: "Alice Moderated",
+      npub: expect.stringMatching(/^npub1\w{7}…\w{6}$/),
+      width: 8,
+      referrer: "no-referrer",
+      kind: "1 note",
+      excerpt: "third note",
+      buttons: ["Ban event", "Ban author"],
+    });
+    const full = npubEncode(alice.s.pubkey);
+    expect(shown.npub).toBe(`${full.slice(0, 12)}…${full.slice(-6)}`);
+    // Newest first; the signer was not asked for anything just to read.
+    const order = await page.evaluate<string[]>(`[...document.querySelectorAll("#events tbody tr")].map((r) => r.dataset.id)`);
+    expect(order.indexOf(reaction.id)).toBeLessThan(order.indexOf(alice.notes[2]!.id));
+    expect(order.indexOf(alice.notes[2]!.id)).toBeLessThan(order.indexOf(alice.notes[0]!.id));
+    expect(await page.evaluate(`document.getElementById("signer-pubkey").textContent`)).toBe("not connected");
+
+    // The table is pixels, not only markup: its screenshot changes when its rows are hidden.
+    const box = await page.evaluate<any>(`(() => { const r = document.getElementById("events").getBoundingClientRect();
+      return { x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height, scale: 1 }; })()`);
+    expect(box.height).toBeGreaterThan(100);
+    const shot = async () =>
+      (await page.send("Page.captureScreenshot", { format: "png", clip: box, captureBeyondViewport: true })).data as string;
+    const drawn = await shot();
+    await page.evaluate(`document.querySelector("#events tbody").style.visibility = "hidden"`);
+    const blank = await shot();
+    await page.evaluate(`document.querySelector("#events tbody").style.visibility = ""`);
+    expect(drawn).not.toBe(blank);
+    // Rows of text and pictures weigh more than the same area left blank.
+    expect(drawn.length).toBeGreaterThan(blank.length + 2000);
+
+    // Live: a note published now shows at the top, in the same document.
+    await page.evaluate(`window.__sameDocument = true`);
+    const live = alice.s.sign({ kind: 1, content: "published after the page loaded" });
+    expect((await c.publish(live))[2]).toBe(true);
+    await page.waitFor(`document.querySelector("#events tbody tr")?.dataset.id === ${JSON.stringify(live.id)}`);
+    expect(await page.evaluate(`window.__sameDocument`)).toBe(true);
+
+    // By kind: only kind 7, also live; a kind 1 published meanwhile stays out.
+    const byKind = await filterLive("7", "", "");
+    expect(byKind.map((r) => r.id)).toContain(reaction.id);
+    expect(byKind.every((r) => r.kind === 7)).toBe(true);
+    const other = bob.sign({ kind: 1, content: "not a reaction" });
+    const later = bob.sign({ kind: 7, content: "-", tags: [["e", live.id]] });
+    expect((await c.publish(other))[2]).toBe(true);
+    expect((await c.publish(later))[2]).toBe(true);
+    await page.waitFor(`!!${row(later.id)}`);
+    expect(await page.evaluate(`!!${row(other.id)}`)).toBe(false);
+
+    // By author (npub): her profile and notes, nobody else's.
+    const byAuthor = await filterLive("", full, "");
+    expect(byAuthor.every((r) => r.pubkey === alice.s.pubkey)).toBe(true);
+    expect(byAuthor.map((r) => r.id).sort()).toEqual([alice.kind0.id, ...alice.notes.map((n) => n.id), live.id].sort());
+    expect((await filterLive("1", alice.s.pubkey, "")).length).toBe(4);
+
+    // By text: the relay's NIP-50 search...
+    const bySearch = await filterLive("", "", "zebrafish");
+    expect(bySearch.map((r) => r.id)).toEqual([alice.notes[0]!.id]);
+    expect(await page.evaluate<string>(`document.getElementById("filter-note").textContent`)).toContain("NIP-50");
+    // ...or, on a relay without it, matched in the page.
+    relay.ctx.config.nips.nip50 = false;
+    try {
+      await page.goto(`${httpBase}/admin`);
+      const inPage = await filterLive("", "", "ZEBRAFISH");
+      expect(inPage.map((r) => r.id)).toEqual([alice.notes[0]!.id]);
+      expect(await page.evaluate<string>(`document.getElementById("filter-note").textContent`)).toContain("matched in this page");
+    } finally {
+      relay.ctx.config.nips.nip50 = true;
+    }
+    // Nothing the page did was blocked by its Content-Security-Policy (websocket, data: pictures).
+    expect(await page.evaluate(`window.__csp`)).toEqual([]);
+  }, 40_000);
 });
