@@ -455,4 +455,179 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     // Nothing the page did was blocked by its Content-Security-Policy (websocket, data: pictures).
     expect(await page.evaluate(`window.__csp`)).toEqual([]);
   }, 40_000);
+
+  test("one click on Ban author: the relay refuses the author, the banned table shows name, picture and reason, the log says what happened; Unban undoes it", async () => {
+    const c = await connect();
+    const mallory = await author(c, { display_name: "Mallory Spam", picture: pngDataUrl([30, 120, 200]) }, ["buy now", "buy again"]);
+    const pk = mallory.s.pubkey;
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.waitFor(`${row(mallory.notes[1]!.id)}?.querySelector(".author img")?.naturalWidth > 0`);
+    await fill("ban-reason", "spam wave");
+    const outcome = await clickWhere(`${row(mallory.notes[1]!.id)}.querySelector("button.ban-author")`);
+    expect(outcome).toEqual({ state: "ok", text: "banpubkey: ok" });
+    // Each of her rows says what happened.
+    for (const n of mallory.notes)
+      expect(await page.evaluate(`${row(n.id)}.querySelector(".outcome").textContent`)).toBe("author banned: their new events are refused");
+
+    const [, , ok, msg] = await c.publish(mallory.s.sign({ kind: 1, content: "after the ban" }));
+    expect(ok).toBe(false);
+    expect(msg).toStartWith("blocked:");
+
+    // The tables loaded when the click connected the signer, and again after the ban.
+    const banned = await page.waitFor<any>(`(() => { const r = document.querySelector('#banned-pubkeys tr[data-key="${pk}"]');
+      const img = r?.querySelector("img.avatar");
+      return img && img.naturalWidth > 0 && { name: r.querySelector(".name")?.textContent, cells: [...r.cells].map((td) => td.textContent),
+        undo: r.querySelector("button")?.dataset.method }; })()`);
+    expect(banned.name).toBe("Mallory Spam");
+    expect(banned.cells[1]).toBe("spam wave");
+    expect(banned.undo).toBe("unbanpubkey");
+    expect(await page.evaluate(`document.getElementById("banned-pubkeys-count").textContent`)).toMatch(/^\(\d+\)$/);
+    const logged = await page.evaluate<any>(`(() => { const r = document.querySelector("#log tbody tr");
+      return { method: r.dataset.method, state: r.dataset.state, name: r.querySelector(".name")?.textContent, outcome: r.querySelector(".outcome").textContent }; })()`);
+    expect(logged).toEqual({ method: "banpubkey", state: "ok", name: "Mallory Spam", outcome: "ok" });
+
+    // A console worth looking at: saved for a person to see when asked (ADMIN_CONSOLE_PNG=path).
+    const png = process.env.ADMIN_CONSOLE_PNG;
+    if (png) {
+      await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
+      const size = await page.evaluate<any>(
+        `({ width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight })`,
+      );
+      const shot = await page.send("Page.captureScreenshot", {
+        format: "png",
+        clip: { x: 0, y: 0, width: size.width, height: Math.min(size.height, 4000), scale: 1 },
+        captureBeyondViewport: true,
+      });
+      mkdirSync(dirname(png), { recursive: true });
+      await Bun.write(png, Buffer.from(shot.data, "base64"));
+      await page.send("Emulation.clearDeviceMetricsOverride");
+    }
+
+    // Unban from the table's row: the row goes, the relay takes her events again.
+    expect(await clickWhere(`document.querySelector('#banned-pubkeys tr[data-key="${pk}"] button')`)).toEqual({
+      state: "ok",
+      text: "unbanpubkey: ok",
+    });
+    await page.waitFor(`!document.querySelector('#banned-pubkeys tr[data-key="${pk}"]')`);
+    expect((await c.publish(mallory.s.sign({ kind: 1, content: "after the unban" })))[2]).toBe(true);
+    expect(await page.evaluate(`document.querySelector("#log tbody tr").dataset.method`)).toBe("unbanpubkey");
+  }, 30_000);
+
+  test("Ban event deletes the stored event and keeps it out; the moderation queue shows a reported event with its author, and bans from its row", async () => {
+    const c = await connect();
+    const spammer = await author(c, { name: "Reported Person", picture: pngDataUrl([20, 160, 60]) }, ["reported note", "other note"]);
+    const [reported, other] = spammer.notes as [any, any];
+    const report = signer().sign({
+      kind: 1984,
+      content: "",
+      tags: [
+        ["e", reported.id, "spam"],
+        ["p", spammer.s.pubkey],
+      ],
+    });
+    expect((await c.publish(report))[2]).toBe(true);
+
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.evaluate(`document.getElementById("connect").click()`);
+    const queued = await page.waitFor<any>(`(() => { const r = document.querySelector('#moderation-events tr[data-key="${reported.id}"]');
+      return r?.querySelector(".name") && { name: r.querySelector(".name").textContent, cells: [...r.cells].map((td) => td.textContent),
+        buttons: [...r.querySelectorAll("button")].map((b) => b.textContent) }; })()`);
+    expect(queued.name).toBe("Reported Person");
+    expect(queued.cells[0]).toContain("reported note");
+    expect(queued.cells[1]).toBe("reported: spam");
+    expect(queued.buttons).toEqual(["Allow", "Ban"]);
+
+    // One click in the live view.
+    await page.waitFor(`!!${row(other.id)}`);
+    await fill("ban-reason", "");
+    expect(await clickWhere(`${row(other.id)}.querySelector("button.ban-event")`)).toEqual({ state: "ok", text: "banevent: ok" });
+    expect(
+      await page.evaluate(
+        `(() => { const r = ${row(other.id)}; return [r.classList.contains("banned"), r.querySelector(".outcome").textContent]; })()`,
+      ),
+    ).toEqual([true, "event banned: deleted from the relay and kept out"]);
+    // NIP-86 banevent here: the stored copy is deleted, and the event is refused if sent again.
+    expect((await c.req("gone", { ids: [other.id] })).events).toEqual([]);
+    const [, , ok, msg] = await c.publish(other);
+    expect(ok).toBe(false);
+    expect(msg).toStartWith("blocked:");
+    await page.waitFor(`!!document.querySelector('#banned-events tr[data-key="${other.id}"]')`);
+
+    // Ban from the queue's row: it leaves the queue and joins the banned events.
+    expect(
+      await clickWhere(`document.querySelector('#moderation-events tr[data-key="${reported.id}"] button[data-method="banevent"]')`),
+    ).toEqual({
+      state: "ok",
+      text: "banevent: ok",
+    });
+    await page.waitFor(
+      `!document.querySelector('#moderation-events tr[data-key="${reported.id}"]') && !!document.querySelector('#banned-events tr[data-key="${reported.id}"]')`,
+    );
+    expect((await c.req("gone2", { ids: [reported.id] })).events).toEqual([]);
+    const log = await page.evaluate<any[]>(
+      `[...document.querySelectorAll("#log tbody tr")].slice(0, 2).map((r) => [r.dataset.method, r.dataset.state, r.cells[2].textContent])`,
+    );
+    expect(log.map(([m, st]) => [m, st])).toEqual([
+      ["banevent", "ok"],
+      ["banevent", "ok"],
+    ]);
+    expect(log[1][2]).toContain(npubEncode(spammer.s.pubkey).slice(0, 12));
+  }, 30_000);
+
+  test("what events say is shown as text: a kind 0 name of HTML runs nothing, a javascript: picture is not loaded, a broken one becomes an initial", async () => {
+    const c = await connect();
+    const evilName = `<img src=x onerror="window.__xss=1">`;
+    const evil = await author(c, { name: evilName, picture: "javascript:window.__xss=2" }, [
+      `<script>window.__xss=3</script><img src=y onerror="window.__xss=4"><b>bold</b>`,
+    ]);
+    const broken = await author(c, { name: "Broken Picture", picture: "http://127.0.0.1:9/missing.png" }, ["hi"]);
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.waitFor(`${row(evil.notes[0]!.id)}?.querySelector(".name")`);
+    await page.waitFor(`${row(broken.notes[0]!.id)}?.querySelector(".author .initial")?.textContent === "B"`);
+    await Bun.sleep(300);
+    const shown = await page.evaluate<any>(`(() => { const r = ${row(evil.notes[0]!.id)}; return {
+      name: r.querySelector(".name").textContent,
+      excerpt: r.querySelector(".excerpt").textContent,
+      injected: [...document.querySelectorAll("img")].map((i) => i.getAttribute("src")).filter((s) => s === "x" || s === "y" || /^javascript:/.test(s)),
+      bold: document.querySelectorAll("#events b").length,
+      scripts: document.scripts.length,
+      xss: window.__xss ?? null,
+      initial: r.querySelector(".author .initial")?.textContent,
+      picture: !!r.querySelector(".author img"),
+      brokenImg: !!${row(broken.notes[0]!.id)}.querySelector(".author img"),
+      csp: window.__csp }; })()`);
+    expect(shown).toEqual({
+      name: evilName,
+      excerpt: `<script>window.__xss=3</script><img src=y onerror="window.__xss=4"><b>bold</b>`,
+      injected: [],
+      bold: 0,
+      scripts: 1,
+      xss: null,
+      initial: "<",
+      picture: false,
+      brokenImg: false,
+      csp: [],
+    });
+  });
+});
+
+test("the admin page's Content-Security-Policy: its own style and script by hash, the websocket of its host, pictures from profiles", async () => {
+  const { adminCsp, adminPage } = await import("../src/http/admin-page.ts");
+  const html = adminPage("/");
+  const hash = (s: string) => `'sha256-${new Bun.CryptoHasher("sha256").update(s).digest("base64")}'`;
+  const script = /<script>([\s\S]*)<\/script>/.exec(html)![1]!;
+  const style = /<style>([\s\S]*?)<\/style>/.exec(html)![1]!;
+  const csp = adminCsp("relay.example.com:8443");
+  expect(csp).toContain(`script-src ${hash(script)}`);
+  expect(csp).toContain(`style-src ${hash(style)}`);
+  expect(csp).toContain("connect-src 'self' ws://relay.example.com:8443 wss://relay.example.com:8443");
+  expect(csp).toContain("img-src https: http: data:");
+  expect(csp).toContain("frame-ancestors 'none'");
+  expect(adminCsp("[::1]:7447")).toContain("connect-src 'self' ws://[::1]:7447 wss://[::1]:7447");
+  // A Host header is the client's: nothing but a host and port goes into the policy.
+  for (const host of ["a b", "x; script-src *", "evil.example/'unsafe-inline'", null])
+    expect(adminCsp(host)).toContain("connect-src 'self'; ");
 });
