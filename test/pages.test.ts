@@ -490,6 +490,7 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     // A console worth looking at: saved for a person to see when asked (ADMIN_CONSOLE_PNG=path).
     const png = process.env.ADMIN_CONSOLE_PNG;
     if (png) {
+      await page.waitFor(`[...document.querySelectorAll("table.grid[id]:not(#log):not(#events)")].every((t) => t.dataset.state === "ok")`);
       await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
       const size = await page.evaluate<any>(
         `({ width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight })`,

@@ -859,6 +859,8 @@
   function addLive(e) {
     if (shown.has(e.id)) return;
     if (e.kind === 0) profiles.offer(e);
+    // Kept for the log and the moderation queue: a banned event is gone from the relay after.
+    events.offer(e);
     if (clientText && !e.content.toLowerCase().includes(clientText)) return;
     shown.add(e.id);
     liveBody.querySelector("tr.empty")?.remove();
