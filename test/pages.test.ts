@@ -3,13 +3,15 @@
 // with a stubbed NIP-07 signer whose signatures come from this process.
 // Skipped (with a message) when Chromium is missing outside CI; in CI a missing Chromium fails (test/ci.ts).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync } from "node:fs";
-import { dirname } from "node:path";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { deflateSync } from "node:zlib";
 import { npubEncode } from "nostr-tools/nip19";
 import { finalizeEvent } from "nostr-tools/pure";
 import { Browser, CHROMIUM, type Page } from "./cdp.ts";
 import { needInCI } from "./ci.ts";
+import { freePort } from "./process-helpers.ts";
 import { Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
 const haveChromium = needInCI(
@@ -17,9 +19,17 @@ const haveChromium = needInCI(
   existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is missing (apt-get install chromium)`,
 );
 
+const NGINX = ["/usr/sbin/nginx", "/usr/bin/nginx"].find((p) => existsSync(p));
+const OPENSSL = ["/usr/bin/openssl", "/usr/local/bin/openssl"].find((p) => existsSync(p));
+const haveNginx =
+  haveChromium &&
+  needInCI("pages.test: nginx and openssl (the admin console over https)", NGINX && OPENSSL ? undefined : "nginx or openssl is missing");
+
 const ADMIN = signer();
 const RELAY_NAME = "Pages <test> relay";
 const INSECURE_HOST = "relay.example";
+/** The name the TLS proxy answers to (a self-signed certificate, accepted by this browser only). */
+const TLS_HOST = "relay.example.com";
 
 /**
  * window.nostr for the page, installed before its scripts run: each call goes to this process
@@ -87,7 +97,10 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     });
     httpBase = relay.url.replace(/^ws/, "http").replace(/\/$/, "");
     // A name that is not localhost: plain http to it is not a secure context (no crypto.subtle).
-    browser = await Browser.launch([`--host-resolver-rules=MAP ${INSECURE_HOST} 127.0.0.1`]);
+    browser = await Browser.launch([
+      `--host-resolver-rules=MAP ${INSECURE_HOST} 127.0.0.1, MAP ${TLS_HOST} 127.0.0.1`,
+      "--ignore-certificate-errors",
+    ]);
     page = await browser.newPage();
     await page.send("Runtime.addBinding", { name: "__nip07" });
     await page.send("Page.addScriptToEvaluateOnNewDocument", { source: NIP07_STUB });
@@ -613,6 +626,91 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
       csp: [],
     });
   });
+
+  /** nginx terminating TLS for TLS_HOST on a free port in front of the relay, as a site would. */
+  async function startTlsProxy(dir: string): Promise<{ port: number; stop: () => Promise<void> }> {
+    const port = freePort();
+    const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
+    const gen = Bun.spawnSync(
+      [OPENSSL!, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"].concat([
+        "-subj",
+        `/CN=${TLS_HOST}`,
+        "-keyout",
+        key,
+        "-out",
+        cert,
+      ]),
+      { stderr: "pipe" },
+    );
+    if (gen.exitCode !== 0) throw new Error(`openssl: ${gen.stderr}`);
+    const temps = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `${t}_temp_path ${join(dir, t)};`).join(" ");
+    writeFileSync(
+      join(dir, "nginx.conf"),
+      `daemon off; worker_processes 1; pid ${join(dir, "nginx.pid")}; error_log ${join(dir, "error.log")};
+events { worker_connections 64; }
+http { access_log off; ${temps}
+  map $http_upgrade $conn { default upgrade; '' ''; }
+  server { listen 127.0.0.1:${port} ssl; server_name ${TLS_HOST}; ssl_certificate ${cert}; ssl_certificate_key ${key};
+    location / { proxy_pass http://127.0.0.1:${relay.server.port}; proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection $conn; proxy_set_header Host $http_host;
+      proxy_set_header X-Forwarded-Proto $scheme; proxy_buffering off; } } }
+`,
+    );
+    const args = ["-p", dir, "-e", join(dir, "error.log"), "-c", join(dir, "nginx.conf")];
+    const proc = Bun.spawn([NGINX!, ...args], { stdout: "ignore", stderr: "ignore" });
+    const stop = async () => {
+      proc.kill("SIGQUIT");
+      if ((await Promise.race([proc.exited, Bun.sleep(5000).then(() => "late")])) === "late") proc.kill("SIGKILL");
+    };
+    for (const deadline = Date.now() + 10_000; ; await Bun.sleep(50)) {
+      const up = await fetch(`https://127.0.0.1:${port}/`, { tls: { rejectUnauthorized: false } } as RequestInit).then(
+        () => true,
+        () => false,
+      );
+      if (up) return { port, stop };
+      if (proc.exitCode !== null || Date.now() > deadline) {
+        await stop();
+        const log = existsSync(join(dir, "error.log")) ? readFileSync(join(dir, "error.log"), "utf8") : "";
+        throw new Error(`nginx did not start: ${log}`);
+      }
+    }
+  }
+
+  test.skipIf(!haveNginx)(
+    "over https behind a TLS proxy: the console reads over wss, and its NIP-86 calls are signed for the https URL",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "bunstr-pages-tls-"));
+      const proxy = await startTlsProxy(dir);
+      try {
+        const c = await connect();
+        const eve = await author(c, { name: "Eve Over TLS", picture: pngDataUrl([120, 60, 160]) }, ["through the proxy"]);
+        signingAs = ADMIN;
+        const origin = `https://${TLS_HOST}:${proxy.port}`;
+        await page.goto(`${origin}/admin`);
+        expect(await page.evaluate(`window.isSecureContext`)).toBe(true);
+        await page.waitFor(`${row(eve.notes[0]!.id)}?.querySelector(".author img")?.naturalWidth > 0`);
+        expect(await page.evaluate(`document.getElementById("live-state").dataset.state`)).toBe("live");
+        expect(await clickWhere(`${row(eve.notes[0]!.id)}.querySelector("button.ban-author")`)).toEqual({
+          state: "ok",
+          text: "banpubkey: ok",
+        });
+        const token = signed.findLast((t) => t.tags.some((tag: string[]) => tag[0] === "payload"));
+        expect(token.tags).toContainEqual(["u", `${origin}/`]);
+        expect((await c.publish(eve.s.sign({ kind: 1, content: "after the ban" })))[3]).toStartWith("blocked:");
+        expect(await page.evaluate(`window.__csp`)).toEqual([]);
+        // The policy names this host's websocket origins, as the browser asked for them.
+        const res = await fetch(`https://127.0.0.1:${proxy.port}/admin`, {
+          headers: { Host: `${TLS_HOST}:${proxy.port}` },
+          tls: { rejectUnauthorized: false, serverName: TLS_HOST },
+        } as RequestInit);
+        expect(res.headers.get("content-security-policy")).toContain(`wss://${TLS_HOST}:${proxy.port}`);
+      } finally {
+        await proxy.stop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    30_000,
+  );
 });
 
 test("the admin page's Content-Security-Policy: its own style and script by hash, the websocket of its host, pictures from profiles", async () => {
