@@ -627,6 +627,24 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     });
   });
 
+  test("on a relay that requires AUTH to read (NIP-42), the live view signs the challenge with the extension and reads", async () => {
+    const c = await connect();
+    const reader = await author(c, { name: "Seen After AUTH" }, ["only for the authenticated"]);
+    signingAs = ADMIN;
+    relay.ctx.config.options.auth = "always";
+    try {
+      const before = signed.length;
+      await page.goto(`${httpBase}/admin`);
+      await page.waitFor(`${row(reader.notes[0]!.id)}?.querySelector(".name")?.textContent === "Seen After AUTH"`);
+      const auth = signed.slice(before).find((e) => e.kind === 22242);
+      expect(auth.tags).toContainEqual(["relay", `${relay.url}`]);
+      expect(auth.tags.find((t: string[]) => t[0] === "challenge")?.[1]).toBeString();
+      expect(await page.evaluate(`document.getElementById("live-state").textContent`)).toBe("live (authenticated)");
+    } finally {
+      relay.ctx.config.options.auth = "when-needed";
+    }
+  });
+
   /** nginx terminating TLS for TLS_HOST on a free port in front of the relay, as a site would. */
   async function startTlsProxy(dir: string): Promise<{ port: number; stop: () => Promise<void> }> {
     const port = freePort();

@@ -254,6 +254,15 @@
 
   /** Calls go one at a time: an extension asks about one signature at a time, in order. */
   let calls = Promise.resolve();
+  /** @param {UnsignedEvent} unsigned @returns {Promise<SignedEvent>} */
+  function signQueued(unsigned) {
+    const p = calls.then(() => extension().signEvent(unsigned));
+    calls = p.then(
+      () => {},
+      () => {},
+    );
+    return p;
+  }
   /** @param {string} method @param {unknown[]} params @returns {Promise<unknown>} */
   function rpc(method, params) {
     const p = calls.then(() => rpcNow(method, params));
@@ -314,9 +323,68 @@
     if (type === "EVENT" && sub && isEvent(payload)) sub.onEvent(payload);
     else if (type === "EOSE" && sub) sub.onEose?.();
     else if (type === "CLOSED" && sub && typeof id === "string") {
+      const why = String(payload ?? "");
+      // A relay that wants to know who reads (NIP-42): sign its challenge, then ask again.
+      if (why.startsWith("auth-required:") && !auth.done && auth.challenge && canSign && window.nostr) {
+        auth.waiting.add(id);
+        void authenticate();
+        return;
+      }
       subs.delete(id);
-      sub.onClosed?.(String(payload ?? ""));
-    } else if (type === "NOTICE") $("filter-note").textContent = "The relay says: " + String(id);
+      sub.onClosed?.(why);
+    } else if (type === "AUTH" && typeof id === "string") auth.challenge = id;
+    else if (type === "OK" && auth.eventId && id === auth.eventId) authAnswered(payload === true, String(msg[3] ?? ""));
+    else if (type === "NOTICE") $("filter-note").textContent = "The relay says: " + String(id);
+  }
+
+  /** NIP-42 on this connection: the relay's challenge, whether we answered it, who waits for it. */
+  const auth = {
+    challenge: "",
+    done: false,
+    pending: false,
+    eventId: "",
+    /** @type {Set<string>} */
+    waiting: new Set(),
+  };
+
+  /** Signs the relay's challenge (kind 22242) with the NIP-07 extension and sends it. */
+  async function authenticate() {
+    if (auth.pending) return;
+    auth.pending = true;
+    try {
+      const unsigned = {
+        kind: 22242,
+        created_at: Math.floor(Date.now() / 1000),
+        tags: [
+          ["relay", WS_URL],
+          ["challenge", auth.challenge],
+        ],
+        content: "",
+      };
+      const signed = await signQueued(unsigned);
+      if (!signed || typeof signed.id !== "string") throw new Error("the signer did not sign");
+      auth.eventId = signed.id;
+      send(["AUTH", signed]);
+    } catch (err) {
+      authAnswered(false, message(err));
+    }
+  }
+
+  /** @param {boolean} ok @param {string} why */
+  function authAnswered(ok, why) {
+    auth.pending = false;
+    auth.eventId = "";
+    auth.done = ok;
+    if (ok) liveState("live", "live (authenticated)");
+    for (const id of auth.waiting) {
+      const sub = subs.get(id);
+      if (sub && ok) send(["REQ", id, ...sub.filters]);
+      else if (sub) {
+        subs.delete(id);
+        sub.onClosed?.("auth-required: AUTH failed: " + why);
+      }
+    }
+    auth.waiting.clear();
   }
 
   function openSocket() {
@@ -331,6 +399,8 @@
     socket = ws;
     ws.onopen = () => {
       retryMs = 1000;
+      Object.assign(auth, { challenge: "", done: false, pending: false, eventId: "" });
+      auth.waiting.clear();
       liveState("live", "live");
       for (const [id, s] of subs) ws.send(JSON.stringify(["REQ", id, ...s.filters]));
     };
