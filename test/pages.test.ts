@@ -627,6 +627,27 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     });
   });
 
+  test("the live view keeps at most 100 rows, newest first, as events keep coming", async () => {
+    const c = await connect();
+    const flood = signer();
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.waitFor(`document.getElementById("events").dataset.eose`);
+    const t = now();
+    const sent = Array.from({ length: 120 }, (_, i) => flood.sign({ kind: 1, content: `flood ${i}`, created_at: t - 120 + i }));
+    const oks = await Promise.all(sent.map((e) => c.publish(e)));
+    expect(oks.every((ok) => ok[2] === true)).toBe(true);
+    await page.waitFor(`document.querySelector("#events tbody tr")?.dataset.id === ${JSON.stringify(sent.at(-1)!.id)}`);
+    await Bun.sleep(200);
+    const ids = await page.evaluate<string[]>(`[...document.querySelectorAll("#events tbody tr")].map((r) => r.dataset.id)`);
+    expect(ids).toEqual(
+      sent
+        .slice(-100)
+        .map((e) => e.id)
+        .reverse(),
+    );
+  });
+
   test("on a relay that requires AUTH to read (NIP-42), the live view signs the challenge with the extension and reads", async () => {
     const c = await connect();
     const reader = await author(c, { name: "Seen After AUTH" }, ["only for the authenticated"]);

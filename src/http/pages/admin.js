@@ -16,6 +16,8 @@
   const LIVE_LIMIT = 50;
   const MAX_ROWS = 100;
   const LOG_MAX = 50;
+  /** Profiles (and events) kept per page: enough for every row on it many times over. */
+  const LOOKUP_CAP = 5000;
   const HEX64 = /^[0-9a-f]{64}$/;
 
   /** The element with this id (the page has them all). @param {string} id */
@@ -442,12 +444,22 @@
     /** @type {string[]} */
     const waiting = [];
     let n = 0;
+    /** A page left open for days must not keep every answer: past the cap the oldest go (asked again if shown again). */
+    const remember = (/** @type {string} */ key, /** @type {{ at: number, value: T | null }} */ v) => {
+      known.delete(key);
+      known.set(key, v);
+      if (known.size <= LOOKUP_CAP) return;
+      for (const old of [...known.keys()].slice(0, known.size - LOOKUP_CAP + LOOKUP_CAP / 10)) {
+        known.delete(old);
+        asked.delete(old);
+      }
+    };
     /** @param {SignedEvent} e */
     const offer = (e) => {
       const key = keyOf(e);
       const prev = known.get(key);
       if (prev && prev.value !== null && prev.at >= e.created_at) return false;
-      known.set(key, { at: e.created_at, value: parse(e) });
+      remember(key, { at: e.created_at, value: parse(e) });
       asked.add(key);
       return true;
     };
@@ -457,7 +469,7 @@
       const id = prefix + ++n;
       const done = () => {
         for (const k of keys) {
-          if (!known.has(k)) known.set(k, { at: 0, value: null });
+          if (!known.has(k)) remember(k, { at: 0, value: null });
           repaint(k);
         }
       };
@@ -929,8 +941,6 @@
   function addLive(e) {
     if (shown.has(e.id)) return;
     if (e.kind === 0) profiles.offer(e);
-    // Kept for the log and the moderation queue: a banned event is gone from the relay after.
-    events.offer(e);
     if (clientText && !e.content.toLowerCase().includes(clientText)) return;
     shown.add(e.id);
     liveBody.querySelector("tr.empty")?.remove();
@@ -975,6 +985,8 @@
       b.disabled = !canSign;
     }
     banEvent.addEventListener("click", async () => {
+      // Kept for the log: the relay deletes a banned event, so a look-up after would find nothing.
+      events.offer(e);
       const error = await act("banevent", [e.id, reasonNow()]);
       if (error) return void (outcome.textContent = "ban failed: " + error);
       tr.classList.add("banned");
