@@ -945,10 +945,11 @@
     shown.add(e.id);
     liveBody.querySelector("tr.empty")?.remove();
     const row = eventRow(e);
-    // Newest first, whatever order they come in (a NIP-50 search answers by relevance).
+    // Newest first, whatever order they come in (a NIP-50 search answers by relevance); of the
+    // same second, the one that came last goes first (a live event above its stored neighbours).
     let before = null;
     for (const r of liveBody.rows)
-      if (Number(r.dataset.created) < e.created_at) {
+      if (Number(r.dataset.created) <= e.created_at) {
         before = r;
         break;
       }
