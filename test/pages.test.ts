@@ -627,6 +627,63 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     });
   });
 
+  test("each table's row undoes its entry: Unallow a pubkey, Reset a kind, Unblock an address", async () => {
+    const c = await connect();
+    const friend = await author(c, { name: "Allowed Friend", picture: pngDataUrl([240, 200, 20]) }, ["a friend's note"]);
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.waitFor(`${row(friend.notes[0]!.id)}?.querySelector(".name")`);
+    const rowIn = (table: string, key: string) => `document.querySelector('#${table} tr[data-key="${key}"]')`;
+    const steps: [string, string, string, string, string][] = [
+      // [form field, value, form button, table, key of its row]
+      ["pubkey-input", friend.s.pubkey, "allow-pubkey", "allowed-pubkeys", friend.s.pubkey],
+      ["kind-input", "30023", "disallow-kind", "disallowed-kinds", "30023"],
+      ["ip-input", "203.0.113.7", "block-ip", "blocked-ips", "203.0.113.7"],
+    ];
+    try {
+      await addThenUndo(steps, friend, c, rowIn);
+    } finally {
+      // A failure above must not leave the relay allow-only for the tests after.
+      await relay.ctx.admin.apply({ method: "unallowpubkey", pubkey: friend.s.pubkey, reason: "" });
+      await relay.ctx.admin.apply({ method: "resetkind", kind: 30023 });
+      await relay.ctx.admin.apply({ method: "unblockip", ip: "203.0.113.7" });
+    }
+  });
+
+  /** Adds each entry through its form, sees its row, then undoes it from the row (the relay obeying each). */
+  async function addThenUndo(
+    steps: [string, string, string, string, string][],
+    friend: Awaited<ReturnType<typeof author>>,
+    c: Client,
+    rowIn: (table: string, key: string) => string,
+  ) {
+    for (const [field, value, button, table, key] of steps) {
+      await fill(field, value);
+      expect((await click(button)).state).toBe("ok");
+      await page.waitFor(`!!${rowIn(table, key)}`);
+    }
+    expect(await page.evaluate(`${rowIn("allowed-pubkeys", friend.s.pubkey)}.querySelector(".name").textContent`)).toBe("Allowed Friend");
+    expect(await page.evaluate(`${rowIn("disallowed-kinds", "30023")}.cells[0].textContent`)).toBe("30023 article");
+    // While one pubkey is allowed, the relay takes no one else's events; a disallowed kind is refused.
+    expect((await c.publish(signer().sign({ kind: 1, content: "not allowed" })))[3]).toStartWith("restricted:");
+    expect((await c.publish(friend.s.sign({ kind: 30023, content: "article", tags: [["d", "x"]] })))[3]).toStartWith("blocked:");
+
+    const undo: [string, string, string][] = [
+      ["allowed-pubkeys", friend.s.pubkey, "unallowpubkey"],
+      ["disallowed-kinds", "30023", "resetkind"],
+      ["blocked-ips", "203.0.113.7", "unblockip"],
+    ];
+    for (const [table, key, method] of undo) {
+      expect(await clickWhere(`${rowIn(table, key)}.querySelector("button")`)).toEqual({ state: "ok", text: `${method}: ok` });
+      await page.waitFor(`!${rowIn(table, key)}`);
+      expect(await page.evaluate(`document.querySelector("#log tbody tr").dataset.method`)).toBe(method);
+    }
+    expect((await c.publish(signer().sign({ kind: 1, content: "anyone again" })))[2]).toBe(true);
+    expect((await c.publish(friend.s.sign({ kind: 30023, content: "article", tags: [["d", "x"]] })))[2]).toBe(true);
+    // Each table says when it is empty.
+    expect(await page.evaluate(`document.querySelector("#blocked-ips tbody tr.empty")?.textContent`)).toBe("No blocked address.");
+  }
+
   test("the live view keeps at most 100 rows, newest first, as events keep coming", async () => {
     const c = await connect();
     const flood = signer();
