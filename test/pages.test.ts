@@ -3,11 +3,15 @@
 // with a stubbed NIP-07 signer whose signatures come from this process.
 // Skipped (with a message) when Chromium is missing outside CI; in CI a missing Chromium fails (test/ci.ts).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { deflateSync } from "node:zlib";
 import { npubEncode } from "nostr-tools/nip19";
 import { finalizeEvent } from "nostr-tools/pure";
 import { Browser, CHROMIUM, type Page } from "./cdp.ts";
 import { needInCI } from "./ci.ts";
+import { freePort } from "./process-helpers.ts";
 import { Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
 const haveChromium = needInCI(
@@ -15,9 +19,17 @@ const haveChromium = needInCI(
   existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is missing (apt-get install chromium)`,
 );
 
+const NGINX = ["/usr/sbin/nginx", "/usr/bin/nginx"].find((p) => existsSync(p));
+const OPENSSL = ["/usr/bin/openssl", "/usr/local/bin/openssl"].find((p) => existsSync(p));
+const haveNginx =
+  haveChromium &&
+  needInCI("pages.test: nginx and openssl (the admin console over https)", NGINX && OPENSSL ? undefined : "nginx or openssl is missing");
+
 const ADMIN = signer();
 const RELAY_NAME = "Pages <test> relay";
 const INSECURE_HOST = "relay.example";
+/** The name the TLS proxy answers to (a self-signed certificate, accepted by this browser only). */
+const TLS_HOST = "relay.example.com";
 
 /**
  * window.nostr for the page, installed before its scripts run: each call goes to this process
@@ -37,7 +49,34 @@ const NIP07_STUB = `(() => {
     if (w) error ? w.reject(new Error(error)) : w.resolve(value);
   };
   window.nostr = { getPublicKey: () => call("getPublicKey"), signEvent: (e) => call("signEvent", e) };
+  // What the page's Content-Security-Policy blocked: nothing, on a page that works as built.
+  window.__csp = [];
+  document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.violatedDirective + " " + e.blockedURI));
 })();`;
+
+/** A small square PNG of one colour, as a data: URL (a profile picture that needs no network). */
+function pngDataUrl(rgb: [number, number, number], size = 8): string {
+  const chunk = (type: string, data: Buffer) => {
+    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(Bun.hash.crc32(body) >>> 0);
+    return Buffer.concat([len, body, crc]);
+  };
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(size, 0);
+  header.writeUInt32BE(size, 4);
+  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
+  const row = Buffer.from([0, ...Array.from({ length: size }, () => rgb).flat()]);
+  const png = Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk("IHDR", header),
+    chunk("IDAT", deflateSync(Buffer.concat(Array.from({ length: size }, () => row)))),
+    chunk("IEND", Buffer.alloc(0)),
+  ]);
+  return `data:image/png;base64,${png.toString("base64")}`;
+}
 
 describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   failOnRelayErrors();
@@ -58,7 +97,10 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     });
     httpBase = relay.url.replace(/^ws/, "http").replace(/\/$/, "");
     // A name that is not localhost: plain http to it is not a secure context (no crypto.subtle).
-    browser = await Browser.launch([`--host-resolver-rules=MAP ${INSECURE_HOST} 127.0.0.1`]);
+    browser = await Browser.launch([
+      `--host-resolver-rules=MAP ${INSECURE_HOST} 127.0.0.1, MAP ${TLS_HOST} 127.0.0.1`,
+      "--ignore-certificate-errors",
+    ]);
     page = await browser.newPage();
     await page.send("Runtime.addBinding", { name: "__nip07" });
     await page.send("Page.addScriptToEvaluateOnNewDocument", { source: NIP07_STUB });
@@ -91,9 +133,12 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   }
 
   /** Clicks a button of the admin page and resolves with the call's outcome as the page shows it. */
-  async function click(id: string): Promise<{ state: string; text: string }> {
+  const click = (id: string) => clickWhere(`document.getElementById(${JSON.stringify(id)})`);
+
+  /** Clicks the button an expression finds; resolves with the call's outcome as #result shows it. */
+  async function clickWhere(button: string): Promise<{ state: string; text: string }> {
     const before = await page.evaluate<string>(`document.getElementById("result").dataset.seq`);
-    await page.evaluate(`document.getElementById(${JSON.stringify(id)}).click()`);
+    await page.evaluate(`(${button}).click()`);
     return page.waitFor(
       `(() => { const r = document.getElementById("result");
         return r.dataset.seq !== ${JSON.stringify(before)} && r.dataset.state !== "pending" && { state: r.dataset.state, text: r.textContent }; })()`,
@@ -203,17 +248,18 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     expect(outcome).toEqual({ state: "ok", text: "banpubkey: ok" });
     expect(await page.evaluate(`document.getElementById("signer-pubkey").textContent`)).toBe(ADMIN.pubkey);
 
-    // The NIP-98 token the page had signed: u = origin + relay path, payload = sha256 of the body.
-    const token = signed.at(-1);
+    // The NIP-98 token the page had signed: u = origin + relay path, payload = sha256 of the body
+    // (the page also signs the calls that load its tables once the signer is connected).
+    const body = JSON.stringify({ method: "banpubkey", params: [x.pubkey, "spam"] });
+    const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+    const token = signed.findLast((t) => t.tags.some((tag: string[]) => tag[0] === "payload" && tag[1] === payload));
     expect(token.kind).toBe(27235);
     expect(token.tags).toContainEqual(["u", `${httpBase}/`]);
     expect(token.tags).toContainEqual(["method", "POST"]);
-    const body = JSON.stringify({ method: "banpubkey", params: [x.pubkey, "spam"] });
-    expect(token.tags).toContainEqual(["payload", new Bun.CryptoHasher("sha256").update(body).digest("hex")]);
 
     const listed = await click("list-banned-pubkeys");
     expect(listed.state).toBe("ok");
-    expect(await page.evaluate(`document.getElementById("banned-pubkeys").textContent`)).toContain(x.pubkey);
+    expect(await page.evaluate(`document.querySelector('#banned-pubkeys tr[data-key="${x.pubkey}"]')?.textContent`)).toContain("spam");
 
     const c = await connect();
     const [, , ok, msg] = await c.publish(x.sign({ kind: 1, content: "after the ban" }));
@@ -264,16 +310,24 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   });
 
   test("over plain http to a non-local name the admin page says it needs https", async () => {
+    const c = await connect();
+    expect((await c.publish(signer().sign({ kind: 1, content: "seen over plain http" })))[2]).toBe(true);
     await page.goto(`${httpBase.replace("127.0.0.1", INSECURE_HOST)}/admin`);
     expect(await page.evaluate(`window.isSecureContext`)).toBe(false);
     const shown = await page.evaluate<any>(`({
       state: document.getElementById("result").dataset.state,
       text: document.getElementById("result").textContent,
-      enabled: [...document.querySelectorAll("button")].filter((b) => !b.disabled).length,
+      enabled: [...document.querySelectorAll("button:not([data-local])")].filter((b) => !b.disabled).length,
+      local: [...document.querySelectorAll("button[data-local]")].filter((b) => !b.disabled).length,
     })`);
     expect(shown.state).toBe("error");
     expect(shown.text).toContain("needs https");
+    // Every button that signs is disabled, the live view's own (filter) are not; its rows' ban
+    // buttons are disabled too.
     expect(shown.enabled).toBe(0);
+    expect(shown.local).toBe(2);
+    await page.waitFor(`document.querySelectorAll("#events button.ban-author").length > 0`);
+    expect(await page.evaluate(`[...document.querySelectorAll("#events button")].filter((b) => !b.disabled).length`)).toBe(0);
   });
 
   test("input errors show in the page without a call", async () => {
@@ -286,4 +340,492 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     expect((await click("ban-event")).text).toBe("banevent: enter 64 hex characters or note1…");
     expect(signed.length).toBe(before);
   });
+
+  // ---- the moderation console: live events, tables with profiles, one-click bans, the log ------
+
+  /** A new author with a profile (kind 0) and notes, published; the notes oldest first, all in the past. */
+  async function author(c: Client, profile: Record<string, unknown>, notes: string[]) {
+    const s = signer();
+    const t = now() - 60;
+    const kind0 = s.sign({ kind: 0, content: JSON.stringify(profile), created_at: t - 10 });
+    expect((await c.publish(kind0))[2]).toBe(true);
+    const published = [];
+    for (const [i, content] of notes.entries()) {
+      const e = s.sign({ kind: 1, content, created_at: t + i });
+      expect((await c.publish(e))[2]).toBe(true);
+      published.push(e);
+    }
+    return { s, kind0, notes: published };
+  }
+
+  /** The live view's row of an event (an expression for the page). */
+  const row = (id: string) => `document.querySelector('#events tr[data-id="${id}"]')`;
+
+  /** Applies the live view's filter; resolves with the rows once the relay's stored events are in. */
+  async function filterLive(kinds: string, authorValue: string, words: string) {
+    await fill("filter-kinds", kinds);
+    await fill("filter-author", authorValue);
+    await fill("filter-text", words);
+    const before = await page.evaluate<string>(`document.getElementById("events").dataset.eose`);
+    await page.evaluate(`document.getElementById("filter-apply").click()`);
+    await page.waitFor(
+      `(() => { const e = document.getElementById("events").dataset.eose; return e !== ${JSON.stringify(before)} && e !== ""; })()`,
+    );
+    return page.evaluate<{ id: string; kind: number; pubkey: string }[]>(
+      `[...document.querySelectorAll("#events tbody tr[data-id]")].map((r) => ({ id: r.dataset.id, kind: Number(r.dataset.kind), pubkey: r.dataset.pubkey }))`,
+    );
+  }
+
+  test("the console's live view: recent events with each author's name and picture, new ones without a reload, filters by kind, author and text", async () => {
+    const c = await connect();
+    const alice = await author(c, { name: "Alice Moderated", picture: pngDataUrl([200, 30, 30]) }, [
+      "hello zebrafish",
+      "second note",
+      "third note",
+    ]);
+    const bob = signer();
+    const reaction = bob.sign({ kind: 7, content: "+", tags: [["e", alice.notes[0]!.id]], created_at: now() - 30 });
+    expect((await c.publish(reaction))[2]).toBe(true);
+
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    for (const n of alice.notes) await page.waitFor(`!!${row(n.id)}`);
+    const shown = await page.waitFor<any>(`(() => { const r = ${row(alice.notes[2]!.id)};
+      const img = r.querySelector(".author img.avatar");
+      return img && img.complete && img.naturalWidth > 0 && {
+        name: r.querySelector(".author .name")?.textContent, npub: r.querySelector(".author .npub").textContent,
+        width: img.naturalWidth, referrer: img.referrerPolicy, kind: r.querySelector(".kind").textContent,
+        excerpt: r.querySelector(".excerpt").textContent, buttons: [...r.querySelectorAll("button")].map((b) => b.textContent) }; })()`);
+    expect(shown).toEqual({
+      name: "Alice Moderated",
+      npub: expect.stringMatching(/^npub1\w{7}…\w{6}$/),
+      width: 8,
+      referrer: "no-referrer",
+      kind: "1 note",
+      excerpt: "third note",
+      buttons: ["Ban event", "Ban author"],
+    });
+    const full = npubEncode(alice.s.pubkey);
+    expect(shown.npub).toBe(`${full.slice(0, 12)}…${full.slice(-6)}`);
+    // Newest first; the signer was not asked for anything just to read.
+    const order = await page.evaluate<string[]>(`[...document.querySelectorAll("#events tbody tr")].map((r) => r.dataset.id)`);
+    expect(order.indexOf(reaction.id)).toBeLessThan(order.indexOf(alice.notes[2]!.id));
+    expect(order.indexOf(alice.notes[2]!.id)).toBeLessThan(order.indexOf(alice.notes[0]!.id));
+    expect(await page.evaluate(`document.getElementById("signer-pubkey").textContent`)).toBe("not connected");
+
+    // The table is pixels, not only markup: its screenshot changes when its rows are hidden.
+    const box = await page.evaluate<any>(`(() => { const r = document.getElementById("events").getBoundingClientRect();
+      return { x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height, scale: 1 }; })()`);
+    expect(box.height).toBeGreaterThan(100);
+    const shot = async () =>
+      (await page.send("Page.captureScreenshot", { format: "png", clip: box, captureBeyondViewport: true })).data as string;
+    const drawn = await shot();
+    await page.evaluate(`document.querySelector("#events tbody").style.visibility = "hidden"`);
+    const blank = await shot();
+    await page.evaluate(`document.querySelector("#events tbody").style.visibility = ""`);
+    expect(drawn).not.toBe(blank);
+    // Rows of text and pictures weigh more than the same area left blank.
+    expect(drawn.length).toBeGreaterThan(blank.length + 2000);
+
+    // Live: a note published now shows at the top, in the same document.
+    await page.evaluate(`window.__sameDocument = true`);
+    const live = alice.s.sign({ kind: 1, content: "published after the page loaded" });
+    expect((await c.publish(live))[2]).toBe(true);
+    await page.waitFor(`document.querySelector("#events tbody tr")?.dataset.id === ${JSON.stringify(live.id)}`);
+    expect(await page.evaluate(`window.__sameDocument`)).toBe(true);
+
+    // By kind: only kind 7, also live; a kind 1 published meanwhile stays out.
+    const byKind = await filterLive("7", "", "");
+    expect(byKind.map((r) => r.id)).toContain(reaction.id);
+    expect(byKind.every((r) => r.kind === 7)).toBe(true);
+    const other = bob.sign({ kind: 1, content: "not a reaction" });
+    const later = bob.sign({ kind: 7, content: "-", tags: [["e", live.id]] });
+    expect((await c.publish(other))[2]).toBe(true);
+    expect((await c.publish(later))[2]).toBe(true);
+    await page.waitFor(`!!${row(later.id)}`);
+    expect(await page.evaluate(`!!${row(other.id)}`)).toBe(false);
+
+    // By author (npub): her profile and notes, nobody else's.
+    const byAuthor = await filterLive("", full, "");
+    expect(byAuthor.every((r) => r.pubkey === alice.s.pubkey)).toBe(true);
+    expect(byAuthor.map((r) => r.id).sort()).toEqual([alice.kind0.id, ...alice.notes.map((n) => n.id), live.id].sort());
+    expect((await filterLive("1", alice.s.pubkey, "")).length).toBe(4);
+
+    // By text: the relay's NIP-50 search...
+    const bySearch = await filterLive("", "", "zebrafish");
+    expect(bySearch.map((r) => r.id)).toEqual([alice.notes[0]!.id]);
+    expect(await page.evaluate<string>(`document.getElementById("filter-note").textContent`)).toContain("NIP-50");
+    // ...or, on a relay without it, matched in the page.
+    relay.ctx.config.nips.nip50 = false;
+    try {
+      await page.goto(`${httpBase}/admin`);
+      const inPage = await filterLive("", "", "ZEBRAFISH");
+      expect(inPage.map((r) => r.id)).toEqual([alice.notes[0]!.id]);
+      expect(await page.evaluate<string>(`document.getElementById("filter-note").textContent`)).toContain("matched in this page");
+    } finally {
+      relay.ctx.config.nips.nip50 = true;
+    }
+    // Nothing the page did was blocked by its Content-Security-Policy (websocket, data: pictures).
+    expect(await page.evaluate(`window.__csp`)).toEqual([]);
+  }, 40_000);
+
+  test("one click on Ban author: the relay refuses the author, the banned table shows name, picture and reason, the log says what happened; Unban undoes it", async () => {
+    const c = await connect();
+    const mallory = await author(c, { display_name: "Mallory Spam", picture: pngDataUrl([30, 120, 200]) }, ["buy now", "buy again"]);
+    const pk = mallory.s.pubkey;
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.waitFor(`${row(mallory.notes[1]!.id)}?.querySelector(".author img")?.naturalWidth > 0`);
+    await fill("ban-reason", "spam wave");
+    const outcome = await clickWhere(`${row(mallory.notes[1]!.id)}.querySelector("button.ban-author")`);
+    expect(outcome).toEqual({ state: "ok", text: "banpubkey: ok" });
+    // Each of her rows says what happened.
+    for (const n of mallory.notes)
+      expect(await page.evaluate(`${row(n.id)}.querySelector(".outcome").textContent`)).toBe("author banned: their new events are refused");
+
+    const [, , ok, msg] = await c.publish(mallory.s.sign({ kind: 1, content: "after the ban" }));
+    expect(ok).toBe(false);
+    expect(msg).toStartWith("blocked:");
+
+    // The tables loaded when the click connected the signer, and again after the ban.
+    const banned = await page.waitFor<any>(`(() => { const r = document.querySelector('#banned-pubkeys tr[data-key="${pk}"]');
+      const img = r?.querySelector("img.avatar");
+      return img && img.naturalWidth > 0 && { name: r.querySelector(".name")?.textContent, cells: [...r.cells].map((td) => td.textContent),
+        undo: r.querySelector("button")?.dataset.method }; })()`);
+    expect(banned.name).toBe("Mallory Spam");
+    expect(banned.cells[1]).toBe("spam wave");
+    expect(banned.undo).toBe("unbanpubkey");
+    expect(await page.evaluate(`document.getElementById("banned-pubkeys-count").textContent`)).toMatch(/^\(\d+\)$/);
+    const logged = await page.evaluate<any>(`(() => { const r = document.querySelector("#log tbody tr");
+      return { method: r.dataset.method, state: r.dataset.state, name: r.querySelector(".name")?.textContent, outcome: r.querySelector(".outcome").textContent }; })()`);
+    expect(logged).toEqual({ method: "banpubkey", state: "ok", name: "Mallory Spam", outcome: "ok" });
+
+    // A console worth looking at: saved for a person to see when asked (ADMIN_CONSOLE_PNG=path).
+    const png = process.env.ADMIN_CONSOLE_PNG;
+    if (png) {
+      await page.waitFor(`[...document.querySelectorAll("table.grid[id]:not(#log):not(#events)")].every((t) => t.dataset.state === "ok")`);
+      await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
+      const size = await page.evaluate<any>(
+        `({ width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight })`,
+      );
+      const shot = await page.send("Page.captureScreenshot", {
+        format: "png",
+        clip: { x: 0, y: 0, width: size.width, height: Math.min(size.height, 4000), scale: 1 },
+        captureBeyondViewport: true,
+      });
+      mkdirSync(dirname(png), { recursive: true });
+      await Bun.write(png, Buffer.from(shot.data, "base64"));
+      await page.send("Emulation.clearDeviceMetricsOverride");
+    }
+
+    // Unban from the table's row: the row goes, the relay takes her events again.
+    expect(await clickWhere(`document.querySelector('#banned-pubkeys tr[data-key="${pk}"] button')`)).toEqual({
+      state: "ok",
+      text: "unbanpubkey: ok",
+    });
+    await page.waitFor(`!document.querySelector('#banned-pubkeys tr[data-key="${pk}"]')`);
+    expect((await c.publish(mallory.s.sign({ kind: 1, content: "after the unban" })))[2]).toBe(true);
+    expect(await page.evaluate(`document.querySelector("#log tbody tr").dataset.method`)).toBe("unbanpubkey");
+  }, 30_000);
+
+  test("Ban event deletes the stored event and keeps it out; the moderation queue shows a reported event with its author, and bans from its row", async () => {
+    const c = await connect();
+    const spammer = await author(c, { name: "Reported Person", picture: pngDataUrl([20, 160, 60]) }, ["reported note", "other note"]);
+    const [reported, other] = spammer.notes as [any, any];
+    const report = signer().sign({
+      kind: 1984,
+      content: "",
+      tags: [
+        ["e", reported.id, "spam"],
+        ["p", spammer.s.pubkey],
+      ],
+    });
+    expect((await c.publish(report))[2]).toBe(true);
+
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.evaluate(`document.getElementById("connect").click()`);
+    const queued = await page.waitFor<any>(`(() => { const r = document.querySelector('#moderation-events tr[data-key="${reported.id}"]');
+      return r?.querySelector(".name") && { name: r.querySelector(".name").textContent, cells: [...r.cells].map((td) => td.textContent),
+        buttons: [...r.querySelectorAll("button")].map((b) => b.textContent) }; })()`);
+    expect(queued.name).toBe("Reported Person");
+    expect(queued.cells[0]).toContain("reported note");
+    expect(queued.cells[1]).toBe("reported: spam");
+    expect(queued.buttons).toEqual(["Allow", "Ban"]);
+
+    // One click in the live view.
+    await page.waitFor(`!!${row(other.id)}`);
+    await fill("ban-reason", "");
+    expect(await clickWhere(`${row(other.id)}.querySelector("button.ban-event")`)).toEqual({ state: "ok", text: "banevent: ok" });
+    expect(
+      await page.evaluate(
+        `(() => { const r = ${row(other.id)}; return [r.classList.contains("banned"), r.querySelector(".outcome").textContent]; })()`,
+      ),
+    ).toEqual([true, "event banned: deleted from the relay and kept out"]);
+    // NIP-86 banevent here: the stored copy is deleted, and the event is refused if sent again.
+    expect((await c.req("gone", { ids: [other.id] })).events).toEqual([]);
+    const [, , ok, msg] = await c.publish(other);
+    expect(ok).toBe(false);
+    expect(msg).toStartWith("blocked:");
+    await page.waitFor(`!!document.querySelector('#banned-events tr[data-key="${other.id}"]')`);
+
+    // Ban from the queue's row: it leaves the queue and joins the banned events.
+    expect(
+      await clickWhere(`document.querySelector('#moderation-events tr[data-key="${reported.id}"] button[data-method="banevent"]')`),
+    ).toEqual({
+      state: "ok",
+      text: "banevent: ok",
+    });
+    await page.waitFor(
+      `!document.querySelector('#moderation-events tr[data-key="${reported.id}"]') && !!document.querySelector('#banned-events tr[data-key="${reported.id}"]')`,
+    );
+    expect((await c.req("gone2", { ids: [reported.id] })).events).toEqual([]);
+    const log = await page.evaluate<any[]>(
+      `[...document.querySelectorAll("#log tbody tr")].slice(0, 2).map((r) => [r.dataset.method, r.dataset.state, r.cells[2].textContent])`,
+    );
+    expect(log.map(([m, st]) => [m, st])).toEqual([
+      ["banevent", "ok"],
+      ["banevent", "ok"],
+    ]);
+    expect(log[1][2]).toContain(npubEncode(spammer.s.pubkey).slice(0, 12));
+  }, 30_000);
+
+  test("what events say is shown as text: a kind 0 name of HTML runs nothing, a javascript: picture is not loaded, a broken one becomes an initial", async () => {
+    const c = await connect();
+    const evilName = `<img src=x onerror="window.__xss=1">`;
+    const evil = await author(c, { name: evilName, picture: "javascript:window.__xss=2" }, [
+      `<script>window.__xss=3</script><img src=y onerror="window.__xss=4"><b>bold</b>`,
+    ]);
+    const broken = await author(c, { name: "Broken Picture", picture: "http://127.0.0.1:9/missing.png" }, ["hi"]);
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.waitFor(`${row(evil.notes[0]!.id)}?.querySelector(".name")`);
+    await page.waitFor(`${row(broken.notes[0]!.id)}?.querySelector(".author .initial")?.textContent === "B"`);
+    await Bun.sleep(300);
+    const shown = await page.evaluate<any>(`(() => { const r = ${row(evil.notes[0]!.id)}; return {
+      name: r.querySelector(".name").textContent,
+      excerpt: r.querySelector(".excerpt").textContent,
+      injected: [...document.querySelectorAll("img")].map((i) => i.getAttribute("src")).filter((s) => s === "x" || s === "y" || /^javascript:/.test(s)),
+      bold: document.querySelectorAll("#events b").length,
+      scripts: document.scripts.length,
+      xss: window.__xss ?? null,
+      initial: r.querySelector(".author .initial")?.textContent,
+      picture: !!r.querySelector(".author img"),
+      brokenImg: !!${row(broken.notes[0]!.id)}.querySelector(".author img"),
+      csp: window.__csp }; })()`);
+    expect(shown).toEqual({
+      name: evilName,
+      excerpt: `<script>window.__xss=3</script><img src=y onerror="window.__xss=4"><b>bold</b>`,
+      injected: [],
+      bold: 0,
+      scripts: 1,
+      xss: null,
+      initial: "<",
+      picture: false,
+      brokenImg: false,
+      csp: [],
+    });
+  });
+
+  test("each table's row undoes its entry: Unallow a pubkey, Reset a kind, Unblock an address", async () => {
+    const c = await connect();
+    const friend = await author(c, { name: "Allowed Friend", picture: pngDataUrl([240, 200, 20]) }, ["a friend's note"]);
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.waitFor(`${row(friend.notes[0]!.id)}?.querySelector(".name")`);
+    const rowIn = (table: string, key: string) => `document.querySelector('#${table} tr[data-key="${key}"]')`;
+    const steps: [string, string, string, string, string][] = [
+      // [form field, value, form button, table, key of its row]
+      ["pubkey-input", friend.s.pubkey, "allow-pubkey", "allowed-pubkeys", friend.s.pubkey],
+      ["kind-input", "30023", "disallow-kind", "disallowed-kinds", "30023"],
+      ["ip-input", "203.0.113.7", "block-ip", "blocked-ips", "203.0.113.7"],
+    ];
+    try {
+      await addThenUndo(steps, friend, c, rowIn);
+    } finally {
+      // A failure above must not leave the relay allow-only for the tests after.
+      await relay.ctx.admin.apply({ method: "unallowpubkey", pubkey: friend.s.pubkey, reason: "" });
+      await relay.ctx.admin.apply({ method: "resetkind", kind: 30023 });
+      await relay.ctx.admin.apply({ method: "unblockip", ip: "203.0.113.7" });
+    }
+  });
+
+  /** Adds each entry through its form, sees its row, then undoes it from the row (the relay obeying each). */
+  async function addThenUndo(
+    steps: [string, string, string, string, string][],
+    friend: Awaited<ReturnType<typeof author>>,
+    c: Client,
+    rowIn: (table: string, key: string) => string,
+  ) {
+    for (const [field, value, button, table, key] of steps) {
+      await fill(field, value);
+      expect((await click(button)).state).toBe("ok");
+      await page.waitFor(`!!${rowIn(table, key)}`);
+    }
+    expect(await page.evaluate(`${rowIn("allowed-pubkeys", friend.s.pubkey)}.querySelector(".name").textContent`)).toBe("Allowed Friend");
+    expect(await page.evaluate(`${rowIn("disallowed-kinds", "30023")}.cells[0].textContent`)).toBe("30023 article");
+    // While one pubkey is allowed, the relay takes no one else's events; a disallowed kind is refused.
+    expect((await c.publish(signer().sign({ kind: 1, content: "not allowed" })))[3]).toStartWith("restricted:");
+    expect((await c.publish(friend.s.sign({ kind: 30023, content: "article", tags: [["d", "x"]] })))[3]).toStartWith("blocked:");
+
+    const undo: [string, string, string][] = [
+      ["allowed-pubkeys", friend.s.pubkey, "unallowpubkey"],
+      ["disallowed-kinds", "30023", "resetkind"],
+      ["blocked-ips", "203.0.113.7", "unblockip"],
+    ];
+    for (const [table, key, method] of undo) {
+      expect(await clickWhere(`${rowIn(table, key)}.querySelector("button")`)).toEqual({ state: "ok", text: `${method}: ok` });
+      await page.waitFor(`!${rowIn(table, key)}`);
+      expect(await page.evaluate(`document.querySelector("#log tbody tr").dataset.method`)).toBe(method);
+    }
+    expect((await c.publish(signer().sign({ kind: 1, content: "anyone again" })))[2]).toBe(true);
+    expect((await c.publish(friend.s.sign({ kind: 30023, content: "article", tags: [["d", "x"]] })))[2]).toBe(true);
+    // Each table says when it is empty.
+    expect(await page.evaluate(`document.querySelector("#blocked-ips tbody tr.empty")?.textContent`)).toBe("No blocked address.");
+  }
+
+  test("the live view keeps at most 100 rows, newest first, as events keep coming", async () => {
+    const c = await connect();
+    const flood = signer();
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.waitFor(`document.getElementById("events").dataset.eose`);
+    // Only this author's: the relay holds other tests' events of the same seconds.
+    expect(await filterLive("", flood.pubkey, "")).toEqual([]);
+    // An hour back: the later tests look for their own events among the relay's newest 50.
+    const t = now() - 3600;
+    const sent = Array.from({ length: 120 }, (_, i) => flood.sign({ kind: 1, content: `flood ${i}`, created_at: t - 120 + i }));
+    const oks = await Promise.all(sent.map((e) => c.publish(e)));
+    expect(oks.every((ok) => ok[2] === true)).toBe(true);
+    await page.waitFor(`document.querySelector("#events tbody tr")?.dataset.id === ${JSON.stringify(sent.at(-1)!.id)}`);
+    await Bun.sleep(200);
+    const ids = await page.evaluate<string[]>(`[...document.querySelectorAll("#events tbody tr")].map((r) => r.dataset.id)`);
+    expect(ids).toEqual(
+      sent
+        .slice(-100)
+        .map((e) => e.id)
+        .reverse(),
+    );
+  });
+
+  test("on a relay that requires AUTH to read (NIP-42), the live view signs the challenge with the extension and reads", async () => {
+    const c = await connect();
+    const reader = await author(c, { name: "Seen After AUTH" }, ["only for the authenticated"]);
+    signingAs = ADMIN;
+    relay.ctx.config.options.auth = "always";
+    try {
+      const before = signed.length;
+      await page.goto(`${httpBase}/admin`);
+      await page.waitFor(`${row(reader.notes[0]!.id)}?.querySelector(".name")?.textContent === "Seen After AUTH"`);
+      const auth = signed.slice(before).find((e) => e.kind === 22242);
+      expect(auth.tags).toContainEqual(["relay", `${relay.url}`]);
+      expect(auth.tags.find((t: string[]) => t[0] === "challenge")?.[1]).toBeString();
+      expect(await page.evaluate(`document.getElementById("live-state").textContent`)).toBe("live (authenticated)");
+    } finally {
+      relay.ctx.config.options.auth = "when-needed";
+    }
+  });
+
+  /** nginx terminating TLS for TLS_HOST on a free port in front of the relay, as a site would. */
+  async function startTlsProxy(dir: string): Promise<{ port: number; stop: () => Promise<void> }> {
+    const port = freePort();
+    const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
+    const gen = Bun.spawnSync(
+      [OPENSSL!, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"].concat([
+        "-subj",
+        `/CN=${TLS_HOST}`,
+        "-keyout",
+        key,
+        "-out",
+        cert,
+      ]),
+      { stderr: "pipe" },
+    );
+    if (gen.exitCode !== 0) throw new Error(`openssl: ${gen.stderr}`);
+    const temps = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `${t}_temp_path ${join(dir, t)};`).join(" ");
+    writeFileSync(
+      join(dir, "nginx.conf"),
+      `daemon off; worker_processes 1; pid ${join(dir, "nginx.pid")}; error_log ${join(dir, "error.log")};
+events { worker_connections 64; }
+http { access_log off; ${temps}
+  map $http_upgrade $conn { default upgrade; '' ''; }
+  server { listen 127.0.0.1:${port} ssl; server_name ${TLS_HOST}; ssl_certificate ${cert}; ssl_certificate_key ${key};
+    location / { proxy_pass http://127.0.0.1:${relay.server.port}; proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection $conn; proxy_set_header Host $http_host;
+      proxy_set_header X-Forwarded-Proto $scheme; proxy_buffering off; } } }
+`,
+    );
+    const args = ["-p", dir, "-e", join(dir, "error.log"), "-c", join(dir, "nginx.conf")];
+    const proc = Bun.spawn([NGINX!, ...args], { stdout: "ignore", stderr: "ignore" });
+    const stop = async () => {
+      proc.kill("SIGQUIT");
+      if ((await Promise.race([proc.exited, Bun.sleep(5000).then(() => "late")])) === "late") proc.kill("SIGKILL");
+    };
+    for (const deadline = Date.now() + 10_000; ; await Bun.sleep(50)) {
+      const up = await fetch(`https://127.0.0.1:${port}/`, { tls: { rejectUnauthorized: false } } as RequestInit).then(
+        () => true,
+        () => false,
+      );
+      if (up) return { port, stop };
+      if (proc.exitCode !== null || Date.now() > deadline) {
+        await stop();
+        const log = existsSync(join(dir, "error.log")) ? readFileSync(join(dir, "error.log"), "utf8") : "";
+        throw new Error(`nginx did not start: ${log}`);
+      }
+    }
+  }
+
+  test.skipIf(!haveNginx)(
+    "over https behind a TLS proxy: the console reads over wss, and its NIP-86 calls are signed for the https URL",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "bunstr-pages-tls-"));
+      const proxy = await startTlsProxy(dir);
+      try {
+        const c = await connect();
+        const eve = await author(c, { name: "Eve Over TLS", picture: pngDataUrl([120, 60, 160]) }, ["through the proxy"]);
+        signingAs = ADMIN;
+        const origin = `https://${TLS_HOST}:${proxy.port}`;
+        await page.goto(`${origin}/admin`);
+        expect(await page.evaluate(`window.isSecureContext`)).toBe(true);
+        await page.waitFor(`${row(eve.notes[0]!.id)}?.querySelector(".author img")?.naturalWidth > 0`);
+        expect(await page.evaluate(`document.getElementById("live-state").dataset.state`)).toBe("live");
+        expect(await clickWhere(`${row(eve.notes[0]!.id)}.querySelector("button.ban-author")`)).toEqual({
+          state: "ok",
+          text: "banpubkey: ok",
+        });
+        const token = signed.findLast((t) => t.tags.some((tag: string[]) => tag[0] === "payload"));
+        expect(token.tags).toContainEqual(["u", `${origin}/`]);
+        expect((await c.publish(eve.s.sign({ kind: 1, content: "after the ban" })))[3]).toStartWith("blocked:");
+        expect(await page.evaluate(`window.__csp`)).toEqual([]);
+        // The policy names this host's websocket origins, as the browser asked for them.
+        const res = await fetch(`https://127.0.0.1:${proxy.port}/admin`, {
+          headers: { Host: `${TLS_HOST}:${proxy.port}` },
+          tls: { rejectUnauthorized: false, serverName: TLS_HOST },
+        } as RequestInit);
+        expect(res.headers.get("content-security-policy")).toContain(`wss://${TLS_HOST}:${proxy.port}`);
+      } finally {
+        await proxy.stop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    30_000,
+  );
+});
+
+test("the admin page's Content-Security-Policy: its own style and script by hash, the websocket of its host, pictures from profiles", async () => {
+  const { adminCsp, adminPage } = await import("../src/http/admin-page.ts");
+  const html = adminPage("/");
+  const hash = (s: string) => `'sha256-${new Bun.CryptoHasher("sha256").update(s).digest("base64")}'`;
+  const script = /<script>([\s\S]*)<\/script>/.exec(html)![1]!;
+  const style = /<style>([\s\S]*?)<\/style>/.exec(html)![1]!;
+  const csp = adminCsp("relay.example.com:8443");
+  expect(csp).toContain(`script-src ${hash(script)}`);
+  expect(csp).toContain(`style-src ${hash(style)}`);
+  expect(csp).toContain("connect-src 'self' ws://relay.example.com:8443 wss://relay.example.com:8443");
+  expect(csp).toContain("img-src https: http: data:");
+  expect(csp).toContain("frame-ancestors 'none'");
+  expect(adminCsp("[::1]:7447")).toContain("connect-src 'self' ws://[::1]:7447 wss://[::1]:7447");
+  // A Host header is the client's: nothing but a host and port goes into the policy.
+  for (const host of ["a b", "x; script-src *", "evil.example/'unsafe-inline'", null])
+    expect(adminCsp(host)).toContain("connect-src 'self'; ");
 });

@@ -52,7 +52,15 @@ for (const [name, html, marks] of [
   [
     "admin page",
     adminPage,
-    ['id="ban-pubkey"', '#result[data-state="ok"]', 'const RELAY_PATH = "/";', "function bech32Decode(", "listeventsneedingmoderation"],
+    [
+      'id="ban-pubkey"',
+      '#result[data-state="ok"]',
+      'data-relay-path="/"',
+      'id="events"',
+      "function safePicture(",
+      "function bech32Decode(",
+      "listeventsneedingmoderation",
+    ],
   ],
 ] as const) {
   const missing = marks.filter((m) => !html.includes(m));

@@ -1,20 +1,43 @@
-// The /admin page: a form over NIP-86. The browser's NIP-07 extension signs each call (a NIP-98
-// kind-27235 event with u, method and payload tags); the relay path answers it (admin-api.ts).
-// The page is pages/admin.html with its style and script inline, embedded in the binary as
-// text; no inline event handlers, so a strict script CSP would only need this one script's hash.
+// The /admin page, a moderation console over NIP-86. The browser's NIP-07 extension signs each call
+// (a NIP-98 kind-27235 event with u, method and payload tags); the relay path answers it
+// (admin-api.ts). The page reads events and profiles from the relay's own websocket.
+// The page is pages/admin.html with its style and script inline, embedded in the binary as text;
+// its Content-Security-Policy allows that style and script by hash and nothing else inline.
 import ADMIN_CSS from "./pages/admin.css" with { type: "text" };
 import adminHtml from "./pages/admin.html" with { type: "text" };
 import ADMIN_SCRIPT from "./pages/admin.js" with { type: "text" };
 import BASE_CSS from "./pages/base.css" with { type: "text" };
+import { createHash } from "node:crypto";
 import { fill, text } from "./pages/template.ts";
 import { esc } from "./landing.ts";
 
-/** A JSON literal safe inside <script>: no "</script>", no "<!--". */
-const scriptLiteral = (v: unknown): string => JSON.stringify(v).replace(/</g, "\\u003c");
-
 const ADMIN_HTML = text(adminHtml);
 const STYLE = `${BASE_CSS}${ADMIN_CSS}`;
+const sha256 = (s: string) => `'sha256-${createHash("sha256").update(s).digest("base64")}'`;
+
+/** A Host header fit to name in a CSP source: a name or address with an optional port, nothing else. */
+const HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
+
+/**
+ * The admin page's Content-Security-Policy: its own inline style and script only; fetches (NIP-86,
+ * NIP-11) and the websocket to this origin only ('self' covers ws: and wss: of the same host in
+ * current browsers, CSP Level 3; the host's ws:/wss: origins are named too, for browsers before
+ * that); pictures from profiles over https:, http: and data:; no framing (the page drives a signer).
+ */
+export function adminCsp(host: string | null): string {
+  const sockets = host && HOST.test(host) ? ` ws://${host} wss://${host}` : "";
+  return [
+    "default-src 'none'",
+    `style-src ${sha256(STYLE)}`,
+    `script-src ${sha256(ADMIN_SCRIPT)}`,
+    `connect-src 'self'${sockets}`,
+    "img-src https: http: data:",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join("; ");
+}
 
 export function adminPage(relayPath: string): string {
-  return fill(ADMIN_HTML, { style: STYLE, relayPath: esc(relayPath), relayPathJson: scriptLiteral(relayPath), script: ADMIN_SCRIPT });
+  return fill(ADMIN_HTML, { style: STYLE, relayPath: esc(relayPath), script: ADMIN_SCRIPT });
 }

@@ -1,7 +1,7 @@
 // Plain HTTP on the relay path: NIP-11 for Accept: application/nostr+json (with CORS, also on
 // OPTIONS), a status page for browsers; the admin page beside it (adminPagePath).
 import { relayInfo } from "../nips/nip11.ts";
-import { adminPage } from "./admin-page.ts";
+import { adminCsp, adminPage } from "./admin-page.ts";
 import { landingPage, STATUS_CSP } from "./landing.ts";
 import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "./status.ts";
 
@@ -55,8 +55,7 @@ export const statusJsonPath = (relayPath: string): string => `${relayPath.replac
 
 const ADMIN_HEADERS = {
   "Content-Type": "text/html; charset=utf-8",
-  // The page drives a signer: no framing (clickjacking), no referrer, no cache.
-  "Content-Security-Policy": "frame-ancestors 'none'",
+  // The page drives a signer: no framing (clickjacking; also frame-ancestors in its CSP), no referrer, no cache.
   "X-Frame-Options": "DENY",
   "Referrer-Policy": "no-referrer",
   "Cache-Control": "no-store",
@@ -66,5 +65,7 @@ const ADMIN_HEADERS = {
 export function adminPageResponse(req: Request, relayPath: string): Response {
   if (req.method !== "GET" && req.method !== "HEAD")
     return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
-  return new Response(adminPage(relayPath), { headers: ADMIN_HEADERS });
+  return new Response(adminPage(relayPath), {
+    headers: { ...ADMIN_HEADERS, "Content-Security-Policy": adminCsp(req.headers.get("host")) },
+  });
 }

@@ -1,8 +1,5 @@
 // What the pages' scripts find in the browser besides the DOM.
 
-/** The relay path the admin page calls (NIP-86), defined by the page before admin.js. */
-declare const RELAY_PATH: string;
-
 /** A Nostr event before and after the NIP-07 signer signs it. */
 interface UnsignedEvent {
   kind: number;
