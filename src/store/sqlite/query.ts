@@ -16,7 +16,7 @@ import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
-import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope } from "../types.ts";
+import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
 /**
  * A running read, advanced one statement per `next()`. It yields a batch of serialized events
@@ -116,18 +116,34 @@ function residualOf(f: Filter, scope: ReadScope, covered: Covered): Residual {
   r.where.push("e.seq <= ?");
   r.params.push(scope.maxSeq);
   if (scope.now > 0) r.where.push("(e.expiration IS NULL OR e.expiration > ?)"), r.params.push(scope.now);
-  const v = scope.visibility;
-  if (v && v.restrictedKinds.length > 0) {
-    r.where.push(
-      "(e.kind NOT IN (SELECT value FROM json_each(?)) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))" +
-        " OR EXISTS (SELECT 1 FROM tags y WHERE y.name = 'p' AND y.value IN (SELECT value FROM json_each(?)) AND y.created_at = e.created_at AND y.seq = e.seq))",
-    );
-    const viewers = JSON.stringify(v.viewers);
-    r.params.push(JSON.stringify(v.restrictedKinds), viewers, viewers);
-    // Only selective if the filter can reach a restricted kind at all.
-    if (!f.kinds || f.kinds.some((k) => v.restrictedKinds.includes(k))) r.selective = true;
-  }
+  visibilityResidual(r, f, scope.visibility);
   return r;
+}
+
+/**
+ * Restricted kinds (NIP-17/59/04) only for their author or a p-tagged viewer. Left out when the
+ * filter's kinds cannot reach a restricted kind; without viewers (no AUTH) it is a plain
+ * `kind NOT IN (...)` of the configured kinds, written into the SQL (integers from the config),
+ * so the statement builds no lists of its own.
+ */
+function visibilityResidual(r: Residual, f: Filter, v: Visibility | undefined): void {
+  if (!v || v.restrictedKinds.length === 0) return;
+  if (f.kinds && !f.kinds.some((k) => v.restrictedKinds.includes(k))) return;
+  const literal = v.restrictedKinds.every((k) => Number.isSafeInteger(k));
+  const kinds = literal ? v.restrictedKinds.join(", ") : "SELECT value FROM json_each(?)";
+  const kindParams = literal ? [] : [JSON.stringify(v.restrictedKinds)];
+  r.selective = true;
+  if (v.viewers.length === 0) {
+    r.where.push(`e.kind NOT IN (${kinds})`);
+    r.params.push(...kindParams);
+    return;
+  }
+  r.where.push(
+    `(e.kind NOT IN (${kinds}) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))` +
+      " OR EXISTS (SELECT 1 FROM tags y WHERE y.name = 'p' AND y.value IN (SELECT value FROM json_each(?)) AND y.created_at = e.created_at AND y.seq = e.seq))",
+  );
+  const viewers = JSON.stringify(v.viewers);
+  r.params.push(...kindParams, viewers, viewers);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -515,11 +531,17 @@ class TopKeys {
     for (const k of ks) if (!this.seqs.has(k.s)) this.seqs.add(k.s), this.keys.push(k), (this.dirty = true);
     if (this.keys.length >= 2 * this.limit) this.trim();
   }
-  /** Full, and every key left unread is older than the worst kept: the walk can stop. */
-  settled(walkAt: number): boolean {
+  /**
+   * Full, and every key the walk left unread comes after the worst kept: the walk can stop. A
+   * walk in NIP-01 order (the time index: created_at, then id) leaves unread only what comes
+   * after its cursor; others may still hold ties of the cursor's created_at.
+   */
+  settled(w: Walk): boolean {
     if (this.keys.length < this.limit) return false;
     this.trim();
-    return walkAt < this.keys[this.keys.length - 1]!.created_at;
+    const worst = this.keys[this.keys.length - 1]!;
+    if (w.tie === "id-asc" && w.at === worst.created_at && w.at !== MAX_TIME) return worst.id <= (w.after as string);
+    return w.at < worst.created_at;
   }
   result(): Key[] {
     this.trim();
@@ -554,16 +576,16 @@ function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Rea
     // The newest recentWindow events of the relay first (see planTuning).
     const w = timeWalk(f, scope);
     w.chunk = Math.min(CHUNK_MAX / 4, planTuning.recentWindow);
-    while (!w.done && w.read < planTuning.recentWindow && !top.settled(w.at)) {
+    while (!w.done && w.read < planTuning.recentWindow && !top.settled(w)) {
       w.chunk = Math.min(w.chunk, planTuning.recentWindow - w.read);
       top.add(step(cache, w, limit));
       yield;
     }
-    if (w.done || top.settled(w.at)) return top.result();
+    if (w.done || top.settled(w)) return top.result();
   }
   for (const w of walks) {
     w.chunk = Math.min(CHUNK_MAX / 4, Math.max(CHUNK_MIN, limit + 1));
-    while (!w.done && !top.settled(w.at)) {
+    while (!w.done && !top.settled(w)) {
       top.add(step(cache, w, limit));
       yield;
     }
