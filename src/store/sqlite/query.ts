@@ -544,11 +544,24 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
     }
     if (emitted >= limit) return;
     const want = limit - emitted;
-    if (held.length >= want && w.at < held[want - 1]!.created_at) break;
+    if (held.length >= want) {
+      if (w.at < held[want - 1]!.created_at) break;
+      // Only ties of the last kept created_at are still open: read no older entries.
+      floor(w, held[want - 1]!.created_at);
+    }
     yield;
   }
   const rest = held.slice(0, limit - emitted).map((r) => r.json);
   if (rest.length > 0) yield rest;
+}
+
+/**
+ * Ends a walk's range at `since` (inclusive) once the answer is full down to that created_at:
+ * older entries cannot displace what is kept, only ties of it can. Without it the walk would
+ * read another chunk (limit rows) to settle the ties of one second.
+ */
+function floor(w: Walk, since: number): void {
+  if (w.tie !== "fts" && (w.since === undefined || w.since < since)) w.since = since;
 }
 
 const byRank = (a: Key, b: Key) => (a.r ?? 0) - (b.r ?? 0) || newestFirst(a, b);
@@ -579,6 +592,12 @@ class TopKeys {
   result(): Key[] {
     this.trim();
     return this.keys;
+  }
+  /** The last key kept, once full: anything older can no longer be in the answer. */
+  worst(): Key | undefined {
+    if (this.keys.length < this.limit) return undefined;
+    this.trim();
+    return this.keys[this.keys.length - 1];
   }
   private trim(): void {
     if (!this.dirty) return;
@@ -618,8 +637,12 @@ function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Rea
   }
   for (const w of walks) {
     w.chunk = Math.min(CHUNK_MAX / 4, Math.max(CHUNK_MIN, limit + 1));
+    const full = top.worst();
+    if (full) floor(w, full.created_at);
     while (!w.done && !top.settled(w)) {
       top.add(step(cache, w, limit));
+      const worst = top.worst();
+      if (worst) floor(w, worst.created_at);
       yield;
     }
   }
