@@ -16,7 +16,7 @@ import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
-import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope } from "../types.ts";
+import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
 /**
  * A running read, advanced one statement per `next()`. It yields a batch of serialized events
@@ -65,10 +65,16 @@ interface Residual {
   selective?: boolean;
 }
 
+/** Lists up to this long are written as `IN (?, ?, …)`: no list is built for each statement run. */
+const MAX_INLINE_LIST = 8;
+
 function inList(r: Residual, col: string, values: readonly (string | number)[], hex = false): void {
   if (values.length === 1) {
     r.where.push(`${col} = ${hex ? "unhex(?)" : "?"}`);
     r.params.push(values[0]!);
+  } else if (values.length > 0 && values.length <= MAX_INLINE_LIST) {
+    r.where.push(`${col} IN (${values.map(() => (hex ? "unhex(?)" : "?")).join(", ")})`);
+    r.params.push(...values);
   } else {
     r.where.push(`${col} IN (SELECT ${hex ? "unhex(value)" : "value"} FROM json_each(?))`);
     // As one bound value would be: a lone surrogate as U+FFFD, the form the tags table holds
@@ -116,18 +122,34 @@ function residualOf(f: Filter, scope: ReadScope, covered: Covered): Residual {
   r.where.push("e.seq <= ?");
   r.params.push(scope.maxSeq);
   if (scope.now > 0) r.where.push("(e.expiration IS NULL OR e.expiration > ?)"), r.params.push(scope.now);
-  const v = scope.visibility;
-  if (v && v.restrictedKinds.length > 0) {
-    r.where.push(
-      "(e.kind NOT IN (SELECT value FROM json_each(?)) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))" +
-        " OR EXISTS (SELECT 1 FROM tags y WHERE y.name = 'p' AND y.value IN (SELECT value FROM json_each(?)) AND y.created_at = e.created_at AND y.seq = e.seq))",
-    );
-    const viewers = JSON.stringify(v.viewers);
-    r.params.push(JSON.stringify(v.restrictedKinds), viewers, viewers);
-    // Only selective if the filter can reach a restricted kind at all.
-    if (!f.kinds || f.kinds.some((k) => v.restrictedKinds.includes(k))) r.selective = true;
-  }
+  visibilityResidual(r, f, scope.visibility);
   return r;
+}
+
+/**
+ * Restricted kinds (NIP-17/59/04) only for their author or a p-tagged viewer. Left out when the
+ * filter's kinds cannot reach a restricted kind; without viewers (no AUTH) it is a plain
+ * `kind NOT IN (...)` of the configured kinds, written into the SQL (integers from the config),
+ * so the statement builds no lists of its own.
+ */
+function visibilityResidual(r: Residual, f: Filter, v: Visibility | undefined): void {
+  if (!v || v.restrictedKinds.length === 0) return;
+  if (f.kinds && !f.kinds.some((k) => v.restrictedKinds.includes(k))) return;
+  const literal = v.restrictedKinds.every((k) => Number.isSafeInteger(k));
+  const kinds = literal ? v.restrictedKinds.join(", ") : "SELECT value FROM json_each(?)";
+  const kindParams = literal ? [] : [JSON.stringify(v.restrictedKinds)];
+  r.selective = true;
+  if (v.viewers.length === 0) {
+    r.where.push(`e.kind NOT IN (${kinds})`);
+    r.params.push(...kindParams);
+    return;
+  }
+  r.where.push(
+    `(e.kind NOT IN (${kinds}) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))` +
+      " OR EXISTS (SELECT 1 FROM tags y WHERE y.name = 'p' AND y.value IN (SELECT value FROM json_each(?)) AND y.created_at = e.created_at AND y.seq = e.seq))",
+  );
+  const viewers = JSON.stringify(v.viewers);
+  r.params.push(...kindParams, viewers, viewers);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -156,6 +178,11 @@ interface Walk {
   sCol: string;
   /** ids: its list bounds it, no boundary is needed. */
   single?: boolean;
+  /**
+   * A short ids list: read whole in one statement without ORDER BY (a sort of a few rows in
+   * SQLite builds a temporary b-tree, ~50 us a statement) and ordered here.
+   */
+  unordered?: boolean;
   /** Also return each match's pubkey (NIP-45 HyperLogLog) / rank (NIP-50). */
   withPubkey: boolean;
   rank?: string;
@@ -254,8 +281,12 @@ function idsWalk(ids: string[], residual: Residual): Walk {
     tieCol: "e.seq",
     sCol: "e.seq",
     single: true,
+    unordered: ids.length <= MAX_UNORDERED_IDS,
   });
 }
+
+/** Ids lists up to this long are read whole, unordered (Walk.unordered). */
+const MAX_UNORDERED_IDS = 64;
 
 /** NIP-50: the full-text index by rowid (= seq), newest first, with its bm25 rank. */
 function searchWalk(terms: string[], residual: Residual): Walk {
@@ -394,6 +425,7 @@ export function planStatements(f: Filter, scope: ReadScope): { sql: string; para
  * the work of the statement that checks candidates, however few of them match.
  */
 function step(cache: StatementCache, w: Walk, need: number): Key[] {
+  if (w.unordered) return stepWhole(cache, w, need);
   const started = performance.now();
   const c = chunkStatements(w, Math.max(1, need));
   const upTo = boundaryOf(cache, c);
@@ -410,6 +442,23 @@ function step(cache: StatementCache, w: Walk, need: number): Key[] {
   advance(w, rows[rows.length - 1], rows.length >= need, upTo);
   adapt(w, started);
   return rows.map((r) => ({ created_at: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined, r: r.r ?? undefined }));
+}
+
+/** An unordered walk (a short ids list): every match in one statement, the newest `need` kept. */
+function stepWhole(cache: StatementCache, w: Walk, need: number): Key[] {
+  const where = [...w.range.where, ...w.residual.where].join(" AND ");
+  const cols = `${w.tCol} AS t, ${w.sCol} AS s, lower(hex(e.id)) AS id, octet_length(e.json) AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk`;
+  const rows = cache.get(`SELECT ${cols} FROM ${w.joined} WHERE ${where}`).all(...w.range.params, ...w.residual.params) as {
+    t: number;
+    s: number;
+    id: string;
+    b: number;
+    pk: Uint8Array | null;
+  }[];
+  w.done = true;
+  w.read += rows.length;
+  const keys: Key[] = rows.map((r) => ({ created_at: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined }));
+  return keys.sort(newestFirst).slice(0, Math.max(1, need));
 }
 
 /** Moves a walk past what a chunk read: the last row taken, else the boundary, else its end. */
@@ -495,11 +544,24 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
     }
     if (emitted >= limit) return;
     const want = limit - emitted;
-    if (held.length >= want && w.at < held[want - 1]!.created_at) break;
+    if (held.length >= want) {
+      if (w.at < held[want - 1]!.created_at) break;
+      // Only ties of the last kept created_at are still open: read no older entries.
+      floor(w, held[want - 1]!.created_at);
+    }
     yield;
   }
   const rest = held.slice(0, limit - emitted).map((r) => r.json);
   if (rest.length > 0) yield rest;
+}
+
+/**
+ * Ends a walk's range at `since` (inclusive) once the answer is full down to that created_at:
+ * older entries cannot displace what is kept, only ties of it can. Without it the walk would
+ * read another chunk (limit rows) to settle the ties of one second.
+ */
+function floor(w: Walk, since: number): void {
+  if (w.tie !== "fts" && (w.since === undefined || w.since < since)) w.since = since;
 }
 
 const byRank = (a: Key, b: Key) => (a.r ?? 0) - (b.r ?? 0) || newestFirst(a, b);
@@ -515,15 +577,27 @@ class TopKeys {
     for (const k of ks) if (!this.seqs.has(k.s)) this.seqs.add(k.s), this.keys.push(k), (this.dirty = true);
     if (this.keys.length >= 2 * this.limit) this.trim();
   }
-  /** Full, and every key left unread is older than the worst kept: the walk can stop. */
-  settled(walkAt: number): boolean {
+  /**
+   * Full, and every key the walk left unread comes after the worst kept: the walk can stop. A
+   * walk in NIP-01 order (the time index: created_at, then id) leaves unread only what comes
+   * after its cursor; others may still hold ties of the cursor's created_at.
+   */
+  settled(w: Walk): boolean {
     if (this.keys.length < this.limit) return false;
     this.trim();
-    return walkAt < this.keys[this.keys.length - 1]!.created_at;
+    const worst = this.keys[this.keys.length - 1]!;
+    if (w.tie === "id-asc" && w.at === worst.created_at && w.at !== MAX_TIME) return worst.id <= (w.after as string);
+    return w.at < worst.created_at;
   }
   result(): Key[] {
     this.trim();
     return this.keys;
+  }
+  /** The last key kept, once full: anything older can no longer be in the answer. */
+  worst(): Key | undefined {
+    if (this.keys.length < this.limit) return undefined;
+    this.trim();
+    return this.keys[this.keys.length - 1];
   }
   private trim(): void {
     if (!this.dirty) return;
@@ -554,17 +628,21 @@ function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Rea
     // The newest recentWindow events of the relay first (see planTuning).
     const w = timeWalk(f, scope);
     w.chunk = Math.min(CHUNK_MAX / 4, planTuning.recentWindow);
-    while (!w.done && w.read < planTuning.recentWindow && !top.settled(w.at)) {
+    while (!w.done && w.read < planTuning.recentWindow && !top.settled(w)) {
       w.chunk = Math.min(w.chunk, planTuning.recentWindow - w.read);
       top.add(step(cache, w, limit));
       yield;
     }
-    if (w.done || top.settled(w.at)) return top.result();
+    if (w.done || top.settled(w)) return top.result();
   }
   for (const w of walks) {
     w.chunk = Math.min(CHUNK_MAX / 4, Math.max(CHUNK_MIN, limit + 1));
-    while (!w.done && !top.settled(w.at)) {
+    const full = top.worst();
+    if (full) floor(w, full.created_at);
+    while (!w.done && !top.settled(w)) {
       top.add(step(cache, w, limit));
+      const worst = top.worst();
+      if (worst) floor(w, worst.created_at);
       yield;
     }
   }
@@ -577,7 +655,7 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
     const f = job.filters[0]!;
     const { walks, ranked } = walksFor(f, job);
     const feed = f.authors !== undefined && f.authors.length > RECENT_FIRST_AUTHORS && !f.ids;
-    if (walks.length === 1 && !ranked && !feed) return yield* singleWalk(cache, walks[0]!, job.limits[0]!);
+    if (walks.length === 1 && !ranked && !feed && !walks[0]!.unordered) return yield* singleWalk(cache, walks[0]!, job.limits[0]!);
   }
   const chosen = new Map<number, Key>();
   for (let i = 0; i < job.filters.length; i++) {
