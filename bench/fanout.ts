@@ -27,6 +27,9 @@ const USAGE = `usage: npx bun bench/fanout.ts [options]
   --recv-threads T  worker threads holding the receiving sockets (default 1)
   --seed S          workload seed (default 1)
   --relay-cpu-prof DIR  run the relay under bun --cpu-prof; the .cpuprofile lands in DIR
+  --relay URL       measure a running relay instead (one --scenario, on an empty database each time)
+  --relay-pid N     with --relay: its process id, for CPU and memory (required)
+  --sorted-keys     with --relay: it sends events with their keys sorted (strfry); expect those bytes
   --timeout S       hard limit for the whole run, seconds (default 300)
   --no-save         do not write bench/out/fanout-last.json (nor rotate fanout-prev.json)`;
 
@@ -53,6 +56,9 @@ interface Params {
   lag: number;
   recvThreads: number;
   seed: number;
+  /** "spawned" (bunstr, or the mock), or the URL given with --relay. */
+  relay?: string;
+  sortedKeys?: boolean;
 }
 
 interface RunRecord {
@@ -68,7 +74,7 @@ interface RunRecord {
 
 class UsageError extends Error {}
 
-function parseOptions(argv: string[]): Params & { timeoutSec: number; save: boolean; cpuProfDir?: string } {
+function parseOptions(argv: string[]): Params & { timeoutSec: number; save: boolean; cpuProfDir?: string; relayPid?: number } {
   const { values } = parseArgs({
     args: argv,
     strict: true,
@@ -86,6 +92,9 @@ function parseOptions(argv: string[]): Params & { timeoutSec: number; save: bool
       "recv-threads": { type: "string", default: "1" },
       seed: { type: "string", default: "1" },
       "relay-cpu-prof": { type: "string" },
+      relay: { type: "string" },
+      "relay-pid": { type: "string" },
+      "sorted-keys": { type: "boolean", default: false },
       timeout: { type: "string", default: "300" },
       "no-save": { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -108,6 +117,15 @@ function parseOptions(argv: string[]): Params & { timeoutSec: number; save: bool
   const conns = int("conns", values.conns, 20_000);
   if (conns > subs)
     throw new UsageError(`--conns (${conns}) cannot exceed --subs (${subs}): every connection holds at least one subscription`);
+  if (values.relay !== undefined) {
+    if (!/^wss?:\/\//.test(values.relay)) throw new UsageError("--relay must be a ws:// or wss:// URL");
+    if (values["relay-pid"] === undefined) throw new UsageError("--relay needs --relay-pid (CPU and memory are read from /proc)");
+    if (scenarios.length !== 1) throw new UsageError("--relay needs one --scenario (mixed or shared), each on a fresh database");
+    if (values.mock || values.calibrate || values["relay-cpu-prof"])
+      throw new UsageError("--relay excludes --mock, --calibrate and --relay-cpu-prof");
+  } else if (values["relay-pid"] !== undefined || values["sorted-keys"]) throw new UsageError("--relay-pid and --sorted-keys need --relay");
+  const relayPid = values["relay-pid"] === undefined ? undefined : int("relay-pid", values["relay-pid"], 2 ** 22);
+  if (relayPid !== undefined && !existsSync(`/proc/${relayPid}/stat`)) throw new UsageError(`--relay-pid ${relayPid}: no such process`);
   const events = values.events === undefined ? undefined : int("events", values.events, 1_000_000);
   return {
     scenarios,
@@ -124,6 +142,9 @@ function parseOptions(argv: string[]): Params & { timeoutSec: number; save: bool
     seed: int("seed", values.seed, 2 ** 31),
     timeoutSec: int("timeout", values.timeout, 86_400),
     cpuProfDir: values["relay-cpu-prof"],
+    relay: values.relay ?? "spawned",
+    sortedKeys: values["sorted-keys"],
+    relayPid,
     save: !values["no-save"],
   };
 }
@@ -148,7 +169,7 @@ async function main(): Promise<number> {
   }, opts.timeoutSec * 1000);
   for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => process.exit(130));
 
-  const { timeoutSec: _t, save, cpuProfDir, ...params } = opts;
+  const { timeoutSec: _t, save, cpuProfDir, relayPid, ...params } = opts;
   const record: RunRecord = {
     format: "fanout-1",
     at: new Date().toISOString(),
@@ -174,6 +195,8 @@ async function main(): Promise<number> {
         recvThreads: opts.recvThreads,
         stallMs: 20_000,
         cpuProfDir: cpuProfDir && !mock ? join(cpuProfDir, scenario) : undefined,
+        external: params.relay !== "spawned" && relayPid !== undefined && !mock ? { url: params.relay!, pid: relayPid } : undefined,
+        sortedKeys: params.sortedKeys,
         seed: opts.seed,
         log,
       });
@@ -368,7 +391,7 @@ function report(record: RunRecord, save: boolean): number {
   }
   const p = record.params;
   console.log(
-    `\nbunstr fanout: ${p.mock ? "MOCK relay (client capacity)" : `relay signature checks ${p.verify ? "on" : "off (--no-verify)"}`}, ` +
+    `\nbunstr fanout: ${p.mock ? "MOCK relay (client capacity)" : p.relay && p.relay !== "spawned" ? `external relay ${p.relay}${p.sortedKeys ? " (events expected with sorted keys)" : ""}` : `relay signature checks ${p.verify ? "on" : "off (--no-verify)"}`}, ` +
       `publisher window ${p.window} EVENTs, lag ${p.lag} deliveries, ${p.recvThreads} receiver thread(s); ` +
       `${record.machine.cpus} cores shared by relay and load generator (load average ${record.machine.loadAvg} at start)`,
   );

@@ -7,17 +7,17 @@
 // Progress goes to stderr; stdout gets the table and, last, a one-line JSON result. Exit status
 // 0 = all checks passed, 1 = a check failed (lost/false/double OK, wrong REQ answer, relay exit
 // not 0, timeout), 2 = bad arguments. See bench/README.md.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { DEFAULT_EVENTS, lineHead, loadCorpus } from "./corpus.ts";
 import { dbParts } from "./lib/dbsize.ts";
 import { isAddressableKind, metaOf, Oracle } from "./lib/oracle.ts";
-import { cpuSeconds, memoryMiB, RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";
+import { cpuSeconds, dirBytes, memoryMiB, PeakRss, RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";
 import { LAST, paramDiff, PREV, saveResult, table, tidy, type BenchParams, type BenchResult, type RelayStats } from "./lib/report.ts";
 import { IngestRun } from "./scenarios/ingest.ts";
-import { QueryRun } from "./scenarios/query.ts";
+import { MIX_NAMES, QueryRun, type MixName } from "./scenarios/query.ts";
 
 const USAGE = `usage: npx bun bench/load.ts [options]
   --events N          corpus size (default ${DEFAULT_EVENTS})
@@ -30,12 +30,23 @@ const USAGE = `usage: npx bun bench/load.ts [options]
   --query-inflight K  REQs in flight per query connection (default 4)
   --no-verify         start the relay with --no-verify
   --relay URL         use a running relay instead of spawning one (no CPU/RSS numbers, looser checks)
+  --relay-pid N       with --relay: its process id, for CPU and RSS numbers (from /proc/N)
+  --relay-data DIR    with --relay: its data directory, for database bytes per event
+  --relay-fresh       with --relay: it was started on an empty database, so answers are checked exactly
+  --loose-ties        accept answers that differ from the oracle only in the order (or the cut at the
+                      limit) of events with the same created_at; counted, not failed (strfry orders
+                      ties by arrival, NIP-01 by lowest id)
+  --mix NAME          REQ shapes: app (default) or issue15 (one filter per REQ: see bench/README.md)
   --timeout S         hard limit for the whole run, seconds (default 900, or 3 ms per event if more)
   --no-save           do not write bench/out/last.json or rotate prev.json`;
 
 interface Options extends Omit<BenchParams, "verify" | "relay"> {
   verify: boolean;
   relayUrl?: string;
+  relayPid?: number;
+  relayData?: string;
+  relayFresh: boolean;
+  looseTies: boolean;
   ingestWindow: number;
   timeoutSec: number;
   save: boolean;
@@ -57,6 +68,11 @@ function parseOptions(argv: string[]): Options {
       "query-inflight": { type: "string", default: "4" },
       "no-verify": { type: "boolean", default: false },
       relay: { type: "string" },
+      "relay-pid": { type: "string" },
+      "relay-data": { type: "string" },
+      "relay-fresh": { type: "boolean", default: false },
+      "loose-ties": { type: "boolean", default: false },
+      mix: { type: "string", default: "app" },
       timeout: { type: "string" },
       "no-save": { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -74,7 +90,19 @@ function parseOptions(argv: string[]): Options {
   };
   if (values.relay !== undefined && !/^wss?:\/\//.test(values.relay)) throw new UsageError(`--relay must be a ws:// or wss:// URL`);
   const events = int("events", values.events, 10_000_000);
+  if (values.relay === undefined && (values["relay-pid"] ?? values["relay-data"] ?? values["relay-fresh"]))
+    throw new UsageError(`--relay-pid, --relay-data and --relay-fresh need --relay`);
+  const relayPid = values["relay-pid"] === undefined ? undefined : int("relay-pid", values["relay-pid"], 2 ** 22);
+  if (relayPid !== undefined && !existsSync(`/proc/${relayPid}/stat`)) throw new UsageError(`--relay-pid ${relayPid}: no such process`);
+  if (values["relay-data"] !== undefined && !existsSync(values["relay-data"]))
+    throw new UsageError(`--relay-data ${values["relay-data"]}: no such directory`);
+  if (!(MIX_NAMES as readonly string[]).includes(values.mix)) throw new UsageError(`--mix must be one of ${MIX_NAMES.join(", ")}`);
   return {
+    relayPid,
+    relayData: values["relay-data"],
+    relayFresh: values["relay-fresh"],
+    looseTies: values["loose-ties"],
+    mix: values.mix as MixName,
     events,
     conns: int("conns", values.conns, 1000),
     window: int("window", values.window, 100_000),
@@ -182,7 +210,7 @@ async function main(): Promise<number> {
   let ingestRun: IngestRun | undefined;
   let queryRun: QueryRun | undefined;
   try {
-    const pid = relay?.pid;
+    const pid = relay?.pid ?? opts.relayPid;
     const cpu = pid ? () => cpuSeconds(pid) : undefined;
     const cpu0 = cpu?.() ?? 0;
     const gen0 = process.cpuUsage();
@@ -198,8 +226,10 @@ async function main(): Promise<number> {
       windowEvents: opts.ingestWindow,
       log,
     });
+    const ingestPeak = pid ? new PeakRss(pid) : undefined;
     const ingest = await ingestRun.run();
     const cpu1 = cpu?.() ?? 0;
+    const peakIngest = ingestPeak?.stop() ?? NaN;
     log(
       `ingest: ${ingest.okTrue}/${ingest.events} OK true, ${ingest.refusedOlder} older versions refused, in ${ingest.seconds.toFixed(2)}s`,
     );
@@ -207,13 +237,14 @@ async function main(): Promise<number> {
       throw new Error(`relay exited during ingest (code ${relay.proc.exitCode}, signal ${relay.proc.signalCode}):\n${relay.stderr.text}`);
 
     // Exact answers can be demanded only if the relay holds exactly the corpus.
-    const exact = !!relay && ingest.missing === 0 && ingest.okFalse === 0 && ingest.duplicates === 0;
+    const exact = (!!relay || opts.relayFresh) && ingest.missing === 0 && ingest.okFalse === 0 && ingest.duplicates === 0;
     let query = null;
     let cpu2 = cpu1;
     let mixCpuPer1k: number | null = null;
+    let peakQuery: number | null = null;
     if (opts.reqs > 0 || opts.perType > 0) {
       log(
-        `query: ${opts.reqs} REQs in the mix + ${opts.perType} per type alone, over ${opts.queryConns} connections x ${opts.queryInflight} in flight (${exact ? "exact" : "match-only"} checks)`,
+        `query: ${opts.reqs} REQs in the ${opts.mix} mix + ${opts.perType} per type alone, over ${opts.queryConns} connections x ${opts.queryInflight} in flight (${exact ? "exact" : "match-only"} checks${opts.looseTies ? ", created_at ties loose" : ""})`,
       );
       queryRun = new QueryRun({
         url,
@@ -225,13 +256,21 @@ async function main(): Promise<number> {
         inflight: opts.queryInflight,
         exact,
         seed: 1,
+        mix: opts.mix,
+        looseTies: opts.looseTies,
         timeoutMs: STALL_MS,
         cpu,
         log,
       });
+      const queryPeak = pid ? new PeakRss(pid) : undefined;
       query = await queryRun.run();
       cpu2 = cpu?.() ?? 0;
+      peakQuery = queryPeak?.stop() ?? null;
       mixCpuPer1k = query.mix.cpuPer1kReqs;
+      if (query.tieOnly > 0)
+        warnings.push(
+          `${query.tieOnly} answers differed from the oracle only in the order or the cut of events with the same created_at (--loose-ties)`,
+        );
     }
     const mem = pid ? { ...memoryMiB(pid), ...rssParts(pid) } : undefined;
     const gen = process.cpuUsage(gen0);
@@ -240,6 +279,25 @@ async function main(): Promise<number> {
     await queryRun?.close();
     failures.push(...ingestRun.failures.lines(), ...(queryRun?.failures.lines() ?? []));
 
+    const phaseStats = (exitCode: number | null, dataTotal: number, walBytes: number): RelayStats => ({
+      cpuSecIngest: cpu1 - cpu0,
+      cpuSecQuery: cpu2 - cpu1,
+      cpuPer1kEvents: ((cpu1 - cpu0) / ingest.events) * 1000,
+      cpuPer1kReqs: mixCpuPer1k,
+      coresIngest: (cpu1 - cpu0) / ingest.seconds,
+      coresQuery: query && mixCpuPer1k !== null ? (mixCpuPer1k * query.mix.reqs) / 1000 / query.mix.seconds : null,
+      rssMiB: mem!.rss,
+      peakRssMiB: mem!.peak,
+      peakRssIngestMiB: peakIngest,
+      peakRssQueryMiB: peakQuery,
+      rssAnonMiB: mem!.anon,
+      rssFileMiB: mem!.file,
+      dataMiB: dataTotal / 1024 / 1024,
+      walMiB: walBytes / 1024 / 1024,
+      dbBytesPerEvent: dataTotal / oracle.size,
+      dbPartsPerEvent: null,
+      exitCode,
+    });
     let relayStats: RelayStats | null = null;
     if (relay) {
       const exitCode = await relay.stop();
@@ -257,20 +315,14 @@ async function main(): Promise<number> {
       const stderr = relay.stderr.text.trim();
       if (stderr) warnings.push(`relay stderr: ${stderr.slice(-2000)}`);
       relayStats = {
-        cpuSecIngest: cpu1 - cpu0,
-        cpuSecQuery: cpu2 - cpu1,
-        cpuPer1kEvents: ((cpu1 - cpu0) / ingest.events) * 1000,
-        cpuPer1kReqs: mixCpuPer1k,
-        rssMiB: mem!.rss,
-        peakRssMiB: mem!.peak,
-        rssAnonMiB: mem!.anon,
-        rssFileMiB: mem!.file,
-        dataMiB: data.total / 1024 / 1024,
-        walMiB: data.wal / 1024 / 1024,
-        dbBytesPerEvent: data.total / oracle.size,
+        ...phaseStats(exitCode, data.total, data.wal),
         dbPartsPerEvent: parts ? Object.fromEntries(parts.map(([k, b]) => [k, b / oracle.size])) : null,
-        exitCode,
       };
+    } else if (pid) {
+      // An external relay keeps running; its data directory (if given) is measured as it is now.
+      const data = opts.relayData ? dirBytes(opts.relayData) : undefined;
+      if (data) log(`relay data: ${data.size} bytes in files, ${data.allocated} allocated on disk (${opts.relayData})`);
+      relayStats = phaseStats(null, data?.size ?? NaN, 0);
     }
 
     const result = tidy({
@@ -286,6 +338,7 @@ async function main(): Promise<number> {
         queryInflight: opts.queryInflight,
         verify: relay ? opts.verify : null,
         relay: opts.relayUrl ?? "spawned",
+        mix: opts.mix,
       },
       machine: { cpus: availableParallelism(), bun: Bun.version, platform: `${process.platform}-${process.arch}`, loadAvg: loadAvgAtStart },
       corpus: { events: corpus.size, bytes: corpusBytes, storedEvents: oracle.size, storedBytes },
@@ -316,7 +369,7 @@ function report(result: BenchResult, opts: Options): number {
   if (result.ok && opts.save) prev = saveResult(result);
   console.log(
     `\nbunstr load check: ${p.events} events (${(result.corpus.bytes / 1024 / 1024).toFixed(0)} MiB of JSON, ${result.corpus.storedEvents} to keep) over ${p.conns} conns (window ${p.window}), ` +
-      `${p.reqs} REQs in the mix + ${p.perType} per type over ${p.queryConns} conns x ${p.queryInflight}, ` +
+      `${p.reqs} REQs in the ${p.mix ?? "app"} mix + ${p.perType} per type over ${p.queryConns} conns x ${p.queryInflight}, ` +
       `signature checks ${p.verify === null ? "as the external relay is configured" : p.verify ? "on" : "off (--no-verify)"}, ` +
       `${result.machine.cpus} cores shared with the load generator (load average ${result.machine.loadAvg} at start)`,
   );

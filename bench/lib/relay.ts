@@ -239,6 +239,63 @@ export function memoryMiB(pid: number): { rss: number; peak: number } {
   return { rss: kib("VmRSS") / 1024, peak: kib("VmHWM") / 1024 };
 }
 
+/**
+ * Peak resident memory of a process over a phase: VmHWM after resetting it at the start (writing 5
+ * to /proc/<pid>/clear_refs, allowed for our own processes), and VmRSS sampled every `everyMs` as a
+ * floor (and the answer where the reset is not allowed). Works for any PID (--relay-pid).
+ */
+export class PeakRss {
+  private max = 0;
+  private readonly reset: boolean;
+  private readonly timer: Timer;
+  constructor(
+    private readonly pid: number,
+    everyMs = 50,
+  ) {
+    try {
+      writeFileSync(`/proc/${pid}/clear_refs`, "5");
+      this.reset = true;
+    } catch {
+      this.reset = false;
+    }
+    this.sample();
+    this.timer = setInterval(() => this.sample(), everyMs);
+  }
+
+  private sample(): void {
+    try {
+      this.max = Math.max(this.max, memoryMiB(this.pid).rss);
+    } catch {
+      // the process is gone; keep what we saw
+    }
+  }
+
+  /** Stops sampling; the peak in MiB. */
+  stop(): number {
+    clearInterval(this.timer);
+    this.sample();
+    if (!this.reset) return this.max;
+    try {
+      return Math.max(this.max, memoryMiB(this.pid).peak);
+    } catch {
+      return this.max;
+    }
+  }
+}
+
+/** Bytes of the files under a directory (recursively): their sizes, and the disk blocks they take. */
+export function dirBytes(dir: string): { size: number; allocated: number } {
+  let size = 0;
+  let allocated = 0;
+  for (const f of readdirSync(dir, { recursive: true, encoding: "utf8" })) {
+    const st = statSync(join(dir, f));
+    if (!st.isFile()) continue;
+    size += st.size;
+    allocated += st.blocks * 512;
+  }
+  return { size, allocated };
+}
+
 /** Open file descriptors of a process (entries of /proc/<pid>/fd). */
 export function openFds(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;

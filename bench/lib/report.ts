@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "
 import { join } from "node:path";
 import { OUT_DIR } from "../corpus.ts";
 import type { IngestResult } from "../scenarios/ingest.ts";
-import { QUERY_TYPES, type PhaseResult, type QueryResult } from "../scenarios/query.ts";
+import { QUERY_TYPES, type MixName, type PhaseResult, type QueryResult } from "../scenarios/query.ts";
 import { round, roundSummary } from "./stats.ts";
 
 export interface BenchParams {
@@ -20,6 +20,8 @@ export interface BenchParams {
   verify: boolean | null;
   /** "spawned", or the URL given with --relay. */
   relay: string;
+  /** The REQ shapes (absent in older records: "app"). */
+  mix?: MixName;
 }
 
 export interface RelayStats {
@@ -34,12 +36,18 @@ export interface RelayStats {
   rssMiB: number;
   /** VmHWM (peak RSS), MiB. */
   peakRssMiB: number;
+  /** Peak RSS during ingest and during the query phases, MiB (PeakRss: VmHWM reset at the start of each, or VmRSS sampled). */
+  peakRssIngestMiB: number;
+  peakRssQueryMiB: number | null;
+  /** Relay CPU seconds ÷ wall seconds: during ingest, during the query mix. */
+  coresIngest: number;
+  coresQuery: number | null;
   /** Of VmRSS at the end: anonymous memory (heaps) and file-backed pages (the memory-mapped database, counted per mapping). */
   rssAnonMiB: number;
   rssFileMiB: number;
   /** All files in the data directory after shutdown, MiB. */
   dataMiB: number;
-  /** Of which write-ahead log: bunstr checkpoints (TRUNCATE) on exit, so this should be 0. */
+  /** Of which write-ahead log: bunstr checkpoints (TRUNCATE) on exit, so this should be 0 (external relay: 0, not measured). */
   walMiB: number;
   /** Data directory bytes after shutdown ÷ events stored (per the oracle). */
   dbBytesPerEvent: number;
@@ -108,6 +116,10 @@ export function tidy(r: BenchResult): BenchResult {
       cpuSecQuery: round(rel.cpuSecQuery, 2),
       rssMiB: round(rel.rssMiB, 1),
       peakRssMiB: round(rel.peakRssMiB, 1),
+      peakRssIngestMiB: round(rel.peakRssIngestMiB, 1),
+      peakRssQueryMiB: rel.peakRssQueryMiB === null ? null : round(rel.peakRssQueryMiB, 1),
+      coresIngest: round(rel.coresIngest, 2),
+      coresQuery: rel.coresQuery === null ? null : round(rel.coresQuery, 2),
       rssAnonMiB: round(rel.rssAnonMiB, 1),
       rssFileMiB: round(rel.rssFileMiB, 1),
       dataMiB: round(rel.dataMiB, 1),
@@ -177,7 +189,9 @@ const rows: Row[] = [
   ),
   { label: "relay: CPU s / 1k events (ingest)", get: (r) => [r.relay?.cpuPer1kEvents], better: "lower" },
   { label: "relay: CPU s / 1k REQs (mix)", get: (r) => [r.relay?.cpuPer1kReqs], better: "lower" },
+  { label: "relay: cores used, ingest / query mix", get: (r) => [r.relay?.coresIngest, r.relay?.coresQuery], better: "none" },
   { label: "relay: RSS end / peak MiB", get: (r) => [r.relay?.rssMiB, r.relay?.peakRssMiB], better: "lower" },
+  { label: "relay: peak RSS ingest / queries MiB", get: (r) => [r.relay?.peakRssIngestMiB, r.relay?.peakRssQueryMiB], better: "lower" },
   { label: "  of it at the end: anonymous / file-backed MiB", get: (r) => [r.relay?.rssAnonMiB, r.relay?.rssFileMiB], better: "lower" },
   { label: "relay: data dir / of it WAL MiB", get: (r) => [r.relay?.dataMiB, r.relay?.walMiB], better: "lower" },
   {

@@ -25,8 +25,17 @@ import { FailureLog } from "./fanout/failures.ts";
 import { addHist, histSummary, newHist, nowMs, type LatencySummary } from "./fanout/latency.ts";
 import { Publisher } from "./fanout/publisher.ts";
 import { Receivers } from "./fanout/receivers.ts";
-import { spawnMock, spawnRelay, type Target } from "./fanout/targets.ts";
-import { makeWorkload, mixedWorkload, sharedWorkload, wireJson, type ScenarioName, type Sub, type Workload } from "./fanout/workload.ts";
+import { externalRelay, spawnMock, spawnRelay, type Target } from "./fanout/targets.ts";
+import {
+  makeWorkload,
+  mixedWorkload,
+  sharedWorkload,
+  sortedKeysJson,
+  wireJson,
+  type ScenarioName,
+  type Sub,
+  type Workload,
+} from "./fanout/workload.ts";
 
 export { makeWorkload, type LatencySummary, type ScenarioName, type Sub };
 
@@ -51,6 +60,10 @@ export interface FanoutOptions {
   lag: number;
   /** Worker threads holding the receiving sockets. */
   recvThreads: number;
+  /** A running relay to measure instead of spawning bunstr (its URL and PID). */
+  external?: { url: string; pid: number };
+  /** The relay sends events with their keys sorted (strfry): expect those bytes. */
+  sortedKeys?: boolean;
   /** Run the relay under `bun --cpu-prof`, writing the profile (.cpuprofile) into this directory. */
   cpuProfDir?: string;
   /** Fail when nothing progresses for this long, ms. */
@@ -61,7 +74,7 @@ export interface FanoutOptions {
 
 export interface FanoutResult {
   scenario: ScenarioName;
-  target: "bunstr" | "mock";
+  target: "bunstr" | "mock" | "external";
   verify: boolean;
   subs: number;
   conns: number;
@@ -180,6 +193,7 @@ function prepare(opts: FanoutOptions, warnings: string[]): Prepared {
 
   t = performance.now();
   const jsons = w.events.map(wireJson);
+  const delivered = opts.sortedKeys ? w.events.map(sortedKeysJson) : jsons;
   const exp = expectDeliveries(opts.scenario, w, N);
   const expectSec = (performance.now() - t) / 1000;
   log(
@@ -193,7 +207,7 @@ function prepare(opts: FanoutOptions, warnings: string[]): Prepared {
     ALL,
     jsons,
     exp,
-    ...sharedJson(jsons),
+    ...sharedJson(delivered),
     counts: new Uint8Array(new SharedArrayBuffer(w.subs.length * ALL)),
     progress: new Int32Array(new SharedArrayBuffer(4 * P_SIZE)),
     sentAt: new Float64Array(new SharedArrayBuffer(8 * ALL)),
@@ -324,7 +338,11 @@ export async function runFanout(opts: FanoutOptions): Promise<FanoutResult> {
   const p = prepare(opts, warnings);
 
   // 3. The relay.
-  const target = opts.mock ? await spawnMock() : await spawnRelay(opts, p.w);
+  const target = opts.mock
+    ? await spawnMock()
+    : opts.external
+      ? externalRelay(opts.external.url, opts.external.pid)
+      : await spawnRelay(opts, p.w);
   opts.log(
     `${opts.scenario}: ${opts.mock ? "mock relay" : "relay"} pid ${target.pid} at ${target.url}${opts.mock ? "" : `, signature checks ${opts.verify ? "on" : "off"}`}`,
   );
@@ -372,7 +390,7 @@ function result(
   const seconds = load.seconds;
   return {
     scenario: opts.scenario,
-    target: opts.mock ? "mock" : "bunstr",
+    target: opts.mock ? "mock" : opts.external ? "external" : "bunstr",
     verify: opts.verify && !opts.mock,
     subs: w.subs.length,
     conns: w.conns,

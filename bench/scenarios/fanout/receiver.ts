@@ -30,12 +30,26 @@ interface RecvConn {
 
 type Sock = BunSocket<RecvConn>;
 
+const ID_KEY = Buffer.from('"id":"');
+
+/**
+ * Where the id's hex digits start in the event JSON at `at`: right after `{"id":"` (our key order,
+ * bunstr's), else after the first `"id":"` (a relay that orders keys its own way, e.g. strfry's
+ * sorted keys; a quote inside a string value is escaped, so that cannot match there). -1: none.
+ */
+function idStart(b: Buffer, at: number, end: number): number {
+  if (b[at] === 0x7b && b.compare(ID_KEY, 0, 6, at + 1, at + 7) === 0) return at + 7;
+  const k = b.indexOf(ID_KEY, at);
+  return k < 0 || k + 6 + 64 > end ? -1 : k + 6;
+}
+
 /** Event index by the first 12 hex digits of its id (48 bits: no collisions among our events). */
 function eventIndex(json: Buffer, offsets: Int32Array, n: number): Map<number, number> {
   const byKey = new Map<number, number>();
   for (let i = 0; i < n; i++) {
     let key = 0;
-    for (let k = 0; k < 12; k++) key = key * 16 + HEX[json[offsets[i]! + 7 + k]!]!;
+    const at = idStart(json, offsets[i]!, offsets[i + 1]!);
+    for (let k = 0; k < 12; k++) key = key * 16 + HEX[json[at + k]!]!;
     if (byKey.has(key)) throw new Error(`two events share the id prefix of event #${i}`);
     byKey.set(key, i);
   }
@@ -101,9 +115,11 @@ class Receiver {
     if (b[q] !== 0x22 || b[q + 1] !== 0x2c || slot === undefined)
       return this.bad(c, "wrong: EVENT for a subscription this connection does not hold", b, s, e);
     const js = q + 2;
+    const at = idStart(b, js, e);
+    if (at < 0) return this.bad(c, "wrong: EVENT frame not in the expected form", b, s, e);
     let key = 0;
     for (let k = 0; k < 12; k++) {
-      const v = HEX[b[js + 7 + k]!]!;
+      const v = HEX[b[at + k]!]!;
       if (v < 0) return this.bad(c, "wrong: EVENT frame not in the expected form", b, s, e);
       key = key * 16 + v;
     }

@@ -1,5 +1,5 @@
 // What the fanout run publishes to: bunstr as a child process, or the mock relay (mock-relay.ts).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { RATE_LIMITS_OFF, RelayProcess } from "../../lib/relay.ts";
@@ -49,6 +49,24 @@ export async function spawnRelay(opts: { verify: boolean; cpuProfDir?: string },
       relay.removeDataDir();
       rmSync(cfgDir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * A relay someone else started (e.g. strfry), measured through its PID. Not ours to stop: stop()
+ * reports 0 while it still runs. It must start empty for each scenario (events published twice get
+ * `OK true "duplicate: …"`, which the publisher counts as a failure).
+ */
+export function externalRelay(url: string, pid: number): Target {
+  const running = () => existsSync(`/proc/${pid}/stat`);
+  return {
+    pid,
+    url,
+    stop: async () => (running() ? 0 : null),
+    kill: () => {},
+    stderr: () => "",
+    running,
+    cleanup: () => {},
   };
 }
 

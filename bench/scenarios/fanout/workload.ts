@@ -33,6 +33,10 @@ function buildEvent(key: EventKey, created_at: number, kind: number, tags: strin
 export const wireJson = (e: NostrEvent): string =>
   JSON.stringify({ id: e.id, pubkey: e.pubkey, created_at: e.created_at, kind: e.kind, tags: e.tags, content: e.content, sig: e.sig });
 
+/** The same event with its keys in alphabetical order: how strfry sends events (it re-serializes them). */
+export const sortedKeysJson = (e: NostrEvent): string =>
+  JSON.stringify({ content: e.content, created_at: e.created_at, id: e.id, kind: e.kind, pubkey: e.pubkey, sig: e.sig, tags: e.tags });
+
 export interface Sub {
   /** Row in the (subscription x event) matrices. */
   slot: number;
