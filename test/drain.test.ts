@@ -26,6 +26,6 @@ test("EVENTs sent but not yet read when the drain begins are answered before the
   expect(events.filter((e) => !oks.has(e.id)).length).toBe(0);
   for (const e of events) expect(oks.get(e.id)).toEqual([false, "error: relay is shutting down"]);
   expect([c.closeCode, idle.closeCode]).toEqual([1012, 1012]);
-  // Neither held until the 5 s deadline: a round trip and 100 ms of quiet.
+  // Neither held until the 5 s deadline: a round trip and 250 ms of quiet.
   expect(closedIn).toBeLessThan(2000);
 });

@@ -3,15 +3,19 @@
 // at any moment; closing then would leave them unread, and the client could not tell whether
 // they were stored. So each connection is sent a ping right after the NOTICE "closing:": TCP
 // delivers its pong after every frame the client sent before it saw the NOTICE. Once the pong is
-// back, nothing of the connection's is in flight (its OKs are sent) and no frame came for QUIET_MS
+// back, nothing of the connection's is in flight (its OKs are sent) and no frame came nor answer left for QUIET_MS
 // (a client that goes on sending after the NOTICE is answered, `error:` to retry, until it
 // stops), the connection is closed. DEADLINE_MS bounds the whole drain.
 import type { Session, Socket } from "./session.ts";
 
 /** The payload of the drain's ping: a pong to one of Bun's keep-alive pings proves nothing. */
 const PING = "bunstr drain";
-/** How long a connection must have sent nothing before it is closed. */
-export const QUIET_MS = 100;
+/**
+ * How long a connection must have sent nothing, and been owed nothing, before it is closed: long
+ * enough for a client on a busy machine to react to its last OK (100 ms left a loaded client's
+ * next pipelined EVENTs on the wire).
+ */
+export const QUIET_MS = 250;
 /** After this, every connection is closed, answered or not. */
 export const DEADLINE_MS = 5000;
 
@@ -48,8 +52,13 @@ export class Drain {
 
   /** Whether the connection may be closed now: everything it sent is read and answered, and it went quiet. */
   done(ws: Socket, now: number): boolean {
-    if (ws.data.inflight > 0) return false;
     const state = this.conns.get(ws.data);
+    if (ws.data.inflight > 0) {
+      // Still being answered: the quiet time counts from the last answer, which the client may
+      // answer with another EVENT (a pipelining client sends one per OK).
+      if (state) state.lastFrame = now;
+      return false;
+    }
     return !state || (state.pong && now - state.lastFrame >= QUIET_MS);
   }
 }
