@@ -1,0 +1,189 @@
+// The main thread's side of the writer thread (store/sqlite/writer-worker.ts), which owns the
+// SQLite write connection. A batch crosses as one message (its stored JSONs in one string, their
+// lengths in one buffer: no structured clone per event) and comes back as one seq per event; the
+// worker handles messages in order, so replies come in commit order. Events in a batch not yet
+// answered are "in flight": the duplicate check (SqliteStore.has) waits for their batch.
+import type { Prefix } from "../../protocol/reasons.ts";
+import { workerUrl } from "../../workers.ts";
+import { StoreClosedError, type PendingWrite, type WriteOutcome, type WriteRules } from "../types.ts";
+
+export type AdminMethod = "put" | "remove" | "useToken" | "log" | "deleteEvent" | "deleteAuthor";
+
+export type WriterCall =
+  | { id: number; call: "purgeStep"; budgetMs: number }
+  | { id: number; call: "sweepExpired"; now: number }
+  | { id: number; call: "admin"; method: AdminMethod; args: unknown[] };
+
+export type WriterRequest =
+  | { open: string; synchronous: "normal" | "full" }
+  | { close: true }
+  | { id: number; jsons: string; lengths: Uint32Array; vanishOnly: [number, Prefix, string][]; rules: WriteRules }
+  | WriterCall;
+
+export type WriterReply =
+  | { ready: true; seq: number }
+  | { closed: true; warnings: string[] }
+  | { purge: true }
+  | { id: number; seqs: Float64Array; refusals: [number, Prefix, string][]; seq: number }
+  | { id: number; result: unknown }
+  | { id: number; error: { message: string; code?: string; name: string } };
+
+type CallOf<C> = C extends { call: infer K } ? Omit<C, "id"> & { call: K } : never;
+
+interface Pending {
+  resolve(reply: WriterReply): void;
+  reject(err: Error): void;
+}
+
+export class WriterThread {
+  private worker: Worker;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private opened = false;
+  private closing = false;
+  private readyWaiters: (() => void)[] = [];
+  /** Ids of events in batches sent and not yet answered, with their batch's answer. */
+  private readonly inflight = new Map<string, Promise<void>>();
+  /** The highest seq committed (its fanout done or under way: see onCommit). */
+  seq = 0;
+  /** Told when the worker records new purge work. */
+  onPurge?: () => void;
+
+  constructor(
+    private readonly path: string,
+    private readonly synchronous: "normal" | "full",
+  ) {
+    this.worker = this.spawn();
+  }
+
+  private spawn(): Worker {
+    const worker = new Worker(workerUrl("./store/sqlite/writer-worker.ts"));
+    worker.postMessage({ open: this.path, synchronous: this.synchronous } satisfies WriterRequest);
+    worker.onmessage = (msg: MessageEvent) => this.onReply(msg.data as WriterReply);
+    worker.onerror = (e) => {
+      e.preventDefault?.();
+      console.error(`writer thread failed: ${e.message}`);
+      this.failAll(new Error(`the writer thread failed: ${e.message}`));
+      if (!this.closing) this.worker = this.spawn();
+    };
+    return worker;
+  }
+
+  private onReply(r: WriterReply): void {
+    if ("ready" in r) {
+      this.opened = true;
+      this.seq = Math.max(this.seq, r.seq);
+      for (const w of this.readyWaiters.splice(0)) w();
+      return;
+    }
+    if ("purge" in r) return this.onPurge?.();
+    if ("closed" in r) {
+      for (const w of r.warnings) console.warn(`warning: ${w}`);
+      return this.pending.get(0)?.resolve(r);
+    }
+    const p = this.pending.get(r.id);
+    this.pending.delete(r.id);
+    p?.resolve(r);
+  }
+
+  private failAll(err: Error): void {
+    const all = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of all) p.reject(err);
+  }
+
+  private send(m: WriterRequest, id: number, transfer: ArrayBuffer[] = []): Promise<WriterReply> {
+    if (this.closing) return Promise.reject(new StoreClosedError("the store is closed"));
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage(m, transfer);
+    });
+  }
+
+  /** Resolves once the worker has opened its connection. */
+  ready(): Promise<void> {
+    return this.opened ? Promise.resolve() : new Promise((r) => this.readyWaiters.push(r));
+  }
+
+  /** A batch committed in one transaction, or failed as a whole (an error with SQLite's code). */
+  writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]> {
+    const id = this.nextId++;
+    const lengths = new Uint32Array(batch.length);
+    const vanishOnly: [number, Prefix, string][] = [];
+    const jsons = batch.map((w, i) => {
+      lengths[i] = w.json.length;
+      if (w.vanishOnly) vanishOnly.push([i, w.vanishOnly.prefix, w.vanishOnly.message]);
+      return w.json;
+    });
+    let answered!: () => void;
+    const done = new Promise<void>((r) => (answered = r));
+    for (const w of batch) this.inflight.set(w.event.id, done);
+    const forget = () => {
+      for (const w of batch) if (this.inflight.get(w.event.id) === done) this.inflight.delete(w.event.id);
+      // After the batch's own continuation (fanout, outcomes): a duplicate check waiting on it
+      // then finds the event stored.
+      queueMicrotask(answered);
+    };
+    const request: WriterRequest = { id, jsons: jsons.join(""), lengths, vanishOnly, rules };
+    return this.send(request, id, [lengths.buffer]).then(
+      (r) => {
+        forget();
+        return this.outcomes(r);
+      },
+      (err: unknown) => {
+        forget();
+        throw err;
+      },
+    );
+  }
+
+  private outcomes(r: WriterReply): WriteOutcome[] {
+    if ("error" in r) throw Object.assign(new Error(r.error.message), { code: r.error.code, name: r.error.name });
+    const { seqs, refusals, seq } = r as Extract<WriterReply, { seqs: Float64Array }>;
+    // The snapshot point moves here, and the caller (store/queue.ts) fans the batch out in the
+    // continuation of this very promise: no other task runs in between, so a REQ never sees a
+    // seq whose events were not fanned out yet (store/types.ts lastSeq, relay/req.ts).
+    this.seq = Math.max(this.seq, seq);
+    const out: WriteOutcome[] = new Array(seqs.length);
+    for (let i = 0; i < seqs.length; i++) {
+      const s = seqs[i]!;
+      out[i] = s > 0 ? { stored: true, seq: s } : { stored: false, duplicate: true };
+    }
+    for (const [i, prefix, message] of refusals) out[i] = { stored: false, duplicate: false, refusal: { prefix, message } };
+    return out;
+  }
+
+  /** Resolves when the batch holding this id is answered, if one is in flight. */
+  inFlight(id: string): Promise<void> | undefined {
+    return this.inflight.get(id);
+  }
+
+  /** Batches sent and not yet answered. */
+  get busy(): boolean {
+    return this.pending.size > 0;
+  }
+
+  async call<T>(c: CallOf<WriterCall>): Promise<T> {
+    const id = this.nextId++;
+    const r = await this.send({ ...c, id } as WriterCall, id);
+    if ("error" in r) throw Object.assign(new Error(r.error.message), { code: r.error.code, name: r.error.name });
+    return (r as { result: T }).result;
+  }
+
+  admin<T>(method: AdminMethod, ...args: unknown[]): Promise<T> {
+    return this.call<T>({ call: "admin", method, args });
+  }
+
+  /** Waits for what was sent, then checkpoints the WAL and closes the connection in the worker. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    const closed = new Promise<WriterReply>((resolve, reject) => this.pending.set(0, { resolve, reject }));
+    this.worker.postMessage({ close: true } satisfies WriterRequest);
+    this.closing = true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([closed, new Promise((r) => (timer = setTimeout(r, 30_000)))]);
+    clearTimeout(timer);
+    this.pending.delete(0);
+    this.worker.terminate();
+  }
+}

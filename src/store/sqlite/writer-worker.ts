@@ -1,0 +1,113 @@
+// The writer thread: it owns the SQLite write connection, so a batch's transaction (NIP-01/09/
+// 40/50/62 storage, store/sqlite/write.ts) runs beside the main thread's websocket I/O, parsing
+// and fanout instead of on it. The main thread (store/sqlite/writer-thread.ts) posts one message
+// per batch: the batch's stored JSONs as one string and their lengths; this thread parses them,
+// commits the batch in one transaction and answers with one seq per event. Purge steps, NIP-40
+// sweeps and the admin writes come as calls between batches; messages are handled in order.
+import type { Database } from "bun:sqlite";
+import type { Prefix } from "../../protocol/reasons.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
+import type { PendingWrite, WriteRules } from "../types.ts";
+import { SqliteAdmin } from "./admin.ts";
+import { checkpointAndClose, openDatabase } from "./db.ts";
+import { SqliteWriter } from "./write.ts";
+import type { WriterCall, WriterReply, WriterRequest } from "./writer-thread.ts";
+
+declare const self: Worker;
+
+let db: Database | undefined;
+let writer: SqliteWriter | undefined;
+let admin: SqliteAdmin | undefined;
+let dataVersion: (() => number) | undefined;
+let maxSeq: (() => number) | undefined;
+let seenVersion = -1;
+
+const reply = (r: WriterReply, transfer?: ArrayBuffer[]) => self.postMessage(r, transfer ?? []);
+
+/** Another process (bunstr import, the other relay of a restart) may have committed: our seq follows. */
+function refreshSeq(w: SqliteWriter): number {
+  const v = dataVersion!();
+  if (v !== seenVersion) {
+    seenVersion = v;
+    w.seq = Math.max(w.seq, maxSeq!());
+  }
+  return w.seq;
+}
+
+/** The batch's writes, cut from the one string they came in. */
+function unpack(jsons: string, lengths: Uint32Array, vanishOnly: [number, Prefix, string][]): PendingWrite[] {
+  const writes: PendingWrite[] = new Array(lengths.length);
+  let at = 0;
+  for (let i = 0; i < lengths.length; i++) {
+    const json = jsons.slice(at, (at += lengths[i]!));
+    writes[i] = { event: JSON.parse(json) as NostrEvent, json };
+  }
+  for (const [i, prefix, message] of vanishOnly) writes[i]!.vanishOnly = { prefix, message };
+  return writes;
+}
+
+function writeBatch(id: number, jsons: string, lengths: Uint32Array, vanishOnly: [number, Prefix, string][], rules: WriteRules): void {
+  const w = writer!;
+  const outcomes = w.writeBatchImmediate(unpack(jsons, lengths, vanishOnly), rules);
+  // One number per event: its seq when stored, 0 a duplicate, -1 refused (with the refusal).
+  const seqs = new Float64Array(outcomes.length);
+  const refusals: [number, Prefix, string][] = [];
+  outcomes.forEach((o, i) => {
+    if (o.stored) seqs[i] = o.seq;
+    else if (o.duplicate) seqs[i] = 0;
+    else {
+      seqs[i] = -1;
+      refusals.push([i, o.refusal.prefix, o.refusal.message]);
+    }
+  });
+  reply({ id, seqs, refusals, seq: refreshSeq(w) }, [seqs.buffer]);
+}
+
+function call(c: WriterCall): unknown {
+  const w = writer!;
+  switch (c.call) {
+    case "purgeStep":
+      return w.purgeStep(c.budgetMs);
+    case "sweepExpired":
+      return w.sweepExpired(c.now);
+    case "admin":
+      return (admin![c.method] as (...a: unknown[]) => unknown)(...c.args);
+  }
+}
+
+function open(path: string, synchronous: "normal" | "full"): void {
+  db = openDatabase({ path, synchronous });
+  writer = new SqliteWriter(db);
+  // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
+  writer.onPurge = () => reply({ purge: true });
+  admin = new SqliteAdmin(db, writer);
+  const version = db.prepare("PRAGMA data_version");
+  const max = db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");
+  dataVersion = () => (version.get() as { data_version: number }).data_version;
+  maxSeq = () => (max.get() as { s: number }).s;
+  reply({ ready: true, seq: refreshSeq(writer) });
+}
+
+self.onmessage = (msg: MessageEvent) => {
+  const m = msg.data as WriterRequest;
+  if ("open" in m) return open(m.open, m.synchronous);
+  if ("close" in m) {
+    const warnings = db ? checkpointAndClose(db) : [];
+    db = writer = admin = undefined;
+    return reply({ closed: true, warnings });
+  }
+  try {
+    if ("jsons" in m) writeBatch(m.id, m.jsons, m.lengths, m.vanishOnly, m.rules);
+    else reply({ id: m.id, result: call(m) });
+  } catch (e) {
+    const err = e as { message?: unknown; code?: unknown; name?: unknown };
+    reply({
+      id: m.id,
+      error: {
+        message: String(err?.message ?? e),
+        code: err?.code === undefined ? undefined : String(err.code),
+        name: String(err?.name ?? "Error"),
+      },
+    });
+  }
+};
