@@ -62,7 +62,8 @@ export class SqliteStore implements Store {
     if (opts.writerThread && opts.path !== ":memory:") {
       // This connection created and migrated the file; the worker's writes from here on.
       this.db.exec("PRAGMA cache_size = -2000");
-      this.thread = new WriterThread(opts.path, opts.synchronous);
+      const committed = (this.db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
+      this.thread = new WriterThread(opts.path, opts.synchronous, committed);
       this.admin = new ThreadAdmin(this.db, this.thread);
       this.writePipeline = 1;
     } else {

@@ -44,14 +44,16 @@ export class WriterThread {
   private readyWaiters: (() => void)[] = [];
   /** Ids of events in batches sent and not yet answered, with their batch's answer. */
   private readonly inflight = new Map<string, Promise<void>>();
-  /** The highest seq committed (its fanout done or under way: see onCommit). */
-  seq = 0;
+  /** Batches sent and not yet answered. */
+  private batches = 0;
   /** Told when the worker records new purge work. */
   onPurge?: () => void;
 
   constructor(
     private readonly path: string,
     private readonly synchronous: "normal" | "full",
+    /** The highest seq committed (what the caller found at start; then each answer's, see outcomes). */
+    public seq: number,
   ) {
     this.worker = this.spawn();
   }
@@ -118,7 +120,9 @@ export class WriterThread {
     let answered!: () => void;
     const done = new Promise<void>((r) => (answered = r));
     for (const w of batch) this.inflight.set(w.event.id, done);
+    this.batches++;
     const forget = () => {
+      this.batches--;
       for (const w of batch) if (this.inflight.get(w.event.id) === done) this.inflight.delete(w.event.id);
       // After the batch's own continuation (fanout, outcomes): a duplicate check waiting on it
       // then finds the event stored.
@@ -158,9 +162,9 @@ export class WriterThread {
     return this.inflight.get(id);
   }
 
-  /** Batches sent and not yet answered. */
+  /** Are batches sent and not yet answered? */
   get busy(): boolean {
-    return this.pending.size > 0;
+    return this.batches > 0;
   }
 
   async call<T>(c: CallOf<WriterCall>): Promise<T> {
