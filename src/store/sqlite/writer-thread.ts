@@ -17,8 +17,18 @@ export type WriterCall =
 export type WriterRequest =
   | { open: string; synchronous: "normal" | "full" }
   | { close: true }
-  | { id: number; jsons: string; lengths: Uint32Array; vanishOnly: [number, Prefix, string][]; rules: WriteRules }
+  /** A batch: a BatchHead as JSON, a newline, then the batch's stored JSONs one after the other. */
+  | string
   | WriterCall;
+
+export interface BatchHead {
+  id: number;
+  /** Of each stored JSON, in UTF-16 code units. */
+  lengths: number[];
+  /** The writes that are a refused request to vanish, carried out (PendingWrite.vanishOnly). */
+  vanishOnly: [number, Prefix, string][];
+  rules: Omit<WriteRules, "searchSkipKinds"> & { searchSkipKinds: number[] };
+}
 
 export type WriterReply =
   | { ready: true; seq: number }
@@ -110,7 +120,7 @@ export class WriterThread {
   /** A batch committed in one transaction, or failed as a whole (an error with SQLite's code). */
   writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]> {
     const id = this.nextId++;
-    const lengths = new Uint32Array(batch.length);
+    const lengths = new Array<number>(batch.length);
     const vanishOnly: [number, Prefix, string][] = [];
     const jsons = batch.map((w, i) => {
       lengths[i] = w.json.length;
@@ -128,8 +138,10 @@ export class WriterThread {
       // then finds the event stored.
       queueMicrotask(answered);
     };
-    const request: WriterRequest = { id, jsons: jsons.join(""), lengths, vanishOnly, rules };
-    return this.send(request, id, [lengths.buffer]).then(
+    // One string: Bun clones a string message several times faster than an object holding the
+    // same string (measured: 128 events, 59 vs 334 us of the main thread per message).
+    const head: BatchHead = { id, lengths, vanishOnly, rules: { ...rules, searchSkipKinds: [...rules.searchSkipKinds] } };
+    return this.send(`${JSON.stringify(head)}\n${jsons.join("")}`, id).then(
       (r) => {
         forget();
         return this.outcomes(r);

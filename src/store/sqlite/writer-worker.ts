@@ -7,11 +7,11 @@
 import type { Database } from "bun:sqlite";
 import type { Prefix } from "../../protocol/reasons.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
-import type { PendingWrite, WriteRules } from "../types.ts";
+import type { PendingWrite } from "../types.ts";
 import { SqliteAdmin } from "./admin.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { SqliteWriter } from "./write.ts";
-import type { WriterCall, WriterReply, WriterRequest } from "./writer-thread.ts";
+import type { BatchHead, WriterCall, WriterReply, WriterRequest } from "./writer-thread.ts";
 
 declare const self: Worker;
 
@@ -34,21 +34,24 @@ function refreshSeq(w: SqliteWriter): number {
   return w.seq;
 }
 
-/** The batch's writes, cut from the one string they came in. */
-function unpack(jsons: string, lengths: Uint32Array, vanishOnly: [number, Prefix, string][]): PendingWrite[] {
-  const writes: PendingWrite[] = new Array(lengths.length);
-  let at = 0;
-  for (let i = 0; i < lengths.length; i++) {
-    const json = jsons.slice(at, (at += lengths[i]!));
+/** The batch's writes, cut from the one string they came in (writer-thread.ts BatchHead). */
+function unpack(message: string): { head: BatchHead; writes: PendingWrite[] } {
+  let at = message.indexOf("\n");
+  const head = JSON.parse(message.slice(0, at)) as BatchHead;
+  at++;
+  const writes: PendingWrite[] = new Array(head.lengths.length);
+  head.lengths.forEach((length, i) => {
+    const json = message.slice(at, (at += length));
     writes[i] = { event: JSON.parse(json) as NostrEvent, json };
-  }
-  for (const [i, prefix, message] of vanishOnly) writes[i]!.vanishOnly = { prefix, message };
-  return writes;
+  });
+  for (const [i, prefix, message] of head.vanishOnly) writes[i]!.vanishOnly = { prefix, message };
+  return { head, writes };
 }
 
-function writeBatch(id: number, jsons: string, lengths: Uint32Array, vanishOnly: [number, Prefix, string][], rules: WriteRules): void {
+function writeBatch(message: string): void {
   const w = writer!;
-  const outcomes = w.writeBatchImmediate(unpack(jsons, lengths, vanishOnly), rules);
+  const { head, writes } = unpack(message);
+  const outcomes = w.writeBatchImmediate(writes, { ...head.rules, searchSkipKinds: new Set(head.rules.searchSkipKinds) });
   // One number per event: its seq when stored, 0 a duplicate, -1 refused (with the refusal).
   const seqs = new Float64Array(outcomes.length);
   const refusals: [number, Prefix, string][] = [];
@@ -60,7 +63,7 @@ function writeBatch(id: number, jsons: string, lengths: Uint32Array, vanishOnly:
       refusals.push([i, o.refusal.prefix, o.refusal.message]);
     }
   });
-  reply({ id, seqs, refusals, seq: refreshSeq(w) }, [seqs.buffer]);
+  reply({ id: head.id, seqs, refusals, seq: refreshSeq(w) }, [seqs.buffer]);
 }
 
 function call(c: WriterCall): unknown {
@@ -90,19 +93,25 @@ function open(path: string, synchronous: "normal" | "full"): void {
 
 self.onmessage = (msg: MessageEvent) => {
   const m = msg.data as WriterRequest;
-  if ("open" in m) return open(m.open, m.synchronous);
-  if ("close" in m) {
-    const warnings = db ? checkpointAndClose(db) : [];
-    db = writer = admin = undefined;
-    return reply({ closed: true, warnings });
-  }
+  let id = 0;
   try {
-    if ("jsons" in m) writeBatch(m.id, m.jsons, m.lengths, m.vanishOnly, m.rules);
-    else reply({ id: m.id, result: call(m) });
+    if (typeof m === "string") {
+      id = Number(m.slice('{"id":'.length, m.indexOf(","))); // for an error reply, before parsing
+
+      return writeBatch(m);
+    }
+    if ("open" in m) return open(m.open, m.synchronous);
+    if ("close" in m) {
+      const warnings = db ? checkpointAndClose(db) : [];
+      db = writer = admin = undefined;
+      return reply({ closed: true, warnings });
+    }
+    id = m.id;
+    reply({ id, result: call(m) });
   } catch (e) {
     const err = e as { message?: unknown; code?: unknown; name?: unknown };
     reply({
-      id: m.id,
+      id,
       error: {
         message: String(err?.message ?? e),
         code: err?.code === undefined ? undefined : String(err.code),
