@@ -1,8 +1,8 @@
 // The main thread's side of the writer thread (store/sqlite/writer-worker.ts), which owns the
-// SQLite write connection. A batch crosses as one message (its stored JSONs in one string, their
-// lengths in one buffer: no structured clone per event) and comes back as one seq per event; the
-// worker handles messages in order, so replies come in commit order. Events in a batch not yet
-// answered are "in flight": the duplicate check (SqliteStore.has) waits for their batch.
+// SQLite write connection. A batch crosses as one string message (a small JSON head, then its
+// stored JSONs: no structured clone per event) and comes back as one seq per event; the
+// worker handles messages in order, so replies come in commit order, and a duplicate check
+// (has) sent after a batch is answered after that batch's commit.
 import type { Prefix } from "../../protocol/reasons.ts";
 import { workerUrl } from "../../workers.ts";
 import { StoreClosedError, type PendingWrite, type WriteOutcome, type WriteRules } from "../types.ts";
@@ -17,7 +17,11 @@ export type WriterCall =
 export type WriterRequest =
   | { open: string; synchronous: "normal" | "full" }
   | { close: true }
-  /** A batch: a BatchHead as JSON, a newline, then the batch's stored JSONs one after the other. */
+  /**
+   * A batch: a BatchHead as JSON, a newline, then the batch's stored JSONs one after the other;
+   * or duplicate checks: "?", the request id, a comma, then the 64-character ids (answered with
+   * a string of "1" stored / "0" not, one per id).
+   */
   | string
   | WriterCall;
 
@@ -52,8 +56,8 @@ export class WriterThread {
   private opened = false;
   private closing = false;
   private readyWaiters: (() => void)[] = [];
-  /** Ids of events in batches sent and not yet answered, with their batch's answer. */
-  private readonly inflight = new Map<string, Promise<void>>();
+  /** Duplicate checks of this turn of the event loop, sent together (has). */
+  private checks: { id: string; resolve(found: boolean): void; reject(err: Error): void }[] = [];
   /** Batches sent and not yet answered. */
   private batches = 0;
   /** Told when the worker records new purge work. */
@@ -127,27 +131,17 @@ export class WriterThread {
       if (w.vanishOnly) vanishOnly.push([i, w.vanishOnly.prefix, w.vanishOnly.message]);
       return w.json;
     });
-    let answered!: () => void;
-    const done = new Promise<void>((r) => (answered = r));
-    for (const w of batch) this.inflight.set(w.event.id, done);
     this.batches++;
-    const forget = () => {
-      this.batches--;
-      for (const w of batch) if (this.inflight.get(w.event.id) === done) this.inflight.delete(w.event.id);
-      // After the batch's own continuation (fanout, outcomes): a duplicate check waiting on it
-      // then finds the event stored.
-      queueMicrotask(answered);
-    };
     // One string: Bun clones a string message several times faster than an object holding the
     // same string (measured: 128 events, 59 vs 334 us of the main thread per message).
     const head: BatchHead = { id, lengths, vanishOnly, rules: { ...rules, searchSkipKinds: [...rules.searchSkipKinds] } };
     return this.send(`${JSON.stringify(head)}\n${jsons.join("")}`, id).then(
       (r) => {
-        forget();
+        this.batches--;
         return this.outcomes(r);
       },
       (err: unknown) => {
-        forget();
+        this.batches--;
         throw err;
       },
     );
@@ -169,9 +163,38 @@ export class WriterThread {
     return out;
   }
 
-  /** Resolves when the batch holding this id is answered, if one is in flight. */
-  inFlight(id: string): Promise<void> | undefined {
-    return this.inflight.get(id);
+  /**
+   * Is an event with this id stored? Asked of the writer's connection, whose page cache its own
+   * commits keep warm (another connection drops its cache at each of the writer's commits and
+   * reads the index pages back from the WAL: that was 16% of the main thread during ingest).
+   * The checks of one turn of the event loop go in one message, behind the batches sent before
+   * them, so an event in flight is found once its batch is committed.
+   */
+  has(id: string): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      if (this.checks.length === 0) setImmediate(() => this.sendChecks());
+      this.checks.push({ id, resolve, reject });
+    });
+  }
+
+  private sendChecks(): void {
+    const checks = this.checks;
+    this.checks = [];
+    const id = this.nextId++;
+    this.send(`?${id},${checks.map((c) => c.id).join("")}`, id).then(
+      (r) => {
+        const found = (r as { result?: unknown }).result;
+        if (typeof found !== "string") {
+          const err = new Error("error" in r ? r.error.message : "the writer thread did not answer the duplicate checks");
+          for (const c of checks) c.reject(err);
+          return;
+        }
+        checks.forEach((c, i) => c.resolve(found.charCodeAt(i) === 49));
+      },
+      (err: Error) => {
+        for (const c of checks) c.reject(err);
+      },
+    );
   }
 
   /** Are batches sent and not yet answered? */

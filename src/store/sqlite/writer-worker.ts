@@ -95,6 +95,13 @@ self.onmessage = (msg: MessageEvent) => {
   const m = msg.data as WriterRequest;
   let id = 0;
   try {
+    if (typeof m === "string" && m.startsWith("?")) {
+      const comma = m.indexOf(",");
+      id = Number(m.slice(1, comma));
+      let found = "";
+      for (let at = comma + 1; at < m.length; at += 64) found += writer!.has(m.slice(at, at + 64)) ? "1" : "0";
+      return reply({ id, result: found });
+    }
     if (typeof m === "string") {
       id = Number(m.slice('{"id":'.length, m.indexOf(","))); // for an error reply, before parsing
 
