@@ -126,16 +126,20 @@ export class WriterThread {
     const id = this.nextId++;
     const lengths = new Array<number>(batch.length);
     const vanishOnly: [number, Prefix, string][] = [];
-    const jsons = batch.map((w, i) => {
+    // parts[0] is the head; one join makes one flat string (a template literal around the
+    // joined JSONs is a rope, which the message copies once more: ~1.5x the main thread's cost).
+    const parts = new Array<string>(batch.length + 1);
+    batch.forEach((w, i) => {
       lengths[i] = w.json.length;
       if (w.vanishOnly) vanishOnly.push([i, w.vanishOnly.prefix, w.vanishOnly.message]);
-      return w.json;
+      parts[i + 1] = w.json;
     });
     this.batches++;
     // One string: Bun clones a string message several times faster than an object holding the
     // same string (measured: 128 events, 59 vs 334 us of the main thread per message).
     const head: BatchHead = { id, lengths, vanishOnly, rules: { ...rules, searchSkipKinds: [...rules.searchSkipKinds] } };
-    return this.send(`${JSON.stringify(head)}\n${jsons.join("")}`, id).then(
+    parts[0] = `${JSON.stringify(head)}\n`;
+    return this.send(parts.join(""), id).then(
       (r) => {
         this.batches--;
         return this.outcomes(r);
