@@ -80,6 +80,8 @@ function call(c: WriterCall): unknown {
 
 function open(path: string, synchronous: "normal" | "full"): void {
   db = openDatabase({ path, synchronous });
+  // The checkpointer thread copies the WAL back (checkpoint-worker.ts), not this one's commits.
+  db.exec("PRAGMA wal_autocheckpoint = 0");
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
   writer.onPurge = () => reply({ purge: true });
@@ -108,6 +110,8 @@ self.onmessage = (msg: MessageEvent) => {
       return writeBatch(m);
     }
     if ("open" in m) return open(m.open, m.synchronous);
+    // The checkpointer is gone: checkpoints at commits again.
+    if ("autocheckpoint" in m) return void db?.exec(`PRAGMA wal_autocheckpoint = ${Math.trunc(m.autocheckpoint)}`);
     if ("close" in m) {
       const warnings = db ? checkpointAndClose(db) : [];
       db = writer = admin = undefined;
