@@ -3,8 +3,9 @@
 // The writer thread's connection has its automatic checkpoints turned off: run at the end of a
 // commit, each made that commit wait for the copy and its fsyncs, and the writer thread, the
 // stage that bounds ingest, spent most of its time waiting on them (100k events, 8x64: 1,213
-// -> 2,083 accepted/s without them). Once a checkpoint has copied every frame, the writer's next
-// transaction starts the WAL over (and journal_size_limit trims the file).
+// -> 2,083 accepted/s without them). Under steady ingest these checkpoints never catch up with
+// the writer's last frame, so the writer copies the little that is left itself, about once a
+// second (writer-worker.ts tailCheckpoint), and its next transaction starts the WAL over.
 import type { Database } from "bun:sqlite";
 import { openDatabase } from "./db.ts";
 
