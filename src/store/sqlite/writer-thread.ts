@@ -17,7 +17,6 @@ export type WriterCall =
 export type WriterRequest =
   | { open: string; synchronous: "normal" | "full" }
   | { close: true }
-  | { autocheckpoint: number }
   /**
    * A batch: a BatchHead as JSON, a newline, then the batch's stored JSONs one after the other;
    * or duplicate checks: "?", the request id, a comma, then the 64-character ids (answered with
@@ -64,9 +63,6 @@ export class WriterThread {
   /** Told when the worker records new purge work. */
   onPurge?: () => void;
 
-  /** The checkpointer thread (checkpoint-worker.ts): the WAL copied back beside the writer's commits. */
-  private checkpointer?: Worker;
-
   constructor(
     private readonly path: string,
     private readonly synchronous: "normal" | "full",
@@ -74,22 +70,6 @@ export class WriterThread {
     public seq: number,
   ) {
     this.worker = this.spawn();
-    this.checkpointer = this.spawnCheckpointer();
-  }
-
-  private spawnCheckpointer(): Worker {
-    const worker = new Worker(workerUrl("./store/sqlite/checkpoint-worker.ts"));
-    worker.unref(); // its timer alone does not keep the process alive
-    worker.postMessage({ open: this.path, synchronous: this.synchronous });
-    worker.onerror = (e) => {
-      e.preventDefault?.();
-      console.error(`checkpointer thread failed: ${e.message}; the writer checkpoints at its commits again`);
-      worker.terminate();
-      this.checkpointer = undefined;
-      // What openDatabase sets (db.ts).
-      if (!this.closing) this.worker.postMessage({ autocheckpoint: 10_000 } satisfies WriterRequest);
-    };
-    return worker;
   }
 
   private spawn(): Worker {
@@ -240,19 +220,6 @@ export class WriterThread {
   /** Waits for what was sent, then checkpoints the WAL and closes the connection in the worker. */
   async close(): Promise<void> {
     if (this.closing) return;
-    // The checkpointer first: the writer's own checkpoint at close would wait for its lock.
-    const checkpointer = this.checkpointer;
-    if (checkpointer) {
-      this.checkpointer = undefined;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 10_000);
-        checkpointer.onmessage = (msg: MessageEvent) => {
-          if ((msg.data as { closed?: true }).closed) clearTimeout(timer), resolve();
-        };
-        checkpointer.postMessage({ close: true });
-      });
-      checkpointer.terminate();
-    }
     const closed = new Promise<WriterReply>((resolve, reject) => this.pending.set(0, { resolve, reject }));
     this.worker.postMessage({ close: true } satisfies WriterRequest);
     this.closing = true;

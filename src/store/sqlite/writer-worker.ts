@@ -48,31 +48,6 @@ function unpack(message: string): { head: BatchHead; writes: PendingWrite[] } {
   return { head, writes };
 }
 
-/** Whether the checkpointer thread runs (this connection's automatic checkpoints are off). */
-let checkpointer = true;
-let lastTail = 0;
-/** How often the writer copies what the checkpointer has not yet (ms). */
-const TAIL_CHECKPOINT_MS = 1000;
-
-/**
- * The checkpointer's PASSIVE checkpoints run beside the commits and never reach the WAL's last
- * frame while they go on, so the WAL would never start over: it grew by hundreds of MB under
- * steady ingest and each page the writer read searched a longer WAL index (300k events, the
- * third 100k at 65% of the first's rate). Between two of its batches, about once a second, the
- * writer copies the little that is left (a few hundred ms of commits); its next transaction
- * then starts the WAL from the beginning.
- */
-function tailCheckpoint(): void {
-  const now = performance.now();
-  if (!checkpointer || now - lastTail < TAIL_CHECKPOINT_MS) return;
-  lastTail = now;
-  try {
-    db!.query("PRAGMA wal_checkpoint(PASSIVE)").get();
-  } catch {
-    // A full disk: the commits say so (store/queue.ts FailureLog); the WAL keeps everything.
-  }
-}
-
 function writeBatch(message: string): void {
   const w = writer!;
   const { head, writes } = unpack(message);
@@ -89,7 +64,6 @@ function writeBatch(message: string): void {
     }
   });
   reply({ id: head.id, seqs, refusals, seq: refreshSeq(w) }, [seqs.buffer]);
-  tailCheckpoint(); // after the answer: the main thread fans out meanwhile
 }
 
 function call(c: WriterCall): unknown {
@@ -106,8 +80,6 @@ function call(c: WriterCall): unknown {
 
 function open(path: string, synchronous: "normal" | "full"): void {
   db = openDatabase({ path, synchronous });
-  // The checkpointer thread copies the WAL back (checkpoint-worker.ts), not this one's commits.
-  db.exec("PRAGMA wal_autocheckpoint = 0");
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
   writer.onPurge = () => reply({ purge: true });
@@ -136,11 +108,6 @@ self.onmessage = (msg: MessageEvent) => {
       return writeBatch(m);
     }
     if ("open" in m) return open(m.open, m.synchronous);
-    // The checkpointer is gone: checkpoints at commits again.
-    if ("autocheckpoint" in m) {
-      checkpointer = false;
-      return void db?.exec(`PRAGMA wal_autocheckpoint = ${Math.trunc(m.autocheckpoint)}`);
-    }
     if ("close" in m) {
       const warnings = db ? checkpointAndClose(db) : [];
       db = writer = admin = undefined;
