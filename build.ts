@@ -97,7 +97,12 @@ async function buildOne(target: Bun.Build.CompileTarget | undefined, outfile: st
     const lib = libraryPlatform(library);
     if (lib !== targetPlatform(target)) throw new Error(`${library} is a ${lib} library, but the target is ${targetPlatform(target)}`);
   }
-  const entrypoints = ["./src/main.ts", "./src/verify/worker.ts", "./src/store/sqlite/reader-worker.ts"];
+  const entrypoints = [
+    "./src/main.ts",
+    "./src/verify/worker.ts",
+    "./src/store/sqlite/reader-worker.ts",
+    "./src/store/sqlite/writer-worker.ts",
+  ];
   // Staged inside src/ (gitignored): entrypoints outside it would move the binary's module root
   // and with it the paths the workers are found under.
   const staging = mkdtempSync(join("src", "embed-"));

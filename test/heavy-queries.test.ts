@@ -69,7 +69,7 @@ beforeAll(async () => {
       if (k % 997 === 5) sample.push({ id: event.id, k });
       batch.push({ event, json: JSON.stringify(event) });
     }
-    stored += store.writeBatch(batch, rules).filter((o) => o.stored).length;
+    stored += (await store.writeBatch(batch, rules)).filter((o) => o.stored).length;
   }
   await store.close();
   expect(stored).toBe(N);

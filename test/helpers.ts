@@ -56,6 +56,7 @@ export async function openTestStore(dir: string, config: Config = testConfig()):
     synchronous: "normal",
     readerWorkers: config.database.reader_workers,
     queryTimeoutMs: config.database.query_timeout_ms,
+    writerThread: true,
   });
 }
 

@@ -92,6 +92,7 @@ export async function openStore(config: Config): Promise<{ store: Store; where: 
     synchronous: config.database.synchronous as "normal" | "full",
     readerWorkers: config.database.reader_workers,
     queryTimeoutMs: config.database.query_timeout_ms,
+    writerThread: true,
   });
   return { store, where: path };
 }

@@ -73,7 +73,11 @@ interface Queued extends PendingWrite {
 export class WriterQueue {
   private queue: Queued[] = [];
   private scheduled = false;
-  private flushing: Promise<void> = Promise.resolve();
+  /** Batches handed to the store and not yet answered. */
+  private inFlight = 0;
+  private readonly maxInFlight: number;
+  /** Told whenever a batch is answered (drain). */
+  private waiters: (() => void)[] = [];
   /** Told each committed batch's size and write+commit time (metrics); set by the relay. */
   onBatch?: (size: number, seconds: number) => void;
   readonly failures = new FailureLog();
@@ -89,6 +93,7 @@ export class WriterQueue {
     private readonly rules: () => WriteRules,
     private readonly maxBatch = 2000,
   ) {
+    this.maxInFlight = store.writePipeline ?? Infinity;
     if (store.purgeStep) {
       store.onPurge = () => this.purgeSoon();
       this.purgeSoon(); // what a previous run left undone
@@ -129,40 +134,60 @@ export class WriterQueue {
       this.queue.push({ ...w, resolve });
       if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(() => (this.flushing = this.flush()));
+        setImmediate(() => {
+          this.scheduled = false;
+          this.pump();
+        });
       }
     });
   }
 
-  /** Writes everything queued; resolves when the queue is empty. */
+  /** Writes everything queued; resolves when the queue is empty and every batch answered. */
   async drain(): Promise<void> {
-    await this.flushing;
-    while (this.queue.length > 0) await (this.flushing = this.flush());
+    for (;;) {
+      this.pump();
+      if (this.queue.length === 0 && this.inFlight === 0) return;
+      await new Promise<void>((r) => this.waiters.push(r));
+    }
   }
 
-  private async flush(): Promise<void> {
-    this.scheduled = false;
-    while (this.queue.length > 0) {
+  /**
+   * Hands the queued writes to the store, a batch at a time, while fewer than maxInFlight are
+   * unanswered: with a writer thread, what arrives while one batch commits is the next batch
+   * (group commit: batches grow with the load).
+   */
+  private pump(): void {
+    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
       const batch = this.queue.splice(0, this.maxBatch);
-      let outcomes: WriteOutcome[];
-      const started = performance.now();
-      try {
-        outcomes = await this.store.writeBatch(batch, this.rules());
-        this.onBatch?.(batch.length, (performance.now() - started) / 1000);
-        this.failures.succeeded();
-      } catch (e) {
-        // Answered, not thrown: the caller would log each event's error again.
-        const refusal = this.failures.failed(e, batch.length);
-        for (const q of batch) q.resolve({ stored: false, duplicate: false, refusal });
-        continue;
-      }
-      // Committed: first the fanout of every stored event (in commit order), then the outcomes,
-      // so an author's OK comes after the subscribers' copies and never before the commit.
-      batch.forEach((q, i) => {
-        const o = outcomes[i]!;
-        if (o.stored) this.onStored(q, o.seq);
+      this.inFlight++;
+      void this.write(batch).finally(() => {
+        this.inFlight--;
+        for (const w of this.waiters.splice(0)) w();
+        this.pump();
       });
-      batch.forEach((q, i) => q.resolve(outcomes[i]!));
     }
+  }
+
+  private async write(batch: Queued[]): Promise<void> {
+    let outcomes: WriteOutcome[];
+    const started = performance.now();
+    try {
+      outcomes = await this.store.writeBatch(batch, this.rules());
+      this.onBatch?.(batch.length, (performance.now() - started) / 1000);
+      this.failures.succeeded();
+    } catch (e) {
+      // Answered, not thrown: the caller would log each event's error again.
+      const refusal = this.failures.failed(e, batch.length);
+      for (const q of batch) q.resolve({ stored: false, duplicate: false, refusal });
+      return;
+    }
+    // Committed: first the fanout of every stored event (in commit order), then the outcomes,
+    // so an author's OK comes after the subscribers' copies and never before the commit. This
+    // runs in the continuation of the store's answer, before any other task (a REQ's snapshot).
+    batch.forEach((q, i) => {
+      const o = outcomes[i]!;
+      if (o.stored) this.onStored(q, o.seq);
+    });
+    batch.forEach((q, i) => q.resolve(outcomes[i]!));
   }
 }

@@ -94,6 +94,12 @@ export interface Store {
   /** Commits a batch atomically; one outcome per write, in order. */
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]>;
   /**
+   * How many batches the writer queue may have handed over and not yet answered (a writer
+   * thread that answers in order: one commits while the next gathers, so batches grow with the
+   * load). Unset: no bound, every tick's events start a batch of their own (Postgres: the pool).
+   */
+  readonly writePipeline?: number;
+  /**
    * Stored events matching the job, serialized, newest first, in batches of bounded size. The
    * read advances only as the caller asks for the next batch (so a caller waiting for a slow
    * socket holds it); leaving the loop early ends it.

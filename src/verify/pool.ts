@@ -82,6 +82,8 @@ export class WorkerVerifier implements Verifier {
   }
 
   verify(job: VerifyJob): Promise<boolean> {
+    // Jobs cross as fixed-width text (dispatch); a field of another width cannot verify anyway.
+    if (job.id.length !== 64 || job.pubkey.length !== 64 || job.sig.length !== 128) return Promise.resolve(false);
     this.depth++;
     return new Promise((resolve, reject) => {
       this.queue.push({ job, resolve, reject });
@@ -111,8 +113,18 @@ export class WorkerVerifier implements Verifier {
       slot.inFlight += chunk.length;
       slot.batches.add(n);
       this.waiting.set(n, { resolvers: chunk.map((c) => c.resolve), reject: (err) => chunk.forEach((c) => c.reject(err)) });
-      // Only the three fields the check needs cross to the worker, not the content and tags.
-      slot.worker.postMessage({ n, jobs: chunk.map(({ job: { id, pubkey, sig } }) => ({ id, pubkey, sig })) });
+      // Only the three fields the check needs cross to the worker, not the content and tags, and
+      // as one string (id, pubkey, sig: 256 characters a job; worker.ts): Bun clones a string
+      // message several times cheaper than an array of objects (11% of the main thread's
+      // samples during ingest went to this postMessage).
+      const parts = new Array<string>(chunk.length * 3 + 1);
+      parts[0] = `${n},`;
+      chunk.forEach(({ job }, k) => {
+        parts[3 * k + 1] = job.id;
+        parts[3 * k + 2] = job.pubkey;
+        parts[3 * k + 3] = job.sig;
+      });
+      slot.worker.postMessage(parts.join(""));
     }
   }
 
@@ -122,13 +134,16 @@ export class WorkerVerifier implements Verifier {
       slot.worker.postMessage({ native: this.native?.path });
       slot.worker.onmessage = (msg: MessageEvent) => {
         if ((msg.data as { ready?: true }).ready) return void (slot.ready = true);
-        const { n, ok } = msg.data as { n: number; ok: boolean[] };
+        // "<n>,<one '1' or '0' a job>"
+        const reply = msg.data as string;
+        const comma = reply.indexOf(",");
+        const n = Number(reply.slice(0, comma));
         const { resolvers } = this.waiting.get(n)!;
         this.waiting.delete(n);
         slot.batches.delete(n);
         slot.inFlight -= resolvers.length;
         this.depth -= resolvers.length;
-        resolvers.forEach((r, i) => r(ok[i]!));
+        resolvers.forEach((r, i) => r(reply.charCodeAt(comma + 1 + i) === 49));
       };
       slot.worker.onerror = (e) => this.fail(slot, e.message);
       slot.worker.unref();

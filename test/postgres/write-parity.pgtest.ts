@@ -73,7 +73,7 @@ test("40 seeded batches: the same outcomes and the same stored set as the SQLite
       const vanishOnly = e.kind === 62 && rand() < 0.5 ? refuse("restricted", "this pubkey is not allowed to publish here") : undefined;
       return { event: e, json: serializeEvent(e), vanishOnly };
     });
-    const want = sqlite.writeBatch(batch, RULES).map(describeOutcome);
+    const want = (await sqlite.writeBatch(batch, RULES)).map(describeOutcome);
     const got = (await pg.writeBatch(batch, RULES)).map(describeOutcome);
     expect(got).toEqual(want);
     replaced += want.filter((w) => w.startsWith("duplicate: a newer")).length;
@@ -171,7 +171,7 @@ test("gift wraps deleted by their recipients or authors, deletions of deletions,
       made.push(e);
       return { event: e, json: serializeEvent(e) };
     });
-    const want = sqlite.writeBatch(batch, RULES).map(describeOutcome);
+    const want = (await sqlite.writeBatch(batch, RULES)).map(describeOutcome);
     expect((await pg.writeBatch(batch, RULES)).map(describeOutcome)).toEqual(want);
     seen.push(...want);
   }

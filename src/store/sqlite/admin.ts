@@ -1,9 +1,11 @@
 // NIP-86 admin state in the relay's own database: one keyed table of lists, the NIP-98 tokens
 // already used, and the log of admin calls. Small and rare writes: plain statements on the
-// writer connection, each its own transaction.
+// writer connection, each its own transaction. With a writer thread (ThreadAdmin) the writes are
+// calls to it, between two batches, and the lists are read on this thread's connection.
 import type { Database } from "bun:sqlite";
 import type { AdminEntry, AdminLogEntry, AdminStore } from "../types.ts";
 import type { SqliteWriter } from "./write.ts";
+import type { WriterThread } from "./writer-thread.ts";
 
 /** The admin state's prepared statements, by name. */
 function adminStatements(db: Database) {
@@ -63,5 +65,49 @@ export class SqliteAdmin implements AdminStore {
 
   deleteAuthor(pubkey: string): number {
     return this.writer.removeByAuthor(pubkey);
+  }
+}
+
+/** The admin state when the writer connection is in the writer thread (store/sqlite/writer-worker.ts). */
+export class ThreadAdmin implements AdminStore {
+  private readonly st: AdminStatements;
+
+  constructor(
+    db: Database,
+    private readonly thread: WriterThread,
+  ) {
+    this.st = adminStatements(db);
+  }
+
+  entries(): AdminEntry[] {
+    return this.st.all.all() as AdminEntry[];
+  }
+
+  recentLog(limit: number): AdminLogEntry[] {
+    return this.st.recent.all(limit) as AdminLogEntry[];
+  }
+
+  put(e: AdminEntry): Promise<void> {
+    return this.thread.admin("put", e);
+  }
+
+  remove(list: string, key: string): Promise<void> {
+    return this.thread.admin("remove", list, key);
+  }
+
+  useToken(id: string, expires: number, now: number): Promise<boolean> {
+    return this.thread.admin("useToken", id, expires, now);
+  }
+
+  log(e: AdminLogEntry): Promise<void> {
+    return this.thread.admin("log", e);
+  }
+
+  deleteEvent(id: string): Promise<boolean> {
+    return this.thread.admin("deleteEvent", id);
+  }
+
+  deleteAuthor(pubkey: string): Promise<number> {
+    return this.thread.admin("deleteAuthor", pubkey);
   }
 }

@@ -159,3 +159,33 @@ function migrate(db: Database): void {
     }
   }).immediate();
 }
+
+/**
+ * Folds the WAL back into the main file (so a backup of the .sqlite alone is complete) and closes
+ * the writer's connection; returns what went wrong, as warnings. This can fail (the main file may
+ * need to grow on a full disk): nothing is lost, every committed event is in the -wal file, which
+ * SQLite replays when the database is next opened.
+ */
+export function checkpointAndClose(db: Database): string[] {
+  const warnings: string[] = [];
+  const kept = "the -wal file is kept and replayed on the next start";
+  try {
+    const r = db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number } | null;
+    if (r?.busy) warnings.push(`WAL checkpoint at shutdown was busy; ${kept}`);
+  } catch (e) {
+    warnings.push(`could not checkpoint the WAL at shutdown: ${whatFailed(e)}; ${kept}`);
+  }
+  try {
+    db.close(true);
+  } catch (e) {
+    warnings.push(`closing the database: ${whatFailed(e)}; ${kept}`);
+  }
+  return warnings;
+}
+
+/** A SQLite error in a few words: "disk full" for SQLITE_FULL, else its message and code. */
+function whatFailed(e: unknown): string {
+  const code = String((e as { code?: unknown })?.code ?? "");
+  if (code === "SQLITE_FULL") return "disk full";
+  return `${e instanceof Error ? e.message : String(e)}${code ? ` (${code})` : ""}`;
+}

@@ -1,9 +1,12 @@
-// The SQLite store: one writer connection on the main thread, reads (REQ, COUNT, NEG-OPEN) in
-// reader workers (or inline for an in-memory database, which other threads cannot open).
+// The SQLite store: one writer connection, in the writer thread (store/sqlite/writer-worker.ts)
+// when `writerThread` is set, else on this thread (an in-memory database, which other threads
+// cannot open; tools and tests); reads (REQ, COUNT, NEG-OPEN) in reader workers (or inline for an
+// in-memory database). With a writer thread, this thread's own connection only reads (the
+// duplicate check, admin lists, sizes).
 import type { Database } from "bun:sqlite";
 import { toHex } from "../../nips/nip77-wire.ts";
 import { SqliteAdmin } from "./admin.ts";
-import { openDatabase } from "./db.ts";
+import { checkpointAndClose, openDatabase } from "./db.ts";
 import { countJob, negJob, queryJob, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
 import type {
@@ -20,6 +23,8 @@ import type {
 } from "../types.ts";
 import { ReaderPool, type ReadKind } from "./readers.ts";
 import { SqliteWriter } from "./write.ts";
+import { WriterThread } from "./writer-thread.ts";
+import { ThreadAdmin } from "./admin.ts";
 
 export interface SqliteStoreOptions {
   /** Absolute file path, or ":memory:". */
@@ -28,12 +33,20 @@ export interface SqliteStoreOptions {
   readerWorkers: number;
   /** A read running longer is abandoned (its worker replaced); default 10 s. */
   queryTimeoutMs?: number;
+  /** Writes in a thread of their own (a file database only): the relay's setting. */
+  writerThread?: boolean;
 }
 
 export class SqliteStore implements Store {
   readonly db: Database;
-  readonly admin: SqliteAdmin;
-  private readonly writer: SqliteWriter;
+  readonly admin: SqliteAdmin | ThreadAdmin;
+  /** The writer on this thread, or */
+  private readonly writer?: SqliteWriter;
+  /** the writer thread. */
+  private readonly thread?: WriterThread;
+  private readonly hasId;
+  /** Batches the writer queue may have in flight: one committing while the next gathers. */
+  readonly writePipeline?: number;
   private readonly readers?: ReaderPool;
   private readonly inline?: StatementCache;
   private readonly dataVersion;
@@ -46,8 +59,18 @@ export class SqliteStore implements Store {
 
   constructor(opts: SqliteStoreOptions) {
     this.db = openDatabase({ path: opts.path, synchronous: opts.synchronous });
-    this.writer = new SqliteWriter(this.db);
-    this.admin = new SqliteAdmin(this.db, this.writer);
+    if (opts.writerThread && opts.path !== ":memory:") {
+      // This connection created and migrated the file; the worker's writes from here on.
+      this.db.exec("PRAGMA cache_size = -2000");
+      const committed = (this.db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
+      this.thread = new WriterThread(opts.path, opts.synchronous, committed);
+      this.admin = new ThreadAdmin(this.db, this.thread);
+      this.writePipeline = 1;
+    } else {
+      this.writer = new SqliteWriter(this.db);
+      this.admin = new SqliteAdmin(this.db, this.writer);
+    }
+    this.hasId = this.db.prepare("SELECT 1 FROM events WHERE id = unhex(?)");
     this.dataVersion = this.db.prepare("PRAGMA data_version");
     this.maxSeq = this.db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");
     if (opts.path === ":memory:") {
@@ -63,15 +86,18 @@ export class SqliteStore implements Store {
     });
   }
 
-  has(id: string): boolean {
-    return this.writer.has(id);
+  has(id: string): boolean | Promise<boolean> {
+    // With a writer thread, asked of it (writer-thread.ts has): behind the batches in flight.
+    return this.thread ? this.thread.has(id) : this.hasId.get(id) !== null;
   }
 
-  writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
+  writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]> {
+    if (this.thread) return this.thread.writeBatch(batch, rules);
     // IMMEDIATE: another process may write too (bunstr import, the other relay of a zero-downtime
     // restart); a deferred transaction that read first fails with SQLITE_BUSY at its first write
     // if the other committed meanwhile, while this one waits up to busy_timeout for the lock.
-    return this.writer.writeBatchImmediate(batch, rules);
+    // (The writer thread's batches are IMMEDIATE too.)
+    return this.writer!.writeBatchImmediate(batch, rules);
   }
 
   query(job: QueryJob, ctx?: ReadContext): AsyncIterable<string[]> {
@@ -125,24 +151,28 @@ export class SqliteStore implements Store {
     };
   }
 
-  purgeStep(budgetMs: number): boolean {
-    return !this.closed && this.writer.purgeStep(budgetMs);
+  purgeStep(budgetMs: number): boolean | Promise<boolean> {
+    if (this.closed) return false;
+    if (this.thread) return this.thread.call<boolean>({ call: "purgeStep", budgetMs });
+    return this.writer!.purgeStep(budgetMs);
   }
 
   set onPurge(f: (() => void) | undefined) {
-    this.writer.onPurge = f;
+    if (this.thread) this.thread.onPurge = f;
+    else this.writer!.onPurge = f;
   }
 
   get onPurge(): (() => void) | undefined {
-    return this.writer.onPurge;
+    return (this.thread ?? this.writer!).onPurge;
   }
 
-  sweepExpired(now: number): number {
-    return this.writer.sweepExpired(now);
+  sweepExpired(now: number): number | Promise<number> {
+    if (this.thread) return this.thread.call<number>({ call: "sweepExpired", now });
+    return this.writer!.sweepExpired(now);
   }
 
   async ready(): Promise<void> {
-    await this.readers?.ready();
+    await Promise.all([this.readers?.ready(), this.thread?.ready()]);
   }
 
   /** Forgets the waiting reads of an owner (a connection) that went away. */
@@ -156,14 +186,18 @@ export class SqliteStore implements Store {
   }
 
   lastSeq(): number {
-    // data_version changes when another connection (another process) commits: then our seq,
-    // which only follows our own writes, may be behind what is stored.
+    const w = this.thread ?? this.writer!;
+    // The writer thread's commits reach this seq as its answers are fanned out (writer-thread.ts);
+    // with nothing of its in flight, what this connection sees is all fanned out.
+    if (this.thread?.busy) return w.seq;
+    // data_version changes when another connection (another process, the writer thread) commits:
+    // then our seq, which only follows our own writes, may be behind what is stored.
     const version = (this.dataVersion.get() as { data_version: number }).data_version;
     if (version !== this.seenVersion) {
       this.seenVersion = version;
-      this.writer.seq = Math.max(this.writer.seq, (this.maxSeq.get() as { s: number }).s);
+      w.seq = Math.max(w.seq, (this.maxSeq.get() as { s: number }).s);
     }
-    return this.writer.seq;
+    return w.seq;
   }
 
   private read<J, T>(op: ReadKind, job: J, steps: (c: StatementCache, j: J) => ReadSteps<T>, ctx?: ReadContext): Promise<T> {
@@ -183,21 +217,12 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     this.closed = true;
     await this.readers?.close();
-    // Fold the WAL back into the main file so a backup of the .sqlite alone is complete. This
-    // can fail (the main file may need to grow on a full disk): nothing is lost, every committed
-    // event is in the -wal file, which SQLite replays when the database is next opened.
-    const kept = "the -wal file is kept and replayed on the next start";
-    try {
-      const r = this.db.query("PRAGMA wal_checkpoint(TRUNCATE)").get() as { busy: number } | null;
-      if (r?.busy) console.warn(`warning: WAL checkpoint at shutdown was busy; ${kept}`);
-    } catch (e) {
-      console.warn(`warning: could not checkpoint the WAL at shutdown: ${whatFailed(e)}; ${kept}`);
-    }
-    try {
+    if (this.thread) {
+      // The writer's connection is the last one: its checkpoint folds the WAL in.
       this.db.close(true);
-    } catch (e) {
-      console.warn(`warning: closing the database: ${whatFailed(e)}; ${kept}`);
+      return this.thread.close();
     }
+    for (const w of checkpointAndClose(this.db)) console.warn(`warning: ${w}`);
   }
 }
 
@@ -217,11 +242,4 @@ async function* inlineBatches(steps: ReadSteps<void>, ctx?: ReadContext): AsyncG
   } finally {
     ctx?.onEnd?.(used);
   }
-}
-
-/** A SQLite error in a few words: "disk full" for SQLITE_FULL, else its message and code. */
-function whatFailed(e: unknown): string {
-  const code = String((e as { code?: unknown })?.code ?? "");
-  if (code === "SQLITE_FULL") return "disk full";
-  return `${e instanceof Error ? e.message : String(e)}${code ? ` (${code})` : ""}`;
 }

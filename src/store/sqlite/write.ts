@@ -1,7 +1,8 @@
 // The single writer: NIP-01/09/40/50/62 storage semantics inside one transaction per batch.
 // Deletions too big for one transaction (a request to vanish of a key with 40k events, a ban)
 // are recorded as purges and carried out in bounded steps between batches (purgeStep): the
-// writer runs on the main thread, and one such transaction stalled every client for seconds.
+// writer then ran on the main thread, where one such transaction stalled every client for
+// seconds; in the writer thread (writer-worker.ts) it would stall every write as long.
 import type { Database } from "bun:sqlite";
 import { deletionTargets, DELETION_KIND, type Address } from "../../nips/nip09.ts";
 import { expirationOf } from "../../nips/nip40.ts";

@@ -1,0 +1,129 @@
+// The writer thread: it owns the SQLite write connection, so a batch's transaction (NIP-01/09/
+// 40/50/62 storage, store/sqlite/write.ts) runs beside the main thread's websocket I/O, parsing
+// and fanout instead of on it. The main thread (store/sqlite/writer-thread.ts) posts one message
+// per batch: the batch's stored JSONs as one string and their lengths; this thread parses them,
+// commits the batch in one transaction and answers with one seq per event. Purge steps, NIP-40
+// sweeps and the admin writes come as calls between batches; messages are handled in order.
+import type { Database } from "bun:sqlite";
+import type { Prefix } from "../../protocol/reasons.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
+import type { PendingWrite } from "../types.ts";
+import { SqliteAdmin } from "./admin.ts";
+import { checkpointAndClose, openDatabase } from "./db.ts";
+import { SqliteWriter } from "./write.ts";
+import type { BatchHead, WriterCall, WriterReply, WriterRequest } from "./writer-thread.ts";
+
+declare const self: Worker;
+
+let db: Database | undefined;
+let writer: SqliteWriter | undefined;
+let admin: SqliteAdmin | undefined;
+let dataVersion: (() => number) | undefined;
+let maxSeq: (() => number) | undefined;
+let seenVersion = -1;
+
+const reply = (r: WriterReply, transfer?: ArrayBuffer[]) => self.postMessage(r, transfer ?? []);
+
+/** Another process (bunstr import, the other relay of a restart) may have committed: our seq follows. */
+function refreshSeq(w: SqliteWriter): number {
+  const v = dataVersion!();
+  if (v !== seenVersion) {
+    seenVersion = v;
+    w.seq = Math.max(w.seq, maxSeq!());
+  }
+  return w.seq;
+}
+
+/** The batch's writes, cut from the one string they came in (writer-thread.ts BatchHead). */
+function unpack(message: string): { head: BatchHead; writes: PendingWrite[] } {
+  let at = message.indexOf("\n");
+  const head = JSON.parse(message.slice(0, at)) as BatchHead;
+  at++;
+  const writes: PendingWrite[] = new Array(head.lengths.length);
+  head.lengths.forEach((length, i) => {
+    const json = message.slice(at, (at += length));
+    writes[i] = { event: JSON.parse(json) as NostrEvent, json };
+  });
+  for (const [i, prefix, message] of head.vanishOnly) writes[i]!.vanishOnly = { prefix, message };
+  return { head, writes };
+}
+
+function writeBatch(message: string): void {
+  const w = writer!;
+  const { head, writes } = unpack(message);
+  const outcomes = w.writeBatchImmediate(writes, { ...head.rules, searchSkipKinds: new Set(head.rules.searchSkipKinds) });
+  // One number per event: its seq when stored, 0 a duplicate, -1 refused (with the refusal).
+  const seqs = new Float64Array(outcomes.length);
+  const refusals: [number, Prefix, string][] = [];
+  outcomes.forEach((o, i) => {
+    if (o.stored) seqs[i] = o.seq;
+    else if (o.duplicate) seqs[i] = 0;
+    else {
+      seqs[i] = -1;
+      refusals.push([i, o.refusal.prefix, o.refusal.message]);
+    }
+  });
+  reply({ id: head.id, seqs, refusals, seq: refreshSeq(w) }, [seqs.buffer]);
+}
+
+function call(c: WriterCall): unknown {
+  const w = writer!;
+  switch (c.call) {
+    case "purgeStep":
+      return w.purgeStep(c.budgetMs);
+    case "sweepExpired":
+      return w.sweepExpired(c.now);
+    case "admin":
+      return (admin![c.method] as (...a: unknown[]) => unknown)(...c.args);
+  }
+}
+
+function open(path: string, synchronous: "normal" | "full"): void {
+  db = openDatabase({ path, synchronous });
+  writer = new SqliteWriter(db);
+  // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
+  writer.onPurge = () => reply({ purge: true });
+  admin = new SqliteAdmin(db, writer);
+  const version = db.prepare("PRAGMA data_version");
+  const max = db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");
+  dataVersion = () => (version.get() as { data_version: number }).data_version;
+  maxSeq = () => (max.get() as { s: number }).s;
+  reply({ ready: true, seq: refreshSeq(writer) });
+}
+
+self.onmessage = (msg: MessageEvent) => {
+  const m = msg.data as WriterRequest;
+  let id = 0;
+  try {
+    if (typeof m === "string" && m.startsWith("?")) {
+      const comma = m.indexOf(",");
+      id = Number(m.slice(1, comma));
+      let found = "";
+      for (let at = comma + 1; at < m.length; at += 64) found += writer!.has(m.slice(at, at + 64)) ? "1" : "0";
+      return reply({ id, result: found });
+    }
+    if (typeof m === "string") {
+      id = Number(m.slice('{"id":'.length, m.indexOf(","))); // for an error reply, before parsing
+
+      return writeBatch(m);
+    }
+    if ("open" in m) return open(m.open, m.synchronous);
+    if ("close" in m) {
+      const warnings = db ? checkpointAndClose(db) : [];
+      db = writer = admin = undefined;
+      return reply({ closed: true, warnings });
+    }
+    id = m.id;
+    reply({ id, result: call(m) });
+  } catch (e) {
+    const err = e as { message?: unknown; code?: unknown; name?: unknown };
+    reply({
+      id,
+      error: {
+        message: String(err?.message ?? e),
+        code: err?.code === undefined ? undefined : String(err.code),
+        name: String(err?.name ?? "Error"),
+      },
+    });
+  }
+};
