@@ -427,7 +427,8 @@ async function shutdown(live: Live): Promise<void> {
     await Bun.sleep(5);
   }
   drain.running = false;
-  await ctx.writer.drain();
+  // Bounded: a writer thread that hangs must not keep the process from exiting.
+  await Promise.race([ctx.writer.drain(), Bun.sleep(30_000)]);
   for (const ws of sockets) if (!told.has(ws)) ws.close(closing.code, closing.reason);
   // Let the close handshakes finish before cutting what is left.
   await Promise.race([gone, Bun.sleep(1000)]);

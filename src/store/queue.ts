@@ -66,12 +66,24 @@ export class FailureLog {
 /** One step of deferred deletion between batches: short enough that nobody waits long behind it. */
 export const PURGE_STEP_MS = 5;
 
+/**
+ * Stored JSON (UTF-16 code units) waiting for the writer or in its batches in flight, at most:
+ * past it an EVENT is answered `error:` at once. With the writer in a thread of its own the main
+ * thread admits while a batch commits, so when the disk is slower than the clients the queue
+ * would otherwise grow with connections x max_pending_events x max_event_bytes.
+ */
+export const MAX_QUEUED_CHARS = 64 * 1024 * 1024;
+/** A batch is cut at this much stored JSON as well as at maxBatch events (one message, one transaction). */
+export const MAX_BATCH_CHARS = 8 * 1024 * 1024;
+
 interface Queued extends PendingWrite {
   resolve: (o: WriteOutcome) => void;
 }
 
 export class WriterQueue {
   private queue: Queued[] = [];
+  /** Stored JSON queued or in batches in flight (MAX_QUEUED_CHARS). */
+  private queuedChars = 0;
   private scheduled = false;
   /** Batches handed to the store and not yet answered. */
   private inFlight = 0;
@@ -92,6 +104,7 @@ export class WriterQueue {
     /** The storage rules in force, read once per batch (so a config reload applies at once). */
     private readonly rules: () => WriteRules,
     private readonly maxBatch = 2000,
+    private readonly maxQueuedChars = MAX_QUEUED_CHARS,
   ) {
     this.maxInFlight = store.writePipeline ?? Infinity;
     if (store.purgeStep) {
@@ -130,6 +143,9 @@ export class WriterQueue {
   }
 
   enqueue(w: PendingWrite): Promise<WriteOutcome> {
+    if (this.queuedChars + w.json.length > this.maxQueuedChars && this.queuedChars > 0)
+      return Promise.resolve({ stored: false, duplicate: false, refusal: refuse("error", "the relay is busy storing events, try again") });
+    this.queuedChars += w.json.length;
     return new Promise((resolve) => {
       this.queue.push({ ...w, resolve });
       if (!this.scheduled) {
@@ -158,14 +174,27 @@ export class WriterQueue {
    */
   private pump(): void {
     while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
-      const batch = this.queue.splice(0, this.maxBatch);
+      const batch = this.queue.splice(0, this.batchLength());
+      const chars = batch.reduce((n, q) => n + q.json.length, 0);
       this.inFlight++;
       void this.write(batch).finally(() => {
+        this.queuedChars -= chars;
         this.inFlight--;
         for (const w of this.waiters.splice(0)) w();
         this.pump();
       });
     }
+  }
+
+  /** How many queued writes make the next batch: at most maxBatch, and MAX_BATCH_CHARS of JSON (at least one). */
+  private batchLength(): number {
+    const n = Math.min(this.queue.length, this.maxBatch);
+    let chars = 0;
+    for (let i = 0; i < n; i++) {
+      chars += this.queue[i]!.json.length;
+      if (chars > MAX_BATCH_CHARS) return Math.max(1, i);
+    }
+    return n;
   }
 
   private async write(batch: Queued[]): Promise<void> {
@@ -186,7 +215,13 @@ export class WriterQueue {
     // runs in the continuation of the store's answer, before any other task (a REQ's snapshot).
     batch.forEach((q, i) => {
       const o = outcomes[i]!;
-      if (o.stored) this.onStored(q, o.seq);
+      if (!o.stored) return;
+      try {
+        this.onStored(q, o.seq);
+      } catch (e) {
+        // A fanout bug must not leave the batch's authors without their OK.
+        console.error("fanout of a stored event failed:", e);
+      }
     });
     batch.forEach((q, i) => q.resolve(outcomes[i]!));
   }

@@ -49,13 +49,19 @@ interface Pending {
   reject(err: Error): void;
 }
 
+/** A writer thread that died this soon after it was started is started again only after a backoff. */
+const RESTART_BACKOFF_MS = { min: 100, max: 10_000, quick: 1000 };
+
 export class WriterThread {
-  private worker: Worker;
+  /** Undefined while a restart waits for its backoff: calls are then refused at once. */
+  private worker: Worker | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private opened = false;
   private closing = false;
-  private readyWaiters: (() => void)[] = [];
+  private readyWaiters: Pending[] = [];
+  private startedAt = 0;
+  private backoffMs = 0;
   /** Duplicate checks of this turn of the event loop, sent together (has). */
   private checks: { id: string; resolve(found: boolean): void; reject(err: Error): void }[] = [];
   /** Batches sent and not yet answered. */
@@ -74,22 +80,56 @@ export class WriterThread {
 
   private spawn(): Worker {
     const worker = new Worker(workerUrl("./store/sqlite/writer-worker.ts"));
+    this.startedAt = performance.now();
+    this.opened = false;
     worker.postMessage({ open: this.path, synchronous: this.synchronous } satisfies WriterRequest);
     worker.onmessage = (msg: MessageEvent) => this.onReply(msg.data as WriterReply);
     worker.onerror = (e) => {
       e.preventDefault?.();
-      console.error(`writer thread failed: ${e.message}`);
-      this.failAll(new Error(`the writer thread failed: ${e.message}`));
+      this.lost(worker, `failed: ${e.message}`);
+    };
+    // A worker that ends without an error event (process.exit in it, terminate) drops every
+    // message sent to it afterwards: without this, its batch would never be answered and every
+    // EVENT behind it would wait for good.
+    worker.addEventListener("close", () => this.lost(worker, "exited"));
+    return worker;
+  }
+
+  /**
+   * The writer thread is gone: everything waiting on it is refused (the queue answers its EVENTs
+   * `error:`), and a new one is started, after a backoff when the last one died young.
+   */
+  private lost(worker: Worker, how: string): void {
+    if (worker !== this.worker || this.closing) return;
+    this.worker = undefined;
+    console.error(`writer thread ${how}; starting a new one`);
+    const err = new Error(`the writer thread ${how}`);
+    this.failAll(err);
+    const young = performance.now() - this.startedAt < RESTART_BACKOFF_MS.quick;
+    this.backoffMs = young ? Math.min(Math.max(this.backoffMs * 2, RESTART_BACKOFF_MS.min), RESTART_BACKOFF_MS.max) : 0;
+    const restart = () => {
       if (!this.closing) this.worker = this.spawn();
     };
-    return worker;
+    if (this.backoffMs === 0) restart();
+    else setTimeout(restart, this.backoffMs).unref?.();
   }
 
   private onReply(r: WriterReply): void {
     if ("ready" in r) {
       this.opened = true;
       this.seq = Math.max(this.seq, r.seq);
-      for (const w of this.readyWaiters.splice(0)) w();
+      for (const w of this.readyWaiters.splice(0)) w.resolve(r);
+      return;
+    }
+    if ("error" in r && r.id === 0 && !this.opened && !this.closing) {
+      // The worker could not open the database (locked past busy_timeout, damaged, unwritable).
+      const err = Object.assign(new Error(r.error.message), { code: r.error.code, name: r.error.name });
+      for (const w of this.readyWaiters.splice(0)) w.reject(err);
+      const worker = this.worker;
+      if (worker) {
+        this.lost(worker, `could not open the database: ${r.error.message}`);
+        worker.terminate();
+      }
       return;
     }
     if ("purge" in r) return this.onPurge?.();
@@ -105,20 +145,24 @@ export class WriterThread {
   private failAll(err: Error): void {
     const all = [...this.pending.values()];
     this.pending.clear();
+    this.batches = 0;
     for (const p of all) p.reject(err);
   }
 
   private send(m: WriterRequest, id: number, transfer: ArrayBuffer[] = []): Promise<WriterReply> {
     if (this.closing) return Promise.reject(new StoreClosedError("the store is closed"));
+    const worker = this.worker;
+    if (!worker) return Promise.reject(new Error("the writer thread is restarting"));
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage(m, transfer);
+      worker.postMessage(m, transfer);
     });
   }
 
-  /** Resolves once the worker has opened its connection. */
+  /** Resolves once the worker has opened its connection; rejects when it cannot. */
   ready(): Promise<void> {
-    return this.opened ? Promise.resolve() : new Promise((r) => this.readyWaiters.push(r));
+    if (this.opened) return Promise.resolve();
+    return new Promise((resolve, reject) => this.readyWaiters.push({ resolve: () => resolve(), reject }));
   }
 
   /** A batch committed in one transaction, or failed as a whole (an error with SQLite's code). */
@@ -134,18 +178,21 @@ export class WriterThread {
       if (w.vanishOnly) vanishOnly.push([i, w.vanishOnly.prefix, w.vanishOnly.message]);
       parts[i + 1] = w.json;
     });
-    this.batches++;
+    // Counted only once it is sent (a refused send is not in flight).
+    if (this.worker && !this.closing) this.batches++;
     // One string: Bun clones a string message several times faster than an object holding the
     // same string (measured: 128 events, 59 vs 334 us of the main thread per message).
     const head: BatchHead = { id, lengths, vanishOnly, rules: { ...rules, searchSkipKinds: [...rules.searchSkipKinds] } };
     parts[0] = `${JSON.stringify(head)}\n`;
+    // failAll (a lost worker) sets batches to 0 itself.
+    const done = () => (this.batches = Math.max(0, this.batches - 1));
     return this.send(parts.join(""), id).then(
       (r) => {
-        this.batches--;
+        done();
         return this.outcomes(r);
       },
       (err: unknown) => {
-        this.batches--;
+        done();
         throw err;
       },
     );
@@ -175,6 +222,10 @@ export class WriterThread {
    * them, so an event in flight is found once its batch is committed.
    */
   has(id: string): Promise<boolean> {
+    // The answer is one character per 64-character id: any other length would shift the rest.
+    if (id.length !== 64) return Promise.resolve(false);
+    // No writer thread (it is being restarted): "not known"; the writer finds a duplicate itself.
+    if (!this.worker) return Promise.resolve(false);
     return new Promise((resolve, reject) => {
       if (this.checks.length === 0) setImmediate(() => this.sendChecks());
       this.checks.push({ id, resolve, reject });
@@ -196,7 +247,9 @@ export class WriterThread {
         checks.forEach((c, i) => c.resolve(found.charCodeAt(i) === 49));
       },
       (err: Error) => {
-        for (const c of checks) c.reject(err);
+        // The thread was lost (failAll): "not known", as above; the writer's own insert is the
+        // check that counts. A closed store is still an error.
+        for (const c of checks) err instanceof StoreClosedError ? c.reject(err) : c.resolve(false);
       },
     );
   }
@@ -220,13 +273,20 @@ export class WriterThread {
   /** Waits for what was sent, then checkpoints the WAL and closes the connection in the worker. */
   async close(): Promise<void> {
     if (this.closing) return;
-    const closed = new Promise<WriterReply>((resolve, reject) => this.pending.set(0, { resolve, reject }));
-    this.worker.postMessage({ close: true } satisfies WriterRequest);
+    const worker = this.worker;
     this.closing = true;
+    if (!worker) return;
+    const closed = new Promise<WriterReply>((resolve, reject) => this.pending.set(0, { resolve, reject }));
+    worker.postMessage({ close: true } satisfies WriterRequest);
     let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([closed, new Promise((r) => (timer = setTimeout(r, 30_000)))]);
-    clearTimeout(timer);
-    this.pending.delete(0);
-    this.worker.terminate();
+    try {
+      await Promise.race([closed, new Promise((r) => (timer = setTimeout(r, 30_000)))]);
+    } catch {
+      // Answered with an error: the worker is ended below all the same.
+    } finally {
+      clearTimeout(timer);
+      this.pending.delete(0);
+      worker.terminate();
+    }
   }
 }
