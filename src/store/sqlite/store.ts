@@ -62,6 +62,9 @@ export class SqliteStore implements Store {
     if (opts.writerThread && opts.path !== ":memory:") {
       // This connection created and migrated the file; the worker's writes from here on.
       this.db.exec("PRAGMA cache_size = -2000");
+      // Its reads are small (admin lists, sizes, the snapshot seq): no map, which would count
+      // the file's pages again in the relay's RSS.
+      this.db.exec("PRAGMA mmap_size = 0");
       const committed = (this.db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
       this.thread = new WriterThread(opts.path, opts.synchronous, committed);
       this.admin = new ThreadAdmin(this.db, this.thread);

@@ -80,6 +80,9 @@ function call(c: WriterCall): unknown {
 
 function open(path: string, synchronous: "normal" | "full"): void {
   db = openDatabase({ path, synchronous });
+  // Pages through its own cache, not a map of the file: the map's pages counted in the relay's
+  // RSS up to the whole database (223 of 540 MiB at 100k events).
+  db.exec("PRAGMA mmap_size = 0");
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
   writer.onPurge = () => reply({ purge: true });
