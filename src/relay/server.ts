@@ -308,7 +308,7 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
 function statusJsonResponse(req: Request, history: History): Response {
   if (req.method !== "GET" && req.method !== "HEAD")
     return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
-  return new Response(JSON.stringify(history.json()), {
+  return new Response(history.text(), {
     headers: { "Content-Type": "application/json", "Cache-Control": "no-store", "Access-Control-Allow-Origin": "*" },
   });
 }
