@@ -15,7 +15,7 @@ import tls from "node:tls";
 import { loadConfigFile } from "../src/config/load.ts";
 import { needInCI } from "./ci.ts";
 import { signer, startTestRelay, type TestRelay } from "./helpers.ts";
-import { freePort } from "./process-helpers.ts";
+import { freePort, selfSignedCert } from "./process-helpers.ts";
 
 const root = resolve(import.meta.dir, "..");
 const find = (name: string) => [Bun.which(name), `/usr/sbin/${name}`, `/usr/bin/${name}`].find((p): p is string => !!p && existsSync(p));
@@ -49,30 +49,7 @@ interface Proxy {
 }
 
 async function startNginx(dir: string, p: Ports): Promise<Proxy> {
-  const cert = join(dir, "cert.pem");
-  const key = join(dir, "key.pem");
-  const gen = Bun.spawnSync(
-    [
-      openssl!,
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-days",
-      "1",
-      "-subj",
-      "/CN=relay.example.com",
-      "-keyout",
-      key,
-      "-out",
-      cert,
-    ],
-    { stderr: "pipe" },
-  );
-  if (gen.exitCode !== 0) throw new Error(`openssl: ${gen.stderr}`);
+  const { cert, key } = selfSignedCert(openssl!, dir, "relay.example.com");
   const site = swap("packaging/nginx.conf", readFileSync(join(root, "packaging/nginx.conf"), "utf8"), [
     ["server 127.0.0.1:7447;", `server 127.0.0.1:${p.relay};`],
     [/^\s*listen \[::\]:(80|443)( ssl)?;\n/gm, ""],

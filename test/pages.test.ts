@@ -11,7 +11,7 @@ import { npubEncode } from "nostr-tools/nip19";
 import { finalizeEvent } from "nostr-tools/pure";
 import { Browser, CHROMIUM, type Page } from "./cdp.ts";
 import { needInCI } from "./ci.ts";
-import { freePort } from "./process-helpers.ts";
+import { freePort, selfSignedCert } from "./process-helpers.ts";
 import { Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
 const haveChromium = needInCI(
@@ -729,19 +729,7 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   /** nginx terminating TLS for TLS_HOST on a free port in front of the relay, as a site would. */
   async function startTlsProxy(dir: string): Promise<{ port: number; stop: () => Promise<void> }> {
     const port = freePort();
-    const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
-    const gen = Bun.spawnSync(
-      [OPENSSL!, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"].concat([
-        "-subj",
-        `/CN=${TLS_HOST}`,
-        "-keyout",
-        key,
-        "-out",
-        cert,
-      ]),
-      { stderr: "pipe" },
-    );
-    if (gen.exitCode !== 0) throw new Error(`openssl: ${gen.stderr}`);
+    const { cert, key } = selfSignedCert(OPENSSL!, dir, TLS_HOST);
     const temps = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `${t}_temp_path ${join(dir, t)};`).join(" ");
     writeFileSync(
       join(dir, "nginx.conf"),

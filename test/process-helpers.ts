@@ -64,3 +64,21 @@ export function collectOutput(proc: Subprocess<"ignore", "pipe", "pipe">): () =>
   void pump(proc.stderr);
   return () => out;
 }
+
+/** A self-signed EC certificate for `host`, valid one day, written as cert.pem and key.pem in `dir` (a TLS proxy in front of a test relay). */
+export function selfSignedCert(openssl: string, dir: string, host: string): { cert: string; key: string } {
+  const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
+  const gen = Bun.spawnSync(
+    [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"].concat([
+      "-subj",
+      `/CN=${host}`,
+      "-keyout",
+      key,
+      "-out",
+      cert,
+    ]),
+    { stderr: "pipe" },
+  );
+  if (gen.exitCode !== 0) throw new Error(`openssl: ${gen.stderr}`);
+  return { cert, key };
+}

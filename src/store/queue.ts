@@ -174,8 +174,8 @@ export class WriterQueue {
    */
   private pump(): void {
     while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
-      const batch = this.queue.splice(0, this.batchLength());
-      const chars = batch.reduce((n, q) => n + q.json.length, 0);
+      const { length, chars } = this.nextBatch();
+      const batch = this.queue.splice(0, length);
       this.inFlight++;
       void this.write(batch).finally(() => {
         this.queuedChars -= chars;
@@ -186,15 +186,16 @@ export class WriterQueue {
     }
   }
 
-  /** How many queued writes make the next batch: at most maxBatch, and MAX_BATCH_CHARS of JSON (at least one). */
-  private batchLength(): number {
+  /** The next batch: at most maxBatch queued writes and MAX_BATCH_CHARS of their JSON (at least one), and that JSON's size. */
+  private nextBatch(): { length: number; chars: number } {
     const n = Math.min(this.queue.length, this.maxBatch);
     let chars = 0;
     for (let i = 0; i < n; i++) {
-      chars += this.queue[i]!.json.length;
-      if (chars > MAX_BATCH_CHARS) return Math.max(1, i);
+      const next = chars + this.queue[i]!.json.length;
+      if (next > MAX_BATCH_CHARS && i > 0) return { length: i, chars };
+      chars = next;
     }
-    return n;
+    return { length: n, chars };
   }
 
   private async write(batch: Queued[]): Promise<void> {

@@ -7,11 +7,29 @@ import type { AdminEntry, AdminLogEntry, AdminStore } from "../types.ts";
 import type { SqliteWriter } from "./write.ts";
 import type { WriterThread } from "./writer-thread.ts";
 
-/** The admin state's prepared statements, by name. */
-function adminStatements(db: Database) {
+/** What both kinds of admin state read, on the connection of this thread. */
+abstract class AdminReads {
+  private readonly all;
+  private readonly recent;
+
+  constructor(db: Database) {
+    this.all = db.prepare("SELECT list, key, value, at FROM admin_entries ORDER BY list, at, key");
+    this.recent = db.prepare("SELECT at, pubkey, method, params, result FROM admin_log ORDER BY seq DESC LIMIT ?");
+  }
+
+  entries(): AdminEntry[] {
+    return this.all.all() as AdminEntry[];
+  }
+
+  recentLog(limit: number): AdminLogEntry[] {
+    return this.recent.all(limit) as AdminLogEntry[];
+  }
+}
+
+/** The admin state's writes, prepared on the writer connection. */
+function adminWrites(db: Database) {
   const q = (sql: string) => db.prepare(sql);
   return {
-    all: q("SELECT list, key, value, at FROM admin_entries ORDER BY list, at, key"),
     put: q(
       "INSERT INTO admin_entries (list, key, value, at) VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET value = excluded.value, at = excluded.at",
     ),
@@ -19,23 +37,18 @@ function adminStatements(db: Database) {
     useToken: q("INSERT INTO admin_tokens (id, expires) VALUES (?, ?) ON CONFLICT DO NOTHING"),
     pruneTokens: q("DELETE FROM admin_tokens WHERE expires < ?"),
     log: q("INSERT INTO admin_log (at, pubkey, method, params, result) VALUES (?, ?, ?, ?, ?)"),
-    recent: q("SELECT at, pubkey, method, params, result FROM admin_log ORDER BY seq DESC LIMIT ?"),
   };
 }
-type AdminStatements = ReturnType<typeof adminStatements>;
 
-export class SqliteAdmin implements AdminStore {
-  private readonly st: AdminStatements;
+export class SqliteAdmin extends AdminReads implements AdminStore {
+  private readonly st: ReturnType<typeof adminWrites>;
 
   constructor(
     db: Database,
     private readonly writer: SqliteWriter,
   ) {
-    this.st = adminStatements(db);
-  }
-
-  entries(): AdminEntry[] {
-    return this.st.all.all() as AdminEntry[];
+    super(db);
+    this.st = adminWrites(db);
   }
 
   put(e: AdminEntry): void {
@@ -55,10 +68,6 @@ export class SqliteAdmin implements AdminStore {
     this.st.log.run(e.at, e.pubkey, e.method, e.params, e.result);
   }
 
-  recentLog(limit: number): AdminLogEntry[] {
-    return this.st.recent.all(limit) as AdminLogEntry[];
-  }
-
   deleteEvent(id: string): boolean {
     return this.writer.removeById(id);
   }
@@ -69,22 +78,12 @@ export class SqliteAdmin implements AdminStore {
 }
 
 /** The admin state when the writer connection is in the writer thread (store/sqlite/writer-worker.ts). */
-export class ThreadAdmin implements AdminStore {
-  private readonly st: AdminStatements;
-
+export class ThreadAdmin extends AdminReads implements AdminStore {
   constructor(
     db: Database,
     private readonly thread: WriterThread,
   ) {
-    this.st = adminStatements(db);
-  }
-
-  entries(): AdminEntry[] {
-    return this.st.all.all() as AdminEntry[];
-  }
-
-  recentLog(limit: number): AdminLogEntry[] {
-    return this.st.recent.all(limit) as AdminLogEntry[];
+    super(db);
   }
 
   put(e: AdminEntry): Promise<void> {
