@@ -665,6 +665,70 @@ describe("limits and configuration", () => {
     await expect(sync(nt, [], {})).rejects.toThrow(/NEG-ERR.*blocked:/);
   });
 
+  test("max_negentropy_items_total bounds the sessions of all connections together, whatever their addresses", async () => {
+    const relay = await relayWith({ limits: { max_negentropy_items: 100, max_negentropy_items_total: 150 } });
+    const [a, b, c, d] = [signer(), signer(), signer(), signer()];
+    const t = now() - 1000;
+    const c1 = await connect(relay.url);
+    const c2 = await connect(relay.url);
+    await publishAll(c1, [
+      ...Array.from({ length: 100 }, (_, i) => mk(a, 1, t + i)),
+      ...Array.from({ length: 60 }, (_, i) => mk(b, 1, t + i)),
+      ...Array.from({ length: 50 }, (_, i) => mk(c, 1, t + i)),
+      mk(d, 1, t),
+    ]);
+    // c1 holds 100 items; c2 may hold 50 more, not the 60 of b (its own cap is 100).
+    expect((await negAnswer(c1, ["NEG-OPEN", "all-a", { authors: [a.pubkey] }, negClient().initial]))[0]).toBe("NEG-MSG");
+    expect(relay.ctx.negItemsTotal).toBe(100);
+    const by = (s: Signer) => ({ authors: [s.pubkey] });
+    expect(await negAnswer(c2, ["NEG-OPEN", "x", by(b), negClient().initial])).toEqual([
+      "NEG-ERR",
+      "x",
+      expect.stringMatching(/^blocked: /),
+    ]);
+    expect((await negAnswer(c2, ["NEG-OPEN", "b", by(c), negClient().initial]))[0]).toBe("NEG-MSG");
+    expect(relay.ctx.negItemsTotal).toBe(150);
+    // At the limit, even a session of a single event is refused, and told why.
+    expect(await negAnswer(c2, ["NEG-OPEN", "y", by(d), negClient().initial])).toEqual([
+      "NEG-ERR",
+      "y",
+      expect.stringMatching(/^blocked: this relay's open negentropy sessions are at their limit/),
+    ]);
+    // Items go back when a session closes, and when its connection goes.
+    c2.send(["NEG-CLOSE", "b"]);
+    await settle(c2);
+    expect(relay.ctx.negItemsTotal).toBe(100);
+    c1.close();
+    for (let i = 0; i < 100 && relay.ctx.negItemsTotal > 0; i++) await Bun.sleep(20);
+    expect(relay.ctx.negItemsTotal).toBe(0);
+    expect((await negAnswer(c2, ["NEG-OPEN", "all-a", { authors: [a.pubkey] }, negClient().initial]))[0]).toBe("NEG-MSG");
+  });
+
+  test("a session with no NEG-MSG for negentropy_idle_seconds is closed with NEG-ERR closed: and its items freed", async () => {
+    const relay = await relayWith({ limits: { negentropy_idle_seconds: 1 } });
+    const a = signer();
+    const c = await connect(relay.url);
+    await publishAll(
+      c,
+      Array.from({ length: 5 }, (_, i) => mk(a, 1, now() - 100 + i)),
+    );
+    const n = negClient();
+    const first = await negAnswer(c, ["NEG-OPEN", "s", { authors: [a.pubkey] }, n.initial]);
+    expect(first[0]).toBe("NEG-MSG");
+    expect(relay.ctx.negItemsTotal).toBe(5);
+    // Kept open by its messages: 3 round trips spread over 1.5 s.
+    for (let i = 0; i < 3; i++) {
+      await Bun.sleep(500);
+      expect((await negAnswer(c, ["NEG-MSG", "s", n.initial]))[0]).toBe("NEG-MSG");
+    }
+    // Then quiet: the relay says so on its own, and forgets it.
+    const from = c.frames.length;
+    const closed = await c.next((f) => f[0] === "NEG-ERR" && f[1] === "s", 5000, from);
+    expect(closed).toEqual(["NEG-ERR", "s", expect.stringMatching(/^closed: /)]);
+    expect(relay.ctx.negItemsTotal).toBe(0);
+    expect(await negAnswer(c, ["NEG-MSG", "s", n.initial])).toEqual(["NEG-ERR", "s", expect.stringMatching(/^closed: /)]);
+  });
+
   test("negentropy sessions count against max_subscriptions, apart from REQs; auth = always applies", async () => {
     const relay = await relayWith({ limits: { max_subscriptions: 2 } });
     const c = await connect(relay.url);

@@ -355,6 +355,20 @@ export const schema = {
       doc: "NIP-77: the same for all connections from one IP (an IPv6 /64) together (each item held costs ~72 bytes); 0 = no limit.",
       reloadable: true,
     }),
+    max_negentropy_items_total: key({
+      type: "int",
+      default: 1000000,
+      min: 0,
+      doc: "NIP-77: the same for all connections together, whatever their addresses (~72 MB at the default); 0 = no limit.",
+      reloadable: true,
+    }),
+    negentropy_idle_seconds: key({
+      type: "int",
+      default: 60,
+      min: 0,
+      doc: "NIP-77: a session with no NEG-MSG for this long is closed (NEG-ERR closed:) and its items freed; 0 = never.",
+      reloadable: true,
+    }),
     max_filter_value_length: key({
       type: "int",
       default: 1024,

@@ -46,6 +46,8 @@ export interface RelayContext extends BudgetState {
   filterBytes: Map<string, number>;
   /** NIP-77 items held by the open negentropy sessions of each address group (relay/neg.ts). */
   negItems: Map<string, number>;
+  /** And of all addresses together (max_negentropy_items_total). */
+  negItemsTotal: number;
   /** When this relay started (ms since the epoch), for the status page and metrics. */
   readonly startedAt: number;
   /** Open websocket connections. */

@@ -87,13 +87,15 @@ function fail(ctx: RelayContext, ws: Socket, subId: string, reason: string): voi
   send(ws, errFrame(subId, reason));
 }
 
-/** Forgets a session and gives its items back to the address's budget. */
+/** Forgets a session and gives its items back to the address's and the relay's budgets. */
 export function closeNeg(ctx: RelayContext, ws: Socket, subId: string): void {
   const session = ws.data.neg.get(subId);
   if (!session) return;
   ws.data.neg.delete(subId);
+  clearTimeout(session.idle);
   session.remote?.close();
   tally(ctx.negItems, ws.data.group, -session.items);
+  ctx.negItemsTotal -= session.items;
 }
 
 /** Frame sizes count against the connection's backlog of waiting NEG frames. */
@@ -153,17 +155,18 @@ async function openNeg(
   // One budget of items per connection, however many sessions share it: memory stays bounded.
   let held = 0;
   for (const other of s.neg.values()) held += other.items;
-  const perIp = ctx.config.limits.max_negentropy_items_per_ip;
+  const { max_negentropy_items, max_negentropy_items_per_ip: perIp, max_negentropy_items_total: total } = ctx.config.limits;
   const ipLeft = perIp > 0 ? perIp - (ctx.negItems.get(s.group) ?? 0) : Number.POSITIVE_INFINITY;
-  const max = Math.min(ctx.config.limits.max_negentropy_items - held, ipLeft);
+  // Across addresses too: many addresses (IPv6 /64s are cheap) must not hold the relay's memory.
+  const relayLeft = total > 0 ? total - ctx.negItemsTotal : Number.POSITIVE_INFINITY;
+  const max = Math.min(max_negentropy_items - held, ipLeft, relayLeft);
   if (max <= 0) {
     budget.onEnd?.(0);
-    return fail(
-      ctx,
-      ws,
-      subId,
-      `blocked: open negentropy sessions already cover ${held} events${ipLeft <= 0 ? " (from this address)" : ""}; close one first`,
-    );
+    const why =
+      relayLeft <= 0
+        ? "this relay's open negentropy sessions are at their limit; try again later"
+        : `open negentropy sessions already cover ${held} events${ipLeft <= 0 ? " (from this address)" : ""}; close one first`;
+    return fail(ctx, ws, subId, `blocked: ${why}`);
   }
   const filter = filters[0]!;
   const job = {
@@ -191,7 +194,7 @@ async function openNeg(
       return fail(ctx, ws, subId, opened.error);
     }
     session.remote = opened;
-    hold(ctx, ws, session, opened.items);
+    hold(ctx, ws, subId, session, opened.items);
     return send(ws, msgFrame(subId, opened.reply!));
   }
   let items;
@@ -207,7 +210,7 @@ async function openNeg(
   const started = performance.now();
   session.server = new NegentropyServer(NegentropyStorage.fromPacked(items.timestamps, items.ids), FRAME_LIMIT);
   chargeNegTime(ctx, s, performance.now() - started);
-  hold(ctx, ws, session, items.timestamps.length);
+  hold(ctx, ws, subId, session, items.timestamps.length);
   reply(ctx, ws, subId, session.server, message);
 }
 
@@ -219,9 +222,27 @@ function dropped(ctx: RelayContext, ws: Socket, subId: string, session: NegSessi
   return true;
 }
 
-function hold(ctx: RelayContext, ws: Socket, session: NegSession, items: number): void {
+function hold(ctx: RelayContext, ws: Socket, subId: string, session: NegSession, items: number): void {
   session.items = items;
   tally(ctx.negItems, ws.data.group, items);
+  ctx.negItemsTotal += items;
+  keepAlive(ctx, ws, subId, session);
+}
+
+/**
+ * (Re)starts the session's idle clock: a client that opened a session and went quiet holds its
+ * items (memory) until then, not until it disconnects. The NEG-ERR goes in the id's turn.
+ */
+function keepAlive(ctx: RelayContext, ws: Socket, subId: string, session: NegSession): void {
+  const seconds = ctx.config.limits.negentropy_idle_seconds;
+  if (seconds <= 0) return;
+  clearTimeout(session.idle);
+  session.idle = setTimeout(() => {
+    inOrder(ctx, ws, subId, "close", 0, () => {
+      if (ws.data.neg.get(subId) === session && !ws.data.closed) fail(ctx, ws, subId, `closed: no NEG-MSG for ${seconds} seconds`);
+    });
+  }, seconds * 1000);
+  session.idle.unref?.();
 }
 
 async function negMessage(ctx: RelayContext, ws: Socket, subId: string, message: unknown): Promise<void> {
@@ -229,6 +250,7 @@ async function negMessage(ctx: RelayContext, ws: Socket, subId: string, message:
   const session = ws.data.neg.get(subId);
   if (!session) return fail(ctx, ws, subId, "closed: no open negentropy session with this id");
   if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the message must be hex");
+  keepAlive(ctx, ws, subId, session);
   if (session.remote) {
     // Reconciled where the session lives, as a read: sliced, budgeted, in turn with the others.
     // The main thread's share (the frame's parse, handing it on, sending the reply) is paid for

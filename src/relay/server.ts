@@ -231,6 +231,7 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
     queryGroups: new Map(),
     filterBytes: new Map(),
     negItems: new Map(),
+    negItemsTotal: 0,
     negGroups: new Map(),
     startedAt: Date.now(),
     connections: () => sockets.size,

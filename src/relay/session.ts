@@ -25,6 +25,8 @@ export interface NegSession {
   remote?: NegSessionHandle;
   /** Items held, counted against the connection's max_negentropy_items. */
   items: number;
+  /** Closes the session when no NEG-MSG came for [limits] negentropy_idle_seconds. */
+  idle?: ReturnType<typeof setTimeout>;
 }
 
 /**
