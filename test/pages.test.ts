@@ -627,6 +627,48 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     });
   });
 
+  test("a picture at a URL its author chose is not loaded (the server would see the moderator's address) until the moderator asks; the choice is remembered", async () => {
+    const png = Buffer.from(pngDataUrl([90, 90, 200]).split(",")[1]!, "base64");
+    const fetched: string[] = [];
+    const pictures = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: (req) => (fetched.push(new URL(req.url).pathname), new Response(png, { headers: { "Content-Type": "image/png" } })),
+    });
+    try {
+      const c = await connect();
+      const far = await author(c, { name: "Remote Picture", picture: `http://127.0.0.1:${pictures.port}/me.png` }, ["a note"]);
+      const r = row(far.notes[0]!.id);
+      signingAs = ADMIN;
+      await page.goto(`${httpBase}/admin`);
+      await page.waitFor(
+        `${r}?.querySelector(".name")?.textContent === "Remote Picture" && ${r}.querySelector(".author .initial")?.textContent === "R"`,
+      );
+      await Bun.sleep(500);
+      expect({ img: await page.evaluate(`!!${r}.querySelector(".author img")`), fetched }).toEqual({ img: false, fetched: [] });
+      expect(await page.evaluate(`document.getElementById("show-pictures").checked`)).toBe(false);
+
+      await page.evaluate(`document.getElementById("show-pictures").click()`);
+      await page.waitFor(`${r}?.querySelector(".author img")?.naturalWidth === 8`);
+      expect(fetched).toContain("/me.png");
+      // Remembered in this browser: after a reload it loads at once.
+      await page.goto(`${httpBase}/admin`);
+      await page.waitFor(`${r}?.querySelector(".author img")?.naturalWidth === 8`);
+      expect(await page.evaluate(`document.getElementById("show-pictures").checked`)).toBe(true);
+      // Unticked: back to the initial, nothing more fetched.
+      await page.evaluate(`document.getElementById("show-pictures").click()`);
+      await page.waitFor(`${r}?.querySelector(".author .initial")?.textContent === "R"`);
+      const count = fetched.length;
+      await page.goto(`${httpBase}/admin`);
+      await page.waitFor(`${r}?.querySelector(".author .initial")?.textContent === "R"`);
+      await Bun.sleep(300);
+      expect(fetched.length).toBe(count);
+      expect(await page.evaluate(`window.__csp`)).toEqual([]);
+    } finally {
+      pictures.stop(true);
+    }
+  }, 30_000);
+
   test("each table's row undoes its entry: Unallow a pubkey, Reset a kind, Unblock an address", async () => {
     const c = await connect();
     const friend = await author(c, { name: "Allowed Friend", picture: pngDataUrl([240, 200, 20]) }, ["a friend's note"]);

@@ -564,12 +564,20 @@
     return img;
   }
 
+  // A picture at a URL its author chose tells that server the moderator's address and when they
+  // look: loaded only when asked for (remembered in this browser). Inline (data:) ones always.
+  const PICTURES_KEY = "bunstr-admin-pictures";
+  let remotePictures = localStorage.getItem(PICTURES_KEY) === "1";
+  /** @param {string | undefined} src */
+  const showable = (src) => (src && (remotePictures || src.startsWith("data:")) ? src : undefined);
+
   /** @param {HTMLElement} span @param {string} pk */
   function paintAuthor(span, pk) {
     const p = profiles.get(pk);
     const name = p ? p.name : "";
     const short = shortBech("npub", pk);
-    span.replaceChildren(p?.picture ? avatar(p.picture, name || short) : initial(name || short));
+    const picture = showable(p?.picture);
+    span.replaceChildren(picture ? avatar(picture, name || short) : initial(name || short));
     if (name) span.append(el("span", "name", name));
     span.append(el("code", "npub", short));
     span.title = npub(pk) + "\n" + pk;
@@ -1071,6 +1079,15 @@
   $("filter").addEventListener("submit", (ev) => {
     ev.preventDefault();
     startLive();
+  });
+  input("show-pictures").checked = remotePictures;
+  input("show-pictures").addEventListener("change", () => {
+    remotePictures = input("show-pictures").checked;
+    localStorage.setItem(PICTURES_KEY, remotePictures ? "1" : "0");
+    for (const span of document.querySelectorAll("[data-profile]")) {
+      const el = /** @type {HTMLElement} */ (span);
+      paintAuthor(el, el.dataset.profile || "");
+    }
   });
   $("filter-clear").addEventListener("click", () => {
     for (const f of ["filter-kinds", "filter-author", "filter-text"]) input(f).value = "";
