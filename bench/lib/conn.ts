@@ -50,9 +50,10 @@ export class Conn {
         clearTimeout(timer);
         resolve(conn);
       };
-      ws.onerror = () => {
+      ws.onerror = (e) => {
         clearTimeout(timer);
-        reject(new Error(`${name}: cannot connect to ${url}`));
+        const why = (e as ErrorEvent).message || (e as { error?: Error }).error?.message;
+        reject(new Error(`${name}: cannot connect to ${url}${why ? ` (${why})` : ""}`));
       };
       const conn = new Conn(ws, name);
     });
