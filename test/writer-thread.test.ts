@@ -2,8 +2,9 @@
 // the writer queue's bound in bytes (store/queue.ts) when the writer is slower than the clients.
 import { describe, expect, spyOn, test } from "bun:test";
 import { MAX_BATCH_CHARS, WriterQueue } from "../src/store/queue.ts";
+import type { NostrEvent } from "../src/protocol/event.ts";
 import type { PendingWrite, Store, WriteOutcome } from "../src/store/types.ts";
-import { Client, now, signer, startTestRelay } from "./helpers.ts";
+import { Client, now, rowsWithId, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
 describe("writer thread", () => {
   test("a writer thread that ends (no error event) fails its waiting EVENTs with error:, and a new one stores the next", async () => {
@@ -38,6 +39,143 @@ describe("writer thread", () => {
     } finally {
       errors.mockRestore();
       c.close();
+      await relay.stop();
+    }
+  }, 30_000);
+});
+
+/** The store's writer thread, as the test reaches into it (no production hooks). */
+interface ThreadInside {
+  worker: Worker;
+}
+const threadOf = (relay: TestRelay) => (relay.ctx.store as unknown as { thread: ThreadInside }).thread;
+
+/**
+ * The next batch's reply never arrives: the worker ends as it comes, after its COMMIT, without an
+ * error event ("close", as after process.exit in it) or with one (an uncaught error in it).
+ */
+function loseNextBatchReply(thread: ThreadInside, how: "close" | "error"): { lost: Promise<number> } {
+  const worker = thread.worker;
+  const original = worker.onmessage!;
+  let told: (n: number) => void;
+  const lost = new Promise<number>((r) => (told = r));
+  worker.onmessage = (msg: MessageEvent) => {
+    const r = msg.data as { seqs?: Float64Array };
+    if (!r.seqs) return original.call(worker, msg);
+    worker.onmessage = original;
+    if (how === "close") worker.terminate();
+    else worker.onerror!(new ErrorEvent("error", { message: "simulated" }));
+    told(r.seqs.length);
+  };
+  return { lost };
+}
+
+/** The next batch is never delivered: the worker is ended as it is posted, before any COMMIT. */
+function loseNextBatchUnsent(thread: ThreadInside): { lost: Promise<number> } {
+  const worker = thread.worker;
+  let told: (n: number) => void;
+  const lost = new Promise<number>((r) => (told = r));
+  worker.postMessage = ((m: unknown) => {
+    if (typeof m !== "string" || m.startsWith("?")) return Worker.prototype.postMessage.call(worker, m);
+    worker.postMessage = Worker.prototype.postMessage;
+    worker.terminate();
+    told(JSON.parse(m.slice(0, m.indexOf("\n"))).lengths.length);
+  }) as Worker["postMessage"];
+  return { lost };
+}
+
+describe("a writer thread lost with a batch in flight", () => {
+  /** Publishes `n` events at once (one batch as far as the queue gathers them) and their OKs. */
+  async function publishAll(c: Client, events: NostrEvent[]) {
+    const from = c.frames.length;
+    for (const e of events) c.send(["EVENT", e]);
+    return Promise.all(events.map((e) => c.next((f) => f[0] === "OK" && f[1] === e.id, 15_000, from)));
+  }
+
+  /** OK true, retried while the new writer thread starts (an EVENT meanwhile is answered error:). */
+  async function publishRetrying(c: Client, e: NostrEvent): Promise<void> {
+    let ok = await c.publish(e);
+    for (let i = 0; i < 50 && !ok[2]; i++) {
+      expect(ok[3]).toStartWith("error:");
+      await Bun.sleep(100);
+      ok = await c.publish(e);
+    }
+    expect(ok.slice(2)).toEqual([true, ""]);
+  }
+
+  test.each(["close", "error"] as const)(
+    "after its COMMIT (%s): each EVENT is OK true, fanned out once, stored once; a retry is duplicate:",
+    async (how) => {
+      const relay = await startTestRelay();
+      const pub = await Client.connect(relay.url);
+      const sub = await Client.connect(relay.url);
+      const errors = spyOn(console, "error");
+      try {
+        const author = signer();
+        expect((await pub.publish(author.sign({ kind: 1, content: "before" })))[2]).toBe(true);
+        expect((await sub.req("live", { authors: [author.pubkey] })).end).toEqual(["EOSE", "live"]);
+        const { lost } = loseNextBatchReply(threadOf(relay), how);
+        const events = Array.from({ length: 6 }, (_, i) => author.sign({ kind: 1, content: `during ${i}`, created_at: now() - i }));
+        const oks = await publishAll(pub, events);
+        expect(await lost).toBeGreaterThan(0);
+        for (const ok of oks) expect(ok.slice(2)).toEqual([true, ""]);
+        // The subscriber got each exactly once (a fence: an event published after them arrives after them).
+        const after = author.sign({ kind: 1, content: "after" });
+        await publishRetrying(pub, after);
+        await sub.next((f) => f[0] === "EVENT" && f[1] === "live" && f[2].id === after.id);
+        const live = sub.eventsFor("live").map((e) => e.id);
+        for (const e of events) expect(live.filter((id) => id === e.id)).toHaveLength(1);
+        const got = await sub.req("later", { authors: [author.pubkey] });
+        for (const e of events) expect(got.events.filter((g) => g.id === e.id)).toHaveLength(1);
+        for (const e of events) expect(await rowsWithId(relay, e.id)).toBe(1);
+        for (const e of events) expect((await pub.publish(e)).slice(2)).toEqual([true, "duplicate: already have this event"]);
+        const lines = errors.mock.calls.map((call: unknown[]) => call.map(String).join(" "));
+        const loss = how === "close" ? "writer thread exited" : "writer thread failed: simulated";
+        expect(lines.filter((l) => l.startsWith(loss))).toHaveLength(1);
+        // The lost batch is not counted failed (only EVENTs sent while the new thread starts are).
+        expect(lines.filter((l) => l.includes(`the ${loss.slice(7)} (`))).toEqual([]);
+      } finally {
+        errors.mockRestore();
+        pub.close();
+        sub.close();
+        await relay.stop();
+      }
+    },
+    30_000,
+  );
+
+  test("before its COMMIT: each EVENT is error:, nothing is fanned out; a retry stores it once", async () => {
+    const relay = await startTestRelay();
+    const pub = await Client.connect(relay.url);
+    const sub = await Client.connect(relay.url);
+    const errors = spyOn(console, "error");
+    try {
+      const author = signer();
+      expect((await pub.publish(author.sign({ kind: 1, content: "before" })))[2]).toBe(true);
+      expect((await sub.req("live", { authors: [author.pubkey] })).end).toEqual(["EOSE", "live"]);
+      const { lost } = loseNextBatchUnsent(threadOf(relay));
+      const events = Array.from({ length: 6 }, (_, i) => author.sign({ kind: 1, content: `during ${i}`, created_at: now() - i }));
+      const oks = await publishAll(pub, events);
+      const dropped = await lost;
+      expect(dropped).toBeGreaterThan(0);
+      const failed = events.filter((_, i) => oks[i]![2] === false);
+      expect(failed.length).toBeGreaterThanOrEqual(dropped);
+      for (const e of failed) expect(oks[events.indexOf(e)]![3]).toStartWith("error:");
+      for (const e of failed) expect(await rowsWithId(relay, e.id)).toBe(0);
+      // Retried: stored once, fanned out once.
+      for (const e of failed) await publishRetrying(pub, e);
+      const after = author.sign({ kind: 1, content: "after" });
+      await publishRetrying(pub, after);
+      await sub.next((f) => f[0] === "EVENT" && f[1] === "live" && f[2].id === after.id);
+      const live = sub.eventsFor("live").map((e) => e.id);
+      for (const e of events) expect(live.filter((id) => id === e.id)).toHaveLength(1);
+      const got = await sub.req("later", { authors: [author.pubkey] });
+      for (const e of events) expect(got.events.filter((g) => g.id === e.id)).toHaveLength(1);
+      for (const e of events) expect(await rowsWithId(relay, e.id)).toBe(1);
+    } finally {
+      errors.mockRestore();
+      pub.close();
+      sub.close();
       await relay.stop();
     }
   }, 30_000);

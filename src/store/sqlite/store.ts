@@ -66,7 +66,10 @@ export class SqliteStore implements Store {
       // the file's pages again in the relay's RSS.
       this.db.exec("PRAGMA mmap_size = 0");
       const committed = (this.db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
-      this.thread = new WriterThread(opts.path, opts.synchronous, committed);
+      // A batch whose writer thread was lost before it answered is decided by what is stored.
+      const seqOf = this.db.prepare("SELECT seq FROM events WHERE id = unhex(?)");
+      const seqsOf = (ids: string[]) => ids.map((id) => (seqOf.get(id) as { seq: number } | null)?.seq ?? 0);
+      this.thread = new WriterThread(opts.path, opts.synchronous, committed, seqsOf);
       this.admin = new ThreadAdmin(this.db, this.thread);
       this.writePipeline = 1;
     } else {

@@ -47,7 +47,18 @@ type CallOf<C> = C extends { call: infer K } ? Omit<C, "id"> & { call: K } : nev
 interface Pending {
   resolve(reply: WriterReply): void;
   reject(err: Error): void;
+  /** A batch's event ids, in its order (what a lost thread's batch is looked up by). */
+  ids?: string[];
 }
+
+/** A batch whose writer thread was lost before its answer came: see lost. */
+interface LostBatch extends Pending {
+  id: number;
+  ids: string[];
+}
+
+/** How long a lost writer thread's "close" is waited for before its batch is decided all the same. */
+const LOST_CLOSE_WAIT_MS = 30_000;
 
 /** A writer thread that died this soon after it was started is started again only after a backoff. */
 const RESTART_BACKOFF_MS = { min: 100, max: 10_000, quick: 1000 };
@@ -66,6 +77,8 @@ export class WriterThread {
   private checks: { id: string; resolve(found: boolean): void; reject(err: Error): void }[] = [];
   /** Batches sent and not yet answered. */
   private batches = 0;
+  /** Batches of a lost writer thread, waiting for that thread to be gone (see lost). */
+  private lostBatches = new Set<LostBatch>();
   /** Told when the worker records new purge work. */
   onPurge?: () => void;
 
@@ -74,6 +87,8 @@ export class WriterThread {
     private readonly synchronous: "normal" | "full",
     /** The highest seq committed (what the caller found at start; then each answer's, see outcomes). */
     public seq: number,
+    /** Each id's seq in the database (0: not stored), read on another connection (see lost). */
+    private readonly seqsOf: (ids: string[]) => number[],
   ) {
     this.worker = this.spawn();
   }
@@ -96,15 +111,23 @@ export class WriterThread {
   }
 
   /**
-   * The writer thread is gone: everything waiting on it is refused (the queue answers its EVENTs
-   * `error:`), and a new one is started, after a backoff when the last one died young.
+   * The writer thread is gone: the calls and checks waiting on it are refused, and a new one is
+   * started, after a backoff when the last one died young. Its batches in flight may have
+   * committed before their answer was lost: they stay in flight (busy: the snapshot point does not
+   * move) until that thread is gone for sure, then each event's outcome is what the database holds
+   * (settleLost), so an event that is stored is fanned out and answered OK, and one that is not is
+   * answered `error:` as before.
    */
   private lost(worker: Worker, how: string): void {
     if (worker !== this.worker || this.closing) return;
     this.worker = undefined;
     console.error(`writer thread ${how}; starting a new one`);
     const err = new Error(`the writer thread ${how}`);
+    const batches: LostBatch[] = [];
+    for (const [id, p] of this.pending) if (p.ids) batches.push({ ...p, id, ids: p.ids });
+    for (const b of batches) this.pending.delete(b.id);
     this.failAll(err);
+    if (batches.length > 0) this.settleWhenGone(worker, batches, err, how === "exited");
     const young = performance.now() - this.startedAt < RESTART_BACKOFF_MS.quick;
     this.backoffMs = young ? Math.min(Math.max(this.backoffMs * 2, RESTART_BACKOFF_MS.min), RESTART_BACKOFF_MS.max) : 0;
     const restart = () => {
@@ -114,10 +137,63 @@ export class WriterThread {
     else setTimeout(restart, this.backoffMs).unref?.();
   }
 
+  /**
+   * A transaction in a thread that is still running (after an error event, say) may yet commit:
+   * its batches are decided once its "close" has come (after terminate, that is once its native
+   * work, a COMMIT included, has returned), or after LOST_CLOSE_WAIT_MS should it never come.
+   */
+  private settleWhenGone(worker: Worker, batches: LostBatch[], err: Error, gone: boolean): void {
+    for (const b of batches) this.lostBatches.add(b);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const settle = () => {
+      clearTimeout(timer);
+      for (const b of batches) if (this.lostBatches.delete(b)) this.settleLost(b, err);
+    };
+    if (gone) return settle();
+    worker.addEventListener("close", settle);
+    timer = setTimeout(settle, LOST_CLOSE_WAIT_MS);
+    timer.unref?.();
+    worker.terminate();
+  }
+
+  /**
+   * A lost batch answered from the database: an id stored past the last seq fanned out is this
+   * batch's (stored, at that seq), one stored at or before it a duplicate, one not stored the
+   * failure of today (`error:`). Nothing stored: the transaction did not commit, the batch fails.
+   */
+  private settleLost(b: LostBatch, err: Error): void {
+    let found: number[];
+    try {
+      found = this.seqsOf(b.ids);
+    } catch (e) {
+      console.error("could not look up the events of a lost writer thread's batch:", e);
+      return b.reject(err);
+    }
+    if (!found.some((s) => s > 0)) return b.reject(err);
+    const seqs = new Float64Array(b.ids.length);
+    const refusals: [number, Prefix, string][] = [];
+    const mine = new Set<string>();
+    let seq = this.seq;
+    b.ids.forEach((id, i) => {
+      const s = found[i]!;
+      if (s > this.seq && !mine.has(id)) {
+        seqs[i] = s;
+        seq = Math.max(seq, s);
+        mine.add(id);
+      } else if (s > 0) seqs[i] = 0;
+      else {
+        seqs[i] = -1;
+        refusals.push([i, "error", "could not store the event"]);
+      }
+    });
+    b.resolve({ id: b.id, seqs, refusals, seq });
+  }
+
   private onReply(r: WriterReply): void {
     if ("ready" in r) {
       this.opened = true;
-      this.seq = Math.max(this.seq, r.seq);
+      // Not past a batch in flight (a lost one included): its answer moves the snapshot point.
+      if (this.batches === 0) this.seq = Math.max(this.seq, r.seq);
       for (const w of this.readyWaiters.splice(0)) w.resolve(r);
       return;
     }
@@ -142,20 +218,20 @@ export class WriterThread {
     p?.resolve(r);
   }
 
+  /** Refuses what waits on the worker (its batches are taken out before: lost). */
   private failAll(err: Error): void {
     const all = [...this.pending.values()];
     this.pending.clear();
-    this.batches = 0;
     for (const p of all) p.reject(err);
   }
 
-  private send(m: WriterRequest, id: number, transfer: ArrayBuffer[] = []): Promise<WriterReply> {
+  private send(m: WriterRequest, id: number, ids?: string[]): Promise<WriterReply> {
     if (this.closing) return Promise.reject(new StoreClosedError("the store is closed"));
     const worker = this.worker;
     if (!worker) return Promise.reject(new Error("the writer thread is restarting"));
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      worker.postMessage(m, transfer);
+      this.pending.set(id, { resolve, reject, ids });
+      worker.postMessage(m);
     });
   }
 
@@ -173,8 +249,10 @@ export class WriterThread {
     // parts[0] is the head; one join makes one flat string (a template literal around the
     // joined JSONs is a rope, which the message copies once more: ~1.5x the main thread's cost).
     const parts = new Array<string>(batch.length + 1);
+    const ids = new Array<string>(batch.length);
     batch.forEach((w, i) => {
       lengths[i] = w.json.length;
+      ids[i] = w.event.id;
       if (w.vanishOnly) vanishOnly.push([i, w.vanishOnly.prefix, w.vanishOnly.message]);
       parts[i + 1] = w.json;
     });
@@ -184,9 +262,9 @@ export class WriterThread {
     // same string (measured: 128 events, 59 vs 334 us of the main thread per message).
     const head: BatchHead = { id, lengths, vanishOnly, rules: { ...rules, searchSkipKinds: [...rules.searchSkipKinds] } };
     parts[0] = `${JSON.stringify(head)}\n`;
-    // failAll (a lost worker) sets batches to 0 itself.
+    // A lost worker's batches count until they are settled (lost).
     const done = () => (this.batches = Math.max(0, this.batches - 1));
-    return this.send(parts.join(""), id).then(
+    return this.send(parts.join(""), id, ids).then(
       (r) => {
         done();
         return this.outcomes(r);
@@ -275,12 +353,15 @@ export class WriterThread {
     if (this.closing) return;
     const worker = this.worker;
     this.closing = true;
+    const closed = new StoreClosedError("the store is closed");
+    for (const b of this.lostBatches) b.reject(closed);
+    this.lostBatches.clear();
     if (!worker) return;
-    const closed = new Promise<WriterReply>((resolve, reject) => this.pending.set(0, { resolve, reject }));
+    const answered = new Promise<WriterReply>((resolve, reject) => this.pending.set(0, { resolve, reject }));
     worker.postMessage({ close: true } satisfies WriterRequest);
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      await Promise.race([closed, new Promise((r) => (timer = setTimeout(r, 30_000)))]);
+      await Promise.race([answered, new Promise((r) => (timer = setTimeout(r, 30_000)))]);
     } catch {
       // Answered with an error: the worker is ended below all the same.
     } finally {
