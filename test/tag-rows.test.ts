@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { dropOrphanTagRows, openDatabase, tagValueText } from "../src/store/sqlite/db.ts";
+import { dropOrphanTagRows, eventJsonSql, openDatabase, tagValueText } from "../src/store/sqlite/db.ts";
 import { PostgresStore } from "../src/store/postgres/store.ts";
 import { runQuery, StatementCache } from "../src/store/sqlite/query.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
@@ -168,11 +168,11 @@ if (!onPostgres)
         db.close();
         // And the migration runs it: a database at schema 4 with an orphan.
         const old = new Database(path);
-        old.exec("DROP TABLE purges; PRAGMA user_version = 4");
+        old.exec("DROP TABLE purges; ALTER TABLE events DROP COLUMN sig; PRAGMA user_version = 4");
         old.query("INSERT INTO tags (name, value, created_at, seq, kind) VALUES ('t', 'spoof\uFFFD', 100, 7, 1)").run();
         old.close();
         const again = openDatabase({ path, synchronous: "normal" });
-        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(6);
+        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(7);
         expect(again.query("SELECT count(*) AS n FROM tags").get()).toEqual({ n: 3 });
         again.close();
       } finally {
@@ -253,10 +253,12 @@ if (!onPostgres)
         expect(run(db)).toEqual(expected);
         expect(db.query("SELECT count(*) AS n FROM tags WHERE typeof(value) = 'blob'").get()).toEqual({ n: 4 });
         // Back to schema 5: the same rows, hex as text.
-        db.exec("UPDATE tags SET value = lower(hex(value)) WHERE typeof(value) = 'blob'; PRAGMA user_version = 5");
+        db.exec(
+          `UPDATE tags SET value = lower(hex(value)) WHERE typeof(value) = 'blob'; UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; PRAGMA user_version = 5`,
+        );
         db.close();
         const again = openDatabase({ path, synchronous: "normal" });
-        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(6);
+        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(7);
         expect(again.query("SELECT typeof(value) AS t, count(*) AS n FROM tags GROUP BY 1 ORDER BY 1").all()).toEqual([
           { t: "blob", n: 4 },
           { t: "text", n: 3 },

@@ -16,7 +16,7 @@ import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
-import { tagValue, tagValueSql } from "./db.ts";
+import { eventBytesSql, eventJsonSql, tagValue, tagValueSql } from "./db.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
 /**
@@ -409,7 +409,7 @@ function chunkStatements(
     else where.push(...since), params.push(...sinceParams);
     where.push(...w.residual.where);
     params.push(...w.residual.params);
-    const cols = `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${json ? "e.json" : "octet_length(e.json)"} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
+    const cols = `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${json ? eventJsonSql("e") : eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
     return {
       sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where.join(" AND ")} ORDER BY ${orderSql(w)} LIMIT ?`,
       params: [...params, need],
@@ -454,7 +454,7 @@ function step(cache: StatementCache, w: Walk, need: number): Key[] {
 /** An unordered walk (a short ids list): every match in one statement, the newest `need` kept. */
 function stepWhole(cache: StatementCache, w: Walk, need: number): Key[] {
   const where = [...w.range.where, ...w.residual.where].join(" AND ");
-  const cols = `${w.tCol} AS t, ${w.sCol} AS s, lower(hex(e.id)) AS id, octet_length(e.json) AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk`;
+  const cols = `${w.tCol} AS t, ${w.sCol} AS s, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk`;
   const rows = cache.get(`SELECT ${cols} FROM ${w.joined} WHERE ${where}`).all(...w.range.params, ...w.residual.params) as {
     t: number;
     s: number;
@@ -673,7 +673,7 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
   const keys = [...chosen.values()];
   // Search results keep their relevance order; everything else is merged by time.
   if (!job.filters.some((f) => f.search !== undefined && searchTerms(f.search).length > 0)) keys.sort(newestFirst);
-  const fetch = cache.get("SELECT seq, json FROM events WHERE seq IN (SELECT value FROM json_each(?))");
+  const fetch = cache.get(`SELECT e.seq, ${eventJsonSql("e")} FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))`);
   for (let i = 0; i < keys.length; ) {
     // As many events as fit in FETCH_BYTES (at least one), at most FETCH_MAX.
     let end = i + 1;

@@ -13,7 +13,7 @@ import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
 import { deletionOf, OUTDATED, replacement, tombstoneRefusal, type Tombstones } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
-import { tagValue } from "./db.ts";
+import { storedJson, tagValue } from "./db.ts";
 
 /** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
 const SINGLE_LETTER = /^[a-zA-Z]$/;
@@ -66,7 +66,7 @@ function writerStatements(db: Database) {
   const q = (sql: string) => db.prepare(sql);
   return {
     insertEvent: q(
-      "INSERT INTO events (id, pubkey, created_at, kind, d, expiration, json) VALUES (unhex(?1), unhex(?2), ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO NOTHING",
+      "INSERT INTO events (id, pubkey, created_at, kind, d, expiration, json, sig) VALUES (unhex(?1), unhex(?2), ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO NOTHING",
     ),
     insertTag: q("INSERT OR IGNORE INTO tags (name, value, created_at, seq, kind) VALUES (?, ?, ?, ?, ?)"),
     insertText: q("INSERT INTO events_fts (rowid, text) VALUES (?, ?)"),
@@ -292,7 +292,8 @@ export class SqliteWriter {
       if (verdict === "outdated") return refused(OUTDATED);
       for (const old of existing) this.remove(old.seq);
     }
-    const r = this.st.insertEvent.run(e.id, e.pubkey, e.created_at, e.kind, d, expirationOf(e) ?? null, json);
+    const stored = storedJson(e, json);
+    const r = this.st.insertEvent.run(e.id, e.pubkey, e.created_at, e.kind, d, expirationOf(e) ?? null, stored.json, stored.sig);
     if (r.changes === 0) return { stored: false, duplicate: true };
     const seq = Number(r.lastInsertRowid);
     this.indexTags(e, seq);

@@ -1,0 +1,117 @@
+// Schema 7: the events table holds an event's JSON without its id, pubkey and sig (the columns
+// hold them, the sig as 64 bytes), and every read puts back the bytes that were accepted: the wire
+// text must round-trip, so a client can check the signature of what it is served.
+import { expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
+import { eventBytesSql, eventJsonSql, openDatabase, storedJson } from "../src/store/sqlite/db.ts";
+import { exportPager } from "../src/store/sqlite/maintenance.ts";
+import { runQuery, StatementCache } from "../src/store/sqlite/query.ts";
+import { SqliteWriter } from "../src/store/sqlite/write.ts";
+import { now, signer } from "./helpers.ts";
+
+const RULES = { deletion: true, vanish: false, search: false, searchSkipKinds: new Set<number>() };
+
+/** Events whose JSON holds what tends to break a text splice: escapes, control characters, non-ASCII, a lone surrogate, braces. */
+function oddEvents(): NostrEvent[] {
+  const a = signer();
+  const t = now();
+  const contents = [
+    "",
+    "plain",
+    'quote " and \\ backslash',
+    "tab\there\nnewline\u0001ctl",
+    "ü日本語🙂",
+    "lone \ud800 surrogate",
+    '{"id":"x"}',
+    '","sig":"',
+  ];
+  return contents.map((content, i) =>
+    a.sign({
+      kind: 1,
+      content,
+      created_at: t - i,
+      tags:
+        i % 2
+          ? [
+              ["t", content],
+              ["p", a.pubkey],
+            ]
+          : [],
+    }),
+  );
+}
+
+test("every read path serves the accepted JSON byte for byte, and its byte count", () => {
+  const dir = mkdtempSync(join(tmpdir(), "bunstr-stored-json-"));
+  try {
+    const db = openDatabase({ path: join(dir, "db.sqlite"), synchronous: "normal" });
+    const events = oddEvents();
+    const jsons = events.map((e) => serializeEvent(e));
+    // One event whose JSON is not the serializeEvent form (an older bunstr's, say): kept whole.
+    const odd = { ...events[0]!, id: events[0]!.id };
+    const oddJson = `{"pubkey":"${odd.pubkey}","id":"${odd.id}","created_at":${odd.created_at},"kind":1,"tags":[],"content":"","sig":"${odd.sig}"}`;
+    expect(storedJson(odd, oddJson).sig).toBeNull();
+    new SqliteWriter(db).writeBatch(
+      events.map((event, i) => ({ event, json: i === 0 ? oddJson : jsons[i]! })),
+      RULES,
+    );
+    const want = [oddJson, ...jsons.slice(1)];
+    // Stored without the id, pubkey and sig (all but the odd one), and still a JSON object.
+    const rows = db.query("SELECT json, sig FROM events ORDER BY seq").all() as { json: string; sig: Uint8Array | null }[];
+    expect(rows.map((r) => r.sig === null)).toEqual(want.map((_, i) => i === 0));
+    for (const [i, r] of rows.entries()) {
+      if (i > 0) expect(r.json).not.toContain(events[i]!.sig);
+      expect((JSON.parse(r.json) as NostrEvent).content).toBe(i === 0 ? "" : events[i]!.content);
+    }
+    // SQL read, byte counts, REQ, export.
+    const back = db.query(`SELECT ${eventJsonSql("e")} AS j, ${eventBytesSql("e")} AS b FROM events e ORDER BY seq`).all() as {
+      j: string;
+      b: number;
+    }[];
+    expect(back.map((r) => r.j)).toEqual(want.map((j) => j.toWellFormed()));
+    // Exact but for the row kept whole, which it counts 285 bytes over.
+    expect(back.map((r) => r.b)).toEqual(want.map((j, i) => Buffer.byteLength(j.toWellFormed()) + (i === 0 ? 285 : 0)));
+    const maxSeq = events.length;
+    const served = runQuery(new StatementCache(db), { filters: [{}], limits: [100], maxSeq, now: 0 });
+    expect(new Set(served)).toEqual(new Set(want.map((j) => j.toWellFormed())));
+    expect(exportPager(db, { now: 0 })(0, maxSeq, 100).map((r) => r.json)).toEqual(want.map((j) => j.toWellFormed()));
+    db.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a database of schema 6 (whole JSON) migrates to schema 7 in steps, and reads the same", () => {
+  const dir = mkdtempSync(join(tmpdir(), "bunstr-stored-json-"));
+  try {
+    const path = join(dir, "db.sqlite");
+    const db = openDatabase({ path, synchronous: "normal" });
+    const events = oddEvents();
+    new SqliteWriter(db).writeBatch(
+      events.map((event) => ({ event, json: serializeEvent(event) })),
+      RULES,
+    );
+    const before = db.query(`SELECT seq, ${eventJsonSql("e")} AS j FROM events e ORDER BY seq`).all();
+    // Back to schema 6: whole JSON, no sig column; plus a row of another shape, and a gap in seq.
+    db.exec(`UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; PRAGMA user_version = 6`);
+    db.query("INSERT INTO events (seq, id, pubkey, created_at, kind, json) VALUES (25000, randomblob(32), randomblob(32), 1, 1, ?)").run(
+      '{"kind":1}',
+    );
+    db.close();
+    const old = new Database(path);
+    expect(old.query('SELECT count(*) AS n FROM events WHERE json LIKE \'%"sig":"%\'').get()).toEqual({ n: events.length });
+    old.close();
+    const again = openDatabase({ path, synchronous: "normal" });
+    expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(7);
+    expect(again.query("SELECT count(*) AS n FROM events WHERE sig IS NOT NULL").get()).toEqual({ n: events.length });
+    const after = again.query(`SELECT seq, ${eventJsonSql("e")} AS j FROM events e ORDER BY seq`).all();
+    expect(after).toEqual([...before, { seq: 25000, j: '{"kind":1}' }]);
+    again.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
