@@ -165,6 +165,19 @@ const migrations: Migration[] = [
     );
     for (let s = 0; s < last; s += MIGRATION_ROWS) step.run(s, s + MIGRATION_ROWS);
   },
+  // 8: the time indexes ascending in created_at, each tie order reversed to match (seq, once
+  // implicit, now written out), walked backwards for the same order as before (query.ts). Events
+  // come in about in created_at order: a descending index took each at the front of its range,
+  // where every page split leaves two half-full pages; ascending, it lands at the end and pages
+  // fill up. CREATE INDEX sorts in bounded memory (spilling to temporary files).
+  `DROP INDEX events_created;
+   DROP INDEX events_pubkey;
+   DROP INDEX events_pubkey_kind;
+   DROP INDEX events_kind;
+   CREATE INDEX events_created ON events(created_at, id DESC);
+   CREATE INDEX events_pubkey ON events(pubkey, created_at, seq DESC);
+   CREATE INDEX events_pubkey_kind ON events(pubkey, kind, created_at, seq DESC);
+   CREATE INDEX events_kind ON events(kind, created_at, seq DESC);`,
 ];
 
 /**

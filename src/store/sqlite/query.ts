@@ -258,7 +258,7 @@ function tagWalk(name: string, value: string, f: Filter, residual: Residual): Wa
   );
 }
 
-/** An events index: (prefix…, created_at DESC) and the rowid (or, for the time index, the id) after it. */
+/** An events index: (prefix…, created_at, seq DESC) or, for the time index, (created_at, id DESC), walked backwards (db.ts, schema 8). */
 function eventsWalk(index: string, prefix: Residual, f: Filter, residual: Residual): Walk {
   const timeIndex = index === "events_created";
   return newWalk(
