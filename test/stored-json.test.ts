@@ -51,21 +51,24 @@ test("every read path serves the accepted JSON byte for byte, and its byte count
     const db = openDatabase({ path: join(dir, "db.sqlite"), synchronous: "normal" });
     const events = oddEvents();
     const jsons = events.map((e) => serializeEvent(e));
-    // One event whose JSON is not the serializeEvent form (an older bunstr's, say): kept whole.
-    const odd = { ...events[0]!, id: events[0]!.id };
+    // Two events whose JSON is not the serializeEvent form (an older bunstr's, say): kept whole.
+    // The second has the head and tail, but the middle ends with "}" (trim would eat it).
+    const [odd, odd2] = [events[0]!, events[1]!];
     const oddJson = `{"pubkey":"${odd.pubkey}","id":"${odd.id}","created_at":${odd.created_at},"kind":1,"tags":[],"content":"","sig":"${odd.sig}"}`;
+    const odd2Json = `{"id":"${odd2.id}","pubkey":"${odd2.pubkey}","created_at":${odd2.created_at},"kind":1,"tags":[],"content":"","x":{},"sig":"${odd2.sig}"}`;
     expect(storedJson(odd, oddJson).sig).toBeNull();
+    expect(storedJson(odd2, odd2Json).sig).toBeNull();
+    const want = [oddJson, odd2Json, ...jsons.slice(2)];
     new SqliteWriter(db).writeBatch(
-      events.map((event, i) => ({ event, json: i === 0 ? oddJson : jsons[i]! })),
+      events.map((event, i) => ({ event, json: want[i]! })),
       RULES,
     );
-    const want = [oddJson, ...jsons.slice(1)];
-    // Stored without the id, pubkey and sig (all but the odd one), and still a JSON object.
+    // Stored without the id, pubkey and sig (all but the odd ones), and still a JSON object.
     const rows = db.query("SELECT json, sig FROM events ORDER BY seq").all() as { json: string; sig: Uint8Array | null }[];
-    expect(rows.map((r) => r.sig === null)).toEqual(want.map((_, i) => i === 0));
+    expect(rows.map((r) => r.sig === null)).toEqual(want.map((_, i) => i < 2));
     for (const [i, r] of rows.entries()) {
-      if (i > 0) expect(r.json).not.toContain(events[i]!.sig);
-      expect((JSON.parse(r.json) as NostrEvent).content).toBe(i === 0 ? "" : events[i]!.content);
+      if (i >= 2) expect(r.json).not.toContain(events[i]!.sig);
+      expect((JSON.parse(r.json) as NostrEvent).content).toBe(i < 2 ? "" : events[i]!.content);
     }
     // SQL read, byte counts, REQ, export.
     const back = db.query(`SELECT ${eventJsonSql("e")} AS j, ${eventBytesSql("e")} AS b FROM events e ORDER BY seq`).all() as {
@@ -73,8 +76,8 @@ test("every read path serves the accepted JSON byte for byte, and its byte count
       b: number;
     }[];
     expect(back.map((r) => r.j)).toEqual(want.map((j) => j.toWellFormed()));
-    // Exact but for the row kept whole, which it counts 285 bytes over.
-    expect(back.map((r) => r.b)).toEqual(want.map((j, i) => Buffer.byteLength(j.toWellFormed()) + (i === 0 ? 285 : 0)));
+    // Exact but for the rows kept whole, which it counts 285 bytes over.
+    expect(back.map((r) => r.b)).toEqual(want.map((j, i) => Buffer.byteLength(j.toWellFormed()) + (i < 2 ? 285 : 0)));
     const maxSeq = events.length;
     const served = runQuery(new StatementCache(db), { filters: [{}], limits: [100], maxSeq, now: 0 });
     expect(new Set(served)).toEqual(new Set(want.map((j) => j.toWellFormed())));
@@ -101,15 +104,23 @@ test("a database of schema 6 (whole JSON) migrates to schema 7 in steps, and rea
     db.query("INSERT INTO events (seq, id, pubkey, created_at, kind, json) VALUES (25000, randomblob(32), randomblob(32), 1, 1, ?)").run(
       '{"kind":1}',
     );
+    // The head and tail of its own id, pubkey and a sig, but a middle ending with "}": kept whole.
+    const braced = db
+      .query(
+        "INSERT INTO events (seq, id, pubkey, created_at, kind, json) VALUES (25001, randomblob(32), randomblob(32), 1, 1, '') RETURNING lower(hex(id)) AS id, lower(hex(pubkey)) AS pubkey",
+      )
+      .get() as { id: string; pubkey: string };
+    const bracedJson = `{"id":"${braced.id}","pubkey":"${braced.pubkey}","kind":1,"x":{},"sig":"${"ab".repeat(64)}"}`;
+    db.query("UPDATE events SET json = ? WHERE seq = 25001").run(bracedJson);
     db.close();
     const old = new Database(path);
-    expect(old.query('SELECT count(*) AS n FROM events WHERE json LIKE \'%"sig":"%\'').get()).toEqual({ n: events.length });
+    expect(old.query('SELECT count(*) AS n FROM events WHERE json LIKE \'%"sig":"%\'').get()).toEqual({ n: events.length + 1 });
     old.close();
     const again = openDatabase({ path, synchronous: "normal" });
     expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(8);
     expect(again.query("SELECT count(*) AS n FROM events WHERE sig IS NOT NULL").get()).toEqual({ n: events.length });
     const after = again.query(`SELECT seq, ${eventJsonSql("e")} AS j FROM events e ORDER BY seq`).all();
-    expect(after).toEqual([...before, { seq: 25000, j: '{"kind":1}' }]);
+    expect(after).toEqual([...before, { seq: 25000, j: '{"kind":1}' }, { seq: 25001, j: bracedJson }]);
     again.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

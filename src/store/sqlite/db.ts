@@ -39,12 +39,15 @@ export function storedJson(e: { id: string; pubkey: string; sig: string }, json:
   const tail = `,"sig":"${e.sig}"}`;
   if (!isHex64(e.id) || !isHex64(e.pubkey) || !HEX128.test(e.sig)) return { json, sig: null };
   if (json.length < head.length + tail.length || !json.startsWith(head) || !json.endsWith(tail)) return { json, sig: null };
+  // eventJsonSql takes REST back with trim(json, '{}'): REST must not begin with { nor end with }
+  // (in serializeEvent's form it begins with "created_at" and ends with the content's quote).
+  if (json.charCodeAt(head.length) === 123 || json.charCodeAt(json.length - tail.length - 1) === 125) return { json, sig: null };
   return { json: `{${json.slice(head.length, json.length - tail.length)}}`, sig: Buffer.from(e.sig, "hex") };
 }
 
 /** The event's JSON as accepted, from the events row `a` (storedJson undone). */
 export const eventJsonSql = (a: string): string =>
-  `CASE WHEN ${a}.sig IS NULL THEN ${a}.json ELSE '{"id":"' || lower(hex(${a}.id)) || '","pubkey":"' || lower(hex(${a}.pubkey)) || '",' || substr(${a}.json, 2, length(${a}.json) - 2) || ',"sig":"' || lower(hex(${a}.sig)) || '"}' END`;
+  `CASE WHEN ${a}.sig IS NULL THEN ${a}.json ELSE '{"id":"' || lower(hex(${a}.id)) || '","pubkey":"' || lower(hex(${a}.pubkey)) || '",' || trim(${a}.json, '{}') || ',"sig":"' || lower(hex(${a}.sig)) || '"}' END`;
 
 /**
  * Bytes of eventJsonSql, for batching reads (query.ts FETCH_BYTES): the head and tail it adds
@@ -161,7 +164,8 @@ const migrations: Migration[] = [
          AND substr(json, 1, 7) = '{"id":"' AND substr(json, 8, 64) = lower(hex(id))
          AND substr(json, 72, 12) = '","pubkey":"' AND substr(json, 84, 64) = lower(hex(pubkey)) AND substr(json, 148, 2) = '",'
          AND substr(json, -138, 8) = ',"sig":"' AND substr(json, -2) = '"}'
-         AND length(substr(json, -130, 128)) = 128 AND substr(json, -130, 128) NOT GLOB '*[^0-9a-f]*'`,
+         AND length(substr(json, -130, 128)) = 128 AND substr(json, -130, 128) NOT GLOB '*[^0-9a-f]*'
+         AND substr(json, 150, 1) <> '{' AND substr(json, -139, 1) <> '}'`,
     );
     for (let s = 0; s < last; s += MIGRATION_ROWS) step.run(s, s + MIGRATION_ROWS);
   },
