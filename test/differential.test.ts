@@ -10,7 +10,7 @@ import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import { canonicalFilterKey, compileFilter, type CompiledFilter } from "../src/protocol/filter.ts";
 import { ProtocolError } from "../src/protocol/reasons.ts";
 import { LiveIndex } from "../src/relay/monitors.ts";
-import { openDatabase } from "../src/store/sqlite/db.ts";
+import { openDatabase, tagValueText } from "../src/store/sqlite/db.ts";
 import { PostgresStore } from "../src/store/postgres/store.ts";
 import { planStatements, planTuning, runQuery, StatementCache } from "../src/store/sqlite/query.ts";
 import { allRows, type PendingWrite, type QueryJob, type WriteOutcome, type WriteRules } from "../src/store/types.ts";
@@ -537,7 +537,7 @@ describe("differential: lone surrogates and replacement chains", () => {
       const cache = new StatementCache(db);
       write = async (batch) => writer.writeBatch(batch, RULES);
       query = async (job) => runQuery(cache, job);
-      tagRows = async () => db.query("SELECT name, value, created_at, seq FROM tags").all() as any;
+      tagRows = async () => db.query(`SELECT name, ${tagValueText("value")} AS value, created_at, seq FROM tags`).all() as any;
       eventRows = async () => db.query("SELECT seq, created_at, json FROM events").all() as any;
     }
 

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NostrEvent } from "../src/protocol/event.ts";
+import { eventJsonSql } from "../src/store/sqlite/db.ts";
 import { accepted, Client, now, signer } from "./helpers.ts";
 import { bunstr, importFile } from "./ops-helpers.ts";
 import { spawnRelay, type RelayProcess } from "./process-helpers.ts";
@@ -48,7 +49,7 @@ afterAll(async () => {
 /** What the relay's database holds, in commit order, read directly. */
 function storedJson(file = dbFile): string[] {
   const db = new Database(file, { readonly: true });
-  const rows = db.query("SELECT json FROM events ORDER BY seq").all() as { json: string }[];
+  const rows = db.query(`SELECT ${eventJsonSql("events")} AS json FROM events ORDER BY seq`).all() as { json: string }[];
   db.close();
   return rows.map((r) => r.json);
 }

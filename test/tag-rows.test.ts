@@ -10,8 +10,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { dropOrphanTagRows, openDatabase } from "../src/store/sqlite/db.ts";
+import { dropOrphanTagRows, eventJsonSql, openDatabase, tagValueText } from "../src/store/sqlite/db.ts";
 import { PostgresStore } from "../src/store/postgres/store.ts";
+import { runQuery, StatementCache } from "../src/store/sqlite/query.ts";
+import { SqliteWriter } from "../src/store/sqlite/write.ts";
+import { serializeEvent } from "../src/protocol/event.ts";
 import type { SqliteStore } from "../src/store/sqlite/store.ts";
 import { accepted, Client, failOnRelayErrors, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 import { onPostgres } from "./postgres-env.ts";
@@ -43,7 +46,7 @@ async function tagRowMismatch(r: TestRelay): Promise<{ orphans: number; missing:
     events = [...(await store.sql`SELECT seq::float8 AS seq, created_at::float8 AS created_at, json FROM events`)];
   } else {
     const db = (store as SqliteStore).db;
-    rows = db.query("SELECT name, value, created_at, seq FROM tags").all() as typeof rows;
+    rows = db.query(`SELECT name, ${tagValueText("value")} AS value, created_at, seq FROM tags`).all() as typeof rows;
     events = db.query("SELECT seq, created_at, json FROM events").all() as typeof events;
   }
   const expected = new Set<string>();
@@ -165,12 +168,107 @@ if (!onPostgres)
         db.close();
         // And the migration runs it: a database at schema 4 with an orphan.
         const old = new Database(path);
-        old.exec("DROP TABLE purges; PRAGMA user_version = 4");
+        old.exec("DROP TABLE purges; ALTER TABLE events DROP COLUMN sig; PRAGMA user_version = 4");
         old.query("INSERT INTO tags (name, value, created_at, seq, kind) VALUES ('t', 'spoof\uFFFD', 100, 7, 1)").run();
         old.close();
         const again = openDatabase({ path, synchronous: "normal" });
-        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(5);
+        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(8);
         expect(again.query("SELECT count(*) AS n FROM tags").get()).toEqual({ n: 3 });
+        again.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+
+if (!onPostgres)
+  describe("schema 6 holds hex tag values as 32-byte blobs", () => {
+    test("a database of schema 5 (hex as text) migrates; every filter finds what it found, deletes leave no row", () => {
+      const dir = mkdtempSync(join(tmpdir(), "bunstr-tagblobs-"));
+      try {
+        const path = join(dir, "db.sqlite");
+        const rules = { deletion: true, vanish: false, search: false, searchSkipKinds: new Set<number>() };
+        const a = signer();
+        const b = signer();
+        const t = now();
+        const root = a.sign({ kind: 1, content: "root", created_at: t - 5 });
+        const upper = "AB".repeat(32); // 64 hex digits, not lowercase: stays text
+        const reply = b.sign({
+          kind: 1,
+          content: "reply",
+          created_at: t - 4,
+          tags: [
+            ["e", root.id],
+            ["p", a.pubkey],
+            ["t", "nostr"],
+            ["x", upper],
+            ["k", "1"],
+          ],
+        });
+        const other = b.sign({
+          kind: 1,
+          content: "other",
+          created_at: t - 3,
+          tags: [
+            ["p", b.pubkey],
+            ["x", "ab".repeat(32)],
+          ],
+        });
+        const filters: object[] = [
+          { "#e": [root.id] },
+          { "#p": [a.pubkey] },
+          { "#p": [a.pubkey, b.pubkey] },
+          { "#p": [...Array.from({ length: 9 }, (_, i) => String(i).repeat(64)), b.pubkey] }, // ten walks
+          { "#t": ["nostr"], "#p": [b.pubkey, a.pubkey] }, // a residual IN (?, ?)
+          { "#t": ["nostr"], "#p": [...Array.from({ length: 9 }, (_, i) => String(i).repeat(64)), a.pubkey] },
+          { "#t": ["nostr"] },
+          { "#x": [upper] },
+          { "#x": ["ab".repeat(32)] },
+          { "#k": ["1"] },
+          { "#p": [a.pubkey], "#t": ["nostr"], "#e": [root.id] }, // tag residuals
+        ];
+        const run = (db: Database) => {
+          const cache = new StatementCache(db);
+          const maxSeq = (db.query("SELECT max(seq) AS s FROM events").get() as { s: number }).s;
+          return filters.map((f) => runQuery(cache, { filters: [f as never], limits: [100], maxSeq, now: 0 }).map((j) => JSON.parse(j).id));
+        };
+        const db = openDatabase({ path, synchronous: "normal" });
+        new SqliteWriter(db).writeBatch(
+          [root, reply, other].map((event) => ({ event, json: serializeEvent(event) })),
+          rules,
+        );
+        const expected = [
+          [reply.id],
+          [reply.id],
+          [other.id, reply.id],
+          [other.id],
+          [reply.id],
+          [reply.id],
+          [reply.id],
+          [reply.id],
+          [other.id],
+          [reply.id],
+          [reply.id],
+        ];
+        expect(run(db)).toEqual(expected);
+        expect(db.query("SELECT count(*) AS n FROM tags WHERE typeof(value) = 'blob'").get()).toEqual({ n: 4 });
+        // Back to schema 5: the same rows, hex as text.
+        db.exec(
+          `UPDATE tags SET value = lower(hex(value)) WHERE typeof(value) = 'blob'; UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; PRAGMA user_version = 5`,
+        );
+        db.close();
+        const again = openDatabase({ path, synchronous: "normal" });
+        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(8);
+        expect(again.query("SELECT typeof(value) AS t, count(*) AS n FROM tags GROUP BY 1 ORDER BY 1").all()).toEqual([
+          { t: "blob", n: 4 },
+          { t: "text", n: 3 },
+        ]);
+        expect(run(again)).toEqual(expected);
+        // A deletion of the reply removes its rows, blobs and text alike.
+        const del = b.sign({ kind: 5, content: "", created_at: t - 2, tags: [["e", reply.id]] });
+        new SqliteWriter(again).writeBatch([{ event: del, json: serializeEvent(del) }], rules);
+        const left = again.query("SELECT name, seq FROM tags WHERE seq = 2").all();
+        expect(left).toEqual([]);
         again.close();
       } finally {
         rmSync(dir, { recursive: true, force: true });

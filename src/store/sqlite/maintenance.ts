@@ -3,7 +3,7 @@
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { isAddressable } from "../../protocol/kinds.ts";
-import { openDatabase } from "./db.ts";
+import { eventJsonSql, openDatabase } from "./db.ts";
 
 /** A connection, for the operator commands to hand back to the functions here. */
 export type Db = Database;
@@ -113,7 +113,7 @@ export function exportPager(db: Database, scope: ExportScope): (after: number, u
   if (scope.authors) add("+pubkey IN (SELECT unhex(value) FROM json_each(?))", JSON.stringify(scope.authors));
   if (scope.ids) add("+id IN (SELECT unhex(value) FROM json_each(?))", JSON.stringify(scope.ids));
   if (scope.now > 0) add("(expiration IS NULL OR +expiration > ?)", scope.now);
-  const st = db.prepare(`SELECT seq, json FROM events WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?3`);
+  const st = db.prepare(`SELECT seq, ${eventJsonSql("events")} AS json FROM events WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?3`);
   return (after, upTo, limit) => st.all(after, upTo, limit, ...params) as ExportRow[];
 }
 

@@ -16,6 +16,7 @@ import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
+import { eventBytesSql, eventJsonSql, tagValue, tagValueSql } from "./db.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
 /**
@@ -24,7 +25,7 @@ import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob,
  */
 export type ReadSteps<T> = Generator<string[] | undefined, T, void>;
 
-type Param = string | number;
+type Param = string | number | Uint8Array;
 const TAG_KEYS = (f: Filter): string[] => Object.keys(f).filter((k) => k[0] === "#");
 const MAX_TIME = Number.MAX_SAFE_INTEGER;
 
@@ -68,15 +69,21 @@ interface Residual {
 /** Lists up to this long are written as `IN (?, ?, …)`: no list is built for each statement run. */
 const MAX_INLINE_LIST = 8;
 
-function inList(r: Residual, col: string, values: readonly (string | number)[], hex = false): void {
+/** How a list's values are bound: as they are, hex as bytes (ids, pubkeys), or as tag rows hold them (tagValue). */
+type Bind = "as-is" | "hex" | "tag";
+
+function inList(r: Residual, col: string, values: readonly (string | number)[], bind: Bind = "as-is"): void {
+  const one = bind === "hex" ? "unhex(?)" : "?";
+  const param = bind === "tag" ? (v: string | number) => (typeof v === "string" ? tagValue(v) : v) : (v: string | number) => v;
   if (values.length === 1) {
-    r.where.push(`${col} = ${hex ? "unhex(?)" : "?"}`);
-    r.params.push(values[0]!);
+    r.where.push(`${col} = ${one}`);
+    r.params.push(param(values[0]!));
   } else if (values.length > 0 && values.length <= MAX_INLINE_LIST) {
-    r.where.push(`${col} IN (${values.map(() => (hex ? "unhex(?)" : "?")).join(", ")})`);
-    r.params.push(...values);
+    r.where.push(`${col} IN (${values.map(() => one).join(", ")})`);
+    r.params.push(...values.map(param));
   } else {
-    r.where.push(`${col} IN (SELECT ${hex ? "unhex(value)" : "value"} FROM json_each(?))`);
+    const each = bind === "hex" ? "unhex(value)" : bind === "tag" ? tagValueSql("value") : "value";
+    r.where.push(`${col} IN (SELECT ${each} FROM json_each(?))`);
     // As one bound value would be: a lone surrogate as U+FFFD, the form the tags table holds
     // (json_each would give it back as itself, and miss the row).
     r.params.push(JSON.stringify(values.map((v) => (typeof v === "string" ? v.toWellFormed() : v))));
@@ -94,8 +101,8 @@ interface Covered {
 
 function residualOf(f: Filter, scope: ReadScope, covered: Covered): Residual {
   const r: Residual = { where: [], params: [] };
-  if (f.ids && !covered.ids) inList(r, "e.id", f.ids, true);
-  if (f.authors && !covered.authors) inList(r, "e.pubkey", f.authors, true);
+  if (f.ids && !covered.ids) inList(r, "e.id", f.ids, "hex");
+  if (f.authors && !covered.authors) inList(r, "e.pubkey", f.authors, "hex");
   if (f.kinds && !covered.kinds) inList(r, "e.kind", f.kinds);
   if (!covered.time) {
     if (f.since !== undefined) r.where.push("e.created_at >= ?"), r.params.push(f.since);
@@ -107,7 +114,7 @@ function residualOf(f: Filter, scope: ReadScope, covered: Covered): Residual {
     if (values.length <= MAX_TAG_PROBES) {
       // A few values: probe the tag table's primary key (name, value, created_at, seq) per value.
       const sub: Residual = { where: [], params: [] };
-      inList(sub, "x.value", values);
+      inList(sub, "x.value", values, "tag");
       r.where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.name = ? AND ${sub.where[0]} AND x.created_at = e.created_at AND x.seq = e.seq)`);
       r.params.push(key.slice(1), ...sub.params);
     } else {
@@ -146,7 +153,7 @@ function visibilityResidual(r: Residual, f: Filter, v: Visibility | undefined): 
   }
   r.where.push(
     `(e.kind NOT IN (${kinds}) OR e.pubkey IN (SELECT unhex(value) FROM json_each(?))` +
-      " OR EXISTS (SELECT 1 FROM tags y WHERE y.name = 'p' AND y.value IN (SELECT value FROM json_each(?)) AND y.created_at = e.created_at AND y.seq = e.seq))",
+      " OR EXISTS (SELECT 1 FROM tags y WHERE y.name = 'p' AND y.value IN (SELECT unhex(value) FROM json_each(?)) AND y.created_at = e.created_at AND y.seq = e.seq))",
   );
   const viewers = JSON.stringify(v.viewers);
   r.params.push(...kindParams, viewers, viewers);
@@ -239,7 +246,7 @@ function tagWalk(name: string, value: string, f: Filter, residual: Residual): Wa
     {
       index: "tags t",
       joined: "tags t CROSS JOIN events e ON e.seq = t.seq AND e.created_at = t.created_at",
-      range: { where: ["t.name = ?", "t.value = ?"], params: [name, value] },
+      range: { where: ["t.name = ?", "t.value = ?"], params: [name, tagValue(value)] },
       since: f.since,
       residual,
       tie: "seq-desc",
@@ -251,7 +258,7 @@ function tagWalk(name: string, value: string, f: Filter, residual: Residual): Wa
   );
 }
 
-/** An events index: (prefix…, created_at DESC) and the rowid (or, for the time index, the id) after it. */
+/** An events index: (prefix…, created_at, seq DESC) or, for the time index, (created_at, id DESC), walked backwards (db.ts, schema 8). */
 function eventsWalk(index: string, prefix: Residual, f: Filter, residual: Residual): Walk {
   const timeIndex = index === "events_created";
   return newWalk(
@@ -402,7 +409,7 @@ function chunkStatements(
     else where.push(...since), params.push(...sinceParams);
     where.push(...w.residual.where);
     params.push(...w.residual.params);
-    const cols = `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${json ? "e.json" : "octet_length(e.json)"} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
+    const cols = `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${json ? eventJsonSql("e") : eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
     return {
       sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where.join(" AND ")} ORDER BY ${orderSql(w)} LIMIT ?`,
       params: [...params, need],
@@ -447,7 +454,7 @@ function step(cache: StatementCache, w: Walk, need: number): Key[] {
 /** An unordered walk (a short ids list): every match in one statement, the newest `need` kept. */
 function stepWhole(cache: StatementCache, w: Walk, need: number): Key[] {
   const where = [...w.range.where, ...w.residual.where].join(" AND ");
-  const cols = `${w.tCol} AS t, ${w.sCol} AS s, lower(hex(e.id)) AS id, octet_length(e.json) AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk`;
+  const cols = `${w.tCol} AS t, ${w.sCol} AS s, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk`;
   const rows = cache.get(`SELECT ${cols} FROM ${w.joined} WHERE ${where}`).all(...w.range.params, ...w.residual.params) as {
     t: number;
     s: number;
@@ -666,7 +673,7 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
   const keys = [...chosen.values()];
   // Search results keep their relevance order; everything else is merged by time.
   if (!job.filters.some((f) => f.search !== undefined && searchTerms(f.search).length > 0)) keys.sort(newestFirst);
-  const fetch = cache.get("SELECT seq, json FROM events WHERE seq IN (SELECT value FROM json_each(?))");
+  const fetch = cache.get(`SELECT e.seq, ${eventJsonSql("e")} FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))`);
   for (let i = 0; i < keys.length; ) {
     // As many events as fit in FETCH_BYTES (at least one), at most FETCH_MAX.
     let end = i + 1;

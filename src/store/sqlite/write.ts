@@ -13,6 +13,7 @@ import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
 import { deletionOf, OUTDATED, replacement, tombstoneRefusal, type Tombstones } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
+import { storedJson, tagValue } from "./db.ts";
 
 /** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
 const SINGLE_LETTER = /^[a-zA-Z]$/;
@@ -65,7 +66,7 @@ function writerStatements(db: Database) {
   const q = (sql: string) => db.prepare(sql);
   return {
     insertEvent: q(
-      "INSERT INTO events (id, pubkey, created_at, kind, d, expiration, json) VALUES (unhex(?1), unhex(?2), ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO NOTHING",
+      "INSERT INTO events (id, pubkey, created_at, kind, d, expiration, json, sig) VALUES (unhex(?1), unhex(?2), ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO NOTHING",
     ),
     insertTag: q("INSERT OR IGNORE INTO tags (name, value, created_at, seq, kind) VALUES (?, ?, ?, ?, ?)"),
     insertText: q("INSERT INTO events_fts (rowid, text) VALUES (?, ?)"),
@@ -88,7 +89,7 @@ function writerStatements(db: Database) {
     eventById: q("SELECT seq, kind, lower(hex(pubkey)) AS pubkey FROM events WHERE id = unhex(?)"),
     // A stored event a deletion names (?1), and whether it is p-tagged to the requester (?2).
     deletionTarget: q(
-      "SELECT e.seq, e.kind, lower(hex(e.pubkey)) AS pubkey, EXISTS (SELECT 1 FROM tags t WHERE t.name = 'p' AND t.value = ?2 AND t.created_at = e.created_at AND t.seq = e.seq) AS tagsRequester FROM events e WHERE e.id = unhex(?1)",
+      "SELECT e.seq, e.kind, lower(hex(e.pubkey)) AS pubkey, EXISTS (SELECT 1 FROM tags t WHERE t.name = 'p' AND t.value = unhex(?2) AND t.created_at = e.created_at AND t.seq = e.seq) AS tagsRequester FROM events e WHERE e.id = unhex(?1)",
     ),
     addressUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND kind = ? AND coalesce(d, '') = ? AND created_at <= ?"),
     // NIP-62
@@ -106,7 +107,7 @@ function writerStatements(db: Database) {
     ),
     // The join skips a tag row without its event, were there one: a purge never loops on it.
     purgeWraps: q(
-      "SELECT e.seq, e.created_at, e.json FROM tags t, events e WHERE t.name = 'p' AND t.value = ?1 AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3",
+      "SELECT e.seq, e.created_at, e.json FROM tags t, events e WHERE t.name = 'p' AND t.value = unhex(?1) AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3",
     ),
     maxSeq: q("SELECT coalesce(max(seq), 0) AS s FROM events"),
     // NIP-40
@@ -291,7 +292,8 @@ export class SqliteWriter {
       if (verdict === "outdated") return refused(OUTDATED);
       for (const old of existing) this.remove(old.seq);
     }
-    const r = this.st.insertEvent.run(e.id, e.pubkey, e.created_at, e.kind, d, expirationOf(e) ?? null, json);
+    const stored = storedJson(e, json);
+    const r = this.st.insertEvent.run(e.id, e.pubkey, e.created_at, e.kind, d, expirationOf(e) ?? null, stored.json, stored.sig);
     if (r.changes === 0) return { stored: false, duplicate: true };
     const seq = Number(r.lastInsertRowid);
     this.indexTags(e, seq);
@@ -348,7 +350,7 @@ export class SqliteWriter {
   }
 
   private indexTags(e: NostrEvent, seq: number): void {
-    for (const t of e.tags) if (indexedTag(t)) this.st.insertTag.run(t[0], t[1], e.created_at, seq, e.kind);
+    for (const t of e.tags) if (indexedTag(t)) this.st.insertTag.run(t[0], tagValue(t[1]), e.created_at, seq, e.kind);
   }
 
   private remove(seq: number): void {
@@ -358,7 +360,7 @@ export class SqliteWriter {
 
   /** Deletes an event and its index rows: its tag rows by the values they were written with. */
   private removeRow({ seq, created_at, json }: Row): void {
-    for (const t of (JSON.parse(json) as NostrEvent).tags) if (indexedTag(t)) this.st.deleteTag.run(t[0], t[1], created_at, seq);
+    for (const t of (JSON.parse(json) as NostrEvent).tags) if (indexedTag(t)) this.st.deleteTag.run(t[0], tagValue(t[1]), created_at, seq);
     this.st.deleteEvent.run(seq);
     this.st.deleteText.run(seq);
   }
