@@ -3,7 +3,7 @@
 // and reports back; the pool decides which job runs next (store/readers.ts).
 import type { Database } from "bun:sqlite";
 import { openDatabase } from "./db.ts";
-import { countJob, negJob, queryJob, runQuery, StatementCache, type ReadSteps } from "./query.ts";
+import { countJob, negJob, queryFrames, runQuery, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegMsgJob } from "./neg-sessions.ts";
 import type { ReadKind } from "./readers.ts";
 
@@ -19,7 +19,7 @@ const jobs = new Map<number, ReadSteps<unknown>>();
 const sessions = new NegSessions();
 
 const start: Record<ReadKind, (c: StatementCache, job: never) => ReadSteps<unknown>> = {
-  query: queryJob,
+  query: queryFrames,
   count: countJob,
   neg: negJob,
   negopen: (c, job) => sessions.open(c, job),
