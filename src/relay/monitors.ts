@@ -27,14 +27,14 @@ export class LiveIndex<G> {
     for (const filter of filters) {
       if (filter.neverMatch) continue;
       const entry = { holder, filter };
-      for (const [map, key] of this.keysOf(filter)) put(map, key, entry);
+      this.eachKey(filter, (map, key) => put(map, key, entry));
       entries.push(entry);
     }
     return entries;
   }
 
   remove(entries: readonly Indexed<G>[]): void {
-    for (const entry of entries) for (const [map, key] of this.keysOf(entry.filter)) drop(map, key, entry);
+    for (const entry of entries) this.eachKey(entry.filter, (map, key) => drop(map, key, entry));
   }
 
   /** Calls `hit` once per group with a filter matching the event. */
@@ -56,14 +56,15 @@ export class LiveIndex<G> {
     check(this.others);
   }
 
-  private *keysOf(f: CompiledFilter): Generator<[Map<any, Bucket<G>> | Bucket<G>, unknown]> {
-    if (f.ids) for (const id of f.ids) yield [this.ids, id];
-    else if (f.authors) for (const a of f.authors) yield [this.authors, a];
+  /** Calls `fn` with each (map, key) a filter is indexed under (a callback: no tuple per key; a join indexes a feed's 50 authors). */
+  private eachKey(f: CompiledFilter, fn: (map: Map<any, Bucket<G>> | Bucket<G>, key: unknown) => void): void {
+    if (f.ids) for (const id of f.ids) fn(this.ids, id);
+    else if (f.authors) for (const a of f.authors) fn(this.authors, a);
     else if (f.tags.length > 0) {
       const [name, values] = f.tags[0]!;
-      for (const v of values) yield [this.tags, name + v];
-    } else if (f.kinds) for (const k of f.kinds) yield [this.kinds, k];
-    else yield [this.others, undefined];
+      for (const v of values) fn(this.tags, name + v);
+    } else if (f.kinds) for (const k of f.kinds) fn(this.kinds, k);
+    else fn(this.others, undefined);
   }
 }
 

@@ -86,6 +86,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
         maxSeq,
         now: ctx.config.nips.nip40 ? nowSeconds() : 0,
         visibility: visibilityFor(ctx.config, s.authed),
+        frame: prefix,
       },
       budget,
     );
@@ -93,7 +94,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
       for await (const rows of batches) {
         if (!live()) break;
         ws.cork(() => {
-          for (const json of rows) ws.send(`${prefix}${json}]`, s.deflate);
+          for (const frame of rows) ws.send(frame, s.deflate);
         });
         sent += rows.length;
         if (ws.getBufferedAmount() > highWater(ctx)) await drained(ws);

@@ -160,6 +160,11 @@ export interface QueryJob extends ReadScope {
   filters: Filter[];
   /** Effective limit per filter (already clamped; 0 = skip). */
   limits: number[];
+  /**
+   * When set (`["EVENT",<subId>,`), each row comes back as the whole frame `${frame}${json}]`,
+   * built where the row is read (SQLite: in the reader worker, off the relay's main thread).
+   */
+  frame?: string;
 }
 
 export interface CountJob extends ReadScope {

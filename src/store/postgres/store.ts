@@ -210,7 +210,8 @@ export class PostgresStore implements Store {
       const rows = [...seen.values()];
       // Search results keep their relevance order; everything else is merged by time.
       if (job.filters.length > 1 && !job.filters.some((f) => f.search !== undefined)) rows.sort(newestFirst);
-      return rows.map((r) => r.json);
+      const frame = job.frame;
+      return frame === undefined ? rows.map((r) => r.json) : rows.map((r) => `${frame}${r.json}]`);
     });
   }
 

@@ -693,6 +693,19 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
   }
 }
 
+/** queryJob, its rows as EVENT frames when the job asks for them (QueryJob.frame). */
+export function queryFrames(cache: StatementCache, job: QueryJob): ReadSteps<void> {
+  return job.frame === undefined ? queryJob(cache, job) : framed(queryJob(cache, job), job.frame);
+}
+
+function* framed(steps: ReadSteps<void>, prefix: string): ReadSteps<void> {
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return;
+    yield r.value?.map((json) => `${prefix}${json}]`);
+  }
+}
+
 /** NIP-45: distinct events matching any filter; HyperLogLog registers over their pubkeys. */
 export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ count: number; hll?: string }> {
   const hll = job.hllOffset === undefined ? undefined : new Hll(job.hllOffset);

@@ -3,7 +3,7 @@
 // and reports back; the pool decides which job runs next (store/readers.ts).
 import type { Database } from "bun:sqlite";
 import { openDatabase } from "./db.ts";
-import { countJob, negJob, queryJob, runQuery, StatementCache, type ReadSteps } from "./query.ts";
+import { countJob, negJob, queryFrames, runQuery, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegMsgJob } from "./neg-sessions.ts";
 import type { ReadKind } from "./readers.ts";
 
@@ -19,7 +19,7 @@ const jobs = new Map<number, ReadSteps<unknown>>();
 const sessions = new NegSessions();
 
 const start: Record<ReadKind, (c: StatementCache, job: never) => ReadSteps<unknown>> = {
-  query: queryJob,
+  query: queryFrames,
   count: countJob,
   neg: negJob,
   negopen: (c, job) => sessions.open(c, job),
@@ -29,7 +29,9 @@ const start: Record<ReadKind, (c: StatementCache, job: never) => ReadSteps<unkno
 type Message = { open: string } | { close: true } | { drop: number } | { negclose: number } | { id: number; op?: ReadKind; job?: unknown };
 
 self.onmessage = (msg: MessageEvent) => {
-  const data = msg.data as Message;
+  // A job's next slice comes as its id alone, a new plain job as JSON text (readers.ts dispatch).
+  if (typeof msg.data === "number") return slice(msg.data, undefined, undefined);
+  const data = (typeof msg.data === "string" ? JSON.parse(msg.data) : msg.data) as Message;
   if ("open" in data) {
     db = openDatabase({ path: data.open, synchronous: "normal", readonly: true });
     // Pages read into this connection's own cache, not mapped: every connection's map of the
@@ -81,6 +83,16 @@ function garbage(bytes: number): void {
   Bun.gc(true);
 }
 
+/**
+ * A slice's rows as one string, `id ms done length… \n` then the rows back to back (readers.ts
+ * decodeRows): one string to clone instead of an array of them, cut here into substrings.
+ */
+function encodeRows(id: number, ms: number, done: boolean, rows: string[]): string {
+  let head = `${id} ${ms} ${done ? 1 : 0}`;
+  for (const r of rows) head += ` ${r.length}`;
+  return `${head}\n${rows.join("")}`;
+}
+
 function slice(id: number, op: ReadKind | undefined, job: unknown): void {
   const started = performance.now();
   let steps = jobs.get(id);
@@ -99,7 +111,8 @@ function slice(id: number, op: ReadKind | undefined, job: unknown): void {
         const { reply, items } = (r.value ?? {}) as { reply?: unknown; items?: unknown };
         // A NIP-77 reply is moved to the main thread, not copied.
         const transfer = reply instanceof Uint8Array ? [reply.buffer as ArrayBuffer] : [];
-        self.postMessage({ id, ms: performance.now() - started, done: true, rows, result: r.value }, transfer);
+        if (r.value === undefined) self.postMessage(encodeRows(id, performance.now() - started, true, rows));
+        else self.postMessage({ id, ms: performance.now() - started, done: true, rows, result: r.value }, transfer);
         // A NEG-OPEN's rows, read to build its index, are garbage now (about 200 bytes each).
         if (typeof items === "number") garbage(items * 200);
         return;
@@ -107,7 +120,7 @@ function slice(id: number, op: ReadKind | undefined, job: unknown): void {
       if (r.value) for (const json of r.value) rows.push(json), (bytes += json.length);
       if (bytes >= SLICE_BYTES || performance.now() - started >= SLICE_MS) break;
     }
-    self.postMessage({ id, ms: performance.now() - started, rows });
+    self.postMessage(encodeRows(id, performance.now() - started, false, rows));
   } catch (e) {
     jobs.delete(id);
     self.postMessage({ id, ms: performance.now() - started, done: true, error: String(e) });

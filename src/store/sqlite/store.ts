@@ -7,7 +7,7 @@ import type { Database } from "bun:sqlite";
 import { toHex } from "../../nips/nip77-wire.ts";
 import { SqliteAdmin } from "./admin.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
-import { countJob, negJob, queryJob, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
+import { countJob, negJob, queryFrames, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
 import type {
   CountJob,
@@ -108,7 +108,7 @@ export class SqliteStore implements Store {
 
   query(job: QueryJob, ctx?: ReadContext): AsyncIterable<string[]> {
     if (this.readers) return this.readers.stream(job, ctx);
-    return inlineBatches(queryJob(this.inline!, job), ctx);
+    return inlineBatches(queryFrames(this.inline!, job), ctx);
   }
 
   count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }> {
