@@ -36,8 +36,11 @@ self.onmessage = (msg: MessageEvent) => {
     db = openDatabase({ path: data.open, synchronous: "normal", readonly: true });
     // Pages read into this connection's own cache, not mapped: every connection's map of the
     // file counts again in the relay's RSS (three maps of a 180 MB database were 557 MB of it).
+    // 4 MB: a miss is a pread the kernel's page cache answers, and the issue-15 mix cost the same
+    // CPU per REQ with 2, 4, 8 or 16 MB (bench/RESULTS.md, "Memory", 2026-12-03), while each
+    // reader's full cache counts in the RSS.
     db.exec("PRAGMA mmap_size = 0");
-    db.exec("PRAGMA cache_size = -16000");
+    db.exec("PRAGMA cache_size = -4000");
     cache = new StatementCache(db);
     // Warm up before taking jobs (the first statement pays for page cache, prepares and the JIT)
     // so a worker started under load does not spend its first query's time budget on it.

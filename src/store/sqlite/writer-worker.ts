@@ -81,8 +81,11 @@ function call(c: WriterCall): unknown {
 function open(path: string, synchronous: "normal" | "full"): void {
   db = openDatabase({ path, synchronous });
   // Pages through its own cache, not a map of the file: the map's pages counted in the relay's
-  // RSS up to the whole database (223 of 540 MiB at 100k events).
+  // RSS up to the whole database (223 of 540 MiB at 100k events). 8 MB, not db.ts' 32: a miss is
+  // a pread the kernel's page cache answers, and importing 100k events cost the same CPU with 4,
+  // 16 or 32 MB (bench/RESULTS.md, "Memory", 2026-12-03), while a full cache counts in the RSS.
   db.exec("PRAGMA mmap_size = 0");
+  db.exec("PRAGMA cache_size = -8000");
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
   writer.onPurge = () => reply({ purge: true });
