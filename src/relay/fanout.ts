@@ -2,7 +2,11 @@
 // canonical filters, on any connection, form one group = one topic: matched once, serialized
 // once, published once in native code. Events of restricted kinds (DMs) are the exception: they
 // go to each member that may read them, one send per member. A short ring of recent events lets
-// a new subscription catch up on what was committed while its stored query ran.
+// a new subscription catch up on what was committed while its stored query ran. The ring keeps
+// each event's JSON and its kind and created_at in typed arrays, not the parsed event: thousands
+// of parsed events (their tags, their strings) were most of the main thread's live heap, and the
+// live heap sets how far JSC lets the heap grow before a full collection (bench/RESULTS.md). A
+// catch-up parses only the entries past its snapshot whose kind and time a filter could match.
 import type { NostrEvent } from "../protocol/event.ts";
 import { canonicalFilterKey, matchAny, type CompiledFilter } from "../protocol/filter.ts";
 import { LiveIndex, type Indexed } from "./monitors.ts";
@@ -31,6 +35,18 @@ export interface Recent {
   json: string;
 }
 
+/** Whether some filter could match an event of this kind and created_at (the rest is checked on the parsed event). */
+function mayMatch(filters: readonly CompiledFilter[], kind: number, createdAt: number): boolean {
+  for (const f of filters) {
+    if (f.neverMatch) continue;
+    if (f.kinds && !f.kinds.has(kind)) continue;
+    if (f.since !== undefined && createdAt < f.since) continue;
+    if (f.until !== undefined && createdAt > f.until) continue;
+    return true;
+  }
+  return false;
+}
+
 export interface FanoutOptions {
   publish: (topic: string, frame: string) => number;
   /** Events that may not go to a whole topic (restricted kinds). */
@@ -48,7 +64,11 @@ export class Fanout {
   /** Topic names are short counters: Bun hashes and copies the topic on every publish. */
   private nextTopic = 0;
   private readonly index = new LiveIndex<Group>();
-  private readonly ring: (Recent | undefined)[];
+  /** The ring, by seq % size: the JSON (undefined once evicted), its seq, kind and created_at. */
+  private readonly json: (string | undefined)[];
+  private readonly seqs: Float64Array;
+  private readonly kinds: Float64Array;
+  private readonly times: Float64Array;
   private readonly ringBytes: number;
   private bytes = 0;
   /** The oldest seq still in the ring. */
@@ -58,7 +78,11 @@ export class Fanout {
   deliveries = 0;
 
   constructor(private readonly opts: FanoutOptions) {
-    this.ring = new Array(opts.ringSize ?? 8192);
+    const size = opts.ringSize ?? 8192;
+    this.json = new Array(size).fill(undefined);
+    this.seqs = new Float64Array(size);
+    this.kinds = new Float64Array(size);
+    this.times = new Float64Array(size);
     this.ringBytes = opts.ringBytes ?? 16 * 1024 * 1024;
   }
 
@@ -98,7 +122,7 @@ export class Fanout {
   /** Sends a newly accepted event to every matching group. */
   broadcast(event: NostrEvent, json: string): void {
     const seq = ++this.seq;
-    this.remember(seq, event, json);
+    this.remember(seq, event.kind, event.created_at, json);
     const restricted = this.opts.restricted(event);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
@@ -116,20 +140,27 @@ export class Fanout {
   }
 
   /** Keeps the event for catch-up, bounded by count and by bytes. */
-  private remember(seq: number, event: NostrEvent, json: string): void {
-    const size = this.ring.length;
+  private remember(seq: number, kind: number, createdAt: number, json: string): void {
+    const size = this.json.length;
     while (this.oldest <= seq - size) this.evict();
-    this.ring[seq % size] = { seq, event, json };
+    const slot = seq % size;
+    // serializeEvent's template makes a rope of ~11 strings (the event's own among them): reading a
+    // character flattens it, so the ring holds one string per event and nothing of the parsed one.
+    if (json.charCodeAt(0) !== 123) throw new Error("fanout: not an event's JSON");
+    this.json[slot] = json;
+    this.seqs[slot] = seq;
+    this.kinds[slot] = kind;
+    this.times[slot] = createdAt;
     this.bytes += json.length;
     while (this.bytes > this.ringBytes && this.oldest < seq) this.evict();
   }
 
   private evict(): void {
-    const slot = this.oldest % this.ring.length;
-    const r = this.ring[slot];
-    if (r && r.seq === this.oldest) {
-      this.bytes -= r.json.length;
-      this.ring[slot] = undefined;
+    const slot = this.oldest % this.json.length;
+    const json = this.json[slot];
+    if (json !== undefined && this.seqs[slot] === this.oldest) {
+      this.bytes -= json.length;
+      this.json[slot] = undefined;
     }
     this.oldest++;
   }
@@ -142,8 +173,11 @@ export class Fanout {
     const events: Recent[] = [];
     const oldest = Math.max(afterSeq + 1, this.oldest);
     for (let s = oldest; s <= this.seq; s++) {
-      const r = this.ring[s % this.ring.length];
-      if (r && r.seq === s && matchAny(filters, r.event)) events.push(r);
+      const slot = s % this.json.length;
+      const json = this.json[slot];
+      if (json === undefined || this.seqs[slot] !== s || !mayMatch(filters, this.kinds[slot]!, this.times[slot]!)) continue;
+      const event = JSON.parse(json) as NostrEvent;
+      if (matchAny(filters, event)) events.push({ seq: s, event, json });
     }
     return { events, complete: oldest === afterSeq + 1 };
   }
