@@ -2,14 +2,13 @@
 // canonical filters, on any connection, form one group = one topic: matched once, serialized
 // once, published once in native code. Events of restricted kinds (DMs) are the exception: they
 // go to each member that may read them, one send per member. A short ring of recent events lets
-// a new subscription catch up on what was committed while its stored query ran. The ring keeps
-// each event's JSON and its kind and created_at in typed arrays, not the parsed event: thousands
-// of parsed events (their tags, their strings) were most of the main thread's live heap, and the
-// live heap sets how far JSC lets the heap grow before a full collection (bench/RESULTS.md). A
-// catch-up parses only the entries past its snapshot whose kind and time a filter could match.
+// a new subscription catch up on what was committed while its stored query ran (relay/ring.ts).
 import type { NostrEvent } from "../protocol/event.ts";
-import { canonicalFilterKey, matchAny, type CompiledFilter } from "../protocol/filter.ts";
+import { canonicalFilterKey, type CompiledFilter } from "../protocol/filter.ts";
 import { LiveIndex, type Indexed } from "./monitors.ts";
+import { CatchUpRing, type Recent } from "./ring.ts";
+
+export type { Recent } from "./ring.ts";
 
 /** What fanout needs of a connection (a Bun ServerWebSocket of a Session is one). */
 export interface Member {
@@ -29,24 +28,6 @@ export interface Group {
   entries: Indexed<Group>[];
 }
 
-export interface Recent {
-  seq: number;
-  event: NostrEvent;
-  json: string;
-}
-
-/** Whether some filter could match an event of this kind and created_at (the rest is checked on the parsed event). */
-function mayMatch(filters: readonly CompiledFilter[], kind: number, createdAt: number): boolean {
-  for (const f of filters) {
-    if (f.neverMatch) continue;
-    if (f.kinds && !f.kinds.has(kind)) continue;
-    if (f.since !== undefined && createdAt < f.since) continue;
-    if (f.until !== undefined && createdAt > f.until) continue;
-    return true;
-  }
-  return false;
-}
-
 export interface FanoutOptions {
   publish: (topic: string, frame: string) => number;
   /** Events that may not go to a whole topic (restricted kinds). */
@@ -64,26 +45,13 @@ export class Fanout {
   /** Topic names are short counters: Bun hashes and copies the topic on every publish. */
   private nextTopic = 0;
   private readonly index = new LiveIndex<Group>();
-  /** The ring, by seq % size: the JSON (undefined once evicted), its seq, kind and created_at. */
-  private readonly json: (string | undefined)[];
-  private readonly seqs: Float64Array;
-  private readonly kinds: Float64Array;
-  private readonly times: Float64Array;
-  private readonly ringBytes: number;
-  private bytes = 0;
-  /** The oldest seq still in the ring. */
-  private oldest = 1;
+  private readonly ring: CatchUpRing;
   /** Sequence number of the last event fanned out. */
   seq = 0;
   deliveries = 0;
 
   constructor(private readonly opts: FanoutOptions) {
-    const size = opts.ringSize ?? 8192;
-    this.json = new Array(size).fill(undefined);
-    this.seqs = new Float64Array(size);
-    this.kinds = new Float64Array(size);
-    this.times = new Float64Array(size);
-    this.ringBytes = opts.ringBytes ?? 16 * 1024 * 1024;
+    this.ring = new CatchUpRing(opts.ringSize ?? 8192, opts.ringBytes ?? 16 * 1024 * 1024);
   }
 
   get groupCount(): number {
@@ -122,7 +90,7 @@ export class Fanout {
   /** Sends a newly accepted event to every matching group. */
   broadcast(event: NostrEvent, json: string): void {
     const seq = ++this.seq;
-    this.remember(seq, event.kind, event.created_at, json);
+    this.ring.add(seq, event.kind, event.created_at, json);
     const restricted = this.opts.restricted(event);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
@@ -139,46 +107,11 @@ export class Fanout {
     });
   }
 
-  /** Keeps the event for catch-up, bounded by count and by bytes. */
-  private remember(seq: number, kind: number, createdAt: number, json: string): void {
-    const size = this.json.length;
-    while (this.oldest <= seq - size) this.evict();
-    const slot = seq % size;
-    // serializeEvent's template makes a rope of ~11 strings (the event's own among them): reading a
-    // character flattens it, so the ring holds one string per event and nothing of the parsed one.
-    if (json.charCodeAt(0) !== 123) throw new Error("fanout: not an event's JSON");
-    this.json[slot] = json;
-    this.seqs[slot] = seq;
-    this.kinds[slot] = kind;
-    this.times[slot] = createdAt;
-    this.bytes += json.length;
-    while (this.bytes > this.ringBytes && this.oldest < seq) this.evict();
-  }
-
-  private evict(): void {
-    const slot = this.oldest % this.json.length;
-    const json = this.json[slot];
-    if (json !== undefined && this.seqs[slot] === this.oldest) {
-      this.bytes -= json.length;
-      this.json[slot] = undefined;
-    }
-    this.oldest++;
-  }
-
   /**
    * Events fanned out after `afterSeq` that match `filters`, oldest first; `complete` is false
    * when the ring no longer holds all of them.
    */
   recent(afterSeq: number, filters: readonly CompiledFilter[]): { events: Recent[]; complete: boolean } {
-    const events: Recent[] = [];
-    const oldest = Math.max(afterSeq + 1, this.oldest);
-    for (let s = oldest; s <= this.seq; s++) {
-      const slot = s % this.json.length;
-      const json = this.json[slot];
-      if (json === undefined || this.seqs[slot] !== s || !mayMatch(filters, this.kinds[slot]!, this.times[slot]!)) continue;
-      const event = JSON.parse(json) as NostrEvent;
-      if (matchAny(filters, event)) events.push({ seq: s, event, json });
-    }
-    return { events, complete: oldest === afterSeq + 1 };
+    return this.ring.recent(afterSeq, filters);
   }
 }
