@@ -4,7 +4,8 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { compileFilter } from "../src/protocol/filter.ts";
+import { type NostrEvent, serializeEvent } from "../src/protocol/event.ts";
+import { compileFilter, matchAny } from "../src/protocol/filter.ts";
 import { Fanout } from "../src/relay/fanout.ts";
 import { startRelay } from "../src/relay/server.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
@@ -88,3 +89,50 @@ test("the catch-up ring is bounded in bytes as well as count", () => {
   // A subscriber that started after the 45th event still gets everything after it.
   expect(fanout.recent(45, [all])).toEqual({ events: kept.filter((r) => r.seq > 45), complete: true });
 });
+
+// Both JSON layouts: the relay's (serializeEvent: id and pubkey read off the text) and any other.
+for (const layout of ["serializeEvent", "other key order"] as const)
+  test(`the ring keeps JSON only: a catch-up returns exactly the matching events past its snapshot (${layout})`, () => {
+    const fanout = new Fanout({ publish: () => 0, restricted: () => false, canRead: () => true, ringSize: 64 });
+    const s = signer();
+    const other = signer();
+    const events = Array.from({ length: 100 }, (_, i) =>
+      (i % 3 === 0 ? other : s).sign({
+        kind: [1, 7, 30023][i % 3]!,
+        created_at: 1000 + i,
+        content: `é ${i}`,
+        tags: [
+          ["t", `t${i % 4}`],
+          ["x", `t${i % 5}`],
+        ], // "x" values are found in the text but do not match "#t"
+      }),
+    );
+    const jsonOf = (e: NostrEvent) =>
+      layout === "serializeEvent"
+        ? serializeEvent(e)
+        : JSON.stringify({
+            sig: e.sig,
+            content: e.content,
+            tags: e.tags,
+            kind: e.kind,
+            created_at: e.created_at,
+            pubkey: e.pubkey,
+            id: e.id,
+          });
+    for (const e of events) fanout.broadcast(e, jsonOf(e));
+    const filters = [
+      compileFilter({ kinds: [1, 30023], since: 1050, "#t": ["t1", "t2"] }, { maxValues: 10 }),
+      compileFilter({ authors: [other.pubkey], until: 1060 }, { maxValues: 10 }),
+      compileFilter({ ids: [events[97]!.id, events[5]!.id] }, { maxValues: 10 }),
+      compileFilter({ kinds: [7], since: 2000 }, { maxValues: 10 }),
+    ];
+    const expected = events.map((e, i) => ({ seq: i + 1, e })).filter(({ seq, e }) => seq > 40 && matchAny(filters, e));
+    const { events: got, complete } = fanout.recent(40, filters);
+    expect(complete).toBe(true); // 60 of 100 past the snapshot, in a ring of 64
+    expect(got.map((r) => r.seq)).toEqual(expected.map((x) => x.seq));
+    expect(got.map((r) => r.event)).toEqual(expected.map((x) => x.e));
+    expect(got.map((r) => r.json)).toEqual(expected.map((x) => jsonOf(x.e)));
+    expect(got.map((r) => r.kind)).toEqual(expected.map((x) => x.e.kind));
+    expect(expected.length).toBeGreaterThan(10);
+    expect(fanout.recent(30, filters).complete).toBe(false);
+  });

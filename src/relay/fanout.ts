@@ -2,10 +2,13 @@
 // canonical filters, on any connection, form one group = one topic: matched once, serialized
 // once, published once in native code. Events of restricted kinds (DMs) are the exception: they
 // go to each member that may read them, one send per member. A short ring of recent events lets
-// a new subscription catch up on what was committed while its stored query ran.
+// a new subscription catch up on what was committed while its stored query ran (relay/ring.ts).
 import type { NostrEvent } from "../protocol/event.ts";
-import { canonicalFilterKey, matchAny, type CompiledFilter } from "../protocol/filter.ts";
+import { canonicalFilterKey, type CompiledFilter } from "../protocol/filter.ts";
 import { LiveIndex, type Indexed } from "./monitors.ts";
+import { CatchUpRing, type Recent } from "./ring.ts";
+
+export type { Recent } from "./ring.ts";
 
 /** What fanout needs of a connection (a Bun ServerWebSocket of a Session is one). */
 export interface Member {
@@ -25,12 +28,6 @@ export interface Group {
   entries: Indexed<Group>[];
 }
 
-export interface Recent {
-  seq: number;
-  event: NostrEvent;
-  json: string;
-}
-
 export interface FanoutOptions {
   publish: (topic: string, frame: string) => number;
   /** Events that may not go to a whole topic (restricted kinds). */
@@ -48,18 +45,13 @@ export class Fanout {
   /** Topic names are short counters: Bun hashes and copies the topic on every publish. */
   private nextTopic = 0;
   private readonly index = new LiveIndex<Group>();
-  private readonly ring: (Recent | undefined)[];
-  private readonly ringBytes: number;
-  private bytes = 0;
-  /** The oldest seq still in the ring. */
-  private oldest = 1;
+  private readonly ring: CatchUpRing;
   /** Sequence number of the last event fanned out. */
   seq = 0;
   deliveries = 0;
 
   constructor(private readonly opts: FanoutOptions) {
-    this.ring = new Array(opts.ringSize ?? 8192);
-    this.ringBytes = opts.ringBytes ?? 16 * 1024 * 1024;
+    this.ring = new CatchUpRing(opts.ringSize ?? 8192, opts.ringBytes ?? 16 * 1024 * 1024);
   }
 
   get groupCount(): number {
@@ -98,7 +90,7 @@ export class Fanout {
   /** Sends a newly accepted event to every matching group. */
   broadcast(event: NostrEvent, json: string): void {
     const seq = ++this.seq;
-    this.remember(seq, event, json);
+    this.ring.add(seq, event.kind, event.created_at, json);
     const restricted = this.opts.restricted(event);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
@@ -115,36 +107,11 @@ export class Fanout {
     });
   }
 
-  /** Keeps the event for catch-up, bounded by count and by bytes. */
-  private remember(seq: number, event: NostrEvent, json: string): void {
-    const size = this.ring.length;
-    while (this.oldest <= seq - size) this.evict();
-    this.ring[seq % size] = { seq, event, json };
-    this.bytes += json.length;
-    while (this.bytes > this.ringBytes && this.oldest < seq) this.evict();
-  }
-
-  private evict(): void {
-    const slot = this.oldest % this.ring.length;
-    const r = this.ring[slot];
-    if (r && r.seq === this.oldest) {
-      this.bytes -= r.json.length;
-      this.ring[slot] = undefined;
-    }
-    this.oldest++;
-  }
-
   /**
    * Events fanned out after `afterSeq` that match `filters`, oldest first; `complete` is false
    * when the ring no longer holds all of them.
    */
   recent(afterSeq: number, filters: readonly CompiledFilter[]): { events: Recent[]; complete: boolean } {
-    const events: Recent[] = [];
-    const oldest = Math.max(afterSeq + 1, this.oldest);
-    for (let s = oldest; s <= this.seq; s++) {
-      const r = this.ring[s % this.ring.length];
-      if (r && r.seq === s && matchAny(filters, r.event)) events.push(r);
-    }
-    return { events, complete: oldest === afterSeq + 1 };
+    return this.ring.recent(afterSeq, filters);
   }
 }

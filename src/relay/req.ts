@@ -113,8 +113,10 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     const { events, complete } = ctx.fanout.recent(fanoutSeq, filters);
     if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
     let caughtUp = 0;
+    const restricted = restrictedKinds(ctx.config);
     for (const r of events) {
-      if (!canRead(ctx.config, s.authed, r.event)) continue;
+      // r.event parses the JSON: only a restricted kind needs it here.
+      if (restricted.has(r.kind) && !canRead(ctx.config, s.authed, r.event)) continue;
       ws.send(`${prefix}${r.json}]`, s.deflate);
       caughtUp++;
     }
