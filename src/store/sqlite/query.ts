@@ -532,11 +532,13 @@ function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
  * walk's order is the answer's but for ties of created_at, so rows are handed on as soon as
  * nothing unread can come before them, and held only while they tie with the walk's frontier.
  */
-function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<void> {
-  w.chunk = Math.min(CHUNK_MAX / 4, Math.max(CHUNK_MIN, limit + 1));
+function* singleWalk(cache: StatementCache, w: Walk, limit: number, window?: Window): ReadSteps<Row | null | undefined> {
+  w.chunk = window?.chunk ?? Math.min(CHUNK_MAX / 4, Math.max(CHUNK_MIN, limit + 1));
   let emitted = 0;
   let held: Row[] = [];
+  let last: Row | null = null;
   while (!w.done) {
+    if (window) w.chunk = Math.min(w.chunk, window.entries - w.read);
     held.push(...stepWithJson(cache, w, Math.max(CHUNK_MIN, limit - emitted - held.length)));
     held.sort(newestFirst);
     if (w.done) break;
@@ -547,6 +549,7 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
     if (take > 0) {
       yield held.slice(0, take).map((r) => r.json);
       emitted += take;
+      last = held[take - 1]!;
       held = held.slice(take);
     }
     if (emitted >= limit) return;
@@ -556,10 +559,18 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
       // Only ties of the last kept created_at are still open: read no older entries.
       floor(w, held[want - 1]!.created_at);
     }
+    // Past the window with the answer still open: the caller finishes it another way.
+    if (window && w.read >= window.entries) return last;
     yield;
   }
   const rest = held.slice(0, limit - emitted).map((r) => r.json);
   if (rest.length > 0) yield rest;
+}
+
+/** A bound on a single walk: it gives up after this many index entries, reading chunks of `chunk` at first. */
+interface Window {
+  entries: number;
+  chunk: number;
 }
 
 /**
@@ -618,7 +629,13 @@ class TopKeys {
 }
 
 /** One filter's newest `limit` keys (search: the most relevant among the newest matches). */
-function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: ReadScope): Generator<undefined, Key[], void> {
+function* filterKeys(
+  cache: StatementCache,
+  f: Filter,
+  limit: number,
+  scope: ReadScope,
+  recentFirst = true,
+): Generator<undefined, Key[], void> {
   const { walks, ranked } = walksFor(f, scope);
   if (ranked) {
     const matches: Key[] = [];
@@ -631,7 +648,7 @@ function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Rea
     return matches.sort(byRank).slice(0, limit);
   }
   const top = new TopKeys(limit);
-  if (f.authors && f.authors.length > RECENT_FIRST_AUTHORS && !f.ids) {
+  if (recentFirst && isFeed(f)) {
     // The newest recentWindow events of the relay first (see planTuning).
     const w = timeWalk(f, scope);
     w.chunk = Math.min(CHUNK_MAX / 4, planTuning.recentWindow);
@@ -656,13 +673,35 @@ function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Rea
   return top.result();
 }
 
+const isFeed = (f: Filter): boolean => f.authors !== undefined && f.authors.length > RECENT_FIRST_AUTHORS && !f.ids;
+
+/**
+ * A REQ of one feed filter: the newest recentWindow events of the relay walked as a single walk
+ * (the time index is in NIP-01 order and carries pubkey and kind, so rows are read, with their
+ * JSON, only for matches). If the window does not settle the answer, the full plan's keys finish
+ * it, after the last row already sent.
+ */
+function* feedJob(cache: StatementCache, f: Filter, limit: number, job: QueryJob): ReadSteps<void> {
+  const window = { entries: planTuning.recentWindow, chunk: Math.min(FEED_CHUNK, planTuning.recentWindow) };
+  const last = yield* singleWalk(cache, timeWalk(f, job), limit, window);
+  if (last === undefined) return;
+  const keys = (yield* filterKeys(cache, f, limit, job, false)).filter((k) => !last || newestFirst(last, k) < 0);
+  yield* fetchRows(cache, keys);
+}
+
+/** The first chunk of a feed's time walk (index entries): most feeds of the bench find their 50 in ~270. */
+const FEED_CHUNK = 512;
+
 /** REQ: every filter's keys, merged and ordered, then the events' JSON in small batches. */
 export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void> {
   if (job.filters.length === 1 && job.limits[0]! > 0) {
     const f = job.filters[0]!;
     const { walks, ranked } = walksFor(f, job);
-    const feed = f.authors !== undefined && f.authors.length > RECENT_FIRST_AUTHORS && !f.ids;
-    if (walks.length === 1 && !ranked && !feed && !walks[0]!.unordered) return yield* singleWalk(cache, walks[0]!, job.limits[0]!);
+    if (isFeed(f) && !ranked) return yield* feedJob(cache, f, job.limits[0]!, job);
+    if (walks.length === 1 && !ranked && !walks[0]!.unordered) {
+      yield* singleWalk(cache, walks[0]!, job.limits[0]!);
+      return;
+    }
   }
   const chosen = new Map<number, Key>();
   for (let i = 0; i < job.filters.length; i++) {
@@ -673,6 +712,11 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
   const keys = [...chosen.values()];
   // Search results keep their relevance order; everything else is merged by time.
   if (!job.filters.some((f) => f.search !== undefined && searchTerms(f.search).length > 0)) keys.sort(newestFirst);
+  yield* fetchRows(cache, keys);
+}
+
+/** The events' JSON of keys, in their order, in batches of at most FETCH_BYTES (one event at least). */
+function* fetchRows(cache: StatementCache, keys: Key[]): ReadSteps<void> {
   const fetch = cache.get(`SELECT e.seq, ${eventJsonSql("e")} FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))`);
   for (let i = 0; i < keys.length; ) {
     // As many events as fit in FETCH_BYTES (at least one), at most FETCH_MAX.
