@@ -16,7 +16,7 @@ import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
-import { eventBytesSql, eventJsonSql, tagValue, tagValueSql } from "./db.ts";
+import { eventBytesSql, eventJson, tagValue, tagValueSql } from "./db.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
 /**
@@ -409,7 +409,11 @@ function chunkStatements(
     else where.push(...since), params.push(...sinceParams);
     where.push(...w.residual.where);
     params.push(...w.residual.params);
-    const cols = `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${json ? eventJsonSql("e") : eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
+    // With the JSON (stepWithJson): only what it reads (each column of a row object costs), the
+    // id once when the tie is the id, the sig as its bytes (eventJson).
+    const cols = json
+      ? `${w.tCol} AS t, ${tieOut} AS tie, ${w.tie === "id-asc" ? "NULL" : "lower(hex(e.id))"} AS id, e.json AS j, e.sig AS g`
+      : `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
     return {
       sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where.join(" AND ")} ORDER BY ${orderSql(w)} LIMIT ?`,
       params: [...params, need],
@@ -513,10 +517,12 @@ function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
   let bytes = 0;
   let last: { t: number; tie: number | string } | undefined;
   let early = false;
-  for (const r of cache.get(m.sql).iterate(...m.params) as IterableIterator<{ t: number; tie: number | string; id: string; b: string }>) {
-    out.push({ created_at: r.t, id: r.id, json: r.b });
+  type R = { t: number; tie: number | string; id: string | null; j: string; g: Uint8Array | null };
+  for (const r of cache.get(m.sql).iterate(...m.params) as IterableIterator<R>) {
+    const json = eventJson(r.j, r.g);
+    out.push({ created_at: r.t, id: r.id ?? (r.tie as string), json });
     last = r;
-    bytes += r.b.length;
+    bytes += json.length;
     if (out.length >= need || bytes >= FETCH_BYTES) {
       early = true;
       break;
@@ -717,7 +723,7 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
 
 /** The events' JSON of keys, in their order, in batches of at most FETCH_BYTES (one event at least). */
 function* fetchRows(cache: StatementCache, keys: Key[]): ReadSteps<void> {
-  const fetch = cache.get(`SELECT e.seq, ${eventJsonSql("e")} FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))`);
+  const fetch = cache.get("SELECT e.seq, e.json, e.sig FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))");
   for (let i = 0; i < keys.length; ) {
     // As many events as fit in FETCH_BYTES (at least one), at most FETCH_MAX.
     let end = i + 1;
@@ -726,7 +732,8 @@ function* fetchRows(cache: StatementCache, keys: Key[]): ReadSteps<void> {
     const part = keys.slice(i, end);
     i = end;
     const bySeq = new Map<number, string>();
-    for (const row of fetch.values(JSON.stringify(part.map((k) => k.s))) as [number, string][]) bySeq.set(row[0], row[1]);
+    for (const row of fetch.values(JSON.stringify(part.map((k) => k.s))) as [number, string, Uint8Array | null][])
+      bySeq.set(row[0], eventJson(row[1], row[2]));
     // An event deleted since its key was read is left out.
     const out: string[] = [];
     for (const k of part) {
