@@ -117,8 +117,15 @@ test("a database of schema 6 (whole JSON) migrates to schema 7 in steps, and rea
     expect(old.query('SELECT count(*) AS n FROM events WHERE json LIKE \'%"sig":"%\'').get()).toEqual({ n: events.length + 1 });
     old.close();
     const again = openDatabase({ path, synchronous: "normal" });
-    expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(8);
+    expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(9);
     expect(again.query("SELECT count(*) AS n FROM events WHERE sig IS NOT NULL").get()).toEqual({ n: events.length });
+    // Schema 9: the time index carries pubkey and kind (a feed's candidates are checked from it).
+    expect((again.query("PRAGMA index_info(events_created)").all() as { name: string }[]).map((c) => c.name)).toEqual([
+      "created_at",
+      "id",
+      "pubkey",
+      "kind",
+    ]);
     const after = again.query(`SELECT seq, ${eventJsonSql("e")} AS j FROM events e ORDER BY seq`).all();
     expect(after).toEqual([...before, { seq: 25000, j: '{"kind":1}' }, { seq: 25001, j: bracedJson }]);
     again.close();

@@ -16,7 +16,7 @@ import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
-import { eventBytesSql, eventJsonSql, tagValue, tagValueSql } from "./db.ts";
+import { eventBytesSql, eventJson, tagValue, tagValueSql } from "./db.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
 /**
@@ -409,7 +409,11 @@ function chunkStatements(
     else where.push(...since), params.push(...sinceParams);
     where.push(...w.residual.where);
     params.push(...w.residual.params);
-    const cols = `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${json ? eventJsonSql("e") : eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
+    // With the JSON (stepWithJson): only what it reads (each column of a row object costs), the
+    // id once when the tie is the id, the sig as its bytes (eventJson).
+    const cols = json
+      ? `${w.tCol} AS t, ${tieOut} AS tie, ${w.tie === "id-asc" ? "NULL" : "lower(hex(e.id))"} AS id, e.json AS j, e.sig AS g`
+      : `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
     return {
       sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where.join(" AND ")} ORDER BY ${orderSql(w)} LIMIT ?`,
       params: [...params, need],
@@ -513,10 +517,12 @@ function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
   let bytes = 0;
   let last: { t: number; tie: number | string } | undefined;
   let early = false;
-  for (const r of cache.get(m.sql).iterate(...m.params) as IterableIterator<{ t: number; tie: number | string; id: string; b: string }>) {
-    out.push({ created_at: r.t, id: r.id, json: r.b });
+  type R = { t: number; tie: number | string; id: string | null; j: string; g: Uint8Array | null };
+  for (const r of cache.get(m.sql).iterate(...m.params) as IterableIterator<R>) {
+    const json = eventJson(r.j, r.g);
+    out.push({ created_at: r.t, id: r.id ?? (r.tie as string), json });
     last = r;
-    bytes += r.b.length;
+    bytes += json.length;
     if (out.length >= need || bytes >= FETCH_BYTES) {
       early = true;
       break;
@@ -532,11 +538,13 @@ function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
  * walk's order is the answer's but for ties of created_at, so rows are handed on as soon as
  * nothing unread can come before them, and held only while they tie with the walk's frontier.
  */
-function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<void> {
-  w.chunk = Math.min(CHUNK_MAX / 4, Math.max(CHUNK_MIN, limit + 1));
+function* singleWalk(cache: StatementCache, w: Walk, limit: number, window?: Window): ReadSteps<Row | null | undefined> {
+  w.chunk = window?.chunk ?? Math.min(CHUNK_MAX / 4, Math.max(CHUNK_MIN, limit + 1));
   let emitted = 0;
   let held: Row[] = [];
+  let last: Row | null = null;
   while (!w.done) {
+    if (window) w.chunk = Math.min(w.chunk, window.entries - w.read);
     held.push(...stepWithJson(cache, w, Math.max(CHUNK_MIN, limit - emitted - held.length)));
     held.sort(newestFirst);
     if (w.done) break;
@@ -547,6 +555,7 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
     if (take > 0) {
       yield held.slice(0, take).map((r) => r.json);
       emitted += take;
+      last = held[take - 1]!;
       held = held.slice(take);
     }
     if (emitted >= limit) return;
@@ -556,10 +565,18 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number): ReadSteps<v
       // Only ties of the last kept created_at are still open: read no older entries.
       floor(w, held[want - 1]!.created_at);
     }
+    // Past the window with the answer still open: the caller finishes it another way.
+    if (window && w.read >= window.entries) return last;
     yield;
   }
   const rest = held.slice(0, limit - emitted).map((r) => r.json);
   if (rest.length > 0) yield rest;
+}
+
+/** A bound on a single walk: it gives up after this many index entries, reading chunks of `chunk` at first. */
+interface Window {
+  entries: number;
+  chunk: number;
 }
 
 /**
@@ -618,7 +635,13 @@ class TopKeys {
 }
 
 /** One filter's newest `limit` keys (search: the most relevant among the newest matches). */
-function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: ReadScope): Generator<undefined, Key[], void> {
+function* filterKeys(
+  cache: StatementCache,
+  f: Filter,
+  limit: number,
+  scope: ReadScope,
+  recentFirst = true,
+): Generator<undefined, Key[], void> {
   const { walks, ranked } = walksFor(f, scope);
   if (ranked) {
     const matches: Key[] = [];
@@ -631,7 +654,7 @@ function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Rea
     return matches.sort(byRank).slice(0, limit);
   }
   const top = new TopKeys(limit);
-  if (f.authors && f.authors.length > RECENT_FIRST_AUTHORS && !f.ids) {
+  if (recentFirst && isFeed(f)) {
     // The newest recentWindow events of the relay first (see planTuning).
     const w = timeWalk(f, scope);
     w.chunk = Math.min(CHUNK_MAX / 4, planTuning.recentWindow);
@@ -656,13 +679,35 @@ function* filterKeys(cache: StatementCache, f: Filter, limit: number, scope: Rea
   return top.result();
 }
 
+const isFeed = (f: Filter): boolean => f.authors !== undefined && f.authors.length > RECENT_FIRST_AUTHORS && !f.ids;
+
+/**
+ * A REQ of one feed filter: the newest recentWindow events of the relay walked as a single walk
+ * (the time index is in NIP-01 order and carries pubkey and kind, so rows are read, with their
+ * JSON, only for matches). If the window does not settle the answer, the full plan's keys finish
+ * it, after the last row already sent.
+ */
+function* feedJob(cache: StatementCache, f: Filter, limit: number, job: QueryJob): ReadSteps<void> {
+  const window = { entries: planTuning.recentWindow, chunk: Math.min(FEED_CHUNK, planTuning.recentWindow) };
+  const last = yield* singleWalk(cache, timeWalk(f, job), limit, window);
+  if (last === undefined) return;
+  const keys = (yield* filterKeys(cache, f, limit, job, false)).filter((k) => !last || newestFirst(last, k) < 0);
+  yield* fetchRows(cache, keys);
+}
+
+/** The first chunk of a feed's time walk (index entries): most feeds of the bench find their 50 in ~270. */
+const FEED_CHUNK = 512;
+
 /** REQ: every filter's keys, merged and ordered, then the events' JSON in small batches. */
 export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void> {
   if (job.filters.length === 1 && job.limits[0]! > 0) {
     const f = job.filters[0]!;
     const { walks, ranked } = walksFor(f, job);
-    const feed = f.authors !== undefined && f.authors.length > RECENT_FIRST_AUTHORS && !f.ids;
-    if (walks.length === 1 && !ranked && !feed && !walks[0]!.unordered) return yield* singleWalk(cache, walks[0]!, job.limits[0]!);
+    if (isFeed(f) && !ranked) return yield* feedJob(cache, f, job.limits[0]!, job);
+    if (walks.length === 1 && !ranked && !walks[0]!.unordered) {
+      yield* singleWalk(cache, walks[0]!, job.limits[0]!);
+      return;
+    }
   }
   const chosen = new Map<number, Key>();
   for (let i = 0; i < job.filters.length; i++) {
@@ -673,7 +718,12 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
   const keys = [...chosen.values()];
   // Search results keep their relevance order; everything else is merged by time.
   if (!job.filters.some((f) => f.search !== undefined && searchTerms(f.search).length > 0)) keys.sort(newestFirst);
-  const fetch = cache.get(`SELECT e.seq, ${eventJsonSql("e")} FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))`);
+  yield* fetchRows(cache, keys);
+}
+
+/** The events' JSON of keys, in their order, in batches of at most FETCH_BYTES (one event at least). */
+function* fetchRows(cache: StatementCache, keys: Key[]): ReadSteps<void> {
+  const fetch = cache.get("SELECT e.seq, e.json, e.sig FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))");
   for (let i = 0; i < keys.length; ) {
     // As many events as fit in FETCH_BYTES (at least one), at most FETCH_MAX.
     let end = i + 1;
@@ -682,7 +732,8 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
     const part = keys.slice(i, end);
     i = end;
     const bySeq = new Map<number, string>();
-    for (const row of fetch.values(JSON.stringify(part.map((k) => k.s))) as [number, string][]) bySeq.set(row[0], row[1]);
+    for (const row of fetch.values(JSON.stringify(part.map((k) => k.s))) as [number, string, Uint8Array | null][])
+      bySeq.set(row[0], eventJson(row[1], row[2]));
     // An event deleted since its key was read is left out.
     const out: string[] = [];
     for (const k of part) {

@@ -1,0 +1,115 @@
+// The read engine (src/store/sqlite/query.ts) alone, per shape of issue 15's mix: REQs drawn from
+// a corpus as bench/reader-cache.ts draws them, run on one thread against a database that holds
+// it, through each engine given (e.g. this tree's and an older worktree's query.ts), taking turns
+// so a load change hits them alike, every answer compared with the first engine's.
+//   npx bun bench/engine-mix.ts DB CORPUS.jsonl [--engines A/query.ts,B/query.ts] [--dbs DB_A,DB_B] [--reqs 3000] [--rounds 5]
+// DB: e.g. `bunstr import CORPUS.jsonl --no-verify --data-dir D` then D/bunstr.sqlite. NIP-40 on
+// (now = the clock), 4 MB page cache, no map (as a reader worker opens it).
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import type { Filter } from "../src/protocol/filter.ts";
+import { openDatabase } from "../src/store/sqlite/db.ts";
+
+const { values, positionals } = parseArgs({
+  args: Bun.argv.slice(2),
+  allowPositionals: true,
+  options: {
+    engines: { type: "string", default: "src/store/sqlite/query.ts" },
+    reqs: { type: "string", default: "3000" },
+    rounds: { type: "string", default: "5" },
+    /** A database per engine (default: DB for all), e.g. the same tree on two schemas. */
+    dbs: { type: "string" },
+  },
+});
+const [dbPath, corpusPath] = positionals;
+if (!dbPath || !corpusPath) throw new Error("usage: npx bun bench/engine-mix.ts DB CORPUS.jsonl [--engines A,B] [--reqs N] [--rounds R]");
+
+type Ev = { id: string; pubkey: string; tags: string[][] };
+const events = readFileSync(corpusPath, "utf8")
+  .split("\n")
+  .filter(Boolean)
+  .map((l) => JSON.parse(l) as Ev);
+let seed = 7;
+const rand = () => {
+  seed = (seed * 1103515245 + 12345) % 2147483648;
+  return seed / 2147483648;
+};
+const any = (): Ev => events[Math.floor(rand() * events.length)]!;
+const tag = (name: string): string => {
+  for (;;) {
+    const v = any().tags.find((t) => t[0] === name)?.[1];
+    if (v) return v;
+  }
+};
+
+type Req = { shape: string; filters: Filter[]; limits: number[] };
+const reqs: Req[] = [];
+for (let i = 0; i < Number(values.reqs); i++) {
+  const u = rand();
+  if (u < 0.35) {
+    const authors = new Set<string>();
+    while (authors.size < 50) authors.add(any().pubkey);
+    reqs.push({ shape: "feed", filters: [{ authors: [...authors], kinds: [1, 6] }], limits: [50] });
+  } else if (u < 0.55) reqs.push({ shape: "thread", filters: [{ "#e": [tag("e")] }], limits: [200] });
+  else if (u < 0.75) reqs.push({ shape: "profile", filters: [{ kinds: [0], authors: [any().pubkey] }], limits: [500] });
+  else if (u < 0.9) reqs.push({ shape: "hashtag", filters: [{ "#t": [tag("t")] }], limits: [100] });
+  else {
+    const ids = new Set<string>();
+    while (ids.size < 10) ids.add(any().id);
+    ids.add("f".repeat(64));
+    reqs.push({ shape: "ids", filters: [{ ids: [...ids] }], limits: [11] });
+  }
+}
+const shapes = [...new Set(reqs.map((r) => r.shape))];
+
+type Engine = {
+  StatementCache: new (db: unknown) => unknown;
+  queryFrames: (c: unknown, job: unknown) => Generator<string[] | undefined, void, void>;
+};
+const paths = values.engines.split(",");
+const engines = await Promise.all(
+  paths.map(async (p, i) => {
+    const m = (await import(resolve(p))) as Engine;
+    const db = openDatabase({ path: values.dbs?.split(",")[i] ?? dbPath, synchronous: "normal", readonly: true });
+    db.exec("PRAGMA mmap_size = 0");
+    db.exec("PRAGMA cache_size = -4000");
+    return { m, cache: new m.StatementCache(db) };
+  }),
+);
+const cpu = () => {
+  const u = process.cpuUsage();
+  return u.user + u.system;
+};
+// us per REQ, per engine and shape, summed over rounds (the first left out).
+const spent = paths.map(() => new Map<string, number>(shapes.map((s) => [s, 0])));
+const first: string[][] = [];
+let mismatches = 0;
+const now = Math.floor(Date.now() / 1000);
+for (let round = 0; round < Number(values.rounds); round++) {
+  engines.forEach(({ m, cache }, e) => {
+    reqs.forEach((r, i) => {
+      const t0 = cpu();
+      const rows: string[] = [];
+      for (const batch of m.queryFrames(cache, { filters: r.filters, limits: r.limits, maxSeq: Number.MAX_SAFE_INTEGER, now }))
+        if (batch) rows.push(...batch);
+      const d = cpu() - t0;
+      if (round > 0) spent[e]!.set(r.shape, spent[e]!.get(r.shape)! + d);
+      if (e === 0 && round === 0) first[i] = rows;
+      else if (round === 0 && rows.join("\n") !== first[i]!.join("\n")) {
+        mismatches++;
+        if (mismatches <= 3) console.log(`mismatch: engine ${paths[e]} REQ ${i} ${r.shape}: ${rows.length} rows vs ${first[i]!.length}`);
+      }
+    });
+  });
+}
+const counted = Math.max(1, Number(values.rounds) - 1);
+for (const [e, p] of paths.entries()) {
+  const per = shapes.map((s) => {
+    const n = reqs.filter((r) => r.shape === s).length;
+    return `${s} ${(spent[e]!.get(s)! / counted / n).toFixed(0)}`;
+  });
+  const total = [...spent[e]!.values()].reduce((a, b) => a + b, 0) / counted / reqs.length;
+  console.log(`${p}: CPU us per REQ: mix ${total.toFixed(0)}; ${per.join(", ")}`);
+}
+console.log(`answers compared with the first engine's: ${mismatches} differ`);
