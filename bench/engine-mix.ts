@@ -5,11 +5,10 @@
 //   npx bun bench/engine-mix.ts DB CORPUS.jsonl [--engines A/query.ts,B/query.ts] [--dbs DB_A,DB_B] [--reqs 3000] [--rounds 5]
 // DB: e.g. `bunstr import CORPUS.jsonl --no-verify --data-dir D` then D/bunstr.sqlite. NIP-40 on
 // (now = the clock), 4 MB page cache, no map (as a reader worker opens it).
-import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import type { Filter } from "../src/protocol/filter.ts";
 import { openDatabase } from "../src/store/sqlite/db.ts";
+import { engineReqs } from "./lib/engine-reqs.ts";
 
 const { values, positionals } = parseArgs({
   args: Bun.argv.slice(2),
@@ -25,42 +24,7 @@ const { values, positionals } = parseArgs({
 const [dbPath, corpusPath] = positionals;
 if (!dbPath || !corpusPath) throw new Error("usage: npx bun bench/engine-mix.ts DB CORPUS.jsonl [--engines A,B] [--reqs N] [--rounds R]");
 
-type Ev = { id: string; pubkey: string; tags: string[][] };
-const events = readFileSync(corpusPath, "utf8")
-  .split("\n")
-  .filter(Boolean)
-  .map((l) => JSON.parse(l) as Ev);
-let seed = 7;
-const rand = () => {
-  seed = (seed * 1103515245 + 12345) % 2147483648;
-  return seed / 2147483648;
-};
-const any = (): Ev => events[Math.floor(rand() * events.length)]!;
-const tag = (name: string): string => {
-  for (;;) {
-    const v = any().tags.find((t) => t[0] === name)?.[1];
-    if (v) return v;
-  }
-};
-
-type Req = { shape: string; filters: Filter[]; limits: number[] };
-const reqs: Req[] = [];
-for (let i = 0; i < Number(values.reqs); i++) {
-  const u = rand();
-  if (u < 0.35) {
-    const authors = new Set<string>();
-    while (authors.size < 50) authors.add(any().pubkey);
-    reqs.push({ shape: "feed", filters: [{ authors: [...authors], kinds: [1, 6] }], limits: [50] });
-  } else if (u < 0.55) reqs.push({ shape: "thread", filters: [{ "#e": [tag("e")] }], limits: [200] });
-  else if (u < 0.75) reqs.push({ shape: "profile", filters: [{ kinds: [0], authors: [any().pubkey] }], limits: [500] });
-  else if (u < 0.9) reqs.push({ shape: "hashtag", filters: [{ "#t": [tag("t")] }], limits: [100] });
-  else {
-    const ids = new Set<string>();
-    while (ids.size < 10) ids.add(any().id);
-    ids.add("f".repeat(64));
-    reqs.push({ shape: "ids", filters: [{ ids: [...ids] }], limits: [11] });
-  }
-}
+const reqs = engineReqs(corpusPath, Number(values.reqs));
 const shapes = [...new Set(reqs.map((r) => r.shape))];
 
 type Engine = {

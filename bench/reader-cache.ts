@@ -5,10 +5,9 @@
 //   npx bun bench/reader-cache.ts DB CORPUS.jsonl [--sizes 16000,8000,4000] [--reqs 4000] [--rounds 7]
 // DB: e.g. `bunstr import CORPUS.jsonl --no-verify --data-dir D` then D/bunstr.sqlite.
 // Prints CPU ms per 1k REQs per round; the first round starts cold, the mean leaves it out.
-import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import type { Filter } from "../src/protocol/filter.ts";
 import { openDatabase } from "../src/store/sqlite/db.ts";
+import { engineReqs } from "./lib/engine-reqs.ts";
 import { runQuery, StatementCache } from "../src/store/sqlite/query.ts";
 
 const { values, positionals } = parseArgs({
@@ -24,42 +23,7 @@ const [dbPath, corpusPath] = positionals;
 if (!dbPath || !corpusPath)
   throw new Error("usage: npx bun bench/reader-cache.ts DB CORPUS.jsonl [--sizes KB,...] [--reqs N] [--rounds R]");
 
-type Ev = { id: string; pubkey: string; tags: string[][] };
-const events = readFileSync(corpusPath, "utf8")
-  .split("\n")
-  .filter(Boolean)
-  .map((l) => JSON.parse(l) as Ev);
-let seed = 7;
-const rand = () => {
-  seed = (seed * 1103515245 + 12345) % 2147483648;
-  return seed / 2147483648;
-};
-const any = (): Ev => events[Math.floor(rand() * events.length)]!;
-const tag = (name: string): string => {
-  for (;;) {
-    const v = any().tags.find((t) => t[0] === name)?.[1];
-    if (v) return v;
-  }
-};
-
-// Authors are drawn by picking events, so by activity (the bench's Zipf draw, roughly).
-const reqs: { filters: Filter[]; limits: number[] }[] = [];
-for (let i = 0; i < Number(values.reqs); i++) {
-  const u = rand();
-  if (u < 0.35) {
-    const authors = new Set<string>();
-    while (authors.size < 50) authors.add(any().pubkey);
-    reqs.push({ filters: [{ authors: [...authors], kinds: [1, 6] }], limits: [50] });
-  } else if (u < 0.55) reqs.push({ filters: [{ "#e": [tag("e")] }], limits: [200] });
-  else if (u < 0.75) reqs.push({ filters: [{ kinds: [0], authors: [any().pubkey] }], limits: [500] });
-  else if (u < 0.9) reqs.push({ filters: [{ "#t": [tag("t")] }], limits: [100] });
-  else {
-    const ids = new Set<string>();
-    while (ids.size < 10) ids.add(any().id);
-    ids.add("f".repeat(64));
-    reqs.push({ filters: [{ ids: [...ids] }], limits: [11] });
-  }
-}
+const reqs = engineReqs(corpusPath, Number(values.reqs));
 
 const sizes = values.sizes.split(",").map(Number);
 const caches = sizes.map((kb) => {
