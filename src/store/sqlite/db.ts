@@ -45,7 +45,10 @@ export function storedJson(e: { sig: string }, json: string): { json: string; si
   return { json: `${json.slice(0, json.length - tail.length)}}`, sig: Buffer.from(e.sig, "hex") };
 }
 
-/** The event's JSON as accepted, from the events row `a` (storedJson undone). */
+/**
+ * The event's JSON as accepted, from the events row `a` (storedJson undone), in SQL: for tools and
+ * tests that read the table directly. The relay's reads and `bunstr export` use eventJson.
+ */
 export const eventJsonSql = (a: string): string =>
   `CASE WHEN ${a}.sig IS NULL THEN ${a}.json ELSE rtrim(${a}.json, '}') || ',"sig":"' || lower(hex(${a}.sig)) || '"}' END`;
 
