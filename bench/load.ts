@@ -38,7 +38,8 @@ const USAGE = `usage: npx bun bench/load.ts [options]
                       ties by arrival, NIP-01 by lowest id)
   --mix NAME          REQ shapes: app (default) or issue15 (one filter per REQ: see bench/README.md)
   --timeout S         hard limit for the whole run, seconds (default 900, or 3 ms per event if more)
-  --no-save           do not write bench/out/last.json or rotate prev.json`;
+  --no-save           do not write bench/out/last.json or rotate prev.json
+  --relay-config F    TOML appended to the spawned relay's bench config (e.g. [database] reader_workers = 1)`;
 
 interface Options extends Omit<BenchParams, "verify" | "relay"> {
   verify: boolean;
@@ -50,6 +51,8 @@ interface Options extends Omit<BenchParams, "verify" | "relay"> {
   ingestWindow: number;
   timeoutSec: number;
   save: boolean;
+  /** TOML added to the spawned relay's config (--relay-config). */
+  relayConfig: string;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -75,6 +78,7 @@ function parseOptions(argv: string[]): Options {
       mix: { type: "string", default: "app" },
       timeout: { type: "string" },
       "no-save": { type: "boolean", default: false },
+      "relay-config": { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -96,6 +100,9 @@ function parseOptions(argv: string[]): Options {
   if (relayPid !== undefined && !existsSync(`/proc/${relayPid}/stat`)) throw new UsageError(`--relay-pid ${relayPid}: no such process`);
   if (values["relay-data"] !== undefined && !existsSync(values["relay-data"]))
     throw new UsageError(`--relay-data ${values["relay-data"]}: no such directory`);
+  if (values.relay !== undefined && values["relay-config"] !== undefined) throw new UsageError(`--relay-config is for the relay the bench spawns, not --relay`);
+  const relayConfig = values["relay-config"];
+  if (relayConfig !== undefined && !existsSync(relayConfig)) throw new UsageError(`--relay-config ${relayConfig}: no such file`);
   if (!(MIX_NAMES as readonly string[]).includes(values.mix)) throw new UsageError(`--mix must be one of ${MIX_NAMES.join(", ")}`);
   return {
     relayPid,
@@ -115,6 +122,7 @@ function parseOptions(argv: string[]): Options {
     relayUrl: values.relay,
     timeoutSec: values.timeout === undefined ? Math.max(900, Math.ceil(events * 0.003)) : int("timeout", values.timeout, 86_400),
     save: !values["no-save"],
+    relayConfig: relayConfig === undefined ? "" : readFileSync(relayConfig, "utf8"),
   };
 }
 
@@ -201,7 +209,8 @@ async function main(): Promise<number> {
 
   if (!opts.relayUrl) {
     const config = join(configDir, "bunstr.toml");
-    writeFileSync(config, RELAY_CONFIG);
+    // The extra TOML first: its tables must not take over the keys of the bench's own.
+    writeFileSync(config, `${opts.relayConfig}\n${RELAY_CONFIG}`);
     relay = await RelayProcess.spawn({ verify: opts.verify, args: ["--config", config] });
     log(`relay: pid ${relay.pid} at ${relay.url} (data ${relay.dataDir}, verify ${opts.verify ? "on" : "off"})`);
   }
