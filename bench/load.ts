@@ -100,7 +100,8 @@ function parseOptions(argv: string[]): Options {
   if (relayPid !== undefined && !existsSync(`/proc/${relayPid}/stat`)) throw new UsageError(`--relay-pid ${relayPid}: no such process`);
   if (values["relay-data"] !== undefined && !existsSync(values["relay-data"]))
     throw new UsageError(`--relay-data ${values["relay-data"]}: no such directory`);
-  if (values.relay !== undefined && values["relay-config"] !== undefined) throw new UsageError(`--relay-config is for the relay the bench spawns, not --relay`);
+  if (values.relay !== undefined && values["relay-config"] !== undefined)
+    throw new UsageError(`--relay-config is for the relay the bench spawns, not --relay`);
   const relayConfig = values["relay-config"];
   if (relayConfig !== undefined && !existsSync(relayConfig)) throw new UsageError(`--relay-config ${relayConfig}: no such file`);
   if (!(MIX_NAMES as readonly string[]).includes(values.mix)) throw new UsageError(`--mix must be one of ${MIX_NAMES.join(", ")}`);
