@@ -78,14 +78,36 @@ function call(c: WriterCall): unknown {
   }
 }
 
+/**
+ * The write connection's page cache, KiB. At 100k stored events 8 MB did as well as 32, but at
+ * 300k the indexes' pages no longer fit: 32 MB took 16% less CPU per event and 16% more events/s
+ * than 8 (bench/RESULTS.md, 2026-12-04), for ~30 MB more RSS while ingesting.
+ */
+const CACHE_KIB = 32_000;
+/** After this long without a message (a batch, a duplicate check, a call) the cache is emptied. */
+const IDLE_SHRINK_MS = 2_000;
+let lastMessage = 0;
+let shrunk = true;
+let idleTimer: ReturnType<typeof setInterval> | undefined;
+
+/**
+ * A relay that stops taking events gives its writer's cached pages back (PRAGMA shrink_memory
+ * frees the clean ones): they would stay in the RSS through hours of reads otherwise. The next
+ * batch reads what it needs again, from the kernel's page cache.
+ */
+function shrinkWhenIdle(): void {
+  if (shrunk || !db || performance.now() - lastMessage < IDLE_SHRINK_MS) return;
+  shrunk = true;
+  db.exec("PRAGMA shrink_memory");
+}
+
 function open(path: string, synchronous: "normal" | "full"): void {
   db = openDatabase({ path, synchronous });
   // Pages through its own cache, not a map of the file: the map's pages counted in the relay's
-  // RSS up to the whole database (223 of 540 MiB at 100k events). 8 MB, not db.ts' 32: a miss is
-  // a pread the kernel's page cache answers, and importing 100k events cost the same CPU with 4,
-  // 16 or 32 MB (bench/RESULTS.md, "Memory", 2026-12-03), while a full cache counts in the RSS.
+  // RSS up to the whole database (223 of 540 MiB at 100k events).
   db.exec("PRAGMA mmap_size = 0");
-  db.exec("PRAGMA cache_size = -8000");
+  db.exec(`PRAGMA cache_size = -${CACHE_KIB}`);
+  idleTimer = setInterval(shrinkWhenIdle, 1_000);
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
   writer.onPurge = () => reply({ purge: true });
@@ -98,6 +120,8 @@ function open(path: string, synchronous: "normal" | "full"): void {
 }
 
 self.onmessage = (msg: MessageEvent) => {
+  lastMessage = performance.now();
+  shrunk = false;
   const m = msg.data as WriterRequest;
   let id = 0;
   try {
@@ -115,6 +139,7 @@ self.onmessage = (msg: MessageEvent) => {
     }
     if ("open" in m) return open(m.open, m.synchronous);
     if ("close" in m) {
+      clearInterval(idleTimer);
       const warnings = db ? checkpointAndClose(db) : [];
       db = writer = admin = undefined;
       return reply({ closed: true, warnings });
