@@ -80,8 +80,9 @@ function call(c: WriterCall): unknown {
 
 /**
  * The write connection's page cache, KiB. At 100k stored events 8 MB did as well as 32, but at
- * 300k the indexes' pages no longer fit: 32 MB took 16% less CPU per event and 16% more events/s
- * than 8 (bench/RESULTS.md, 2026-12-04), for ~30 MB more RSS while ingesting.
+ * 300k the indexes' pages no longer fit: 32 MB took 14% less CPU per event and gave 14% more
+ * events/s than 8 (three runs each, bench/RESULTS.md, 2026-12-04), for ~30 MB more RSS while
+ * ingesting.
  */
 const CACHE_KIB = 32_000;
 /** After this long without a message (a batch, a duplicate check, a call) the cache is emptied. */
