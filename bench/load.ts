@@ -210,7 +210,8 @@ async function main(): Promise<number> {
 
   if (!opts.relayUrl) {
     const config = join(configDir, "bunstr.toml");
-    // The extra TOML first: its tables must not take over the keys of the bench's own.
+    // The extra TOML first, so keys it gives outside any table stay top-level (after the
+    // bench's own they would land in its [rate_limits]).
     writeFileSync(config, `${opts.relayConfig}\n${RELAY_CONFIG}`);
     relay = await RelayProcess.spawn({ verify: opts.verify, args: ["--config", config] });
     log(`relay: pid ${relay.pid} at ${relay.url} (data ${relay.dataDir}, verify ${opts.verify ? "on" : "off"})`);

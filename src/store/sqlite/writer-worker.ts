@@ -78,17 +78,10 @@ function call(c: WriterCall): unknown {
   }
 }
 
-/**
- * The write connection's page cache, KiB. At 100k stored events 8 MB did as well as 32, but at
- * 300k the indexes' pages no longer fit: 32 MB took 14% less CPU per event and gave 14% more
- * events/s than 8 (three runs each, bench/RESULTS.md, 2026-12-04), for ~30 MB more RSS while
- * ingesting.
- */
-const CACHE_KIB = 32_000;
 /** After this long without a message (a batch, a duplicate check, a call) the cache is emptied. */
 const IDLE_SHRINK_MS = 2_000;
-let lastMessage = 0;
-let shrunk = true;
+/** When the last message came; Infinity once the cache was emptied after it (nothing to free). */
+let lastMessage = Number.POSITIVE_INFINITY;
 let idleTimer: ReturnType<typeof setInterval> | undefined;
 
 /**
@@ -97,17 +90,16 @@ let idleTimer: ReturnType<typeof setInterval> | undefined;
  * batch reads what it needs again, from the kernel's page cache.
  */
 function shrinkWhenIdle(): void {
-  if (shrunk || !db || performance.now() - lastMessage < IDLE_SHRINK_MS) return;
-  shrunk = true;
+  if (!db || performance.now() - lastMessage < IDLE_SHRINK_MS) return;
+  lastMessage = Number.POSITIVE_INFINITY;
   db.exec("PRAGMA shrink_memory");
 }
 
 function open(path: string, synchronous: "normal" | "full"): void {
   db = openDatabase({ path, synchronous });
-  // Pages through its own cache, not a map of the file: the map's pages counted in the relay's
-  // RSS up to the whole database (223 of 540 MiB at 100k events).
+  // Pages through its own cache (openDatabase's 32 MB), not a map of the file: the map's pages
+  // counted in the relay's RSS up to the whole database (223 of 540 MiB at 100k events).
   db.exec("PRAGMA mmap_size = 0");
-  db.exec(`PRAGMA cache_size = -${CACHE_KIB}`);
   idleTimer = setInterval(shrinkWhenIdle, 1_000);
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
@@ -122,7 +114,6 @@ function open(path: string, synchronous: "normal" | "full"): void {
 
 self.onmessage = (msg: MessageEvent) => {
   lastMessage = performance.now();
-  shrunk = false;
   const m = msg.data as WriterRequest;
   let id = 0;
   try {
