@@ -5,9 +5,9 @@
 // caller, it may be stopped (out of time, out of budget, the connection gone), and otherwise
 // it goes to the back of the line. The line is served round-robin by client group (an IP), then
 // by connection, and a group takes more than all but one worker only when no other group is
-// waiting, so a heavy query only delays the client that sent it: everyone else waits at most a
-// slice. A job keeps its state in the worker
-// that started it (its cursors), so it resumes there. Workers start with the pool and stay: no
+// waiting, so a heavy query only delays the client that sent it: everyone else waits at most the
+// two slices a busy worker holds (SLICES_AHEAD). A job keeps its state in the worker that started
+// it (its cursors), so it resumes there. Workers start with the pool and stay: no
 // thread (and no file descriptor) has to be found later, under load.
 import { workerUrl } from "../../workers.ts";
 import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type ReadContext } from "../types.ts";
@@ -58,7 +58,8 @@ interface Job {
 interface Slot {
   worker: Worker;
   ready: boolean;
-  job?: Job;
+  /** Slices posted to the worker and not answered yet, in the order it answers them. */
+  jobs: Job[];
   /** Jobs whose state this worker holds. */
   held: Set<Job>;
 }
@@ -90,6 +91,12 @@ function decodeRows(text: string): SliceReply {
   }
   return { id: Number(head[0]), ms: Number(head[1]), done: head[2] === "1", rows };
 }
+/**
+ * Slices a worker is given at once: the one it runs and the next, which it starts as soon as it
+ * has posted the first's reply instead of sleeping until this thread answers it with another.
+ * A job that arrives meanwhile waits at most the slices already given (SLICE_MS each).
+ */
+const SLICES_AHEAD = 2;
 /** Respawns of crashed workers allowed per minute before reads fail instead. */
 const MAX_RESPAWNS = 10;
 
@@ -268,32 +275,38 @@ export class ReaderPool {
     const slot = j.slot;
     this.end(j);
     // A slice in progress is answered first; its reply finds the job ended and drops it then.
-    if (slot && slot.job !== j) slot.worker.postMessage({ drop: j.id });
+    if (slot && !slot.jobs.includes(j)) slot.worker.postMessage({ drop: j.id });
   }
 
-  /** Starts a slice on every idle worker, taking groups in turn. */
+  /**
+   * Starts a slice on every idle worker, taking groups in turn; then gives each busy worker its
+   * next slice ahead (SLICES_AHEAD), so that it goes on without waiting for this thread.
+   */
   private dispatch(): void {
+    for (let depth = 1; depth <= SLICES_AHEAD && this.queued > 0; depth++)
+      for (const slot of this.slots) if (slot.ready && slot.jobs.length < depth && this.queued > 0) this.post(slot);
+  }
+
+  /** Gives the worker the next job in line it can run, if any. */
+  private post(slot: Slot): void {
     const perGroup = Math.max(1, this.slots.length - 1);
-    for (const slot of this.slots) {
-      if (!slot.ready || slot.job || this.queued === 0) continue;
-      // Work-conserving: a group over its share still gets an idle worker nobody else wants
-      // (behind a proxy without remote_ip_header every client is one group). A newcomer then
-      // waits at most the slice in progress.
-      const j = this.next(slot, perGroup) ?? this.next(slot, Number.POSITIVE_INFINITY);
-      if (!j) continue;
-      slot.job = j;
-      this.running.set(j.group, (this.running.get(j.group) ?? 0) + 1);
-      if (!j.started) {
-        j.started = true;
-        j.slot = slot;
-        slot.held.add(j);
-        j.onStart?.(slot);
-        // A job of plain values goes as JSON text: Bun's structured clone of a filter object (50
-        // authors) costs this thread several times what stringifying it and cloning a string do.
-        if (j.transfer?.length || !PLAIN_JOBS.has(j.op)) slot.worker.postMessage({ id: j.id, op: j.op, job: j.job }, j.transfer ?? []);
-        else slot.worker.postMessage(JSON.stringify({ id: j.id, op: j.op, job: j.job }));
-      } else slot.worker.postMessage(j.id);
-    }
+    // Work-conserving: a group over its share still gets an idle worker nobody else wants
+    // (behind a proxy without remote_ip_header every client is one group). A newcomer then
+    // waits at most the slices in progress.
+    const j = this.next(slot, perGroup) ?? this.next(slot, Number.POSITIVE_INFINITY);
+    if (!j) return;
+    slot.jobs.push(j);
+    this.running.set(j.group, (this.running.get(j.group) ?? 0) + 1);
+    if (!j.started) {
+      j.started = true;
+      j.slot = slot;
+      slot.held.add(j);
+      j.onStart?.(slot);
+      // A job of plain values goes as JSON text: Bun's structured clone of a filter object (50
+      // authors) costs this thread several times what stringifying it and cloning a string do.
+      if (j.transfer?.length || !PLAIN_JOBS.has(j.op)) slot.worker.postMessage({ id: j.id, op: j.op, job: j.job }, j.transfer ?? []);
+      else slot.worker.postMessage(JSON.stringify({ id: j.id, op: j.op, job: j.job }));
+    } else slot.worker.postMessage(j.id);
   }
 
   /**
@@ -319,8 +332,7 @@ export class ReaderPool {
   }
 
   private onReply(slot: Slot, reply: SliceReply): void {
-    const j = slot.job;
-    slot.job = undefined;
+    const j = slot.jobs.shift();
     if (j) {
       const left = (this.running.get(j.group) ?? 1) - 1;
       if (left > 0) this.running.set(j.group, left);
@@ -340,7 +352,7 @@ export class ReaderPool {
   private spawn(): Slot {
     const worker = new Worker(workerUrl("./store/sqlite/reader-worker.ts"));
     worker.postMessage({ open: this.opts.path });
-    const slot: Slot = { worker, ready: false, held: new Set() };
+    const slot: Slot = { worker, ready: false, jobs: [], held: new Set() };
     worker.onmessage = (msg: MessageEvent) => {
       if (typeof msg.data === "string") return this.onReply(slot, decodeRows(msg.data));
       const data = msg.data as SliceReply & { ready?: true; closed?: true };
@@ -366,13 +378,13 @@ export class ReaderPool {
     if (i < 0) return;
     slot.worker.terminate();
     const lost = [...slot.held];
-    if (slot.job) {
-      lost.push(slot.job);
-      const left = (this.running.get(slot.job.group) ?? 1) - 1;
-      if (left > 0) this.running.set(slot.job.group, left);
-      else this.running.delete(slot.job.group);
+    for (const j of slot.jobs) {
+      lost.push(j);
+      const left = (this.running.get(j.group) ?? 1) - 1;
+      if (left > 0) this.running.set(j.group, left);
+      else this.running.delete(j.group);
     }
-    slot.job = undefined;
+    slot.jobs = [];
     // Jobs waiting for this worker (a NIP-77 session's) cannot run anywhere else.
     for (const owners of this.queues.values()) for (const q of owners.values()) for (const j of q) if (j.slot === slot) lost.push(j);
     for (const j of lost) j.fail(new Error("the query worker failed"));
