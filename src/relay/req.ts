@@ -76,6 +76,8 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   const prefix = `["EVENT",${JSON.stringify(subId)},`;
   const live = () => !s.closed && s.subs.get(subId) === sub;
   let sent = 0;
+  // The last batch of stored events, sent with the catch-up and the EOSE in one write.
+  let last: readonly string[] = [];
   if (reads) {
     // Stored events stream in batches: each is sent before the next is read, and while the
     // socket holds more than its share of unsent bytes the read waits (docs/operations.md).
@@ -93,6 +95,10 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     try {
       for await (const rows of batches) {
         if (!live()) break;
+        if (rows.last) {
+          last = rows;
+          break;
+        }
         ws.cork(() => {
           for (const frame of rows) ws.send(frame, s.deflate);
         });
@@ -110,6 +116,8 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   if (!live()) return; // closed or replaced meanwhile
 
   ws.cork(() => {
+    for (const frame of last) ws.send(frame, s.deflate);
+    ctx.metrics.sent.EVENT += last.length;
     const { events, complete } = ctx.fanout.recent(fanoutSeq, filters);
     if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
     let caughtUp = 0;

@@ -102,9 +102,10 @@ export interface Store {
   /**
    * Stored events matching the job, serialized, newest first, in batches of bounded size. The
    * read advances only as the caller asks for the next batch (so a caller waiting for a slow
-   * socket holds it); leaving the loop early ends it.
+   * socket holds it); leaving the loop early ends it. A batch known to be the last may say so
+   * (RowBatch).
    */
-  query(job: QueryJob, ctx?: ReadContext): AsyncIterable<string[]>;
+  query(job: QueryJob, ctx?: ReadContext): AsyncIterable<RowBatch>;
   /** NIP-45 counts. */
   count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }>;
   /** NIP-77: (created_at, id) of the events matching a filter. */
@@ -239,6 +240,12 @@ export interface NegSessionHandle {
   message(message: Uint8Array, ctx?: ReadContext): Promise<{ reply?: string; error?: string }>;
   close(): void;
 }
+
+/**
+ * A batch of query() rows; `last` when no rows follow it, so the caller can send what ends the
+ * answer (EOSE) in the same write.
+ */
+export type RowBatch = string[] & { last?: true };
 
 /** Every batch of a query, concatenated (tools and tests; the relay streams them). */
 export async function allRows(batches: AsyncIterable<string[]>): Promise<string[]> {

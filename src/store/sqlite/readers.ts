@@ -10,7 +10,7 @@
 // it (its cursors), so it resumes there. Workers start with the pool and stay: no
 // thread (and no file descriptor) has to be found later, under load.
 import { workerUrl } from "../../workers.ts";
-import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type ReadContext } from "../types.ts";
+import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type ReadContext, type RowBatch } from "../types.ts";
 
 export type ReadKind = "query" | "count" | "neg" | "negopen" | "negmsg";
 
@@ -157,8 +157,8 @@ export class ReaderPool {
    * caller that waits for its socket to drain holds the read where it is (backpressure). Ending
    * the iteration early (break, return) drops the job.
    */
-  stream(job: unknown, ctx?: ReadContext): AsyncIterableIterator<string[]> {
-    let wake: { resolve(r: IteratorResult<string[]>): void; reject(e: Error): void } | undefined;
+  stream(job: unknown, ctx?: ReadContext): AsyncIterableIterator<RowBatch> {
+    let wake: { resolve(r: IteratorResult<RowBatch>): void; reject(e: Error): void } | undefined;
     let finished = false;
     let failure: Error | undefined;
     const j = this.add("query", job, ctx, (err) => {
@@ -174,11 +174,13 @@ export class ReaderPool {
           this.end(j);
         }
         if (reply.rows?.length || reply.done) {
-          wake?.resolve(reply.rows?.length ? { value: reply.rows, done: false } : { value: undefined, done: true });
+          const rows: RowBatch | undefined = reply.rows;
+          if (rows && reply.done) rows.last = true;
+          wake?.resolve(rows?.length ? { value: rows, done: false } : { value: undefined, done: true });
           wake = undefined;
         } else this.enqueue(j); // a slice that only read keys: straight back in line
       };
-    const iterator: AsyncIterableIterator<string[]> = {
+    const iterator: AsyncIterableIterator<RowBatch> = {
       next: () => {
         if (failure) return Promise.reject(failure);
         if (finished || !j) return Promise.resolve({ value: undefined, done: true });

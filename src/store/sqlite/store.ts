@@ -17,6 +17,7 @@ import type {
   PendingWrite,
   QueryJob,
   ReadContext,
+  RowBatch,
   Store,
   WriteOutcome,
   WriteRules,
@@ -106,7 +107,7 @@ export class SqliteStore implements Store {
     return this.writer!.writeBatchImmediate(batch, rules);
   }
 
-  query(job: QueryJob, ctx?: ReadContext): AsyncIterable<string[]> {
+  query(job: QueryJob, ctx?: ReadContext): AsyncIterable<RowBatch> {
     if (this.readers) return this.readers.stream(job, ctx);
     return inlineBatches(queryFrames(this.inline!, job), ctx);
   }
