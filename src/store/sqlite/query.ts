@@ -767,8 +767,8 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
     job.now === 0 &&
     !job.visibility?.restrictedKinds.length
   ) {
-    // Everything (the status page's total): one count of the rowid range.
-    return { count: (cache.get("SELECT count(*) AS n FROM events WHERE seq <= ?").get(job.maxSeq) as { n: number }).n };
+    // Everything (the status page's total, asked every 10 s by the dashboard's history).
+    return yield* countAll(cache, job.maxSeq);
   }
   // Several filters may match one event: count each seq once.
   const seen = job.filters.length > 1 ? new Set<number>() : undefined;
@@ -794,6 +794,35 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
     }
   }
   return hll ? { count, hll: hll.hex() } : { count };
+}
+
+/** Entries of the time index one slice of countAll reads (~5 ms here). */
+const COUNT_CHUNK = 20_000;
+
+/**
+ * Every stored event up to maxSeq, counted on the time index (entries of ~50 bytes, not the
+ * table's rows: 10 ms instead of 50 at 100k events) one range of created_at at a time, so that
+ * the reader takes other jobs between ranges. In one statement this held a reader for half a
+ * second at 1M events, every 10 s.
+ */
+function* countAll(cache: StatementCache, maxSeq: number): ReadSteps<{ count: number }> {
+  const boundary = cache.get(
+    "SELECT created_at AS t FROM events INDEXED BY events_created WHERE created_at >= ? ORDER BY created_at LIMIT 1 OFFSET ?",
+  );
+  const range = cache.get(
+    "SELECT count(*) AS n FROM events INDEXED BY events_created WHERE created_at >= ? AND created_at < ? AND seq <= ?",
+  );
+  const rest = cache.get("SELECT count(*) AS n FROM events INDEXED BY events_created WHERE created_at >= ? AND seq <= ?");
+  let count = 0;
+  for (let from = Number.MIN_SAFE_INTEGER; ; ) {
+    const b = boundary.get(from, COUNT_CHUNK) as { t: number } | null;
+    if (b === null) return { count: count + (rest.get(from, maxSeq) as { n: number }).n };
+    // More than a chunk in one second: that second is a range of its own.
+    const to = Math.max(b.t, from + 1);
+    count += (range.get(from, to, maxSeq) as { n: number }).n;
+    from = to;
+    yield;
+  }
 }
 
 /** NIP-77: (created_at, id) of every matching event, up to max (limit is ignored). */
