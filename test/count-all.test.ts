@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { openDatabase } from "../src/store/sqlite/db.ts";
 import { countJob, StatementCache } from "../src/store/sqlite/query.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
-import type { PendingWrite } from "../src/store/types.ts";
+import { storeEvents } from "./helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bunstr-countall-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -17,13 +17,12 @@ test("counting every event: exact over 45,000 events, 25,000 of them in one seco
   const path = join(dir, "bunstr.sqlite");
   const store = new SqliteStore({ path, synchronous: "normal", readerWorkers: 1 });
   store.db.exec("PRAGMA synchronous = OFF");
-  const rules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
   const N = 45_000;
   for (let i = 0; i < N; i += 5000) {
     const batch = Array.from({ length: 5000 }, (_, j) => {
       const k = i + j;
       // Events 10,000..34,999 share one second; the rest have a second each, some before it.
-      const e = {
+      return {
         id: k.toString(16).padStart(64, "0"),
         pubkey: "ab".repeat(32),
         created_at: k >= 10_000 && k < 35_000 ? 1_700_050_000 : 1_700_000_000 + k * 7,
@@ -32,9 +31,8 @@ test("counting every event: exact over 45,000 events, 25,000 of them in one seco
         content: "",
         sig: "cd".repeat(64),
       };
-      return { event: e, json: JSON.stringify(e) } as PendingWrite;
     });
-    store.writeBatch(batch, rules);
+    storeEvents(store, batch);
   }
   await store.close();
   const db = openDatabase({ path, synchronous: "normal", readonly: true });

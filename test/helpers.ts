@@ -11,7 +11,7 @@ import { PostgresStore } from "../src/store/postgres/store.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { createDatabase, databaseFor, dropDatabase, onPostgres, REDIS_URL } from "./postgres-env.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import type { Store } from "../src/store/types.ts";
+import type { PendingWrite, Store, WriteRules } from "../src/store/types.ts";
 
 export interface TestRelay extends Relay {
   dir: string;
@@ -270,3 +270,12 @@ export function failOnRelayErrors(): void {
     expect(errorSpy.mock.calls.map((c: unknown[]) => c.map(String).join(" ").slice(0, 500))).toEqual([]);
   });
 }
+
+/** Fixture events written straight into a store (no signatures checked, no deletions or search). */
+export function storeEvents(store: Store, events: NostrEvent[], rules: WriteRules = FIXTURE_RULES) {
+  return store.writeBatch(
+    events.map((event) => ({ event, json: JSON.stringify(event) }) as PendingWrite),
+    rules,
+  );
+}
+const FIXTURE_RULES: WriteRules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set() };

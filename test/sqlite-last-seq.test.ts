@@ -6,12 +6,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
-import type { PendingWrite } from "../src/store/types.ts";
+import { storeEvents } from "./helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bunstr-lastseq-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const rules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
 const event = (i: number) => ({
   id: i.toString(16).padStart(64, "0"),
   pubkey: "ab".repeat(32),
@@ -22,9 +21,9 @@ const event = (i: number) => ({
   sig: "cd".repeat(64),
 });
 const write = (store: SqliteStore, from: number, n: number) =>
-  store.writeBatch(
-    Array.from({ length: n }, (_, k) => event(from + k)).map((e) => ({ event: e, json: JSON.stringify(e) }) as PendingWrite),
-    rules,
+  storeEvents(
+    store,
+    Array.from({ length: n }, (_, k) => event(from + k)),
   );
 
 test("a commit of another connection is in the snapshot point within 10 ms, and the relay's own at once", async () => {

@@ -812,16 +812,14 @@ function* countAll(cache: StatementCache, maxSeq: number): ReadSteps<{ count: nu
   const range = cache.get(
     "SELECT count(*) AS n FROM events INDEXED BY events_created WHERE created_at >= ? AND created_at < ? AND seq <= ?",
   );
-  const rest = cache.get("SELECT count(*) AS n FROM events INDEXED BY events_created WHERE created_at >= ? AND seq <= ?");
   let count = 0;
-  for (let from = Number.MIN_SAFE_INTEGER; ; ) {
+  for (let from = Number.NEGATIVE_INFINITY; ; yield) {
     const b = boundary.get(from, COUNT_CHUNK) as { t: number } | null;
-    if (b === null) return { count: count + (rest.get(from, maxSeq) as { n: number }).n };
-    // More than a chunk in one second: that second is a range of its own.
-    const to = Math.max(b.t, from + 1);
+    // The last range is open; more than a chunk in one second is a range of its own.
+    const to = b === null ? Number.POSITIVE_INFINITY : Math.max(b.t, from + 1);
     count += (range.get(from, to, maxSeq) as { n: number }).n;
+    if (b === null) return { count };
     from = to;
-    yield;
   }
 }
 
