@@ -8,6 +8,9 @@
 //
 //   npx bun src/main.ts import bench/out/corpus-v2-100000.jsonl --no-verify --data-dir /tmp/q100k
 //   npx bun bench/query-ab.ts --a /tmp/old/src/main.ts --b src/main.ts --data /tmp/q100k
+//
+// --data-b gives side B its own data directory: the same corpus imported by B's build, for a
+// change of the storage format (a copy of A's would be B's migration of it, not B's own layout).
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -22,13 +25,14 @@ const { values: o } = parseArgs({
     a: { type: "string" },
     b: { type: "string" },
     data: { type: "string" },
+    "data-b": { type: "string" },
     events: { type: "string", default: "100000" },
     segment: { type: "string", default: "400" },
     rounds: { type: "string", default: "10" },
   },
 });
 if (!o.a || !o.b || !o.data) {
-  console.error("usage: bench/query-ab.ts --a MAIN.ts --b MAIN.ts --data DIR [--events N] [--segment REQS] [--rounds N]");
+  console.error("usage: bench/query-ab.ts --a MAIN.ts --b MAIN.ts --data DIR [--data-b DIR] [--events N] [--segment REQS] [--rounds N]");
   process.exit(2);
 }
 const segment = Number(o.segment);
@@ -61,9 +65,9 @@ interface Side {
   failures: string[];
 }
 
-async function start(name: string, main: string): Promise<Side> {
+async function start(name: string, main: string, data: string): Promise<Side> {
   const dir = mkdtempSync(join(tmpdir(), "bunstr-query-ab-"));
-  cpSync(o.data!, dir, { recursive: true });
+  cpSync(data, dir, { recursive: true });
   const config = join(dir, "bench.toml");
   writeFileSync(config, `[limits]\nquery_ms_per_second = 1000000\n${RATE_LIMITS_OFF}`);
   const relay = await RelayProcess.spawn({
@@ -78,7 +82,7 @@ async function start(name: string, main: string): Promise<Side> {
 const corpus = loadCorpus(Number(o.events), () => {});
 const oracle = new Oracle({ keepEvents: true });
 for (let i = 0; i < corpus.size; i++) oracle.add(corpus.event(i));
-const sides = [await start("A", o.a), await start("B", o.b)];
+const sides = [await start("A", o.a, o.data), await start("B", o.b, o["data-b"] ?? o.data)];
 const loads: number[] = [];
 try {
   // Round -1 warms both up and is not counted.
