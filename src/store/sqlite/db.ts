@@ -27,45 +27,68 @@ export const tagValueText = (col: string): string => `CASE WHEN typeof(${col}) =
 
 const HEX128 = /^[0-9a-f]{128}$/;
 
+/** What an event's JSON holds before its tags in the stored and served form (serializeEvent). */
+const headOf = (e: { id: string; pubkey: string; created_at: number; kind: number }): string =>
+  `{"id":"${e.id}","pubkey":"${e.pubkey}","created_at":${e.created_at},"kind":${e.kind},`;
+
 /**
- * An event's JSON as the events table holds it (schema 7): without the sig, which the sig column
- * holds as 64 bytes. The stored and served form (protocol/event.ts serializeEvent) ends with
- * ,"sig":"…"}: the row keeps what comes before it, closed with "}" (still a JSON object, its tags
- * and content readable as before), and eventJsonSql puts the same bytes back. JSON of any other
- * shape is kept whole, with sig NULL. The id and pubkey stay in the text: taking them out too
- * saved 190 more bytes per event, but putting them back in SQL cost 2.3 CPU-us per event served
- * (a REQ's own work +19% on the bench shapes), the sig alone 0.2.
+ * An event's JSON as the events table holds it (schema 10): only its tags and content, as
+ * {"tags":…,"content":…} (still a JSON object, readable with json_each and JSON.parse). The
+ * stored and served form (protocol/event.ts serializeEvent) begins with the id, pubkey,
+ * created_at and kind, which the row's columns hold, and ends with the sig, which the sig column
+ * holds as 64 bytes: eventJson puts the same bytes back. JSON of any other shape is kept whole,
+ * with sig NULL, and served as it is.
  */
-export function storedJson(e: { sig: string }, json: string): { json: string; sig: Uint8Array | null } {
+export function storedJson(
+  e: { id: string; pubkey: string; created_at: number; kind: number; sig: string },
+  json: string,
+): { json: string; sig: Uint8Array | null } {
+  const head = headOf(e);
   const tail = `,"sig":"${e.sig}"}`;
-  if (!HEX128.test(e.sig) || !json.endsWith(tail)) return { json, sig: null };
-  // eventJsonSql takes the closing brace back off with rtrim(json, '}'): what comes before the
-  // tail must not end with } (in serializeEvent's form it ends with the content's quote).
-  if (json.charCodeAt(json.length - tail.length - 1) === 125) return { json, sig: null };
-  return { json: `${json.slice(0, json.length - tail.length)}}`, sig: Buffer.from(e.sig, "hex") };
+  const whole = { json, sig: null };
+  if (!HEX128.test(e.sig) || !Number.isSafeInteger(e.created_at) || !Number.isSafeInteger(e.kind)) return whole;
+  if (json.length < head.length + tail.length || !json.startsWith(head) || !json.endsWith(tail)) return whole;
+  return { json: `{${json.slice(head.length, json.length - tail.length)}}`, sig: Buffer.from(e.sig, "hex") };
 }
 
 /**
- * The event's JSON as accepted, from the events row `a` (storedJson undone), in SQL: for tools and
- * tests that read the table directly. The relay's reads and `bunstr export` use eventJson.
+ * The columns of an events row `a` that eventJson reads, in SQL (id as hex, pubkey and sig as
+ * bytes). All but the sig come before the JSON in the row, so reading them costs no page more.
+ */
+export const eventColsSql = (a: string): string =>
+  `lower(hex(${a}.id)) AS id, ${a}.pubkey AS pk, ${a}.created_at AS ca, ${a}.kind AS k, ${a}.json AS j, ${a}.sig AS g`;
+
+/** A row of eventColsSql read with .values(), after one leading column (the seq). */
+export type EventColumns = [number, string, Uint8Array, number, number, string, Uint8Array | null];
+
+/**
+ * The event's JSON as accepted, from its row (storedJson undone). With sig NULL the row holds it
+ * whole; else the id, pubkey, created_at and kind go before its tags and content, the sig after.
+ */
+export const eventJson = (id: string, pubkey: Uint8Array, createdAt: number, kind: number, json: string, sig: Uint8Array | null): string =>
+  sig === null
+    ? json
+    : `{"id":"${id}","pubkey":"${pubkey.toHex()}","created_at":${createdAt},"kind":${kind},${json.slice(1, -1)},"sig":"${sig.toHex()}"}`;
+
+/**
+ * eventJson in SQL, of the events row `a`: for tools and tests that read the table directly.
+ * The relay's reads and `bunstr export` use eventJson.
  */
 export const eventJsonSql = (a: string): string =>
-  `CASE WHEN ${a}.sig IS NULL THEN ${a}.json ELSE rtrim(${a}.json, '}') || ',"sig":"' || lower(hex(${a}.sig)) || '"}' END`;
+  `CASE WHEN ${a}.sig IS NULL THEN ${a}.json ELSE ${headSql(a)} || substr(${a}.json, 2, length(${a}.json) - 2) || ',"sig":"' || lower(hex(${a}.sig)) || '"}' END`;
+
+/** headOf in SQL, of the events row `a`'s columns. */
+const headSql = (a: string): string =>
+  `'{"id":"' || lower(hex(${a}.id)) || '","pubkey":"' || lower(hex(${a}.pubkey)) || '","created_at":' || ${a}.created_at || ',"kind":' || ${a}.kind || ','`;
 
 /**
- * eventJsonSql in JS, of the row's json and sig columns: the same bytes, without SQLite building
- * three intermediate strings per event (a REQ's rows cost ~0.7 CPU-us less each, bench/RESULTS.md).
+ * Bytes of eventJson, for batching reads (query.ts FETCH_BYTES): the head and the sig add 307
+ * bytes and the digits of created_at and kind, for the two braces the stored form keeps. Exact
+ * for every row storedJson shortened, over for one kept whole. It does not look at sig: a column
+ * after the JSON, which SQLite reaches only through the JSON's overflow pages (the differential
+ * test's 10,000 REQs took 64.6 s with that instead of 41 s).
  */
-export const eventJson = (json: string, sig: Uint8Array | null): string =>
-  sig === null ? json : `${json.slice(0, -1)},"sig":"${sig.toHex()}"}`;
-
-/**
- * Bytes of eventJsonSql, for batching reads (query.ts FETCH_BYTES): the tail it adds is 138
- * bytes, for the brace it drops. Exact for every row storedJson shortened, 137 over for one kept
- * whole. It does not look at sig: a column after the JSON, which SQLite reaches only through the
- * JSON's overflow pages (the differential test's 10,000 REQs took 64.6 s with that instead of 41 s).
- */
-export const eventBytesSql = (a: string): string => `octet_length(${a}.json) + 137`;
+export const eventBytesSql = (a: string): string => `octet_length(${a}.json) + 307 + length(${a}.created_at) + length(${a}.kind)`;
 
 /** Rows of a migration's UPDATE at a time: bounded memory whatever the table's size. */
 const MIGRATION_ROWS = 10_000;
@@ -195,6 +218,31 @@ const migrations: Migration[] = [
   // the feed's engine CPU -19% (bench/RESULTS.md).
   `DROP INDEX events_created;
    CREATE INDEX events_created ON events(created_at, id DESC, pubkey, kind);`,
+  // 10: the events' JSON without the id, pubkey, created_at and kind too, which the row's
+  // columns hold (storedJson): ~181 bytes of text fewer per event. A row of schema 7 is
+  // head + tags and content + "}"; one whose head is not what its columns give is made whole again
+  // (sig NULL). In steps of seq (bounded memory).
+  (db) => {
+    const last = (db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
+    const head = headSql("events");
+    const matches = `typeof(created_at) = 'integer' AND substr(json, 1, length(${head})) = ${head}`;
+    const whole = db.prepare(
+      `UPDATE events SET json = substr(json, 1, length(json) - 1) || ',"sig":"' || lower(hex(sig)) || '"}', sig = NULL
+       WHERE seq > ?1 AND seq <= ?2 AND sig IS NOT NULL AND NOT (${matches})`,
+    );
+    const body = db.prepare(
+      `UPDATE events SET json = '{' || substr(json, length(${head}) + 1)
+       WHERE seq > ?1 AND seq <= ?2 AND sig IS NOT NULL`,
+    );
+    for (let s = 0; s < last; s += MIGRATION_ROWS) {
+      whole.run(s, s + MIGRATION_ROWS);
+      body.run(s, s + MIGRATION_ROWS);
+    }
+  },
+  // 11: the time index's tie is the seq, as in the other time indexes, instead of the id: 32
+  // bytes of id fewer per entry (the walk orders ties by id itself, query.ts).
+  `DROP INDEX events_created;
+   CREATE INDEX events_created ON events(created_at, seq DESC, pubkey, kind);`,
 ];
 
 /**

@@ -16,7 +16,7 @@ import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
-import { eventBytesSql, eventJson, tagValue, tagValueSql } from "./db.ts";
+import { type EventColumns, eventBytesSql, eventColsSql, eventJson, tagValue, tagValueSql } from "./db.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
 /**
@@ -163,7 +163,7 @@ function visibilityResidual(r: Residual, f: Filter, v: Visibility | undefined): 
 // Walks.
 
 /** How a walk orders ties of created_at, and so what its cursor holds after created_at. */
-type Tie = "seq-desc" | "seq-asc" | "id-asc" | "fts";
+type Tie = "seq-desc" | "seq-asc" | "fts";
 
 interface Walk {
   /** FROM of the index walked, alone (for the boundary) and joined to events (for the chunk). */
@@ -194,7 +194,7 @@ interface Walk {
   withPubkey: boolean;
   rank?: string;
   at: number;
-  after: number | string;
+  after: number;
   done: boolean;
   /** Index entries in the next chunk. */
   chunk: number;
@@ -202,30 +202,27 @@ interface Walk {
   read: number;
 }
 
-const ORDER: Record<Tie, string> = { "seq-desc": "DESC", "seq-asc": "ASC", "id-asc": "ASC", fts: "" };
+const ORDER: Record<Tie, string> = { "seq-desc": "DESC", "seq-asc": "ASC", fts: "" };
 
 /** The cursor: entries after (at, after) in walk order. `from` = at or before a boundary instead. */
 function cursorSql(w: Walk, bound: "after" | "upTo"): string {
   const t = w.tCol;
-  const tie =
-    w.tie === "id-asc" ? `${w.tieCol} ${bound === "after" ? ">" : "<="} unhex(?)` : `${w.tieCol} ${bound === "after" ? ">" : "<="} ?`;
+  const tie = `${w.tieCol} ${bound === "after" ? ">" : "<="} ?`;
   switch (w.tie) {
     case "seq-desc":
       return bound === "after" ? `(${t}, ${w.tieCol}) < (?, ?)` : `(${t}, ${w.tieCol}) >= (?, ?)`;
     case "seq-asc":
-    case "id-asc":
       return bound === "after" ? `${t} <= ? AND (${t} < ? OR ${tie})` : `${t} >= ? AND (${t} > ? OR ${tie})`;
     case "fts":
       return bound === "after" ? `${w.tieCol} < ?` : `${w.tieCol} >= ?`;
   }
 }
 
-function cursorParams(w: Walk, at: number, after: number | string): Param[] {
+function cursorParams(w: Walk, at: number, after: number): Param[] {
   switch (w.tie) {
     case "seq-desc":
       return [at, after];
     case "seq-asc":
-    case "id-asc":
       return [at, at, after];
     case "fts":
       return [after];
@@ -235,7 +232,7 @@ function cursorParams(w: Walk, at: number, after: number | string): Param[] {
 const orderSql = (w: Walk) => (w.tie === "fts" ? `${w.tieCol} DESC` : `${w.tCol} DESC, ${w.tieCol} ${ORDER[w.tie]}`);
 
 function newWalk(w: Omit<Walk, "at" | "after" | "done" | "chunk" | "read" | "withPubkey">, until?: number): Walk {
-  const after = w.tie === "seq-desc" || w.tie === "fts" ? MAX_TIME : w.tie === "seq-asc" ? -1 : "";
+  const after = w.tie === "seq-asc" ? -1 : MAX_TIME;
   // The cursor starts at `until` (inclusive: every tie value passes the first cursor).
   return { ...w, withPubkey: false, at: until ?? MAX_TIME, after, done: false, chunk: CHUNK_MIN, read: 0 };
 }
@@ -258,9 +255,8 @@ function tagWalk(name: string, value: string, f: Filter, residual: Residual): Wa
   );
 }
 
-/** An events index: (prefix…, created_at, seq DESC) or, for the time index, (created_at, id DESC), walked backwards (db.ts, schema 8). */
+/** An events index: (prefix…, created_at, seq DESC), walked backwards (db.ts, schemas 8 and 11). */
 function eventsWalk(index: string, prefix: Residual, f: Filter, residual: Residual): Walk {
-  const timeIndex = index === "events_created";
   return newWalk(
     {
       index: `events e INDEXED BY ${index}`,
@@ -268,9 +264,9 @@ function eventsWalk(index: string, prefix: Residual, f: Filter, residual: Residu
       range: prefix,
       since: f.since,
       residual,
-      tie: timeIndex ? "id-asc" : "seq-asc",
+      tie: "seq-asc",
       tCol: "e.created_at",
-      tieCol: timeIndex ? "e.id" : "e.seq",
+      tieCol: "e.seq",
       sCol: "e.seq",
     },
     f.until,
@@ -387,10 +383,10 @@ function chunkStatements(
   w: Walk,
   need: number,
   json = false,
-): { boundary?: { sql: string; params: Param[] }; matches: (upTo?: [number, number | string]) => { sql: string; params: Param[] } } {
+): { boundary?: { sql: string; params: Param[] }; matches: (upTo?: [number, number]) => { sql: string; params: Param[] } } {
   const cursor = cursorSql(w, "after");
   const after = cursorParams(w, w.at, w.after);
-  const tieOut = w.tie === "id-asc" ? `lower(hex(${w.tieCol}))` : w.tieCol;
+  const tieOut = w.tieCol;
   const since = w.since === undefined ? [] : [`${w.tCol} >= ?`];
   const sinceParams = w.since === undefined ? [] : [w.since];
   const boundary =
@@ -400,7 +396,7 @@ function chunkStatements(
           sql: `SELECT ${w.tie === "fts" ? "NULL" : w.tCol} AS t, ${tieOut} AS tie FROM ${w.index} WHERE ${[...w.range.where, ...since, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
           params: [...w.range.params, ...sinceParams, ...after, w.chunk - 1],
         };
-  const matches = (upTo?: [number, number | string]) => {
+  const matches = (upTo?: [number, number]) => {
     const where = [...w.range.where];
     const params: Param[] = [...w.range.params];
     where.push(cursor);
@@ -409,10 +405,10 @@ function chunkStatements(
     else where.push(...since), params.push(...sinceParams);
     where.push(...w.residual.where);
     params.push(...w.residual.params);
-    // With the JSON (stepWithJson): only what it reads (each column of a row object costs), the
-    // id once when the tie is the id, the sig as its bytes (eventJson).
+    // With the JSON (stepWithJson): only what it reads (each column of a row object costs),
+    // created_at once (t), pubkey and sig as bytes (eventJson).
     const cols = json
-      ? `${w.tCol} AS t, ${tieOut} AS tie, ${w.tie === "id-asc" ? "NULL" : "lower(hex(e.id))"} AS id, e.json AS j, e.sig AS g`
+      ? `${w.tCol} AS t, ${tieOut} AS tie, lower(hex(e.id)) AS id, e.pubkey AS pk, e.kind AS k, e.json AS j, e.sig AS g`
       : `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
     return {
       sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where.join(" AND ")} ORDER BY ${orderSql(w)} LIMIT ?`,
@@ -444,7 +440,7 @@ function step(cache: StatementCache, w: Walk, need: number): Key[] {
   const rows = cache.get(m.sql).all(...m.params) as {
     t: number;
     s: number;
-    tie: number | string;
+    tie: number;
     id: string;
     b: number;
     pk: Uint8Array | null;
@@ -473,12 +469,7 @@ function stepWhole(cache: StatementCache, w: Walk, need: number): Key[] {
 }
 
 /** Moves a walk past what a chunk read: the last row taken, else the boundary, else its end. */
-function advance(
-  w: Walk,
-  last: { t: number; tie: number | string } | undefined,
-  stoppedEarly: boolean,
-  upTo: [number, number | string] | undefined,
-): void {
+function advance(w: Walk, last: { t: number; tie: number } | undefined, stoppedEarly: boolean, upTo: [number, number] | undefined): void {
   if (stoppedEarly && last) {
     w.at = last.t;
     w.after = last.tie;
@@ -488,9 +479,9 @@ function advance(
   } else w.done = true;
 }
 
-function boundaryOf(cache: StatementCache, c: ReturnType<typeof chunkStatements>): [number, number | string] | undefined {
+function boundaryOf(cache: StatementCache, c: ReturnType<typeof chunkStatements>): [number, number] | undefined {
   if (!c.boundary) return undefined;
-  const b = cache.get(c.boundary.sql).get(...c.boundary.params) as { t: number | null; tie: number | string } | null;
+  const b = cache.get(c.boundary.sql).get(...c.boundary.params) as { t: number | null; tie: number } | null;
   return b ? [b.t ?? 0, b.tie] : undefined;
 }
 
@@ -515,12 +506,12 @@ function stepWithJson(cache: StatementCache, w: Walk, need: number): Row[] {
   const m = c.matches(upTo);
   const out: Row[] = [];
   let bytes = 0;
-  let last: { t: number; tie: number | string } | undefined;
+  let last: { t: number; tie: number } | undefined;
   let early = false;
-  type R = { t: number; tie: number | string; id: string | null; j: string; g: Uint8Array | null };
+  type R = { t: number; tie: number; id: string; pk: Uint8Array; k: number; j: string; g: Uint8Array | null };
   for (const r of cache.get(m.sql).iterate(...m.params) as IterableIterator<R>) {
-    const json = eventJson(r.j, r.g);
-    out.push({ created_at: r.t, id: r.id ?? (r.tie as string), json });
+    const json = eventJson(r.id, r.pk, r.t, r.k, r.j, r.g);
+    out.push({ created_at: r.t, id: r.id, json });
     last = r;
     bytes += json.length;
     if (out.length >= need || bytes >= FETCH_BYTES) {
@@ -603,14 +594,13 @@ class TopKeys {
   }
   /**
    * Full, and every key the walk left unread comes after the worst kept: the walk can stop. A
-   * walk in NIP-01 order (the time index: created_at, then id) leaves unread only what comes
-   * after its cursor; others may still hold ties of the cursor's created_at.
+   * walk may still hold ties of its cursor's created_at (its ties are in seq order, the
+   * answer's in id order).
    */
   settled(w: Walk): boolean {
     if (this.keys.length < this.limit) return false;
     this.trim();
     const worst = this.keys[this.keys.length - 1]!;
-    if (w.tie === "id-asc" && w.at === worst.created_at && w.at !== MAX_TIME) return worst.id <= (w.after as string);
     return w.at < worst.created_at;
   }
   result(): Key[] {
@@ -723,7 +713,7 @@ export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void>
 
 /** The events' JSON of keys, in their order, in batches of at most FETCH_BYTES (one event at least). */
 function* fetchRows(cache: StatementCache, keys: Key[]): ReadSteps<void> {
-  const fetch = cache.get("SELECT e.seq, e.json, e.sig FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))");
+  const fetch = cache.get(`SELECT e.seq, ${eventColsSql("e")} FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))`);
   for (let i = 0; i < keys.length; ) {
     // As many events as fit in FETCH_BYTES (at least one), at most FETCH_MAX.
     let end = i + 1;
@@ -732,8 +722,8 @@ function* fetchRows(cache: StatementCache, keys: Key[]): ReadSteps<void> {
     const part = keys.slice(i, end);
     i = end;
     const bySeq = new Map<number, string>();
-    for (const row of fetch.values(JSON.stringify(part.map((k) => k.s))) as [number, string, Uint8Array | null][])
-      bySeq.set(row[0], eventJson(row[1], row[2]));
+    for (const r of fetch.values(JSON.stringify(part.map((k) => k.s))) as EventColumns[])
+      bySeq.set(r[0], eventJson(r[1], r[2], r[3], r[4], r[5], r[6]));
     // An event deleted since its key was read is left out.
     const out: string[] = [];
     for (const k of part) {
