@@ -18,6 +18,7 @@ import { parseArgs } from "node:util";
 import { loadCorpus } from "./corpus.ts";
 import { Oracle } from "./lib/oracle.ts";
 import { RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";
+import { summarize } from "./lib/stats.ts";
 import { QueryRun } from "./scenarios/query.ts";
 
 const { values: o } = parseArgs({
@@ -62,6 +63,8 @@ interface Side {
   cpu: Map<string, number>;
   reqs: number;
   seconds: number;
+  /** REQ -> EOSE ms of the counted rounds. */
+  latencies: number[];
   failures: string[];
 }
 
@@ -76,7 +79,7 @@ async function start(name: string, main: string, data: string): Promise<Side> {
     args: ["--config", config],
     command: [process.execPath, resolve(main)],
   });
-  return { name, relay, dir, cpu: new Map(), reqs: 0, seconds: 0, failures: [] };
+  return { name, relay, dir, cpu: new Map(), reqs: 0, seconds: 0, latencies: [], failures: [] };
 }
 
 const corpus = loadCorpus(Number(o.events), () => {});
@@ -91,6 +94,7 @@ try {
       const run = new QueryRun({
         ...{ url: side.relay.url, corpus, oracle, reqs: segment, perType: 0, conns: 8, inflight: 1 },
         ...{ exact: true, seed: 100 + r, mix: "issue15", timeoutMs: 30_000, log: () => {} },
+        onLatency: (ms: number) => r >= 0 && side.latencies.push(ms),
       });
       const before = threadCpu(side.relay.pid);
       const result = await run.run();
@@ -114,7 +118,10 @@ for (const side of sides) {
   const per1k = (s: number) => ((s / side.reqs) * 1000).toFixed(3);
   const total = [...side.cpu.values()].reduce((a, b) => a + b, 0);
   const threads = [...side.cpu].filter(([, v]) => v > 0.02).map(([k, v]) => `${k} ${per1k(v)}`);
-  console.log(`${side.name}: ${per1k(total)} CPU-s per 1k REQs (${threads.join(", ")}); ${(side.reqs / side.seconds).toFixed(0)} REQs/s`);
+  const l = summarize(side.latencies);
+  console.log(
+    `${side.name}: ${per1k(total)} CPU-s per 1k REQs (${threads.join(", ")}); ${(side.reqs / side.seconds).toFixed(0)} REQs/s; REQ -> EOSE p50 ${l.p50.toFixed(2)} p99 ${l.p99.toFixed(2)} max ${l.max.toFixed(1)} ms`,
+  );
   for (const f of side.failures.slice(0, 5)) console.log(`FAIL ${side.name}: ${f}`);
   failed ||= side.failures.length > 0;
 }

@@ -61,6 +61,8 @@ export interface QueryOptions {
   timeoutMs: number;
   /** Relay CPU seconds so far (for CPU per 1k REQs per phase); undefined for an external relay. */
   cpu?: () => number;
+  /** Each REQ -> EOSE time of the mix, in ms, as it is measured (e.g. to pool runs). */
+  onLatency?: (ms: number) => void;
   log?: (msg: string) => void;
 }
 
@@ -370,7 +372,10 @@ export class QueryRun {
     }
 
     const mixLatencies = new Map<QueryType, number[]>(QUERY_TYPES.map((t) => [t, []]));
-    const mix = await this.phase(mixReqs, (r, ms) => mixLatencies.get(r.type)!.push(ms));
+    const mix = await this.phase(mixReqs, (r, ms) => {
+      mixLatencies.get(r.type)!.push(ms);
+      this.opts.onLatency?.(ms);
+    });
     log(`query: mix ${mix.reqs} REQs in ${mix.seconds.toFixed(2)}s (${Math.round(mix.reqsPerSec)}/s)`);
     let alone: Record<QueryType, PhaseResult> | undefined;
     if (perType > 0) {
