@@ -153,6 +153,13 @@ describe("metrics move with traffic", () => {
     expect(delta("nostr_fanout_deliveries_total")).toBe(2);
     expect(sampleValue(after, "nostr_subscriptions")).toBe(1);
     expect(sampleValue(after, "nostr_subscription_groups")).toBe(1);
+    // The one REQ that reached its EOSE, timed on the relay's side: in the histogram's buckets,
+    // cumulative, every bound at least the one before.
+    expect(delta("bunstr_req_seconds_count")).toBe(1);
+    expect(delta("bunstr_req_seconds_sum")).toBeGreaterThan(0);
+    expect(delta("bunstr_req_seconds_bucket", { le: "+Inf" })).toBe(1);
+    expect(delta("bunstr_req_seconds_bucket", { le: "10" })).toBe(1);
+    expect(delta("bunstr_req_seconds_bucket", { le: "0.0005" })).toBeLessThanOrEqual(1);
     expect(delta("bunstr_writer_batch_size_count")).toBeGreaterThanOrEqual(1);
     expect(delta("bunstr_writer_batch_size_sum")).toBe(2);
     expect(delta("bunstr_writer_commit_seconds_count")).toBe(delta("bunstr_writer_batch_size_count"));

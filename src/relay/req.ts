@@ -49,6 +49,7 @@ function admit(ctx: RelayContext, ws: Socket, verb: "reqs" | "counts", subId: st
 }
 
 export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): Promise<void> {
+  const started = performance.now();
   const s = ws.data;
   const { limits } = ctx.config;
   const filters = admit(ctx, ws, "reqs", subId, rawFilters);
@@ -131,6 +132,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     ws.send(`["EOSE",${JSON.stringify(subId)}]`);
     ctx.metrics.sent.EVENT += caughtUp;
     ctx.metrics.sent.EOSE++;
+    ctx.metrics.reqSeconds.observe((performance.now() - started) / 1000);
     sub.group = ctx.fanout.join(ws, subId, filters);
   });
 }
