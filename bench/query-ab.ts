@@ -18,6 +18,7 @@ import { parseArgs } from "node:util";
 import { loadCorpus } from "./corpus.ts";
 import { Oracle } from "./lib/oracle.ts";
 import { RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";
+import { type Buckets, quantileMs, scrapeReqSeconds } from "./lib/req-seconds.ts";
 import { summarize } from "./lib/stats.ts";
 import { QueryRun } from "./scenarios/query.ts";
 
@@ -65,6 +66,9 @@ interface Side {
   seconds: number;
   /** REQ -> EOSE ms of the counted rounds. */
   latencies: number[];
+  /** The relay's own REQ -> EOSE histogram after the warm-up round (lib/req-seconds.ts). */
+  warm?: Buckets;
+  relaySide?: string;
   failures: string[];
 }
 
@@ -101,12 +105,20 @@ try {
       const after = threadCpu(side.relay.pid);
       await run.close();
       side.failures.push(...run.failures.lines());
-      if (r < 0) continue;
+      if (r < 0) {
+        side.warm = await scrapeReqSeconds(side.relay.url);
+        continue;
+      }
       loads.push(loadavg()[0]!);
       for (const [k, v] of after) side.cpu.set(k, (side.cpu.get(k) ?? 0) + v - (before.get(k) ?? 0));
       side.reqs += segment;
       side.seconds += result.mix.seconds;
     }
+  for (const side of sides) {
+    const end = await scrapeReqSeconds(side.relay.url);
+    const q = (p: number) => quantileMs(side.warm ?? [], end, p).toFixed(2);
+    side.relaySide = `relay's own p50 ${q(0.5)} p99 ${q(0.99)} ms`;
+  }
 } finally {
   for (const side of sides) {
     await side.relay.stop();
@@ -120,7 +132,7 @@ for (const side of sides) {
   const threads = [...side.cpu].filter(([, v]) => v > 0.02).map(([k, v]) => `${k} ${per1k(v)}`);
   const l = summarize(side.latencies);
   console.log(
-    `${side.name}: ${per1k(total)} CPU-s per 1k REQs (${threads.join(", ")}); ${(side.reqs / side.seconds).toFixed(0)} REQs/s; REQ -> EOSE p50 ${l.p50.toFixed(2)} p99 ${l.p99.toFixed(2)} max ${l.max.toFixed(1)} ms`,
+    `${side.name}: ${per1k(total)} CPU-s per 1k REQs (${threads.join(", ")}); ${(side.reqs / side.seconds).toFixed(0)} REQs/s; REQ -> EOSE p50 ${l.p50.toFixed(2)} p99 ${l.p99.toFixed(2)} max ${l.max.toFixed(1)} ms (${side.relaySide})`,
   );
   for (const f of side.failures.slice(0, 5)) console.log(`FAIL ${side.name}: ${f}`);
   failed ||= side.failures.length > 0;
