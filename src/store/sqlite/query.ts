@@ -534,9 +534,11 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number, window?: Win
   let emitted = 0;
   let held: Row[] = [];
   let last: Row | null = null;
+  /** The answer is full but for ties of its last created_at (floor): read them a chunk at a time. */
+  let settling = false;
   while (!w.done) {
     if (window) w.chunk = Math.min(w.chunk, window.entries - w.read);
-    held.push(...stepWithJson(cache, w, Math.max(CHUNK_MIN, limit - emitted - held.length)));
+    held.push(...stepWithJson(cache, w, Math.max(CHUNK_MIN, limit - emitted - held.length, settling ? w.chunk : 0)));
     held.sort(newestFirst);
     if (w.done) break;
     // Unread entries are at or below the frontier: rows above it are final.
@@ -553,8 +555,12 @@ function* singleWalk(cache: StatementCache, w: Walk, limit: number, window?: Win
     const want = limit - emitted;
     if (held.length >= want) {
       if (w.at < held[want - 1]!.created_at) break;
-      // Only ties of the last kept created_at are still open: read no older entries.
+      // Only ties of the last kept created_at are still open: read no older entries, and keep
+      // only the best `want` rows (a tie read later can only push the others further out), so
+      // thousands of events in one second cost a linear walk and `want` rows of memory.
       floor(w, held[want - 1]!.created_at);
+      held.length = want;
+      settling = true;
     }
     // Past the window with the answer still open: the caller finishes it another way.
     if (window && w.read >= window.entries) return last;
