@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NostrEvent, serializeEvent } from "../src/protocol/event.ts";
+import type { Filter } from "../src/protocol/filter.ts";
 import { newestFirst } from "../src/store/semantics.ts";
 import { openDatabase } from "../src/store/sqlite/db.ts";
 import { planTuning, runQuery, StatementCache } from "../src/store/sqlite/query.ts";
@@ -42,7 +43,7 @@ test("thousands of events in one second: every REQ answers them in NIP-01 order"
     const sorted = [...events].sort(newestFirst);
     const ids = (rows: string[]) => rows.map((j) => (JSON.parse(j) as NostrEvent).id);
     const some = authors.slice(0, 20);
-    const shapes: [object, (e: NostrEvent) => boolean][] = [
+    const shapes: [Filter, (e: NostrEvent) => boolean][] = [
       [{}, () => true],
       [{ since: T, until: T }, (e) => e.created_at === T],
       [{ until: T - 1 }, (e) => e.created_at <= T - 1],
