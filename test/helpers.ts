@@ -271,8 +271,12 @@ export function failOnRelayErrors(): void {
   });
 }
 
-/** Fixture events written straight into a store (no signatures checked, no deletions or search). */
-export function storeEvents(store: Store, events: NostrEvent[], rules: WriteRules = FIXTURE_RULES) {
+/** Fixture events written straight into a store or a SQLite writer (no signatures checked, no deletions or search). */
+export function storeEvents<R>(
+  store: { writeBatch(batch: PendingWrite[], rules: WriteRules): R },
+  events: NostrEvent[],
+  rules: WriteRules = FIXTURE_RULES,
+): R {
   return store.writeBatch(
     events.map((event) => ({ event, json: JSON.stringify(event) }) as PendingWrite),
     rules,

@@ -7,14 +7,14 @@ import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type NostrEvent, serializeEvent } from "../src/protocol/event.ts";
+import type { NostrEvent } from "../src/protocol/event.ts";
 import type { Filter } from "../src/protocol/filter.ts";
 import { newestFirst } from "../src/store/semantics.ts";
 import { openDatabase } from "../src/store/sqlite/db.ts";
 import { planTuning, runQuery, StatementCache } from "../src/store/sqlite/query.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
+import { storeEvents } from "./helpers.ts";
 
-const RULES = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
 const hex = (seed: string) => createHash("sha256").update(seed).digest("hex");
 
 test("thousands of events in one second: every REQ answers them in NIP-01 order", () => {
@@ -33,12 +33,7 @@ test("thousands of events in one second: every REQ answers them in NIP-01 order"
       content: `c${i}`,
       sig: "0".repeat(128),
     }));
-    const writer = new SqliteWriter(db);
-    for (let i = 0; i < events.length; i += 500)
-      writer.writeBatch(
-        events.slice(i, i + 500).map((event) => ({ event, json: serializeEvent(event) })),
-        RULES,
-      );
+    storeEvents(new SqliteWriter(db), events);
     const cache = new StatementCache(db);
     const sorted = [...events].sort(newestFirst);
     const ids = (rows: string[]) => rows.map((j) => (JSON.parse(j) as NostrEvent).id);

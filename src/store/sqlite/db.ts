@@ -70,6 +70,9 @@ export const eventJson = (id: string, pubkey: Uint8Array, createdAt: number, kin
     ? json
     : `{"id":"${id}","pubkey":"${pubkey.toHex()}","created_at":${createdAt},"kind":${kind},${json.slice(1, -1)},"sig":"${sig.toHex()}"}`;
 
+/** eventJson of a row of eventColsSql read with .values() after its seq (EventColumns). */
+export const rowJson = (r: EventColumns): string => eventJson(r[1], r[2], r[3], r[4], r[5], r[6]);
+
 /**
  * eventJson in SQL, of the events row `a`: for tools and tests that read the table directly.
  * The relay's reads and `bunstr export` use eventJson.

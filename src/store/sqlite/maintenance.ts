@@ -3,7 +3,7 @@
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { isAddressable } from "../../protocol/kinds.ts";
-import { type EventColumns, eventColsSql, eventJson, openDatabase } from "./db.ts";
+import { type EventColumns, eventColsSql, openDatabase, rowJson } from "./db.ts";
 
 /** A connection, for the operator commands to hand back to the functions here. */
 export type Db = Database;
@@ -115,11 +115,7 @@ export function exportPager(db: Database, scope: ExportScope): (after: number, u
   if (scope.now > 0) add("(expiration IS NULL OR +expiration > ?)", scope.now);
   const st = db.prepare(`SELECT events.seq, ${eventColsSql("events")} FROM events WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?3`);
   // The accepted bytes put back as a REQ's rows are (query.ts): one reassembly for both.
-  return (after, upTo, limit) =>
-    (st.values(after, upTo, limit, ...params) as EventColumns[]).map((r) => ({
-      seq: r[0],
-      json: eventJson(r[1], r[2], r[3], r[4], r[5], r[6]),
-    }));
+  return (after, upTo, limit) => (st.values(after, upTo, limit, ...params) as EventColumns[]).map((r) => ({ seq: r[0], json: rowJson(r) }));
 }
 
 /** What sync keeps of an event it is about to upload, to say later why it was gone. */

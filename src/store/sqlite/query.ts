@@ -16,7 +16,7 @@ import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
-import { type EventColumns, eventBytesSql, eventColsSql, eventJson, tagValue, tagValueSql } from "./db.ts";
+import { type EventColumns, eventBytesSql, eventColsSql, eventJson, rowJson, tagValue, tagValueSql } from "./db.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
 /**
@@ -207,12 +207,11 @@ const ORDER: Record<Tie, string> = { "seq-desc": "DESC", "seq-asc": "ASC", fts: 
 /** The cursor: entries after (at, after) in walk order. `from` = at or before a boundary instead. */
 function cursorSql(w: Walk, bound: "after" | "upTo"): string {
   const t = w.tCol;
-  const tie = `${w.tieCol} ${bound === "after" ? ">" : "<="} ?`;
   switch (w.tie) {
     case "seq-desc":
       return bound === "after" ? `(${t}, ${w.tieCol}) < (?, ?)` : `(${t}, ${w.tieCol}) >= (?, ?)`;
     case "seq-asc":
-      return bound === "after" ? `${t} <= ? AND (${t} < ? OR ${tie})` : `${t} >= ? AND (${t} > ? OR ${tie})`;
+      return bound === "after" ? `${t} <= ? AND (${t} < ? OR ${w.tieCol} > ?)` : `${t} >= ? AND (${t} > ? OR ${w.tieCol} <= ?)`;
     case "fts":
       return bound === "after" ? `${w.tieCol} < ?` : `${w.tieCol} >= ?`;
   }
@@ -386,14 +385,13 @@ function chunkStatements(
 ): { boundary?: { sql: string; params: Param[] }; matches: (upTo?: [number, number]) => { sql: string; params: Param[] } } {
   const cursor = cursorSql(w, "after");
   const after = cursorParams(w, w.at, w.after);
-  const tieOut = w.tieCol;
   const since = w.since === undefined ? [] : [`${w.tCol} >= ?`];
   const sinceParams = w.since === undefined ? [] : [w.since];
   const boundary =
     w.single || !w.residual.selective
       ? undefined
       : {
-          sql: `SELECT ${w.tie === "fts" ? "NULL" : w.tCol} AS t, ${tieOut} AS tie FROM ${w.index} WHERE ${[...w.range.where, ...since, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
+          sql: `SELECT ${w.tie === "fts" ? "NULL" : w.tCol} AS t, ${w.tieCol} AS tie FROM ${w.index} WHERE ${[...w.range.where, ...since, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
           params: [...w.range.params, ...sinceParams, ...after, w.chunk - 1],
         };
   const matches = (upTo?: [number, number]) => {
@@ -408,8 +406,8 @@ function chunkStatements(
     // With the JSON (stepWithJson): only what it reads (each column of a row object costs),
     // created_at once (t), pubkey and sig as bytes (eventJson).
     const cols = json
-      ? `${w.tCol} AS t, ${tieOut} AS tie, lower(hex(e.id)) AS id, e.pubkey AS pk, e.kind AS k, e.json AS j, e.sig AS g`
-      : `${w.tCol} AS t, ${w.sCol} AS s, ${tieOut} AS tie, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
+      ? `${w.tCol} AS t, ${w.tieCol} AS tie, lower(hex(e.id)) AS id, e.pubkey AS pk, e.kind AS k, e.json AS j, e.sig AS g`
+      : `${w.tCol} AS t, ${w.sCol} AS s, ${w.tieCol} AS tie, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
     return {
       sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where.join(" AND ")} ORDER BY ${orderSql(w)} LIMIT ?`,
       params: [...params, need],
@@ -728,8 +726,7 @@ function* fetchRows(cache: StatementCache, keys: Key[]): ReadSteps<void> {
     const part = keys.slice(i, end);
     i = end;
     const bySeq = new Map<number, string>();
-    for (const r of fetch.values(JSON.stringify(part.map((k) => k.s))) as EventColumns[])
-      bySeq.set(r[0], eventJson(r[1], r[2], r[3], r[4], r[5], r[6]));
+    for (const r of fetch.values(JSON.stringify(part.map((k) => k.s))) as EventColumns[]) bySeq.set(r[0], rowJson(r));
     // An event deleted since its key was read is left out.
     const out: string[] = [];
     for (const k of part) {
