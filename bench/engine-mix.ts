@@ -3,8 +3,10 @@
 // it, through each engine given (e.g. this tree's and an older worktree's query.ts), taking turns
 // so a load change hits them alike, every answer compared with the first engine's.
 //   npx bun bench/engine-mix.ts DB CORPUS.jsonl [--engines A/query.ts,B/query.ts] [--dbs DB_A,DB_B] [--reqs 3000] [--rounds 5]
+// --cache-kb / --mmap-bytes: another page cache or a map of the file, to size what they would save.
+// --frame: each batch framed as EVENT messages and joined, as reader-worker.ts does before posting.
 // DB: e.g. `bunstr import CORPUS.jsonl --no-verify --data-dir D` then D/bunstr.sqlite. NIP-40 on
-// (now = the clock), 4 MB page cache, no map (as a reader worker opens it).
+// (now = the clock), by default a 4 MB page cache and no map (as a reader worker opens it).
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { openDatabase } from "../src/store/sqlite/db.ts";
@@ -19,6 +21,11 @@ const { values, positionals } = parseArgs({
     rounds: { type: "string", default: "5" },
     /** A database per engine (default: DB for all), e.g. the same tree on two schemas. */
     dbs: { type: "string" },
+    /** Do what a reader worker does with each batch too: frame the rows and join them into one string. */
+    frame: { type: "boolean", default: false },
+    /** The connection's page cache and map, as a reader worker's (4 MB, no map) unless given. */
+    "cache-kb": { type: "string", default: "4000" },
+    "mmap-bytes": { type: "string", default: "0" },
   },
 });
 const [dbPath, corpusPath] = positionals;
@@ -36,8 +43,8 @@ const engines = await Promise.all(
   paths.map(async (p, i) => {
     const m = (await import(resolve(p))) as Engine;
     const db = openDatabase({ path: values.dbs?.split(",")[i] ?? dbPath, synchronous: "normal", readonly: true });
-    db.exec("PRAGMA mmap_size = 0");
-    db.exec("PRAGMA cache_size = -4000");
+    db.exec(`PRAGMA mmap_size = ${Number(values["mmap-bytes"])}`);
+    db.exec(`PRAGMA cache_size = -${Number(values["cache-kb"])}`);
     return { m, cache: new m.StatementCache(db) };
   }),
 );
@@ -48,6 +55,8 @@ const cpu = () => {
 // us per REQ, per engine and shape, summed over rounds (the first left out).
 const spent = paths.map(() => new Map<string, number>(shapes.map((s) => [s, 0])));
 const first: string[][] = [];
+const frame = values.frame ? '["EVENT","sub",' : undefined;
+let joined = 0;
 let mismatches = 0;
 const now = Math.floor(Date.now() / 1000);
 for (let round = 0; round < Number(values.rounds); round++) {
@@ -55,8 +64,11 @@ for (let round = 0; round < Number(values.rounds); round++) {
     reqs.forEach((r, i) => {
       const t0 = cpu();
       const rows: string[] = [];
-      for (const batch of m.queryFrames(cache, { filters: r.filters, limits: r.limits, maxSeq: Number.MAX_SAFE_INTEGER, now }))
-        if (batch) rows.push(...batch);
+      for (const batch of m.queryFrames(cache, { filters: r.filters, limits: r.limits, maxSeq: Number.MAX_SAFE_INTEGER, now, frame }))
+        if (batch) {
+          rows.push(...batch);
+          if (frame) joined += batch.join("").length;
+        }
       const d = cpu() - t0;
       if (round > 0) spent[e]!.set(r.shape, spent[e]!.get(r.shape)! + d);
       if (e === 0 && round === 0) first[i] = rows;
@@ -76,4 +88,5 @@ for (const [e, p] of paths.entries()) {
   const total = [...spent[e]!.values()].reduce((a, b) => a + b, 0) / counted / reqs.length;
   console.log(`${p}: CPU us per REQ: mix ${total.toFixed(0)}; ${per.join(", ")}`);
 }
+if (frame) console.log(`framed and joined: ${(joined / Number(values.rounds) / paths.length / reqs.length).toFixed(0)} characters per REQ`);
 console.log(`answers compared with the first engine's: ${mismatches} differ`);

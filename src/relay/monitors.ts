@@ -11,12 +11,14 @@ export interface Indexed<G> {
 }
 
 type Bucket<G> = Set<Indexed<G>>;
+/** A key's entries: most keys have one (a feed's authors), kept without a Set of its own. */
+type Slot<G> = Indexed<G> | Bucket<G>;
 
 export class LiveIndex<G> {
-  private readonly ids = new Map<string, Bucket<G>>();
-  private readonly authors = new Map<string, Bucket<G>>();
-  private readonly tags = new Map<string, Bucket<G>>();
-  private readonly kinds = new Map<number, Bucket<G>>();
+  private readonly ids = new Map<string, Slot<G>>();
+  private readonly authors = new Map<string, Slot<G>>();
+  private readonly tags = new Map<string, Slot<G>>();
+  private readonly kinds = new Map<number, Slot<G>>();
   private readonly others: Bucket<G> = new Set();
   private stamp = 0;
 
@@ -40,14 +42,16 @@ export class LiveIndex<G> {
   /** Calls `hit` once per group with a filter matching the event. */
   match(e: NostrEvent, hit: (group: G) => void): void {
     const stamp = ++this.stamp;
-    const check = (bucket: Bucket<G> | undefined) => {
-      if (!bucket) return;
-      for (const entry of bucket) {
-        const h = entry.holder;
-        if (h.mark === stamp || !matchFilter(entry.filter, e)) continue;
-        h.mark = stamp;
-        hit(h.group);
-      }
+    const one = (entry: Indexed<G>) => {
+      const h = entry.holder;
+      if (h.mark === stamp || !matchFilter(entry.filter, e)) return;
+      h.mark = stamp;
+      hit(h.group);
+    };
+    const check = (slot: Slot<G> | undefined) => {
+      if (slot === undefined) return;
+      if (slot instanceof Set) for (const entry of slot) one(entry);
+      else one(slot);
     };
     check(this.ids.get(e.id));
     check(this.authors.get(e.pubkey));
@@ -57,7 +61,7 @@ export class LiveIndex<G> {
   }
 
   /** Calls `fn` with each (map, key) a filter is indexed under (a callback: no tuple per key; a join indexes a feed's 50 authors). */
-  private eachKey(f: CompiledFilter, fn: (map: Map<any, Bucket<G>> | Bucket<G>, key: unknown) => void): void {
+  private eachKey(f: CompiledFilter, fn: (map: Map<any, Slot<G>> | Bucket<G>, key: unknown) => void): void {
     if (f.ids) for (const id of f.ids) fn(this.ids, id);
     else if (f.authors) for (const a of f.authors) fn(this.authors, a);
     else if (f.tags.length > 0) {
@@ -68,17 +72,20 @@ export class LiveIndex<G> {
   }
 }
 
-function put<G>(map: Map<unknown, Bucket<G>> | Bucket<G>, key: unknown, entry: Indexed<G>): void {
+function put<G>(map: Map<unknown, Slot<G>> | Bucket<G>, key: unknown, entry: Indexed<G>): void {
   if (map instanceof Set) return void map.add(entry);
-  let b = map.get(key);
-  if (!b) map.set(key, (b = new Set()));
-  b.add(entry);
+  const b = map.get(key);
+  if (b === undefined) map.set(key, entry);
+  else if (b instanceof Set) b.add(entry);
+  else if (b !== entry) map.set(key, new Set([b, entry]));
 }
 
-function drop<G>(map: Map<unknown, Bucket<G>> | Bucket<G>, key: unknown, entry: Indexed<G>): void {
+function drop<G>(map: Map<unknown, Slot<G>> | Bucket<G>, key: unknown, entry: Indexed<G>): void {
   if (map instanceof Set) return void map.delete(entry);
   const b = map.get(key);
-  if (!b) return;
+  if (b === entry) return void map.delete(key);
+  if (!(b instanceof Set)) return;
   b.delete(entry);
   if (b.size === 0) map.delete(key);
+  else if (b.size === 1) map.set(key, b.values().next().value!);
 }

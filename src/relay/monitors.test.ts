@@ -1,0 +1,57 @@
+import { expect, test } from "bun:test";
+import type { NostrEvent } from "../protocol/event.ts";
+import { compileFilter, matchFilter, type CompiledFilter } from "../protocol/filter.ts";
+import { LiveIndex } from "./monitors.ts";
+
+// A key holds its one entry without a Set until a second comes (monitors.ts put/drop): checked
+// against every live filter matched by hand, through adds and removes that share keys.
+test("the live index finds exactly the groups a brute-force match finds, and empties", () => {
+  let seed = 42;
+  const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+  const hex = (i: number) => i.toString(16).padStart(64, "0");
+  const pick = <T>(xs: T[]) => xs[rand(xs.length)]!;
+  const someOf = (n: number, f: (i: number) => unknown) => [...new Set(Array.from({ length: 1 + rand(3) }, () => f(rand(n))))];
+  const filter = (): CompiledFilter => {
+    const shape = pick(["ids", "authors", "tag", "kinds", "others"]);
+    const raw: Record<string, unknown> = {};
+    if (shape === "ids") raw.ids = someOf(6, hex);
+    if (shape === "authors") raw.authors = someOf(6, hex);
+    if (shape === "tag") raw["#t"] = someOf(4, (i) => `t${i}`);
+    if (shape === "kinds" || rand(3) === 0) raw.kinds = someOf(3, (i) => i);
+    return compileFilter(raw, { maxValues: 100 });
+  };
+  const event = (): NostrEvent => ({
+    id: hex(rand(6)),
+    pubkey: hex(rand(6)),
+    created_at: 1,
+    kind: rand(3),
+    tags: rand(2) ? [["t", `t${rand(4)}`]] : [],
+    content: "",
+    sig: "",
+  });
+
+  const index = new LiveIndex<number>();
+  const live = new Map<number, { filters: CompiledFilter[]; entries: ReturnType<LiveIndex<number>["add"]> }>();
+  let checks = 0;
+  for (let step = 0; step < 3000; step++) {
+    if (live.size < 12 && rand(2) === 0) {
+      const filters = Array.from({ length: 1 + rand(3) }, filter);
+      live.set(step, { filters, entries: index.add(step, filters) });
+    } else if (live.size > 0) {
+      const group = pick([...live.keys()]);
+      index.remove(live.get(group)!.entries);
+      live.delete(group);
+    }
+    const e = event();
+    const hits: number[] = [];
+    index.match(e, (g) => hits.push(g));
+    const want = [...live].filter(([, l]) => l.filters.some((f) => matchFilter(f, e))).map(([g]) => g);
+    expect(hits.sort((a, b) => a - b)).toEqual(want.sort((a, b) => a - b));
+    checks++;
+  }
+  for (const l of live.values()) index.remove(l.entries);
+  // Nothing left behind: no key with an empty Set, no entry of a removed group.
+  const maps = index as unknown as Record<"ids" | "authors" | "tags" | "kinds" | "others", { size: number }>;
+  expect([maps.ids.size, maps.authors.size, maps.tags.size, maps.kinds.size, maps.others.size]).toEqual([0, 0, 0, 0, 0]);
+  expect(checks).toBe(3000);
+});
