@@ -25,6 +25,8 @@ const USAGE = `usage: npx bun bench/load.ts [options]
   --window W          unacknowledged EVENTs per ingest connection (default 500)
   --ingest-window E   report ingest events/s per E acknowledged events (default 100000)
   --reqs R            REQs in the query mix (default 2000; 0 = ingest only)
+  --warm-reqs N       before the mix, N other REQs of it (checked, not counted): the steady state
+                      of a relay that has served a while, not its first seconds (default 0)
   --per-type P        REQs of each query type alone after the mix (default 300; 0 = none)
   --query-conns Q     query connections (default 4)
   --query-inflight K  REQs in flight per query connection (default 4)
@@ -41,7 +43,8 @@ const USAGE = `usage: npx bun bench/load.ts [options]
   --no-save           do not write bench/out/last.json or rotate prev.json
   --relay-config F    TOML appended to the spawned relay's bench config (e.g. [database] reader_workers = 1)`;
 
-interface Options extends Omit<BenchParams, "verify" | "relay"> {
+interface Options extends Omit<BenchParams, "verify" | "relay" | "warmReqs"> {
+  warmReqs: number;
   verify: boolean;
   relayUrl?: string;
   relayPid?: number;
@@ -66,6 +69,7 @@ function parseOptions(argv: string[]): Options {
       window: { type: "string", default: "500" },
       "ingest-window": { type: "string", default: "100000" },
       reqs: { type: "string", default: "2000" },
+      "warm-reqs": { type: "string", default: "0" },
       "per-type": { type: "string", default: "300" },
       "query-conns": { type: "string", default: "4" },
       "query-inflight": { type: "string", default: "4" },
@@ -116,6 +120,7 @@ function parseOptions(argv: string[]): Options {
     window: int("window", values.window, 100_000),
     ingestWindow: int("ingest-window", values["ingest-window"], 10_000_000),
     reqs: int("reqs", values.reqs, 10_000_000, 0),
+    warmReqs: int("warm-reqs", values["warm-reqs"], 10_000_000, 0),
     perType: int("per-type", values["per-type"], 10_000_000, 0),
     queryConns: int("query-conns", values["query-conns"], 1000),
     queryInflight: int("query-inflight", values["query-inflight"], 1000),
@@ -251,13 +256,15 @@ async function main(): Promise<number> {
     const exact = (!!relay || opts.relayFresh) && ingest.missing === 0 && ingest.okFalse === 0 && ingest.duplicates === 0;
     let query = null;
     let cpu2 = cpu1;
+    /** Where the counted queries start: after the warm-up, if any. */
+    let cpuQuery0 = cpu1;
     let mixCpuPer1k: number | null = null;
     let peakQuery: number | null = null;
     if (opts.reqs > 0 || opts.perType > 0) {
       log(
         `query: ${opts.reqs} REQs in the ${opts.mix} mix + ${opts.perType} per type alone, over ${opts.queryConns} connections x ${opts.queryInflight} in flight (${exact ? "exact" : "match-only"} checks${opts.looseTies ? ", created_at ties loose" : ""})`,
       );
-      queryRun = new QueryRun({
+      const queryOpts = {
         url,
         corpus,
         oracle,
@@ -272,8 +279,20 @@ async function main(): Promise<number> {
         timeoutMs: STALL_MS,
         cpu,
         log,
-      });
+      };
+      queryRun = new QueryRun(queryOpts);
       const queryPeak = pid ? new PeakRss(pid) : undefined;
+      if (opts.warmReqs > 0) {
+        // Other REQs of the same mix first (seed 2), checked the same way and not counted: what a
+        // relay that has been serving for a while spends (its JIT and caches warm), not its first seconds.
+        log(`query: ${opts.warmReqs} REQs to warm up, not counted`);
+        const warm = new QueryRun({ ...queryOpts, reqs: opts.warmReqs, perType: 0, seed: 2, cpu: undefined });
+        const w = await warm.run();
+        await warm.close();
+        failures.push(...warm.failures.lines());
+        if (w.tieOnly > 0) warnings.push(`${w.tieOnly} warm-up answers differed from the oracle only in created_at ties (--loose-ties)`);
+        cpuQuery0 = cpu?.() ?? 0;
+      }
       query = await queryRun.run();
       cpu2 = cpu?.() ?? 0;
       peakQuery = queryPeak?.stop() ?? null;
@@ -292,7 +311,7 @@ async function main(): Promise<number> {
 
     const phaseStats = (exitCode: number | null, dataTotal: number, walBytes: number): RelayStats => ({
       cpuSecIngest: cpu1 - cpu0,
-      cpuSecQuery: cpu2 - cpu1,
+      cpuSecQuery: cpu2 - cpuQuery0,
       cpuPer1kEvents: ((cpu1 - cpu0) / ingest.events) * 1000,
       cpuPer1kReqs: mixCpuPer1k,
       coresIngest: (cpu1 - cpu0) / ingest.seconds,
@@ -344,6 +363,7 @@ async function main(): Promise<number> {
         conns: opts.conns,
         window: opts.window,
         reqs: opts.reqs,
+        ...(opts.warmReqs > 0 ? { warmReqs: opts.warmReqs } : {}),
         perType: opts.perType,
         queryConns: opts.queryConns,
         queryInflight: opts.queryInflight,

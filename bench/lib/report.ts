@@ -12,6 +12,8 @@ export interface BenchParams {
   window: number;
   /** REQs in the query mix (0: no query phase). */
   reqs: number;
+  /** REQs of the mix run before it, not counted (--warm-reqs; absent in older records: 0). */
+  warmReqs?: number;
   /** REQs of each type alone after the mix. */
   perType: number;
   queryConns: number;
