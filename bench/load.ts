@@ -27,6 +27,8 @@ const USAGE = `usage: npx bun bench/load.ts [options]
   --reqs R            REQs in the query mix (default 2000; 0 = ingest only)
   --warm-reqs N       before the mix, N other REQs of it (checked, not counted): the steady state
                       of a relay that has served a while, not its first seconds (default 0)
+  --check-after       check each phase's answers when it ends, not as they arrive (the same checks,
+                      off the timed window: the generator takes less of the shared cores meanwhile)
   --per-type P        REQs of each query type alone after the mix (default 300; 0 = none)
   --query-conns Q     query connections (default 4)
   --query-inflight K  REQs in flight per query connection (default 4)
@@ -43,8 +45,9 @@ const USAGE = `usage: npx bun bench/load.ts [options]
   --no-save           do not write bench/out/last.json or rotate prev.json
   --relay-config F    TOML appended to the spawned relay's bench config (e.g. [database] reader_workers = 1)`;
 
-interface Options extends Omit<BenchParams, "verify" | "relay" | "warmReqs"> {
+interface Options extends Omit<BenchParams, "verify" | "relay" | "warmReqs" | "checkAfter"> {
   warmReqs: number;
+  checkAfter: boolean;
   verify: boolean;
   relayUrl?: string;
   relayPid?: number;
@@ -70,6 +73,7 @@ function parseOptions(argv: string[]): Options {
       "ingest-window": { type: "string", default: "100000" },
       reqs: { type: "string", default: "2000" },
       "warm-reqs": { type: "string", default: "0" },
+      "check-after": { type: "boolean", default: false },
       "per-type": { type: "string", default: "300" },
       "query-conns": { type: "string", default: "4" },
       "query-inflight": { type: "string", default: "4" },
@@ -121,6 +125,7 @@ function parseOptions(argv: string[]): Options {
     ingestWindow: int("ingest-window", values["ingest-window"], 10_000_000),
     reqs: int("reqs", values.reqs, 10_000_000, 0),
     warmReqs: int("warm-reqs", values["warm-reqs"], 10_000_000, 0),
+    checkAfter: values["check-after"],
     perType: int("per-type", values["per-type"], 10_000_000, 0),
     queryConns: int("query-conns", values["query-conns"], 1000),
     queryInflight: int("query-inflight", values["query-inflight"], 1000),
@@ -277,6 +282,7 @@ async function main(): Promise<number> {
         mix: opts.mix,
         looseTies: opts.looseTies,
         timeoutMs: STALL_MS,
+        checkAfter: opts.checkAfter,
         cpu,
         log,
       };
@@ -364,6 +370,7 @@ async function main(): Promise<number> {
         window: opts.window,
         reqs: opts.reqs,
         ...(opts.warmReqs > 0 ? { warmReqs: opts.warmReqs } : {}),
+        ...(opts.checkAfter ? { checkAfter: true } : {}),
         perType: opts.perType,
         queryConns: opts.queryConns,
         queryInflight: opts.queryInflight,

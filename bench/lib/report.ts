@@ -14,6 +14,8 @@ export interface BenchParams {
   reqs: number;
   /** REQs of the mix run before it, not counted (--warm-reqs; absent in older records: 0). */
   warmReqs?: number;
+  /** Answers checked after each phase, not during it (--check-after; absent: false). */
+  checkAfter?: boolean;
   /** REQs of each type alone after the mix. */
   perType: number;
   queryConns: number;
