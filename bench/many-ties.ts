@@ -7,11 +7,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { type NostrEvent, serializeEvent } from "../src/protocol/event.ts";
+import type { NostrEvent } from "../src/protocol/event.ts";
 import { newestFirst } from "../src/store/semantics.ts";
 import { openDatabase } from "../src/store/sqlite/db.ts";
 import { runQuery, StatementCache } from "../src/store/sqlite/query.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
+import { storeEvents } from "../test/helpers.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -21,7 +22,6 @@ const { values: o } = parseArgs({
   },
 });
 const [n, ties, reps] = [Number(o.events), Number(o.ties), Number(o.reps)];
-const RULES = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
 const hex = (bytes: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex");
 const dir = mkdtempSync(join(tmpdir(), "bunstr-many-ties-"));
 try {
@@ -32,11 +32,7 @@ try {
     ...{ tags: [], content: "x", sig: "0".repeat(128) },
   }));
   const writer = new SqliteWriter(db);
-  for (let i = 0; i < n; i += 5000)
-    writer.writeBatch(
-      events.slice(i, i + 5000).map((event) => ({ event, json: serializeEvent(event) })),
-      RULES,
-    );
+  for (let i = 0; i < n; i += 5000) storeEvents(writer, events.slice(i, i + 5000));
   const cache = new StatementCache(db);
   const want = [...events]
     .sort(newestFirst)

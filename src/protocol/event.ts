@@ -102,9 +102,19 @@ export function hasValidId(e: NostrEvent, j: EventJson = eventJson(e)): boolean 
   return hasVerbatimControl(e) && sha256hex(stringifiedForm(e, j)) === e.id;
 }
 
+/**
+ * serializeEvent's text before the tags: the store keeps these four fields in columns and puts
+ * this back when it serves the event (store/sqlite/db.ts).
+ */
+export const serializedHead = (id: string, pubkey: string, createdAt: number, kind: number): string =>
+  `{"id":"${id}","pubkey":"${pubkey}","created_at":${createdAt},"kind":${kind},`;
+
+/** serializeEvent's text after the content: the store keeps the sig as 64 bytes. */
+export const serializedTail = (sig: string): string => `,"sig":"${sig}"}`;
+
 /** The stored and served form: the seven fields in a fixed order, built once per event. */
 export const serializeEvent = (e: NostrEvent, j: EventJson = eventJson(e)): string =>
-  `{"id":"${e.id}","pubkey":"${e.pubkey}","created_at":${e.created_at},"kind":${e.kind},"tags":${j.tags},"content":${j.content},"sig":"${e.sig}"}`;
+  `${serializedHead(e.id, e.pubkey, e.created_at, e.kind)}"tags":${j.tags},"content":${j.content}${serializedTail(e.sig)}`;
 
 /** The value of the first `d` tag, as NIP-01 addressable events use it ("" when absent). */
 export function dTag(e: NostrEvent): string {

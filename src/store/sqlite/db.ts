@@ -2,7 +2,7 @@
 import { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { isHex64 } from "../../protocol/event.ts";
+import { isHex64, serializedHead, serializedTail } from "../../protocol/event.ts";
 
 export interface DbOptions {
   /** Absolute path, or ":memory:". */
@@ -27,10 +27,6 @@ export const tagValueText = (col: string): string => `CASE WHEN typeof(${col}) =
 
 const HEX128 = /^[0-9a-f]{128}$/;
 
-/** What an event's JSON holds before its tags in the stored and served form (serializeEvent). */
-const headOf = (e: { id: string; pubkey: string; created_at: number; kind: number }): string =>
-  `{"id":"${e.id}","pubkey":"${e.pubkey}","created_at":${e.created_at},"kind":${e.kind},`;
-
 /**
  * An event's JSON as the events table holds it (schema 10): only its tags and content, as
  * {"tags":…,"content":…} (still a JSON object, readable with json_each and JSON.parse). The
@@ -43,8 +39,8 @@ export function storedJson(
   e: { id: string; pubkey: string; created_at: number; kind: number; sig: string },
   json: string,
 ): { json: string; sig: Uint8Array | null } {
-  const head = headOf(e);
-  const tail = `,"sig":"${e.sig}"}`;
+  const head = serializedHead(e.id, e.pubkey, e.created_at, e.kind);
+  const tail = serializedTail(e.sig);
   const whole = { json, sig: null };
   if (!HEX128.test(e.sig) || !Number.isSafeInteger(e.created_at) || !Number.isSafeInteger(e.kind)) return whole;
   if (json.length < head.length + tail.length || !json.startsWith(head) || !json.endsWith(tail)) return whole;
@@ -66,9 +62,7 @@ export type EventColumns = [number, string, Uint8Array, number, number, string, 
  * whole; else the id, pubkey, created_at and kind go before its tags and content, the sig after.
  */
 export const eventJson = (id: string, pubkey: Uint8Array, createdAt: number, kind: number, json: string, sig: Uint8Array | null): string =>
-  sig === null
-    ? json
-    : `{"id":"${id}","pubkey":"${pubkey.toHex()}","created_at":${createdAt},"kind":${kind},${json.slice(1, -1)},"sig":"${sig.toHex()}"}`;
+  sig === null ? json : `${serializedHead(id, pubkey.toHex(), createdAt, kind)}${json.slice(1, -1)}${serializedTail(sig.toHex())}`;
 
 /** eventJson of a row of eventColsSql read with .values() after its seq (EventColumns). */
 export const rowJson = (r: EventColumns): string => eventJson(r[1], r[2], r[3], r[4], r[5], r[6]);
@@ -80,7 +74,7 @@ export const rowJson = (r: EventColumns): string => eventJson(r[1], r[2], r[3], 
 export const eventJsonSql = (a: string): string =>
   `CASE WHEN ${a}.sig IS NULL THEN ${a}.json ELSE ${headSql(a)} || substr(${a}.json, 2, length(${a}.json) - 2) || ',"sig":"' || lower(hex(${a}.sig)) || '"}' END`;
 
-/** headOf in SQL, of the events row `a`'s columns. */
+/** serializedHead in SQL, of the events row `a`'s columns. */
 const headSql = (a: string): string =>
   `'{"id":"' || lower(hex(${a}.id)) || '","pubkey":"' || lower(hex(${a}.pubkey)) || '","created_at":' || ${a}.created_at || ',"kind":' || ${a}.kind || ','`;
 
