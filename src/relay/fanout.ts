@@ -2,9 +2,12 @@
 // canonical filters, on any connection, form one group = one topic: matched once, serialized
 // once, published once in native code. Events of restricted kinds (DMs) are the exception: they
 // go to each member that may read them, one send per member. A short ring of recent events lets
-// a new subscription catch up on what was committed while its stored query ran (relay/ring.ts).
+// a new subscription catch up on what was committed while its stored query ran (relay/ring.ts),
+// and answers some feeds without the store (relay/ring-answer.ts).
+import { expirationOf } from "../nips/nip40.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { canonicalFilterKey, type CompiledFilter } from "../protocol/filter.ts";
+import type { ChangeWatch } from "../store/types.ts";
 import { LiveIndex, type Indexed } from "./monitors.ts";
 import { CatchUpRing, type Recent } from "./ring.ts";
 
@@ -90,7 +93,7 @@ export class Fanout {
   /** Sends a newly accepted event to every matching group. */
   broadcast(event: NostrEvent, json: string): void {
     const seq = ++this.seq;
-    this.ring.add(seq, event.kind, event.created_at, json);
+    this.ring.add(seq, event.kind, event.created_at, json, expirationOf(event) ?? Number.NaN);
     const restricted = this.opts.restricted(event);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
@@ -114,4 +117,15 @@ export class Fanout {
   recent(afterSeq: number, filters: readonly CompiledFilter[]): { events: Recent[]; complete: boolean } {
     return this.ring.recent(afterSeq, filters);
   }
+
+  /** The store's answer to one filter, from the ring alone, or undefined (relay/ring-answer.ts). */
+  answer(f: CompiledFilter, limit: number, now: number): string[] | undefined {
+    return this.ring.feeds.answer(f, limit, now);
+  }
+
+  /** The store's own deletions and unknown changes, for those answers (store/types.ts ChangeWatch). */
+  readonly changes: ChangeWatch = {
+    deleted: (idsAndPubkeys) => this.ring.feeds.forget(idsAndPubkeys),
+    unknown: (maxCreatedAt) => this.ring.feeds.reset(maxCreatedAt),
+  };
 }

@@ -88,6 +88,8 @@ export class RelayMetrics {
   readonly reqSeconds = new Histogram([
     0.0005, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.006, 0.008, 0.012, 0.016, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
   ]);
+  /** REQs whose stored events came from the fanout's ring, not the store (relay/ring-answer.ts). */
+  ringAnswers = 0;
   // The last RECENT_REFUSALS refusals, in parallel arrays written in a circle.
   private readonly refusedAt = new Float64Array(RECENT_REFUSALS);
   private readonly refusedKind = new Float64Array(RECENT_REFUSALS);
@@ -268,6 +270,12 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
     "bunstr_req_seconds",
     "From a REQ to its EOSE: stored events read and sent. REQs closed or refused before EOSE are not counted.",
     m.reqSeconds,
+  );
+  x.single(
+    "bunstr_req_ring_answers_total",
+    "counter",
+    "REQs answered from the recent events in memory, without a database read.",
+    m.ringAnswers,
   );
   x.histogram("bunstr_writer_batch_size", "Events per writer transaction.", m.writerBatchSize);
   x.histogram("bunstr_writer_commit_seconds", "Time to write and commit one writer batch.", m.writerCommitSeconds);

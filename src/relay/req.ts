@@ -67,19 +67,24 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     limits.max_events_per_req,
   );
   const reads = perFilter.some((n) => n > 0);
-  const budget = reads ? queryBudget(ctx, s) : undefined;
-  if (reads && !budget) return send(ws, closedFrame(ctx.metrics, subId, OVER_BUDGET));
-  const sub: Subscription = { filters, bytes, values };
-  addSubscription(ctx, s, subId, sub);
   // The snapshot: events committed up to here come from the store, later ones from the ring.
   const maxSeq = ctx.store.lastSeq();
   const fanoutSeq = ctx.fanout.seq;
   const prefix = `["EVENT",${JSON.stringify(subId)},`;
+  // Or all of them from the ring, when it holds the store's answer (no reader, no budget).
+  const fromRing = reads ? ringAnswer(ctx, filters, perFilter) : undefined;
+  const budget = reads && !fromRing ? queryBudget(ctx, s) : undefined;
+  if (reads && !fromRing && !budget) return send(ws, closedFrame(ctx.metrics, subId, OVER_BUDGET));
+  const sub: Subscription = { filters, bytes, values };
+  addSubscription(ctx, s, subId, sub);
   const live = () => !s.closed && s.subs.get(subId) === sub;
   let sent = 0;
   // The last batch of stored events, sent with the catch-up and the EOSE in one write.
   let last: readonly string[] = [];
-  if (reads) {
+  if (fromRing) {
+    last = fromRing.map((json) => `${prefix}${json}]`);
+    ctx.metrics.ringAnswers++;
+  } else if (reads) {
     // Stored events stream in batches: each is sent before the next is read, and while the
     // socket holds more than its share of unsent bytes the read waits (docs/operations.md).
     const batches = ctx.store.query(
@@ -135,6 +140,18 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     ctx.metrics.reqSeconds.observe((performance.now() - started) / 1000);
     sub.group = ctx.fanout.join(ws, subId, filters);
   });
+}
+
+/**
+ * A single filter's stored events from the fanout's ring (relay/ring-answer.ts), when the store
+ * vouches that it told every change and the kinds asked for are not restricted.
+ */
+function ringAnswer(ctx: RelayContext, filters: readonly CompiledFilter[], perFilter: readonly number[]): string[] | undefined {
+  const f = filters[0]!;
+  if (filters.length !== 1 || !f.kinds || !ctx.store.changesKnown?.()) return undefined;
+  const restricted = restrictedKinds(ctx.config);
+  for (const k of f.kinds) if (restricted.has(k)) return undefined;
+  return ctx.fanout.answer(f, perFilter[0]!, ctx.config.nips.nip40 ? nowSeconds() : 0);
 }
 
 /** Unsent bytes above which a REQ stops reading stored events until the socket drains. */

@@ -7,6 +7,7 @@
 // of tag values, and parses only the events a tag condition or a search still has to confirm.
 import type { NostrEvent } from "../protocol/event.ts";
 import { matchAny, type CompiledFilter } from "../protocol/filter.ts";
+import { FeedIndex, fixedLayout, ID_AT, PUBKEY_AT } from "./ring-answer.ts";
 
 /** An event the ring gives back; `event` is parsed from the JSON when first asked for. */
 export class Recent {
@@ -24,12 +25,6 @@ export class Recent {
     return this.parsed;
   }
 }
-
-// serializeEvent's layout: {"id":"<64 hex>","pubkey":"<64 hex>",...
-const ID_AT = 7;
-const PUBKEY_AT = 83;
-const fixedLayout = (json: string): boolean =>
-  json.startsWith('{"id":"') && json.startsWith('","pubkey":"', ID_AT + 64) && json.charCodeAt(PUBKEY_AT + 64) === 34;
 
 const NO = 0;
 const YES = 1;
@@ -62,11 +57,14 @@ function verdict(p: Prepared, kind: number, createdAt: number, json: string, fix
 }
 
 export class CatchUpRing {
-  /** By seq % size: the JSON (undefined once evicted), its seq, kind and created_at. */
-  private readonly json: (string | undefined)[];
-  private readonly seqs: Float64Array;
-  private readonly kinds: Float64Array;
-  private readonly times: Float64Array;
+  /** By seq % size: the JSON (undefined once evicted), its seq, kind, created_at and NIP-40 expiration (NaN: none). */
+  readonly json: (string | undefined)[];
+  readonly seqs: Float64Array;
+  readonly kinds: Float64Array;
+  readonly times: Float64Array;
+  readonly expires: Float64Array;
+  /** The feeds these events answer alone (relay/ring-answer.ts). */
+  readonly feeds: FeedIndex;
   private bytes = 0;
   /** The oldest seq still in the ring. */
   private oldest = 1;
@@ -81,10 +79,12 @@ export class CatchUpRing {
     this.seqs = new Float64Array(size);
     this.kinds = new Float64Array(size);
     this.times = new Float64Array(size);
+    this.expires = new Float64Array(size);
+    this.feeds = new FeedIndex(this);
   }
 
   /** Keeps the event, bounded by count and by bytes of JSON. */
-  add(seq: number, kind: number, createdAt: number, json: string): void {
+  add(seq: number, kind: number, createdAt: number, json: string, expiration = Number.NaN): void {
     const size = this.json.length;
     while (this.oldest <= seq - size) this.evict();
     const slot = seq % size;
@@ -95,8 +95,10 @@ export class CatchUpRing {
     this.seqs[slot] = seq;
     this.kinds[slot] = kind;
     this.times[slot] = createdAt;
+    this.expires[slot] = expiration;
     this.newest = seq;
     this.bytes += json.length;
+    this.feeds.add(seq, json);
     while (this.bytes > this.maxBytes && this.oldest < seq) this.evict();
   }
 
@@ -104,6 +106,7 @@ export class CatchUpRing {
     const slot = this.oldest % this.json.length;
     const json = this.json[slot];
     if (json !== undefined && this.seqs[slot] === this.oldest) {
+      this.feeds.evict(this.oldest);
       this.bytes -= json.length;
       this.json[slot] = undefined;
     }

@@ -243,6 +243,9 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
     ephemeral: (e, json) => fanout.broadcast(e, json),
     adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
   });
+  // A store that names every change lets the ring answer feeds (relay/ring-answer.ts); one with
+  // other nodes writing (Postgres) does not.
+  if (!store.follow) store.watchChanges?.(fanout.changes);
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);

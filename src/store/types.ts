@@ -80,8 +80,29 @@ export interface CommitFeed {
   ephemeral(event: NostrEvent, json: string): void;
 }
 
+/**
+ * What a store tells the relay of changes no writeBatch outcome shows, for the feeds the catch-up
+ * ring answers alone (relay/ring-answer.ts). Told before the answer of the call that made them.
+ */
+export interface ChangeWatch {
+  /** Events this process's writer deleted (NIP-09, NIP-62, bans, purges, expiry), each `id + pubkey` in hex. */
+  deleted(idsAndPubkeys: readonly string[]): void;
+  /**
+   * The database changed in ways not named one by one (another process wrote; a deletion too big
+   * to list; a lost writer): every stored event is at or before `maxCreatedAt` (-1: none).
+   */
+  unknown(maxCreatedAt: number): void;
+}
+
 export interface Store {
   readonly admin: AdminStore;
+  /**
+   * Stores that can name every change: `watch` is told each from now on (and unknown() at once,
+   * with the newest stored created_at). Without it the relay answers every REQ from the store.
+   */
+  watchChanges?(watch: ChangeWatch): void;
+  /** False while the store cannot vouch that all changes were told (it is asking its writer). */
+  changesKnown?(): boolean;
   /**
    * Stores that several nodes write to: the relay fans out from this feed (in commit order,
    * its own commits included) instead of from its writer queue.

@@ -10,6 +10,7 @@ import { checkpointAndClose, openDatabase } from "./db.ts";
 import { countJob, negJob, queryFrames, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
 import type {
+  ChangeWatch,
   CountJob,
   NegItems,
   NegJob,
@@ -23,7 +24,7 @@ import type {
   WriteRules,
 } from "../types.ts";
 import { ReaderPool, type ReadKind } from "./readers.ts";
-import { SqliteWriter } from "./write.ts";
+import { SqliteWriter, type Changes } from "./write.ts";
 import { WriterThread } from "./writer-thread.ts";
 import { ThreadAdmin } from "./admin.ts";
 
@@ -55,6 +56,13 @@ export class SqliteStore implements Store {
   private readonly inline?: StatementCache;
   private readonly dataVersion;
   private readonly maxSeq;
+  private readonly maxCreatedAt;
+  /** Told of changes (watchChanges). */
+  private watch?: ChangeWatch;
+  /** "changes" calls sent to the writer thread and not answered (changesKnown). */
+  private asking = 0;
+  /** The writer thread was lost since changes were last known. */
+  private afterLoss = false;
   private seenVersion = -1;
   /** When lastSeq last asked for data_version (performance.now()). */
   private versionAskedAt = Number.NEGATIVE_INFINITY;
@@ -85,6 +93,7 @@ export class SqliteStore implements Store {
     this.hasId = this.db.prepare("SELECT 1 FROM events WHERE id = unhex(?)");
     this.dataVersion = this.db.prepare("PRAGMA data_version");
     this.maxSeq = this.db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");
+    this.maxCreatedAt = this.db.prepare("SELECT coalesce(max(created_at), -1) AS t FROM events");
     if (opts.path === ":memory:") {
       this.inline = new StatementCache(this.db);
       return;
@@ -197,6 +206,45 @@ export class SqliteStore implements Store {
     return pages.b;
   }
 
+  watchChanges(watch: ChangeWatch): void {
+    this.watch = watch;
+    const tell = (c: Changes) => ("deleted" in c ? watch.deleted(c.deleted) : watch.unknown(c.unknown));
+    if (this.thread) {
+      this.thread.onChanges = tell;
+      this.thread.onLost = () => (this.afterLoss = true);
+    } else this.writer!.onChanges = tell;
+    watch.unknown(this.newestCreatedAt());
+  }
+
+  changesKnown(): boolean {
+    if (this.asking > 0 || this.thread?.recovering) return false;
+    if (this.afterLoss) {
+      // The lost thread is gone and its batches decided: what it deleted is not known.
+      this.afterLoss = false;
+      this.watch?.unknown(this.newestCreatedAt());
+    }
+    return true;
+  }
+
+  private newestCreatedAt(): number {
+    return (this.maxCreatedAt.get() as { t: number }).t;
+  }
+
+  /**
+   * data_version moved: another connection committed. Our writer thread's commits move it too,
+   * so it is asked whether someone else's did (its own connection's data_version tells);
+   * without a thread, our writer shares this connection and the change is someone else's.
+   */
+  private askForChanges(): void {
+    if (!this.watch) return;
+    if (!this.thread) return this.writer!.checkChanges();
+    this.asking++;
+    this.thread
+      .call({ call: "changes" })
+      .catch(() => {}) // lost: onLost
+      .finally(() => this.asking--);
+  }
+
   lastSeq(): number {
     const w = this.thread ?? this.writer!;
     // The writer thread's commits reach this seq as its answers are fanned out (writer-thread.ts);
@@ -214,6 +262,7 @@ export class SqliteStore implements Store {
     if (version !== this.seenVersion) {
       this.seenVersion = version;
       w.seq = Math.max(w.seq, (this.maxSeq.get() as { s: number }).s);
+      this.askForChanges();
     }
     return w.seq;
   }

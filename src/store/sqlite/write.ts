@@ -53,13 +53,23 @@ interface Row {
   seq: number;
   created_at: number;
   json: string;
+  /** Its id and pubkey in hex, one after the other (what Changes names a deletion by). */
+  key: string;
 }
+
+/** What a writer call changed that its answer does not show (store/types.ts ChangeWatch). */
+export type Changes = { deleted: string[] } | { unknown: number };
+
+/** Deletions one call names at most; past it, they are told as an unknown change. */
+const MAX_NAMED = 2048;
 
 interface Existing {
   seq: number;
   created_at: number;
   id: string;
 }
+
+const KEY = "lower(hex(id) || hex(pubkey)) AS key";
 
 /** The writer's prepared statements, by name. */
 function writerStatements(db: Database) {
@@ -72,7 +82,7 @@ function writerStatements(db: Database) {
     insertText: q("INSERT INTO events_fts (rowid, text) VALUES (?, ?)"),
     findReplaceable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ?"),
     findAddressable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ? AND d = ?"),
-    rowBySeq: q("SELECT seq, created_at, json FROM events WHERE seq = ?"),
+    rowBySeq: q(`SELECT seq, created_at, json, ${KEY} FROM events WHERE seq = ?`),
     deleteEvent: q("DELETE FROM events WHERE seq = ?"),
     // Through the tag table's primary key, with the values indexTags wrote (indexedTag; no
     // index by seq: it would cost ~360 bytes and a b-tree insert per tag).
@@ -103,13 +113,15 @@ function writerStatements(db: Database) {
     // Oldest first, about ascending seq: FTS5 was measured here deleting descending rowids
     // up to 5x slower than ascending ones.
     purgeAuthored: q(
-      "SELECT seq, created_at, json FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5",
+      `SELECT seq, created_at, json, ${KEY} FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5`,
     ),
     // The join skips a tag row without its event, were there one: a purge never loops on it.
     purgeWraps: q(
-      "SELECT e.seq, e.created_at, e.json FROM tags t, events e WHERE t.name = 'p' AND t.value = unhex(?1) AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3",
+      `SELECT e.seq, e.created_at, e.json, lower(hex(e.id) || hex(e.pubkey)) AS key FROM tags t, events e WHERE t.name = 'p' AND t.value = unhex(?1) AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3`,
     ),
     maxSeq: q("SELECT coalesce(max(seq), 0) AS s FROM events"),
+    maxCreatedAt: q("SELECT coalesce(max(created_at), -1) AS t FROM events"),
+    dataVersion: q("PRAGMA data_version"),
     // NIP-40
     expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? LIMIT ?"),
   };
@@ -132,6 +144,13 @@ export class SqliteWriter {
   onPurge?: () => void;
   /** Events purges have deleted (removeByAuthor reports its share). */
   private purgedEvents = 0;
+  /** Told, after each call that changed more than its answer shows, what (set by the store). */
+  onChanges?: (c: Changes) => void;
+  /** Deletions of the call under way, named (see Changes), and whether there were too many to name. */
+  private deleted: string[] = [];
+  private tooMany = false;
+  /** data_version as this connection last read it: our own commits never change it, others' do. */
+  private seenVersion: number;
 
   constructor(private readonly db: Database) {
     this.st = writerStatements(db);
@@ -142,6 +161,7 @@ export class SqliteWriter {
     };
     this.seq = (db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
     this.purging = db.query("SELECT 1 FROM purges LIMIT 1").get() !== null;
+    this.seenVersion = this.dataVersion();
     this.txn = db.transaction((batch: PendingWrite[], rules: WriteRules) => {
       this.newPurges = [];
       const outcomes = batch.map((w) => this.writeOne(w, rules));
@@ -156,13 +176,7 @@ export class SqliteWriter {
   }
 
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
-    const before = this.seq;
-    try {
-      return this.txn(batch, rules);
-    } catch (e) {
-      this.seq = before; // the transaction rolled back
-      throw e;
-    }
+    return this.told(() => this.txn(batch, rules));
   }
 
   /**
@@ -172,37 +186,72 @@ export class SqliteWriter {
    * first read and its first write.
    */
   writeBatchImmediate(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
-    const before = this.seq;
+    type Txn = SqliteWriter["txn"];
+    return this.told(() => (this.txn as Txn & { immediate: Txn }).immediate(batch, rules));
+  }
+
+  /**
+   * Runs a call that may commit, then tells onChanges what it deleted (or that another connection
+   * committed since the last call). A call that fails rolled back: its deletions did not happen.
+   */
+  private told<T>(call: () => T): T {
+    const seq = this.seq;
+    const named = this.deleted.length;
+    let result: T;
     try {
-      type Txn = SqliteWriter["txn"];
-      return (this.txn as Txn & { immediate: Txn }).immediate(batch, rules);
+      result = call();
     } catch (e) {
-      this.seq = before;
+      this.seq = seq;
+      this.deleted.length = named;
       throw e;
     }
+    this.checkChanges();
+    return result;
+  }
+
+  /** Tells onChanges what was deleted since it was last told, and whether another connection committed. */
+  checkChanges(): void {
+    if (!this.onChanges) return;
+    const version = this.dataVersion();
+    const foreign = version !== this.seenVersion;
+    this.seenVersion = version;
+    const deleted = this.deleted;
+    const unknown = foreign || this.tooMany;
+    this.deleted = [];
+    this.tooMany = false;
+    if (unknown) this.onChanges({ unknown: (this.st.maxCreatedAt.get() as { t: number }).t });
+    else if (deleted.length > 0) this.onChanges({ deleted });
+  }
+
+  private dataVersion(): number {
+    return (this.st.dataVersion.get() as { data_version: number }).data_version;
   }
 
   /** Deletes up to `max` expired events (NIP-40); returns how many. */
   sweepExpired(now: number, max = 5000): number {
     // IMMEDIATE, as writeBatchImmediate: another process may be writing to the same file.
-    return this.db
-      .transaction(() => {
-        const rows = this.st.expired.all(now, max) as { seq: number }[];
-        for (const r of rows) this.remove(r.seq);
-        return rows.length;
-      })
-      .immediate();
+    return this.told(() =>
+      this.db
+        .transaction(() => {
+          const rows = this.st.expired.all(now, max) as { seq: number }[];
+          for (const r of rows) this.remove(r.seq);
+          return rows.length;
+        })
+        .immediate(),
+    );
   }
 
   /** NIP-86 banevent: deletes the event with this id; false if it was not stored. */
   removeById(id: string): boolean {
-    return this.db
-      .transaction(() => {
-        const target = this.st.eventById.get(id) as { seq: number } | null;
-        if (target) this.remove(target.seq);
-        return target !== null;
-      })
-      .immediate();
+    return this.told(() =>
+      this.db
+        .transaction(() => {
+          const target = this.st.eventById.get(id) as { seq: number } | null;
+          if (target) this.remove(target.seq);
+          return target !== null;
+        })
+        .immediate(),
+    );
   }
 
   /**
@@ -210,14 +259,16 @@ export class SqliteWriter {
    * PURGE_FIRST_MS at once, the rest in purgeSteps. Returns how many were deleted at once.
    */
   removeByAuthor(pubkey: string): number {
-    return this.db
-      .transaction(() => {
-        const upto = (this.st.maxSeq.get() as { s: number }).s;
-        const before = this.purgedEvents;
-        this.runPurges([this.addPurge(pubkey, null, null, upto, false)], performance.now() + PURGE_FIRST_MS);
-        return this.purgedEvents - before;
-      })
-      .immediate();
+    return this.told(() =>
+      this.db
+        .transaction(() => {
+          const upto = (this.st.maxSeq.get() as { s: number }).s;
+          const before = this.purgedEvents;
+          this.runPurges([this.addPurge(pubkey, null, null, upto, false)], performance.now() + PURGE_FIRST_MS);
+          return this.purgedEvents - before;
+        })
+        .immediate(),
+    );
   }
 
   /**
@@ -227,16 +278,18 @@ export class SqliteWriter {
    */
   purgeStep(budgetMs: number): boolean {
     if (!this.purging) return false;
-    return this.db
-      .transaction(() => {
-        const deadline = performance.now() + budgetMs;
-        for (;;) {
-          const p = this.st.nextPurge.get() as Purge | null;
-          if (!p) return (this.purging = false);
-          if (!this.purge(p, deadline)) return true;
-        }
-      })
-      .immediate();
+    return this.told(() =>
+      this.db
+        .transaction(() => {
+          const deadline = performance.now() + budgetMs;
+          for (;;) {
+            const p = this.st.nextPurge.get() as Purge | null;
+            if (!p) return (this.purging = false);
+            if (!this.purge(p, deadline)) return true;
+          }
+        })
+        .immediate(),
+    );
   }
 
   /** Records a purge (the caller's transaction) and tells onPurge once it is committed. */
@@ -359,7 +412,11 @@ export class SqliteWriter {
   }
 
   /** Deletes an event and its index rows: its tag rows by the values they were written with. */
-  private removeRow({ seq, created_at, json }: Row): void {
+  private removeRow({ seq, created_at, json, key }: Row): void {
+    if (this.onChanges) {
+      if (this.deleted.length < MAX_NAMED) this.deleted.push(key);
+      else this.tooMany = true;
+    }
     for (const t of (JSON.parse(json) as NostrEvent).tags) if (indexedTag(t)) this.st.deleteTag.run(t[0], tagValue(t[1]), created_at, seq);
     this.st.deleteEvent.run(seq);
     this.st.deleteText.run(seq);

@@ -6,13 +6,16 @@
 import type { Prefix } from "../../protocol/reasons.ts";
 import { workerUrl } from "../../workers.ts";
 import { StoreClosedError, type PendingWrite, type WriteOutcome, type WriteRules } from "../types.ts";
+import type { Changes } from "./write.ts";
 
 export type AdminMethod = "put" | "remove" | "useToken" | "log" | "deleteEvent" | "deleteAuthor";
 
 export type WriterCall =
   | { id: number; call: "purgeStep"; budgetMs: number }
   | { id: number; call: "sweepExpired"; now: number }
-  | { id: number; call: "admin"; method: AdminMethod; args: unknown[] };
+  | { id: number; call: "admin"; method: AdminMethod; args: unknown[] }
+  /** Tells (a changes reply) whether another connection committed since the last call. */
+  | { id: number; call: "changes" };
 
 export type WriterRequest =
   | { open: string; synchronous: "normal" | "full" }
@@ -38,6 +41,7 @@ export type WriterReply =
   | { ready: true; seq: number }
   | { closed: true; warnings: string[] }
   | { purge: true }
+  | { changes: Changes }
   | { id: number; seqs: Float64Array; refusals: [number, Prefix, string][]; seq: number }
   | { id: number; result: unknown }
   | { id: number; error: { message: string; code?: string; name: string } };
@@ -81,6 +85,10 @@ export class WriterThread {
   private lostBatches = new Set<LostBatch>();
   /** Told when the worker records new purge work. */
   onPurge?: () => void;
+  /** Told what the worker's calls changed beyond their answers, before those answers (ChangeWatch). */
+  onChanges?: (c: Changes) => void;
+  /** Told when the thread was lost: what its last transactions did is not known. */
+  onLost?: () => void;
 
   constructor(
     private readonly path: string,
@@ -122,6 +130,7 @@ export class WriterThread {
     if (worker !== this.worker || this.closing) return;
     this.worker = undefined;
     console.error(`writer thread ${how}; starting a new one`);
+    this.onLost?.();
     const err = new Error(`the writer thread ${how}`);
     const batches: LostBatch[] = [];
     for (const [id, p] of this.pending) if (p.ids) batches.push({ ...p, id, ids: p.ids });
@@ -209,6 +218,7 @@ export class WriterThread {
       return;
     }
     if ("purge" in r) return this.onPurge?.();
+    if ("changes" in r) return this.onChanges?.(r.changes);
     if ("closed" in r) {
       for (const w of r.warnings) console.warn(`warning: ${w}`);
       return this.pending.get(0)?.resolve(r);
@@ -335,6 +345,11 @@ export class WriterThread {
   /** Are batches sent and not yet answered? */
   get busy(): boolean {
     return this.batches > 0;
+  }
+
+  /** Since a loss, until a new thread is open and the lost batches are decided. */
+  get recovering(): boolean {
+    return !this.opened || this.lostBatches.size > 0;
   }
 
   async call<T>(c: CallOf<WriterCall>): Promise<T> {

@@ -75,6 +75,8 @@ function call(c: WriterCall): unknown {
       return w.sweepExpired(c.now);
     case "admin":
       return (admin![c.method] as (...a: unknown[]) => unknown)(...c.args);
+    case "changes":
+      return w.checkChanges();
   }
 }
 
@@ -104,6 +106,8 @@ function open(path: string, synchronous: "normal" | "full"): void {
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
   writer.onPurge = () => reply({ purge: true });
+  // Deletions and others' commits, each told before the answer of the call that found it.
+  writer.onChanges = (changes) => reply({ changes });
   admin = new SqliteAdmin(db, writer);
   const version = db.prepare("PRAGMA data_version");
   const max = db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");

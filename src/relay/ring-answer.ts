@@ -1,0 +1,169 @@
+// REQs the catch-up ring answers alone, with no reader and no SQLite: a feed (one filter of
+// authors and regular kinds) whose `limit` newest matches are all in the ring, the last of them
+// newer than every stored event outside it (bench/RESULTS.md, "REQs answered from the ring").
+//
+// Why the answer is the store's:
+// - Every stored event of a regular kind committed since start reached the ring (fanout of the
+//   writer queue's outcomes) and is indexed here by author, in the store's order.
+// - Every stored event outside the index has created_at <= `watermark`: it was stored before
+//   the store told us its newest created_at (reset), or was evicted from the ring (which raises
+//   the watermark to its created_at), or did not have the fixed layout (raised the same way).
+// - Every event the store deletes is taken out (forget: the store names each one it deletes,
+//   NIP-09, NIP-62, bans, purges, expiry); what the store cannot name (another process wrote,
+//   a deletion too big to list) clears the index and raises the watermark (reset).
+// - Replaceable and addressable kinds are not answered here (a newer version deletes the old
+//   in the store, without a fanout of the deletion), nor restricted ones (req.ts), and NIP-40
+//   expiry is checked against the request's time as the store does.
+import type { CompiledFilter } from "../protocol/filter.ts";
+import { isAddressable, isEphemeral, isReplaceable } from "../protocol/kinds.ts";
+
+/** Stored events that no later one replaces or ends (the store keeps each of them). */
+export const isRegular = (k: number): boolean => !isReplaceable(k) && !isEphemeral(k) && !isAddressable(k);
+
+/** A feed over more authors than this goes to the store (the pick below is linear in them). */
+export const MAX_ANSWER_AUTHORS = 64;
+/** Nor one asking for more events than this. */
+export const MAX_ANSWER_LIMIT = 500;
+/** Entries an answer may look at (other kinds, too new for `until`, expired) before it gives up. */
+const MAX_STEPS = 4096;
+
+/** The ring's slots, by seq % size (relay/ring.ts). */
+export interface Slots {
+  readonly json: readonly (string | undefined)[];
+  readonly seqs: Float64Array;
+  readonly kinds: Float64Array;
+  readonly times: Float64Array;
+  /** NIP-40 expiration, NaN without one. */
+  readonly expires: Float64Array;
+}
+
+// serializeEvent's layout: {"id":"<64 hex>","pubkey":"<64 hex>",...
+export const ID_AT = 7;
+export const PUBKEY_AT = 83;
+export const fixedLayout = (json: string): boolean =>
+  json.startsWith('{"id":"') && json.startsWith('","pubkey":"', ID_AT + 64) && json.charCodeAt(PUBKEY_AT + 64) === 34;
+
+export class FeedIndex {
+  /** Seqs by author, oldest first in the store's order (created_at ascending, ties by id descending). */
+  private readonly byAuthor = new Map<string, number[]>();
+  /** Every stored event outside the index has created_at at or below this. */
+  private watermark = Number.POSITIVE_INFINITY;
+
+  constructor(private readonly slots: Slots) {}
+
+  /** A newly fanned-out event (in its slot already). */
+  add(seq: number, json: string): void {
+    const slot = this.slot(seq);
+    const t = this.slots.times[slot]!;
+    if (!isRegular(this.slots.kinds[slot]!)) return;
+    if (!fixedLayout(json)) {
+      this.watermark = Math.max(this.watermark, t);
+      return;
+    }
+    const pubkey = json.slice(PUBKEY_AT, PUBKEY_AT + 64);
+    let list = this.byAuthor.get(pubkey);
+    if (!list) this.byAuthor.set(pubkey, (list = []));
+    // Most events are the newest of their author: the search starts from the end.
+    let lo = 0;
+    let hi = list.length;
+    if (hi > 0 && !this.before(seq, list[hi - 1]!)) lo = hi;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.before(seq, list[mid]!)) hi = mid;
+      else lo = mid + 1;
+    }
+    list.splice(lo, 0, seq);
+  }
+
+  /** The event leaves the ring (called before its slot is cleared). */
+  evict(seq: number): void {
+    const slot = this.slot(seq);
+    const json = this.slots.json[slot];
+    if (json === undefined) return;
+    this.watermark = Math.max(this.watermark, this.slots.times[slot]!);
+    if (fixedLayout(json)) this.drop(json.slice(PUBKEY_AT, PUBKEY_AT + 64), seq);
+  }
+
+  /** Events the store deleted, each `id + pubkey` in hex. */
+  forget(idsAndPubkeys: readonly string[]): void {
+    for (const key of idsAndPubkeys) {
+      const list = this.byAuthor.get(key.slice(64));
+      if (!list) continue;
+      const id = key.slice(0, 64);
+      const seq = list.find((s) => this.slots.json[this.slot(s)]!.startsWith(id, ID_AT));
+      if (seq !== undefined) this.drop(key.slice(64), seq);
+    }
+  }
+
+  /** The store changed in ways it could not name: nothing indexed so far answers any more. */
+  reset(maxCreatedAt: number): void {
+    this.byAuthor.clear();
+    this.watermark = this.watermark === Number.POSITIVE_INFINITY ? maxCreatedAt : Math.max(this.watermark, maxCreatedAt);
+  }
+
+  /**
+   * The store's answer to a single filter of authors and regular kinds, `limit` events newest
+   * first, or undefined when the index cannot be sure of it. `now`: NIP-40's, 0 = no expiry.
+   */
+  answer(f: CompiledFilter, limit: number, now: number): string[] | undefined {
+    if (this.watermark === Number.POSITIVE_INFINITY) return undefined;
+    if (!f.authors || !f.kinds || f.ids || f.tags.length > 0 || f.search !== undefined || f.neverMatch) return undefined;
+    if (f.authors.size > MAX_ANSWER_AUTHORS || limit > MAX_ANSWER_LIMIT || limit <= 0) return undefined;
+    for (const k of f.kinds) if (!isRegular(k)) return undefined;
+    const lists: number[][] = [];
+    const at: number[] = [];
+    for (const a of f.authors) {
+      const list = this.byAuthor.get(a);
+      if (list) lists.push(list), at.push(list.length - 1);
+    }
+    const { json, kinds, times, expires } = this.slots;
+    const out: string[] = [];
+    let lastTime = 0;
+    for (let steps = 0; out.length < limit; steps++) {
+      if (steps === MAX_STEPS) return undefined;
+      // The list whose next entry is the newest.
+      let best = -1;
+      for (let i = 0; i < lists.length; i++)
+        if (at[i]! >= 0 && (best < 0 || this.before(lists[best]![at[best]!]!, lists[i]![at[i]!]!))) best = i;
+      if (best < 0) break;
+      const slot = this.slot(lists[best]![at[best]!--]!);
+      const t = times[slot]!;
+      if (f.since !== undefined && t < f.since) break;
+      if (!f.kinds.has(kinds[slot]!) || (f.until !== undefined && t > f.until)) continue;
+      if (now > 0 && expires[slot]! <= now) continue;
+      out.push(json[slot]!);
+      lastTime = t;
+    }
+    // Full: the last is newer than anything outside. Short: every event the filter allows is.
+    if (out.length === limit) return lastTime > this.watermark ? out : undefined;
+    return (f.since ?? 0) > this.watermark ? out : undefined;
+  }
+
+  private drop(pubkey: string, seq: number): void {
+    const list = this.byAuthor.get(pubkey);
+    if (!list) return;
+    const i = list.indexOf(seq);
+    if (i >= 0) list.splice(i, 1);
+    if (list.length === 0) this.byAuthor.delete(pubkey);
+  }
+
+  private slot(seq: number): number {
+    return seq % this.slots.json.length;
+  }
+
+  /** Does the event at seq a come before the one at b in a list (older; the same second and a higher id)? */
+  private before(a: number, b: number): boolean {
+    const sa = this.slot(a);
+    const sb = this.slot(b);
+    const ta = this.slots.times[sa]!;
+    const tb = this.slots.times[sb]!;
+    if (ta !== tb) return ta < tb;
+    const ja = this.slots.json[sa]!;
+    const jb = this.slots.json[sb]!;
+    for (let i = ID_AT; i < ID_AT + 64; i++) {
+      const d = ja.charCodeAt(i) - jb.charCodeAt(i);
+      if (d !== 0) return d > 0;
+    }
+    return false;
+  }
+}

@@ -1,0 +1,180 @@
+// Feeds answered from the fanout's ring without a database read (relay/ring-answer.ts), through a
+// real relay on its SQLite store (writer thread, reader workers): each answer is compared with
+// the store's own answer to the same filter, read through the store after it, and the relay's
+// counter says whether the ring gave it. Deletions of every kind, another process writing, a
+// restart on a database that already holds events, and NIP-40 expiry.
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { nowSeconds, type NostrEvent } from "../src/protocol/event.ts";
+import type { Filter } from "../src/protocol/filter.ts";
+import { SqliteWriter } from "../src/store/sqlite/write.ts";
+import { accepted, Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+
+let relay: TestRelay;
+let c: Client;
+beforeAll(async () => {
+  relay = await startTestRelay();
+  c = await Client.connect(relay.url);
+});
+afterAll(async () => {
+  c?.close();
+  await relay?.stop();
+});
+
+let n = 0;
+/** The store's answer, read through the store itself (a reader worker), newest first. */
+async function storeIds(r: TestRelay, filter: Filter): Promise<string[]> {
+  const store = r.ctx.store;
+  const ids: string[] = [];
+  const job = { filters: [filter], limits: [filter.limit ?? 500], maxSeq: store.lastSeq(), now: nowSeconds() };
+  for await (const rows of store.query(job)) for (const json of rows) ids.push((JSON.parse(json) as NostrEvent).id);
+  return ids;
+}
+
+/**
+ * Waits until the relay has asked its writer thread whether anyone else wrote (each commit moves
+ * data_version, store/sqlite/store.ts askForChanges): while it asks, REQs go to the store.
+ */
+async function settled(r: TestRelay): Promise<void> {
+  await Bun.sleep(12);
+  r.ctx.store.lastSeq();
+  while (!r.ctx.store.changesKnown!()) await Bun.sleep(1);
+}
+
+/** REQs the filter and checks the answer is the store's, given by the ring or not as `fromRing`. */
+async function expectAnswer(filter: Filter, fromRing: boolean, r = relay, client = c): Promise<string[]> {
+  await settled(r);
+  const before = r.ctx.metrics.ringAnswers;
+  const got = (await client.req(`q${n++}`, filter)).events.map((e: NostrEvent) => e.id);
+  expect({ filter, got }).toEqual({ filter, got: await storeIds(r, filter) });
+  expect(r.ctx.metrics.ringAnswers - before).toBe(fromRing ? 1 : 0);
+  return got;
+}
+
+/** Notes by `s`, one per second back from `t` (t, t-1, ...), published in order oldest first. */
+async function notes(s: Signer, count: number, t = now()): Promise<NostrEvent[]> {
+  const out = Array.from({ length: count }, (_, i) => s.sign({ kind: 1, content: `note ${i}`, created_at: t - i }));
+  for (const e of [...out].reverse()) await accepted(c, e);
+  return out;
+}
+
+describe("answered from the ring", () => {
+  test("a feed: the same events in the same order as the store's, ties on created_at by id", async () => {
+    const a = signer();
+    const b = signer();
+    const t = now();
+    await notes(a, 5, t);
+    // b's notes share a's seconds: the order within a second is by id.
+    await notes(b, 5, t);
+    const got = await expectAnswer({ authors: [a.pubkey, b.pubkey], kinds: [1], limit: 7 }, true);
+    expect(got).toHaveLength(7);
+    // Fewer than the limit: everything since start is in the ring (the database was empty).
+    expect(await expectAnswer({ authors: [a.pubkey], kinds: [1, 6], limit: 50 }, true)).toHaveLength(5);
+    await expectAnswer({ authors: [a.pubkey, b.pubkey], kinds: [1], since: t - 1, limit: 50 }, true);
+    await expectAnswer({ authors: [a.pubkey, b.pubkey], kinds: [1], until: t - 2, limit: 3 }, true);
+  });
+
+  test("other shapes go to the store: replaceable kinds, tags, several filters, no kinds", async () => {
+    const a = signer();
+    await accepted(c, a.sign({ kind: 0, content: "{}", created_at: now() - 1 }));
+    await accepted(c, a.sign({ kind: 0, content: '{"name":"a"}', created_at: now() }));
+    await notes(a, 2);
+    expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false)).toHaveLength(1);
+    await expectAnswer({ authors: [a.pubkey], kinds: [1], "#t": ["x"] }, false);
+    await expectAnswer({ authors: [a.pubkey] }, false);
+  });
+
+  test("NIP-09: a deleted note is not served", async () => {
+    const a = signer();
+    const [newest, middle] = await notes(a, 3);
+    await accepted(c, a.sign({ kind: 5, tags: [["e", middle!.id]] }));
+    const got = await expectAnswer({ authors: [a.pubkey], kinds: [1], limit: 10 }, true);
+    expect(got).toEqual([newest!.id, expect.any(String)]);
+    expect(got).not.toContain(middle!.id);
+  });
+
+  test("NIP-62: nothing of an author who vanished", async () => {
+    const a = signer();
+    await notes(a, 3, now() - 1);
+    await accepted(c, a.sign({ kind: 62, content: "bye", tags: [["relay", relay.url]] }));
+    expect(await expectAnswer({ authors: [a.pubkey], kinds: [1], limit: 10 }, true)).toEqual([]);
+  });
+
+  test("NIP-86 deletions (banevent, banpubkey), carried out by the store's admin", async () => {
+    const a = signer();
+    const b = signer();
+    const [first] = await notes(a, 2);
+    await notes(b, 2);
+    expect(await relay.ctx.store.admin.deleteEvent(first!.id)).toBe(true);
+    expect(await expectAnswer({ authors: [a.pubkey], kinds: [1] }, true)).not.toContain(first!.id);
+    expect(await relay.ctx.store.admin.deleteAuthor(b.pubkey)).toBe(2);
+    expect(await expectAnswer({ authors: [b.pubkey], kinds: [1] }, true)).toEqual([]);
+  });
+
+  test("NIP-40: an expired note is not served", async () => {
+    const a = signer();
+    const t = now();
+    const soon = a.sign({ kind: 1, content: "soon gone", created_at: t, tags: [["expiration", String(t + 2)]] });
+    await accepted(c, a.sign({ kind: 1, content: "stays", created_at: t - 1 }));
+    await accepted(c, soon);
+    expect(await expectAnswer({ authors: [a.pubkey], kinds: [1] }, true)).toContain(soon.id);
+    while (nowSeconds() < t + 2) await Bun.sleep(100);
+    expect(await expectAnswer({ authors: [a.pubkey], kinds: [1] }, true)).not.toContain(soon.id);
+  });
+});
+
+describe("what the ring cannot know", () => {
+  test("another process deletes and stores events: the store's answer", async () => {
+    const a = signer();
+    const [newest] = await notes(a, 3);
+    await expectAnswer({ authors: [a.pubkey], kinds: [1] }, true);
+    // bunstr on the same file in another process (a CLI, the other relay of a restart).
+    const db = new Database(relay.dbPath);
+    const other = new SqliteWriter(db);
+    try {
+      expect(other.removeById(newest!.id)).toBe(true);
+      const later = a.sign({ kind: 1, content: "from elsewhere", created_at: now() + 1 });
+      const rules = { deletion: true, vanish: true, search: false, searchSkipKinds: new Set<number>() };
+      expect(other.writeBatchImmediate([{ event: later, json: JSON.stringify(later) }], rules)[0]!.stored).toBe(true);
+      // The relay looks for others' commits at most every 10 ms (store/sqlite/store.ts lastSeq).
+      await Bun.sleep(30);
+      await c.req(`wake${n++}`, { ids: [later.id] });
+      const got = await expectAnswer({ authors: [a.pubkey], kinds: [1] }, false);
+      expect(got).toContain(later.id);
+      expect(got).not.toContain(newest!.id);
+      // What the relay stores from now on (newer than all of that) is answered from the ring again.
+      const [fresh] = await notes(a, 1, now() + 2);
+      expect(await expectAnswer({ authors: [a.pubkey], kinds: [1], limit: 1 }, true)).toEqual([fresh!.id]);
+    } finally {
+      db.close();
+    }
+  });
+
+  test("a restart on a database that holds events: those come from the store until newer ones fill the answer", async () => {
+    const first = await startTestRelay();
+    const client = await Client.connect(first.url);
+    const a = signer();
+    const t = now();
+    const old = Array.from({ length: 3 }, (_, i) => a.sign({ kind: 1, content: `old ${i}`, created_at: t - 10 - i }));
+    for (const e of old) await accepted(client, e);
+    client.close();
+    await first.close();
+    const again = await startTestRelay({}, { dir: first.dir });
+    const c2 = await Client.connect(again.url);
+    try {
+      await expectAnswer({ authors: [a.pubkey], kinds: [1], limit: 2 }, false, again, c2);
+      const fresh = [a.sign({ kind: 1, content: "new 1", created_at: t }), a.sign({ kind: 1, content: "new 0", created_at: t + 1 })];
+      for (const e of fresh) await accepted(c2, e);
+      expect(await expectAnswer({ authors: [a.pubkey], kinds: [1], limit: 2 }, true, again, c2)).toEqual([fresh[1]!.id, fresh[0]!.id]);
+      // One more than the ring holds of them: the store's.
+      expect(await expectAnswer({ authors: [a.pubkey], kinds: [1], limit: 3 }, false, again, c2)).toEqual([
+        fresh[1]!.id,
+        fresh[0]!.id,
+        old[0]!.id,
+      ]);
+    } finally {
+      c2.close();
+      await again.stop();
+    }
+  });
+});
