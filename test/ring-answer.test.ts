@@ -93,6 +93,17 @@ describe("answered from the ring", () => {
     expect(got).not.toContain(middle!.id);
   });
 
+  test("NIP-09: notes deleted by the batch that stored them are not served", async () => {
+    const a = signer();
+    const [keep] = await notes(a, 1, now() - 1);
+    // Sent at once, the notes and their deletions share write batches: the store names each
+    // deletion before the batch's events are fanned out (relay/ring-answer.ts unseen).
+    const gone = Array.from({ length: 10 }, (_, i) => a.sign({ kind: 1, content: `gone ${i}`, created_at: now() }));
+    const oks = await Promise.all(gone.flatMap((e) => [c.publish(e), c.publish(a.sign({ kind: 5, tags: [["e", e.id]] }))]));
+    for (const ok of oks) expect(ok[2]).toBe(true);
+    expect(await expectAnswer({ authors: [a.pubkey], kinds: [1], limit: 20 }, true)).toEqual([keep!.id]);
+  });
+
   test("NIP-62: nothing of an author who vanished", async () => {
     const a = signer();
     await notes(a, 3, now() - 1);

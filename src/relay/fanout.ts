@@ -123,9 +123,14 @@ export class Fanout {
     return this.ring.feeds.answer(f, limit, now);
   }
 
+  /** The writer queue has fanned out a batch (store/queue.ts afterFanout). */
+  batchFannedOut(): void {
+    this.ring.feeds.batchFannedOut();
+  }
+
   /** The store's own deletions and unknown changes, for those answers (store/types.ts ChangeWatch). */
   readonly changes: ChangeWatch = {
     deleted: (idsAndPubkeys) => this.ring.feeds.forget(idsAndPubkeys),
-    unknown: (maxCreatedAt) => this.ring.feeds.reset(maxCreatedAt),
+    unknown: (maxCreatedAt, batch) => this.ring.feeds.reset(maxCreatedAt, batch),
   };
 }

@@ -66,6 +66,23 @@ test.each([7, 11, 23, 99])("every feed the ring answers is the store's answer (N
       const e = event(clock - (rand(8) === 0 ? rand(50) : 0));
       if (e.kind < 20000 || e.kind >= 30000) stored.set(e.id, e);
       ring.add(++seq, e.kind, e.created_at, serializeEvent(e), expirationOf(e) ?? Number.NaN);
+    } else if (op === 11 && rand(2) === 0) {
+      // A batch that stores an event and deletes it (a note with its NIP-09 request): the store
+      // names the deletion before the batch is fanned out. Sometimes the same batch finds that
+      // another process wrote (a reset before the fanout) and that one stored an old event.
+      clock += rand(2);
+      const e = event(clock);
+      e.kind = 1;
+      if (rand(3) === 0) {
+        // The batch's check finds another process's old event, and says so before the fanout.
+        const old = event(clock - rand(100));
+        old.kind = 1;
+        stored.set(old.id, old);
+        if (rand(2) === 0) stored.set(e.id, e);
+        ring.feeds.reset(newest(), true);
+      } else ring.feeds.forget([e.id + e.pubkey]);
+      ring.add(++seq, e.kind, e.created_at, serializeEvent(e));
+      ring.feeds.batchFannedOut();
     } else if (op < 11 && stored.size > 0) {
       // The store deletes an event (NIP-09, a ban, a purge), mostly a recent one, and names it;
       // or another process deletes one, and the store can only say that something changed.

@@ -24,6 +24,8 @@ export const isRegular = (k: number): boolean => !isReplaceable(k) && !isEphemer
 export const MAX_ANSWER_AUTHORS = 64;
 /** Nor one asking for more events than this. */
 export const MAX_ANSWER_LIMIT = 500;
+/** Named deletions kept while their batch may still be fanned out (the store names at most 2,048 a call). */
+const MAX_UNSEEN = 4096;
 /** Entries an answer may look at (other kinds, too new for `until`, expired) before it gives up. */
 const MAX_STEPS = 4096;
 
@@ -48,6 +50,14 @@ export class FeedIndex {
   private readonly byAuthor = new Map<string, number[]>();
   /** Every stored event outside the index has created_at at or below this. */
   private watermark = Number.POSITIVE_INFINITY;
+  /**
+   * The store tells a batch's deletions before the batch is fanned out (store/types.ts
+   * ChangeWatch): an event the same batch stored and deleted (a note and its NIP-09 request
+   * together, a replaced version) comes after its deletion. These are the named ids not found
+   * in the index, and whether a reset came, until the batch's fanout ends (batchFannedOut).
+   */
+  private readonly unseen = new Set<string>();
+  private resetting = false;
 
   constructor(private readonly slots: Slots) {}
 
@@ -60,6 +70,11 @@ export class FeedIndex {
       this.watermark = Math.max(this.watermark, t);
       return;
     }
+    if (this.resetting) {
+      this.watermark = Math.max(this.watermark, t);
+      return;
+    }
+    if (this.unseen.size > 0 && this.unseen.delete(json.slice(ID_AT, ID_AT + 64))) return;
     const pubkey = json.slice(PUBKEY_AT, PUBKEY_AT + 64);
     let list = this.byAuthor.get(pubkey);
     if (!list) this.byAuthor.set(pubkey, (list = []));
@@ -86,19 +101,33 @@ export class FeedIndex {
 
   /** Events the store deleted, each `id + pubkey` in hex. */
   forget(idsAndPubkeys: readonly string[]): void {
+    // Purges and sweeps between batches name events long gone from the ring: only the last
+    // call's names can still be fanned out (one batch in flight), so older ones may go.
+    if (this.unseen.size + idsAndPubkeys.length > MAX_UNSEEN) this.unseen.clear();
     for (const key of idsAndPubkeys) {
-      const list = this.byAuthor.get(key.slice(64));
-      if (!list) continue;
       const id = key.slice(0, 64);
-      const seq = list.find((s) => this.slots.json[this.slot(s)]!.startsWith(id, ID_AT));
+      const list = this.byAuthor.get(key.slice(64));
+      const seq = list?.find((s) => this.slots.json[this.slot(s)]!.startsWith(id, ID_AT));
       if (seq !== undefined) this.drop(key.slice(64), seq);
+      else this.unseen.add(id);
     }
   }
 
-  /** The store changed in ways it could not name: nothing indexed so far answers any more. */
-  reset(maxCreatedAt: number): void {
+  /**
+   * The store changed in ways it could not name: nothing indexed so far answers any more.
+   * `batch`: told by a write batch, whose events (some deleted by it) are fanned out next: they
+   * are not indexed.
+   */
+  reset(maxCreatedAt: number, batch = false): void {
+    this.resetting = batch;
     this.byAuthor.clear();
     this.watermark = this.watermark === Number.POSITIVE_INFINITY ? maxCreatedAt : Math.max(this.watermark, maxCreatedAt);
+  }
+
+  /** The writer queue has fanned out a batch: what its deletions and resets were told for is past. */
+  batchFannedOut(): void {
+    this.unseen.clear();
+    this.resetting = false;
   }
 
   /**

@@ -249,6 +249,7 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
+  ctx.writer.afterFanout = () => fanout.batchFannedOut();
   return Object.assign(shared, { ctx });
 }
 

@@ -92,6 +92,8 @@ export class WriterQueue {
   private waiters: (() => void)[] = [];
   /** Told each committed batch's size and write+commit time (metrics); set by the relay. */
   onBatch?: (size: number, seconds: number) => void;
+  /** Told when a batch's stored events have all been handed to onStored (relay/ring-answer.ts). */
+  afterFanout?: () => void;
   readonly failures = new FailureLog();
 
   private purgeScheduled = false;
@@ -224,6 +226,7 @@ export class WriterQueue {
         console.error("fanout of a stored event failed:", e);
       }
     });
+    this.afterFanout?.();
     batch.forEach((q, i) => q.resolve(outcomes[i]!));
   }
 }

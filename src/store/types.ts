@@ -85,13 +85,19 @@ export interface CommitFeed {
  * ring answers alone (relay/ring-answer.ts). Told before the answer of the call that made them.
  */
 export interface ChangeWatch {
-  /** Events this process's writer deleted (NIP-09, NIP-62, bans, purges, expiry), each `id + pubkey` in hex. */
+  /**
+   * Events this process's writer deleted (NIP-09, NIP-62, bans, purges, expiry, replaced
+   * versions), each `id + pubkey` in hex. A write batch's are told before its events are fanned
+   * out: an event it stored and deleted comes after this.
+   */
   deleted(idsAndPubkeys: readonly string[]): void;
   /**
    * The database changed in ways not named one by one (another process wrote; a deletion too big
    * to list; a lost writer): every stored event is at or before `maxCreatedAt` (-1: none).
+   * `batch`: told by a write batch, whose stored events are fanned out next (some of them may
+   * have been deleted by the same batch).
    */
-  unknown(maxCreatedAt: number): void;
+  unknown(maxCreatedAt: number, batch: boolean): void;
 }
 
 export interface Store {

@@ -208,12 +208,12 @@ export class SqliteStore implements Store {
 
   watchChanges(watch: ChangeWatch): void {
     this.watch = watch;
-    const tell = (c: Changes) => ("deleted" in c ? watch.deleted(c.deleted) : watch.unknown(c.unknown));
+    const tell = (c: Changes) => ("deleted" in c ? watch.deleted(c.deleted) : watch.unknown(c.unknown, c.batch));
     if (this.thread) {
       this.thread.onChanges = tell;
       this.thread.onLost = () => (this.afterLoss = true);
     } else this.writer!.onChanges = tell;
-    watch.unknown(this.newestCreatedAt());
+    watch.unknown(this.newestCreatedAt(), false);
   }
 
   changesKnown(): boolean {
@@ -221,7 +221,7 @@ export class SqliteStore implements Store {
     if (this.afterLoss) {
       // The lost thread is gone and its batches decided: what it deleted is not known.
       this.afterLoss = false;
-      this.watch?.unknown(this.newestCreatedAt());
+      this.watch?.unknown(this.newestCreatedAt(), false);
     }
     return true;
   }

@@ -58,7 +58,7 @@ interface Row {
 }
 
 /** What a writer call changed that its answer does not show (store/types.ts ChangeWatch). */
-export type Changes = { deleted: string[] } | { unknown: number };
+export type Changes = { deleted: string[] } | { unknown: number; batch: boolean };
 
 /** Deletions one call names at most; past it, they are told as an unknown change. */
 const MAX_NAMED = 2048;
@@ -176,7 +176,7 @@ export class SqliteWriter {
   }
 
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
-    return this.told(() => this.txn(batch, rules));
+    return this.told(() => this.txn(batch, rules), true);
   }
 
   /**
@@ -187,14 +187,14 @@ export class SqliteWriter {
    */
   writeBatchImmediate(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
     type Txn = SqliteWriter["txn"];
-    return this.told(() => (this.txn as Txn & { immediate: Txn }).immediate(batch, rules));
+    return this.told(() => (this.txn as Txn & { immediate: Txn }).immediate(batch, rules), true);
   }
 
   /**
    * Runs a call that may commit, then tells onChanges what it deleted (or that another connection
    * committed since the last call). A call that fails rolled back: its deletions did not happen.
    */
-  private told<T>(call: () => T): T {
+  private told<T>(call: () => T, batch = false): T {
     const seq = this.seq;
     const named = this.deleted.length;
     let result: T;
@@ -205,12 +205,15 @@ export class SqliteWriter {
       this.deleted.length = named;
       throw e;
     }
-    this.checkChanges();
+    this.checkChanges(batch);
     return result;
   }
 
-  /** Tells onChanges what was deleted since it was last told, and whether another connection committed. */
-  checkChanges(): void {
+  /**
+   * Tells onChanges what was deleted since it was last told, and whether another connection
+   * committed; `batch`: after a writeBatch, whose events the relay fans out next.
+   */
+  checkChanges(batch = false): void {
     if (!this.onChanges) return;
     const version = this.dataVersion();
     const foreign = version !== this.seenVersion;
@@ -219,7 +222,7 @@ export class SqliteWriter {
     const unknown = foreign || this.tooMany;
     this.deleted = [];
     this.tooMany = false;
-    if (unknown) this.onChanges({ unknown: (this.st.maxCreatedAt.get() as { t: number }).t });
+    if (unknown) this.onChanges({ unknown: (this.st.maxCreatedAt.get() as { t: number }).t, batch });
     else if (deleted.length > 0) this.onChanges({ deleted });
   }
 
