@@ -7,6 +7,7 @@ import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { nowSeconds, type NostrEvent } from "../src/protocol/event.ts";
 import type { Filter } from "../src/protocol/filter.ts";
+import { visibilityFor } from "../src/policy/visibility.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { accepted, Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 
@@ -22,11 +23,12 @@ afterAll(async () => {
 });
 
 let n = 0;
-/** The store's answer, read through the store itself (a reader worker), newest first. */
+/** The store's answer to an anonymous reader, read through the store itself (a reader worker), newest first. */
 async function storeIds(r: TestRelay, filter: Filter): Promise<string[]> {
   const store = r.ctx.store;
   const ids: string[] = [];
-  const job = { filters: [filter], limits: [filter.limit ?? 500], maxSeq: store.lastSeq(), now: nowSeconds() };
+  const visibility = visibilityFor(r.ctx.config, new Set()); // an anonymous reader's
+  const job = { filters: [filter], limits: [filter.limit ?? 500], maxSeq: store.lastSeq(), now: nowSeconds(), visibility };
   for await (const rows of store.query(job)) for (const json of rows) ids.push((JSON.parse(json) as NostrEvent).id);
   return ids;
 }
@@ -74,14 +76,55 @@ describe("answered from the ring", () => {
     await expectAnswer({ authors: [a.pubkey, b.pubkey], kinds: [1], until: t - 2, limit: 3 }, true);
   });
 
-  test("other shapes go to the store: replaceable kinds, tags, several filters, no kinds", async () => {
+  test("hashtags, with authors and kinds or without", async () => {
+    const a = signer();
+    const b = signer();
+    const tag = `tag${Math.random().toString(36).slice(2)}`;
+    const t = now();
+    for (const [s, i] of [
+      [a, 0],
+      [b, 1],
+      [a, 2],
+      [b, 3],
+      [a, 4],
+    ] as const)
+      await accepted(
+        c,
+        s.sign({
+          kind: i === 3 ? 6 : 1,
+          content: `#${tag} ${i}`,
+          created_at: t - i,
+          tags: [
+            ["t", tag],
+            ["t", "other"],
+          ],
+        }),
+      );
+    expect(await expectAnswer({ "#t": [tag], limit: 3 }, true)).toHaveLength(3);
+    expect(await expectAnswer({ "#t": [tag, "nothing-else"], kinds: [1], limit: 10 }, true)).toHaveLength(4);
+    expect(await expectAnswer({ authors: [b.pubkey], "#t": [tag] }, true)).toHaveLength(2);
+  });
+
+  test("a newer version of a replaceable event: only it is served", async () => {
     const a = signer();
     await accepted(c, a.sign({ kind: 0, content: "{}", created_at: now() - 1 }));
-    await accepted(c, a.sign({ kind: 0, content: '{"name":"a"}', created_at: now() }));
-    await notes(a, 2);
-    expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false)).toHaveLength(1);
-    await expectAnswer({ authors: [a.pubkey], kinds: [1], "#t": ["x"] }, false);
-    await expectAnswer({ authors: [a.pubkey] }, false);
+    const v2 = a.sign({ kind: 0, content: '{"name":"a"}', created_at: now() });
+    await accepted(c, v2);
+    expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, true)).toEqual([v2.id]);
+  });
+
+  test("other shapes go to the store: other tags, several filters, no author or hashtag, a DM in the answer", async () => {
+    const a = signer();
+    const [note] = await notes(a, 2);
+    await expectAnswer({ authors: [a.pubkey], kinds: [1], "#e": [note!.id] }, false);
+    await expectAnswer({ kinds: [1], limit: 1 }, false);
+    const before = relay.ctx.metrics.ringAnswers;
+    await c.req(`two${n++}`, { authors: [a.pubkey] }, { kinds: [0], limit: 1 });
+    expect(relay.ctx.metrics.ringAnswers).toBe(before);
+    // A DM (restricted kind) among the author's newest: anonymous readers do not see it, and the
+    // ring leaves the answer to the store, which hides it.
+    await accepted(c, a.sign({ kind: 4, content: "secret", tags: [["p", signer().pubkey]], created_at: now() + 1 }));
+    expect(await expectAnswer({ authors: [a.pubkey], limit: 5 }, false)).toHaveLength(2);
   });
 
   test("NIP-09: a deleted note is not served", async () => {

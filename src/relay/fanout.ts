@@ -93,7 +93,7 @@ export class Fanout {
   /** Sends a newly accepted event to every matching group. */
   broadcast(event: NostrEvent, json: string): void {
     const seq = ++this.seq;
-    this.ring.add(seq, event.kind, event.created_at, json, expirationOf(event) ?? Number.NaN);
+    this.ring.add(seq, event.kind, event.created_at, json, expirationOf(event) ?? Number.NaN, event.tags);
     const restricted = this.opts.restricted(event);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
@@ -119,8 +119,8 @@ export class Fanout {
   }
 
   /** The store's answer to one filter, from the ring alone, or undefined (relay/ring-answer.ts). */
-  answer(f: CompiledFilter, limit: number, now: number): string[] | undefined {
-    return this.ring.feeds.answer(f, limit, now);
+  answer(f: CompiledFilter, limit: number, now: number, restricted: ReadonlySet<number>): string[] | undefined {
+    return this.ring.feeds.answer(f, limit, now, restricted);
   }
 
   /** The writer queue has fanned out a batch (store/queue.ts afterFanout). */

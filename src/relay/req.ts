@@ -144,14 +144,14 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
 
 /**
  * A single filter's stored events from the fanout's ring (relay/ring-answer.ts), when the store
- * vouches that it told every change and the kinds asked for are not restricted.
+ * vouches that it told every change. Kinds only some may read are left to the store.
  */
 function ringAnswer(ctx: RelayContext, filters: readonly CompiledFilter[], perFilter: readonly number[]): string[] | undefined {
+  if (filters.length !== 1 || !ctx.store.changesKnown?.()) return undefined;
   const f = filters[0]!;
-  if (filters.length !== 1 || !f.kinds || !ctx.store.changesKnown?.()) return undefined;
   const restricted = restrictedKinds(ctx.config);
-  for (const k of f.kinds) if (restricted.has(k)) return undefined;
-  return ctx.fanout.answer(f, perFilter[0]!, ctx.config.nips.nip40 ? nowSeconds() : 0);
+  if (f.kinds) for (const k of f.kinds) if (restricted.has(k)) return undefined;
+  return ctx.fanout.answer(f, perFilter[0]!, ctx.config.nips.nip40 ? nowSeconds() : 0, restricted);
 }
 
 /** Unsent bytes above which a REQ stops reading stored events until the socket drains. */

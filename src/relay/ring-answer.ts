@@ -1,27 +1,27 @@
-// REQs the catch-up ring answers alone, with no reader and no SQLite: a feed (one filter of
-// authors and regular kinds) whose `limit` newest matches are all in the ring, the last of them
-// newer than every stored event outside it (bench/RESULTS.md, "REQs answered from the ring").
+// REQs the catch-up ring answers alone, with no reader and no SQLite: one filter of authors or
+// of hashtags (`#t`), whose `limit` newest matches are all in the ring, the last of them newer
+// than every stored event outside it (bench/RESULTS.md, "REQs answered from the ring").
 //
 // Why the answer is the store's:
-// - Every stored event of a regular kind committed since start reached the ring (fanout of the
-//   writer queue's outcomes) and is indexed here by author, in the store's order.
+// - Every event stored since start reached the ring (fanout of the writer queue's outcomes) and
+//   is indexed here by author and by hashtag, in the store's order.
 // - Every stored event outside the index has created_at <= `watermark`: it was stored before
 //   the store told us its newest created_at (reset), or was evicted from the ring (which raises
 //   the watermark to its created_at), or did not have the fixed layout (raised the same way).
 // - Every event the store deletes is taken out (forget: the store names each one it deletes,
 //   NIP-09, NIP-62, bans, purges, expiry); what the store cannot name (another process wrote,
 //   a deletion too big to list) clears the index and raises the watermark (reset).
-// - Replaceable and addressable kinds are not answered here (a newer version deletes the old
-//   in the store, without a fanout of the deletion), nor restricted ones (req.ts), and NIP-40
-//   expiry is checked against the request's time as the store does.
+// - A newer version of a replaceable or addressable event deletes the old one in the store,
+//   which names it like any deletion. Restricted kinds (DMs) are never answered here: the answer
+//   gives up when one would be in it. NIP-40 expiry is checked against the request's time as the
+//   store does.
 import type { CompiledFilter } from "../protocol/filter.ts";
-import { isAddressable, isEphemeral, isReplaceable } from "../protocol/kinds.ts";
+import { isEphemeral } from "../protocol/kinds.ts";
 
-/** Stored events that no later one replaces or ends (the store keeps each of them). */
-export const isRegular = (k: number): boolean => !isReplaceable(k) && !isEphemeral(k) && !isAddressable(k);
-
-/** A feed over more authors than this goes to the store (the pick below is linear in them). */
-export const MAX_ANSWER_AUTHORS = 64;
+/** A filter with more authors or hashtags than this goes to the store (the pick below is linear in them). */
+export const MAX_ANSWER_LISTS = 64;
+/** An event with more hashtags than this is not indexed by them (hashtag answers older than it go to the store). */
+const MAX_HASHTAGS = 16;
 /** Nor one asking for more events than this. */
 export const MAX_ANSWER_LIMIT = 500;
 /** Named deletions kept while their batch may still be fanned out (the store names at most 2,048 a call). */
@@ -46,10 +46,17 @@ export const fixedLayout = (json: string): boolean =>
   json.startsWith('{"id":"') && json.startsWith('","pubkey":"', ID_AT + 64) && json.charCodeAt(PUBKEY_AT + 64) === 34;
 
 export class FeedIndex {
-  /** Seqs by author, oldest first in the store's order (created_at ascending, ties by id descending). */
-  private readonly byAuthor = new Map<string, number[]>();
+  /**
+   * Seqs by author (the pubkey) and by hashtag ("#" + value), oldest first in the store's order
+   * (created_at ascending, ties by id descending): an answer reads them from the end.
+   */
+  private readonly lists = new Map<string, number[]>();
+  /** By slot: the keys of the lists holding the event (its pubkey first). */
+  private readonly keys: (string[] | undefined)[];
   /** Every stored event outside the index has created_at at or below this. */
   private watermark = Number.POSITIVE_INFINITY;
+  /** And every one with a hashtag outside the hashtag lists (too many hashtags), at or below this. */
+  private tagWatermark = Number.NEGATIVE_INFINITY;
   /**
    * The store tells a batch's deletions before the batch is fanned out (store/types.ts
    * ChangeWatch): an event the same batch stored and deleted (a note and its NIP-09 request
@@ -59,26 +66,35 @@ export class FeedIndex {
   private readonly unseen = new Set<string>();
   private resetting = false;
 
-  constructor(private readonly slots: Slots) {}
+  constructor(private readonly slots: Slots) {
+    this.keys = new Array(slots.json.length).fill(undefined);
+  }
 
-  /** A newly fanned-out event (in its slot already). */
-  add(seq: number, json: string): void {
+  /** A newly fanned-out event (in its slot already), with its tags. */
+  add(seq: number, json: string, tags: readonly string[][]): void {
     const slot = this.slot(seq);
     const t = this.slots.times[slot]!;
-    if (!isRegular(this.slots.kinds[slot]!)) return;
-    if (!fixedLayout(json)) {
-      this.watermark = Math.max(this.watermark, t);
-      return;
-    }
-    if (this.resetting) {
+    this.keys[slot] = undefined;
+    if (isEphemeral(this.slots.kinds[slot]!)) return; // never stored
+    if (!fixedLayout(json) || this.resetting) {
       this.watermark = Math.max(this.watermark, t);
       return;
     }
     if (this.unseen.size > 0 && this.unseen.delete(json.slice(ID_AT, ID_AT + 64))) return;
-    const pubkey = json.slice(PUBKEY_AT, PUBKEY_AT + 64);
-    let list = this.byAuthor.get(pubkey);
-    if (!list) this.byAuthor.set(pubkey, (list = []));
-    // Most events are the newest of their author: the search starts from the end.
+    const keys = [json.slice(PUBKEY_AT, PUBKEY_AT + 64)];
+    for (const tag of tags) if (tag[0] === "t" && tag[1] !== undefined && !keys.includes(`#${tag[1]}`)) keys.push(`#${tag[1]}`);
+    if (keys.length > 1 + MAX_HASHTAGS) {
+      this.tagWatermark = Math.max(this.tagWatermark, t);
+      keys.length = 1;
+    }
+    this.keys[slot] = keys;
+    for (const key of keys) this.insert(key, seq);
+  }
+
+  private insert(key: string, seq: number): void {
+    let list = this.lists.get(key);
+    if (!list) this.lists.set(key, (list = []));
+    // Most events are the newest of their list: the search starts from the end.
     let lo = 0;
     let hi = list.length;
     if (hi > 0 && !this.before(seq, list[hi - 1]!)) lo = hi;
@@ -93,10 +109,9 @@ export class FeedIndex {
   /** The event leaves the ring (called before its slot is cleared). */
   evict(seq: number): void {
     const slot = this.slot(seq);
-    const json = this.slots.json[slot];
-    if (json === undefined) return;
+    if (this.slots.json[slot] === undefined) return;
     this.watermark = Math.max(this.watermark, this.slots.times[slot]!);
-    if (fixedLayout(json)) this.drop(json.slice(PUBKEY_AT, PUBKEY_AT + 64), seq);
+    this.drop(seq);
   }
 
   /** Events the store deleted, each `id + pubkey` in hex. */
@@ -106,9 +121,8 @@ export class FeedIndex {
     if (this.unseen.size + idsAndPubkeys.length > MAX_UNSEEN) this.unseen.clear();
     for (const key of idsAndPubkeys) {
       const id = key.slice(0, 64);
-      const list = this.byAuthor.get(key.slice(64));
-      const seq = list?.find((s) => this.slots.json[this.slot(s)]!.startsWith(id, ID_AT));
-      if (seq !== undefined) this.drop(key.slice(64), seq);
+      const seq = this.lists.get(key.slice(64))?.find((s) => this.slots.json[this.slot(s)]!.startsWith(id, ID_AT));
+      if (seq !== undefined) this.drop(seq);
       else this.unseen.add(id);
     }
   }
@@ -120,7 +134,8 @@ export class FeedIndex {
    */
   reset(maxCreatedAt: number, batch = false): void {
     this.resetting = batch;
-    this.byAuthor.clear();
+    this.lists.clear();
+    this.keys.fill(undefined);
     this.watermark = this.watermark === Number.POSITIVE_INFINITY ? maxCreatedAt : Math.max(this.watermark, maxCreatedAt);
   }
 
@@ -131,23 +146,29 @@ export class FeedIndex {
   }
 
   /**
-   * The store's answer to a single filter of authors and regular kinds, `limit` events newest
-   * first, or undefined when the index cannot be sure of it. `now`: NIP-40's, 0 = no expiry.
+   * The store's answer to a single filter of authors or of hashtags, `limit` events newest
+   * first, or undefined when the index cannot be sure of it. `now`: NIP-40's, 0 = no expiry;
+   * `restricted`: kinds only some may read, which the answer gives up on.
    */
-  answer(f: CompiledFilter, limit: number, now: number): string[] | undefined {
-    if (this.watermark === Number.POSITIVE_INFINITY) return undefined;
-    if (!f.authors || !f.kinds || f.ids || f.tags.length > 0 || f.search !== undefined || f.neverMatch) return undefined;
-    if (f.authors.size > MAX_ANSWER_AUTHORS || limit > MAX_ANSWER_LIMIT || limit <= 0) return undefined;
-    for (const k of f.kinds) if (!isRegular(k)) return undefined;
+  answer(f: CompiledFilter, limit: number, now: number, restricted: ReadonlySet<number>): string[] | undefined {
+    if (this.watermark === Number.POSITIVE_INFINITY || limit <= 0 || limit > MAX_ANSWER_LIMIT) return undefined;
+    if (f.ids || f.search !== undefined || f.neverMatch) return undefined;
+    // Tag conditions: only hashtags, which the lists hold.
+    if (f.tags.length > 1 || (f.tags.length === 1 && f.tags[0]![0] !== "t")) return undefined;
+    const hashtags = f.tags.length === 1 ? f.tags[0]![1] : undefined;
+    const drivers = f.authors ?? (hashtags && [...hashtags].map((v) => `#${v}`));
+    if (!drivers || (f.authors ?? hashtags)!.size > MAX_ANSWER_LISTS) return undefined;
+    const floor = hashtags ? Math.max(this.watermark, this.tagWatermark) : this.watermark;
     const lists: number[][] = [];
     const at: number[] = [];
-    for (const a of f.authors) {
-      const list = this.byAuthor.get(a);
+    for (const key of drivers) {
+      const list = this.lists.get(key);
       if (list) lists.push(list), at.push(list.length - 1);
     }
     const { json, kinds, times, expires } = this.slots;
     const out: string[] = [];
     let lastTime = 0;
+    let lastSeq = -1;
     for (let steps = 0; out.length < limit; steps++) {
       if (steps === MAX_STEPS) return undefined;
       // The list whose next entry is the newest.
@@ -155,25 +176,41 @@ export class FeedIndex {
       for (let i = 0; i < lists.length; i++)
         if (at[i]! >= 0 && (best < 0 || this.before(lists[best]![at[best]!]!, lists[i]![at[i]!]!))) best = i;
       if (best < 0) break;
-      const slot = this.slot(lists[best]![at[best]!--]!);
+      const seq = lists[best]![at[best]!--]!;
+      // An event with two of the hashtags asked for is in two lists, and comes out twice in a row.
+      if (seq === lastSeq) continue;
+      lastSeq = seq;
+      const slot = this.slot(seq);
       const t = times[slot]!;
       if (f.since !== undefined && t < f.since) break;
-      if (!f.kinds.has(kinds[slot]!) || (f.until !== undefined && t > f.until)) continue;
+      if (f.until !== undefined && t > f.until) continue;
+      if (f.kinds && !f.kinds.has(kinds[slot]!)) continue;
+      // Read by author, the hashtags are checked here (an event with too many has none listed:
+      // it is at or below the hashtag floor).
+      if (hashtags && f.authors && !this.keys[slot]!.some((k, i) => i > 0 && hashtags.has(k.slice(1)))) continue;
       if (now > 0 && expires[slot]! <= now) continue;
+      if (restricted.has(kinds[slot]!)) return undefined;
       out.push(json[slot]!);
       lastTime = t;
     }
     // Full: the last is newer than anything outside. Short: every event the filter allows is.
-    if (out.length === limit) return lastTime > this.watermark ? out : undefined;
-    return (f.since ?? 0) > this.watermark ? out : undefined;
+    if (out.length === limit) return lastTime > floor ? out : undefined;
+    return (f.since ?? 0) > floor ? out : undefined;
   }
 
-  private drop(pubkey: string, seq: number): void {
-    const list = this.byAuthor.get(pubkey);
-    if (!list) return;
-    const i = list.indexOf(seq);
-    if (i >= 0) list.splice(i, 1);
-    if (list.length === 0) this.byAuthor.delete(pubkey);
+  /** Takes the event out of every list it is in. */
+  private drop(seq: number): void {
+    const slot = this.slot(seq);
+    const keys = this.keys[slot];
+    if (!keys) return;
+    this.keys[slot] = undefined;
+    for (const key of keys) {
+      const list = this.lists.get(key);
+      if (!list) continue;
+      const i = list.lastIndexOf(seq);
+      if (i >= 0) list.splice(i, 1);
+      if (list.length === 0) this.lists.delete(key);
+    }
   }
 
   private slot(seq: number): number {

@@ -84,7 +84,7 @@ export class CatchUpRing {
   }
 
   /** Keeps the event, bounded by count and by bytes of JSON. */
-  add(seq: number, kind: number, createdAt: number, json: string, expiration = Number.NaN): void {
+  add(seq: number, kind: number, createdAt: number, json: string, expiration = Number.NaN, tags: readonly string[][] = []): void {
     const size = this.json.length;
     while (this.oldest <= seq - size) this.evict();
     const slot = seq % size;
@@ -98,7 +98,7 @@ export class CatchUpRing {
     this.expires[slot] = expiration;
     this.newest = seq;
     this.bytes += json.length;
-    this.feeds.add(seq, json);
+    this.feeds.add(seq, json, tags);
     while (this.bytes > this.maxBytes && this.oldest < seq) this.evict();
   }
 
