@@ -51,8 +51,9 @@ export class FeedIndex {
    * (created_at ascending, ties by id descending): an answer reads them from the end.
    */
   private readonly lists = new Map<string, number[]>();
-  /** By slot: the keys of the lists holding the event (its pubkey first). */
-  private readonly keys: (string[] | undefined)[];
+  /** By slot: whether the event is listed (by its author), and the hashtag lists it is in. */
+  private readonly listed: Uint8Array;
+  private readonly hashtagKeys: (string[] | undefined)[];
   /** Every stored event outside the index has created_at at or below this. */
   private watermark = Number.POSITIVE_INFINITY;
   /** And every one with a hashtag outside the hashtag lists (too many hashtags), at or below this. */
@@ -67,27 +68,32 @@ export class FeedIndex {
   private resetting = false;
 
   constructor(private readonly slots: Slots) {
-    this.keys = new Array(slots.json.length).fill(undefined);
+    this.listed = new Uint8Array(slots.json.length);
+    this.hashtagKeys = new Array(slots.json.length).fill(undefined);
   }
 
   /** A newly fanned-out event (in its slot already), with its tags. */
   add(seq: number, json: string, tags: readonly string[][]): void {
     const slot = this.slot(seq);
     const t = this.slots.times[slot]!;
-    this.keys[slot] = undefined;
+    this.listed[slot] = 0;
+    this.hashtagKeys[slot] = undefined;
     if (isEphemeral(this.slots.kinds[slot]!)) return; // never stored
     if (!fixedLayout(json) || this.resetting) {
       this.watermark = Math.max(this.watermark, t);
       return;
     }
     if (this.unseen.size > 0 && this.unseen.delete(json.slice(ID_AT, ID_AT + 64))) return;
-    const keys = [json.slice(PUBKEY_AT, PUBKEY_AT + 64)];
-    for (const tag of tags) if (tag[0] === "t" && tag[1] !== undefined && !keys.includes(`#${tag[1]}`)) keys.push(`#${tag[1]}`);
-    if (keys.length > 1 + MAX_HASHTAGS) {
+    this.listed[slot] = 1;
+    this.insert(json.slice(PUBKEY_AT, PUBKEY_AT + 64), seq);
+    let keys: string[] | undefined;
+    for (const tag of tags) if (tag[0] === "t" && tag[1] !== undefined && !keys?.includes(`#${tag[1]}`)) (keys ??= []).push(`#${tag[1]}`);
+    if (!keys) return;
+    if (keys.length > MAX_HASHTAGS) {
       this.tagWatermark = Math.max(this.tagWatermark, t);
-      keys.length = 1;
+      return;
     }
-    this.keys[slot] = keys;
+    this.hashtagKeys[slot] = keys;
     for (const key of keys) this.insert(key, seq);
   }
 
@@ -135,7 +141,8 @@ export class FeedIndex {
   reset(maxCreatedAt: number, batch = false): void {
     this.resetting = batch;
     this.lists.clear();
-    this.keys.fill(undefined);
+    this.listed.fill(0);
+    this.hashtagKeys.fill(undefined);
     this.watermark = this.watermark === Number.POSITIVE_INFINITY ? maxCreatedAt : Math.max(this.watermark, maxCreatedAt);
   }
 
@@ -187,7 +194,7 @@ export class FeedIndex {
       if (f.kinds && !f.kinds.has(kinds[slot]!)) continue;
       // Read by author, the hashtags are checked here (an event with too many has none listed:
       // it is at or below the hashtag floor).
-      if (hashtags && f.authors && !this.keys[slot]!.some((k, i) => i > 0 && hashtags.has(k.slice(1)))) continue;
+      if (hashtags && f.authors && !this.hashtagKeys[slot]?.some((k) => hashtags.has(k.slice(1)))) continue;
       if (now > 0 && expires[slot]! <= now) continue;
       if (restricted.has(kinds[slot]!)) return undefined;
       out.push(json[slot]!);
@@ -201,16 +208,19 @@ export class FeedIndex {
   /** Takes the event out of every list it is in. */
   private drop(seq: number): void {
     const slot = this.slot(seq);
-    const keys = this.keys[slot];
-    if (!keys) return;
-    this.keys[slot] = undefined;
-    for (const key of keys) {
-      const list = this.lists.get(key);
-      if (!list) continue;
-      const i = list.lastIndexOf(seq);
-      if (i >= 0) list.splice(i, 1);
-      if (list.length === 0) this.lists.delete(key);
-    }
+    if (!this.listed[slot]) return;
+    this.listed[slot] = 0;
+    this.unlist(this.slots.json[slot]!.slice(PUBKEY_AT, PUBKEY_AT + 64), seq);
+    for (const key of this.hashtagKeys[slot] ?? []) this.unlist(key, seq);
+    this.hashtagKeys[slot] = undefined;
+  }
+
+  private unlist(key: string, seq: number): void {
+    const list = this.lists.get(key);
+    if (!list) return;
+    const i = list.lastIndexOf(seq);
+    if (i >= 0) list.splice(i, 1);
+    if (list.length === 0) this.lists.delete(key);
   }
 
   private slot(seq: number): number {
