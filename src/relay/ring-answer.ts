@@ -26,8 +26,12 @@ const MAX_HASHTAGS = 16;
 export const MAX_ANSWER_LIMIT = 500;
 /** Named deletions kept while their batch may still be fanned out (the store names at most 2,048 a call). */
 const MAX_UNSEEN = 4096;
-/** Entries an answer may look at (other kinds, too new for `until`, expired) before it gives up. */
-const MAX_STEPS = 4096;
+/**
+ * Entries an answer may take from its lists (other kinds, too new for `until`, expired ones
+ * included) before it gives up and goes to the store: the bound on the main thread's work per
+ * REQ (~0.35 ms at worst, bench/RESULTS.md).
+ */
+const MAX_STEPS = 1024;
 
 /** The ring's slots, by seq % size (relay/ring.ts). */
 export interface Slots {
@@ -166,24 +170,43 @@ export class FeedIndex {
     const drivers = f.authors ?? (hashtags && [...hashtags].map((v) => `#${v}`));
     if (!drivers || (f.authors ?? hashtags)!.size > MAX_ANSWER_LISTS) return undefined;
     const floor = hashtags ? Math.max(this.watermark, this.tagWatermark) : this.watermark;
+    // A k-way merge from the lists' ends: a heap of the lists by their next entry, newest on top.
     const lists: number[][] = [];
     const at: number[] = [];
     for (const key of drivers) {
       const list = this.lists.get(key);
       if (list) lists.push(list), at.push(list.length - 1);
     }
+    const heap = lists.map((_, i) => i);
+    const newer = (i: number, j: number) => this.before(lists[j]![at[j]!]!, lists[i]![at[i]!]!);
+    const sink = (from: number) => {
+      for (let i = from; ; ) {
+        const l = 2 * i + 1;
+        let top = i;
+        if (l < heap.length && newer(heap[l]!, heap[top]!)) top = l;
+        if (l + 1 < heap.length && newer(heap[l + 1]!, heap[top]!)) top = l + 1;
+        if (top === i) return;
+        const swap = heap[i]!;
+        heap[i] = heap[top]!;
+        heap[top] = swap;
+        i = top;
+      }
+    };
+    for (let i = (heap.length >> 1) - 1; i >= 0; i--) sink(i);
     const { json, kinds, times, expires } = this.slots;
     const out: string[] = [];
     let lastTime = 0;
     let lastSeq = -1;
-    for (let steps = 0; out.length < limit; steps++) {
+    for (let steps = 0; out.length < limit && heap.length > 0; steps++) {
       if (steps === MAX_STEPS) return undefined;
-      // The list whose next entry is the newest.
-      let best = -1;
-      for (let i = 0; i < lists.length; i++)
-        if (at[i]! >= 0 && (best < 0 || this.before(lists[best]![at[best]!]!, lists[i]![at[i]!]!))) best = i;
-      if (best < 0) break;
-      const seq = lists[best]![at[best]!--]!;
+      const i = heap[0]!;
+      const seq = lists[i]![at[i]!--]!;
+      if (at[i]! < 0) {
+        // That list is done: its slot goes to the heap's last.
+        heap[0] = heap[heap.length - 1]!;
+        heap.pop();
+      }
+      sink(0);
       // An event with two of the hashtags asked for is in two lists, and comes out twice in a row.
       if (seq === lastSeq) continue;
       lastSeq = seq;
