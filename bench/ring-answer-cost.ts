@@ -1,0 +1,53 @@
+// What one answer from the fanout's ring (relay/ring-answer.ts) costs the main thread, at the
+// bounds it accepts: 64 authors and limit 500 over a full ring (8,192 events of those authors,
+// eight per second so ids settle ties), found in full; and the worst case, where no entry
+// matches (other kinds) and the answer gives up after MAX_STEPS entries. Checks each answer.
+//
+//   npx bun bench/ring-answer-cost.ts [--rounds 5] [--reps 200]
+import { parseArgs } from "node:util";
+import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
+import { compileFilter } from "../src/protocol/filter.ts";
+import { CatchUpRing } from "../src/relay/ring.ts";
+
+const { values } = parseArgs({
+  args: Bun.argv.slice(2),
+  options: { rounds: { type: "string", default: "5" }, reps: { type: "string", default: "200" } },
+});
+const hex = (i: number) => i.toString(16).padStart(64, "0");
+const ring = new CatchUpRing(8192, 64 << 20);
+ring.feeds.reset(-1);
+const authors = Array.from({ length: 64 }, (_, i) => hex(5000 + i));
+for (let s = 1; s <= 8192; s++) {
+  const e: NostrEvent = {
+    id: hex((s * 7919) % 100_003),
+    pubkey: authors[s % 64]!,
+    created_at: 1000 + (s >> 3),
+    kind: 7,
+    tags: [],
+    content: "x",
+    sig: "0".repeat(128),
+  };
+  ring.add(s, 7, e.created_at, serializeEvent(e));
+}
+const none = new Set<number>();
+const cases = [
+  { name: "500 events of 64 authors", filter: compileFilter({ authors, kinds: [7], limit: 500 }, { maxValues: 1000 }), expect: 500 },
+  { name: "nothing matches: gives up", filter: compileFilter({ authors, kinds: [1], limit: 500 }, { maxValues: 1000 }), expect: -1 },
+];
+let failed = false;
+for (const c of cases) {
+  const ms: number[] = [];
+  for (let r = 0; r < Number(values.rounds); r++) {
+    const started = performance.now();
+    let got: string[] | undefined;
+    for (let i = 0; i < Number(values.reps); i++) got = ring.feeds.answer(c.filter, 500, 0, none);
+    ms.push((performance.now() - started) / Number(values.reps));
+    if ((got?.length ?? -1) !== c.expect) failed = true;
+  }
+  ms.sort((a, b) => a - b);
+  console.log(`${c.name.padEnd(28)} ms per answer: min ${ms[0]!.toFixed(3)}, median ${ms[ms.length >> 1]!.toFixed(3)}`);
+}
+if (failed) {
+  console.error("FAIL: an answer was not what it should be");
+  process.exit(1);
+}
