@@ -27,7 +27,7 @@ for (let s = 1; s <= 8192; s++) {
     content: "x",
     sig: "0".repeat(128),
   };
-  ring.add(s, 7, e.created_at, serializeEvent(e));
+  ring.add(s, e, serializeEvent(e));
 }
 const none = new Set<number>();
 const cases = [

@@ -4,7 +4,6 @@
 // go to each member that may read them, one send per member. A short ring of recent events lets
 // a new subscription catch up on what was committed while its stored query ran (relay/ring.ts),
 // and answers some feeds without the store (relay/ring-answer.ts).
-import { expirationOf } from "../nips/nip40.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { canonicalFilterKey, type CompiledFilter } from "../protocol/filter.ts";
 import type { ChangeWatch } from "../store/types.ts";
@@ -93,7 +92,7 @@ export class Fanout {
   /** Sends a newly accepted event to every matching group. */
   broadcast(event: NostrEvent, json: string): void {
     const seq = ++this.seq;
-    this.ring.add(seq, event.kind, event.created_at, json, expirationOf(event) ?? Number.NaN, event.tags);
+    this.ring.add(seq, event, json);
     const restricted = this.opts.restricted(event);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;

@@ -67,7 +67,7 @@ test.each([7, 11, 23, 99])("every answer the ring gives is the store's (NIP-01 o
     if (replaced === undefined && !isEphemeral(e.kind)) return; // refused: an older version
     const gone = [...(replaced ?? []), ...alsoDeleted];
     if (gone.length > 0) ring.feeds.forget(gone.map((o) => o.id + o.pubkey));
-    ring.add(++seq, e.kind, e.created_at, serializeEvent(e), expirationOf(e) ?? Number.NaN, e.tags);
+    ring.add(++seq, e, serializeEvent(e));
     ring.feeds.batchFannedOut();
   };
 
@@ -99,7 +99,7 @@ test.each([7, 11, 23, 99])("every answer the ring gives is the store's (NIP-01 o
       stored.set(e.id, e);
       stored.delete(e.id);
       ring.feeds.forget([e.id + e.pubkey]);
-      ring.add(++seq, e.kind, e.created_at, serializeEvent(e), Number.NaN, e.tags);
+      ring.add(++seq, e, serializeEvent(e));
       ring.feeds.batchFannedOut();
     } else if (op === 10 && stored.size > 0) {
       // The store deletes an event (NIP-09, a ban, a purge), mostly a recent one, and names it;
@@ -119,7 +119,7 @@ test.each([7, 11, 23, 99])("every answer the ring gives is the store's (NIP-01 o
       const kept = rand(2) === 0;
       if (kept) stored.set(e.id, e);
       ring.feeds.reset(newest(), true);
-      ring.add(++seq, e.kind, e.created_at, serializeEvent(e), Number.NaN, e.tags);
+      ring.add(++seq, e, serializeEvent(e));
       ring.feeds.batchFannedOut();
     } else {
       const raw: Record<string, unknown> = { limit: 1 + rand(8) };
@@ -152,12 +152,13 @@ test("no answers until the store has said what it holds, nor for other shapes of
   const pubkey = "a".repeat(64);
   const e: NostrEvent = { id: "1".repeat(64), pubkey, created_at: 10, kind: 1, tags: [], content: "", sig: "0".repeat(128) };
   const feed = compileFilter({ authors: [pubkey], kinds: [1], limit: 1 }, { maxValues: 100 });
-  ring.add(1, 1, 9, serializeEvent({ ...e, id: "2".repeat(64), created_at: 9 }));
+  const at = (id: string, created_at: number) => ({ ...e, id: id.repeat(64), created_at });
+  ring.add(1, at("2", 9), serializeEvent(at("2", 9)));
   expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
   // What was added before the store said (at start) is not indexed: the store may hold it or not.
   ring.feeds.reset(5);
   expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
-  ring.add(2, 1, 10, serializeEvent(e));
+  ring.add(2, e, serializeEvent(e));
   expect(ring.feeds.answer(feed, 1, 0, NONE)).toEqual([serializeEvent(e)]);
   // Neither by author nor by hashtag, or with a tag the lists do not hold: the store's.
   for (const raw of [
@@ -169,18 +170,18 @@ test("no answers until the store has said what it holds, nor for other shapes of
     expect(ring.feeds.answer(compileFilter(raw, { maxValues: 100 }), 1, 0, NONE)).toBeUndefined();
   // JSON of another layout cannot be indexed: answers that would reach it go to the store.
   const other = { ...e, id: "3".repeat(64), created_at: 11 };
-  ring.add(3, 1, 11, JSON.stringify({ pubkey, id: other.id, created_at: 11, kind: 1, tags: [], content: "", sig: other.sig }));
+  ring.add(3, other, JSON.stringify({ pubkey, id: other.id, created_at: 11, kind: 1, tags: [], content: "", sig: other.sig }));
   expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
-  ring.add(4, 1, 12, serializeEvent({ ...e, id: "4".repeat(64), created_at: 12 }));
+  ring.add(4, at("4", 12), serializeEvent(at("4", 12)));
   expect(ring.feeds.answer(feed, 1, 0, NONE)).toHaveLength(1);
   // Older than what the store held at start: the store's to answer.
   ring.feeds.reset(12);
   expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
   // The same second as the newest stored outside the ring: that one may have the lower id.
   ring.feeds.reset(20);
-  ring.add(5, 1, 20, serializeEvent({ ...e, id: "5".repeat(64), created_at: 20 }));
+  ring.add(5, at("5", 20), serializeEvent(at("5", 20)));
   expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
-  ring.add(6, 1, 21, serializeEvent({ ...e, id: "6".repeat(64), created_at: 21 }));
+  ring.add(6, at("6", 21), serializeEvent(at("6", 21)));
   expect(ring.feeds.answer(feed, 1, 0, NONE)).toHaveLength(1);
   // Everything since a second the store may hold more of: the store's; since the next one: ours.
   const since = (t: number) => compileFilter({ authors: [pubkey], kinds: [1], since: t, limit: 5 }, { maxValues: 100 });

@@ -15,6 +15,7 @@
 //   which names it like any deletion. Restricted kinds (DMs) are never answered here: the answer
 //   gives up when one would be in it. NIP-40 expiry is checked against the request's time as the
 //   store does.
+import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
 
@@ -76,8 +77,11 @@ export class FeedIndex {
     this.hashtagKeys = new Array(slots.json.length).fill(undefined);
   }
 
-  /** A newly fanned-out event (in its slot already), with its tags. */
-  add(seq: number, json: string, tags: readonly string[][]): void {
+  /**
+   * A newly fanned-out event (in its slot already). The list keys are the parsed event's own
+   * strings: a slice of the JSON would keep the whole JSON alive as long as the list lasts.
+   */
+  add(seq: number, json: string, e: Pick<NostrEvent, "pubkey" | "tags">): void {
     const slot = this.slot(seq);
     const t = this.slots.times[slot]!;
     this.listed[slot] = 0;
@@ -89,9 +93,9 @@ export class FeedIndex {
     }
     if (this.unseen.size > 0 && this.unseen.delete(json.slice(ID_AT, ID_AT + 64))) return;
     this.listed[slot] = 1;
-    this.insert(json.slice(PUBKEY_AT, PUBKEY_AT + 64), seq);
+    this.insert(e.pubkey, seq);
     let keys: string[] | undefined;
-    for (const tag of tags) if (tag[0] === "t" && tag[1] !== undefined && !keys?.includes(`#${tag[1]}`)) (keys ??= []).push(`#${tag[1]}`);
+    for (const tag of e.tags) if (tag[0] === "t" && tag[1] !== undefined && !keys?.includes(`#${tag[1]}`)) (keys ??= []).push(`#${tag[1]}`);
     if (!keys) return;
     if (keys.length > MAX_HASHTAGS) {
       this.tagWatermark = Math.max(this.tagWatermark, t);

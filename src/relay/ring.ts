@@ -7,6 +7,7 @@
 // of tag values, and parses only the events a tag condition or a search still has to confirm.
 import type { NostrEvent } from "../protocol/event.ts";
 import { matchAny, type CompiledFilter } from "../protocol/filter.ts";
+import { expirationOf } from "../nips/nip40.ts";
 import { FeedIndex, fixedLayout, ID_AT, PUBKEY_AT } from "./ring-answer.ts";
 
 /** An event the ring gives back; `event` is parsed from the JSON when first asked for. */
@@ -84,7 +85,7 @@ export class CatchUpRing {
   }
 
   /** Keeps the event, bounded by count and by bytes of JSON. */
-  add(seq: number, kind: number, createdAt: number, json: string, expiration = Number.NaN, tags: readonly string[][] = []): void {
+  add(seq: number, e: NostrEvent, json: string): void {
     const size = this.json.length;
     while (this.oldest <= seq - size) this.evict();
     const slot = seq % size;
@@ -93,12 +94,12 @@ export class CatchUpRing {
     if (json.charCodeAt(0) !== 123) throw new Error("fanout: not an event's JSON");
     this.json[slot] = json;
     this.seqs[slot] = seq;
-    this.kinds[slot] = kind;
-    this.times[slot] = createdAt;
-    this.expires[slot] = expiration;
+    this.kinds[slot] = e.kind;
+    this.times[slot] = e.created_at;
+    this.expires[slot] = expirationOf(e) ?? Number.NaN;
     this.newest = seq;
     this.bytes += json.length;
-    this.feeds.add(seq, json, tags);
+    this.feeds.add(seq, json, e);
     while (this.bytes > this.maxBytes && this.oldest < seq) this.evict();
   }
 
