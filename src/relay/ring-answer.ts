@@ -19,12 +19,12 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
 
-/** A filter with more authors or hashtags than this goes to the store (the pick below is linear in them). */
+/** A filter with more authors or hashtags than this goes to the store. */
 export const MAX_ANSWER_LISTS = 64;
-/** An event with more hashtags than this is not indexed by them (hashtag answers older than it go to the store). */
-const MAX_HASHTAGS = 16;
 /** Nor one asking for more events than this. */
 export const MAX_ANSWER_LIMIT = 500;
+/** An event with more hashtags than this is not listed by them (hashtag answers older than it go to the store). */
+const MAX_HASHTAGS = 16;
 /** Named deletions kept while their batch may still be fanned out (the store names at most 2,048 a call). */
 const MAX_UNSEEN = 4096;
 /**
