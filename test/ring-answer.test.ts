@@ -9,7 +9,9 @@ import { nowSeconds, type NostrEvent } from "../src/protocol/event.ts";
 import type { Filter } from "../src/protocol/filter.ts";
 import { visibilityFor } from "../src/policy/visibility.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
-import { accepted, Client, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { accepted, Client, failOnRelayErrors, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+
+failOnRelayErrors();
 
 let relay: TestRelay;
 let c: Client;
