@@ -9,7 +9,22 @@ import { nowSeconds, type NostrEvent } from "../src/protocol/event.ts";
 import type { Filter } from "../src/protocol/filter.ts";
 import { visibilityFor } from "../src/policy/visibility.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
-import { accepted, Client, failOnRelayErrors, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startRelay } from "../src/relay/server.ts";
+import {
+  accepted,
+  Client,
+  failOnRelayErrors,
+  now,
+  openTestStore,
+  signer,
+  startTestRelay,
+  testConfig,
+  type Signer,
+  type TestRelay,
+} from "./helpers.ts";
 
 failOnRelayErrors();
 
@@ -25,6 +40,7 @@ afterAll(async () => {
 });
 
 let n = 0;
+const RULES = { deletion: true, vanish: true, search: false, searchSkipKinds: new Set<number>() };
 /** The store's answer to an anonymous reader, read through the store itself (a reader worker), newest first. */
 async function storeIds(r: TestRelay, filter: Filter): Promise<string[]> {
   const store = r.ctx.store;
@@ -105,6 +121,18 @@ describe("answered from the ring", () => {
     expect(await expectAnswer({ "#t": [tag], limit: 3 }, true)).toHaveLength(3);
     expect(await expectAnswer({ "#t": [tag, "nothing-else"], kinds: [1], limit: 10 }, true)).toHaveLength(4);
     expect(await expectAnswer({ authors: [b.pubkey], "#t": [tag] }, true)).toHaveLength(2);
+  });
+
+  test("a hashtag with a lone surrogate: the store does not tell it from U+FFFD, nor does the ring", async () => {
+    const a = signer();
+    const t = now();
+    const lone = a.sign({ kind: 1, content: "lone", created_at: t - 1, tags: [["t", "\ud800"]] });
+    const fffd = a.sign({ kind: 1, content: "fffd", created_at: t, tags: [["t", "\uFFFD"]] });
+    await accepted(c, lone);
+    await accepted(c, fffd);
+    for (const value of ["\uFFFD", "\ud800"])
+      expect(await expectAnswer({ "#t": [value], authors: [a.pubkey], limit: 10 }, true)).toEqual([fffd.id, lone.id]);
+    expect(await expectAnswer({ "#t": ["\ud800"], limit: 10 }, true)).toEqual([fffd.id, lone.id]);
   });
 
   test("a newer version of a replaceable event: only it is served", async () => {
@@ -190,8 +218,7 @@ describe("what the ring cannot know", () => {
     try {
       expect(other.removeById(newest!.id)).toBe(true);
       const later = a.sign({ kind: 1, content: "from elsewhere", created_at: now() + 1 });
-      const rules = { deletion: true, vanish: true, search: false, searchSkipKinds: new Set<number>() };
-      expect(other.writeBatchImmediate([{ event: later, json: JSON.stringify(later) }], rules)[0]!.stored).toBe(true);
+      expect(other.writeBatchImmediate([{ event: later, json: JSON.stringify(later) }], RULES)[0]!.stored).toBe(true);
       // The relay looks for others' commits at most every 10 ms (store/sqlite/store.ts lastSeq).
       await Bun.sleep(30);
       await c.req(`wake${n++}`, { ids: [later.id] });
@@ -203,6 +230,71 @@ describe("what the ring cannot know", () => {
       expect(await expectAnswer({ authors: [a.pubkey], kinds: [1], limit: 1 }, true)).toEqual([fresh!.id]);
     } finally {
       db.close();
+    }
+  });
+
+  test("another process deletes while the relay's batch waits for its write lock: the store's answer", async () => {
+    const a = signer();
+    // Newer than what the test before had another process write (the ring's floor).
+    const [newest, ...rest] = await notes(a, 3, now() + 5);
+    // As many as there are: a full answer, which the ring gives while nothing else is known.
+    const filter: Filter = { authors: [a.pubkey], kinds: [1], limit: 3 };
+    await expectAnswer(filter, true);
+    const db = new Database(relay.dbPath);
+    const c2 = await Client.connect(relay.url);
+    try {
+      // It deletes a note and commits, then begins its next transaction (an import's next chunk).
+      expect(new SqliteWriter(db).removeById(newest!.id)).toBe(true);
+      db.exec("BEGIN IMMEDIATE");
+      const ok = c.publish(signer().sign({ kind: 1, content: "waits for the lock" }));
+      const thread = (relay.ctx.store as unknown as { thread: { busy: boolean } }).thread;
+      while (!thread.busy) await Bun.sleep(1);
+      await Bun.sleep(30);
+      const before = relay.ctx.metrics.ringAnswers;
+      const got = (await c2.req(`locked${n++}`, filter)).events.map((e: NostrEvent) => e.id);
+      expect(relay.ctx.metrics.ringAnswers).toBe(before);
+      expect(got).toEqual(rest.map((e) => e.id));
+      db.exec("COMMIT");
+      expect((await ok)[2]).toBe(true);
+    } finally {
+      if (db.inTransaction) db.exec("ROLLBACK");
+      db.close();
+      c2.close();
+    }
+  });
+
+  test("another process commits while the relay's writer thread opens: the store's answer", async () => {
+    // The other process holds the write lock as the relay starts (the writer thread waits for it
+    // to open) and commits once the relay watches for changes. Racy by nature: tried 5 times.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const dir = mkdtempSync(join(tmpdir(), "bunstr-ring-open-"));
+      const config = testConfig();
+      const store = await openTestStore(dir, config);
+      const a = signer();
+      const note = a.sign({ kind: 1, content: "written elsewhere", created_at: now() });
+      const db = new Database(join(dir, "bunstr.sqlite"));
+      db.exec("PRAGMA busy_timeout = 5000");
+      db.exec("BEGIN IMMEDIATE");
+      expect(new SqliteWriter(db).writeBatch([{ event: note, json: JSON.stringify(note) }], RULES)[0]!.stored).toBe(true);
+      const watch = store.watchChanges!.bind(store);
+      store.watchChanges = (w) => {
+        watch(w);
+        db.exec("COMMIT");
+        db.close();
+      };
+      const r = startRelay({ config, store });
+      const client = await Client.connect(`ws://127.0.0.1:${r.server.port}`);
+      try {
+        // Once the writer thread is open and every check has had its chance.
+        await r.ctx.store.ready?.();
+        for (let i = 0; i < 3; i++) await settled(r as TestRelay);
+        const got = (await client.req("q", { authors: [a.pubkey], kinds: [1], limit: 10 })).events.map((e: NostrEvent) => e.id);
+        expect({ attempt, got }).toEqual({ attempt, got: [note.id] });
+      } finally {
+        client.close();
+        await r.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
     }
   });
 

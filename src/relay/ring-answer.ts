@@ -50,6 +50,12 @@ export const PUBKEY_AT = 83;
 export const fixedLayout = (json: string): boolean =>
   json.startsWith('{"id":"') && json.startsWith('","pubkey":"', ID_AT + 64) && json.charCodeAt(PUBKEY_AT + 64) === 34;
 
+/**
+ * A hashtag's list key. SQLite stores a lone UTF-16 surrogate as U+FFFD, so the store does not
+ * tell "\ud800" from "\uFFFD" in a tag value (test/tag-rows.test.ts): neither do the lists.
+ */
+const hashtagKey = (value: string): string => `#${value.toWellFormed()}`;
+
 export class FeedIndex {
   /**
    * Seqs by author (the pubkey) and by hashtag ("#" + value), oldest first in the store's order
@@ -95,7 +101,11 @@ export class FeedIndex {
     this.listed[slot] = 1;
     this.insert(e.pubkey, seq);
     let keys: string[] | undefined;
-    for (const tag of e.tags) if (tag[0] === "t" && tag[1] !== undefined && !keys?.includes(`#${tag[1]}`)) (keys ??= []).push(`#${tag[1]}`);
+    for (const tag of e.tags) {
+      if (tag[0] !== "t" || tag[1] === undefined) continue;
+      const key = hashtagKey(tag[1]);
+      if (!keys?.includes(key)) (keys ??= []).push(key);
+    }
     if (!keys) return;
     if (keys.length > MAX_HASHTAGS) {
       this.tagWatermark = Math.max(this.tagWatermark, t);
@@ -170,9 +180,9 @@ export class FeedIndex {
     if (f.ids || f.search !== undefined || f.neverMatch) return undefined;
     // Tag conditions: only hashtags, which the lists hold.
     if (f.tags.length > 1 || (f.tags.length === 1 && f.tags[0]![0] !== "t")) return undefined;
-    const hashtags = f.tags.length === 1 ? f.tags[0]![1] : undefined;
-    const drivers = f.authors ?? (hashtags && [...hashtags].map((v) => `#${v}`));
-    if (!drivers || (f.authors ?? hashtags)!.size > MAX_ANSWER_LISTS) return undefined;
+    const hashtags = f.tags.length === 1 ? new Set([...f.tags[0]![1]].map(hashtagKey)) : undefined;
+    const drivers = f.authors ?? hashtags;
+    if (!drivers || drivers.size > MAX_ANSWER_LISTS) return undefined;
     const floor = hashtags ? Math.max(this.watermark, this.tagWatermark) : this.watermark;
     // A k-way merge from the lists' ends: a heap of the lists by their next entry, newest on top.
     const lists: number[][] = [];
@@ -221,7 +231,7 @@ export class FeedIndex {
       if (f.kinds && !f.kinds.has(kinds[slot]!)) continue;
       // Read by author, the hashtags are checked here (an event with too many has none listed:
       // it is at or below the hashtag floor).
-      if (hashtags && f.authors && !this.hashtagKeys[slot]?.some((k) => hashtags.has(k.slice(1)))) continue;
+      if (hashtags && f.authors && !this.hashtagKeys[slot]?.some((k) => hashtags.has(k))) continue;
       if (now > 0 && expires[slot]! <= now) continue;
       if (restricted.has(kinds[slot]!)) return undefined;
       out.push(json[slot]!);

@@ -59,8 +59,9 @@ export class SqliteStore implements Store {
   private readonly maxCreatedAt;
   /** Told of changes (watchChanges). */
   private watch?: ChangeWatch;
-  /** "changes" calls sent to the writer thread and not answered (changesKnown). */
+  /** "changes" calls sent to the writer thread and not answered (changesKnown), and whether to ask again. */
   private asking = 0;
+  private askAgain = false;
   /** The writer thread was lost since changes were last known. */
   private afterLoss = false;
   private seenVersion = -1;
@@ -212,6 +213,12 @@ export class SqliteStore implements Store {
     if (this.thread) {
       this.thread.onChanges = tell;
       this.thread.onLost = () => (this.afterLoss = true);
+      // The thread reads its data_version when it opens, after this: what another process
+      // committed in between is in the newest created_at read once it has (changesKnown is false
+      // until then), and what it commits later the thread finds.
+      this.thread.onOpen = () => {
+        if (!this.closed) watch.unknown(this.newestCreatedAt(), false);
+      };
     } else this.writer!.onChanges = tell;
     watch.unknown(this.newestCreatedAt(), false);
   }
@@ -238,18 +245,26 @@ export class SqliteStore implements Store {
   private askForChanges(): void {
     if (!this.watch) return;
     if (!this.thread) return this.writer!.checkChanges();
+    // One question at a time; a change seen meanwhile is asked about once it is answered (the
+    // answer may have been read before that change).
+    if (this.asking > 0) {
+      this.askAgain = true;
+      return;
+    }
     this.asking++;
     this.thread
       .call({ call: "changes" })
       .catch(() => {}) // lost: onLost
-      .finally(() => this.asking--);
+      .finally(() => {
+        this.asking--;
+        if (!this.askAgain) return;
+        this.askAgain = false;
+        this.askForChanges();
+      });
   }
 
   lastSeq(): number {
     const w = this.thread ?? this.writer!;
-    // The writer thread's commits reach this seq as its answers are fanned out (writer-thread.ts);
-    // with nothing of its in flight, what this connection sees is all fanned out.
-    if (this.thread?.busy) return w.seq;
     // data_version changes when another connection (another process, the writer thread) commits:
     // then our seq, which only follows our own writes, may be behind what is stored. Asked at
     // most every VERSION_CHECK_MS: it opens and closes a read transaction (two fcntl locks and an
@@ -259,11 +274,16 @@ export class SqliteStore implements Store {
     if (now - this.versionAskedAt < VERSION_CHECK_MS) return w.seq;
     this.versionAskedAt = now;
     const version = (this.dataVersion.get() as { data_version: number }).data_version;
-    if (version !== this.seenVersion) {
-      this.seenVersion = version;
-      w.seq = Math.max(w.seq, (this.maxSeq.get() as { s: number }).s);
-      this.askForChanges();
-    }
+    if (version === this.seenVersion) return w.seq;
+    // Whose commit it was, the writer says (changesKnown is false until it has): asked even with
+    // a batch in flight, which may be waiting for another process's write lock meanwhile.
+    this.askForChanges();
+    // The writer thread's commits reach this seq as its answers are fanned out (writer-thread.ts):
+    // with a batch in flight, what this connection sees may not be fanned out yet. Its answer
+    // moves the seq instead, and this change is looked at again once it is idle.
+    if (this.thread?.busy) return w.seq;
+    this.seenVersion = version;
+    w.seq = Math.max(w.seq, (this.maxSeq.get() as { s: number }).s);
     return w.seq;
   }
 

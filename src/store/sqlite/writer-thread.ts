@@ -89,6 +89,8 @@ export class WriterThread {
   onChanges?: (c: Changes) => void;
   /** Told when the thread was lost: what its last transactions did is not known. */
   onLost?: () => void;
+  /** Told each time a thread has opened its connection (at start, after a loss). */
+  onOpen?: () => void;
 
   constructor(
     private readonly path: string,
@@ -203,6 +205,7 @@ export class WriterThread {
       this.opened = true;
       // Not past a batch in flight (a lost one included): its answer moves the snapshot point.
       if (this.batches === 0) this.seq = Math.max(this.seq, r.seq);
+      this.onOpen?.();
       for (const w of this.readyWaiters.splice(0)) w.resolve(r);
       return;
     }
