@@ -2,6 +2,7 @@
 // bounds it accepts: 64 authors and limit 500 over a full ring (8,192 events of those authors,
 // eight per second so ids settle ties), found in full; and the worst case, where no entry
 // matches (other kinds) and the answer gives up after MAX_STEPS entries. Checks each answer.
+// Then what adding an event with 2,000 hashtags (max_event_tags' default) costs the ring.
 //
 //   npx bun bench/ring-answer-cost.ts [--rounds 5] [--reps 200]
 import { parseArgs } from "node:util";
@@ -46,6 +47,30 @@ for (const c of cases) {
   }
   ms.sort((a, b) => a - b);
   console.log(`${c.name.padEnd(28)} ms per answer: min ${ms[0]!.toFixed(3)}, median ${ms[ms.length >> 1]!.toFixed(3)}`);
+}
+{
+  const tags = Array.from({ length: 2000 }, (_, i) => ["t", `tag${i}`]);
+  const many = new CatchUpRing(8192, 1 << 30);
+  many.feeds.reset(-1);
+  const reps = Number(values.reps);
+  const events = Array.from({ length: reps }, (_, i) => ({
+    id: hex(i + 1),
+    pubkey: hex(9),
+    created_at: 1000 + i,
+    kind: 1,
+    tags,
+    content: "",
+    sig: "0".repeat(128),
+  }));
+  const jsons = events.map((e) => serializeEvent(e));
+  const ms: number[] = [];
+  for (let r = 0; r < Number(values.rounds); r++) {
+    const started = performance.now();
+    for (let i = 0; i < reps; i++) many.add(r * reps + i + 1, events[i]!, jsons[i]!);
+    ms.push((performance.now() - started) / reps);
+  }
+  ms.sort((a, b) => a - b);
+  console.log(`${"an event, 2,000 hashtags".padEnd(28)} ms to add:     min ${ms[0]!.toFixed(3)}, median ${ms[ms.length >> 1]!.toFixed(3)}`);
 }
 if (failed) {
   console.error("FAIL: an answer was not what it should be");

@@ -112,6 +112,13 @@ export const serializedHead = (id: string, pubkey: string, createdAt: number, ki
 /** serializeEvent's text after the content: the store keeps the sig as 64 bytes. */
 export const serializedTail = (sig: string): string => `,"sig":"${sig}"}`;
 
+// Where serializedHead puts the id and the pubkey: {"id":"<64 hex>","pubkey":"<64 hex>",...
+export const ID_AT = 7;
+export const PUBKEY_AT = 83;
+/** Is this JSON in serializeEvent's layout, its id and pubkey at ID_AT and PUBKEY_AT? */
+export const fixedLayout = (json: string): boolean =>
+  json.startsWith('{"id":"') && json.startsWith('","pubkey":"', ID_AT + 64) && json.charCodeAt(PUBKEY_AT + 64) === 34;
+
 /** The stored and served form: the seven fields in a fixed order, built once per event. */
 export const serializeEvent = (e: NostrEvent, j: EventJson = eventJson(e)): string =>
   `${serializedHead(e.id, e.pubkey, e.created_at, e.kind)}"tags":${j.tags},"content":${j.content}${serializedTail(e.sig)}`;

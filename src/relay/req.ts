@@ -148,10 +148,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
  */
 function ringAnswer(ctx: RelayContext, filters: readonly CompiledFilter[], perFilter: readonly number[]): string[] | undefined {
   if (filters.length !== 1 || !ctx.store.changesKnown?.()) return undefined;
-  const f = filters[0]!;
-  const restricted = restrictedKinds(ctx.config);
-  if (f.kinds) for (const k of f.kinds) if (restricted.has(k)) return undefined;
-  return ctx.fanout.answer(f, perFilter[0]!, ctx.config.nips.nip40 ? nowSeconds() : 0, restricted);
+  return ctx.fanout.answer(filters[0]!, perFilter[0]!, ctx.config.nips.nip40 ? nowSeconds() : 0, restrictedKinds(ctx.config));
 }
 
 /** Unsent bytes above which a REQ stops reading stored events until the socket drains. */

@@ -15,14 +15,14 @@
 //   which names it like any deletion. Restricted kinds (DMs) are never answered here: the answer
 //   gives up when one would be in it. NIP-40 expiry is checked against the request's time as the
 //   store does.
-import type { NostrEvent } from "../protocol/event.ts";
+import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
 
 /** A filter with more authors or hashtags than this goes to the store. */
-export const MAX_ANSWER_LISTS = 64;
+const MAX_ANSWER_LISTS = 64;
 /** Nor one asking for more events than this. */
-export const MAX_ANSWER_LIMIT = 500;
+const MAX_ANSWER_LIMIT = 500;
 /** An event with more hashtags than this is not listed by them (hashtag answers older than it go to the store). */
 const MAX_HASHTAGS = 16;
 /** Named deletions kept while their batch may still be fanned out (the store names at most 2,048 a call). */
@@ -37,18 +37,11 @@ const MAX_STEPS = 1024;
 /** The ring's slots, by seq % size (relay/ring.ts). */
 export interface Slots {
   readonly json: readonly (string | undefined)[];
-  readonly seqs: Float64Array;
   readonly kinds: Float64Array;
   readonly times: Float64Array;
   /** NIP-40 expiration, NaN without one. */
   readonly expires: Float64Array;
 }
-
-// serializeEvent's layout: {"id":"<64 hex>","pubkey":"<64 hex>",...
-export const ID_AT = 7;
-export const PUBKEY_AT = 83;
-export const fixedLayout = (json: string): boolean =>
-  json.startsWith('{"id":"') && json.startsWith('","pubkey":"', ID_AT + 64) && json.charCodeAt(PUBKEY_AT + 64) === 34;
 
 /**
  * A hashtag's list key. SQLite stores a lone UTF-16 surrogate as U+FFFD, so the store does not
@@ -90,8 +83,6 @@ export class FeedIndex {
   add(seq: number, json: string, e: Pick<NostrEvent, "pubkey" | "tags">): void {
     const slot = this.slot(seq);
     const t = this.slots.times[slot]!;
-    this.listed[slot] = 0;
-    this.hashtagKeys[slot] = undefined;
     if (isEphemeral(this.slots.kinds[slot]!)) return; // never stored
     if (!fixedLayout(json) || this.resetting) {
       this.watermark = Math.max(this.watermark, t);
@@ -104,13 +95,14 @@ export class FeedIndex {
     for (const tag of e.tags) {
       if (tag[0] !== "t" || tag[1] === undefined) continue;
       const key = hashtagKey(tag[1]);
-      if (!keys?.includes(key)) (keys ??= []).push(key);
+      if (keys?.includes(key)) continue;
+      // Past MAX_HASHTAGS the rest is not looked at: an event may have thousands of tags.
+      if ((keys ??= []).push(key) > MAX_HASHTAGS) {
+        this.tagWatermark = Math.max(this.tagWatermark, t);
+        return;
+      }
     }
     if (!keys) return;
-    if (keys.length > MAX_HASHTAGS) {
-      this.tagWatermark = Math.max(this.tagWatermark, t);
-      return;
-    }
     this.hashtagKeys[slot] = keys;
     for (const key of keys) this.insert(key, seq);
   }
@@ -132,9 +124,7 @@ export class FeedIndex {
 
   /** The event leaves the ring (called before its slot is cleared). */
   evict(seq: number): void {
-    const slot = this.slot(seq);
-    if (this.slots.json[slot] === undefined) return;
-    this.watermark = Math.max(this.watermark, this.slots.times[slot]!);
+    this.watermark = Math.max(this.watermark, this.slots.times[this.slot(seq)]!);
     this.drop(seq);
   }
 

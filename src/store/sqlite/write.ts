@@ -69,7 +69,8 @@ interface Existing {
   id: string;
 }
 
-const KEY = "lower(hex(id) || hex(pubkey)) AS key";
+/** Row.key of the events row `a`. */
+const keySql = (a: string): string => `lower(hex(${a}.id) || hex(${a}.pubkey)) AS key`;
 
 /** The writer's prepared statements, by name. */
 function writerStatements(db: Database) {
@@ -82,7 +83,7 @@ function writerStatements(db: Database) {
     insertText: q("INSERT INTO events_fts (rowid, text) VALUES (?, ?)"),
     findReplaceable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ?"),
     findAddressable: q("SELECT seq, created_at, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ? AND d = ?"),
-    rowBySeq: q(`SELECT seq, created_at, json, ${KEY} FROM events WHERE seq = ?`),
+    rowBySeq: q(`SELECT seq, created_at, json, ${keySql("events")} FROM events WHERE seq = ?`),
     deleteEvent: q("DELETE FROM events WHERE seq = ?"),
     // Through the tag table's primary key, with the values indexTags wrote (indexedTag; no
     // index by seq: it would cost ~360 bytes and a b-tree insert per tag).
@@ -113,11 +114,11 @@ function writerStatements(db: Database) {
     // Oldest first, about ascending seq: FTS5 was measured here deleting descending rowids
     // up to 5x slower than ascending ones.
     purgeAuthored: q(
-      `SELECT seq, created_at, json, ${KEY} FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5`,
+      `SELECT seq, created_at, json, ${keySql("events")} FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5`,
     ),
     // The join skips a tag row without its event, were there one: a purge never loops on it.
     purgeWraps: q(
-      `SELECT e.seq, e.created_at, e.json, lower(hex(e.id) || hex(e.pubkey)) AS key FROM tags t, events e WHERE t.name = 'p' AND t.value = unhex(?1) AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3`,
+      `SELECT e.seq, e.created_at, e.json, ${keySql("e")} FROM tags t, events e WHERE t.name = 'p' AND t.value = unhex(?1) AND t.kind = 1059 AND t.seq <= ?2 AND e.seq = t.seq AND e.created_at = t.created_at LIMIT ?3`,
     ),
     maxSeq: q("SELECT coalesce(max(seq), 0) AS s FROM events"),
     maxCreatedAt: q("SELECT coalesce(max(created_at), -1) AS t FROM events"),
@@ -210,14 +211,16 @@ export class SqliteWriter {
   }
 
   /**
-   * Tells onChanges what was deleted since it was last told, and whether another connection
-   * committed; `batch`: after a writeBatch, whose events the relay fans out next.
+   * Looks whether another connection committed (bunstr import, the other relay of a restart):
+   * then seq follows what is stored. And tells onChanges that, or what was deleted since it was
+   * last told; `batch`: after a writeBatch, whose events the relay fans out next.
    */
   checkChanges(batch = false): void {
-    if (!this.onChanges) return;
     const version = this.dataVersion();
     const foreign = version !== this.seenVersion;
     this.seenVersion = version;
+    if (foreign) this.seq = Math.max(this.seq, (this.st.maxSeq.get() as { s: number }).s);
+    if (!this.onChanges) return;
     const deleted = this.deleted;
     const unknown = foreign || this.tooMany;
     this.deleted = [];

@@ -18,21 +18,8 @@ declare const self: Worker;
 let db: Database | undefined;
 let writer: SqliteWriter | undefined;
 let admin: SqliteAdmin | undefined;
-let dataVersion: (() => number) | undefined;
-let maxSeq: (() => number) | undefined;
-let seenVersion = -1;
 
 const reply = (r: WriterReply, transfer?: ArrayBuffer[]) => self.postMessage(r, transfer ?? []);
-
-/** Another process (bunstr import, the other relay of a restart) may have committed: our seq follows. */
-function refreshSeq(w: SqliteWriter): number {
-  const v = dataVersion!();
-  if (v !== seenVersion) {
-    seenVersion = v;
-    w.seq = Math.max(w.seq, maxSeq!());
-  }
-  return w.seq;
-}
 
 /** The batch's writes, cut from the one string they came in (writer-thread.ts BatchHead). */
 function unpack(message: string): { head: BatchHead; writes: PendingWrite[] } {
@@ -63,7 +50,8 @@ function writeBatch(message: string): void {
       refusals.push([i, o.refusal.prefix, o.refusal.message]);
     }
   });
-  reply({ id: head.id, seqs, refusals, seq: refreshSeq(w) }, [seqs.buffer]);
+  // writeBatchImmediate looked for other processes' commits after its own (checkChanges).
+  reply({ id: head.id, seqs, refusals, seq: w.seq }, [seqs.buffer]);
 }
 
 function call(c: WriterCall): unknown {
@@ -109,11 +97,7 @@ function open(path: string, synchronous: "normal" | "full"): void {
   // Deletions and others' commits, each told before the answer of the call that found it.
   writer.onChanges = (changes) => reply({ changes });
   admin = new SqliteAdmin(db, writer);
-  const version = db.prepare("PRAGMA data_version");
-  const max = db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");
-  dataVersion = () => (version.get() as { data_version: number }).data_version;
-  maxSeq = () => (max.get() as { s: number }).s;
-  reply({ ready: true, seq: refreshSeq(writer) });
+  reply({ ready: true, seq: writer.seq });
 }
 
 self.onmessage = (msg: MessageEvent) => {
