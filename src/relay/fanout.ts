@@ -122,6 +122,21 @@ export class Fanout {
     return this.ring.feeds.answer(f, limit, now, restricted);
   }
 
+  /** The store's answer to a filter of replaceable kinds and authors, from memory, or undefined (relay/replaceable-answer.ts). */
+  replaceableAnswer(f: CompiledFilter, limit: number, now: number, restricted: ReadonlySet<number>): string[] | undefined {
+    return this.ring.replaceables.answer(f, limit, now, restricted);
+  }
+
+  /** Whether the store's answer to this filter would tell the replaceable events it names. */
+  fillsReplaceables(f: CompiledFilter, limit: number, restricted: ReadonlySet<number>): boolean {
+    return this.ring.replaceables.fills(f, limit, restricted);
+  }
+
+  /** The store's answer to such a filter, read while nothing was committed (Store.stateMark). */
+  fillReplaceables(f: CompiledFilter, jsons: readonly string[], now: number): void {
+    this.ring.replaceables.fill(f, jsons, now);
+  }
+
   /** The writer queue has fanned out a batch (store/queue.ts afterFanout). */
   batchFannedOut(): void {
     this.ring.feeds.batchFannedOut();
@@ -129,7 +144,13 @@ export class Fanout {
 
   /** The store's own deletions and unknown changes, for those answers (store/types.ts ChangeWatch). */
   readonly changes: ChangeWatch = {
-    deleted: (idsAndPubkeys) => this.ring.feeds.forget(idsAndPubkeys),
-    unknown: (maxCreatedAt, batch) => this.ring.feeds.reset(maxCreatedAt, batch),
+    deleted: (idsAndPubkeys) => {
+      this.ring.feeds.forget(idsAndPubkeys);
+      this.ring.replaceables.forget(idsAndPubkeys);
+    },
+    unknown: (maxCreatedAt, batch) => {
+      this.ring.feeds.reset(maxCreatedAt, batch);
+      this.ring.replaceables.reset();
+    },
   };
 }

@@ -90,6 +90,8 @@ export class RelayMetrics {
   ]);
   /** REQs whose stored events came from the fanout's ring, not the store (relay/ring-answer.ts). */
   ringAnswers = 0;
+  /** REQs for replaceable events by author and kind answered from memory (relay/replaceable-answer.ts). */
+  replaceableAnswers = 0;
   // The last RECENT_REFUSALS refusals, in parallel arrays written in a circle.
   private readonly refusedAt = new Float64Array(RECENT_REFUSALS);
   private readonly refusedKind = new Float64Array(RECENT_REFUSALS);
@@ -276,6 +278,12 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
     "counter",
     "REQs answered from the recent events in memory, without a database read.",
     m.ringAnswers,
+  );
+  x.single(
+    "bunstr_req_replaceable_answers_total",
+    "counter",
+    "REQs for replaceable events by author and kind (profiles, follow and relay lists) answered from memory, without a database read.",
+    m.replaceableAnswers,
   );
   x.histogram("bunstr_writer_batch_size", "Events per writer transaction.", m.writerBatchSize);
   x.histogram("bunstr_writer_commit_seconds", "Time to write and commit one writer batch.", m.writerCommitSeconds);

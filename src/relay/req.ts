@@ -8,7 +8,7 @@ import { tally } from "../policy/ip.ts";
 import { OVER_BUDGET, queryBudget } from "./budget.ts";
 import { canRead, filterLimits, restrictedKinds, visibilityFor } from "../policy/visibility.ts";
 import { nowSeconds } from "../protocol/event.ts";
-import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError } from "../store/types.ts";
+import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type StateMark } from "../store/types.ts";
 import type { RelayContext } from "./context.ts";
 import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
 
@@ -67,12 +67,16 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
     limits.max_events_per_req,
   );
   const reads = perFilter.some((n) => n > 0);
+  const now = ctx.config.nips.nip40 ? nowSeconds() : 0;
   // The snapshot: events committed up to here come from the store, later ones from the ring.
   const maxSeq = ctx.store.lastSeq();
   const fanoutSeq = ctx.fanout.seq;
   const prefix = `["EVENT",${JSON.stringify(subId)},`;
-  // Or all of them from the ring, when it holds the store's answer (no reader, no budget).
-  const fromRing = reads ? ringAnswer(ctx, filters, perFilter) : undefined;
+  // Or all of them from memory, when it holds the store's answer (no reader, no budget).
+  const fromRing = reads ? memoryAnswer(ctx, filters, perFilter, now) : undefined;
+  // A stored answer that tells the replaceable events it names is kept for the next such REQ.
+  const fill = reads && !fromRing ? fillMark(ctx, filters, perFilter) : undefined;
+  const served: string[] | undefined = fill ? [] : undefined;
   const budget = reads && !fromRing ? queryBudget(ctx, s) : undefined;
   if (reads && !fromRing && !budget) return send(ws, closedFrame(ctx.metrics, subId, OVER_BUDGET));
   const sub: Subscription = { filters, bytes, values };
@@ -83,7 +87,6 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   let last: readonly string[] = [];
   if (fromRing) {
     last = fromRing.map((json) => `${prefix}${json}]`);
-    ctx.metrics.ringAnswers++;
   } else if (reads) {
     // Stored events stream in batches: each is sent before the next is read, and while the
     // socket holds more than its share of unsent bytes the read waits (docs/operations.md).
@@ -92,7 +95,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
         filters: filters.map((f) => f.source),
         limits: perFilter,
         maxSeq,
-        now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+        now,
         visibility: visibilityFor(ctx.config, s.authed),
         frame: prefix,
       },
@@ -105,6 +108,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
           last = rows;
           break;
         }
+        served?.push(...rows);
         ws.cork(() => {
           for (const frame of rows) ws.send(frame, s.deflate);
         });
@@ -120,6 +124,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   }
   ctx.metrics.sent.EVENT += sent;
   if (!live()) return; // closed or replaced meanwhile
+  if (fill) fillReplaceables(ctx, fill, filters[0]!, [...served!, ...last], prefix.length, now);
 
   ws.cork(() => {
     for (const frame of last) ws.send(frame, s.deflate);
@@ -143,12 +148,50 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
 }
 
 /**
- * A single filter's stored events from the fanout's ring (relay/ring-answer.ts), when the store
- * vouches that it told every change. Kinds only some may read are left to the store.
+ * A single filter's stored events from memory, when the store vouches that it told every change:
+ * from the fanout's ring (relay/ring-answer.ts) or the replaceable events by author and kind
+ * (relay/replaceable-answer.ts). Kinds only some may read are left to the store.
  */
-function ringAnswer(ctx: RelayContext, filters: readonly CompiledFilter[], perFilter: readonly number[]): string[] | undefined {
+function memoryAnswer(
+  ctx: RelayContext,
+  filters: readonly CompiledFilter[],
+  perFilter: readonly number[],
+  now: number,
+): string[] | undefined {
   if (filters.length !== 1 || !ctx.store.changesKnown?.()) return undefined;
-  return ctx.fanout.answer(filters[0]!, perFilter[0]!, ctx.config.nips.nip40 ? nowSeconds() : 0, restrictedKinds(ctx.config));
+  const restricted = restrictedKinds(ctx.config);
+  const fromRing = ctx.fanout.answer(filters[0]!, perFilter[0]!, now, restricted);
+  if (fromRing) {
+    ctx.metrics.ringAnswers++;
+    return fromRing;
+  }
+  const replaceables = ctx.fanout.replaceableAnswer(filters[0]!, perFilter[0]!, now, restricted);
+  if (replaceables) ctx.metrics.replaceableAnswers++;
+  return replaceables;
+}
+
+/** The store's state before a read whose answer would fill the replaceable events (Store.stateMark). */
+function fillMark(ctx: RelayContext, filters: readonly CompiledFilter[], perFilter: readonly number[]): StateMark | undefined {
+  if (filters.length !== 1 || !ctx.store.changesKnown?.()) return undefined;
+  if (!ctx.fanout.fillsReplaceables(filters[0]!, perFilter[0]!, restrictedKinds(ctx.config))) return undefined;
+  return ctx.store.stateMark?.();
+}
+
+/** Keeps a stored answer's replaceable events when nothing was committed while it was read. */
+function fillReplaceables(
+  ctx: RelayContext,
+  mark: StateMark,
+  f: CompiledFilter,
+  frames: readonly string[],
+  prefix: number,
+  now: number,
+): void {
+  if (!ctx.store.unchangedSince!(mark) || !ctx.store.changesKnown!()) return;
+  ctx.fanout.fillReplaceables(
+    f,
+    frames.map((frame) => frame.slice(prefix, -1)),
+    now,
+  );
 }
 
 /** Unsent bytes above which a REQ stops reading stored events until the socket drains. */

@@ -79,16 +79,18 @@ export class FeedIndex {
   /**
    * A newly fanned-out event (in its slot already). The list keys are the parsed event's own
    * strings: a slice of the JSON would keep the whole JSON alive as long as the list lasts.
+   * Returns whether the event is known to be stored as its batch left the store (not ephemeral,
+   * not deleted by its own batch, not in a batch the store could not account for).
    */
-  add(seq: number, json: string, e: Pick<NostrEvent, "pubkey" | "tags">): void {
+  add(seq: number, json: string, e: Pick<NostrEvent, "pubkey" | "tags">): boolean {
     const slot = this.slot(seq);
     const t = this.slots.times[slot]!;
-    if (isEphemeral(this.slots.kinds[slot]!)) return; // never stored
+    if (isEphemeral(this.slots.kinds[slot]!)) return false; // never stored
     if (!fixedLayout(json) || this.resetting) {
       this.watermark = Math.max(this.watermark, t);
-      return;
+      return false;
     }
-    if (this.unseen.size > 0 && this.unseen.delete(json.slice(ID_AT, ID_AT + 64))) return;
+    if (this.unseen.size > 0 && this.unseen.delete(json.slice(ID_AT, ID_AT + 64))) return false;
     this.listed[slot] = 1;
     this.insert(e.pubkey, seq);
     let keys: string[] | undefined;
@@ -99,12 +101,13 @@ export class FeedIndex {
       // Past MAX_HASHTAGS the rest is not looked at: an event may have thousands of tags.
       if ((keys ??= []).push(key) > MAX_HASHTAGS) {
         this.tagWatermark = Math.max(this.tagWatermark, t);
-        return;
+        return true;
       }
     }
-    if (!keys) return;
+    if (!keys) return true;
     this.hashtagKeys[slot] = keys;
     for (const key of keys) this.insert(key, seq);
+    return true;
   }
 
   private insert(key: string, seq: number): void {

@@ -9,6 +9,7 @@ import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/even
 import { matchAny, type CompiledFilter } from "../protocol/filter.ts";
 import { expirationOf } from "../nips/nip40.ts";
 import { FeedIndex } from "./ring-answer.ts";
+import { ReplaceableIndex } from "./replaceable-answer.ts";
 
 /** An event the ring gives back; `event` is parsed from the JSON when first asked for. */
 export class Recent {
@@ -66,6 +67,8 @@ export class CatchUpRing {
   readonly expires: Float64Array;
   /** The feeds these events answer alone (relay/ring-answer.ts). */
   readonly feeds: FeedIndex;
+  /** The replaceable events by author and kind they tell of (relay/replaceable-answer.ts). */
+  readonly replaceables = new ReplaceableIndex();
   private bytes = 0;
   /** The oldest seq still in the ring. */
   private oldest = 1;
@@ -99,7 +102,7 @@ export class CatchUpRing {
     this.expires[slot] = expirationOf(e) ?? Number.NaN;
     this.newest = seq;
     this.bytes += json.length;
-    this.feeds.add(seq, json, e);
+    if (this.feeds.add(seq, json, e)) this.replaceables.stored(e, json);
     while (this.bytes > this.maxBytes && this.oldest < seq) this.evict();
   }
 

@@ -84,6 +84,12 @@ export interface CommitFeed {
  * What a store tells the relay of changes no writeBatch outcome shows, for the feeds the catch-up
  * ring answers alone (relay/ring-answer.ts). Told before the answer of the call that made them.
  */
+/** Opaque to the relay: what Store.stateMark took. */
+export interface StateMark {
+  readonly calls: number;
+  readonly version: number;
+}
+
 export interface ChangeWatch {
   /**
    * Events this process's writer deleted (NIP-09, NIP-62, bans, purges, expiry, replaced
@@ -109,6 +115,14 @@ export interface Store {
   watchChanges?(watch: ChangeWatch): void;
   /** False while the store cannot vouch that all changes were told (it is asking its writer). */
   changesKnown?(): boolean;
+  /**
+   * A mark of the stored state for `unchangedSince`, or undefined when a write may be under way
+   * (a call to the writer not answered yet). Taken before a read, checked after it: a read that
+   * nothing was committed during saw one state of the store (relay/replaceable-answer.ts).
+   */
+  stateMark?(): StateMark | undefined;
+  /** Nothing was committed since the mark, by this process or another, and no write is under way. */
+  unchangedSince?(mark: StateMark): boolean;
   /**
    * Stores that several nodes write to: the relay fans out from this feed (in commit order,
    * its own commits included) instead of from its writer queue.

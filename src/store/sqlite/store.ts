@@ -19,6 +19,7 @@ import type {
   QueryJob,
   ReadContext,
   RowBatch,
+  StateMark,
   Store,
   WriteOutcome,
   WriteRules,
@@ -231,6 +232,20 @@ export class SqliteStore implements Store {
       this.watch?.unknown(this.newestCreatedAt(), false);
     }
     return true;
+  }
+
+  /**
+   * With a writer thread only: its calls sent (ours) and data_version (another connection's
+   * commits; the thread's own move it too, and none is under way while it is idle).
+   */
+  stateMark(): StateMark | undefined {
+    if (!this.thread?.idle) return undefined;
+    return { calls: this.thread.callsSent, version: (this.dataVersion.get() as { data_version: number }).data_version };
+  }
+
+  unchangedSince(mark: StateMark): boolean {
+    const now = this.stateMark();
+    return now !== undefined && now.calls === mark.calls && now.version === mark.version;
   }
 
   private newestCreatedAt(): number {

@@ -71,6 +71,7 @@ export class WriterThread {
   /** Undefined while a restart waits for its backoff: calls are then refused at once. */
   private worker: Worker | undefined;
   private readonly pending = new Map<number, Pending>();
+  private sent = 0;
   private nextId = 1;
   private opened = false;
   private closing = false;
@@ -242,10 +243,21 @@ export class WriterThread {
     if (this.closing) return Promise.reject(new StoreClosedError("the store is closed"));
     const worker = this.worker;
     if (!worker) return Promise.reject(new Error("the writer thread is restarting"));
+    this.sent++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject, ids });
       worker.postMessage(m);
     });
+  }
+
+  /** Calls and batches sent to the worker so far. */
+  get callsSent(): number {
+    return this.sent;
+  }
+
+  /** Open, and no call or batch waiting for its answer (so none being committed). */
+  get idle(): boolean {
+    return this.pending.size === 0 && !this.recovering;
   }
 
   /** Resolves once the worker has opened its connection; rejects when it cannot. */

@@ -1,0 +1,174 @@
+// REQs for replaceable events by author and kind (a profile: `kinds [0]`, one author; follow and
+// relay lists), answered on the main thread with no reader and no SQLite: the store holds at most
+// one event per author and replaceable kind (a newer version deletes the older), so knowing that
+// one, or that there is none, for every pair a filter names is knowing the store's answer.
+//
+// Where the entries come from, and why each is the store's:
+// - Fanout: a fanned-out replaceable event is the version the store now holds for its pair (an
+//   outdated one is refused and never fanned out; one its own batch deleted is not passed here:
+//   FeedIndex.add). Fanout follows the store's commit order.
+// - A stored read (relay/req.ts): a REQ the entries could not answer, read through a reader,
+//   fills them when nothing was committed while it ran (`Store.stateMark`: our writer had no call
+//   in flight and no other connection committed), so the answer is one state of the store. An
+//   answer without a pair's event says the store holds none (null).
+// - Deletions the store names drop the entry of the deleted event; what it cannot name (another
+//   process wrote) clears them all (store/types.ts ChangeWatch, as for relay/ring-answer.ts).
+//
+// Bounded in bytes (the JSON held, and a little per entry), least recently used out first.
+// Restricted kinds are never answered here, NIP-40 expiry is checked at answer time.
+import { type NostrEvent } from "../protocol/event.ts";
+import type { CompiledFilter } from "../protocol/filter.ts";
+import { isReplaceable } from "../protocol/kinds.ts";
+import { expirationOf } from "../nips/nip40.ts";
+
+/** JSON characters the entries may hold: ~6,000 profiles of the bench corpus. */
+const MAX_BYTES = 4 * 1024 * 1024;
+/** A bigger event is not held (a follow list of thousands of pubkeys): its pair stays unknown. */
+const MAX_EVENT_BYTES = 16 * 1024;
+/** What an entry costs beside its JSON: the map entries and the entry's object. */
+const ENTRY_BYTES = 160;
+/** A filter naming more author and kind pairs than this goes to the store. */
+const MAX_PAIRS = 64;
+
+interface Held {
+  readonly json: string;
+  readonly id: string;
+  readonly time: number;
+  /** NIP-40 expiration, NaN without one. */
+  readonly expires: number;
+}
+
+/** By kind: the stored event, or null when the store holds none. */
+type Author = Map<number, Held | null>;
+
+export class ReplaceableIndex {
+  /** By pubkey, least recently used first (Map order). */
+  private readonly authors = new Map<string, Author>();
+  private bytes = 0;
+  /** Whether the null entries were read with NIP-40 expiry applied (a reload may turn it off). */
+  private expiry = true;
+
+  /** A newly fanned-out event the store holds (not one its own batch deleted). */
+  stored(e: NostrEvent, json: string): void {
+    if (!isReplaceable(e.kind)) return;
+    this.set(e.pubkey, e.kind, held(e, json));
+  }
+
+  /** Events the store deleted, each `id + pubkey` in hex. */
+  forget(idsAndPubkeys: readonly string[]): void {
+    for (const key of idsAndPubkeys) {
+      const author = this.authors.get(key.slice(64));
+      if (!author) continue;
+      for (const [kind, h] of author) if (h?.id === key.slice(0, 64)) this.unset(author, key.slice(64), kind);
+    }
+  }
+
+  /** The store changed in ways it could not name. */
+  reset(): void {
+    this.authors.clear();
+    this.bytes = 0;
+  }
+
+  /**
+   * The store's answer to a filter of replaceable kinds and authors, newest first, or undefined
+   * when a pair is not known. `now`: NIP-40's, 0 = no expiry; `restricted`: kinds only some may read.
+   */
+  answer(f: CompiledFilter, limit: number, now: number, restricted: ReadonlySet<number>): string[] | undefined {
+    if (!answerable(f, restricted) || limit <= 0) return undefined;
+    this.expiryIs(now > 0);
+    const found: Held[] = [];
+    for (const pubkey of f.authors!) {
+      const author = this.authors.get(pubkey);
+      if (!author) return undefined;
+      for (const kind of f.kinds!) {
+        const h = author.get(kind);
+        if (h === undefined) return undefined;
+        if (
+          h &&
+          (f.since === undefined || h.time >= f.since) &&
+          (f.until === undefined || h.time <= f.until) &&
+          !(now > 0 && h.expires <= now)
+        )
+          found.push(h);
+      }
+    }
+    for (const pubkey of f.authors!) this.touch(pubkey);
+    return found
+      .sort((a, b) => b.time - a.time || (a.id < b.id ? -1 : 1))
+      .slice(0, limit)
+      .map((h) => h.json);
+  }
+
+  /**
+   * Would the store's answer to this filter fill entries (every pair, none cut by the limit, no
+   * time bounds that could hide one)?
+   */
+  fills(f: CompiledFilter, limit: number, restricted: ReadonlySet<number>): boolean {
+    return answerable(f, restricted) && f.since === undefined && f.until === undefined && f.authors!.size * f.kinds!.size <= limit;
+  }
+
+  /** The store's answer (event JSONs) to a filter `fills` allowed, read while nothing was committed. */
+  fill(f: CompiledFilter, jsons: readonly string[], now: number): void {
+    this.expiryIs(now > 0);
+    const events = jsons.map((j) => JSON.parse(j) as NostrEvent);
+    const pair = (pubkey: string, kind: number) => `${kind}:${pubkey}`;
+    const seen = new Set(events.map((e) => pair(e.pubkey, e.kind)));
+    // Two events for one pair: not a store this index understands (rows from elsewhere).
+    if (seen.size !== events.length) return;
+    for (const pubkey of f.authors!) for (const kind of f.kinds!) if (!seen.has(pair(pubkey, kind))) this.set(pubkey, kind, null);
+    for (let i = 0; i < events.length; i++) this.set(events[i]!.pubkey, events[i]!.kind, held(events[i]!, jsons[i]!));
+  }
+
+  /** Bytes held (for tests and the bound). */
+  get size(): number {
+    return this.bytes;
+  }
+
+  private expiryIs(on: boolean): void {
+    if (on === this.expiry) return;
+    // A null read with expiry on may hide an expired event the store would now serve.
+    for (const [pubkey, author] of this.authors) for (const [kind, h] of author) if (h === null) this.unset(author, pubkey, kind);
+    this.expiry = on;
+  }
+
+  private set(pubkey: string, kind: number, h: Held | null): void {
+    let author = this.authors.get(pubkey);
+    const old = author?.get(kind);
+    if (author && old !== undefined) this.unset(author, pubkey, kind);
+    if (h && h.json.length > MAX_EVENT_BYTES) return;
+    author = this.authors.get(pubkey);
+    if (!author) this.authors.set(pubkey, (author = new Map()));
+    author.set(kind, h);
+    this.bytes += cost(h);
+    this.touch(pubkey);
+    for (const [oldest, a] of this.authors) {
+      if (this.bytes <= MAX_BYTES) break;
+      for (const k of [...a.keys()]) this.unset(a, oldest, k);
+    }
+  }
+
+  private unset(author: Author, pubkey: string, kind: number): void {
+    this.bytes -= cost(author.get(kind) ?? null);
+    author.delete(kind);
+    if (author.size === 0) this.authors.delete(pubkey);
+  }
+
+  private touch(pubkey: string): void {
+    const author = this.authors.get(pubkey);
+    if (!author) return;
+    this.authors.delete(pubkey);
+    this.authors.set(pubkey, author);
+  }
+}
+
+/** A filter of only authors and replaceable kinds anyone may read, few pairs. */
+function answerable(f: CompiledFilter, restricted: ReadonlySet<number>): boolean {
+  if (!f.authors || !f.kinds || f.ids || f.tags.length > 0 || f.search !== undefined || f.neverMatch) return false;
+  if (f.authors.size * f.kinds.size > MAX_PAIRS) return false;
+  for (const k of f.kinds) if (!isReplaceable(k) || restricted.has(k)) return false;
+  return true;
+}
+
+const held = (e: NostrEvent, json: string): Held => ({ json, id: e.id, time: e.created_at, expires: expirationOf(e) ?? Number.NaN });
+
+const cost = (h: Held | null): number => ENTRY_BYTES + (h ? h.json.length : 0);
