@@ -16,7 +16,7 @@
 //
 // Bounded in bytes (the JSON held, and a little per entry), least recently used out first.
 // Restricted kinds are never answered here, NIP-40 expiry is checked at answer time.
-import { type NostrEvent } from "../protocol/event.ts";
+import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { isReplaceable } from "../protocol/kinds.ts";
 import { expirationOf } from "../nips/nip40.ts";
