@@ -8,76 +8,33 @@ import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { nowSeconds, type NostrEvent } from "../src/protocol/event.ts";
 import type { Filter } from "../src/protocol/filter.ts";
-import { visibilityFor } from "../src/policy/visibility.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { accepted, Client, failOnRelayErrors, now, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import {
+  expectAnswer as expectFrom,
+  once,
+  relayWithoutRingAnswers,
+  RULES,
+  settled as settledOn,
+  storedElsewhere,
+} from "./memory-answers.ts";
 
 failOnRelayErrors();
 
-const RULES = { deletion: true, vanish: true, search: false, searchSkipKinds: new Set<number>() };
 let relay: TestRelay;
 let c: Client;
-let n = 0;
-
-/** Another process (a CLI, the other relay of a restart) writes to the relay's database. */
-async function elsewhere(r: TestRelay, write: (w: SqliteWriter) => void): Promise<void> {
-  const db = new Database(r.dbPath);
-  try {
-    write(new SqliteWriter(db));
-  } finally {
-    db.close();
-  }
-  // The relay looks for others' commits at most every 10 ms (store/sqlite/store.ts lastSeq).
-  await Bun.sleep(30);
-  await once(c, { ids: ["00".repeat(32)] });
-}
 
 beforeAll(async () => {
-  relay = await startTestRelay({ authorization: { restricted_read_kinds: [4, 1059, 10050] } });
-  c = await Client.connect(relay.url);
-  const far = signer().sign({ kind: 1, content: "far ahead", created_at: now() + 10_000_000 });
-  await elsewhere(relay, (w) => expect(w.writeBatchImmediate([{ event: far, json: JSON.stringify(far) }], RULES)[0]!.stored).toBe(true));
+  ({ relay, c } = await relayWithoutRingAnswers({ authorization: { restricted_read_kinds: [4, 1059, 10050] } }));
 });
 afterAll(async () => {
   c?.close();
   await relay?.stop();
 });
 
-/** A REQ's answer; the subscription is closed after it (a connection holds at most 50). */
-async function once(client: Client, ...filters: Filter[]): Promise<{ events: NostrEvent[]; end: unknown[] }> {
-  const id = `s${n++}`;
-  const answer = await client.req(id, ...filters);
-  client.send(["CLOSE", id]);
-  return answer;
-}
-
-/** The store's answer to an anonymous reader, read through the store itself (a reader worker), newest first. */
-async function storeIds(filter: Filter): Promise<string[]> {
-  const store = relay.ctx.store;
-  const ids: string[] = [];
-  const visibility = visibilityFor(relay.ctx.config, new Set());
-  const job = { filters: [filter], limits: [filter.limit ?? 500], maxSeq: store.lastSeq(), now: nowSeconds(), visibility };
-  for await (const rows of store.query(job)) for (const json of rows) ids.push((JSON.parse(json) as NostrEvent).id);
-  return ids;
-}
-
-/** Waits until the relay's writer thread has said whose commits moved data_version (store/sqlite/store.ts). */
-async function settled(): Promise<void> {
-  await Bun.sleep(12);
-  relay.ctx.store.lastSeq();
-  while (!relay.ctx.store.changesKnown!()) await Bun.sleep(1);
-}
-
+const settled = () => settledOn(relay);
 /** REQs the filter and checks the answer is the store's, from memory or not as `fromMemory`. */
-async function expectAnswer(filter: Filter, fromMemory: boolean): Promise<string[]> {
-  await settled();
-  const { ringAnswers, replaceableAnswers } = relay.ctx.metrics;
-  const got = (await once(c, filter)).events.map((e: NostrEvent) => e.id);
-  expect({ filter, got }).toEqual({ filter, got: await storeIds(filter) });
-  expect(relay.ctx.metrics.ringAnswers).toBe(ringAnswers);
-  expect(relay.ctx.metrics.replaceableAnswers - replaceableAnswers).toBe(fromMemory ? 1 : 0);
-  return got;
-}
+const expectAnswer = (filter: Filter, fromMemory: boolean) => expectFrom(relay, c, filter, fromMemory ? "replaceable" : "store");
 
 const profile = (s: Signer, name: string, created_at = now(), tags: string[][] = []) =>
   s.sign({ kind: 0, content: JSON.stringify({ name }), created_at, tags });
@@ -174,15 +131,13 @@ describe("what memory cannot know", () => {
     await accepted(c, profile(a, "here", now() - 2));
     await expectAnswer({ authors: [a.pubkey], kinds: [0] }, true);
     const there = profile(a, "there", now() - 1);
-    await elsewhere(relay, (w) =>
-      expect(w.writeBatchImmediate([{ event: there, json: JSON.stringify(there) }], RULES)[0]!.stored).toBe(true),
-    );
+    await storedElsewhere(relay, c, there);
     expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false)).toEqual([there.id]);
     expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, true)).toEqual([there.id]);
     // An answer cut by time bounds does not tell what the store holds.
     const b = signer();
     const old = profile(b, "old", now() - 10);
-    await elsewhere(relay, (w) => expect(w.writeBatchImmediate([{ event: old, json: JSON.stringify(old) }], RULES)[0]!.stored).toBe(true));
+    await storedElsewhere(relay, c, old);
     expect(await expectAnswer({ authors: [b.pubkey], kinds: [0], since: now() - 5 }, false)).toEqual([]);
     expect(await expectAnswer({ authors: [b.pubkey], kinds: [0], until: now() - 20 }, false)).toEqual([]);
     expect(await expectAnswer({ authors: [b.pubkey], kinds: [0] }, false)).toEqual([old.id]);
@@ -222,9 +177,9 @@ describe("what memory cannot know", () => {
       const ok = c.publish(profile(signer(), "waits for the lock"));
       const thread = (relay.ctx.store as unknown as { thread: { idle: boolean } }).thread;
       while (thread.idle) await Bun.sleep(1);
-      const before = relay.ctx.metrics.replaceableAnswers;
+      const before = relay.ctx.metrics.memoryAnswers.replaceable;
       expect((await once(c, { authors: [a.pubkey], kinds: [0] })).events).toEqual([]);
-      expect(relay.ctx.metrics.replaceableAnswers).toBe(before);
+      expect(relay.ctx.metrics.memoryAnswers.replaceable).toBe(before);
       db.exec("COMMIT");
       expect((await ok)[2]).toBe(true);
     } finally {
@@ -269,9 +224,9 @@ describe("what memory cannot know", () => {
     try {
       expect((await other.auth(signer(), relay.url))[2]).toBe(true);
       for (let i = 0; i < 2; i++) {
-        const before = relay.ctx.metrics.replaceableAnswers;
+        const before = relay.ctx.metrics.memoryAnswers.replaceable;
         expect((await once(other, { authors: [a.pubkey], kinds: [10050] })).events).toEqual([]);
-        expect(relay.ctx.metrics.replaceableAnswers).toBe(before);
+        expect(relay.ctx.metrics.memoryAnswers.replaceable).toBe(before);
       }
       expect((await once(c, { authors: [a.pubkey], kinds: [10050] })).end[0]).toBe("CLOSED");
     } finally {
@@ -280,9 +235,9 @@ describe("what memory cannot know", () => {
     await expectAnswer({ authors: [a.pubkey], kinds: [0], "#p": [a.pubkey] }, false);
     await expectAnswer({ authors: [a.pubkey], kinds: [0, 1] }, false);
     await expectAnswer({ authors: [a.pubkey] }, false);
-    const { replaceableAnswers } = relay.ctx.metrics;
+    const { replaceable: replaceableAnswers } = relay.ctx.metrics.memoryAnswers;
     await once(c, { authors: [a.pubkey], kinds: [0] }, { kinds: [0], authors: [signer().pubkey] });
-    expect(relay.ctx.metrics.replaceableAnswers).toBe(replaceableAnswers);
+    expect(relay.ctx.metrics.memoryAnswers.replaceable).toBe(replaceableAnswers);
   });
 
   test("a restart: the store's answer first, memory's after", async () => {
@@ -300,9 +255,9 @@ describe("what memory cannot know", () => {
         await Bun.sleep(12);
         again.ctx.store.lastSeq();
         while (!again.ctx.store.changesKnown!()) await Bun.sleep(1);
-        const before = again.ctx.metrics.replaceableAnswers;
+        const before = again.ctx.metrics.memoryAnswers.replaceable;
         const got = (await once(c2, { authors: [a.pubkey], kinds: [0] })).events.map((e: NostrEvent) => e.id);
-        return { got, fromMemory: again.ctx.metrics.replaceableAnswers - before };
+        return { got, fromMemory: again.ctx.metrics.memoryAnswers.replaceable - before };
       };
       expect(await ask()).toEqual({ got: [p.id], fromMemory: 0 });
       expect(await ask()).toEqual({ got: [p.id], fromMemory: 1 });

@@ -64,10 +64,10 @@ async function settled(r: TestRelay): Promise<void> {
 /** REQs the filter and checks the answer is the store's, given by the ring or not as `fromRing`. */
 async function expectAnswer(filter: Filter, fromRing: boolean, r = relay, client = c): Promise<string[]> {
   await settled(r);
-  const before = r.ctx.metrics.ringAnswers;
+  const before = r.ctx.metrics.memoryAnswers.ring;
   const got = (await client.req(`q${n++}`, filter)).events.map((e: NostrEvent) => e.id);
   expect({ filter, got }).toEqual({ filter, got: await storeIds(r, filter) });
-  expect(r.ctx.metrics.ringAnswers - before).toBe(fromRing ? 1 : 0);
+  expect(r.ctx.metrics.memoryAnswers.ring - before).toBe(fromRing ? 1 : 0);
   return got;
 }
 
@@ -148,9 +148,9 @@ describe("answered from the ring", () => {
     const [note] = await notes(a, 2);
     await expectAnswer({ authors: [a.pubkey], kinds: [1], "#e": [note!.id] }, false);
     await expectAnswer({ kinds: [1], limit: 1 }, false);
-    const before = relay.ctx.metrics.ringAnswers;
+    const before = relay.ctx.metrics.memoryAnswers.ring;
     await c.req(`two${n++}`, { authors: [a.pubkey] }, { kinds: [0], limit: 1 });
-    expect(relay.ctx.metrics.ringAnswers).toBe(before);
+    expect(relay.ctx.metrics.memoryAnswers.ring).toBe(before);
     // A DM (restricted kind) among the author's newest: anonymous readers do not see it, and the
     // ring leaves the answer to the store, which hides it.
     await accepted(c, a.sign({ kind: 4, content: "secret", tags: [["p", signer().pubkey]], created_at: now() + 1 }));
@@ -250,9 +250,9 @@ describe("what the ring cannot know", () => {
       const thread = (relay.ctx.store as unknown as { thread: { busy: boolean } }).thread;
       while (!thread.busy) await Bun.sleep(1);
       await Bun.sleep(30);
-      const before = relay.ctx.metrics.ringAnswers;
+      const before = relay.ctx.metrics.memoryAnswers.ring;
       const got = (await c2.req(`locked${n++}`, filter)).events.map((e: NostrEvent) => e.id);
-      expect(relay.ctx.metrics.ringAnswers).toBe(before);
+      expect(relay.ctx.metrics.memoryAnswers.ring).toBe(before);
       expect(got).toEqual(rest.map((e) => e.id));
       db.exec("COMMIT");
       expect((await ok)[2]).toBe(true);

@@ -41,6 +41,23 @@ export interface FanoutOptions {
   ringBytes?: number;
 }
 
+/** A single filter asked of memory (Fanout.answer). */
+export interface MemoryQuery {
+  f: CompiledFilter;
+  limit: number;
+  /** NIP-40's now, 0 = no expiry. */
+  now: number;
+  /** Kinds only some may read. */
+  restricted: ReadonlySet<number>;
+  /** The connection has not authenticated (sees no restricted kind). */
+  anonymous: boolean;
+}
+
+export interface MemoryAnswer {
+  events: string[];
+  from: "ring" | "replaceable" | "tag";
+}
+
 export class Fanout {
   /** Groups by canonical key (subscription id + sorted canonical filters). */
   private readonly groups = new Map<string, Group>();
@@ -117,24 +134,31 @@ export class Fanout {
     return this.ring.recent(afterSeq, filters);
   }
 
-  /** The store's answer to one filter, from the ring alone, or undefined (relay/ring-answer.ts). */
-  answer(f: CompiledFilter, limit: number, now: number, restricted: ReadonlySet<number>): string[] | undefined {
-    return this.ring.feeds.answer(f, limit, now, restricted);
+  /**
+   * The store's answer to one filter from memory, or undefined: from the ring
+   * (relay/ring-answer.ts), the replaceable events by author and kind
+   * (relay/replaceable-answer.ts), or an answer to one tag value kept for anonymous readers
+   * (relay/tag-answer.ts). `now`: NIP-40's, 0 = no expiry; `restricted`: kinds only some may read.
+   */
+  answer(q: MemoryQuery): MemoryAnswer | undefined {
+    const { f, limit, now, restricted } = q;
+    const ring = this.ring.feeds.answer(f, limit, now, restricted);
+    if (ring) return { events: ring, from: "ring" };
+    const replaceables = this.ring.replaceables.answer(f, limit, now, restricted);
+    if (replaceables) return { events: replaceables, from: "replaceable" };
+    const tag = q.anonymous ? this.ring.tagAnswers.answer(f, limit, now, restricted) : undefined;
+    return tag && { events: tag, from: "tag" };
   }
 
-  /** The store's answer to a filter of replaceable kinds and authors, from memory, or undefined (relay/replaceable-answer.ts). */
-  replaceableAnswer(f: CompiledFilter, limit: number, now: number, restricted: ReadonlySet<number>): string[] | undefined {
-    return this.ring.replaceables.answer(f, limit, now, restricted);
+  /** Whether the store's answer to this filter would be kept (`fill`). */
+  fills(q: MemoryQuery): boolean {
+    return this.ring.replaceables.fills(q.f, q.limit, q.restricted) || (q.anonymous && this.ring.tagAnswers.fills(q.f, q.limit));
   }
 
-  /** Whether the store's answer to this filter would tell the replaceable events it names. */
-  fillsReplaceables(f: CompiledFilter, limit: number, restricted: ReadonlySet<number>): boolean {
-    return this.ring.replaceables.fills(f, limit, restricted);
-  }
-
-  /** The store's answer to such a filter, read while nothing was committed (Store.stateMark). */
-  fillReplaceables(f: CompiledFilter, jsons: readonly string[], now: number): void {
-    this.ring.replaceables.fill(f, jsons, now);
+  /** The store's answer (event JSONs) to a filter `fills` allowed, read while nothing was committed (Store.stateMark). */
+  fill(q: MemoryQuery, jsons: readonly string[]): void {
+    if (this.ring.replaceables.fills(q.f, q.limit, q.restricted)) this.ring.replaceables.fill(q.f, jsons, q.now);
+    else if (q.anonymous && this.ring.tagAnswers.fills(q.f, q.limit)) this.ring.tagAnswers.fill(q.f, q.limit, jsons, q.restricted);
   }
 
   /** The writer queue has fanned out a batch (store/queue.ts afterFanout). */
@@ -147,10 +171,12 @@ export class Fanout {
     deleted: (idsAndPubkeys) => {
       this.ring.feeds.forget(idsAndPubkeys);
       this.ring.replaceables.forget(idsAndPubkeys);
+      this.ring.tagAnswers.forget(idsAndPubkeys);
     },
     unknown: (maxCreatedAt, batch) => {
       this.ring.feeds.reset(maxCreatedAt, batch);
       this.ring.replaceables.reset();
+      this.ring.tagAnswers.reset();
     },
   };
 }

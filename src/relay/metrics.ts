@@ -88,10 +88,12 @@ export class RelayMetrics {
   readonly reqSeconds = new Histogram([
     0.0005, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.006, 0.008, 0.012, 0.016, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
   ]);
-  /** REQs whose stored events came from the fanout's ring, not the store (relay/ring-answer.ts). */
-  ringAnswers = 0;
-  /** REQs for replaceable events by author and kind answered from memory (relay/replaceable-answer.ts). */
-  replaceableAnswers = 0;
+  /**
+   * REQs whose stored events came from memory, not the store: the fanout's ring
+   * (relay/ring-answer.ts), replaceable events by author and kind (relay/replaceable-answer.ts),
+   * answers to one tag value kept (relay/tag-answer.ts).
+   */
+  readonly memoryAnswers = { ring: 0, replaceable: 0, tag: 0 };
   // The last RECENT_REFUSALS refusals, in parallel arrays written in a circle.
   private readonly refusedAt = new Float64Array(RECENT_REFUSALS);
   private readonly refusedKind = new Float64Array(RECENT_REFUSALS);
@@ -277,13 +279,19 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
     "bunstr_req_ring_answers_total",
     "counter",
     "REQs answered from the recent events in memory, without a database read.",
-    m.ringAnswers,
+    m.memoryAnswers.ring,
   );
   x.single(
     "bunstr_req_replaceable_answers_total",
     "counter",
     "REQs for replaceable events by author and kind (profiles, follow and relay lists) answered from memory, without a database read.",
-    m.replaceableAnswers,
+    m.memoryAnswers.replaceable,
+  );
+  x.single(
+    "bunstr_req_tag_answers_total",
+    "counter",
+    "REQs for one tag value (a thread, a hashtag) answered from an earlier answer kept in memory, without a database read.",
+    m.memoryAnswers.tag,
   );
   x.histogram("bunstr_writer_batch_size", "Events per writer transaction.", m.writerBatchSize);
   x.histogram("bunstr_writer_commit_seconds", "Time to write and commit one writer batch.", m.writerCommitSeconds);

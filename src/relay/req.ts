@@ -10,6 +10,7 @@ import { canRead, filterLimits, restrictedKinds, visibilityFor } from "../policy
 import { nowSeconds } from "../protocol/event.ts";
 import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type StateMark } from "../store/types.ts";
 import type { RelayContext } from "./context.ts";
+import type { MemoryQuery } from "./fanout.ts";
 import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
 
 /**
@@ -73,9 +74,13 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   const fanoutSeq = ctx.fanout.seq;
   const prefix = `["EVENT",${JSON.stringify(subId)},`;
   // Or all of them from memory, when it holds the store's answer (no reader, no budget).
-  const fromRing = reads ? memoryAnswer(ctx, filters, perFilter, now) : undefined;
-  // A stored answer that tells the replaceable events it names is kept for the next such REQ.
-  const fill = reads && !fromRing ? fillMark(ctx, filters, perFilter) : undefined;
+  const single: MemoryQuery | undefined =
+    reads && filters.length === 1
+      ? { f: filters[0]!, limit: perFilter[0]!, now, restricted: restrictedKinds(ctx.config), anonymous: s.authed.size === 0 }
+      : undefined;
+  const fromRing = memoryAnswer(ctx, single);
+  // A stored answer memory can keep true is kept for the next such REQ.
+  const fill = fromRing ? undefined : fillMark(ctx, single);
   const served: string[] | undefined = fill ? [] : undefined;
   const budget = reads && !fromRing ? queryBudget(ctx, s) : undefined;
   if (reads && !fromRing && !budget) return send(ws, closedFrame(ctx.metrics, subId, OVER_BUDGET));
@@ -124,7 +129,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   }
   ctx.metrics.sent.EVENT += sent;
   if (!live()) return; // closed or replaced meanwhile
-  if (fill) fillReplaceables(ctx, fill, filters[0]!, [...served!, ...last], prefix.length, now);
+  if (fill) keepAnswer(ctx, single!, fill, [...served!, ...last], prefix.length);
 
   ws.cork(() => {
     for (const frame of last) ws.send(frame, s.deflate);
@@ -148,49 +153,29 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
 }
 
 /**
- * A single filter's stored events from memory, when the store vouches that it told every change:
- * from the fanout's ring (relay/ring-answer.ts) or the replaceable events by author and kind
- * (relay/replaceable-answer.ts). Kinds only some may read are left to the store.
+ * A single filter's stored events from memory (relay/fanout.ts answer), when the store vouches
+ * that it told every change.
  */
-function memoryAnswer(
-  ctx: RelayContext,
-  filters: readonly CompiledFilter[],
-  perFilter: readonly number[],
-  now: number,
-): string[] | undefined {
-  if (filters.length !== 1 || !ctx.store.changesKnown?.()) return undefined;
-  const restricted = restrictedKinds(ctx.config);
-  const fromRing = ctx.fanout.answer(filters[0]!, perFilter[0]!, now, restricted);
-  if (fromRing) {
-    ctx.metrics.ringAnswers++;
-    return fromRing;
-  }
-  const replaceables = ctx.fanout.replaceableAnswer(filters[0]!, perFilter[0]!, now, restricted);
-  if (replaceables) ctx.metrics.replaceableAnswers++;
-  return replaceables;
+function memoryAnswer(ctx: RelayContext, q: MemoryQuery | undefined): string[] | undefined {
+  if (!q || !ctx.store.changesKnown?.()) return undefined;
+  const answer = ctx.fanout.answer(q);
+  if (!answer) return undefined;
+  ctx.metrics.memoryAnswers[answer.from]++;
+  return answer.events;
 }
 
-/** The store's state before a read whose answer would fill the replaceable events (Store.stateMark). */
-function fillMark(ctx: RelayContext, filters: readonly CompiledFilter[], perFilter: readonly number[]): StateMark | undefined {
-  if (filters.length !== 1 || !ctx.store.changesKnown?.()) return undefined;
-  if (!ctx.fanout.fillsReplaceables(filters[0]!, perFilter[0]!, restrictedKinds(ctx.config))) return undefined;
+/** The store's state before a read whose answer memory would keep (Store.stateMark). */
+function fillMark(ctx: RelayContext, q: MemoryQuery | undefined): StateMark | undefined {
+  if (!q || !ctx.store.changesKnown?.() || !ctx.fanout.fills(q)) return undefined;
   return ctx.store.stateMark?.();
 }
 
-/** Keeps a stored answer's replaceable events when nothing was committed while it was read. */
-function fillReplaceables(
-  ctx: RelayContext,
-  mark: StateMark,
-  f: CompiledFilter,
-  frames: readonly string[],
-  prefix: number,
-  now: number,
-): void {
+/** Keeps a stored answer in memory when nothing was committed while it was read. */
+function keepAnswer(ctx: RelayContext, q: MemoryQuery, mark: StateMark, frames: readonly string[], prefix: number): void {
   if (!ctx.store.unchangedSince!(mark) || !ctx.store.changesKnown!()) return;
-  ctx.fanout.fillReplaceables(
-    f,
+  ctx.fanout.fill(
+    q,
     frames.map((frame) => frame.slice(prefix, -1)),
-    now,
   );
 }
 

@@ -10,6 +10,7 @@ import { matchAny, type CompiledFilter } from "../protocol/filter.ts";
 import { expirationOf } from "../nips/nip40.ts";
 import { FeedIndex } from "./ring-answer.ts";
 import { ReplaceableIndex } from "./replaceable-answer.ts";
+import { TagAnswers } from "./tag-answer.ts";
 
 /** An event the ring gives back; `event` is parsed from the JSON when first asked for. */
 export class Recent {
@@ -69,6 +70,8 @@ export class CatchUpRing {
   readonly feeds: FeedIndex;
   /** The replaceable events by author and kind they tell of (relay/replaceable-answer.ts). */
   readonly replaceables = new ReplaceableIndex();
+  /** Stored answers to one tag value, kept true (relay/tag-answer.ts). */
+  readonly tagAnswers = new TagAnswers();
   private bytes = 0;
   /** The oldest seq still in the ring. */
   private oldest = 1;
@@ -102,7 +105,10 @@ export class CatchUpRing {
     this.expires[slot] = expirationOf(e) ?? Number.NaN;
     this.newest = seq;
     this.bytes += json.length;
-    if (this.feeds.add(seq, json, e)) this.replaceables.stored(e, json);
+    if (this.feeds.add(seq, json, e)) {
+      this.replaceables.stored(e, json);
+      this.tagAnswers.stored(e, json, this.expires[slot]!);
+    }
     while (this.bytes > this.maxBytes && this.oldest < seq) this.evict();
   }
 

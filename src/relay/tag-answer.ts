@@ -1,0 +1,226 @@
+// Answers to one tag value (a thread: `{"#e": [id], limit}`; a hashtag: `{"#t": [topic], limit}`)
+// kept after the store gave them, and kept true as events come and go, so that the next REQ of
+// the same filter is answered on the main thread with no reader and no SQLite. Clients ask for
+// the same threads and hashtags over and over: 43% of issue 15's threads and 75% of its hashtags
+// repeat an earlier REQ within 5,000 (bench/RESULTS.md).
+//
+// Why a kept answer stays the store's:
+// - It is taken from a stored read that nothing was committed during (Store.stateMark), of an
+//   anonymous connection (the answer restricted kinds are hidden from), and it holds the newest
+//   `limit` events with the tag value, or all of them when fewer.
+// - A newly stored event with the tag value (fanout, in commit order; not one its own batch
+//   deleted: FeedIndex.add) goes in at its place, and pushes the oldest out of a full answer.
+//   One of a restricted kind is not shown to anonymous readers and is left out.
+// - An event the store deletes drops every answer holding it (a full one would be short of the
+//   next older event, which only the store knows); what the store cannot name clears them all.
+// - A NIP-40 expiration past in a full answer sends the REQ to the store; in a short one the
+//   event is left out, as the store leaves it.
+//
+// Bounded in bytes (the JSON held, a little per answer and per event), least recently used first.
+import { expirationOf } from "../nips/nip40.ts";
+import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/event.ts";
+import type { CompiledFilter } from "../protocol/filter.ts";
+import { newestFirst } from "../store/semantics.ts";
+
+/** JSON characters the answers may hold. */
+const MAX_BYTES = 8 * 1024 * 1024;
+/** An answer bigger than this is not kept. */
+const MAX_ANSWER_BYTES = 1024 * 1024;
+/** Nor one asking for more events than this. */
+const MAX_LIMIT = 500;
+/** What an answer and an event in it cost beside the JSON: the maps' entries and the objects. */
+const ANSWER_BYTES = 200;
+const ITEM_BYTES = 120;
+/** The tag names the store indexes (store/sqlite/write.ts indexedTag). */
+const SINGLE_LETTER = /^[a-zA-Z]$/;
+
+interface Item {
+  readonly json: string;
+  readonly id: string;
+  readonly created_at: number;
+  readonly kind: number;
+  /** NIP-40 expiration, NaN without one. */
+  readonly expires: number;
+}
+
+interface Answer {
+  readonly key: string;
+  readonly tag: string;
+  readonly limit: number;
+  /** Newest first, in NIP-01 order (created_at descending, then id). */
+  readonly items: Item[];
+  bytes: number;
+}
+
+/**
+ * A tag value's key: SQLite stores a lone UTF-16 surrogate as U+FFFD, so the store does not tell
+ * "\ud800" from "\uFFFD" in a tag value (test/tag-rows.test.ts), and neither do the keys.
+ */
+const tagKey = (name: string, value: string): string => `${name}:${value.toWellFormed()}`;
+
+export class TagAnswers {
+  /** By filter key (tag and limit), least recently used first (Map order). */
+  private readonly answers = new Map<string, Answer>();
+  /** The answers of each tag value (one per limit asked). */
+  private readonly byTag = new Map<string, Set<Answer>>();
+  /** The answers each event is in. */
+  private readonly byId = new Map<string, Set<Answer>>();
+  private bytes = 0;
+  /** Kinds hidden from anonymous readers, as the last REQ saw them. */
+  private restricted: ReadonlySet<number> = new Set();
+
+  /**
+   * The store's answer to an anonymous reader's filter of one tag value, newest first, or
+   * undefined when it is not kept. `now`: NIP-40's, 0 = no expiry.
+   */
+  answer(f: CompiledFilter, limit: number, now: number, restricted: ReadonlySet<number>): string[] | undefined {
+    this.restricted = restricted;
+    const key = answerKey(f, limit);
+    const a = key === undefined ? undefined : this.answers.get(key);
+    if (!a) return undefined;
+    const out: string[] = [];
+    for (const item of a.items) {
+      // An answer kept before a reload restricted its kind.
+      if (restricted.has(item.kind)) return this.drop(a);
+      if (now > 0 && item.expires <= now) {
+        if (a.items.length === a.limit) return this.drop(a);
+        continue;
+      }
+      out.push(item.json);
+    }
+    this.answers.delete(a.key);
+    this.answers.set(a.key, a);
+    return out;
+  }
+
+  /** Would an anonymous reader's stored answer to this filter be kept? */
+  fills(f: CompiledFilter, limit: number): boolean {
+    return answerKey(f, limit) !== undefined;
+  }
+
+  /** Keeps the store's answer (event JSONs, newest first) to such a filter, read while nothing was committed. */
+  fill(f: CompiledFilter, limit: number, jsons: readonly string[], restricted: ReadonlySet<number>): void {
+    this.restricted = restricted;
+    const key = answerKey(f, limit)!;
+    if (this.answers.has(key) || jsons.length > limit) return;
+    const items: Item[] = [];
+    for (const json of jsons) {
+      const item = itemOf(json);
+      if (!item || restricted.has(item.kind)) return;
+      items.push(item);
+    }
+    const [name, values] = f.tags[0]!;
+    const a: Answer = { key, tag: tagKey(name, [...values][0]!), limit, items, bytes: ANSWER_BYTES };
+    for (const item of items) a.bytes += ITEM_BYTES + item.json.length;
+    if (a.bytes > MAX_ANSWER_BYTES) return;
+    this.answers.set(key, a);
+    this.bytes += a.bytes;
+    let same = this.byTag.get(a.tag);
+    if (!same) this.byTag.set(a.tag, (same = new Set()));
+    same.add(a);
+    for (const item of items) this.holds(item.id, a);
+    this.bound();
+  }
+
+  /** A newly fanned-out event the store holds (not one its own batch deleted). */
+  stored(e: NostrEvent, json: string, expires: number): void {
+    if (this.answers.size === 0 || this.restricted.has(e.kind)) return;
+    let item: Item | undefined;
+    for (const t of e.tags) {
+      if (t[1] === undefined || t[0] === undefined || !SINGLE_LETTER.test(t[0])) continue;
+      const same = this.byTag.get(tagKey(t[0], t[1]));
+      if (!same) continue;
+      item ??= { json, id: e.id, created_at: e.created_at, kind: e.kind, expires };
+      for (const a of same) this.insert(a, item);
+    }
+    this.bound();
+  }
+
+  /** Events the store deleted, each `id + pubkey` in hex. */
+  forget(idsAndPubkeys: readonly string[]): void {
+    for (const key of idsAndPubkeys) for (const a of this.byId.get(key.slice(0, 64)) ?? []) this.drop(a);
+  }
+
+  /** The store changed in ways it could not name. */
+  reset(): void {
+    this.answers.clear();
+    this.byTag.clear();
+    this.byId.clear();
+    this.bytes = 0;
+  }
+
+  /** Bytes held (for tests and the bound). */
+  get size(): number {
+    return this.bytes;
+  }
+
+  private insert(a: Answer, item: Item): void {
+    // Twice: an event with the tag value twice, or fanned out after a read that already saw it.
+    if (this.byId.get(item.id)?.has(a)) return;
+    const items = a.items;
+    let at = items.length;
+    while (at > 0 && newestFirst(item, items[at - 1]!) < 0) at--;
+    if (at === a.limit) return; // older than a full answer's last
+    items.splice(at, 0, item);
+    a.bytes += ITEM_BYTES + item.json.length;
+    this.bytes += ITEM_BYTES + item.json.length;
+    this.holds(item.id, a);
+    if (items.length <= a.limit) return;
+    const out = items.pop()!;
+    a.bytes -= ITEM_BYTES + out.json.length;
+    this.bytes -= ITEM_BYTES + out.json.length;
+    this.release(out.id, a);
+  }
+
+  private holds(id: string, a: Answer): void {
+    let answers = this.byId.get(id);
+    if (!answers) this.byId.set(id, (answers = new Set()));
+    answers.add(a);
+  }
+
+  private release(id: string, a: Answer): void {
+    const answers = this.byId.get(id);
+    answers?.delete(a);
+    if (answers?.size === 0) this.byId.delete(id);
+  }
+
+  private drop(a: Answer): undefined {
+    if (this.answers.get(a.key) !== a) return undefined;
+    this.answers.delete(a.key);
+    this.bytes -= a.bytes;
+    const same = this.byTag.get(a.tag)!;
+    same.delete(a);
+    if (same.size === 0) this.byTag.delete(a.tag);
+    for (const item of a.items) this.release(item.id, a);
+    return undefined;
+  }
+
+  private bound(): void {
+    for (const a of this.answers.values()) {
+      if (this.bytes <= MAX_BYTES) return;
+      this.drop(a);
+    }
+  }
+}
+
+/** The key of a filter of exactly one tag value and a limit, or undefined for any other filter. */
+function answerKey(f: CompiledFilter, limit: number): string | undefined {
+  if (f.tags.length !== 1 || f.ids || f.authors || f.kinds || f.search !== undefined || f.neverMatch) return undefined;
+  if (f.since !== undefined || f.until !== undefined || limit <= 0 || limit > MAX_LIMIT) return undefined;
+  const [name, values] = f.tags[0]!;
+  if (values.size !== 1 || !SINGLE_LETTER.test(name)) return undefined;
+  return `${limit}:${tagKey(name, [...values][0]!)}`;
+}
+
+/** An event's fields from serializeEvent's JSON (relay/ring.ts keeps the same), undefined for another layout. */
+function itemOf(json: string): Item | undefined {
+  if (!fixedLayout(json)) return undefined;
+  const timeAt = PUBKEY_AT + 64 + '","created_at":'.length;
+  const kindAt = json.indexOf(',"kind":', timeAt);
+  const created_at = Number(json.slice(timeAt, kindAt));
+  const kind = Number(json.slice(kindAt + 8, json.indexOf(",", kindAt + 8)));
+  if (!Number.isInteger(created_at) || !Number.isInteger(kind)) return undefined;
+  // Only an event that may have one is parsed for its expiration.
+  const expires = json.includes('"expiration"') ? (expirationOf(JSON.parse(json) as NostrEvent) ?? Number.NaN) : Number.NaN;
+  return { json, id: json.slice(ID_AT, ID_AT + 64), created_at, kind, expires };
+}
