@@ -3,7 +3,7 @@
 // with the store's own, and the relay's counters of where each answer came from.
 import { Database } from "bun:sqlite";
 import { expect } from "bun:test";
-import { nowSeconds, type NostrEvent } from "../src/protocol/event.ts";
+import { nowSeconds, serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import type { Filter } from "../src/protocol/filter.ts";
 import { visibilityFor } from "../src/policy/visibility.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
@@ -33,11 +33,35 @@ export async function elsewhere(r: TestRelay, c: Client, write: (w: SqliteWriter
   await once(c, { ids: ["00".repeat(32)] });
 }
 
-/** Another process stores these events. */
+/** Another process stores these events (as bunstr's own CLI writes them). */
 export async function storedElsewhere(r: TestRelay, c: Client, ...events: NostrEvent[]): Promise<void> {
   await elsewhere(r, c, (w) => {
-    for (const e of events) expect(w.writeBatchImmediate([{ event: e, json: JSON.stringify(e) }], RULES)[0]!.stored).toBe(true);
+    for (const e of events) expect(w.writeBatchImmediate([{ event: e, json: serializeEvent(e) }], RULES)[0]!.stored).toBe(true);
   });
+}
+
+/**
+ * The relay's next stored read calls `during` once its rows are read, before the relay has
+ * them all (the last batch held back until it returns).
+ */
+export function duringNextRead(r: TestRelay, during: () => Promise<void>): void {
+  const store = r.ctx.store;
+  const query = store.query;
+  store.query = (job, ctx) => {
+    store.query = query;
+    const rows = query.call(store, job, ctx);
+    return (async function* () {
+      let done = false;
+      for await (const batch of rows) {
+        if (batch.last) {
+          await during();
+          done = true;
+        }
+        yield batch;
+      }
+      if (!done) await during();
+    })();
+  };
 }
 
 /**

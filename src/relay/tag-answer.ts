@@ -160,7 +160,6 @@ export class TagAnswers {
     const items = a.items;
     let at = items.length;
     while (at > 0 && newestFirst(item, items[at - 1]!) < 0) at--;
-    if (at === a.limit) return; // older than a full answer's last
     items.splice(at, 0, item);
     a.bytes += ITEM_BYTES + item.json.length;
     this.bytes += ITEM_BYTES + item.json.length;
@@ -212,9 +211,12 @@ function answerKey(f: CompiledFilter, limit: number): string | undefined {
   return `${limit}:${tagKey(name, [...values][0]!)}`;
 }
 
-/** An event's fields from serializeEvent's JSON (relay/ring.ts keeps the same), undefined for another layout. */
+/** An event's fields, read off serializeEvent's layout (relay/ring.ts keeps the same) or parsed. */
 function itemOf(json: string): Item | undefined {
-  if (!fixedLayout(json)) return undefined;
+  if (!fixedLayout(json)) {
+    const e = JSON.parse(json) as NostrEvent;
+    return { json, id: e.id, created_at: e.created_at, kind: e.kind, expires: expirationOf(e) ?? Number.NaN };
+  }
   const timeAt = PUBKEY_AT + 64 + '","created_at":'.length;
   const kindAt = json.indexOf(',"kind":', timeAt);
   const created_at = Number(json.slice(timeAt, kindAt));
