@@ -23,8 +23,8 @@ import { expirationOf } from "../nips/nip40.ts";
 
 /** JSON characters the entries may hold: ~6,000 profiles of the bench corpus. */
 const MAX_BYTES = 4 * 1024 * 1024;
-/** A bigger event is not held (a follow list of thousands of pubkeys): its pair stays unknown. */
-const MAX_EVENT_BYTES = 16 * 1024;
+/** A bigger event is not held (most follow lists: hundreds of pubkeys): its pair stays unknown. */
+const MAX_EVENT_BYTES = 4 * 1024;
 /** What an entry costs beside its JSON: the map entries and the entry's object. */
 const ENTRY_BYTES = 160;
 /** A filter naming more author and kind pairs than this goes to the store. */
