@@ -20,8 +20,9 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { isReplaceable } from "../protocol/kinds.ts";
 import { expirationOf } from "../nips/nip40.ts";
+import { heldBytes, ownCopy } from "./held-json.ts";
 
-/** JSON characters the entries may hold: ~6,000 profiles of the bench corpus. */
+/** Bytes of JSON the entries may hold (relay/held-json.ts): ~5,000 profiles of the bench corpus. */
 const MAX_BYTES = 4 * 1024 * 1024;
 /** A bigger event is not held (most follow lists: hundreds of pubkeys): its pair stays unknown. */
 const MAX_EVENT_BYTES = 4 * 1024;
@@ -32,6 +33,8 @@ const MAX_PAIRS = 64;
 
 interface Held {
   readonly json: string;
+  /** What the JSON holds (relay/held-json.ts). */
+  readonly bytes: number;
   readonly id: string;
   readonly time: number;
   /** NIP-40 expiration, NaN without one. */
@@ -110,13 +113,14 @@ export class ReplaceableIndex {
   /** The store's answer (event JSONs) to a filter `fills` allowed, read while nothing was committed. */
   fill(f: CompiledFilter, jsons: readonly string[], now: number): void {
     this.expiryIs(now > 0);
-    const events = jsons.map((j) => JSON.parse(j) as NostrEvent);
+    const own = jsons.map(ownCopy);
+    const events = own.map((j) => JSON.parse(j) as NostrEvent);
     const pair = (pubkey: string, kind: number) => `${kind}:${pubkey}`;
     const seen = new Set(events.map((e) => pair(e.pubkey, e.kind)));
     // Two events for one pair: not a store this index understands (rows from elsewhere).
     if (seen.size !== events.length) return;
     for (const pubkey of f.authors!) for (const kind of f.kinds!) if (!seen.has(pair(pubkey, kind))) this.set(pubkey, kind, null);
-    for (let i = 0; i < events.length; i++) this.set(events[i]!.pubkey, events[i]!.kind, held(events[i]!, jsons[i]!));
+    for (let i = 0; i < events.length; i++) this.set(events[i]!.pubkey, events[i]!.kind, held(events[i]!, own[i]!));
   }
 
   /** Bytes held (for tests and the bound). */
@@ -135,7 +139,7 @@ export class ReplaceableIndex {
     let author = this.authors.get(pubkey);
     const old = author?.get(kind);
     if (author && old !== undefined) this.unset(author, pubkey, kind);
-    if (h && h.json.length > MAX_EVENT_BYTES) return;
+    if (h && h.bytes > MAX_EVENT_BYTES) return;
     author = this.authors.get(pubkey);
     if (!author) this.authors.set(pubkey, (author = new Map()));
     author.set(kind, h);
@@ -169,6 +173,12 @@ function answerable(f: CompiledFilter, restricted: ReadonlySet<number>): boolean
   return true;
 }
 
-const held = (e: NostrEvent, json: string): Held => ({ json, id: e.id, time: e.created_at, expires: expirationOf(e) ?? Number.NaN });
+const held = (e: NostrEvent, json: string): Held => ({
+  json,
+  bytes: heldBytes(json),
+  id: e.id,
+  time: e.created_at,
+  expires: expirationOf(e) ?? Number.NaN,
+});
 
-const cost = (h: Held | null): number => ENTRY_BYTES + (h ? h.json.length : 0);
+const cost = (h: Held | null): number => ENTRY_BYTES + (h ? h.bytes : 0);

@@ -16,13 +16,15 @@
 // - A NIP-40 expiration past in a full answer sends the REQ to the store; in a short one the
 //   event is left out, as the store leaves it.
 //
-// Bounded in bytes (the JSON held, a little per answer and per event), least recently used first.
+// Bounded in bytes (the JSON held, a little per answer and per event), least recently used first;
+// the JSON of a stored answer is copied out of the reader's reply (relay/held-json.ts).
 import { expirationOf } from "../nips/nip40.ts";
 import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { newestFirst } from "../store/semantics.ts";
+import { heldBytes, ownCopy } from "./held-json.ts";
 
-/** JSON characters the answers may hold. */
+/** Bytes of JSON the answers may hold (relay/held-json.ts). */
 const MAX_BYTES = 8 * 1024 * 1024;
 /** An answer bigger than this is not kept. */
 const MAX_ANSWER_BYTES = 1024 * 1024;
@@ -41,10 +43,13 @@ interface Item {
   readonly kind: number;
   /** NIP-40 expiration, NaN without one. */
   readonly expires: number;
+  /** What its JSON holds (relay/held-json.ts). */
+  readonly bytes: number;
 }
 
 interface Answer {
   readonly key: string;
+  readonly name: string;
   readonly tag: string;
   readonly limit: number;
   /** Newest first, in NIP-01 order (created_at descending, then id). */
@@ -66,6 +71,8 @@ export class TagAnswers {
   /** The answers each event is in. */
   private readonly byId = new Map<string, Set<Answer>>();
   private bytes = 0;
+  /** How many answers are kept for each tag name. */
+  private readonly names = new Map<string, number>();
   /** Kinds hidden from anonymous readers, as the last REQ saw them. */
   private restricted: ReadonlySet<number> = new Set();
 
@@ -110,10 +117,11 @@ export class TagAnswers {
       items.push(item);
     }
     const [name, values] = f.tags[0]!;
-    const a: Answer = { key, tag: tagKey(name, [...values][0]!), limit, items, bytes: ANSWER_BYTES };
-    for (const item of items) a.bytes += ITEM_BYTES + item.json.length;
+    const a: Answer = { key, name, tag: tagKey(name, [...values][0]!), limit, items, bytes: ANSWER_BYTES };
+    for (const item of items) a.bytes += ITEM_BYTES + item.bytes;
     if (a.bytes > MAX_ANSWER_BYTES) return;
     this.answers.set(key, a);
+    this.names.set(name, (this.names.get(name) ?? 0) + 1);
     this.bytes += a.bytes;
     let same = this.byTag.get(a.tag);
     if (!same) this.byTag.set(a.tag, (same = new Set()));
@@ -127,10 +135,11 @@ export class TagAnswers {
     if (this.answers.size === 0 || this.restricted.has(e.kind)) return;
     let item: Item | undefined;
     for (const t of e.tags) {
-      if (t[1] === undefined || t[0] === undefined || !SINGLE_LETTER.test(t[0])) continue;
+      // Most tags are of names no answer is kept for (a follow list's hundreds of "p").
+      if (t[1] === undefined || t[0] === undefined || !this.names.has(t[0])) continue;
       const same = this.byTag.get(tagKey(t[0], t[1]));
       if (!same) continue;
-      item ??= { json, id: e.id, created_at: e.created_at, kind: e.kind, expires };
+      item ??= { json, id: e.id, created_at: e.created_at, kind: e.kind, expires, bytes: heldBytes(json) };
       for (const a of same) this.insert(a, item);
     }
     this.bound();
@@ -144,6 +153,7 @@ export class TagAnswers {
   /** The store changed in ways it could not name. */
   reset(): void {
     this.answers.clear();
+    this.names.clear();
     this.byTag.clear();
     this.byId.clear();
     this.bytes = 0;
@@ -161,13 +171,13 @@ export class TagAnswers {
     let at = items.length;
     while (at > 0 && newestFirst(item, items[at - 1]!) < 0) at--;
     items.splice(at, 0, item);
-    a.bytes += ITEM_BYTES + item.json.length;
-    this.bytes += ITEM_BYTES + item.json.length;
+    a.bytes += ITEM_BYTES + item.bytes;
+    this.bytes += ITEM_BYTES + item.bytes;
     this.holds(item.id, a);
     if (items.length <= a.limit) return;
     const out = items.pop()!;
-    a.bytes -= ITEM_BYTES + out.json.length;
-    this.bytes -= ITEM_BYTES + out.json.length;
+    a.bytes -= ITEM_BYTES + out.bytes;
+    this.bytes -= ITEM_BYTES + out.bytes;
     this.release(out.id, a);
   }
 
@@ -186,6 +196,9 @@ export class TagAnswers {
   private drop(a: Answer): undefined {
     if (this.answers.get(a.key) !== a) return undefined;
     this.answers.delete(a.key);
+    const left = this.names.get(a.name)! - 1;
+    if (left === 0) this.names.delete(a.name);
+    else this.names.set(a.name, left);
     this.bytes -= a.bytes;
     const same = this.byTag.get(a.tag)!;
     same.delete(a);
@@ -211,11 +224,12 @@ function answerKey(f: CompiledFilter, limit: number): string | undefined {
   return `${limit}:${tagKey(name, [...values][0]!)}`;
 }
 
-/** An event's fields, read off serializeEvent's layout (relay/ring.ts keeps the same) or parsed. */
-function itemOf(json: string): Item | undefined {
+/** An event of a stored answer, its JSON copied out of the reply; fields read off serializeEvent's layout (relay/ring.ts keeps the same) or parsed. */
+function itemOf(frameJson: string): Item | undefined {
+  const json = ownCopy(frameJson);
   if (!fixedLayout(json)) {
     const e = JSON.parse(json) as NostrEvent;
-    return { json, id: e.id, created_at: e.created_at, kind: e.kind, expires: expirationOf(e) ?? Number.NaN };
+    return { json, id: e.id, created_at: e.created_at, kind: e.kind, expires: expirationOf(e) ?? Number.NaN, bytes: heldBytes(json) };
   }
   const timeAt = PUBKEY_AT + 64 + '","created_at":'.length;
   const kindAt = json.indexOf(',"kind":', timeAt);
@@ -224,5 +238,5 @@ function itemOf(json: string): Item | undefined {
   if (!Number.isInteger(created_at) || !Number.isInteger(kind)) return undefined;
   // Only an event that may have one is parsed for its expiration.
   const expires = json.includes('"expiration"') ? (expirationOf(JSON.parse(json) as NostrEvent) ?? Number.NaN) : Number.NaN;
-  return { json, id: json.slice(ID_AT, ID_AT + 64), created_at, kind, expires };
+  return { json, id: json.slice(ID_AT, ID_AT + 64), created_at, kind, expires, bytes: heldBytes(json) };
 }
