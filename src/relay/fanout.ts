@@ -150,15 +150,17 @@ export class Fanout {
     return tag && { events: tag, from: "tag" };
   }
 
-  /** Whether the store's answer to this filter would be kept (`fill`). */
-  fills(q: MemoryQuery): boolean {
-    return this.ring.replaceables.fills(q.f, q.limit, q.restricted) || (q.anonymous && this.ring.tagAnswers.fills(q.f, q.limit));
+  /** Which of memory's answers would keep the store's answer to this filter (`fill`), if one would. */
+  wants(q: MemoryQuery): MemoryAnswer["from"] | undefined {
+    if (this.ring.replaceables.wants(q.f, q.limit, q.restricted)) return "replaceable";
+    if (q.anonymous && this.ring.tagAnswers.wants(q.f, q.limit)) return "tag";
+    return undefined;
   }
 
-  /** The store's answer (event JSONs) to a filter `fills` allowed, read while nothing was committed (Store.stateMark). */
-  fill(q: MemoryQuery, jsons: readonly string[]): void {
-    if (this.ring.replaceables.fills(q.f, q.limit, q.restricted)) this.ring.replaceables.fill(q.f, jsons, q.now);
-    else if (q.anonymous && this.ring.tagAnswers.fills(q.f, q.limit)) this.ring.tagAnswers.fill(q.f, q.limit, jsons, q.restricted);
+  /** The store's answer (event JSONs) to a filter `wants` chose `into` for, read while nothing was committed (Store.stateMark). */
+  fill(q: MemoryQuery, into: MemoryAnswer["from"], jsons: readonly string[]): void {
+    if (into === "replaceable") this.ring.replaceables.fill(q.f, jsons, q.now);
+    else if (into === "tag") this.ring.tagAnswers.fill(q.f, q.limit, jsons, q.restricted);
   }
 
   /** The writer queue has fanned out a batch (store/queue.ts afterFanout). */

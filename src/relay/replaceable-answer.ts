@@ -20,10 +20,10 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { isReplaceable } from "../protocol/kinds.ts";
 import { expirationOf } from "../nips/nip40.ts";
-import { heldBytes, ownCopy } from "./held-json.ts";
+import { heldBytes, ownCopy, SecondAsk } from "./keep.ts";
 
-/** Bytes of JSON the entries may hold (relay/held-json.ts): ~5,000 profiles of the bench corpus. */
-const MAX_BYTES = 4 * 1024 * 1024;
+/** Bytes of JSON the entries may hold (relay/keep.ts): ~1,400 profiles of the bench corpus. */
+const MAX_BYTES = 1024 * 1024;
 /** A bigger event is not held (most follow lists: hundreds of pubkeys): its pair stays unknown. */
 const MAX_EVENT_BYTES = 4 * 1024;
 /** What an entry costs beside its JSON: the map entries and the entry's object. */
@@ -33,7 +33,7 @@ const MAX_PAIRS = 64;
 
 interface Held {
   readonly json: string;
-  /** What the JSON holds (relay/held-json.ts). */
+  /** What the JSON holds (relay/keep.ts). */
   readonly bytes: number;
   readonly id: string;
   readonly time: number;
@@ -48,6 +48,7 @@ export class ReplaceableIndex {
   /** By pubkey, least recently used first (Map order). */
   private readonly authors = new Map<string, Author>();
   private bytes = 0;
+  private readonly asked = new SecondAsk();
   /** Whether the null entries were read with NIP-40 expiry applied (a reload may turn it off). */
   private expiry = true;
 
@@ -104,13 +105,15 @@ export class ReplaceableIndex {
 
   /**
    * Would the store's answer to this filter fill entries (every pair, none cut by the limit, no
-   * time bounds that could hide one)?
+   * time bounds that could hide one)? Yes the second time it is asked (relay/keep.ts SecondAsk).
    */
-  fills(f: CompiledFilter, limit: number, restricted: ReadonlySet<number>): boolean {
-    return answerable(f, restricted) && f.since === undefined && f.until === undefined && f.authors!.size * f.kinds!.size <= limit;
+  wants(f: CompiledFilter, limit: number, restricted: ReadonlySet<number>): boolean {
+    if (!answerable(f, restricted) || f.since !== undefined || f.until !== undefined || f.authors!.size * f.kinds!.size > limit)
+      return false;
+    return this.asked.again(`${[...f.kinds!].join(",")}:${[...f.authors!].join(",")}`);
   }
 
-  /** The store's answer (event JSONs) to a filter `fills` allowed, read while nothing was committed. */
+  /** The store's answer (event JSONs) to a filter `wants` allowed, read while nothing was committed. */
   fill(f: CompiledFilter, jsons: readonly string[], now: number): void {
     this.expiryIs(now > 0);
     const own = jsons.map(ownCopy);

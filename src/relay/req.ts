@@ -10,7 +10,7 @@ import { canRead, filterLimits, restrictedKinds, visibilityFor } from "../policy
 import { nowSeconds } from "../protocol/event.ts";
 import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type StateMark } from "../store/types.ts";
 import type { RelayContext } from "./context.ts";
-import type { MemoryQuery } from "./fanout.ts";
+import type { MemoryAnswer, MemoryQuery } from "./fanout.ts";
 import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
 
 /**
@@ -164,17 +164,26 @@ function memoryAnswer(ctx: RelayContext, q: MemoryQuery | undefined): string[] |
   return answer.events;
 }
 
-/** The store's state before a read whose answer memory would keep (Store.stateMark). */
-function fillMark(ctx: RelayContext, q: MemoryQuery | undefined): StateMark | undefined {
-  if (!q || !ctx.store.changesKnown?.() || !ctx.fanout.fills(q)) return undefined;
-  return ctx.store.stateMark?.();
+/** Memory's answer that would keep a stored read's answer, and the store's state before the read (Store.stateMark). */
+function fillMark(ctx: RelayContext, q: MemoryQuery | undefined): { into: MemoryAnswer["from"]; mark: StateMark } | undefined {
+  if (!q || !ctx.store.changesKnown?.()) return undefined;
+  const mark = ctx.store.stateMark?.();
+  const into = mark && ctx.fanout.wants(q);
+  return into && mark && { into, mark };
 }
 
 /** Keeps a stored answer in memory when nothing was committed while it was read. */
-function keepAnswer(ctx: RelayContext, q: MemoryQuery, mark: StateMark, frames: readonly string[], prefix: number): void {
-  if (!ctx.store.unchangedSince!(mark) || !ctx.store.changesKnown!()) return;
+function keepAnswer(
+  ctx: RelayContext,
+  q: MemoryQuery,
+  fill: NonNullable<ReturnType<typeof fillMark>>,
+  frames: readonly string[],
+  prefix: number,
+): void {
+  if (!ctx.store.unchangedSince!(fill.mark) || !ctx.store.changesKnown!()) return;
   ctx.fanout.fill(
     q,
+    fill.into,
     frames.map((frame) => frame.slice(prefix, -1)),
   );
 }

@@ -7,7 +7,8 @@
 // Why a kept answer stays the store's:
 // - It is taken from a stored read that nothing was committed during (Store.stateMark), of an
 //   anonymous connection (the answer restricted kinds are hidden from), and it holds the newest
-//   `limit` events with the tag value, or all of them when fewer.
+//   `limit` events with the tag value, or all of them when fewer. (The filter's second such
+//   read, relay/keep.ts SecondAsk: most filters are asked once.)
 // - A newly stored event with the tag value (fanout, in commit order; not one its own batch
 //   deleted: FeedIndex.add) goes in at its place, and pushes the oldest out of a full answer.
 //   One of a restricted kind is not shown to anonymous readers and is left out.
@@ -17,15 +18,15 @@
 //   event is left out, as the store leaves it.
 //
 // Bounded in bytes (the JSON held, a little per answer and per event), least recently used first;
-// the JSON of a stored answer is copied out of the reader's reply (relay/held-json.ts).
+// the JSON of a stored answer is copied out of the reader's reply (relay/keep.ts).
 import { expirationOf } from "../nips/nip40.ts";
 import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { newestFirst } from "../store/semantics.ts";
-import { heldBytes, ownCopy } from "./held-json.ts";
+import { heldBytes, ownCopy, SecondAsk } from "./keep.ts";
 
-/** Bytes of JSON the answers may hold (relay/held-json.ts). */
-const MAX_BYTES = 8 * 1024 * 1024;
+/** Bytes of JSON the answers may hold (relay/keep.ts). */
+const MAX_BYTES = 4 * 1024 * 1024;
 /** An answer bigger than this is not kept. */
 const MAX_ANSWER_BYTES = 1024 * 1024;
 /** Nor one asking for more events than this. */
@@ -43,7 +44,7 @@ interface Item {
   readonly kind: number;
   /** NIP-40 expiration, NaN without one. */
   readonly expires: number;
-  /** What its JSON holds (relay/held-json.ts). */
+  /** What its JSON holds (relay/keep.ts). */
   readonly bytes: number;
 }
 
@@ -71,6 +72,7 @@ export class TagAnswers {
   /** The answers each event is in. */
   private readonly byId = new Map<string, Set<Answer>>();
   private bytes = 0;
+  private readonly asked = new SecondAsk();
   /** How many answers are kept for each tag name. */
   private readonly names = new Map<string, number>();
   /** Kinds hidden from anonymous readers, as the last REQ saw them. */
@@ -100,9 +102,10 @@ export class TagAnswers {
     return out;
   }
 
-  /** Would an anonymous reader's stored answer to this filter be kept? */
-  fills(f: CompiledFilter, limit: number): boolean {
-    return answerKey(f, limit) !== undefined;
+  /** Would an anonymous reader's stored answer to this filter be kept? Yes the second time it is asked (SecondAsk). */
+  wants(f: CompiledFilter, limit: number): boolean {
+    const key = answerKey(f, limit);
+    return key !== undefined && this.asked.again(key);
   }
 
   /** Keeps the store's answer (event JSONs, newest first) to such a filter, read while nothing was committed. */
