@@ -167,6 +167,7 @@ function memoryAnswer(ctx: RelayContext, q: MemoryQuery | undefined): string[] |
 /** Memory's answer that would keep a stored read's answer, and the store's state before the read (Store.stateMark). */
 function fillMark(ctx: RelayContext, q: MemoryQuery | undefined): { into: MemoryAnswer["from"]; mark: StateMark } | undefined {
   if (!q || !ctx.store.changesKnown?.()) return undefined;
+  // Cheap (no read transaction), and a read while the writer works does not count as an ask.
   const mark = ctx.store.stateMark?.();
   const into = mark && ctx.fanout.wants(q);
   return into && mark && { into, mark };

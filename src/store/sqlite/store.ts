@@ -66,6 +66,8 @@ export class SqliteStore implements Store {
   /** The writer thread was lost since changes were last known. */
   private afterLoss = false;
   private seenVersion = -1;
+  /** data_version as last read (stateMark). */
+  private versionRead = -1;
   /** When lastSeq last asked for data_version (performance.now()). */
   private versionAskedAt = Number.NEGATIVE_INFINITY;
   private nextSession = 1;
@@ -236,16 +238,23 @@ export class SqliteStore implements Store {
 
   /**
    * With a writer thread only: its calls sent (ours) and data_version (another connection's
-   * commits; the thread's own move it too, and none is under way while it is idle).
+   * commits; the thread's own move it too, and none is under way while it is idle). The version
+   * is the one lastSeq read last (at most VERSION_CHECK_MS old, no read transaction here):
+   * `unchangedSince` reads it afresh, so a stale one only makes it say "changed".
    */
   stateMark(): StateMark | undefined {
     if (!this.thread?.idle) return undefined;
-    return { calls: this.thread.callsSent, version: (this.dataVersion.get() as { data_version: number }).data_version };
+    return { calls: this.thread.callsSent, version: this.versionRead };
   }
 
   unchangedSince(mark: StateMark): boolean {
-    const now = this.stateMark();
-    return now !== undefined && now.calls === mark.calls && now.version === mark.version;
+    if (!this.thread?.idle || this.thread.callsSent !== mark.calls) return false;
+    return this.readVersion() === mark.version;
+  }
+
+  private readVersion(): number {
+    this.versionRead = (this.dataVersion.get() as { data_version: number }).data_version;
+    return this.versionRead;
   }
 
   private newestCreatedAt(): number {
@@ -288,7 +297,7 @@ export class SqliteStore implements Store {
     const now = performance.now();
     if (now - this.versionAskedAt < VERSION_CHECK_MS) return w.seq;
     this.versionAskedAt = now;
-    const version = (this.dataVersion.get() as { data_version: number }).data_version;
+    const version = this.readVersion();
     if (version === this.seenVersion) return w.seq;
     // Whose commit it was, the writer says (changesKnown is false until it has): asked even with
     // a batch in flight, which may be waiting for another process's write lock meanwhile.
