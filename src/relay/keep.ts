@@ -2,21 +2,18 @@
 // relay/replaceable-answer.ts): which answers are worth keeping, and what an event's JSON costs
 // there.
 //
-// A reader's reply arrives as one string that the frames are cut from: a frame cut from it keeps
-// the whole reply alive, and one character outside Latin-1 anywhere in the reply makes all of it
-// two bytes per character (JavaScriptCore). A copy through UTF-8 is its own string, of one byte
-// per character unless the event itself needs two (~5 us per KiB of the main thread's).
+// A frame cut from a reader's reply is a slice of the reply: it keeps the reply alive, and one
+// character outside Latin-1 anywhere in the reply makes all of it two bytes per character
+// (JavaScriptCore). A kept answer holds all of its reply's events, so that costs the frames'
+// prefixes; what a string holds is counted as two bytes per character, which it is at most.
+// (Copying each event out through UTF-8 gave one byte per character, at ~5 us per KiB of the
+// main thread's: more than the answers it kept saved, in bench/query-ab.ts.)
 
-const NOT_LATIN1 = /[^\u0000-\u00ff]/;
-
-/** A copy of `json` that holds nothing else. */
-export const ownCopy = (json: string): string => Buffer.from(json).toString();
-
-/** The bytes a string of one's own holds: one per character, or two if any is outside Latin-1. */
-export const heldBytes = (s: string): number => (NOT_LATIN1.test(s) ? 2 : 1) * s.length;
+/** At most the bytes a string holds (two per character in UTF-16). */
+export const heldBytes = (s: string): number => 2 * s.length;
 
 /**
- * Keeping an answer costs the main thread its copy; most filters are asked once. An answer is
+ * Keeping an answer costs the main thread its parsing; most filters are asked once. An answer is
  * kept the second time its filter is read from the store: the filters asked once are remembered
  * (up to `max` of them, then forgotten all at once).
  */

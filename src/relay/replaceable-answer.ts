@@ -20,9 +20,9 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { isReplaceable } from "../protocol/kinds.ts";
 import { expirationOf } from "../nips/nip40.ts";
-import { heldBytes, ownCopy, SecondAsk } from "./keep.ts";
+import { heldBytes, SecondAsk } from "./keep.ts";
 
-/** Bytes of JSON the entries may hold (relay/keep.ts): ~1,400 profiles of the bench corpus. */
+/** Bytes of JSON the entries may hold (relay/keep.ts): ~700 profiles of the bench corpus. */
 const MAX_BYTES = 1024 * 1024;
 /** A bigger event is not held (most follow lists: hundreds of pubkeys): its pair stays unknown. */
 const MAX_EVENT_BYTES = 4 * 1024;
@@ -116,14 +116,13 @@ export class ReplaceableIndex {
   /** The store's answer (event JSONs) to a filter `wants` allowed, read while nothing was committed. */
   fill(f: CompiledFilter, jsons: readonly string[], now: number): void {
     this.expiryIs(now > 0);
-    const own = jsons.map(ownCopy);
-    const events = own.map((j) => JSON.parse(j) as NostrEvent);
+    const events = jsons.map((j) => JSON.parse(j) as NostrEvent);
     const pair = (pubkey: string, kind: number) => `${kind}:${pubkey}`;
     const seen = new Set(events.map((e) => pair(e.pubkey, e.kind)));
     // Two events for one pair: not a store this index understands (rows from elsewhere).
     if (seen.size !== events.length) return;
     for (const pubkey of f.authors!) for (const kind of f.kinds!) if (!seen.has(pair(pubkey, kind))) this.set(pubkey, kind, null);
-    for (let i = 0; i < events.length; i++) this.set(events[i]!.pubkey, events[i]!.kind, held(events[i]!, own[i]!));
+    for (let i = 0; i < events.length; i++) this.set(events[i]!.pubkey, events[i]!.kind, held(events[i]!, jsons[i]!));
   }
 
   /** Bytes held (for tests and the bound). */

@@ -34,7 +34,7 @@ test("bounded in bytes: the least recently answered go first", () => {
     expect(answers.size).toBeLessThanOrEqual(4 * 1024 * 1024);
   }
   const kept = Array.from({ length: 300 }, (_, i) => i).filter((i) => answers.answer(filter(`t${i}`), 50, 0, NONE) !== undefined);
-  expect(kept.length).toBeGreaterThan(25);
+  expect(kept.length).toBeGreaterThan(12);
   expect(kept.at(-1)).toBe(299);
   expect(kept).not.toContain(0);
   // Events fanned out into kept answers count too.

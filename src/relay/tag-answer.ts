@@ -17,13 +17,13 @@
 // - A NIP-40 expiration past in a full answer sends the REQ to the store; in a short one the
 //   event is left out, as the store leaves it.
 //
-// Bounded in bytes (the JSON held, a little per answer and per event), least recently used first;
-// the JSON of a stored answer is copied out of the reader's reply (relay/keep.ts).
+// Bounded in bytes (the JSON held, a little per answer and per event: relay/keep.ts), least
+// recently used first.
 import { expirationOf } from "../nips/nip40.ts";
 import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { newestFirst } from "../store/semantics.ts";
-import { heldBytes, ownCopy, SecondAsk } from "./keep.ts";
+import { heldBytes, SecondAsk } from "./keep.ts";
 
 /** Bytes of JSON the answers may hold (relay/keep.ts). */
 const MAX_BYTES = 4 * 1024 * 1024;
@@ -227,9 +227,8 @@ function answerKey(f: CompiledFilter, limit: number): string | undefined {
   return `${limit}:${tagKey(name, [...values][0]!)}`;
 }
 
-/** An event of a stored answer, its JSON copied out of the reply; fields read off serializeEvent's layout (relay/ring.ts keeps the same) or parsed. */
-function itemOf(frameJson: string): Item | undefined {
-  const json = ownCopy(frameJson);
+/** An event of a stored answer: fields read off serializeEvent's layout (relay/ring.ts keeps the same) or parsed. */
+function itemOf(json: string): Item | undefined {
   if (!fixedLayout(json)) {
     const e = JSON.parse(json) as NostrEvent;
     return { json, id: e.id, created_at: e.created_at, kind: e.kind, expires: expirationOf(e) ?? Number.NaN, bytes: heldBytes(json) };
