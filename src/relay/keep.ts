@@ -14,18 +14,20 @@ export const heldBytes = (s: string): number => 2 * s.length;
 
 /**
  * Keeping an answer costs the main thread its parsing; most filters are asked once. An answer is
- * kept the second time its filter is read from the store: the filters asked once are remembered
- * (up to `max` of them, then forgotten all at once).
+ * kept the second time its filter is read from the store: the filters asked once are remembered,
+ * as a 32-bit hash of their key (a filter may be kilobytes; two keys that share a hash only get
+ * one answer kept a read early), up to `max` of them, then forgotten all at once.
  */
 export class SecondAsk {
-  private readonly once = new Set<string>();
+  private readonly once = new Set<number>();
   constructor(private readonly max = 8192) {}
 
   /** Was this key asked before (since the last time it was kept)? Remembers it if not. */
   again(key: string): boolean {
-    if (this.once.delete(key)) return true;
+    const h = Bun.hash.crc32(key);
+    if (this.once.delete(h)) return true;
     if (this.once.size >= this.max) this.once.clear();
-    this.once.add(key);
+    this.once.add(h);
     return false;
   }
 }

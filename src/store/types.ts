@@ -80,16 +80,16 @@ export interface CommitFeed {
   ephemeral(event: NostrEvent, json: string): void;
 }
 
-/**
- * What a store tells the relay of changes no writeBatch outcome shows, for the feeds the catch-up
- * ring answers alone (relay/ring-answer.ts). Told before the answer of the call that made them.
- */
 /** Opaque to the relay: what Store.stateMark took. */
 export interface StateMark {
   readonly calls: number;
   readonly version: number;
 }
 
+/**
+ * What a store tells the relay of changes no writeBatch outcome shows, for the feeds the catch-up
+ * ring answers alone (relay/ring-answer.ts). Told before the answer of the call that made them.
+ */
 export interface ChangeWatch {
   /**
    * Events this process's writer deleted (NIP-09, NIP-62, bans, purges, expiry, replaced
