@@ -201,6 +201,7 @@ describe("what memory cannot know", () => {
   test("a REQ read while our writer committed fills nothing", async () => {
     const a = signer();
     const p = profile(a, "stored during the read");
+    await settled();
     await once(c, { authors: [a.pubkey], kinds: [0] }); // asked once (relay/keep.ts SecondAsk)
     duringNextRead(relay, () => accepted(c, p));
     // Committed after the REQ's snapshot: it comes with the catch-up, before EOSE.
@@ -251,7 +252,7 @@ describe("what memory cannot know", () => {
       const ask = async () => {
         await Bun.sleep(12);
         again.ctx.store.lastSeq();
-        while (!again.ctx.store.changesKnown!()) await Bun.sleep(1);
+        while (!again.ctx.store.changesKnown!() || !again.ctx.store.stateMark?.()) await Bun.sleep(1);
         const before = again.ctx.metrics.memoryAnswers.replaceable;
         const got = (await once(c2, { authors: [a.pubkey], kinds: [0] })).events.map((e: NostrEvent) => e.id);
         return { got, fromMemory: again.ctx.metrics.memoryAnswers.replaceable - before };

@@ -167,6 +167,7 @@ describe("what drops a kept answer", () => {
     await accepted(c, tagged(a, tag, now() - 5));
     const late = tagged(a, tag, now() - 6);
     const filter = { "#t": [tag], limit: 10 };
+    await settled(relay);
     await once(c, filter); // asked once (relay/keep.ts SecondAsk)
     duringNextRead(relay, () => accepted(c, late));
     await settled(relay);
