@@ -21,7 +21,7 @@ export async function once(client: Client, ...filters: Filter[]): Promise<{ even
 }
 
 /** Another process (a CLI, the other relay of a restart) writes to the relay's database; `c` wakes the relay. */
-export async function elsewhere(r: TestRelay, c: Client, write: (w: SqliteWriter) => void): Promise<void> {
+async function elsewhere(r: TestRelay, c: Client, write: (w: SqliteWriter) => void): Promise<void> {
   const db = new Database(r.dbPath);
   try {
     write(new SqliteWriter(db));

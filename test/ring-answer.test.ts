@@ -7,7 +7,6 @@ import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { nowSeconds, type NostrEvent } from "../src/protocol/event.ts";
 import type { Filter } from "../src/protocol/filter.ts";
-import { visibilityFor } from "../src/policy/visibility.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,6 +24,7 @@ import {
   type Signer,
   type TestRelay,
 } from "./helpers.ts";
+import { RULES, settled, storeIds } from "./memory-answers.ts";
 
 failOnRelayErrors();
 
@@ -40,27 +40,6 @@ afterAll(async () => {
 });
 
 let n = 0;
-const RULES = { deletion: true, vanish: true, search: false, searchSkipKinds: new Set<number>() };
-/** The store's answer to an anonymous reader, read through the store itself (a reader worker), newest first. */
-async function storeIds(r: TestRelay, filter: Filter): Promise<string[]> {
-  const store = r.ctx.store;
-  const ids: string[] = [];
-  const visibility = visibilityFor(r.ctx.config, new Set()); // an anonymous reader's
-  const job = { filters: [filter], limits: [filter.limit ?? 500], maxSeq: store.lastSeq(), now: nowSeconds(), visibility };
-  for await (const rows of store.query(job)) for (const json of rows) ids.push((JSON.parse(json) as NostrEvent).id);
-  return ids;
-}
-
-/**
- * Waits until the relay has asked its writer thread whether anyone else wrote (each commit moves
- * data_version, store/sqlite/store.ts askForChanges): while it asks, REQs go to the store.
- */
-async function settled(r: TestRelay): Promise<void> {
-  await Bun.sleep(12);
-  r.ctx.store.lastSeq();
-  while (!r.ctx.store.changesKnown!()) await Bun.sleep(1);
-}
-
 /** REQs the filter and checks the answer is the store's, given by the ring or not as `fromRing`. */
 async function expectAnswer(filter: Filter, fromRing: boolean, r = relay, client = c): Promise<string[]> {
   await settled(r);

@@ -119,6 +119,18 @@ export const PUBKEY_AT = 83;
 export const fixedLayout = (json: string): boolean =>
   json.startsWith('{"id":"') && json.startsWith('","pubkey":"', ID_AT + 64) && json.charCodeAt(PUBKEY_AT + 64) === 34;
 
+const CREATED_AT_AT = PUBKEY_AT + 64 + '","created_at":'.length;
+
+/** serializedHead's fields read back off a JSON in serializeEvent's layout; undefined for another. */
+export function headOf(json: string): Pick<NostrEvent, "id" | "pubkey" | "created_at" | "kind"> | undefined {
+  if (!fixedLayout(json)) return undefined;
+  const kindAt = json.indexOf(',"kind":', CREATED_AT_AT);
+  const created_at = Number(json.slice(CREATED_AT_AT, kindAt));
+  const kind = Number(json.slice(kindAt + 8, json.indexOf(",", kindAt + 8)));
+  if (kindAt < 0 || !Number.isInteger(created_at) || !Number.isInteger(kind)) return undefined;
+  return { id: json.slice(ID_AT, ID_AT + 64), pubkey: json.slice(PUBKEY_AT, PUBKEY_AT + 64), created_at, kind };
+}
+
 /** The stored and served form: the seven fields in a fixed order, built once per event. */
 export const serializeEvent = (e: NostrEvent, j: EventJson = eventJson(e)): string =>
   `${serializedHead(e.id, e.pubkey, e.created_at, e.kind)}"tags":${j.tags},"content":${j.content}${serializedTail(e.sig)}`;

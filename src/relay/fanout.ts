@@ -109,8 +109,8 @@ export class Fanout {
   /** Sends a newly accepted event to every matching group. */
   broadcast(event: NostrEvent, json: string): void {
     const seq = ++this.seq;
-    this.ring.add(seq, event, json);
     const restricted = this.opts.restricted(event);
+    this.ring.add(seq, event, json, restricted);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
       if (!restricted) {

@@ -9,8 +9,43 @@
 // (Copying each event out through UTF-8 gave one byte per character, at ~5 us per KiB of the
 // main thread's: more than the answers it kept saved, in bench/query-ab.ts.)
 
+import { expirationOf } from "../nips/nip40.ts";
+import { headOf, type NostrEvent } from "../protocol/event.ts";
+
 /** At most the bytes a string holds (two per character in UTF-16). */
 export const heldBytes = (s: string): number => 2 * s.length;
+
+/** An event kept in memory: its JSON and what answering from it needs. */
+export interface KeptEvent extends Pick<NostrEvent, "id" | "pubkey" | "created_at" | "kind"> {
+  readonly json: string;
+  /** What the JSON holds (heldBytes). */
+  readonly bytes: number;
+  /** NIP-40 expiration, NaN without one. */
+  readonly expires: number;
+}
+
+/** A fanned-out event (its expiration as the ring read it). */
+export const keptEvent = (e: NostrEvent, json: string, expires: number): KeptEvent => ({
+  json,
+  bytes: heldBytes(json),
+  id: e.id,
+  pubkey: e.pubkey,
+  created_at: e.created_at,
+  kind: e.kind,
+  expires,
+});
+
+/** An event of a stored answer: read off serializeEvent's layout, parsed only for an expiration or another layout. */
+export function keptFromJson(json: string): KeptEvent {
+  let head = headOf(json);
+  let expires = Number.NaN;
+  if (!head || json.includes('"expiration"')) {
+    const e = JSON.parse(json) as NostrEvent;
+    head = e;
+    expires = expirationOf(e) ?? Number.NaN;
+  }
+  return { json, bytes: heldBytes(json), id: head.id, pubkey: head.pubkey, created_at: head.created_at, kind: head.kind, expires };
+}
 
 /**
  * Keeping an answer costs the main thread its parsing; most filters are asked once. An answer is

@@ -21,7 +21,7 @@ test("bounded in bytes: the least recently used author goes first", () => {
   const body = "x".repeat(1000);
   for (let p = 1; p <= 10_000; p++) {
     const e = event(p, 0, body);
-    index.stored(e, serializeEvent(e));
+    index.stored(e, serializeEvent(e), Number.NaN);
     if (p === 10) expect(ask(index, [1])).toHaveLength(1); // author 1 used again
     if (p % 100 === 0) expect(index.size).toBeLessThanOrEqual(1024 * 1024);
   }
@@ -37,7 +37,7 @@ test("bounded in bytes: the least recently used author goes first", () => {
 test("an event too big to hold leaves its pair unknown, also after an older version was held", () => {
   const index = new ReplaceableIndex();
   const small = event(1, 3, "");
-  index.stored(small, serializeEvent(small));
+  index.stored(small, serializeEvent(small), Number.NaN);
   expect(ask(index, [1], [3])).toEqual([serializeEvent(small)]);
   const big = event(
     1,
@@ -46,7 +46,7 @@ test("an event too big to hold leaves its pair unknown, also after an older vers
     1_700_000_001,
     Array.from({ length: 300 }, (_, i) => ["p", hex(i)]),
   );
-  index.stored(big, serializeEvent(big));
+  index.stored(big, serializeEvent(big), Number.NaN);
   expect(ask(index, [1], [3])).toBeUndefined();
 });
 
@@ -54,7 +54,7 @@ test("a deletion forgets the deleted event only; nulls are read again when NIP-4
   const index = new ReplaceableIndex();
   const profile = event(1, 0, "{}");
   const relays = event(1, 10002, "");
-  for (const e of [profile, relays]) index.stored(e, serializeEvent(e));
+  for (const e of [profile, relays]) index.stored(e, serializeEvent(e), Number.NaN);
   const f = compileFilter({ authors: [hex(2)], kinds: [0] }, { maxValues: 100 });
   expect(index.wants(f, 500, NONE)).toBe(false); // asked once
   expect(index.wants(f, 500, NONE)).toBe(true);

@@ -19,8 +19,8 @@
 import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { isReplaceable } from "../protocol/kinds.ts";
-import { expirationOf } from "../nips/nip40.ts";
-import { heldBytes, SecondAsk } from "./keep.ts";
+import { newestFirst } from "../store/semantics.ts";
+import { type KeptEvent, keptEvent, keptFromJson, SecondAsk } from "./keep.ts";
 
 /** Bytes of JSON the entries may hold (relay/keep.ts): ~700 profiles of the bench corpus. */
 const MAX_BYTES = 1024 * 1024;
@@ -31,18 +31,8 @@ const ENTRY_BYTES = 160;
 /** A filter naming more author and kind pairs than this goes to the store. */
 const MAX_PAIRS = 64;
 
-interface Held {
-  readonly json: string;
-  /** What the JSON holds (relay/keep.ts). */
-  readonly bytes: number;
-  readonly id: string;
-  readonly time: number;
-  /** NIP-40 expiration, NaN without one. */
-  readonly expires: number;
-}
-
 /** By kind: the stored event, or null when the store holds none. */
-type Author = Map<number, Held | null>;
+type Author = Map<number, KeptEvent | null>;
 
 export class ReplaceableIndex {
   /** By pubkey, least recently used first (Map order). */
@@ -52,18 +42,20 @@ export class ReplaceableIndex {
   /** Whether the null entries were read with NIP-40 expiry applied (a reload may turn it off). */
   private expiry = true;
 
-  /** A newly fanned-out event the store holds (not one its own batch deleted). */
-  stored(e: NostrEvent, json: string): void {
+  /** A newly fanned-out event the store holds (not one its own batch deleted), its NIP-40 expiration as the ring read it. */
+  stored(e: NostrEvent, json: string, expires: number): void {
     if (!isReplaceable(e.kind)) return;
-    this.set(e.pubkey, e.kind, held(e, json));
+    this.set(e.pubkey, e.kind, keptEvent(e, json, expires));
   }
 
   /** Events the store deleted, each `id + pubkey` in hex. */
   forget(idsAndPubkeys: readonly string[]): void {
     for (const key of idsAndPubkeys) {
-      const author = this.authors.get(key.slice(64));
+      const pubkey = key.slice(64);
+      const author = this.authors.get(pubkey);
       if (!author) continue;
-      for (const [kind, h] of author) if (h?.id === key.slice(0, 64)) this.unset(author, key.slice(64), kind);
+      const id = key.slice(0, 64);
+      for (const [kind, h] of author) if (h?.id === id) this.unset(author, pubkey, kind);
     }
   }
 
@@ -80,7 +72,7 @@ export class ReplaceableIndex {
   answer(f: CompiledFilter, limit: number, now: number, restricted: ReadonlySet<number>): string[] | undefined {
     if (!answerable(f, restricted) || limit <= 0) return undefined;
     this.expiryIs(now > 0);
-    const found: Held[] = [];
+    const found: KeptEvent[] = [];
     for (const pubkey of f.authors!) {
       const author = this.authors.get(pubkey);
       if (!author) return undefined;
@@ -89,8 +81,8 @@ export class ReplaceableIndex {
         if (h === undefined) return undefined;
         if (
           h &&
-          (f.since === undefined || h.time >= f.since) &&
-          (f.until === undefined || h.time <= f.until) &&
+          (f.since === undefined || h.created_at >= f.since) &&
+          (f.until === undefined || h.created_at <= f.until) &&
           !(now > 0 && h.expires <= now)
         )
           found.push(h);
@@ -98,7 +90,7 @@ export class ReplaceableIndex {
     }
     for (const pubkey of f.authors!) this.touch(pubkey);
     return found
-      .sort((a, b) => b.time - a.time || (a.id < b.id ? -1 : 1))
+      .sort(newestFirst)
       .slice(0, limit)
       .map((h) => h.json);
   }
@@ -116,13 +108,13 @@ export class ReplaceableIndex {
   /** The store's answer (event JSONs) to a filter `wants` allowed, read while nothing was committed. */
   fill(f: CompiledFilter, jsons: readonly string[], now: number): void {
     this.expiryIs(now > 0);
-    const events = jsons.map((j) => JSON.parse(j) as NostrEvent);
+    const events = jsons.map(keptFromJson);
     const pair = (pubkey: string, kind: number) => `${kind}:${pubkey}`;
     const seen = new Set(events.map((e) => pair(e.pubkey, e.kind)));
     // Two events for one pair: not a store this index understands (rows from elsewhere).
     if (seen.size !== events.length) return;
     for (const pubkey of f.authors!) for (const kind of f.kinds!) if (!seen.has(pair(pubkey, kind))) this.set(pubkey, kind, null);
-    for (let i = 0; i < events.length; i++) this.set(events[i]!.pubkey, events[i]!.kind, held(events[i]!, jsons[i]!));
+    for (const e of events) this.set(e.pubkey, e.kind, e);
   }
 
   /** Bytes held (for tests and the bound). */
@@ -137,7 +129,7 @@ export class ReplaceableIndex {
     this.expiry = on;
   }
 
-  private set(pubkey: string, kind: number, h: Held | null): void {
+  private set(pubkey: string, kind: number, h: KeptEvent | null): void {
     let author = this.authors.get(pubkey);
     const old = author?.get(kind);
     if (author && old !== undefined) this.unset(author, pubkey, kind);
@@ -175,12 +167,4 @@ function answerable(f: CompiledFilter, restricted: ReadonlySet<number>): boolean
   return true;
 }
 
-const held = (e: NostrEvent, json: string): Held => ({
-  json,
-  bytes: heldBytes(json),
-  id: e.id,
-  time: e.created_at,
-  expires: expirationOf(e) ?? Number.NaN,
-});
-
-const cost = (h: Held | null): number => ENTRY_BYTES + (h ? h.bytes : 0);
+const cost = (h: KeptEvent | null): number => ENTRY_BYTES + (h ? h.bytes : 0);

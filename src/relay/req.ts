@@ -165,7 +165,12 @@ function memoryAnswer(ctx: RelayContext, q: MemoryQuery | undefined): string[] |
 }
 
 /** Memory's answer that would keep a stored read's answer, and the store's state before the read (Store.stateMark). */
-function fillMark(ctx: RelayContext, q: MemoryQuery | undefined): { into: MemoryAnswer["from"]; mark: StateMark } | undefined {
+interface Keeping {
+  into: MemoryAnswer["from"];
+  mark: StateMark;
+}
+
+function fillMark(ctx: RelayContext, q: MemoryQuery | undefined): Keeping | undefined {
   if (!q || !ctx.store.changesKnown?.()) return undefined;
   // Cheap (no read transaction), and a read while the writer works does not count as an ask.
   const mark = ctx.store.stateMark?.();
@@ -174,13 +179,7 @@ function fillMark(ctx: RelayContext, q: MemoryQuery | undefined): { into: Memory
 }
 
 /** Keeps a stored answer in memory when nothing was committed while it was read. */
-function keepAnswer(
-  ctx: RelayContext,
-  q: MemoryQuery,
-  fill: NonNullable<ReturnType<typeof fillMark>>,
-  frames: readonly string[],
-  prefix: number,
-): void {
+function keepAnswer(ctx: RelayContext, q: MemoryQuery, fill: Keeping, frames: readonly string[], prefix: number): void {
   if (!ctx.store.unchangedSince!(fill.mark) || !ctx.store.changesKnown!()) return;
   ctx.fanout.fill(
     q,

@@ -90,8 +90,11 @@ export class CatchUpRing {
     this.feeds = new FeedIndex(this);
   }
 
-  /** Keeps the event, bounded by count and by bytes of JSON. */
-  add(seq: number, e: NostrEvent, json: string): void {
+  /**
+   * Keeps the event, bounded by count and by bytes of JSON. `restricted`: of a kind only some
+   * may read (relay/fanout.ts FanoutOptions.restricted).
+   */
+  add(seq: number, e: NostrEvent, json: string, restricted = false): void {
     const size = this.json.length;
     while (this.oldest <= seq - size) this.evict();
     const slot = seq % size;
@@ -106,8 +109,8 @@ export class CatchUpRing {
     this.newest = seq;
     this.bytes += json.length;
     if (this.feeds.add(seq, json, e)) {
-      this.replaceables.stored(e, json);
-      this.tagAnswers.stored(e, json, this.expires[slot]!);
+      this.replaceables.stored(e, json, this.expires[slot]!);
+      this.tagAnswers.stored(e, json, this.expires[slot]!, restricted);
     }
     while (this.bytes > this.maxBytes && this.oldest < seq) this.evict();
   }

@@ -40,7 +40,7 @@ test("bounded in bytes: the least recently answered go first", () => {
   // Events fanned out into kept answers count too.
   for (let k = 0; k < 200; k++) {
     const e = note("t299", body, 1_700_000_001 + k);
-    answers.stored(e, serializeEvent(e), Number.NaN);
+    answers.stored(e, serializeEvent(e), Number.NaN, false);
     expect(answers.size).toBeLessThanOrEqual(4 * 1024 * 1024);
   }
   expect(answers.answer(filter("t299"), 50, 0, NONE)).toHaveLength(50);

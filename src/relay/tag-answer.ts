@@ -19,11 +19,10 @@
 //
 // Bounded in bytes (the JSON held, a little per answer and per event: relay/keep.ts), least
 // recently used first.
-import { expirationOf } from "../nips/nip40.ts";
-import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/event.ts";
+import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter } from "../protocol/filter.ts";
 import { newestFirst } from "../store/semantics.ts";
-import { heldBytes, SecondAsk } from "./keep.ts";
+import { type KeptEvent, keptEvent, keptFromJson, SecondAsk } from "./keep.ts";
 
 /** Bytes of JSON the answers may hold (relay/keep.ts). */
 const MAX_BYTES = 4 * 1024 * 1024;
@@ -34,19 +33,6 @@ const MAX_LIMIT = 500;
 /** What an answer and an event in it cost beside the JSON: the maps' entries and the objects. */
 const ANSWER_BYTES = 200;
 const ITEM_BYTES = 120;
-/** The tag names the store indexes (store/sqlite/write.ts indexedTag). */
-const SINGLE_LETTER = /^[a-zA-Z]$/;
-
-interface Item {
-  readonly json: string;
-  readonly id: string;
-  readonly created_at: number;
-  readonly kind: number;
-  /** NIP-40 expiration, NaN without one. */
-  readonly expires: number;
-  /** What its JSON holds (relay/keep.ts). */
-  readonly bytes: number;
-}
 
 interface Answer {
   readonly key: string;
@@ -54,7 +40,7 @@ interface Answer {
   readonly tag: string;
   readonly limit: number;
   /** Newest first, in NIP-01 order (created_at descending, then id). */
-  readonly items: Item[];
+  readonly items: KeptEvent[];
   bytes: number;
 }
 
@@ -75,15 +61,12 @@ export class TagAnswers {
   private readonly asked = new SecondAsk();
   /** How many answers are kept for each tag name. */
   private readonly names = new Map<string, number>();
-  /** Kinds hidden from anonymous readers, as the last REQ saw them. */
-  private restricted: ReadonlySet<number> = new Set();
 
   /**
    * The store's answer to an anonymous reader's filter of one tag value, newest first, or
    * undefined when it is not kept. `now`: NIP-40's, 0 = no expiry.
    */
   answer(f: CompiledFilter, limit: number, now: number, restricted: ReadonlySet<number>): string[] | undefined {
-    this.restricted = restricted;
     const key = answerKey(f, limit);
     const a = key === undefined ? undefined : this.answers.get(key);
     if (!a) return undefined;
@@ -110,15 +93,10 @@ export class TagAnswers {
 
   /** Keeps the store's answer (event JSONs, newest first) to such a filter, read while nothing was committed. */
   fill(f: CompiledFilter, limit: number, jsons: readonly string[], restricted: ReadonlySet<number>): void {
-    this.restricted = restricted;
     const key = answerKey(f, limit)!;
     if (this.answers.has(key) || jsons.length > limit) return;
-    const items: Item[] = [];
-    for (const json of jsons) {
-      const item = itemOf(json);
-      if (!item || restricted.has(item.kind)) return;
-      items.push(item);
-    }
+    const items = jsons.map(keptFromJson);
+    if (items.some((item) => restricted.has(item.kind))) return;
     const [name, values] = f.tags[0]!;
     const a: Answer = { key, name, tag: tagKey(name, [...values][0]!), limit, items, bytes: ANSWER_BYTES };
     for (const item of items) a.bytes += ITEM_BYTES + item.bytes;
@@ -133,16 +111,19 @@ export class TagAnswers {
     this.bound();
   }
 
-  /** A newly fanned-out event the store holds (not one its own batch deleted). */
-  stored(e: NostrEvent, json: string, expires: number): void {
-    if (this.answers.size === 0 || this.restricted.has(e.kind)) return;
-    let item: Item | undefined;
+  /**
+   * A newly fanned-out event the store holds (not one its own batch deleted). `restricted`: of a
+   * kind anonymous readers do not see (relay/fanout.ts FanoutOptions.restricted).
+   */
+  stored(e: NostrEvent, json: string, expires: number, restricted: boolean): void {
+    if (this.answers.size === 0 || restricted) return;
+    let item: KeptEvent | undefined;
     for (const t of e.tags) {
       // Most tags are of names no answer is kept for (a follow list's hundreds of "p").
       if (t[1] === undefined || t[0] === undefined || !this.names.has(t[0])) continue;
       const same = this.byTag.get(tagKey(t[0], t[1]));
       if (!same) continue;
-      item ??= { json, id: e.id, created_at: e.created_at, kind: e.kind, expires, bytes: heldBytes(json) };
+      item ??= keptEvent(e, json, expires);
       for (const a of same) this.insert(a, item);
     }
     this.bound();
@@ -167,7 +148,7 @@ export class TagAnswers {
     return this.bytes;
   }
 
-  private insert(a: Answer, item: Item): void {
+  private insert(a: Answer, item: KeptEvent): void {
     // Twice: an event with the tag value twice, or fanned out after a read that already saw it.
     if (this.byId.get(item.id)?.has(a)) return;
     const items = a.items;
@@ -223,22 +204,7 @@ function answerKey(f: CompiledFilter, limit: number): string | undefined {
   if (f.tags.length !== 1 || f.ids || f.authors || f.kinds || f.search !== undefined || f.neverMatch) return undefined;
   if (f.since !== undefined || f.until !== undefined || limit <= 0 || limit > MAX_LIMIT) return undefined;
   const [name, values] = f.tags[0]!;
-  if (values.size !== 1 || !SINGLE_LETTER.test(name)) return undefined;
+  // A single letter (compileFilter), as the store indexes tags (store/sqlite/write.ts indexedTag).
+  if (values.size !== 1) return undefined;
   return `${limit}:${tagKey(name, [...values][0]!)}`;
-}
-
-/** An event of a stored answer: fields read off serializeEvent's layout (relay/ring.ts keeps the same) or parsed. */
-function itemOf(json: string): Item | undefined {
-  if (!fixedLayout(json)) {
-    const e = JSON.parse(json) as NostrEvent;
-    return { json, id: e.id, created_at: e.created_at, kind: e.kind, expires: expirationOf(e) ?? Number.NaN, bytes: heldBytes(json) };
-  }
-  const timeAt = PUBKEY_AT + 64 + '","created_at":'.length;
-  const kindAt = json.indexOf(',"kind":', timeAt);
-  const created_at = Number(json.slice(timeAt, kindAt));
-  const kind = Number(json.slice(kindAt + 8, json.indexOf(",", kindAt + 8)));
-  if (!Number.isInteger(created_at) || !Number.isInteger(kind)) return undefined;
-  // Only an event that may have one is parsed for its expiration.
-  const expires = json.includes('"expiration"') ? (expirationOf(JSON.parse(json) as NostrEvent) ?? Number.NaN) : Number.NaN;
-  return { json, id: json.slice(ID_AT, ID_AT + 64), created_at, kind, expires, bytes: heldBytes(json) };
 }
