@@ -10,6 +10,22 @@ import { schema } from "../../src/config/schema.ts";
 export const REPO_ROOT = resolve(import.meta.dir, "..", "..");
 /** The relay's entry point: src/main.ts, or BUNSTR_RELAY_MAIN (e.g. a patched copy, to check that a check can fail). */
 export const RELAY_MAIN = process.env.BUNSTR_RELAY_MAIN ? resolve(process.env.BUNSTR_RELAY_MAIN) : "src/main.ts";
+/**
+ * Bun flags for the spawned relay alone, space-separated: BUNSTR_RELAY_BUN_FLAGS="--cpu-prof
+ * --cpu-prof-dir=/tmp/prof" profiles the relay and not the load generator (bench/cpuprofile-top.ts
+ * reads the profile).
+ */
+const RELAY_BUN_FLAGS = (process.env.BUNSTR_RELAY_BUN_FLAGS ?? "").split(" ").filter(Boolean);
+/**
+ * Environment for the spawned relay alone, space-separated K=V: BUNSTR_RELAY_ENV="BUN_JSC_numberOfGCMarkers=1"
+ * tries a JSC option on the relay without changing the load generator's.
+ */
+const RELAY_ENV = Object.fromEntries(
+  (process.env.BUNSTR_RELAY_ENV ?? "")
+    .split(" ")
+    .filter(Boolean)
+    .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+);
 
 /**
  * [rate_limits] all off, as TOML: a bench or stress run is many clients from one address, and its
@@ -98,7 +114,7 @@ export class RelayProcess {
   private static async spawnOnce(opts: SpawnOptions, port: number): Promise<RelayProcess> {
     const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "bunstr-bench-"));
     const args = [
-      ...(opts.command ?? [process.execPath, RELAY_MAIN]),
+      ...(opts.command ?? [process.execPath, ...RELAY_BUN_FLAGS, RELAY_MAIN]),
       "--host",
       "127.0.0.1",
       "--port",
@@ -109,7 +125,13 @@ export class RelayProcess {
     if (!opts.verify) args.push("--no-verify");
     if (opts.args) args.push(...opts.args);
     if (!opts.args?.includes("--config")) args.push("--config", rateLimitsOffConfig());
-    const proc = Bun.spawn([...(opts.wrap ?? []), ...args], { cwd: REPO_ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn([...(opts.wrap ?? []), ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...RELAY_ENV },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     const relay = new RelayProcess(proc, dataDir, args);
     trackForExit(relay, !opts.dataDir);
     const timeoutMs = opts.startTimeoutMs ?? 15_000;
