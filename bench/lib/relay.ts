@@ -23,7 +23,7 @@ const RELAY_BUN_FLAGS = (process.env.BUNSTR_RELAY_BUN_FLAGS ?? "").split(" ").fi
 const RELAY_ENV = Object.fromEntries(
   (process.env.BUNSTR_RELAY_ENV ?? "")
     .split(" ")
-    .filter(Boolean)
+    .filter((kv) => kv.includes("="))
     .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
 );
 
