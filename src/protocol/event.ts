@@ -125,9 +125,10 @@ const CREATED_AT_AT = PUBKEY_AT + 64 + '","created_at":'.length;
 export function headOf(json: string): Pick<NostrEvent, "id" | "pubkey" | "created_at" | "kind"> | undefined {
   if (!fixedLayout(json)) return undefined;
   const kindAt = json.indexOf(',"kind":', CREATED_AT_AT);
+  if (kindAt < 0) return undefined;
   const created_at = Number(json.slice(CREATED_AT_AT, kindAt));
   const kind = Number(json.slice(kindAt + 8, json.indexOf(",", kindAt + 8)));
-  if (kindAt < 0 || !Number.isInteger(created_at) || !Number.isInteger(kind)) return undefined;
+  if (!Number.isInteger(created_at) || !Number.isInteger(kind)) return undefined;
   return { id: json.slice(ID_AT, ID_AT + 64), pubkey: json.slice(PUBKEY_AT, PUBKEY_AT + 64), created_at, kind };
 }
 

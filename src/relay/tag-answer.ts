@@ -152,8 +152,9 @@ export class TagAnswers {
     // Twice: an event with the tag value twice, or fanned out after a read that already saw it.
     if (this.byId.get(item.id)?.has(a)) return;
     const items = a.items;
-    let at = items.length;
-    while (at > 0 && newestFirst(item, items[at - 1]!) < 0) at--;
+    // From the front: a fanned-out event is most often the newest.
+    let at = 0;
+    while (at < items.length && newestFirst(items[at]!, item) < 0) at++;
     items.splice(at, 0, item);
     a.bytes += ITEM_BYTES + item.bytes;
     this.bytes += ITEM_BYTES + item.bytes;
