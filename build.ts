@@ -102,6 +102,7 @@ async function buildOne(target: Bun.Build.CompileTarget | undefined, outfile: st
     "./src/verify/worker.ts",
     "./src/store/sqlite/reader-worker.ts",
     "./src/store/sqlite/writer-worker.ts",
+    "./src/store/sqlite/checkpoint-worker.ts",
   ];
   // Staged inside src/ (gitignored): entrypoints outside it would move the binary's module root
   // and with it the paths the workers are found under.

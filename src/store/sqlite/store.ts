@@ -6,6 +6,7 @@
 import type { Database } from "bun:sqlite";
 import { toHex } from "../../nips/nip77-wire.ts";
 import { SqliteAdmin } from "./admin.ts";
+import { Checkpointer } from "./checkpointer.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { countJob, negJob, queryFrames, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
@@ -48,8 +49,9 @@ export class SqliteStore implements Store {
   readonly admin: SqliteAdmin | ThreadAdmin;
   /** The writer on this thread, or */
   private readonly writer?: SqliteWriter;
-  /** the writer thread. */
+  /** the writer thread, and the thread that checkpoints its WAL. */
   private readonly thread?: WriterThread;
+  private readonly checkpointer?: Checkpointer;
   private readonly hasId;
   /** Batches the writer queue may have in flight: one committing while the next gathers. */
   readonly writePipeline?: number;
@@ -88,6 +90,8 @@ export class SqliteStore implements Store {
       const seqOf = this.db.prepare("SELECT seq FROM events WHERE id = unhex(?)");
       const seqsOf = (ids: string[]) => ids.map((id) => (seqOf.get(id) as { seq: number } | null)?.seq ?? 0);
       this.thread = new WriterThread(opts.path, opts.synchronous, committed, seqsOf);
+      this.checkpointer = new Checkpointer(opts.path, opts.synchronous);
+      this.thread.onCommitted = () => this.checkpointer?.committed();
       this.admin = new ThreadAdmin(this.db, this.thread);
       this.writePipeline = 1;
     } else {
@@ -338,6 +342,7 @@ export class SqliteStore implements Store {
     await this.readers?.close();
     if (this.thread) {
       // The writer's connection is the last one: its checkpoint folds the WAL in.
+      await this.checkpointer?.close();
       this.db.close(true);
       return this.thread.close();
     }

@@ -92,6 +92,8 @@ export class WriterThread {
   onLost?: () => void;
   /** Told each time a thread has opened its connection (at start, after a loss). */
   onOpen?: () => void;
+  /** Told when a batch was committed (the checkpointer's cue). */
+  onCommitted?: () => void;
 
   constructor(
     private readonly path: string,
@@ -229,6 +231,7 @@ export class WriterThread {
     }
     const p = this.pending.get(r.id);
     this.pending.delete(r.id);
+    if ("seqs" in r) this.onCommitted?.();
     p?.resolve(r);
   }
 

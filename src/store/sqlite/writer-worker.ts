@@ -9,6 +9,7 @@ import type { Prefix } from "../../protocol/reasons.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import type { PendingWrite } from "../types.ts";
 import { SqliteAdmin } from "./admin.ts";
+import { WRITER_AUTOCHECKPOINT } from "./checkpointer.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { SqliteWriter } from "./write.ts";
 import type { BatchHead, WriterCall, WriterReply, WriterRequest } from "./writer-thread.ts";
@@ -90,6 +91,9 @@ function open(path: string, synchronous: "normal" | "full"): void {
   // Pages through its own cache (openDatabase's 32 MB), not a map of the file: the map's pages
   // counted in the relay's RSS up to the whole database (223 of 540 MiB at 100k events).
   db.exec("PRAGMA mmap_size = 0");
+  // The checkpointer thread copies the WAL as it grows; this connection's own checkpoint, past
+  // this many pages, copies the rest and lets the next batch start the WAL over (checkpointer.ts).
+  db.exec(`PRAGMA wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT}`);
   idleTimer = setInterval(shrinkWhenIdle, 1_000);
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
