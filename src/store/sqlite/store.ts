@@ -123,7 +123,7 @@ export class SqliteStore implements Store {
   hasNow(id: string): boolean | Promise<boolean> {
     // While the writer thread commits a batch, a check would wait behind it, and so would every
     // event that arrives meanwhile: the writer then sat idle after each commit until they were
-    // checked, verified and queued (bench/RESULTS.md, 2026-12-05: +13-17% events/s without it).
+    // checked, verified and queued (bench/RESULTS.md, 2026-12-05: +6 to +11% events/s).
     if (this.thread?.busy) return false;
     return this.has(id);
   }
