@@ -34,6 +34,7 @@ self.onmessage = (msg: MessageEvent) => {
   } catch (e) {
     // A checkpoint that failed (disk full, I/O error) is tried again at the next poke; the
     // writer's own checkpoints (wal_autocheckpoint) still bound the WAL.
-    reply({ error: e instanceof Error ? e.message : String(e) });
+    const code = (e as { code?: unknown })?.code;
+    reply({ error: e instanceof Error ? e.message : String(e), code: code === undefined ? undefined : String(code) });
   }
 };

@@ -16,7 +16,7 @@
 import { workerUrl } from "../../workers.ts";
 
 export type CheckpointRequest = { open: string; synchronous: "normal" | "full" } | "checkpoint" | "close";
-export type CheckpointReply = "ready" | "done" | "closed" | { error: string };
+export type CheckpointReply = "ready" | "done" | "closed" | { error: string; code?: string };
 
 /** A checkpoint starts at most this often while batches are committed. */
 export const CHECKPOINT_EVERY_MS = 100;
@@ -71,8 +71,9 @@ export class Checkpointer {
 
   private onReply(r: CheckpointReply): void {
     if (r === "closed") return this.closed?.();
-    if (typeof r === "object" && !this.loggedError) {
-      // Once: the writer's own checkpoints carry on, and a failing disk shows in the writer's lines.
+    // Once: the writer's own checkpoints carry on. A full disk is not said here: the writer's
+    // failed batches say it (store/queue.ts, one line per kind of failure per minute).
+    if (typeof r === "object" && r.code !== "SQLITE_FULL" && !this.loggedError) {
       this.loggedError = true;
       console.error(`checkpointer: ${r.error}; the writer thread's own checkpoints go on`);
     }
