@@ -1,14 +1,10 @@
 // The writer thread's failures and bounds: a writer thread that ends without an error event, and
 // the writer queue's bound in bytes (store/queue.ts) when the writer is slower than the clients.
 import { describe, expect, spyOn, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { MAX_BATCH_CHARS, WriterQueue } from "../src/store/queue.ts";
-import { SqliteStore } from "../src/store/sqlite/store.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import type { PendingWrite, Store, WriteOutcome } from "../src/store/types.ts";
-import { Client, now, rowsWithId, signer, startTestRelay, storeEvents, type TestRelay } from "./helpers.ts";
+import { Client, now, rowsWithId, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
 describe("writer thread", () => {
   test("a writer thread that ends (no error event) fails its waiting EVENTs with error:, and a new one stores the next", async () => {
@@ -180,57 +176,6 @@ describe("a writer thread lost with a batch in flight", () => {
       errors.mockRestore();
       pub.close();
       sub.close();
-      await relay.stop();
-    }
-  }, 30_000);
-});
-
-describe("the duplicate check while a batch commits", () => {
-  test("the SQLite store's hasNow answers 'not known' at once while the writer thread commits; has waits and knows", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "bunstr-hasnow-"));
-    const store = new SqliteStore({ path: join(dir, "bunstr.sqlite"), synchronous: "normal", readerWorkers: 1, writerThread: true });
-    try {
-      const author = signer();
-      const first = author.sign({ kind: 1, content: "first" });
-      await storeEvents(store, [first]);
-      // Idle writer: the exact answer.
-      expect(await store.hasNow(first.id)).toBe(true);
-      const batch = Array.from({ length: 300 }, (_, i) => author.sign({ kind: 1, content: `n ${i}`, created_at: now() - i }));
-      const committing = storeEvents(store, batch);
-      // Committing: no wait behind the batch, "not known" even for what is stored.
-      expect(store.hasNow(first.id)).toBe(false);
-      expect(store.hasNow(batch[0]!.id)).toBe(false);
-      // has is exact: it waits behind the batch and finds its events.
-      const known = store.has(batch[0]!.id);
-      await committing;
-      expect(await known).toBe(true);
-      expect(await store.hasNow(batch[1]!.id)).toBe(true);
-    } finally {
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
-  test("an event sent again while its batch commits is answered duplicate: and stored once", async () => {
-    const relay = await startTestRelay();
-    const c = await Client.connect(relay.url);
-    try {
-      const author = signer();
-      const events = Array.from({ length: 200 }, (_, i) => author.sign({ kind: 1, content: `twice ${i}`, created_at: now() - i }));
-      const from = c.frames.length;
-      for (const e of events) c.send(["EVENT", e]);
-      for (const e of events) c.send(["EVENT", e]);
-      await c.next(() => c.frames.slice(from).filter((f) => f[0] === "OK").length >= 400, 20_000, from);
-      const oks = c.frames.slice(from).filter((f) => f[0] === "OK");
-      for (const e of events) {
-        const mine = oks.filter((f) => f[1] === e.id);
-        expect(mine.map((f) => f[2])).toEqual([true, true]);
-        expect(mine.map((f) => (f[3] === "" ? "" : String(f[3]).split(":")[0])).sort()).toEqual(["", "duplicate"]);
-      }
-      const got = await c.req("r", { authors: [author.pubkey], limit: 500 });
-      expect(got.events).toHaveLength(200);
-    } finally {
-      c.close();
       await relay.stop();
     }
   }, 30_000);

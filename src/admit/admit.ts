@@ -25,7 +25,7 @@ export interface AdmitContext {
   readonly closing: boolean;
   /** Events between their duplicate check and their outcome, from every source; shutdown waits for them. */
   inflight: number;
-  readonly store: { has(id: string): boolean | Promise<boolean>; hasNow?(id: string): boolean | Promise<boolean> };
+  readonly store: { has(id: string): boolean | Promise<boolean> };
   readonly verifier: { verify(e: NostrEvent): Promise<boolean> };
   /** Resolves once the write is committed (or refused). */
   readonly writer: { enqueue(w: PendingWrite): Promise<WriteOutcome> };
@@ -94,7 +94,7 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
     let known = false;
     if (!ephemeral) {
       try {
-        const has = ctx.store.hasNow ? ctx.store.hasNow(e.id) : ctx.store.has(e.id);
+        const has = ctx.store.has(e.id);
         known = typeof has === "boolean" ? has : await has;
       } catch (err) {
         console.error("event pipeline error:", err);

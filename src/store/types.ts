@@ -132,12 +132,6 @@ export interface Store {
   shareEphemeral?(event: NostrEvent, json: string): void;
   /** Is an event with this id stored? */
   has(id: string): boolean | Promise<boolean>;
-  /**
-   * The duplicate check before the signature (admit/admit.ts): has, but "not known" (false) when
-   * the exact answer would wait behind writes in flight. The write finds a duplicate itself and
-   * answers it the same; only its signature is checked first. Unset: has.
-   */
-  hasNow?(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]>;
   /**
