@@ -11,8 +11,9 @@
 // transaction begins with every frame copied, which under a steady stream of batches it never is
 // when this thread's copy ends. The writer's own checkpoint at WRITER_AUTOCHECKPOINT pages does
 // that: it then copies only what came in since this thread's last pass, and the next batch
-// starts the WAL over. So the WAL stays under WRITER_AUTOCHECKPOINT pages (80 MB with 4 KB pages)
-// as before, with or without this thread (should it fail, the writer copies everything again).
+// starts the WAL over. So the WAL stays near WRITER_AUTOCHECKPOINT pages (80 MB with 4 KB pages)
+// with or without this thread; should it fail, the writer copies everything itself again, 80 MB
+// at a time instead of the 40 of before this thread.
 import { workerUrl } from "../../workers.ts";
 
 export type CheckpointRequest = { open: string; synchronous: "normal" | "full" } | "checkpoint" | "close";
@@ -22,6 +23,8 @@ export type CheckpointReply = "ready" | "done" | "closed" | { error: string; cod
 export const CHECKPOINT_EVERY_MS = 100;
 /** The writer connection's wal_autocheckpoint (pages) while a checkpointer runs beside it. */
 export const WRITER_AUTOCHECKPOINT = 20_000;
+/** The size of a WAL file of `frames` frames: a 32-byte header, then a 24-byte header and a page per frame. */
+export const walBytes = (frames: number, pageSize: number): number => 32 + frames * (24 + pageSize);
 /** How long close() waits for a checkpoint under way before it ends the thread all the same. */
 const CLOSE_WAIT_MS = 10_000;
 
@@ -84,11 +87,14 @@ export class Checkpointer {
 
   /** The thread is gone: the writer's own checkpoints carry on (no new thread: see readers.ts). */
   private lost(how: string): void {
-    if (!this.worker) return;
+    const worker = this.worker;
+    if (!worker) return;
     this.worker = undefined;
     clearTimeout(this.timer);
-    this.closed?.();
-    if (!this.closed) console.error(`checkpointer thread ${how}; the writer thread checkpoints the WAL itself from now on`);
+    // An error event can leave the thread running: end it, or it could keep the process alive.
+    worker.terminate();
+    if (this.closed) return this.closed(); // closing anyway
+    console.error(`checkpointer thread ${how}; the writer thread checkpoints the WAL itself from now on`);
   }
 
   /** Waits for a checkpoint under way, then closes its connection and ends the thread. */

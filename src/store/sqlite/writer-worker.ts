@@ -9,7 +9,7 @@ import type { Prefix } from "../../protocol/reasons.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import type { PendingWrite } from "../types.ts";
 import { SqliteAdmin } from "./admin.ts";
-import { WRITER_AUTOCHECKPOINT } from "./checkpointer.ts";
+import { WRITER_AUTOCHECKPOINT, walBytes } from "./checkpointer.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { SqliteWriter } from "./write.ts";
 import type { BatchHead, WriterCall, WriterReply, WriterRequest } from "./writer-thread.ts";
@@ -94,6 +94,10 @@ function open(path: string, synchronous: "normal" | "full"): void {
   // The checkpointer thread copies the WAL as it grows; this connection's own checkpoint, past
   // this many pages, copies the rest and lets the next batch start the WAL over (checkpointer.ts).
   db.exec(`PRAGMA wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT}`);
+  // The WAL file is kept up to that size when it starts over: a smaller limit (openDatabase's
+  // 64 MiB) had it truncated and grown back, block by block, every cycle.
+  const { page_size } = db.query("PRAGMA page_size").get() as { page_size: number };
+  db.exec(`PRAGMA journal_size_limit = ${walBytes(WRITER_AUTOCHECKPOINT, page_size)}`);
   idleTimer = setInterval(shrinkWhenIdle, 1_000);
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
