@@ -62,12 +62,31 @@ describe("write failures are logged once per kind per minute", () => {
     expect(lines[1]).toStartWith("writer: could not store 1 event: database is locked (SQLITE_BUSY);");
     log.failed(full, 4, t + 60_000);
     expect(lines).toHaveLength(3);
-    expect(lines[2]).toContain("(SQLITE_FULL); 500 more failed batches (1000 events) since the last such line");
+    expect(lines[2]).toContain("(SQLITE_FULL); 500 more failed batches (1000 events) not yet logged");
     log.failed(full, 1, t + 60_001);
-    log.succeeded();
+    log.succeeded(t + 60_002);
     expect(lines[3]).toBe("writer: storing events again after 1 failed batches (1 events, SQLITE_FULL) not logged");
-    log.succeeded();
+    log.succeeded(t + 60_003);
     expect(lines).toHaveLength(4);
+  });
+
+  test("a disk at the edge of full flaps: the limits hold across recoveries, two lines a minute at most", () => {
+    const lines: string[] = [];
+    const log = new FailureLog(60_000, (l) => lines.push(l));
+    const full = sqliteError("SQLITE_FULL", "database or disk is full");
+    const t = 1_000_000;
+    // A checkpoint frees the WAL's room every second: a batch fits, the next two fail.
+    for (let s = 0; s < 90; s++) {
+      log.failed(full, 5, t + s * 1000);
+      log.failed(full, 5, t + s * 1000 + 100);
+      log.succeeded(t + s * 1000 + 500);
+    }
+    expect(lines).toEqual([
+      expect.stringContaining("writer: could not store 5 events: database or disk is full (SQLITE_FULL); clients get"),
+      "writer: storing events again after 1 failed batches (5 events, SQLITE_FULL) not logged",
+      expect.stringContaining("(SQLITE_FULL); 118 more failed batches (590 events) not yet logged;"),
+      "writer: storing events again after 1 failed batches (5 events, SQLITE_FULL) not logged",
+    ]);
   });
 
   test("Postgres's disk_full and unknown errors", () => {
@@ -119,11 +138,15 @@ describe.skipIf(!mounted)("disk full", () => {
     console.log(
       `disk full: ${oks.length} EVENTs answered ${JSON.stringify([...new Set(oks.map((o) => o[3]))])} (${accepted.length} stored); ${logged.length} bytes logged:\n${logged}`,
     );
-    for (const ok of oks) expect(ok[2] ? ok[3] : [ok[3]]).toEqual(ok[2] ? "" : [full]);
+    for (const ok of oks) expect(ok[3]).toBe(ok[2] ? "" : full);
     expect(oks.length - accepted.length).toBeGreaterThanOrEqual(50);
-    expect(logged.length).toBeLessThan(600);
-    expect(logged.trim().split("\n")).toHaveLength(1);
-    expect(logged).toContain("SQLITE_FULL");
+    // One failure line; when a checkpoint freed the WAL's room for a batch or two in between
+    // (the disk flaps), one line that writes work again, and nothing more within the minute.
+    const lines = logged.trim().split("\n");
+    expect(lines[0]).toStartWith("writer: could not store ");
+    expect(lines[0]).toContain("(SQLITE_FULL)");
+    expect(lines.length).toBeLessThanOrEqual(2);
+    if (lines.length > 1) expect(lines[1]).toStartWith("writer: storing events again");
     // Reads still work.
     expect((await c.req("r", { authors: [s.pubkey], limit: 5000 })).events).toHaveLength(20 + accepted.length);
     c.close();
@@ -133,12 +156,13 @@ describe.skipIf(!mounted)("disk full", () => {
     const code = await relay.proc.exited;
     const shutdown = relay.output().slice(from);
     console.log(`SIGTERM on a full disk: exit ${code}:\n${shutdown}`);
-    // Events stored after the disk filled are in the WAL only (the database file cannot grow to
-    // take them), so the checkpoint at shutdown cannot fold it in either.
-    if (accepted.length > 0)
-      expect(shutdown).toContain(
-        "could not checkpoint the WAL at shutdown: disk full; the -wal file is kept and replayed on the next start",
-      );
+    // Events stored after the disk filled are in the WAL, and the checkpoint at shutdown may find
+    // no room to fold them into the database file: then it says so in one line and keeps the WAL.
+    // (Whether it finds room depends on which pages the last batches touched; the restart below
+    // checks the outcome that matters, every acknowledged event served.)
+    const checkpointLines = shutdown.split("\n").filter((l) => /checkpoint/i.test(l));
+    for (const l of checkpointLines)
+      expect(l).toEndWith("could not checkpoint the WAL at shutdown: disk full; the -wal file is kept and replayed on the next start");
     expect(shutdown).not.toContain("    at "); // no stack trace
     expect(code).toBe(0);
 

@@ -24,9 +24,17 @@ export function classifyWriteFailure(err: unknown): { kind: string; refusal: Ref
   return { kind: code || (err instanceof Error ? err.name : typeof err), refusal: refuse("error", "could not store the event") };
 }
 
-/** Logs write failures at most once per kind per interval, counting what it does not log. */
+/**
+ * Logs write failures at most once per kind per interval, counting what it does not log, and
+ * says when writes succeed again, also at most once per interval. A disk at the edge of full
+ * flaps: each checkpoint frees the WAL's room, a batch or two fit, then writes fail again. The
+ * limits hold across those recoveries, so a flapping disk costs two lines a minute, not two a flap.
+ */
 export class FailureLog {
   private readonly kinds = new Map<string, { loggedAt: number; batches: number; events: number }>();
+  /** A batch failed since the last one that was stored. */
+  private failing = false;
+  private recoveryLoggedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly intervalMs = FAILURE_LOG_INTERVAL_MS,
@@ -36,6 +44,7 @@ export class FailureLog {
   /** A batch of `events` failed with `err`: returns the refusal for each of them. */
   failed(err: unknown, events: number, now = Date.now()): Refusal {
     const { kind, refusal } = classifyWriteFailure(err);
+    this.failing = true;
     const message = (err instanceof Error ? err.message : String(err)).split("\n")[0]!.slice(0, 300);
     const k = this.kinds.get(kind);
     if (k && now - k.loggedAt < this.intervalMs) {
@@ -43,7 +52,7 @@ export class FailureLog {
       k.events += events;
       return refusal;
     }
-    const repeats = k && k.batches > 0 ? `; ${k.batches} more failed batches (${k.events} events) since the last such line` : "";
+    const repeats = k && k.batches > 0 ? `; ${k.batches} more failed batches (${k.events} events) not yet logged` : "";
     this.log(
       `writer: could not store ${events} event${events === 1 ? "" : "s"}: ${message} (${kind})${repeats}; clients get "${refusalText(refusal)}"; ` +
         `more failures of this kind are counted and logged at most every ${Math.round(this.intervalMs / 1000)} s`,
@@ -53,13 +62,20 @@ export class FailureLog {
   }
 
   /** A batch was stored: say so if it had been failing, with what was not logged. */
-  succeeded(): void {
-    if (this.kinds.size === 0) return;
+  succeeded(now = Date.now()): void {
+    if (!this.failing) return;
+    this.failing = false;
+    // Flapping: the counts go with the next line, whichever kind it is.
+    if (now - this.recoveryLoggedAt < this.intervalMs) return;
+    this.recoveryLoggedAt = now;
     const counts = [...this.kinds]
       .filter(([, k]) => k.batches > 0)
       .map(([kind, k]) => `${k.batches} failed batches (${k.events} events, ${kind})`);
     this.log(`writer: storing events again${counts.length > 0 ? ` after ${counts.join(", ")} not logged` : ""}`);
-    this.kinds.clear();
+    for (const k of this.kinds.values()) {
+      k.batches = 0;
+      k.events = 0;
+    }
   }
 }
 
