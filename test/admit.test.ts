@@ -163,6 +163,20 @@ describe("the write-policy plugin", () => {
     expect(ok(await admit(ctx, e, source({ writePolicy: () => undefined })))).toEqual(["accepted", true, ""]);
     expect(asked.writes).toHaveLength(1);
   });
+
+  test("sees only new events: with a plugin the exact check is asked, never the early 'not known' (Store.hasNow)", async () => {
+    const e = author.sign({ kind: 1, content: "stored" });
+    const { ctx, asked } = fakeContext({ stored: [e.id], write: () => ({ stored: false, duplicate: true }) });
+    let early = 0;
+    ctx.store = { ...ctx.store, hasNow: () => (early++, false) };
+    let plugin = 0;
+    const withPlugin = source({ writePolicy: () => (plugin++, undefined) });
+    expect(ok(await admit(ctx, e, withPlugin))).toEqual(["duplicate", true, "duplicate: already have this event"]);
+    expect([plugin, early, asked.verify, asked.writes.length]).toEqual([0, 0, 0, 0]);
+    // Without one the early answer is taken: "not known", verified, and the write finds it stored.
+    expect(ok(await admit(ctx, e, source()))).toEqual(["duplicate", true, "duplicate: already have this event"]);
+    expect([early, asked.verify, asked.writes.length]).toEqual([1, 1, 1]);
+  });
 });
 
 describe("a request to vanish refused for its sender's standing (NIP-62)", () => {
@@ -189,6 +203,14 @@ describe("a request to vanish refused for its sender's standing (NIP-62)", () =>
     const { ctx, asked } = fakeContext({ stored: [e.id] });
     expect(ok(await admit(ctx, e, client()))).toEqual(["refused", false, "auth-required: this relay requires authentication to publish"]);
     expect(asked.writes).toEqual([]);
+  });
+
+  test("stored, but its check said 'not known' (Store.hasNow while a batch commits): the writer's duplicate gives the same answer", async () => {
+    const e = vanish();
+    const { ctx, asked } = fakeContext({ write: () => ({ stored: false, duplicate: true }) });
+    ctx.store = { ...ctx.store, hasNow: () => false };
+    expect(ok(await admit(ctx, e, client()))).toEqual(["refused", false, "auth-required: this relay requires authentication to publish"]);
+    expect(asked.writes[0]!.vanishOnly).toEqual(refuse("auth-required", "this relay requires authentication to publish"));
   });
 });
 

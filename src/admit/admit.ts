@@ -25,7 +25,7 @@ export interface AdmitContext {
   readonly closing: boolean;
   /** Events between their duplicate check and their outcome, from every source; shutdown waits for them. */
   inflight: number;
-  readonly store: { has(id: string): boolean | Promise<boolean> };
+  readonly store: { has(id: string): boolean | Promise<boolean>; hasNow?(id: string): boolean | Promise<boolean> };
   readonly verifier: { verify(e: NostrEvent): Promise<boolean> };
   /** Resolves once the write is committed (or refused). */
   readonly writer: { enqueue(w: PendingWrite): Promise<WriteOutcome> };
@@ -91,10 +91,13 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
   try {
     // Cheaper than a signature check, and the common case for a busy relay. A SQLite store answers
     // at once; a Postgres one over the network, which can fail (the event still gets its outcome).
+    // hasNow may say "not known" rather than wait for a commit: the write then finds a stored
+    // event and answers it the same (store/types.ts). The plugin must see only new events, so
+    // with one the answer is the exact one.
     let known = false;
     if (!ephemeral) {
       try {
-        const has = ctx.store.has(e.id);
+        const has = src.writePolicy || !ctx.store.hasNow ? ctx.store.has(e.id) : ctx.store.hasNow(e.id);
         known = typeof has === "boolean" ? has : await has;
       } catch (err) {
         console.error("event pipeline error:", err);

@@ -132,6 +132,14 @@ export interface Store {
   shareEphemeral?(event: NostrEvent, json: string): void;
   /** Is an event with this id stored? */
   has(id: string): boolean | Promise<boolean>;
+  /**
+   * The duplicate check before the signature (admit/admit.ts): has, but false ("not known")
+   * when the exact answer would wait behind writes in flight. Such an event is verified and
+   * goes to the writer, whose write finds it stored and answers it as has would have: a
+   * duplicate, also where a tombstone or a vanish-only write comes first (sqlite/write.ts
+   * writeOne). Unset: has.
+   */
+  hasNow?(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]>;
   /**
