@@ -136,8 +136,8 @@ export interface Store {
    * The duplicate check before the signature (admit/admit.ts): has, but false ("not known")
    * when the exact answer would wait behind writes in flight. Such an event is verified and
    * goes to the writer, whose write finds it stored and answers it as has would have: a
-   * duplicate, also where a tombstone or a vanish-only write comes first (sqlite/write.ts
-   * writeOne). Unset: has.
+   * duplicate, also a request to vanish, whose vanish-only write and tombstone come before the
+   * insert (sqlite/write.ts writeOne). Unset: has.
    */
   hasNow?(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */

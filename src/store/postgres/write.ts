@@ -262,26 +262,22 @@ async function writeOne(
   rules: WriteRules,
   purges: { left: boolean },
 ): Promise<WriteOutcome> {
+  // A stored request to vanish is a duplicate first, as in sqlite/write.ts writeOne (here the
+  // same request sent twice in flight): carried out again it would delete the kept one.
+  if (e.kind === VANISH_KIND && (await tx`SELECT 1 FROM events WHERE id = decode(${e.id}, 'hex')`).length > 0)
+    return { stored: false, duplicate: true };
   if (vanishOnly !== undefined) {
     // Refused for the sender's standing, carried out anyway (NIP-62), never stored; its seq stays unused.
     if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
-    // Stored meanwhile (the same request sent again while the first was in flight): carried out
-    // when it was stored. Again, it would delete the kept request itself.
-    if (await isStored(tx, e.id)) return { stored: false, duplicate: true };
     if (!(await applyVanish(tx, e, null, seq))) purges.left = true;
     return refused({ prefix: vanishOnly.prefix, message: vanishOnly.message + VANISH_CARRIED_OUT });
   }
   const gone = await tombstoned(tx, e);
-  // A stored deletion or request to vanish is within its own tombstone: sent again, it is a duplicate.
-  if (gone) return (await isStored(tx, e.id)) ? { stored: false, duplicate: true } : refused(gone);
+  if (gone) return refused(gone);
   if (!(await insertEvents(tx, [{ w: { event: e, json }, seq, d: null }], rules)).has(seq)) return { stored: false, duplicate: true };
   if (e.kind === DELETION_KIND && rules.deletion) await applyDeletion(tx, e);
   if (e.kind === VANISH_KIND && rules.vanish && !(await applyVanish(tx, e, seq, seq))) purges.left = true;
   return { stored: true, seq };
-}
-
-async function isStored(tx: Tx, id: string): Promise<boolean> {
-  return (await tx`SELECT 1 FROM events WHERE id = decode(${id}, 'hex')`).length > 0;
 }
 
 /** Why an event may not (re)enter (semantics.ts tombstoneRefusal): the tombstones of its author and, for a gift wrap, its recipients. */

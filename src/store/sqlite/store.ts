@@ -123,7 +123,7 @@ export class SqliteStore implements Store {
   hasNow(id: string): boolean | Promise<boolean> {
     // While the writer thread commits a batch, has() waits behind it, and so does every event
     // that arrives meanwhile: the writer then sat idle after each commit until they were
-    // checked, verified and queued (bench/RESULTS.md, 2026-12-05: +13-17% events/s without it).
+    // checked, verified and queued (bench/RESULTS.md, session 29: median +6% events/s, -11% CPU per event).
     if (this.thread?.busy) return false;
     return this.has(id);
   }

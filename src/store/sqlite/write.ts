@@ -332,18 +332,19 @@ export class SqliteWriter {
   }
 
   private writeOne({ event: e, json, vanishOnly }: PendingWrite, rules: WriteRules): WriteOutcome {
+    // A request to vanish meets two steps before the insert that would take a stored one for
+    // new: carried out again as a vanish-only write (deleting the kept request itself), and
+    // refused by its own tombstone. Sent again (or its check said "not known": types.ts
+    // hasNow), it is a duplicate first. Other events' duplicates are found by the insert.
+    if (e.kind === VANISH_KIND && this.has(e.id)) return { stored: false, duplicate: true };
     if (vanishOnly !== undefined) {
       // Refused for the sender's standing, carried out anyway (NIP-62), never stored.
       if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
-      // Stored already (sent again, or its check said "not known": types.ts hasNow): carried
-      // out when it was stored. Again, it would delete the kept request itself.
-      if (this.st.hasId.get(e.id) !== null) return { stored: false, duplicate: true };
       this.applyVanish(e, null);
       return refused({ prefix: vanishOnly.prefix, message: vanishOnly.message + VANISH_CARRIED_OUT });
     }
     const gone = this.tombstoned(e);
-    // A stored deletion or request to vanish is within its own tombstone: sent again, it is a duplicate.
-    if (gone) return this.st.hasId.get(e.id) !== null ? { stored: false, duplicate: true } : refused(gone);
+    if (gone) return refused(gone);
     const addressable = isAddressable(e.kind);
     const d = addressable ? dTag(e) : null;
     if (addressable || isReplaceable(e.kind)) {
