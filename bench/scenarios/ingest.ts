@@ -2,6 +2,9 @@
 // unacknowledged EVENTs. Every event must get exactly one OK, on the connection that sent it:
 // OK true, except that an older version of a replaceable / addressable event (one the oracle does
 // not keep) may get OK false "duplicate: …" when a newer version got there first.
+// With `copies` K > 1 (a duplicate-heavy mix: clients publishing the same events, mirrors),
+// each event is sent K times at about the same time, copy j on connection (i + j) mod C: every
+// copy gets its OK, exactly one of them stores it and the others say "duplicate:".
 // Throughput is also reported per window of `windowEvents` acknowledged events, so a slowdown as
 // the database grows is visible.
 import type { Corpus } from "../corpus.ts";
@@ -20,6 +23,8 @@ export interface IngestOptions {
   mayBeRefused: (i: number) => boolean;
   /** Report throughput per this many acknowledged events (default 100,000). */
   windowEvents?: number;
+  /** Times each event is sent, on as many connections (default 1; at most conns). */
+  copies?: number;
   log?: (msg: string) => void;
 }
 
@@ -34,6 +39,10 @@ export interface IngestWindow {
 
 export interface IngestResult {
   events: number;
+  /** Times each event was sent (IngestOptions.copies). */
+  copies: number;
+  /** Events stored by one of their copies (OK true without "duplicate:"). */
+  stored: number;
   conns: number;
   window: number;
   okTrue: number;
@@ -47,8 +56,10 @@ export interface IngestResult {
   missing: number;
   /** First EVENT sent to last OK received. */
   seconds: number;
-  /** OK true per second over `seconds`. */
+  /** OK true per second over `seconds` (each copy's). */
   eventsPerSec: number;
+  /** Events stored per second over `seconds`. */
+  storedPerSec: number;
   /** EVENT sent -> its OK received, ms (includes queueing behind the window). */
   latencyMs: Summary;
   /** Throughput per `windowEvents` acknowledged events. */
@@ -74,34 +85,57 @@ export class IngestRun {
   private firstSend = 0;
   private lastOk = 0;
   private readonly windowEvents: number;
+  private readonly copies: number;
+  /** Copies of each event answered OK true without "duplicate:" (stored). */
+  private readonly storedBy: Uint8Array;
+  private stored = 0;
   private readonly windows: IngestWindow[] = [];
   private windowStart = { at: 0, acked: 0, okTrue: 0 };
   private finish?: () => void;
 
   constructor(private readonly opts: IngestOptions) {
-    this.state = new Uint8Array(opts.corpus.size);
-    this.sentAt = new Float64Array(opts.corpus.size);
-    this.latency = new Float32Array(opts.corpus.size).fill(NaN);
+    this.copies = opts.copies ?? 1;
+    if (this.copies < 1 || this.copies > opts.conns) throw new Error(`copies must be 1..${opts.conns} (one connection each)`);
+    const sends = opts.corpus.size * this.copies;
+    this.state = new Uint8Array(sends);
+    this.sentAt = new Float64Array(sends);
+    this.latency = new Float32Array(sends).fill(NaN);
+    this.storedBy = new Uint8Array(opts.corpus.size);
     this.windowEvents = opts.windowEvents ?? 100_000;
+  }
+
+  /** Connection k's sends in order (send s = event i x copies + copy j): round by round, copy j of event r x C + (k - j) mod C. */
+  private sendsOf(k: number): Int32Array {
+    const { corpus, conns: c } = this.opts;
+    const n = corpus.size;
+    const out: number[] = [];
+    for (let base = 0; base < n; base += c)
+      for (let j = 0; j < this.copies; j++) {
+        const i = base + ((k - j + c) % c);
+        if (i < n) out.push(i * this.copies + j);
+      }
+    return Int32Array.from(out);
   }
 
   /** Runs to completion (or stall). The connections stay open so late or repeated OKs are still seen; call close(). */
   async run(): Promise<IngestResult> {
     const { corpus, conns: c, window, stallMs } = this.opts;
-    const n = corpus.size;
+    const n = corpus.size * this.copies;
     this.conns = await connectAll(this.opts.url, c, "ingest-");
-    // Connection k sends events k, k+C, k+2C, … so every connection spans the whole time range.
-    const next = this.conns.map((_, k) => k);
+    // Connection k sends events k, k+C, k+2C, … so every connection spans the whole time range
+    // (and the copies of events k-1, k-2, … beside them: sendsOf).
+    const lists = this.conns.map((_, k) => this.sendsOf(k));
+    const next = this.conns.map(() => 0);
     const inFlight = this.conns.map(() => 0);
     const pump = (k: number) => {
       const conn = this.conns[k]!;
-      while (inFlight[k]! < window && next[k]! < n) {
-        const i = next[k]!;
-        next[k] = i + c;
+      const list = lists[k]!;
+      while (inFlight[k]! < window && next[k]! < list.length) {
+        const s = list[next[k]!++]!;
         inFlight[k]!++;
-        this.state[i] = SENT;
-        this.sentAt[i] = performance.now();
-        conn.send(`["EVENT",${corpus.lines[i]}]`);
+        this.state[s] = SENT;
+        this.sentAt[s] = performance.now();
+        conn.send(`["EVENT",${corpus.lines[Math.floor(s / this.copies)]}]`);
       }
     };
     const done = new Promise<void>((resolve) => (this.finish = resolve));
@@ -143,16 +177,24 @@ export class IngestRun {
     const missing = n - this.acked;
     if (missing > 0) {
       const examples: string[] = [];
-      for (let i = 0; i < n && examples.length < 3; i++)
-        if (this.state[i] !== ACKED) examples.push(`#${i} ${corpus.id(i)} (${this.state[i] === SENT ? "sent" : "never sent"})`);
+      for (let s = 0; s < n && examples.length < 3; s++) {
+        const i = Math.floor(s / this.copies);
+        if (this.state[s] !== ACKED) examples.push(`#${i} ${corpus.id(i)} (${this.state[s] === SENT ? "sent" : "never sent"})`);
+      }
       this.failures.add("no OK", `${missing} events without an OK after ${stallMs} ms of silence, e.g. ${examples.join(", ")}`);
     }
     if (this.acked > this.windowStart.acked) this.closeWindow(this.lastOk);
+    if (this.copies > 1 && missing === 0)
+      for (let i = 0; i < corpus.size; i++)
+        if (this.storedBy[i] === 0 && !this.opts.mayBeRefused(i))
+          this.failures.add("no copy stored", `#${i} ${corpus.id(i)}: every copy was answered "duplicate:"`);
     const seconds = (this.lastOk - this.firstSend) / 1000;
     const lat: number[] = [];
     for (const ms of this.latency) if (!Number.isNaN(ms)) lat.push(ms);
     return {
-      events: n,
+      events: corpus.size,
+      copies: this.copies,
+      stored: this.stored,
       conns: c,
       window,
       okTrue: this.okTrue,
@@ -162,6 +204,7 @@ export class IngestRun {
       missing,
       seconds,
       eventsPerSec: seconds > 0 ? this.okTrue / seconds : NaN,
+      storedPerSec: seconds > 0 ? this.stored / seconds : NaN,
       latencyMs: summarize(lat),
       windows: this.windows,
       windowEvents: this.windowEvents,
@@ -187,18 +230,24 @@ export class IngestRun {
         const [, id, accepted, message] = f as [string, string, boolean, string];
         const i = corpus.byId.get(id);
         if (i === undefined) return (this.failures.add("OK for an unknown id", JSON.stringify(f).slice(0, 200)), false);
-        if (this.state[i] === ACKED)
+        // The copy this connection sent (copy j goes on connection (i + j) mod C).
+        const j = (k - (i % c) + c) % c;
+        if (j >= this.copies)
+          return (this.failures.add("OK on the wrong connection", `#${i} sent on ingest-${i % c}, answered on ingest-${k}`), false);
+        const s = i * this.copies + j;
+        if (this.state[s] === ACKED)
           return (this.failures.add("OK arrived twice", `#${i} ${id} on ingest-${k}: ${JSON.stringify(f)}`), false);
-        if (this.state[i] !== SENT) return (this.failures.add("OK before EVENT was sent", `#${i} ${id}`), false);
-        if (i % c !== k) this.failures.add("OK on the wrong connection", `#${i} sent on ingest-${i % c}, answered on ingest-${k}`);
+        if (this.state[s] !== SENT) return (this.failures.add("OK before EVENT was sent", `#${i} ${id}`), false);
         const now = performance.now();
-        this.state[i] = ACKED;
+        this.state[s] = ACKED;
         this.acked++;
         this.lastOk = now;
-        this.latency[i] = now - this.sentAt[i]!;
+        this.latency[s] = now - this.sentAt[s]!;
         if (accepted === true) {
           this.okTrue++;
           if (typeof message === "string" && message.startsWith("duplicate:")) this.duplicates++;
+          else if (++this.storedBy[i]! === 1) this.stored++;
+          else if (this.copies > 1) this.failures.add("stored twice", `#${i} ${id}: two copies answered OK true without "duplicate:"`);
         } else if (typeof message === "string" && /^(duplicate|replaced):/.test(message) && this.opts.mayBeRefused(i)) {
           // An older version of a replaceable event after the newer one: bunstr says "duplicate:",
           // strfry "replaced: have newer event"; either is right only for a version the oracle drops.
@@ -211,8 +260,8 @@ export class IngestRun {
           );
         }
         if (this.acked - this.windowStart.acked >= this.windowEvents) this.closeWindow(now);
-        if (this.acked === corpus.size) this.finish?.();
-        return i % c === k;
+        if (this.acked === corpus.size * this.copies) this.finish?.();
+        return true;
       }
       case "AUTH":
         return false; // the NIP-42 challenge sent on connect; not needed to publish here
