@@ -5,7 +5,8 @@ import { Database } from "bun:sqlite";
 import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CHECKPOINT_EVERY_MS } from "../src/store/sqlite/checkpointer.ts";
+import { CHECKPOINT_EVERY_MS, SOLO_AUTOCHECKPOINT, WRITER_AUTOCHECKPOINT } from "../src/store/sqlite/checkpointer.ts";
+import type { WriterThread } from "../src/store/sqlite/writer-thread.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { now, signer, storeEvents } from "./helpers.ts";
 
@@ -48,4 +49,33 @@ test("committed batches are copied into the database file by the checkpointer, n
   // Shutdown folds the WAL in and truncates it, with the checkpointer closed first.
   expect(!existsSync(`${path}-wal`) || statSync(`${path}-wal`).size === 0).toBe(true);
   rmSync(dir, { recursive: true, force: true });
+}, 30_000);
+
+test("when the checkpointer thread is lost, the writer checkpoints alone at SOLO_AUTOCHECKPOINT pages, also in a writer thread started after", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "bunstr-ckpt-"));
+  const store = new SqliteStore({ path: join(dir, "bunstr.sqlite"), synchronous: "normal", readerWorkers: 1, writerThread: true });
+  const inner = store as unknown as { thread: WriterThread; checkpointer: { worker?: Worker } };
+  const walPages = () => inner.thread.call<number>({ call: "walPages" });
+  try {
+    await store.ready();
+    expect(await walPages()).toBe(WRITER_AUTOCHECKPOINT);
+    inner.checkpointer.worker!.terminate(); // as if it had died: its close event is the loss
+    for (let i = 0; i < 100 && (await walPages()) !== SOLO_AUTOCHECKPOINT; i++) await Bun.sleep(20);
+    expect(await walPages()).toBe(SOLO_AUTOCHECKPOINT);
+    // A writer thread that replaces a lost one opens with the same threshold.
+    (inner.thread as unknown as { worker: Worker }).worker.terminate();
+    for (let i = 0; i < 100; i++) {
+      const pages = await walPages().catch(() => undefined); // refused while it restarts
+      if (pages !== undefined) break;
+      await Bun.sleep(20);
+    }
+    await inner.thread.ready();
+    expect(await walPages()).toBe(SOLO_AUTOCHECKPOINT);
+    // And it still stores.
+    const author = signer();
+    await storeEvents(store, [author.sign({ kind: 1, content: "after both losses", created_at: now() })]);
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }, 30_000);

@@ -12,8 +12,8 @@
 // when this thread's copy ends. The writer's own checkpoint at WRITER_AUTOCHECKPOINT pages does
 // that: it then copies only what came in since this thread's last pass, and the next batch
 // starts the WAL over. So the WAL stays near WRITER_AUTOCHECKPOINT pages (80 MB with 4 KB pages)
-// with or without this thread; should it fail, the writer copies everything itself again, 80 MB
-// at a time instead of the 40 of before this thread.
+// while this thread runs. Should it fail, the writer copies everything itself again, at
+// SOLO_AUTOCHECKPOINT pages (40 MB) as before this thread (store.ts sets it through onLost).
 import { workerUrl } from "../../workers.ts";
 
 export type CheckpointRequest = { open: string; synchronous: "normal" | "full" } | "checkpoint" | "close";
@@ -23,6 +23,8 @@ export type CheckpointReply = "ready" | "done" | "closed" | { error: string; cod
 export const CHECKPOINT_EVERY_MS = 100;
 /** The writer connection's wal_autocheckpoint (pages) while a checkpointer runs beside it. */
 export const WRITER_AUTOCHECKPOINT = 20_000;
+/** ... and once none does: each of its checkpoints then copies the whole WAL, so half the size. */
+export const SOLO_AUTOCHECKPOINT = 10_000;
 /** The size of a WAL file of `frames` frames: a 32-byte header, then a 24-byte header and a page per frame. */
 export const walBytes = (frames: number, pageSize: number): number => 32 + frames * (24 + pageSize);
 /** How long close() waits for a checkpoint under way before it ends the thread all the same. */
@@ -38,6 +40,8 @@ export class Checkpointer {
   private lastStart = Number.NEGATIVE_INFINITY;
   private loggedError = false;
   private closed?: () => void;
+  /** Told once when the thread is gone for good (not at close): the writer checkpoints alone. */
+  onLost?: () => void;
 
   constructor(path: string, synchronous: "normal" | "full") {
     const worker = new Worker(workerUrl("./store/sqlite/checkpoint-worker.ts"));
@@ -95,6 +99,7 @@ export class Checkpointer {
     worker.terminate();
     if (this.closed) return this.closed(); // closing anyway
     console.error(`checkpointer thread ${how}; the writer thread checkpoints the WAL itself from now on`);
+    this.onLost?.();
   }
 
   /** Waits for a checkpoint under way, then closes its connection and ends the thread. */

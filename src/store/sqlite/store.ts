@@ -6,7 +6,7 @@
 import type { Database } from "bun:sqlite";
 import { toHex } from "../../nips/nip77-wire.ts";
 import { SqliteAdmin } from "./admin.ts";
-import { Checkpointer } from "./checkpointer.ts";
+import { Checkpointer, SOLO_AUTOCHECKPOINT } from "./checkpointer.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { countJob, negJob, queryFrames, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
@@ -91,6 +91,7 @@ export class SqliteStore implements Store {
       const seqsOf = (ids: string[]) => ids.map((id) => (seqOf.get(id) as { seq: number } | null)?.seq ?? 0);
       this.thread = new WriterThread(opts.path, opts.synchronous, committed, seqsOf);
       this.checkpointer = new Checkpointer(opts.path, opts.synchronous);
+      this.checkpointer.onLost = () => this.thread?.setWalPages(SOLO_AUTOCHECKPOINT);
       this.thread.onCommitted = () => this.checkpointer?.committed();
       this.admin = new ThreadAdmin(this.db, this.thread);
       this.writePipeline = 1;

@@ -7,6 +7,7 @@ import type { Prefix } from "../../protocol/reasons.ts";
 import { workerUrl } from "../../workers.ts";
 import { StoreClosedError, type PendingWrite, type WriteOutcome, type WriteRules } from "../types.ts";
 import type { Changes } from "./write.ts";
+import { WRITER_AUTOCHECKPOINT } from "./checkpointer.ts";
 
 export type AdminMethod = "put" | "remove" | "useToken" | "log" | "deleteEvent" | "deleteAuthor";
 
@@ -15,10 +16,12 @@ export type WriterCall =
   | { id: number; call: "sweepExpired"; now: number }
   | { id: number; call: "admin"; method: AdminMethod; args: unknown[] }
   /** Tells (a changes reply) whether another connection committed since the last call. */
-  | { id: number; call: "changes" };
+  | { id: number; call: "changes" }
+  /** Sets the connection's own checkpoint threshold (pages) when given; answers the one in force. */
+  | { id: number; call: "walPages"; pages?: number };
 
 export type WriterRequest =
-  | { open: string; synchronous: "normal" | "full" }
+  | { open: string; synchronous: "normal" | "full"; walPages: number }
   | { close: true }
   /**
    * A batch: a BatchHead as JSON, a newline, then the batch's stored JSONs one after the other;
@@ -94,6 +97,8 @@ export class WriterThread {
   onOpen?: () => void;
   /** Told when a batch was committed (the checkpointer's cue). */
   onCommitted?: () => void;
+  /** The connection's own checkpoint threshold, pages (setWalPages). */
+  private walPages = WRITER_AUTOCHECKPOINT;
 
   constructor(
     private readonly path: string,
@@ -110,7 +115,7 @@ export class WriterThread {
     const worker = new Worker(workerUrl("./store/sqlite/writer-worker.ts"));
     this.startedAt = performance.now();
     this.opened = false;
-    worker.postMessage({ open: this.path, synchronous: this.synchronous } satisfies WriterRequest);
+    worker.postMessage({ open: this.path, synchronous: this.synchronous, walPages: this.walPages } satisfies WriterRequest);
     worker.onmessage = (msg: MessageEvent) => this.onReply(msg.data as WriterReply);
     worker.onerror = (e) => {
       e.preventDefault?.();
@@ -375,6 +380,13 @@ export class WriterThread {
     const r = await this.send({ ...c, id } as WriterCall, id);
     if ("error" in r) throw Object.assign(new Error(r.error.message), { code: r.error.code, name: r.error.name });
     return (r as { result: T }).result;
+  }
+
+  /** The write connection checkpoints past this many WAL pages, in this thread and any that replaces it. */
+  setWalPages(pages: number): void {
+    this.walPages = pages;
+    // After the open message if the thread is starting; a thread started later opens with it.
+    if (this.worker) this.call({ call: "walPages", pages }).catch(() => {});
   }
 
   admin<T>(method: AdminMethod, ...args: unknown[]): Promise<T> {

@@ -9,7 +9,7 @@ import type { Prefix } from "../../protocol/reasons.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import type { PendingWrite } from "../types.ts";
 import { SqliteAdmin } from "./admin.ts";
-import { WRITER_AUTOCHECKPOINT, walBytes } from "./checkpointer.ts";
+import { walBytes } from "./checkpointer.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { SqliteWriter } from "./write.ts";
 import type { BatchHead, WriterCall, WriterReply, WriterRequest } from "./writer-thread.ts";
@@ -66,6 +66,9 @@ function call(c: WriterCall): unknown {
       return (admin![c.method] as (...a: unknown[]) => unknown)(...c.args);
     case "changes":
       return w.checkChanges();
+    case "walPages":
+      if (c.pages !== undefined) setWalPages(c.pages);
+      return (db!.query("PRAGMA wal_autocheckpoint").get() as { wal_autocheckpoint: number }).wal_autocheckpoint;
   }
 }
 
@@ -86,18 +89,24 @@ function shrinkWhenIdle(): void {
   db.exec("PRAGMA shrink_memory");
 }
 
-function open(path: string, synchronous: "normal" | "full"): void {
+/**
+ * The checkpointer thread copies the WAL as it grows; this connection's own checkpoint, past
+ * `pages`, copies the rest and lets the next batch start the WAL over (checkpointer.ts). The WAL
+ * file is kept up to that size when it starts over: a smaller limit (openDatabase's 64 MiB) had
+ * it truncated and grown back, block by block, every cycle.
+ */
+function setWalPages(pages: number): void {
+  const { page_size } = db!.query("PRAGMA page_size").get() as { page_size: number };
+  db!.exec(`PRAGMA wal_autocheckpoint = ${pages}`);
+  db!.exec(`PRAGMA journal_size_limit = ${walBytes(pages, page_size)}`);
+}
+
+function open(path: string, synchronous: "normal" | "full", walPages: number): void {
   db = openDatabase({ path, synchronous });
   // Pages through its own cache (openDatabase's 32 MB), not a map of the file: the map's pages
   // counted in the relay's RSS up to the whole database (223 of 540 MiB at 100k events).
   db.exec("PRAGMA mmap_size = 0");
-  // The checkpointer thread copies the WAL as it grows; this connection's own checkpoint, past
-  // this many pages, copies the rest and lets the next batch start the WAL over (checkpointer.ts).
-  db.exec(`PRAGMA wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT}`);
-  // The WAL file is kept up to that size when it starts over: a smaller limit (openDatabase's
-  // 64 MiB) had it truncated and grown back, block by block, every cycle.
-  const { page_size } = db.query("PRAGMA page_size").get() as { page_size: number };
-  db.exec(`PRAGMA journal_size_limit = ${walBytes(WRITER_AUTOCHECKPOINT, page_size)}`);
+  setWalPages(walPages);
   idleTimer = setInterval(shrinkWhenIdle, 1_000);
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
@@ -125,7 +134,7 @@ self.onmessage = (msg: MessageEvent) => {
 
       return writeBatch(m);
     }
-    if ("open" in m) return open(m.open, m.synchronous);
+    if ("open" in m) return open(m.open, m.synchronous, m.walPages);
     if ("close" in m) {
       clearInterval(idleTimer);
       const warnings = db ? checkpointAndClose(db) : [];
