@@ -73,7 +73,8 @@ test("when the checkpointer thread is lost, the writer checkpoints alone at SOLO
     expect(await walPages()).toBe(SOLO_AUTOCHECKPOINT);
     // And it still stores.
     const author = signer();
-    await storeEvents(store, [author.sign({ kind: 1, content: "after both losses", created_at: now() })]);
+    const [outcome] = await storeEvents(store, [author.sign({ kind: 1, content: "after both losses", created_at: now() })]);
+    expect(outcome?.stored).toBe(true);
   } finally {
     await store.close();
     rmSync(dir, { recursive: true, force: true });
