@@ -86,7 +86,7 @@ export class IngestRun {
   private lastOk = 0;
   private readonly windowEvents: number;
   private readonly copies: number;
-  /** Copies of each event answered OK true without "duplicate:" (stored). */
+  /** 1 once a copy of the event was answered OK true without "duplicate:" (stored). */
   private readonly storedBy: Uint8Array;
   private stored = 0;
   private readonly windows: IngestWindow[] = [];
@@ -246,8 +246,8 @@ export class IngestRun {
         if (accepted === true) {
           this.okTrue++;
           if (typeof message === "string" && message.startsWith("duplicate:")) this.duplicates++;
-          else if (++this.storedBy[i]! === 1) this.stored++;
-          else if (this.copies > 1) this.failures.add("stored twice", `#${i} ${id}: two copies answered OK true without "duplicate:"`);
+          else if (this.storedBy[i] === 0) (this.storedBy[i] = 1), this.stored++;
+          else this.failures.add("stored twice", `#${i} ${id}: two copies answered OK true without "duplicate:"`);
         } else if (typeof message === "string" && /^(duplicate|replaced):/.test(message) && this.opts.mayBeRefused(i)) {
           // An older version of a replaceable event after the newer one: bunstr says "duplicate:",
           // strfry "replaced: have newer event"; either is right only for a version the oracle drops.

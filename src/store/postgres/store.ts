@@ -29,7 +29,7 @@ import { RedisBus } from "./bus.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
 import { FEED_WINDOW, feedWindowFits, planFilter, planNeg, planSeqs, type QueryRow } from "./query.ts";
 import { migrate } from "./schema.ts";
-import { purgeStep, writeBatch } from "./write.ts";
+import { isStored, purgeStep, writeBatch } from "./write.ts";
 
 export interface PostgresStoreOptions {
   url: string;
@@ -121,8 +121,8 @@ export class PostgresStore implements Store {
     return rows.map((r: { seq: string; json: string }) => ({ seq: Number(r.seq), json: r.json, event: JSON.parse(r.json) as NostrEvent }));
   }
 
-  async has(id: string): Promise<boolean> {
-    return (await this.sql`SELECT 1 FROM events WHERE id = decode(${id}, 'hex')`).length > 0;
+  has(id: string): Promise<boolean> {
+    return isStored(this.sql, id);
   }
 
   async writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]> {

@@ -15,6 +15,12 @@ import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 import { pgSafe, pgText } from "./text.ts";
 
 type Tx = SQL;
+
+/** Is an event with this id stored (on the pool, or inside a transaction)? */
+export async function isStored(q: Tx, id: string): Promise<boolean> {
+  return (await q`SELECT 1 FROM events WHERE id = decode(${id}, 'hex')`).length > 0;
+}
+
 const SINGLE_LETTER = /^[a-zA-Z]$/;
 /** Tag values Postgres text cannot hold are not indexed (the event is still stored; postgres/text.ts). */
 const indexable = pgSafe;
@@ -264,8 +270,7 @@ async function writeOne(
 ): Promise<WriteOutcome> {
   // A stored request to vanish is a duplicate first, as in sqlite/write.ts writeOne (here the
   // same request sent twice in flight): carried out again it would delete the kept one.
-  if (e.kind === VANISH_KIND && (await tx`SELECT 1 FROM events WHERE id = decode(${e.id}, 'hex')`).length > 0)
-    return { stored: false, duplicate: true };
+  if (e.kind === VANISH_KIND && (await isStored(tx, e.id))) return { stored: false, duplicate: true };
   if (vanishOnly !== undefined) {
     // Refused for the sender's standing, carried out anyway (NIP-62), never stored; its seq stays unused.
     if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
