@@ -1,6 +1,7 @@
 // NIP-50 search: turn what a user typed into terms that can never be FTS syntax, the text an
 // event is indexed by, and the same match for live events.
 import type { NostrEvent } from "../protocol/event.ts";
+import type { CompiledSearch } from "../protocol/filter.ts";
 
 /** Tags whose values are searchable alongside content (titles of articles, subjects of messages…). */
 const TEXT_TAGS = new Set(["title", "summary", "subject", "alt", "name", "description"]);
@@ -56,9 +57,36 @@ export function searchableText(e: NostrEvent, skipKinds: ReadonlySet<number>): s
   return parts.join("\n");
 }
 
+/**
+ * The words of an event's searchable text (restricted kinds included: a matcher leaves those out
+ * itself). Fanout asks for one event once per live search filter it confirms, and the words of a
+ * 60 KB note take a millisecond: the last event's words are kept, by the event object (events are
+ * not changed once parsed), so each fanned-out event is tokenized at most once.
+ */
+export function eventWords(e: NostrEvent): ReadonlySet<string> {
+  if (e !== lastEvent) {
+    lastWords = new Set(tokens(searchableText(e, NO_SKIP)));
+    lastEvent = e;
+  }
+  return lastWords;
+}
+const NO_SKIP: ReadonlySet<number> = new Set();
+let lastEvent: NostrEvent | undefined;
+let lastWords: ReadonlySet<string> = new Set();
+
 /** Live matching: every term appears as a word of the event's searchable text. */
 export function matchesSearch(terms: readonly string[], e: NostrEvent, skipKinds: ReadonlySet<number>): boolean {
   if (terms.length === 0) return true;
-  const words = new Set(tokens(searchableText(e, skipKinds)));
+  if (skipKinds.has(e.kind)) return false;
+  const words = eventWords(e);
   return terms.every((t) => words.has(t));
+}
+
+/** A query compiled for live events; `skipKinds` (restricted kinds, which the index leaves out) never match a term. */
+export function compileSearch(query: string, skipKinds: ReadonlySet<number>): CompiledSearch {
+  // Longest first: a long word is likely a rare one, so a miss is found early, and the live index
+  // files the filter under it (relay/monitors.ts; an event must have every term, so any one finds
+  // all its matches, and the rarest keeps the filters each event must confirm few).
+  const terms = searchTerms(query).sort((a, b) => b.length - a.length);
+  return { terms, indexTerm: terms[0], match: (e) => matchesSearch(terms, e, skipKinds) };
 }

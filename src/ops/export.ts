@@ -2,7 +2,7 @@
 // (so an import replays deletions and replacements as they happened). Pages of PAGE events,
 // each page its own short read: constant memory, and a running relay is never held up.
 import { compileFilter, matchFilter, type CompiledFilter, type Filter } from "../protocol/filter.ts";
-import { matchesSearch, searchTerms } from "../nips/nip50.ts";
+import { compileSearch } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { exportPager, seqRange, type Db, type ExportScope } from "../store/sqlite/maintenance.ts";
 
@@ -36,10 +36,7 @@ export function parseExportFilter(text: string): CompiledFilter {
   if (raw && typeof raw === "object" && "limit" in raw) throw new Error("--filter: limit is not supported by export (use since/until)");
   return compileFilter(raw, {
     maxValues: 1_000_000,
-    compileSearch: (q) => {
-      const terms = searchTerms(q);
-      return (e: NostrEvent) => matchesSearch(terms, e, new Set());
-    },
+    compileSearch: (q) => compileSearch(q, new Set()),
   });
 }
 

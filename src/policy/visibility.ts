@@ -4,7 +4,7 @@
 // store filters by visibilityFor), live fanout and catch-up (canRead), in-memory search
 // matching (filterLimits) and the full-text index, which leaves those kinds out (writeRules).
 import { setOf, type Config } from "../config/schema.ts";
-import { matchesSearch, searchTerms } from "../nips/nip50.ts";
+import { compileSearch } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { FilterLimits } from "../protocol/filter.ts";
 import type { Visibility } from "../store/types.ts";
@@ -32,12 +32,7 @@ export function filterLimits(config: Config): FilterLimits {
   return {
     maxValues: config.limits.max_filter_values,
     maxValueLength: config.limits.max_filter_value_length,
-    compileSearch: config.nips.nip50
-      ? (q) => {
-          const terms = searchTerms(q);
-          return (e: NostrEvent) => matchesSearch(terms, e, skip);
-        }
-      : undefined,
+    compileSearch: config.nips.nip50 ? (q) => compileSearch(q, skip) : undefined,
   };
 }
 

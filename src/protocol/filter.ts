@@ -27,9 +27,18 @@ export interface CompiledFilter {
   readonly until?: number;
   readonly limit?: number;
   /** NIP-50: the live counterpart of the store's full-text search. */
-  readonly search?: (e: NostrEvent) => boolean;
+  readonly search?: CompiledSearch;
   /** An empty list somewhere (or since > until): the filter can match nothing. */
   readonly neverMatch: boolean;
+}
+
+/** A NIP-50 query compiled for live events (policy/visibility.ts builds it). */
+export interface CompiledSearch {
+  /** The query's normalized words: an event matches when it has every one of them. */
+  readonly terms: readonly string[];
+  /** The term the live index files the filter under (relay/monitors.ts); undefined when there are no terms. */
+  readonly indexTerm?: string;
+  readonly match: (e: NostrEvent) => boolean;
 }
 
 export interface FilterLimits {
@@ -38,7 +47,7 @@ export interface FilterLimits {
   /** Longest string value (a tag value); unset = no limit. */
   maxValueLength?: number;
   /** Given when search (NIP-50) is enabled: builds the live matcher for a query string. */
-  compileSearch?: (query: string) => (e: NostrEvent) => boolean;
+  compileSearch?: (query: string) => CompiledSearch;
 }
 
 const TAG_KEY = /^#[a-zA-Z]$/;
@@ -63,7 +72,7 @@ export function compileFilter(raw: unknown, limits: FilterLimits): CompiledFilte
   const source: Filter = {};
   let ids: Set<string> | undefined, authors: Set<string> | undefined, kinds: Set<number> | undefined;
   let since: number | undefined, until: number | undefined, limit: number | undefined;
-  let search: ((e: NostrEvent) => boolean) | undefined;
+  let search: CompiledSearch | undefined;
   const tags: [string, Set<string>][] = [];
   let neverMatch = false;
   for (const [key, v] of Object.entries(raw as Record<string, unknown>)) {
@@ -126,7 +135,7 @@ export function matchFilter(f: CompiledFilter, e: NostrEvent): boolean {
   if (f.since !== undefined && e.created_at < f.since) return false;
   if (f.until !== undefined && e.created_at > f.until) return false;
   for (const [name, values] of f.tags) if (!hasTag(e, name, values)) return false;
-  return f.search === undefined || f.search(e);
+  return f.search === undefined || f.search.match(e);
 }
 
 function hasTag(e: NostrEvent, name: string, values: Set<string>): boolean {

@@ -1,4 +1,5 @@
 import { expect, test } from "bun:test";
+import { compileSearch } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { compileFilter, matchFilter, type CompiledFilter } from "../protocol/filter.ts";
 import { LiveIndex } from "./monitors.ts";
@@ -12,13 +13,15 @@ test("the live index finds exactly the groups a brute-force match finds, and emp
   const pick = <T>(xs: T[]) => xs[rand(xs.length)]!;
   const someOf = (n: number, f: (i: number) => unknown) => [...new Set(Array.from({ length: 1 + rand(3) }, () => f(rand(n))))];
   const filter = (): CompiledFilter => {
-    const shape = pick(["ids", "authors", "tag", "kinds", "others"]);
+    const shape = pick(["ids", "authors", "tag", "kinds", "others", "search"]);
     const raw: Record<string, unknown> = {};
     if (shape === "ids") raw.ids = someOf(6, hex);
     if (shape === "authors") raw.authors = someOf(6, hex);
     if (shape === "tag") raw["#t"] = someOf(4, (i) => `t${i}`);
     if (shape === "kinds" || rand(3) === 0) raw.kinds = someOf(3, (i) => i);
-    return compileFilter(raw, { maxValues: 100 });
+    // Searches under any shape; "x:y" alone has no term (an extension, ignored), so matches all.
+    if (shape === "search" || rand(4) === 0) raw.search = pick(["w0", "W1 w2", "w3 x:y", "x:y", "w10 w0", "w2 w1 w4"]);
+    return compileFilter(raw, { maxValues: 100, compileSearch: (q) => compileSearch(q, restricted) });
   };
   const event = (): NostrEvent => ({
     id: hex(rand(6)),
@@ -26,11 +29,12 @@ test("the live index finds exactly the groups a brute-force match finds, and emp
     created_at: 1,
     kind: rand(3),
     tags: rand(2) ? [["t", `t${rand(4)}`]] : [],
-    content: "",
+    content: Array.from({ length: rand(4) }, () => `w${rand(5)}`).join(" "),
     sig: "",
   });
 
   const index = new LiveIndex<number>();
+  const restricted = new Set([2]); // a kind search never matches (policy/visibility.ts)
   const live = new Map<number, { filters: CompiledFilter[]; entries: ReturnType<LiveIndex<number>["add"]> }>();
   let checks = 0;
   for (let step = 0; step < 3000; step++) {
@@ -51,7 +55,7 @@ test("the live index finds exactly the groups a brute-force match finds, and emp
   }
   for (const l of live.values()) index.remove(l.entries);
   // Nothing left behind: no key with an empty Set, no entry of a removed group.
-  const maps = index as unknown as Record<"ids" | "authors" | "tags" | "kinds" | "others", { size: number }>;
-  expect([maps.ids.size, maps.authors.size, maps.tags.size, maps.kinds.size, maps.others.size]).toEqual([0, 0, 0, 0, 0]);
+  const maps = index as unknown as Record<"ids" | "authors" | "tags" | "words" | "kinds" | "others", { size: number }>;
+  expect([maps.ids.size, maps.authors.size, maps.tags.size, maps.words.size, maps.kinds.size, maps.others.size]).toEqual([0, 0, 0, 0, 0, 0]);
   expect(checks).toBe(3000);
 });

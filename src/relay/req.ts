@@ -196,12 +196,20 @@ function drained(ws: Socket): Promise<void> {
   return new Promise((resolve) => ws.data.drainWaiters.push(resolve));
 }
 
-/** Bytes a subscription's filters hold: every value, with a little for each entry's overhead. */
+/**
+ * Bytes a subscription's filters hold: every value, with a little for each entry's overhead. A
+ * NIP-50 search holds its query and its terms, and each term is one more lookup for every live
+ * event that confirms the filter: a term is charged as a value is.
+ */
 function filterBytes(filters: readonly CompiledFilter[]): number {
   let n = 0;
   for (const f of filters) {
     const s = f.source;
-    n += 64 + (s.search?.length ?? 0);
+    n += 64;
+    if (f.search) {
+      n += s.search!.length;
+      for (const t of f.search.terms) n += 16 + t.length;
+    }
     for (const [key, v] of Object.entries(s))
       if (Array.isArray(v)) for (const x of v) n += 16 + (typeof x === "string" ? x.length + key.length : 8);
   }
@@ -266,11 +274,11 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
   send(ws, `["COUNT",${JSON.stringify(subId)},${JSON.stringify(result)}]`);
 }
 
-/** How many keys a subscription's filters put into the live index (and memory). */
+/** How many keys a subscription's filters put into the live index (and memory); a search's terms count as values. */
 function valueCount(filters: readonly CompiledFilter[]): number {
   let n = 0;
   for (const f of filters) {
-    n += (f.ids?.size ?? 0) + (f.authors?.size ?? 0) + (f.kinds?.size ?? 0) + 1;
+    n += (f.ids?.size ?? 0) + (f.authors?.size ?? 0) + (f.kinds?.size ?? 0) + (f.search?.terms.length ?? 0) + 1;
     for (const [, v] of f.tags) n += v.size;
   }
   return n;
