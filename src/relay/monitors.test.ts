@@ -56,6 +56,8 @@ test("the live index finds exactly the groups a brute-force match finds, and emp
   for (const l of live.values()) index.remove(l.entries);
   // Nothing left behind: no key with an empty Set, no entry of a removed group.
   const maps = index as unknown as Record<"ids" | "authors" | "tags" | "words" | "kinds" | "others", { size: number }>;
-  expect([maps.ids.size, maps.authors.size, maps.tags.size, maps.words.size, maps.kinds.size, maps.others.size]).toEqual([0, 0, 0, 0, 0, 0]);
+  expect([maps.ids.size, maps.authors.size, maps.tags.size, maps.words.size, maps.kinds.size, maps.others.size]).toEqual([
+    0, 0, 0, 0, 0, 0,
+  ]);
   expect(checks).toBe(3000);
 });

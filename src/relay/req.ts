@@ -196,10 +196,16 @@ function drained(ws: Socket): Promise<void> {
   return new Promise((resolve) => ws.data.drainWaiters.push(resolve));
 }
 
+/** What one term of a NIP-50 search is charged, on top of its characters (filterBytes). */
+const SEARCH_TERM_BYTES = 64;
+
 /**
  * Bytes a subscription's filters hold: every value, with a little for each entry's overhead. A
- * NIP-50 search holds its query and its terms, and each term is one more lookup for every live
- * event that confirms the filter: a term is charged as a value is.
+ * NIP-50 search holds its query and its terms, and each term is one more word to look up for
+ * every live event that confirms the filter, about what confirming a whole plain filter takes
+ * (both ~50-60 ns): a term is charged a filter's overhead, so that a budget of search filters
+ * costs a live event no more than one of plain filters does. Measured with LiveIndex: 30,000
+ * filters of 51 terms cost 75 ms per event, of 2 terms or plain 1.9 ms.
  */
 function filterBytes(filters: readonly CompiledFilter[]): number {
   let n = 0;
@@ -208,7 +214,7 @@ function filterBytes(filters: readonly CompiledFilter[]): number {
     n += 64;
     if (f.search) {
       n += s.search!.length;
-      for (const t of f.search.terms) n += 16 + t.length;
+      for (const t of f.search.terms) n += SEARCH_TERM_BYTES + t.length;
     }
     for (const [key, v] of Object.entries(s))
       if (Array.isArray(v)) for (const x of v) n += 16 + (typeof x === "string" ? x.length + key.length : 8);
