@@ -8,7 +8,8 @@ import { LiveIndex } from "./monitors.ts";
 // against every live filter matched by hand, through adds and removes that share keys.
 test("the live index finds exactly the groups a brute-force match finds, and empties", () => {
   let seed = 42;
-  const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+  // 32-bit arithmetic, high bits: in doubles the product lost its low bits and rand(4) gave 0 almost always.
+  const rand = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 16) % n;
   const hex = (i: number) => i.toString(16).padStart(64, "0");
   const pick = <T>(xs: T[]) => xs[rand(xs.length)]!;
   const someOf = (n: number, f: (i: number) => unknown) => [...new Set(Array.from({ length: 1 + rand(3) }, () => f(rand(n))))];
@@ -37,6 +38,7 @@ test("the live index finds exactly the groups a brute-force match finds, and emp
   const restricted = new Set([2]); // a kind search never matches (policy/visibility.ts)
   const live = new Map<number, { filters: CompiledFilter[]; entries: ReturnType<LiveIndex<number>["add"]> }>();
   let checks = 0;
+  let searchHits = 0; // events a search filed under a word found
   for (let step = 0; step < 3000; step++) {
     if (live.size < 12 && rand(2) === 0) {
       const filters = Array.from({ length: 1 + rand(3) }, filter);
@@ -52,6 +54,7 @@ test("the live index finds exactly the groups a brute-force match finds, and emp
     const want = [...live].filter(([, l]) => l.filters.some((f) => matchFilter(f, e))).map(([g]) => g);
     expect(hits.sort((a, b) => a - b)).toEqual(want.sort((a, b) => a - b));
     checks++;
+    if ([...live].some(([, l]) => l.filters.some((f) => f.search?.indexTerm !== undefined && matchFilter(f, e)))) searchHits++;
   }
   for (const l of live.values()) index.remove(l.entries);
   // Nothing left behind: no key with an empty Set, no entry of a removed group.
@@ -60,4 +63,5 @@ test("the live index finds exactly the groups a brute-force match finds, and emp
     0, 0, 0, 0, 0, 0,
   ]);
   expect(checks).toBe(3000);
+  expect(searchHits).toBeGreaterThan(100);
 });
