@@ -505,7 +505,7 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
     case "CLOSE":
       return void closeSubscription(ctx, ws, msg.subId);
     case "AUTH":
-      return void handleAuth(ctx, ws, msg.event).catch(FAILED.AUTH);
+      return void handleAuth(ctx, ws, msg.event)?.catch(FAILED.AUTH);
     case "COUNT":
       return void handleCount(ctx, ws, msg.subId, msg.filters).catch(FAILED.COUNT);
     case "NEG-OPEN":
