@@ -34,6 +34,7 @@ test("only src/relay touches ServerWebSocket; only src/store touches bun:sqlite"
 const ORDER = [
   "workers.ts", // worker script URLs (verify/ and store/ start workers)
   "version.ts",
+  "log.ts", // log lines held to a few a minute (store/ and http/ use it)
   "protocol", // NIP-01 wire format: events, filters, messages, refusal prefixes
   "config", // the TOML schema, loading, reload diffs
   "nips", // per-NIP logic, pure

@@ -157,10 +157,11 @@ test("kind 22242 sent as EVENT is refused, never stored or broadcast", async () 
   listener.close();
 });
 
-test("a pipelined flood of AUTHs is held to a few verifying at once: the rest get OK false rate-limited:, every one is answered", async () => {
+test("pipelined AUTHs are held to a few verifying at once: the rest get OK false rate-limited:, every one is answered", async () => {
   const [c, challenge] = await connectWithChallenge(relay.url);
   // Valid ids, forged signatures: each costs the client a hash and the relay a signature check.
-  const forged = Array.from({ length: 40 }, (_, i) => ({ ...authEvent(signer(), challenge, relay.url, now() - i), sig: "0".repeat(128) }));
+  // Twelve: fewer in-flight refusals than close the connection (the next test).
+  const forged = Array.from({ length: 12 }, (_, i) => ({ ...authEvent(signer(), challenge, relay.url, now() - i), sig: "0".repeat(128) }));
   const from = c.frames.length;
   for (const e of forged) c.send(["AUTH", e]);
   const ids = new Set(forged.map((e) => e.id));
@@ -172,4 +173,18 @@ test("a pipelined flood of AUTHs is held to a few verifying at once: the rest ge
   expect(limited.length).toBeGreaterThan(0);
   expect(checked.length).toBeGreaterThan(0);
   expect(limited.length + checked.length).toBe(forged.length);
+  expect(c.closed).toBe(false);
+  c.close();
+});
+
+test("a connection that keeps flooding AUTHs is closed (1008) after 16 rate-limited refusals", async () => {
+  const [c, challenge] = await connectWithChallenge(relay.url);
+  const forged = Array.from({ length: 100 }, (_, i) => ({ ...authEvent(signer(), challenge, relay.url, now() - i), sig: "0".repeat(128) }));
+  const from = c.frames.length;
+  for (const e of forged) c.send(["AUTH", e]);
+  for (const deadline = Date.now() + 10_000; !c.closed; await Bun.sleep(5)) if (Date.now() > deadline) throw new Error("not closed");
+  expect(c.closeCode).toBe(1008);
+  const limited = c.frames.slice(from).filter((f) => f[0] === "OK" && String(f[3]).startsWith("rate-limited:"));
+  expect(limited.length).toBeGreaterThanOrEqual(16);
+  expect(limited.length).toBeLessThan(forged.length - 4);
 });

@@ -110,13 +110,20 @@ export async function serve(argv: string[]): Promise<void> {
   });
   process.on("SIGHUP", () => void reloader.reload("SIGHUP"));
 
-  let stopping = false;
+  let stopping: Shutdown | undefined;
   const stop = async (signal: string, how: Shutdown) => {
+    if (stopping && how === "restart") {
+      // A second SIGUSR2 (a deploy script run twice, a retry): the hand-over or shutdown under
+      // way goes on. Exiting here would cut the drain short, and exit 1 would have systemd's
+      // Restart=on-failure start this process again beside the new one.
+      console.log(`${signal} again: ${stopping === "restart" ? "the hand-over" : "the shutdown"} is already under way, ignored`);
+      return;
+    }
     if (stopping) {
       console.error(`${signal} again: exiting now`);
       process.exit(1);
     }
-    stopping = true;
+    stopping = how;
     reloader.close();
     if (how === "restart") {
       console.log(`${signal}: draining for a restart: no longer listening, finishing in-flight events, then closing connections with 1012`);

@@ -48,8 +48,8 @@ const key = <K extends Kind>(spec: KeySpec<K>): KeySpec<K> => spec;
 const KiB = 1024;
 const RATE_NOTE =
   "Token buckets per IP (an IPv6 /64 counts as one IP) and per NIP-42 authenticated pubkey: each refills at its *_per_minute up to its *_burst. " +
-  "Past it an EVENT gets OK false, a REQ or COUNT CLOSED, a NEG-OPEN NEG-ERR (all `rate-limited:`), a new connection HTTP 429 with Retry-After. " +
-  "Connections authenticated as an [admin] pubkey are exempt, and so (see exempt_private_addresses) are loopback and private addresses from the per-IP buckets of connections, EVENTs, REQs, COUNTs and NEG-OPENs. ";
+  "Past it an EVENT or AUTH gets OK false, a REQ or COUNT CLOSED, a NEG-OPEN NEG-ERR (all `rate-limited:`), a new connection HTTP 429 with Retry-After. " +
+  "Connections authenticated as an [admin] pubkey are exempt, and so (see exempt_private_addresses) are loopback and private addresses from the per-IP buckets of connections, EVENTs, REQs, COUNTs, NEG-OPENs and AUTHs. ";
 /** A [rate_limits] refill rate; `note` explains the section once, on its first key. */
 const perMinute = (n: number, what: string, note = "") =>
   key({ type: "int", default: n, min: 0, doc: `${note}${what} allowed per minute, on average (0 = unlimited).`, reloadable: true });
@@ -535,6 +535,12 @@ export const schema = {
     counts_burst: burst(200, "COUNTs from one IP"),
     neg_opens_per_minute: perMinute(120, "NEG-OPENs (NIP-77) from one IP"),
     neg_opens_burst: burst(60, "NEG-OPENs from one IP"),
+    auths_per_minute: perMinute(
+      240,
+      "NIP-42 AUTH messages from one IP (per IP only: an AUTH's pubkey is not trusted before its signature is checked). A client AUTHs once per connection, or once per pubkey it signs in as; " +
+        "each AUTH costs a signature check, so a flood of them is refused before its event is even read, and a connection with 64 such refusals is closed (1008)",
+    ),
+    auths_burst: burst(120, "AUTH messages from one IP"),
     query_ms_per_minute: perMinute(
       60_000,
       "Milliseconds of query time (reader workers running REQ, COUNT, NEG-OPEN) for all connections from one IP (an IPv6 /64) together, on top of each connection's [limits] query_ms_per_second; a query still running when it is spent is stopped. 60,000 = one core",
@@ -558,7 +564,7 @@ export const schema = {
       default: true,
       doc:
         "Client addresses that are loopback (127.0.0.0/8, ::1), private (10/8, 172.16/12, 192.168/16, fc00::/7) or link-local (169.254/16, fe80::/10) " +
-        "are not charged to the per-IP buckets of connections, EVENTs, REQs, COUNTs and NEG-OPENs: behind a reverse proxy without remote_ip_header every client " +
+        "are not charged to the per-IP buckets of connections, EVENTs, REQs, COUNTs, NEG-OPENs and AUTHs: behind a reverse proxy without remote_ip_header every client " +
         "has the proxy's address, and one bucket would throttle the whole relay. Behind a trusted proxy with [network] remote_ip_header the client's own address " +
         "is the one charged. Per-pubkey buckets, query time and negentropy per address, and the [limits] per-IP caps apply to every address. Off: private addresses are limited like any other.",
       reloadable: true,

@@ -6,6 +6,7 @@ import { parseAdminCall, RPC_CONTENT_TYPE } from "../nips/nip86.ts";
 import { checkHttpAuth, parseAuthorization, relayUrlForms } from "../nips/nip98.ts";
 import { AdminError, type AdminState } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
+import type { LogLimiter } from "../log.ts";
 import { hasValidId, nowSeconds } from "../protocol/event.ts";
 import type { Store } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
@@ -16,6 +17,12 @@ export interface AdminApiSource {
   readonly store: Store;
   readonly authVerifier: Verifier;
   readonly admin: AdminState;
+  /**
+   * Lines a client can cause without end: a refused call of a valid token from a pubkey that is
+   * not an admin (anyone can sign one and send it in a loop; a line each was 8 MB in 15 s) is
+   * logged at most once a minute, with how many were held back.
+   */
+  readonly clientLines: LogLimiter;
 }
 
 /** Admin calls are small; a larger body is refused before it is read further. */
@@ -74,7 +81,12 @@ export async function handleAdminRequest(req: Request, ctx: AdminApiSource): Pro
   if (!hasValidId(token)) return unauthorized("auth event id does not match the event");
   if (!(await ctx.authVerifier.verify(token))) return unauthorized("auth event signature is invalid");
   if (!ctx.config.admin.pubkeys.includes(token.pubkey)) {
-    console.warn(`admin: refused ${token.pubkey}: not in [admin] pubkeys`);
+    const held = ctx.clientLines.take("admin: not an admin");
+    if (held)
+      console.warn(
+        `admin: refused ${token.pubkey}: not in [admin] pubkeys${held.count > 0 ? `; ${held.count} more such refusals not logged` : ""}; ` +
+          `more are counted and logged at most every ${ctx.clientLines.intervalMs / 1000} s`,
+      );
     return unauthorized("this pubkey is not an admin of this relay");
   }
   // Once only: the id is kept until the token could no longer pass the time check anyway.

@@ -136,6 +136,7 @@ const RATE_WHAT: Record<string, string> = {
   reqs: "REQs",
   counts: "COUNTs (NIP-45)",
   neg_opens: "NEG-OPENs (NIP-77)",
+  auths: "AUTHs (NIP-42)",
   query_ms: "Milliseconds of query time",
   negentropy_ms: "Milliseconds of NIP-77 work",
 };

@@ -1,7 +1,7 @@
 // Token buckets and the keyed limiter, on an injected clock: no sleeping.
 import { describe, expect, test } from "bun:test";
 import { defaults } from "../config/schema.ts";
-import { chargeRate, RateLimiter, refill, waitFor, type Rate } from "./rate-limit.ts";
+import { chargeRate, RateLimiter, rateLimitMessage, refill, waitFor, type Rate } from "./rate-limit.ts";
 import { eventRate } from "./rules.ts";
 
 const clock = (start = 1_000_000) => {
@@ -146,6 +146,19 @@ describe("chargeRate and the EVENT policy", () => {
     expect(chargeRate(config, limiter, "events", { ip: "203.0.113.2", authed })).toBe(1_000);
     config.admin.pubkeys = [pk];
     for (let i = 0; i < 10; i++) expect(chargeRate(config, limiter, "events", { ip: "203.0.113.3", authed })).toBe(0);
+  });
+
+  test("AUTHs are charged per IP only: the connection's pubkeys are not the ones asking, and have no bucket of their own", () => {
+    const { config, limiter } = setup();
+    config.rate_limits.auths_per_minute = 60;
+    config.rate_limits.auths_burst = 2;
+    const authed = new Set([pk]);
+    const who = { ip: "203.0.113.1", authed };
+    expect([chargeRate(config, limiter, "auths", who), chargeRate(config, limiter, "auths", who)]).toEqual([0, 0]);
+    expect(chargeRate(config, limiter, "auths", who)).toBe(1_000);
+    expect(chargeRate(config, limiter, "auths", { ip: "203.0.113.2", authed })).toBe(0);
+    expect(limiter.size).toBe(2);
+    expect(rateLimitMessage("auths", 1_000)).toBe("too many AUTH messages, try again in 1 s");
   });
 
   test("eventRate refuses with rate-limited and passes without a limiter", () => {

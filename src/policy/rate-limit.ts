@@ -1,5 +1,5 @@
 // Rate limits as token buckets: per IP and per authenticated pubkey, for new connections and for
-// EVENT, REQ, COUNT and NEG-OPEN. Pure (the clock is injected); the relay holds one RateLimiter.
+// EVENT, REQ, COUNT, NEG-OPEN and AUTH. Pure (the clock is injected); the relay holds one RateLimiter.
 import { setOf, type Config } from "../config/schema.ts";
 import { ipGroup, isPrivateAddress } from "./ip.ts";
 
@@ -111,8 +111,15 @@ export class RateLimiter {
   }
 }
 
-/** What can be rate-limited per IP and per pubkey (connections: per IP only, before any AUTH). */
-export type RatedVerb = "connections" | "events" | "reqs" | "counts" | "neg_opens";
+/** What can be rate-limited per IP and per pubkey (connections and AUTHs: per IP only, see IP_ONLY). */
+export type RatedVerb = "connections" | "events" | "reqs" | "counts" | "neg_opens" | "auths";
+
+/**
+ * Charged to the IP alone: a new connection comes before any AUTH, and an AUTH's pubkey is not
+ * known to be the sender's until its signature is checked (the pubkeys the connection already
+ * proved are not the ones asking). They have no pubkey_ keys.
+ */
+const IP_ONLY: ReadonlySet<RatedVerb> = new Set(["connections", "auths"]);
 
 const NOUN: Record<RatedVerb, string> = {
   connections: "new connections",
@@ -120,6 +127,7 @@ const NOUN: Record<RatedVerb, string> = {
   reqs: "REQs",
   counts: "COUNTs",
   neg_opens: "NEG-OPENs",
+  auths: "AUTH messages",
 };
 
 type RateKey = Extract<keyof Config["rate_limits"], `${string}_per_minute` | `${string}_burst`>;
@@ -155,7 +163,7 @@ export function chargeRate(config: Config, limiter: RateLimiter, verb: RatedVerb
     config.rate_limits.exempt_private_addresses && (who.local ?? isPrivateAddress(who.ip))
       ? []
       : [{ key: `${verb} ip ${who.group ?? ipGroup(who.ip)}`, rate: rateOf(config, "", verb) }];
-  if (verb !== "connections") {
+  if (!IP_ONLY.has(verb)) {
     const rate = rateOf(config, "pubkey_", verb);
     for (const pk of authed) charges.push({ key: `${verb} pk ${pk}`, rate });
   }

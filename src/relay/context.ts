@@ -2,6 +2,7 @@
 // write-policy plugin and the metrics. The interface only: the decisions made from it live with
 // their subject (policy/visibility.ts, budget.ts, policy-context.ts).
 import type { AdminState } from "../admin/state.ts";
+import type { LogLimiter } from "../log.ts";
 import type { Config } from "../config/schema.ts";
 import type { RateLimiter } from "../policy/rate-limit.ts";
 import type { Policy } from "../policy/rules.ts";
@@ -36,8 +37,10 @@ export interface RelayContext extends BudgetState {
   plugin: WritePolicyPlugin;
   /** This relay's counters and histograms for /metrics (metrics.ts). */
   metrics: RelayMetrics;
-  /** [rate_limits] buckets per IP and per pubkey, for connections, EVENT, REQ, COUNT and NEG-OPEN. */
+  /** [rate_limits] buckets per IP and per pubkey, for connections, EVENT, REQ, COUNT, NEG-OPEN and AUTH. */
   rates: RateLimiter;
+  /** Log lines a client can cause without end, held to one a minute per kind (http/admin-api.ts). */
+  clientLines: LogLimiter;
   /** EVENTs anywhere in the pipeline; shutdown waits for them. */
   inflight: number;
   /** Refuse new work (set during shutdown). */

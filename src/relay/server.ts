@@ -5,6 +5,7 @@ import { adminPagePath, adminPageResponse, httpResponse, statusJsonPath } from "
 import { metricsResponse, wantsMetrics } from "../http/metrics.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
 import { ipGroup, proxyWarning, tally } from "../policy/ip.ts";
+import { LogLimiter } from "../log.ts";
 import { chargeRate, RateLimiter } from "../policy/rate-limit.ts";
 import { parseClientMessage, SubscriptionError } from "../protocol/messages.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
@@ -225,6 +226,7 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
     ),
     metrics: new RelayMetrics(),
     rates: new RateLimiter(),
+    clientLines: new LogLimiter(),
     inflight: 0,
     closing: false,
     readCostEstimate: 5,
@@ -505,7 +507,7 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
     case "CLOSE":
       return void closeSubscription(ctx, ws, msg.subId);
     case "AUTH":
-      return void handleAuth(ctx, ws, msg.event).catch(FAILED.AUTH);
+      return void handleAuth(ctx, ws, msg.event)?.catch(FAILED.AUTH);
     case "COUNT":
       return void handleCount(ctx, ws, msg.subId, msg.filters).catch(FAILED.COUNT);
     case "NEG-OPEN":

@@ -69,6 +69,8 @@ export interface Session {
   inflight: number;
   /** AUTHs of this connection whose signature is being verified (relay/auth.ts). */
   authPending: number;
+  /** AUTHs of this connection refused as rate-limited: past a bound the connection is closed (relay/auth.ts). */
+  authRefusals: number;
   /** Reads waiting for the socket to drain (relay/req.ts), woken by Bun's drain callback or the close. */
   drainWaiters: (() => void)[];
   closed: boolean;
@@ -94,6 +96,7 @@ export function newSession(ip: string, host: string, deflate = false): Session {
     queryBudget: { tokens: Number.POSITIVE_INFINITY, at: 0 },
     inflight: 0,
     authPending: 0,
+    authRefusals: 0,
     drainWaiters: [],
     closed: false,
   };

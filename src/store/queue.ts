@@ -5,11 +5,12 @@
 // its events with a refusal, `error:` and a short reason, and is logged here, once per kind of
 // failure per minute with a count of the repeats (not once per event: on a full disk every
 // event fails, and a log line per event would fill what disk is left).
+import { LOG_INTERVAL_MS, LogLimiter } from "../log.ts";
 import { refuse, refusalText, type Refusal } from "../protocol/reasons.ts";
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
 
 /** Each kind of write failure is logged at most once per this interval; repeats are counted. */
-export const FAILURE_LOG_INTERVAL_MS = 60_000;
+export const FAILURE_LOG_INTERVAL_MS = LOG_INTERVAL_MS;
 
 /** What a failed write is (a SQLite or Postgres error code, else the error's name), and what the client is told. */
 export function classifyWriteFailure(err: unknown): { kind: string; refusal: Refusal } {
@@ -31,7 +32,8 @@ export function classifyWriteFailure(err: unknown): { kind: string; refusal: Ref
  * limits hold across those recoveries, so a flapping disk costs two lines a minute, not two a flap.
  */
 export class FailureLog {
-  private readonly kinds = new Map<string, { loggedAt: number; batches: number; events: number }>();
+  /** Per kind of failure; a held line's weight is its batch's events. */
+  private readonly lines: LogLimiter;
   /** A batch failed since the last one that was stored. */
   private failing = false;
   private recoveryLoggedAt = Number.NEGATIVE_INFINITY;
@@ -39,25 +41,22 @@ export class FailureLog {
   constructor(
     private readonly intervalMs = FAILURE_LOG_INTERVAL_MS,
     private readonly log: (line: string) => void = (line) => console.error(line),
-  ) {}
+  ) {
+    this.lines = new LogLimiter(intervalMs);
+  }
 
   /** A batch of `events` failed with `err`: returns the refusal for each of them. */
   failed(err: unknown, events: number, now = Date.now()): Refusal {
     const { kind, refusal } = classifyWriteFailure(err);
     this.failing = true;
     const message = (err instanceof Error ? err.message : String(err)).split("\n")[0]!.slice(0, 300);
-    const k = this.kinds.get(kind);
-    if (k && now - k.loggedAt < this.intervalMs) {
-      k.batches++;
-      k.events += events;
-      return refusal;
-    }
-    const repeats = k && k.batches > 0 ? `; ${k.batches} more failed batches (${k.events} events) not yet logged` : "";
+    const held = this.lines.take(kind, events, now);
+    if (!held) return refusal;
+    const repeats = held.count > 0 ? `; ${held.count} more failed batches (${held.weight} events) not yet logged` : "";
     this.log(
       `writer: could not store ${events} event${events === 1 ? "" : "s"}: ${message} (${kind})${repeats}; clients get "${refusalText(refusal)}"; ` +
         `more failures of this kind are counted and logged at most every ${Math.round(this.intervalMs / 1000)} s`,
     );
-    this.kinds.set(kind, { loggedAt: now, batches: 0, events: 0 });
     return refusal;
   }
 
@@ -68,14 +67,8 @@ export class FailureLog {
     // Flapping: the counts go with the next line, whichever kind it is.
     if (now - this.recoveryLoggedAt < this.intervalMs) return;
     this.recoveryLoggedAt = now;
-    const counts = [...this.kinds]
-      .filter(([, k]) => k.batches > 0)
-      .map(([kind, k]) => `${k.batches} failed batches (${k.events} events, ${kind})`);
+    const counts = this.lines.takeHeld().map(([kind, k]) => `${k.count} failed batches (${k.weight} events, ${kind})`);
     this.log(`writer: storing events again${counts.length > 0 ? ` after ${counts.join(", ")} not logged` : ""}`);
-    for (const k of this.kinds.values()) {
-      k.batches = 0;
-      k.events = 0;
-    }
   }
 }
 
