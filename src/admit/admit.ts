@@ -15,7 +15,9 @@ import { eventJson, hasValidId, serializeEvent, validateEventShape, type NostrEv
 import { isEphemeral } from "../protocol/kinds.ts";
 import { ProtocolError, refuse, type Refusal } from "../protocol/reasons.ts";
 import { judgeEvent } from "../policy/defaults.ts";
+import { chargedGroup } from "../policy/rate-limit.ts";
 import type { Policy, PolicyContext } from "../policy/rules.ts";
+import { writeCost } from "../policy/write-cost.ts";
 import type { PendingWrite, WriteOutcome } from "../store/types.ts";
 import type { Outcome, RefusedFate } from "./outcome.ts";
 
@@ -110,7 +112,7 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
     const json = serializeEvent(e, encoded);
     if (refusal) {
       // vanishOnly: nothing of it is stored, so the write-policy plugin is not asked.
-      const o = await ctx.writer.enqueue({ event: e, json, vanishOnly: refusal });
+      const o = await ctx.writer.enqueue({ event: e, json, vanishOnly: refusal, group: chargedGroup(src.policy.config, src.policy) });
       return no("refused", o.stored || o.duplicate ? refusal : o.refusal);
     }
     // The operator's plugin (strfry's protocol) is the costliest check: it sees only valid, new events.
@@ -120,7 +122,9 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
       ctx.ephemeral!(e, json);
       return { event: e, fate: "ephemeral" };
     }
-    return written(e, await ctx.writer.enqueue({ event: e, json }));
+    // The writer queue is fair between the addresses charged for their events, and cuts its batches by cost.
+    const group = chargedGroup(src.policy.config, src.policy);
+    return written(e, await ctx.writer.enqueue({ event: e, json, group, cost: writeCost(e) }));
   } finally {
     src.session && src.session.inflight--;
     ctx.inflight--;
