@@ -46,7 +46,12 @@ function heavy(s: Signer, i: number): NostrEvent {
       return s.sign({ kind: 5, content: "", tags: Array.from({ length: 1350 }, (_, k) => ["a", `30023:${s.pubkey}:d-${i}-${k}`]) });
     default:
       // A replaceable list, replaced by the next one: its predecessor's tag rows are deleted too.
-      return s.sign({ kind: 10000, content: "", created_at: Math.floor(Date.now() / 1000) + i, tags: Array.from({ length: 1500 }, () => ["p", hex(32)]) });
+      return s.sign({
+        kind: 10000,
+        content: "",
+        created_at: Math.floor(Date.now() / 1000) + i,
+        tags: Array.from({ length: 1500 }, () => ["p", hex(32)]),
+      });
   }
 }
 

@@ -281,9 +281,9 @@ describe("writer queue bounds", () => {
     });
     const b = [q.enqueue(from("b", 3, 3_000)), q.enqueue(write(2_500, 4))];
     // 9,500 held: 600 more is past the whole queue's bound, from a group under its share too.
-    expect((await q.enqueue(from("c", 5, 600))).refusal?.prefix).toBe("error");
+    expect(await q.enqueue(from("c", 5, 600))).toMatchObject({ stored: false, refusal: { prefix: "error" } });
     // Without a group (import, sync, stream, an exempt address) there is no share, only the whole bound.
-    expect((await q.enqueue(write(600, 6))).refusal?.prefix).toBe("error");
+    expect(await q.enqueue(write(600, 6))).toMatchObject({ stored: false, refusal: { prefix: "error" } });
     await Bun.sleep(5);
     for (const x of batches.splice(0)) x.answer();
     expect((await Promise.all([...a, ...b])).every((o) => o.stored)).toBe(true);
