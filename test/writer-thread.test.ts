@@ -247,26 +247,29 @@ describe("writer queue bounds", () => {
   const from = (group: string, i: number, chars = 100, cost = 1): PendingWrite => ({ ...write(chars, i), group, cost });
   const bounds = (maxChars: number, maxGroupChars: number) => () => ({ maxChars, maxGroupChars });
 
-  test("batches are taken round-robin by address group: one address's backlog does not delay another's events", async () => {
+  test("batches are taken round-robin by address group, by cost: one address's backlog does not delay another's events", async () => {
     const { store, batches } = slowStore();
-    const q = new WriterQueue(store, () => {}, rules, 10, bounds(1 << 30, 0));
-    // The first batch goes at once; then "a" queues 50, "b" and "c" one each, and import ("") two.
-    const first = q.enqueue(from("a", 0));
+    const q = new WriterQueue(store, () => {}, rules, 2000, bounds(1 << 30, 0));
+    // The first batch goes at once; then "a" queues 100 heavy writes (50 units each: 5,000 in
+    // all, more than two batches), "b" and "c" a light one each, and an import ("") two.
+    const first = q.enqueue(from("a", 0, 100, 50));
     await Bun.sleep(5);
-    const all = [first, ...Array.from({ length: 50 }, (_, i) => q.enqueue(from("a", i + 1)))];
-    all.push(q.enqueue(from("b", 100)), q.enqueue(from("c", 101)), q.enqueue(write(100, 102)), q.enqueue(write(100, 103)));
+    const all = [first, ...Array.from({ length: 100 }, (_, i) => q.enqueue(from("a", i + 1, 100, 50)))];
+    all.push(q.enqueue(from("b", 200)), q.enqueue(from("c", 201)), q.enqueue(write(100, 202)), q.enqueue(write(100, 203)));
     batches.shift()!.answer();
     await Bun.sleep(5);
     const next = batches.shift()!;
-    expect(next.size).toBe(10);
-    // Each group's first in the next batch, in the order the groups came; "a" and "" take turns after.
-    expect(next.groups.slice(0, 4).sort()).toEqual(["", "a", "b", "c"]);
-    expect(next.groups.filter((g) => g === "").length).toBe(2);
+    // Everyone else's writes in the next batch; "a" takes TURN_COST a turn, so most of its wait.
+    expect(next.groups.filter((g) => g !== "a").sort()).toEqual(["", "", "b", "c"]);
+    expect(next.groups.filter((g) => g === "a").length).toBeLessThanOrEqual(MAX_BATCH_COST / 50);
+    expect(next.groups.filter((g) => g === "a").length).toBeGreaterThan(0);
     next.answer();
     for (let n = 0; n < 10 && q.depth > 0; n++) {
       await Bun.sleep(5);
       batches.shift()?.answer();
     }
+    await Bun.sleep(5);
+    batches.shift()?.answer();
     expect((await Promise.all(all)).every((o) => o.stored)).toBe(true);
   });
 

@@ -99,6 +99,12 @@ export const MAX_BATCH_CHARS = 8 * 1024 * 1024;
  * event that comes while one commits waits no longer behind heavy ones.
  */
 export const MAX_BATCH_COST = 2000;
+/**
+ * Write cost an address group may take per turn of the round (deficit round-robin): fair by cost,
+ * not by count, so a client of short notes is not served one note a round while each heavy
+ * sender's turn carries hundreds of units. An event costing more waits for its group's turns to add up.
+ */
+export const TURN_COST = 64;
 
 const BUSY = refuse("error", "the relay is busy storing events, try again");
 const OVER_SHARE = refuse("rate-limited", "too many of your events are waiting to be stored, try again shortly");
@@ -119,6 +125,10 @@ interface Queued extends PendingWrite {
 interface Line {
   items: Queued[];
   head: number;
+  /** Write cost it may still take in its turn (deficit round-robin). */
+  deficit: number;
+  /** Its turn began (and was granted its quantum) in a batch that filled up: it goes on in the next. */
+  inTurn: boolean;
 }
 
 const refused = (refusal: Refusal): Promise<WriteOutcome> => Promise.resolve({ stored: false, duplicate: false, refusal });
@@ -218,7 +228,7 @@ export class WriterQueue {
     return new Promise((resolve) => {
       const line = this.lines.get(group);
       if (line) line.items.push({ ...w, resolve });
-      else this.lines.set(group, { items: [{ ...w, resolve }], head: 0 });
+      else this.lines.set(group, { items: [{ ...w, resolve }], head: 0, deficit: 0, inTurn: false });
       this.waiting++;
       if (!this.scheduled) {
         this.scheduled = true;
@@ -268,30 +278,40 @@ export class WriterQueue {
   }
 
   /**
-   * The next batch, taken round-robin by group: at most maxBatch writes, MAX_BATCH_CHARS of their
-   * JSON and MAX_BATCH_COST of their cost (at least one write). It stops at the first write that
-   * does not fit, which then leads the next batch.
+   * The next batch, taken round-robin by group, by cost: each group in turn takes up to TURN_COST
+   * (plus what it did not use of earlier turns while it had writes waiting), then goes to the
+   * back. At most maxBatch writes, MAX_BATCH_CHARS of their JSON and MAX_BATCH_COST of their cost
+   * (at least one write); the batch stops at the first write that does not fit, whose group then
+   * goes on with its turn in the next batch.
    */
   private nextBatch(): Queued[] {
     const batch: Queued[] = [];
     let chars = 0;
     let cost = 0;
-    while (batch.length < this.maxBatch && this.waiting > 0) {
+    while (this.waiting > 0) {
       const [group, line] = this.lines.entries().next().value!;
-      const w = line.items[line.head]!;
-      const c = w.cost ?? 1;
-      if (batch.length > 0 && (chars + w.json.length > MAX_BATCH_CHARS || cost + c > MAX_BATCH_COST)) break;
-      batch.push(w);
-      chars += w.json.length;
-      cost += c;
-      this.waiting--;
-      line.items[line.head++] = undefined!;
+      if (!line.inTurn) line.deficit += TURN_COST;
+      line.inTurn = true;
+      for (let w = line.items[line.head]; w !== undefined; w = line.items[line.head]) {
+        const c = w.cost ?? 1;
+        if (c > line.deficit) break;
+        const fits = batch.length < this.maxBatch && chars + w.json.length <= MAX_BATCH_CHARS && cost + c <= MAX_BATCH_COST;
+        if (!fits && batch.length > 0) return batch;
+        batch.push(w);
+        chars += w.json.length;
+        cost += c;
+        line.deficit -= c;
+        this.waiting--;
+        line.items[line.head++] = undefined!;
+      }
       // A group that is never empty (an import) would hold its array forever: drop what was taken.
       if (line.head >= 1024 && line.head * 2 >= line.items.length) {
         line.items = line.items.slice(line.head);
         line.head = 0;
       }
-      // To the back of the line of groups; a group with nothing left leaves it.
+      // Its turn is over: to the back of the round; a group with nothing left leaves it (and
+      // keeps no credit: it was idle).
+      line.inTurn = false;
       this.lines.delete(group);
       if (line.head < line.items.length) this.lines.set(group, line);
     }
