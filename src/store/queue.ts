@@ -210,6 +210,18 @@ export class WriterQueue {
   }
 
   /**
+   * Whether a write from `group` would be refused for the bounds whatever its size (the queue, or
+   * the group's share, already full): asked before the id hash and the signature check, so what
+   * would be refused here costs no more work (admit/admit.ts).
+   */
+  refusalFor(group: string | undefined): Refusal | undefined {
+    const { maxChars, maxGroupChars } = this.bounds();
+    if (this.queuedChars >= maxChars) return BUSY;
+    if (group !== undefined && maxGroupChars > 0 && (this.groupChars.get(group) ?? 0) >= maxGroupChars) return OVER_SHARE;
+    return undefined;
+  }
+
+  /**
    * Queues a write; resolves with its outcome once its batch is answered. Refused at once (and
    * never queued) past the bounds: a group over its share `rate-limited:`, the whole queue full
    * `error:`. A write alone in an empty queue (or group) always fits, however big.
