@@ -143,6 +143,31 @@ describe("each step's outcome and its OK text", () => {
     ]);
     expect(asked.has).toBe(0);
   });
+
+  test("a writer queue full for the sender: refused after the policies, before the id and the signature; the write carries its group and cost", async () => {
+    const { ctx, asked } = fakeContext();
+    const full = new Set(["203.0.113.0"]);
+    ctx.writer = {
+      ...ctx.writer,
+      refusalFor: (g) =>
+        g !== undefined && full.has(g) ? refuse("rate-limited", "too many of your events are waiting to be stored") : undefined,
+    };
+    const from = (ip: string) => source({ policy: policy({ ip, group: ip.replace(/\.\d+$/, ".0") }) });
+    const e = author.sign({ kind: 1, tags: Array.from({ length: 160 }, (_, k) => ["t", `x${k}`]) });
+    expect(ok(await admit(ctx, e, from("203.0.113.5")))).toEqual([
+      "refused",
+      false,
+      "rate-limited: too many of your events are waiting to be stored",
+    ]);
+    expect([asked.has, asked.verify]).toEqual([0, 0]);
+    expect(ok(await admit(ctx, e, from("198.51.100.7")))).toEqual(["accepted", true, ""]);
+    expect(asked.writes[0]!.group).toBe("198.51.100.0");
+    expect(asked.writes[0]!.cost).toBeGreaterThan(10);
+    // Loopback, exempt from the per-address limits by default: no group, no share of its own.
+    expect(ok(await admit(ctx, author.sign({ kind: 1 }), from("127.0.0.1")))).toEqual(["accepted", true, ""]);
+    expect(asked.writes[1]!.group).toBeUndefined();
+    expect(asked.writes[1]!.cost).toBe(1);
+  });
 });
 
 describe("the write-policy plugin", () => {

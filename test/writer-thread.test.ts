@@ -1,7 +1,7 @@
 // The writer thread's failures and bounds: a writer thread that ends without an error event, and
 // the writer queue's bound in bytes (store/queue.ts) when the writer is slower than the clients.
 import { describe, expect, spyOn, test } from "bun:test";
-import { MAX_BATCH_CHARS, WriterQueue } from "../src/store/queue.ts";
+import { MAX_BATCH_CHARS, MAX_BATCH_COST, WriterQueue } from "../src/store/queue.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import type { PendingWrite, Store, WriteOutcome } from "../src/store/types.ts";
 import { Client, now, rowsWithId, signer, startTestRelay, type TestRelay } from "./helpers.ts";
@@ -189,13 +189,14 @@ describe("writer queue bounds", () => {
 
   /** A store whose batches are answered only when the test says so. */
   function slowStore() {
-    const batches: { size: number; chars: number; answer: () => void }[] = [];
+    const batches: { size: number; groups: string[]; chars: number; answer: () => void }[] = [];
     const store = {
       writePipeline: 1,
       writeBatch(batch: PendingWrite[]): Promise<WriteOutcome[]> {
         return new Promise((resolve) =>
           batches.push({
             size: batch.length,
+            groups: batch.map((w) => w.group ?? ""),
             chars: batch.reduce((n, w) => n + w.json.length, 0),
             answer: () => resolve(batch.map((_, i) => ({ stored: true, seq: i + 1 }))),
           }),
@@ -238,6 +239,73 @@ describe("writer queue bounds", () => {
       const b = batches.shift()!;
       expect(b.size).toBe(2);
       expect(b.chars).toBeLessThanOrEqual(MAX_BATCH_CHARS);
+      b.answer();
+    }
+    expect((await Promise.all(all)).every((o) => o.stored)).toBe(true);
+  });
+
+  const from = (group: string, i: number, chars = 100, cost = 1): PendingWrite => ({ ...write(chars, i), group, cost });
+  const bounds = (maxChars: number, maxGroupChars: number) => () => ({ maxChars, maxGroupChars });
+
+  test("batches are taken round-robin by address group, by cost: one address's backlog does not delay another's events", async () => {
+    const { store, batches } = slowStore();
+    const q = new WriterQueue(store, () => {}, rules, 2000, bounds(1 << 30, 0));
+    // The first batch goes at once; then "a" queues 100 heavy writes (50 units each: 5,000 in
+    // all, more than two batches), "b" and "c" a light one each, and an import ("") two.
+    const first = q.enqueue(from("a", 0, 100, 50));
+    await Bun.sleep(5);
+    const all = [first, ...Array.from({ length: 100 }, (_, i) => q.enqueue(from("a", i + 1, 100, 50)))];
+    all.push(q.enqueue(from("b", 200)), q.enqueue(from("c", 201)), q.enqueue(write(100, 202)), q.enqueue(write(100, 203)));
+    batches.shift()!.answer();
+    await Bun.sleep(5);
+    const next = batches.shift()!;
+    // Everyone else's writes in the next batch; "a" takes TURN_COST a turn, so most of its wait.
+    expect(next.groups.filter((g) => g !== "a").sort()).toEqual(["", "", "b", "c"]);
+    expect(next.groups.filter((g) => g === "a").length).toBeLessThanOrEqual(MAX_BATCH_COST / 50);
+    expect(next.groups.filter((g) => g === "a").length).toBeGreaterThan(0);
+    next.answer();
+    for (let n = 0; n < 10 && q.depth > 0; n++) {
+      await Bun.sleep(5);
+      batches.shift()?.answer();
+    }
+    await Bun.sleep(5);
+    batches.shift()?.answer();
+    expect((await Promise.all(all)).every((o) => o.stored)).toBe(true);
+  });
+
+  test("an address group past its share is refused rate-limited:, others are still taken; the whole queue full is error:", async () => {
+    const { store, batches } = slowStore();
+    const q = new WriterQueue(store, () => {}, rules, 2000, bounds(10_000, 4_000));
+    const a = [q.enqueue(from("a", 0, 2_000)), q.enqueue(from("a", 1, 2_000))];
+    expect(await q.enqueue(from("a", 2, 500))).toEqual({
+      stored: false,
+      duplicate: false,
+      refusal: { prefix: "rate-limited", message: "too many of your events are waiting to be stored, try again shortly" },
+    });
+    const b = [q.enqueue(from("b", 3, 3_000)), q.enqueue(write(2_500, 4))];
+    // 9,500 held: 600 more is past the whole queue's bound, from a group under its share too.
+    expect(await q.enqueue(from("c", 5, 600))).toMatchObject({ stored: false, refusal: { prefix: "error" } });
+    // Without a group (import, sync, stream, an exempt address) there is no share, only the whole bound.
+    expect(await q.enqueue(write(600, 6))).toMatchObject({ stored: false, refusal: { prefix: "error" } });
+    await Bun.sleep(5);
+    for (const x of batches.splice(0)) x.answer();
+    expect((await Promise.all([...a, ...b])).every((o) => o.stored)).toBe(true);
+    // Answered: the group's room is back.
+    const again = q.enqueue(from("a", 7, 4_000));
+    await Bun.sleep(5);
+    for (const x of batches.splice(0)) x.answer();
+    expect((await again).stored).toBe(true);
+  });
+
+  test("a batch is cut at MAX_BATCH_COST of write cost as well", async () => {
+    const { store, batches } = slowStore();
+    const q = new WriterQueue(store, () => {}, rules, 2000, bounds(1 << 30, 0));
+    const heavy = Math.floor(MAX_BATCH_COST / 4) + 1;
+    const all = Array.from({ length: 9 }, (_, i) => q.enqueue(from(`g${i % 2}`, i, 100, heavy)));
+    for (let n = 0; n < 3; n++) {
+      await Bun.sleep(5);
+      const b = batches.shift()!;
+      expect(b.size).toBe(3);
       b.answer();
     }
     expect((await Promise.all(all)).every((o) => o.stored)).toBe(true);

@@ -1,8 +1,8 @@
 // The EVENT pipeline, top to bottom, for every way an event comes in: a client's EVENT
 // (relay/ingest.ts), a [mirror] relay (relay/mirror.ts), and `bunstr import`, `sync` and
 // `stream` (ops/import.ts). The order of the steps is the specification:
-//   shape -> throttle -> policies -> id hash -> duplicate -> signature -> write-policy plugin
-//   -> store (or fan out ephemeral) -> the outcome (the caller answers OK, or counts it)
+//   shape -> throttle -> policies -> writer queue full? -> id hash -> duplicate -> signature
+//   -> write-policy plugin -> store (or fan out ephemeral) -> the outcome (the caller answers OK, or counts it)
 // What differs between the entry points is handed in, never tested for here: the policies and
 // what they see, a throttle, the plugin (Source); where ephemeral events go and which writer
 // stores (AdmitContext). Whoever answers a client answers from the outcome only after the writer
@@ -15,7 +15,9 @@ import { eventJson, hasValidId, serializeEvent, validateEventShape, type NostrEv
 import { isEphemeral } from "../protocol/kinds.ts";
 import { ProtocolError, refuse, type Refusal } from "../protocol/reasons.ts";
 import { judgeEvent } from "../policy/defaults.ts";
+import { chargedGroup } from "../policy/rate-limit.ts";
 import type { Policy, PolicyContext } from "../policy/rules.ts";
+import { writeCost } from "../policy/write-cost.ts";
 import type { PendingWrite, WriteOutcome } from "../store/types.ts";
 import type { Outcome, RefusedFate } from "./outcome.ts";
 
@@ -27,8 +29,11 @@ export interface AdmitContext {
   inflight: number;
   readonly store: { has(id: string): boolean | Promise<boolean>; hasNow?(id: string): boolean | Promise<boolean> };
   readonly verifier: { verify(e: NostrEvent): Promise<boolean> };
-  /** Resolves once the write is committed (or refused). */
-  readonly writer: { enqueue(w: PendingWrite): Promise<WriteOutcome> };
+  /**
+   * Resolves once the write is committed (or refused). refusalFor: a refusal when the queue (or
+   * the sender's share of it) is full already, asked before the id and signature are checked.
+   */
+  readonly writer: { enqueue(w: PendingWrite): Promise<WriteOutcome>; refusalFor?(group: string | undefined): Refusal | undefined };
   /** Fans an ephemeral event out to live subscribers; without it (an import) ephemeral events are dropped before their signature is checked. */
   ephemeral?(e: NostrEvent, json: string): void;
 }
@@ -77,6 +82,10 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
 
   const { refusal, vanishOnly } = judgeEvent(src.policies, src.policy, e);
   if (refusal && !vanishOnly) return no("refused", refusal);
+  // A writer queue that would refuse it anyway (full, or the sender's share full): before the work.
+  const group = chargedGroup(src.policy.config, src.policy);
+  const queueFull = isEphemeral(e.kind) ? undefined : ctx.writer.refusalFor?.(group);
+  if (queueFull) return no("refused", queueFull);
 
   // The id before the duplicate check, so nobody learns which ids are stored without the event.
   // Tags and content are encoded once: for the id hash here and for the stored form below.
@@ -110,7 +119,7 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
     const json = serializeEvent(e, encoded);
     if (refusal) {
       // vanishOnly: nothing of it is stored, so the write-policy plugin is not asked.
-      const o = await ctx.writer.enqueue({ event: e, json, vanishOnly: refusal });
+      const o = await ctx.writer.enqueue({ event: e, json, vanishOnly: refusal, group });
       return no("refused", o.stored || o.duplicate ? refusal : o.refusal);
     }
     // The operator's plugin (strfry's protocol) is the costliest check: it sees only valid, new events.
@@ -120,7 +129,8 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
       ctx.ephemeral!(e, json);
       return { event: e, fate: "ephemeral" };
     }
-    return written(e, await ctx.writer.enqueue({ event: e, json }));
+    // The writer queue is fair between the addresses charged for their events, and cuts its batches by cost.
+    return written(e, await ctx.writer.enqueue({ event: e, json, group, cost: writeCost(e) }));
   } finally {
     src.session && src.session.inflight--;
     ctx.inflight--;

@@ -440,6 +440,20 @@ export const schema = {
       doc: "Linux: connections from one address (IPv6: one /64) that are not websockets (requests still arriving, HTTP requests, idle keep-alives); past it the oldest are closed within about a second. trusted_proxies are exempt.",
       reloadable: true,
     }),
+    max_write_queue_bytes: key({
+      type: "int",
+      default: 16 * MiB,
+      min: 64 * KiB,
+      doc: "Events waiting for the writer or in its batches in flight, in bytes of their JSON, over all senders; past it an EVENT gets `error:` at once (each is also held parsed: 2-3x this in memory).",
+      reloadable: true,
+    }),
+    max_write_queue_bytes_per_ip: key({
+      type: "int",
+      default: 2 * MiB,
+      min: 0,
+      doc: "The same for the events of one IP (an IPv6 /64); past it that IP's EVENTs get `rate-limited:` while others' are still taken. The queue takes its batches round-robin by IP. Addresses not charged to [rate_limits] (exempt_private_addresses) share the whole queue. 0 = no share.",
+      reloadable: true,
+    }),
     max_pending_events: key({
       type: "int",
       default: 1000,

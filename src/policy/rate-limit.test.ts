@@ -170,4 +170,20 @@ describe("chargeRate and the EVENT policy", () => {
     expect(eventRate(ctx, e)).toEqual({ prefix: "rate-limited", message: "too many events, try again in 1 s" });
     expect(eventRate({ ...ctx, rates: undefined }, e)).toBeUndefined();
   });
+
+  test("an EVENT is charged its write cost: a heavy one takes a burst's worth, an ordinary one a token", () => {
+    const { config, limiter } = setup();
+    config.rate_limits.events_burst = 200;
+    config.rate_limits.events_per_minute = 600;
+    const ctx = { config, now: 0, authed: new Set<string>(), relayUrl: "", ip: "203.0.113.7", rates: limiter };
+    const note = { id: "0".repeat(64), pubkey: pk, created_at: 0, kind: 1, tags: [["t", "x"]], content: "hi", sig: "0".repeat(128) };
+    const heavy = { ...note, tags: Array.from({ length: 1800 }, (_, k) => ["t", `topic-${k}`]) };
+    expect(eventRate(ctx, heavy)).toBeUndefined();
+    expect(eventRate(ctx, heavy)?.prefix).toBe("rate-limited");
+    // What the heavy one left is still there for ordinary notes.
+    for (let i = 0; i < 50; i++) expect(eventRate(ctx, note)).toBeUndefined();
+    // A cost above the burst takes a full bucket rather than never passing.
+    expect(limiter.take([{ key: "k", rate: { perMinute: 60, burst: 5 } }], 50)).toBe(0);
+    expect(limiter.take([{ key: "k", rate: { perMinute: 60, burst: 5 } }], 1)).toBe(1_000);
+  });
 });

@@ -65,10 +65,11 @@ export class RateLimiter {
   }
 
   /**
-   * Takes one token from every charged bucket, or from none when one of them is empty (a refused
-   * request costs nothing elsewhere). Returns 0 when allowed, else the ms until it would be.
+   * Takes `cost` tokens from every charged bucket, or from none when one of them has too few (a
+   * refused request costs nothing elsewhere). A cost above a bucket's burst takes a full bucket
+   * (else it could never pass). Returns 0 when allowed, else the ms until it would be.
    */
-  take(charges: readonly Charge[]): number {
+  take(charges: readonly Charge[], cost = 1): number {
     const now = this.now();
     if (now - this.prunedAt >= this.pruneEveryMs) this.prune(now);
     let wait = 0;
@@ -78,7 +79,7 @@ export class RateLimiter {
       const b = this.buckets.get(key);
       const tokens = b ? refill(b, rate, now) : rate.burst;
       levels.push(tokens);
-      wait = Math.max(wait, waitFor(tokens, 1, rate));
+      wait = Math.max(wait, waitFor(tokens, Math.min(cost, rate.burst), rate));
     }
     if (wait > 0) {
       // A key that keeps being refused is the one to remember: mark it recently used.
@@ -88,7 +89,7 @@ export class RateLimiter {
     let i = 0;
     for (const { key, rate } of charges) {
       if (rate.perMinute <= 0) continue;
-      const tokens = levels[i++]! - 1;
+      const tokens = levels[i++]! - Math.min(cost, rate.burst);
       // Re-inserted so the Map's order is least recently used first.
       this.buckets.delete(key);
       this.buckets.set(key, { tokens, at: now, fullAt: now + waitFor(tokens, rate.burst, rate) });
@@ -148,26 +149,35 @@ export interface RateSubject {
 }
 
 /**
- * Charges one `verb` to the subject's IP and to each pubkey it authenticated as. Returns 0 when
+ * The address group the subject's per-IP limits are charged to: none without an address (import,
+ * sync, stream, mirrors), nor for a loopback or private client while exempt_private_addresses is
+ * on: that is most likely a reverse proxy speaking for everyone, its pubkeys are charged instead.
+ * The writer queue's share per address (store/queue.ts) follows the same rule.
+ */
+export function chargedGroup(config: Config, who: RateSubject): string | undefined {
+  if (who.ip === undefined) return undefined;
+  if (config.rate_limits.exempt_private_addresses && (who.local ?? isPrivateAddress(who.ip))) return undefined;
+  return who.group ?? ipGroup(who.ip);
+}
+
+/**
+ * Charges one `verb` (`cost` tokens: an EVENT's write cost, policy/write-cost.ts) to the
+ * subject's IP and to each pubkey it authenticated as. Returns 0 when
  * allowed, else the ms to wait. A connection authenticated as an [admin] pubkey is never limited;
  * a loopback or private IP is not charged unless [rate_limits] exempt_private_addresses is off.
  */
-export function chargeRate(config: Config, limiter: RateLimiter, verb: RatedVerb, who: RateSubject): number {
+export function chargeRate(config: Config, limiter: RateLimiter, verb: RatedVerb, who: RateSubject, cost = 1): number {
   if (who.ip === undefined) return 0;
   const authed = who.authed ?? [];
   const admins = setOf(config.admin.pubkeys);
   for (const pk of authed) if (admins.has(pk)) return 0;
-  // A loopback or private client is most likely a reverse proxy speaking for everyone
-  // (exempt_private_addresses): its address is not charged, its pubkeys are.
-  const charges: Charge[] =
-    config.rate_limits.exempt_private_addresses && (who.local ?? isPrivateAddress(who.ip))
-      ? []
-      : [{ key: `${verb} ip ${who.group ?? ipGroup(who.ip)}`, rate: rateOf(config, "", verb) }];
+  const group = chargedGroup(config, who);
+  const charges: Charge[] = group === undefined ? [] : [{ key: `${verb} ip ${group}`, rate: rateOf(config, "", verb) }];
   if (!IP_ONLY.has(verb)) {
     const rate = rateOf(config, "pubkey_", verb);
     for (const pk of authed) charges.push({ key: `${verb} pk ${pk}`, rate });
   }
-  return limiter.take(charges);
+  return limiter.take(charges, cost);
 }
 
 /** The reason after `rate-limited: ` in OK false, CLOSED and NEG-ERR. */

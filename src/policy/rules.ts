@@ -9,6 +9,7 @@ import { embedsProtected, isProtected } from "../nips/nip70.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 import { chargeRate, rateLimitMessage, type RateLimiter } from "./rate-limit.ts";
+import { writeCost } from "./write-cost.ts";
 
 export interface PolicyContext {
   config: Config;
@@ -41,10 +42,14 @@ export interface AdminView {
 
 export type Policy = (ctx: PolicyContext, e: NostrEvent) => Refusal | undefined;
 
-/** EVENT: the first policy, so a flood is charged before any other work is done for it. */
-export const eventRate: Policy = (ctx, _e) => {
+/**
+ * EVENT: the first policy, so a flood is charged before any other work is done for it. An event
+ * is charged what it costs the writer (policy/write-cost.ts): an ordinary note one token, one of
+ * 1,800 tags a hundred, so heavy events use up a burst that much faster.
+ */
+export const eventRate: Policy = (ctx, e) => {
   if (!ctx.rates) return undefined;
-  const wait = chargeRate(ctx.config, ctx.rates, "events", ctx);
+  const wait = chargeRate(ctx.config, ctx.rates, "events", ctx, writeCost(e));
   return wait > 0 ? refuse("rate-limited", rateLimitMessage("events", wait)) : undefined;
 };
 

@@ -202,7 +202,13 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
     authVerifier: verifier === noVerifier ? inlineVerifier : verifier,
     fanout,
     // A store with other writers (Postgres nodes) fans out from its commit feed, in commit order.
-    writer: new WriterQueue(store, store.follow ? () => {} : (w) => fanout.broadcast(w.event, w.json), () => writeRules(config)),
+    writer: new WriterQueue(
+      store,
+      store.follow ? () => {} : (w) => fanout.broadcast(w.event, w.json),
+      () => writeRules(config),
+      undefined,
+      () => ({ maxChars: config.limits.max_write_queue_bytes, maxGroupChars: config.limits.max_write_queue_bytes_per_ip }),
+    ),
     policies: defaultPolicies,
     ephemeral(e, json) {
       fanout.broadcast(e, json);

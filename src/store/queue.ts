@@ -76,27 +76,74 @@ export class FailureLog {
 export const PURGE_STEP_MS = 5;
 
 /**
- * Stored JSON (UTF-16 code units) waiting for the writer or in its batches in flight, at most:
- * past it an EVENT is answered `error:` at once. With the writer in a thread of its own the main
- * thread admits while a batch commits, so when the disk is slower than the clients the queue
- * would otherwise grow with connections x max_pending_events x max_event_bytes.
+ * Stored JSON (counted as bytes: its length) waiting for the writer or in its batches in flight,
+ * at most, by default ([limits] max_write_queue_bytes): past it an EVENT is answered `error:` at
+ * once. With the writer in a thread of its own the main thread admits while a batch commits, so
+ * when the disk is slower than the clients the queue would otherwise grow with connections x
+ * max_pending_events x max_event_bytes; each queued event is held parsed as well (its tags as
+ * arrays: 2-3x its JSON).
  */
-export const MAX_QUEUED_CHARS = 64 * 1024 * 1024;
+export const MAX_QUEUED_CHARS = 16 * 1024 * 1024;
 /** A batch is cut at this much stored JSON as well as at maxBatch events (one message, one transaction). */
 export const MAX_BATCH_CHARS = 8 * 1024 * 1024;
+/**
+ * A batch is cut at this much write cost (policy/write-cost.ts: an ordinary note is 1) as well:
+ * a batch of heavy events then takes the writer about as long as one of ordinary notes, so an
+ * event that comes while one commits waits no longer behind heavy ones.
+ */
+export const MAX_BATCH_COST = 2000;
+/**
+ * Write cost an address group may take per turn of the round (deficit round-robin): fair by cost,
+ * not by count, so a client of short notes is not served one note a round while each heavy
+ * sender's turn carries hundreds of units. An event costing more waits for its group's turns to add up.
+ */
+export const TURN_COST = 64;
+
+const BUSY = refuse("error", "the relay is busy storing events, try again");
+const OVER_SHARE = refuse("rate-limited", "too many of your events are waiting to be stored, try again shortly");
+
+/** What the queue may hold; read at each enqueue (a config reload applies at once). */
+export interface QueueBounds {
+  /** Stored JSON queued or in flight, over all senders. */
+  maxChars: number;
+  /** The same for one address group (PendingWrite.group); 0 = no share. */
+  maxGroupChars: number;
+}
 
 interface Queued extends PendingWrite {
   resolve: (o: WriteOutcome) => void;
 }
 
+/** One address group's writes in arrival order (head: the next to go, without shifting the array). */
+interface Line {
+  items: Queued[];
+  head: number;
+  /** Write cost it may still take in its turn (deficit round-robin). */
+  deficit: number;
+  /** Its turn began (and was granted its quantum) in a batch that filled up: it goes on in the next. */
+  inTurn: boolean;
+}
+
+const refused = (refusal: Refusal): Promise<WriteOutcome> => Promise.resolve({ stored: false, duplicate: false, refusal });
+
 export class WriterQueue {
-  private queue: Queued[] = [];
-  /** Stored JSON queued or in batches in flight (MAX_QUEUED_CHARS). */
+  /**
+   * The writes waiting, by address group (PendingWrite.group; "" for those without one), in a
+   * Map whose order is the round-robin order: a batch takes one from each group in turn, and a
+   * group served goes to the back, so one address's backlog does not delay another's events
+   * (issue 36). Within a group the order is the arrival order.
+   */
+  private readonly lines = new Map<string, Line>();
+  private waiting = 0;
+  /** Stored JSON queued or in batches in flight (QueueBounds.maxChars). */
   private queuedChars = 0;
+  /** The same by group (QueueBounds.maxGroupChars); a group is dropped when it has none. */
+  private readonly groupChars = new Map<string, number>();
   private scheduled = false;
   /** Batches handed to the store and not yet answered. */
   private inFlight = 0;
   private readonly maxInFlight: number;
+  private readonly bounds: () => QueueBounds;
   /** Told whenever a batch is answered (drain). */
   private waiters: (() => void)[] = [];
   /** Told each committed batch's size and write+commit time (metrics); set by the relay. */
@@ -115,9 +162,11 @@ export class WriterQueue {
     /** The storage rules in force, read once per batch (so a config reload applies at once). */
     private readonly rules: () => WriteRules,
     private readonly maxBatch = 2000,
-    private readonly maxQueuedChars = MAX_QUEUED_CHARS,
+    /** A number: the bound over all senders, without a share per group. */
+    bounds: number | (() => QueueBounds) = MAX_QUEUED_CHARS,
   ) {
     this.maxInFlight = store.writePipeline ?? Infinity;
+    this.bounds = typeof bounds === "number" ? () => ({ maxChars: bounds, maxGroupChars: 0 }) : bounds;
     if (store.purgeStep) {
       store.onPurge = () => this.purgeSoon();
       this.purgeSoon(); // what a previous run left undone
@@ -150,15 +199,42 @@ export class WriterQueue {
   }
 
   get depth(): number {
-    return this.queue.length;
+    return this.waiting;
   }
 
+  /**
+   * Whether a write from `group` would be refused for the bounds whatever its size (the queue, or
+   * the group's share, already full): asked before the id hash and the signature check, so what
+   * would be refused here costs no more work (admit/admit.ts).
+   */
+  refusalFor(group: string | undefined): Refusal | undefined {
+    const { maxChars, maxGroupChars } = this.bounds();
+    if (this.queuedChars >= maxChars) return BUSY;
+    if (group !== undefined && maxGroupChars > 0 && (this.groupChars.get(group) ?? 0) >= maxGroupChars) return OVER_SHARE;
+    return undefined;
+  }
+
+  /**
+   * Queues a write; resolves with its outcome once its batch is answered. Refused at once (and
+   * never queued) past the bounds: a group over its share `rate-limited:`, the whole queue full
+   * `error:`. A write alone in an empty queue (or group) always fits, however big.
+   */
   enqueue(w: PendingWrite): Promise<WriteOutcome> {
-    if (this.queuedChars + w.json.length > this.maxQueuedChars && this.queuedChars > 0)
-      return Promise.resolve({ stored: false, duplicate: false, refusal: refuse("error", "the relay is busy storing events, try again") });
-    this.queuedChars += w.json.length;
+    const { maxChars, maxGroupChars } = this.bounds();
+    const size = w.json.length;
+    const group = w.group ?? "";
+    if (this.queuedChars + size > maxChars && this.queuedChars > 0) return refused(BUSY);
+    if (w.group !== undefined && maxGroupChars > 0) {
+      const held = this.groupChars.get(group) ?? 0;
+      if (held + size > maxGroupChars && held > 0) return refused(OVER_SHARE);
+    }
+    this.queuedChars += size;
+    this.groupChars.set(group, (this.groupChars.get(group) ?? 0) + size);
     return new Promise((resolve) => {
-      this.queue.push({ ...w, resolve });
+      const line = this.lines.get(group);
+      if (line) line.items.push({ ...w, resolve });
+      else this.lines.set(group, { items: [{ ...w, resolve }], head: 0, deficit: 0, inTurn: false });
+      this.waiting++;
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => {
@@ -173,7 +249,7 @@ export class WriterQueue {
   async drain(): Promise<void> {
     for (;;) {
       this.pump();
-      if (this.queue.length === 0 && this.inFlight === 0) return;
+      if (this.waiting === 0 && this.inFlight === 0) return;
       await new Promise<void>((r) => this.waiters.push(r));
     }
   }
@@ -184,12 +260,11 @@ export class WriterQueue {
    * (group commit: batches grow with the load).
    */
   private pump(): void {
-    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
-      const { length, chars } = this.nextBatch();
-      const batch = this.queue.splice(0, length);
+    while (this.waiting > 0 && this.inFlight < this.maxInFlight) {
+      const batch = this.nextBatch();
       this.inFlight++;
       void this.write(batch).finally(() => {
-        this.queuedChars -= chars;
+        for (const q of batch) this.release(q);
         this.inFlight--;
         for (const w of this.waiters.splice(0)) w();
         this.pump();
@@ -197,16 +272,55 @@ export class WriterQueue {
     }
   }
 
-  /** The next batch: at most maxBatch queued writes and MAX_BATCH_CHARS of their JSON (at least one), and that JSON's size. */
-  private nextBatch(): { length: number; chars: number } {
-    const n = Math.min(this.queue.length, this.maxBatch);
+  /** An answered write's JSON no longer counts against the bounds. */
+  private release(q: Queued): void {
+    const size = q.json.length;
+    this.queuedChars -= size;
+    const group = q.group ?? "";
+    const left = (this.groupChars.get(group) ?? size) - size;
+    if (left > 0) this.groupChars.set(group, left);
+    else this.groupChars.delete(group);
+  }
+
+  /**
+   * The next batch, taken round-robin by group, by cost: each group in turn takes up to TURN_COST
+   * (plus what it did not use of earlier turns while it had writes waiting), then goes to the
+   * back. At most maxBatch writes, MAX_BATCH_CHARS of their JSON and MAX_BATCH_COST of their cost
+   * (at least one write); the batch stops at the first write that does not fit, whose group then
+   * goes on with its turn in the next batch.
+   */
+  private nextBatch(): Queued[] {
+    const batch: Queued[] = [];
     let chars = 0;
-    for (let i = 0; i < n; i++) {
-      const next = chars + this.queue[i]!.json.length;
-      if (next > MAX_BATCH_CHARS && i > 0) return { length: i, chars };
-      chars = next;
+    let cost = 0;
+    while (this.waiting > 0) {
+      const [group, line] = this.lines.entries().next().value!;
+      if (!line.inTurn) line.deficit += TURN_COST;
+      line.inTurn = true;
+      for (let w = line.items[line.head]; w !== undefined; w = line.items[line.head]) {
+        const c = w.cost ?? 1;
+        if (c > line.deficit) break;
+        const fits = batch.length < this.maxBatch && chars + w.json.length <= MAX_BATCH_CHARS && cost + c <= MAX_BATCH_COST;
+        if (!fits && batch.length > 0) return batch;
+        batch.push(w);
+        chars += w.json.length;
+        cost += c;
+        line.deficit -= c;
+        this.waiting--;
+        line.items[line.head++] = undefined!;
+      }
+      // A group that is never empty (an import) would hold its array forever: drop what was taken.
+      if (line.head >= 1024 && line.head * 2 >= line.items.length) {
+        line.items = line.items.slice(line.head);
+        line.head = 0;
+      }
+      // Its turn is over: to the back of the round; a group with nothing left leaves it (and
+      // keeps no credit: it was idle).
+      line.inTurn = false;
+      this.lines.delete(group);
+      if (line.head < line.items.length) this.lines.set(group, line);
     }
-    return { length: n, chars };
+    return batch;
   }
 
   private async write(batch: Queued[]): Promise<void> {

@@ -26,6 +26,14 @@ export interface PendingWrite {
    * outcome is that refusal, saying the deletion was done.
    */
   vanishOnly?: Refusal;
+  /**
+   * The sender's address group (policy/ip.ts ipGroup) when its address is charged: the writer
+   * queue takes its batches round-robin by group and holds each group to its share. Absent
+   * (import, sync, stream, mirrors, an exempt private address): one shared group, no share.
+   */
+  group?: string;
+  /** What the event costs the writer (policy/write-cost.ts writeCost), >= 1; absent: 1. Batches are cut by it. */
+  cost?: number;
 }
 
 export type WriteOutcome =
