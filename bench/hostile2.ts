@@ -36,6 +36,7 @@
 //   npx bun bench/hostile2.ts [--attack search,count,…] [--seconds 20] [--scale 1] [--main PATH/src/main.ts]
 // --main: the relay's entry point (default this checkout's src/main.ts): the same script measures
 // another checkout. Everything talks to 127.0.0.0/8 only; every attack is bounded and stops by itself.
+import { Database } from "bun:sqlite";
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect as tcpConnect, type Socket } from "node:net";
@@ -50,7 +51,6 @@ import type { PendingWrite } from "../src/store/types.ts";
 import { RawWs } from "./lib/rawws.ts";
 import { memoryMiB, RelayProcess } from "./lib/relay.ts";
 import { createSigner, type SigningKey } from "./lib/sign.ts";
-import { percentile } from "./lib/stats.ts";
 import { clientFrame, clientTextFrame, serverFrame } from "./lib/tcp.ts";
 
 const ALL = ["baseline", "search1", "search10", "count", "delete", "expiry", "writes", "partial", "fts", "auth", "compression", "logs"];
@@ -83,10 +83,20 @@ const MAIN = args.main ? resolve(args.main) : undefined;
 const log = (m: string) => console.error(`[hostile2] ${m}`);
 const nowSec = () => Math.floor(Date.now() / 1000);
 const hex64 = (seed: string) => createHash("sha256").update(seed).digest("hex");
-const TIMEOUT_MS = 5000;
 const HONEST_IP = "127.0.0.9";
 /** Attacker addresses: 127.0.0.2-8, then 127.0.0.10-12. */
-const IPS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7", "127.0.0.8", "127.0.0.10", "127.0.0.11", "127.0.0.12"];
+const IPS = [
+  "127.0.0.2",
+  "127.0.0.3",
+  "127.0.0.4",
+  "127.0.0.5",
+  "127.0.0.6",
+  "127.0.0.7",
+  "127.0.0.8",
+  "127.0.0.10",
+  "127.0.0.11",
+  "127.0.0.12",
+];
 
 // --- signing (libsecp256k1 when it loads: ~25 µs an event) ------------------------------------------
 const signer = createSigner();
@@ -165,7 +175,8 @@ class Attacker {
         const at = head.indexOf("\r\n\r\n");
         if (at < 0) return;
         sock.off("data", onData);
-        if (!head.subarray(0, 12).toString("latin1").startsWith("HTTP/1.1 101")) fail(new Error(`upgrade refused: ${head.subarray(0, 80)}`));
+        if (!head.subarray(0, 12).toString("latin1").startsWith("HTTP/1.1 101"))
+          fail(new Error(`upgrade refused: ${head.subarray(0, 80)}`));
         else ok(head.subarray(at + 4));
       };
       sock.on("data", onData);
@@ -251,98 +262,25 @@ async function connectAll(port: number, specs: { ip: string; n: number }[], exte
   return out;
 }
 
-// --- the honest client ------------------------------------------------------------------------------
+// --- the honest client: a worker thread of its own, so the attackers' work in this thread (signing,
+// writing megabytes) never delays its clock or its sends ------------------------------------------
+type HonestFigures = import("./lib/honest.ts").HonestFigures;
 class Honest {
-  readonly sk = generateSecretKey();
-  okSent = 0;
-  reqSent = 0;
-  readonly okMs: number[] = [];
-  readonly reqMs: number[] = [];
-  readonly okAnswers = new Map<string, number>();
-  private readonly pendingOk = new Map<string, number>();
-  private readonly pendingReq = new Map<string, number>();
-  private timer?: Timer;
-  private ws?: RawWs;
-  notes: string[] = [];
-
+  private readonly worker = new Worker(new URL("./lib/honest.ts", import.meta.url).href);
+  private figuresP?: Promise<HonestFigures>;
   async start(port: number): Promise<void> {
-    const ws = (this.ws = await RawWs.connect(port, HONEST_IP));
-    ws.keep = true;
-    const seen = ws.frames;
-    // Answers are taken as they come (the frames array grows); one pass per tick is enough at 100 ms.
-    let read = 0;
-    const take = () => {
-      for (; read < seen.length; read++) {
-        const f = seen[read]!;
-        const t = performance.now();
-        if (f[0] === "OK" && this.pendingOk.has(f[1])) {
-          this.okMs.push(t - this.pendingOk.get(f[1])!);
-          this.pendingOk.delete(f[1]);
-          const key = f[2] === true ? "true" : `false ${String(f[3]).split(":")[0]}:`;
-          this.okAnswers.set(key, (this.okAnswers.get(key) ?? 0) + 1);
-        } else if ((f[0] === "EOSE" || f[0] === "CLOSED") && this.pendingReq.has(f[1])) {
-          this.reqMs.push(t - this.pendingReq.get(f[1])!);
-          this.pendingReq.delete(f[1]);
-          if (f[0] === "CLOSED") this.notes.push(`REQ CLOSED ${f[2]}`);
-          ws.send(["CLOSE", f[1]]);
-        }
-      }
-      seen.splice(0, read);
-      read = 0;
-    };
-    this.take = take;
-    let i = 0;
-    this.timer = setInterval(() => {
-      take();
-      if (ws.closed) return;
-      const e = finalizeEvent({ kind: 1, created_at: nowSec(), tags: [["t", "honest"]], content: `honest note ${i}` }, this.sk);
-      this.pendingOk.set(e.id, performance.now());
-      ws.send(["EVENT", e]);
-      this.okSent++;
-      // A small REQ, unless 20 are still unanswered (the relay allows 50 subscriptions).
-      if (this.pendingReq.size < 20) {
-        const sub = `r${i}`;
-        this.pendingReq.set(sub, performance.now());
-        ws.send(["REQ", sub, { authors: [e.pubkey], kinds: [1], limit: 5 }]);
-        this.reqSent++;
-      }
-      i++;
-    }, 100);
-    // Frames arriving between ticks are timed when they arrive.
-    ws.onFrame = () => take();
+    await new Promise<void>((ok, fail) => {
+      this.worker.onmessage = (m) => (m.data === "started" ? ok() : fail(new Error(String(m.data))));
+      this.worker.postMessage({ start: port, ip: HONEST_IP });
+    });
   }
-  private take = () => {};
-
   /** Stops sending; waits up to 5 s for what is owed; the rest are timeouts. */
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    for (const end = performance.now() + TIMEOUT_MS; performance.now() < end && (this.pendingOk.size || this.pendingReq.size); )
-      await Bun.sleep(20), this.take();
-    this.ws?.close();
-  }
-
-  figures() {
-    const now = performance.now();
-    const late = (xs: number[]) => xs.filter((ms) => ms > TIMEOUT_MS).length;
-    const unOk = [...this.pendingOk.values()].map((t) => now - t);
-    const unReq = [...this.pendingReq.values()].map((t) => now - t);
-    // Unanswered ones count at their age (a lower bound), so a stall shows in the percentiles.
-    const ok = Float64Array.from([...this.okMs, ...unOk]).sort();
-    const req = Float64Array.from([...this.reqMs, ...unReq]).sort();
-    return {
-      okSent: this.okSent,
-      okAnswered: this.okMs.length,
-      okAnswers: Object.fromEntries(this.okAnswers),
-      okP50: percentile(ok, 50),
-      okP99: percentile(ok, 99),
-      okMax: ok.length ? ok[ok.length - 1]! : NaN,
-      reqSent: this.reqSent,
-      reqAnswered: this.reqMs.length,
-      reqP50: percentile(req, 50),
-      reqP99: percentile(req, 99),
-      timeouts: unOk.length + unReq.length + late(this.okMs) + late(this.reqMs),
-      notes: [...new Set(this.notes)].slice(0, 3),
-    };
+  stop(): Promise<HonestFigures> {
+    this.figuresP = new Promise((ok) => {
+      this.worker.onmessage = (m) => (ok(m.data as HonestFigures), this.worker.terminate());
+    });
+    this.worker.postMessage({ stop: true });
+    return this.figuresP;
   }
 }
 
@@ -381,9 +319,10 @@ function holdSearches(as: Attacker[]): void {
       a.send(["REQ", `s${s}`, ...Array.from({ length: 20 }, (_, f) => ({ kinds: [1], search: `zq${c}x${s}y${f} nowhere`, limit: 0 }))]);
 }
 
-const WORDS = (
-  "the be to of and a in that have it for not on with he as you do at this but his by from they we say her she or an will my one all would there their what so up out if about who get which go me when make can like time no just him know take people into year your good some could them see other than then now look only come its over think also back after use two how our work first well way even new want because any these give day most us is was are been has had were said did having may should am being"
-).split(" ");
+const WORDS =
+  "the be to of and a in that have it for not on with he as you do at this but his by from they we say her she or an will my one all would there their what so up out if about who get which go me when make can like time no just him know take people into year your good some could them see other than then now look only come its over think also back after use two how our work first well way even new want because any these give day most us is was are been has had were said did having may should am being".split(
+    " ",
+  );
 function zipfWord(r: number): string {
   // P(rank k) ~ 1/k over the vocabulary: r in [0,1) mapped through the harmonic CDF, approximately.
   return WORDS[Math.min(WORDS.length - 1, Math.floor(Math.exp(r * Math.log(WORDS.length + 1)) - 1))]!;
@@ -461,7 +400,7 @@ const ATTACKS: Record<string, Attack> = {
     what: "200k stored events; 2 addresses (3 at --scale 1.5) pipeline 200 COUNT [{}, {kinds:[1]}] each, then at the counts rate",
     async prepare(dir) {
       const text = prose(7, 40);
-      await writeStore(dir, 200_000, (i) => ({
+      await writeStore(dir, Math.round(200_000 * Math.min(SCALE, 1)), (i) => ({
         id: hex64(`c${i}`),
         pubkey: pubkeys[i % 1000]!,
         created_at: base + i,
@@ -504,7 +443,15 @@ const ATTACKS: Record<string, Attack> = {
       await writeStore(
         dir,
         n,
-        (i) => ({ id: deleteIds[i]!, pubkey: deleteAuthor.pk, created_at: base + i, kind: 1, tags: heavyTags(1800, `d${i}`), content: `heavy ${i}`, sig: SIG }),
+        (i) => ({
+          id: deleteIds[i]!,
+          pubkey: deleteAuthor.pk,
+          created_at: base + i,
+          kind: 1,
+          tags: heavyTags(1800, `d${i}`),
+          content: `heavy ${i}`,
+          sig: SIG,
+        }),
         false,
         50,
       );
@@ -552,6 +499,13 @@ const ATTACKS: Record<string, Attack> = {
     async run(env) {
       await env.sleep(Math.max(SECONDS, 25) * 1000);
       return { attackers: [], notes: ["the relay's own sweep; no attacker traffic"] };
+    },
+    async after(env, out) {
+      // Did the sweep run inside the window? (read-only, beside the running relay: WAL mode)
+      const db = new Database(join(env.dir, "bunstr.sqlite"), { readonly: true });
+      const left = (db.query("SELECT count(*) AS n FROM events WHERE expiration IS NOT NULL").get() as { n: number }).n;
+      db.close();
+      out.notes!.push(left ? `${left} expiring events still stored: the sweep did not run in the window` : "the sweep ran in the window");
     },
   },
 
@@ -646,7 +600,15 @@ const ATTACKS: Record<string, Attack> = {
       await writeStore(
         dir,
         Math.round(150_000 * SCALE),
-        (i) => ({ id: hex64(`f${i}`), pubkey: pubkeys[i % 1000]!, created_at: base + i, kind: 1, tags: [], content: prose(i + 1, 30), sig: SIG }),
+        (i) => ({
+          id: hex64(`f${i}`),
+          pubkey: pubkeys[i % 1000]!,
+          created_at: base + i,
+          kind: 1,
+          tags: [],
+          content: prose(i + 1, 30),
+          sig: SIG,
+        }),
         true,
       );
     },
@@ -690,10 +652,16 @@ const ATTACKS: Record<string, Attack> = {
           // 100 AUTH frames (ids valid, signatures of other ids) in one buffer, written while the socket takes them.
           const frames = Buffer.concat(
             Array.from({ length: 100 }, (_, i) => {
-              const e = sign(key, 22242, [
-                ["relay", `ws://127.0.0.1:${env.port}/`],
-                ["challenge", challenge],
-              ], "", nowSec() - i);
+              const e = sign(
+                key,
+                22242,
+                [
+                  ["relay", `ws://127.0.0.1:${env.port}/`],
+                  ["challenge", challenge],
+                ],
+                "",
+                nowSec() - i,
+              );
               e.sig = sign(key, 1, [], `other ${k} ${i}`).sig;
               return clientTextFrame(JSON.stringify(["AUTH", e]));
             }),
@@ -731,7 +699,9 @@ const ATTACKS: Record<string, Attack> = {
       );
       return {
         attackers: as,
-        notes: [`${frames} frames of ${frame.length} bytes written, each inflating to ${text.length} (${Math.round(text.length / frame.length)}x)`],
+        notes: [
+          `${frames} frames of ${frame.length} bytes written, each inflating to ${text.length} (${Math.round(text.length / frame.length)}x)`,
+        ],
       };
     },
   },
@@ -831,7 +801,7 @@ const rssNow = (pid: number) => {
 interface Result {
   attack: string;
   load: string;
-  honest: ReturnType<Honest["figures"]>;
+  honest: HonestFigures;
   rssStart: number;
   rssPeak: number;
   rssEnd: number;
@@ -885,7 +855,7 @@ async function runAttack(name: string): Promise<Result> {
       until,
       active: () => performance.now() < env.until && relay.running && !ceiling,
       sleep: async (ms) => {
-        for (const end = performance.now() + ms; performance.now() < end && (performance.now() < env.until && relay.running && !ceiling); )
+        for (const end = performance.now() + ms; performance.now() < end && performance.now() < env.until && relay.running && !ceiling; )
           await Bun.sleep(Math.min(100, end - performance.now()));
       },
     };
@@ -893,8 +863,7 @@ async function runAttack(name: string): Promise<Result> {
     const out = await attack.run(env);
     out.notes ??= [];
     out.policy ??= [];
-    await honest.stop();
-    const h = honest.figures();
+    const h = await honest.stop();
     for (const a of out.attackers) a.close();
     const attackers = tally(out.attackers, out.extra);
     // Settle: the attackers gone, does the memory fall back?
