@@ -13,8 +13,8 @@
 //                expiration sweep (60 s after start) falls inside the measured window
 //   writes       5 addresses inside their EVENT bursts: 1,800-tag notes, kind 5s with 1,700 e tags,
 //                kind 5s with 1,350 a tags, a kind 3 with 1,600 p tags replaced each time
-//   partial      10 addresses x 60 connections each hold 960 KB of an unfinished 1,000,000-byte
-//                frame, kept alive by a byte every 3 s
+//   partial      10 addresses x 60 connections each hold 960 KB of an unfinished message (half of
+//                them one 1,000,000-byte frame, half 15 fragments of 64 KB), a byte every 3 s
 //   fts          a 150k-note full-text index; 2 addresses x 2 connections loop a search for 120
 //                common words that never occur all together
 //   auth         50 connections pipeline AUTH with a valid id and a bad signature, flat out
@@ -572,29 +572,38 @@ const ATTACKS: Record<string, Attack> = {
   },
 
   partial: {
-    what: "10 addresses x 60 conns each hold 960 KB of an unfinished 1,000,000-byte frame",
+    what: "10 addresses x 60 conns each hold 960 KB of an unfinished message (one frame or 15 fragments)",
     async run(env) {
       const per = Math.max(1, Math.round(60 * SCALE));
       const as = await connectAll(
         env.port,
         IPS.map((ip) => ({ ip, n: per })),
       );
-      // A masked frame header announcing 1,000,000 bytes, then 960 KB of its payload.
+      // Half of them: a masked frame header announcing 1,000,000 bytes, then 960 KB of its payload;
+      // the other half: the same 960 KB as 15 fragments of 64 KB, none of them final.
       const head = Buffer.alloc(14);
       head[0] = 0x81;
       head[1] = 0x80 | 127;
       head.writeBigUInt64BE(1_000_000n, 2);
       const chunk = Buffer.alloc(64 * 1024, 0x20);
-      for (const a of as) {
+      const fragment = (first: boolean, payload: Buffer) => {
+        const f = clientFrame(first ? 1 : 0, payload);
+        f[0] = f[0]! & 0x7f; // FIN off: more to come
+        return f;
+      };
+      for (const [k, a] of as.entries()) {
         if (!env.active()) break;
-        a.write(head);
-        for (let sent = 0; sent < 960 * 1024; sent += chunk.length) if (!a.write(chunk)) await a.drain();
+        if (k % 2 === 0) {
+          a.write(head);
+          for (let sent = 0; sent < 960 * 1024; sent += chunk.length) if (!a.write(chunk)) await a.drain();
+        } else for (let i = 0; i < 15; i++) if (!a.write(fragment(i === 0, chunk))) await a.drain();
       }
-      // A byte every 3 s keeps each one moving.
+      // A byte every 3 s keeps each one moving (a 1-byte fragment for the fragmented ones).
       const one = Buffer.from([0x20]);
+      const oneFragment = fragment(false, one);
       while (env.active()) {
         await env.sleep(3000);
-        for (const a of as) a.write(one);
+        for (const [k, a] of as.entries()) a.write(k % 2 === 0 ? one : oneFragment);
       }
       const open = as.filter((a) => !a.closed).length;
       return { attackers: as, notes: [`${as.length} connections, ${open} still open at the end`] };
