@@ -14,6 +14,8 @@ export class RawWs {
   /** Keep received frames (false: count them only, for clients that read megabytes). */
   keep = true;
   received = 0;
+  /** Called with each frame kept, after it is stored (a client that times answers as they come). */
+  onFrame?: (f: Frame) => void;
 
   private constructor(readonly sock: Socket) {}
 
@@ -71,6 +73,7 @@ export class RawWs {
       if (!this.keep) continue;
       const f = JSON.parse(payload.toString()) as Frame;
       this.frames.push(f);
+      this.onFrame?.(f);
       for (let i = this.waiters.length - 1; i >= 0; i--) {
         const w = this.waiters[i]!;
         if (w.pred(f)) this.waiters.splice(i, 1), w.resolve(f);

@@ -70,8 +70,11 @@ export interface SpawnOptions {
 /** Keeps the last `max` characters of a stream, so a chatty child never fills a pipe or our memory. */
 class Tail {
   text = "";
+  /** Bytes (UTF-8) pushed since the start: what the relay wrote to this stream in all. */
+  bytes = 0;
   constructor(private readonly max = 16_384) {}
   push(chunk: string): void {
+    this.bytes += Buffer.byteLength(chunk);
     this.text = (this.text + chunk).slice(-this.max);
   }
 }
