@@ -241,10 +241,15 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
   if (!ctx.config.nips.nip45) return send(ws, closedFrame(ctx.metrics, subId, "error: COUNT is not supported by this relay"));
   const filters = admit(ctx, ws, "counts", subId, rawFilters);
   if (!filters) return;
+  const s = ws.data;
+  const busy = tooManyCounts(ctx, s);
+  if (busy) return send(ws, closedFrame(ctx.metrics, subId, busy));
   const live = filters.filter((f) => !f.neverMatch).map((f) => f.source);
   const offset = filters.length === 1 ? hllOffset(filters[0]!.source) : undefined;
-  const budget = queryBudget(ctx, ws.data);
+  const budget = queryBudget(ctx, s, "count");
   if (!budget) return send(ws, closedFrame(ctx.metrics, subId, OVER_BUDGET));
+  s.counts++;
+  tally(ctx.counts, s.group, 1);
   let result: { count: number; hll?: string };
   try {
     result =
@@ -262,8 +267,23 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
           );
   } catch (err) {
     return send(ws, closedFrame(ctx.metrics, subId, readFailure(err, "count")));
+  } finally {
+    s.counts--;
+    tally(ctx.counts, s.group, -1);
   }
   send(ws, `["COUNT",${JSON.stringify(subId)},${JSON.stringify(result)}]`);
+}
+
+/**
+ * The refusal when a COUNT would take its connection or address over the COUNTs they may run at
+ * once. Without it a pipeline of COUNTs all started together (a reader interleaves up to 1,000
+ * jobs per connection), each admitted by a budget that had not yet been charged for the others.
+ */
+function tooManyCounts(ctx: RelayContext, s: Session): string | undefined {
+  const { max_counts_per_connection: mine, max_counts_per_ip: perIp } = ctx.config.limits;
+  if (s.counts >= mine) return `rate-limited: too many COUNTs running on this connection (max ${mine})`;
+  if (perIp > 0 && (ctx.counts.get(s.group) ?? 0) >= perIp) return `rate-limited: too many COUNTs running from this address (max ${perIp})`;
+  return undefined;
 }
 
 /** How many keys a subscription's filters put into the live index (and memory). */
