@@ -48,7 +48,7 @@ beforeAll(async () => {
   relay = await startTestRelay(
     {
       database: { reader_workers: 2 },
-      limits: { max_connections_per_ip: limits.limits.max_connections_per_ip },
+      limits: { max_connections_per_ip: limits.limits.max_connections_per_ip, max_counts_per_ip: limits.limits.max_counts_per_ip },
       rate_limits: { ...limits.rate_limits, exempt_private_addresses: false },
     },
     { dir },
