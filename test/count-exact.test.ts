@@ -4,11 +4,13 @@
 // hand; the NIP-45 registers likewise.
 import { describe, expect, test } from "bun:test";
 import { Hll } from "../src/nips/nip45.ts";
+import { queryBudget, type BudgetState } from "../src/relay/budget.ts";
+import { newSession } from "../src/relay/session.ts";
 import { compileFilter, matchAny, type Filter } from "../src/protocol/filter.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { countJob, runToEnd, StatementCache } from "../src/store/sqlite/query.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
-import { storeEvents } from "./helpers.ts";
+import { storeEvents, testConfig } from "./helpers.ts";
 
 const hex64 = (seed: string) => Bun.hash(seed).toString(16).padStart(16, "0").repeat(4);
 const authors = Array.from({ length: 6 }, (_, i) => hex64(`author ${i}`));
@@ -114,4 +116,29 @@ describe("COUNT is exact without a set of what it counted", () => {
       expect(count([filter], 12)).toEqual({ count: matched.length, hll: hll.hex() });
     }
   });
+});
+
+test("a COUNT reserves what this connection's COUNTs cost, not what its REQs do", () => {
+  const ctx: BudgetState = {
+    config: testConfig(),
+    readCostEstimate: 5,
+    countCostEstimate: 5,
+    queryGroups: new Map(),
+    negGroups: new Map(),
+  };
+  const s = newSession("203.0.113.7", "relay.example");
+  const reserve = (kind: "read" | "count") => {
+    const before = s.queryBudget.tokens;
+    const read = queryBudget(ctx, s, kind)!;
+    const reserved = before - s.queryBudget.tokens;
+    read.onEnd!(0);
+    return reserved;
+  };
+  // Cheap REQs, then one COUNT that ran 400 ms.
+  for (let i = 0; i < 20; i++) queryBudget(ctx, s, "read")!.onEnd!(1);
+  const count = queryBudget(ctx, s, "count")!;
+  count.onCost!(400);
+  count.onEnd!(400);
+  expect(reserve("count")).toBeCloseTo(400, 0);
+  expect(reserve("read")).toBeLessThan(5);
 });

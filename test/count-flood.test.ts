@@ -95,8 +95,9 @@ describe("a flood of pipelined COUNTs", () => {
     let peak = rss0;
     const sampler = setInterval(() => (peak = Math.max(peak, rssMiB())), 25);
 
-    const CONNECTIONS = 2;
-    const PIPELINED = 150;
+    const CONNECTIONS = 4;
+    // 160 from each address: within its COUNT rate limit (bursts of 200), so only the bounds below refuse.
+    const PIPELINED = 40;
     const attackers: RawWs[] = [];
     for (const address of ["127.0.0.2", "127.0.0.3"]) for (let c = 0; c < CONNECTIONS; c++) attackers.push(await connect(address));
     for (const a of attackers) {
@@ -135,6 +136,9 @@ describe("a flood of pipelined COUNTs", () => {
     // Every COUNT got an answer: its count, or CLOSED rate-limited:.
     expect(answers.length).toBe(attackers.length * PIPELINED);
     for (const f of refused) expect(f[2]).toStartWith("rate-limited:");
+    // Refused for running too many at once, per connection and per address.
+    expect(refused.some((f) => String(f[2]).includes("running on this connection"))).toBe(true);
+    expect(refused.some((f) => String(f[2]).includes("running from this address"))).toBe(true);
     // What was counted is exact: every event once, though both filters match most.
     for (const f of counted) expect(f[2]).toEqual({ count: N });
     // The honest client was answered every time, exactly.

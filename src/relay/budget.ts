@@ -102,7 +102,9 @@ export function queryBudget(ctx: BudgetState, s: Session, kind: "read" | "count"
       mine.tokens += reserved;
       if (shared) shared.tokens += reserved;
       if (counting) {
-        mine.countEstimate = ewma(mine.countEstimate ?? reserved, ms);
+        // A connection's first COUNT that ran is its estimate at once: the next ones in its
+        // pipeline are likely the same filters.
+        if (ms > 0) mine.countEstimate = mine.countEstimate === undefined ? ms : ewma(mine.countEstimate, ms);
         ctx.countCostEstimate = ewma(ctx.countCostEstimate, ms);
       } else {
         mine.estimate = ewma(mine.estimate ?? reserved, ms);
