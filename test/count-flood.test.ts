@@ -128,9 +128,8 @@ describe("a flood of pipelined COUNTs", () => {
         `${counted.length} counted, ${refused.length} refused (${[...new Set(refused.map((f) => String(f[2]).slice(0, 60)))].join(" | ")}); ` +
         `honest COUNTs: n ${sorted.length}, p50 ${sorted[Math.floor(sorted.length / 2)]!.toFixed(0)} ms, max ${sorted.at(-1)!.toFixed(0)} ms`,
     );
-    // fc9185b: +459 MiB here (+1 GB with 120,000 events), none answered within 25 s. A count's
-    // state is a cursor now, and the COUNTs running per connection and per address are bounded:
-    // under 20 MiB.
+    // fc9185b: +1,837 MiB here, none answered within 25 s. A count's state is a cursor now, and
+    // the COUNTs running per connection and per address are bounded: +5 to +12 MiB.
     expect(grown).toBeLessThan(150);
     expect(over).toBe(true);
     // Every COUNT got an answer: its count, or CLOSED rate-limited:.
