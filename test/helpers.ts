@@ -35,6 +35,7 @@ export function testConfig(patch: ConfigPatch = {}): Config {
   // The per-address memory caps likewise (test/hostile-reads.test.ts turns them on).
   c.limits.max_filter_bytes_per_ip = 0;
   c.limits.max_negentropy_items_per_ip = 0;
+  c.limits.max_counts_per_ip = 0;
   for (const [s, v] of Object.entries(patch)) Object.assign((c as any)[s], v);
   return c;
 }

@@ -398,6 +398,20 @@ export const schema = {
       doc: "Filter values (ids, authors, kinds, tag values) all live subscriptions of one connection may hold; bounds the live index per connection.",
       reloadable: true,
     }),
+    max_counts_per_connection: key({
+      type: "int",
+      default: 16,
+      min: 1,
+      doc: "NIP-45: COUNTs one connection may have running at once; more get CLOSED rate-limited: before they take any memory or query time.",
+      reloadable: true,
+    }),
+    max_counts_per_ip: key({
+      type: "int",
+      default: 48,
+      min: 0,
+      doc: "NIP-45: the same for all connections from one IP (an IPv6 /64) together; 0 = no limit.",
+      reloadable: true,
+    }),
     max_auth_pubkeys: key({
       type: "int",
       default: 16,

@@ -17,6 +17,8 @@ export interface BudgetState {
   readonly config: Config;
   /** Running average of what one read costs (worker ms), the first guess for a new connection. */
   readCostEstimate: number;
+  /** The same for COUNTs, apart: a count walks every match, a REQ stops at its limit. */
+  countCostEstimate: number;
   /** Query time left per address group. */
   queryGroups: Map<string, Bucket>;
   /** Main-thread reconciliation time left per address group. */
@@ -69,12 +71,16 @@ function buckets(ctx: BudgetState, s: Session, now = performance.now()): { mine:
 
 /**
  * The read context for a REQ / COUNT / NEG-OPEN of this connection, or undefined when the
- * connection or its address has spent its query time.
+ * connection or its address has spent its query time. It reserves what reads of its kind cost
+ * this connection so far (else the relay's running average for the kind): a COUNT over every
+ * stored event costs a hundred times a REQ, and reserving a REQ's cost let a pipeline of them
+ * all start on one full bucket.
  */
-export function queryBudget(ctx: BudgetState, s: Session): ReadContext | undefined {
+export function queryBudget(ctx: BudgetState, s: Session, kind: "read" | "count" = "read"): ReadContext | undefined {
   const { mine, shared } = buckets(ctx, s);
   if (mine.tokens <= 0 || (shared && shared.tokens <= 0)) return undefined;
-  const reserved = mine.estimate ?? ctx.readCostEstimate;
+  const counting = kind === "count";
+  const reserved = (counting ? mine.countEstimate : mine.estimate) ?? (counting ? ctx.countCostEstimate : ctx.readCostEstimate);
   mine.tokens -= reserved;
   if (shared) shared.tokens -= reserved;
   let refunded = false;
@@ -95,8 +101,15 @@ export function queryBudget(ctx: BudgetState, s: Session): ReadContext | undefin
       refunded = true;
       mine.tokens += reserved;
       if (shared) shared.tokens += reserved;
-      mine.estimate = ewma(mine.estimate ?? reserved, ms);
-      ctx.readCostEstimate = ewma(ctx.readCostEstimate, ms);
+      if (counting) {
+        // A connection's first COUNT that ran is its estimate at once: the next ones in its
+        // pipeline are likely the same filters.
+        if (ms > 0) mine.countEstimate = mine.countEstimate === undefined ? ms : ewma(mine.countEstimate, ms);
+        ctx.countCostEstimate = ewma(ctx.countCostEstimate, ms);
+      } else {
+        mine.estimate = ewma(mine.estimate ?? reserved, ms);
+        ctx.readCostEstimate = ewma(ctx.readCostEstimate, ms);
+      }
     },
   };
 }

@@ -47,6 +47,8 @@ export interface RelayContext extends BudgetState {
   closing: boolean;
   /** Filter bytes held by the live subscriptions of each address group (relay/req.ts). */
   filterBytes: Map<string, number>;
+  /** COUNTs running for each address group (relay/req.ts, max_counts_per_ip). */
+  counts: Map<string, number>;
   /** NIP-77 items held by the open negentropy sessions of each address group (relay/neg.ts). */
   negItems: Map<string, number>;
   /** And of all addresses together (max_negentropy_items_total). */

@@ -255,29 +255,51 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
   if (!ctx.config.nips.nip45) return send(ws, closedFrame(ctx.metrics, subId, "error: COUNT is not supported by this relay"));
   const filters = admit(ctx, ws, "counts", subId, rawFilters);
   if (!filters) return;
+  const s = ws.data;
   const live = filters.filter((f) => !f.neverMatch).map((f) => f.source);
   const offset = filters.length === 1 ? hllOffset(filters[0]!.source) : undefined;
-  const budget = queryBudget(ctx, ws.data);
+  // Filters that match nothing: answered without a read.
+  if (live.length === 0) return sendCount(ws, subId, { count: 0, hll: offset === undefined ? undefined : "00".repeat(256) });
+  const busy = tooManyCounts(ctx, s);
+  if (busy) return send(ws, closedFrame(ctx.metrics, subId, busy));
+  const budget = queryBudget(ctx, s, "count");
   if (!budget) return send(ws, closedFrame(ctx.metrics, subId, OVER_BUDGET));
+  s.counts++;
+  tally(ctx.counts, s.group, 1);
   let result: { count: number; hll?: string };
   try {
-    result =
-      live.length === 0
-        ? { count: 0, hll: offset === undefined ? undefined : "00".repeat(256) }
-        : await ctx.store.count(
-            {
-              filters: live,
-              maxSeq: ctx.store.lastSeq(),
-              now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-              visibility: visibilityFor(ctx.config, ws.data.authed),
-              hllOffset: offset,
-            },
-            budget,
-          );
+    result = await ctx.store.count(
+      {
+        filters: live,
+        maxSeq: ctx.store.lastSeq(),
+        now: ctx.config.nips.nip40 ? nowSeconds() : 0,
+        visibility: visibilityFor(ctx.config, s.authed),
+        hllOffset: offset,
+      },
+      budget,
+    );
   } catch (err) {
     return send(ws, closedFrame(ctx.metrics, subId, readFailure(err, "count")));
+  } finally {
+    s.counts--;
+    tally(ctx.counts, s.group, -1);
   }
+  sendCount(ws, subId, result);
+}
+
+const sendCount = (ws: Socket, subId: string, result: { count: number; hll?: string }) =>
   send(ws, `["COUNT",${JSON.stringify(subId)},${JSON.stringify(result)}]`);
+
+/**
+ * The refusal when a COUNT would take its connection or address over the COUNTs they may run at
+ * once. Without it a pipeline of COUNTs all started together (a reader interleaves up to 1,000
+ * jobs per connection), each admitted by a budget that had not yet been charged for the others.
+ */
+function tooManyCounts(ctx: RelayContext, s: Session): string | undefined {
+  const { max_counts_per_connection: mine, max_counts_per_ip: perIp } = ctx.config.limits;
+  if (s.counts >= mine) return `rate-limited: too many COUNTs running on this connection (max ${mine})`;
+  if (perIp > 0 && (ctx.counts.get(s.group) ?? 0) >= perIp) return `rate-limited: too many COUNTs running from this address (max ${perIp})`;
+  return undefined;
 }
 
 /** How many keys a subscription's filters put into the live index (and memory); a search's terms count as values. */

@@ -64,9 +64,11 @@ export interface Session {
   /** NEG frames waiting for an earlier one of the same id (relay/neg.ts). */
   readonly negLanes: Map<string, NegLane>;
   /** Query time this connection may still spend (ms, a token bucket) and when it was last refilled. */
-  queryBudget: { tokens: number; at: number; estimate?: number };
+  queryBudget: { tokens: number; at: number; estimate?: number; countEstimate?: number };
   /** EVENTs of this connection still verifying or waiting for the writer. */
   inflight: number;
+  /** COUNTs of this connection still running (max_counts_per_connection). */
+  counts: number;
   /** AUTHs of this connection whose signature is being verified (relay/auth.ts). */
   authPending: number;
   /** AUTHs of this connection refused as rate-limited: past a bound the connection is closed (relay/auth.ts). */
@@ -95,6 +97,7 @@ export function newSession(ip: string, host: string, deflate = false): Session {
     negLanes: new Map(),
     queryBudget: { tokens: Number.POSITIVE_INFINITY, at: 0 },
     inflight: 0,
+    counts: 0,
     authPending: 0,
     authRefusals: 0,
     drainWaiters: [],

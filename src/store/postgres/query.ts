@@ -158,6 +158,22 @@ export function planSeqs(filters: readonly Filter[], scope: ReadScope): { sql: s
   return { sql: parts.join(" UNION "), params };
 }
 
+/**
+ * NIP-45 HyperLogLog registers of the events `seqs` selects, as nips/nip45.ts Hll.add computes
+ * them: register = the pubkey's byte at `offset`, rank = 1 + the leading zero bits of the bytes
+ * after it (all of them zero: their bits + 1). One row per register that is set, with how many
+ * events fell in it.
+ */
+export function hllRegisters(seqs: string, params: Param[], offset: number): { sql: string; params: Param[] } {
+  const o = `$${params.length + 1}`;
+  const bits = `('x' || encode(substring(e.pubkey FROM ${o}::int + 2), 'hex'))::varbit`;
+  const rank = `CASE WHEN position(B'1' IN ${bits}) = 0 THEN length(${bits}) + 1 ELSE position(B'1' IN ${bits}) END`;
+  return {
+    sql: `SELECT get_byte(e.pubkey, ${o}::int) AS ri, max(${rank})::int AS rank, count(*)::float8 AS n FROM events e WHERE e.seq IN (${seqs}) GROUP BY 1`,
+    params: [...params, offset],
+  };
+}
+
 /** NIP-77: (created_at, id) of up to max+1 matching events (limit ignored). */
 export function planNeg(filter: Filter, max: number, scope: ReadScope): { sql: string; params: Param[] } {
   const { limit: _ignored, ...f } = filter;

@@ -27,7 +27,7 @@ import {
 import { newestFirst } from "../semantics.ts";
 import { RedisBus } from "./bus.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
-import { FEED_WINDOW, feedWindowFits, planFilter, planNeg, planSeqs, type QueryRow } from "./query.ts";
+import { FEED_WINDOW, feedWindowFits, hllRegisters, planFilter, planNeg, planSeqs, type QueryRow } from "./query.ts";
 import { migrate } from "./schema.ts";
 import { isStored, purgeStep, writeBatch } from "./write.ts";
 
@@ -222,10 +222,17 @@ export class PostgresStore implements Store {
         const [row] = await this.sql.unsafe(`SELECT count(*)::float8 AS n FROM (${sql}) s`, params);
         return { count: row.n as number };
       }
+      // The registers are aggregated in SQL (at most 256 rows back): every match's pubkey
+      // brought here was 32 bytes and an object per event, held until the last arrived.
+      const { sql: registers, params: all } = hllRegisters(sql, params, job.hllOffset);
+      const rows = (await this.sql.unsafe(registers, all)) as { ri: number; rank: number; n: number }[];
       const hll = new Hll(job.hllOffset);
-      const rows = (await this.sql.unsafe(`SELECT pubkey FROM events WHERE seq IN (${sql})`, params)) as { pubkey: Uint8Array }[];
-      for (const r of rows) hll.add(r.pubkey);
-      return { count: rows.length, hll: hll.hex() };
+      let count = 0;
+      for (const r of rows) {
+        hll.registers[r.ri] = r.rank;
+        count += r.n;
+      }
+      return { count, hll: hll.hex() };
     });
   }
 
