@@ -4,9 +4,10 @@
 // store filters by visibilityFor), live fanout and catch-up (canRead), in-memory search
 // matching (filterLimits) and the full-text index, which leaves those kinds out (writeRules).
 import { setOf, type Config } from "../config/schema.ts";
-import { matchesSearch, searchTerms } from "../nips/nip50.ts";
+import { matchesSearch, searchSyntax, searchTerms } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { FilterLimits } from "../protocol/filter.ts";
+import { ProtocolError } from "../protocol/reasons.ts";
 import type { Visibility } from "../store/types.ts";
 import type { WriteRules } from "../store/types.ts";
 
@@ -35,6 +36,11 @@ export function filterLimits(config: Config): FilterLimits {
     compileSearch: config.nips.nip50
       ? (q) => {
           const terms = searchTerms(q);
+          // Each term is another index a search reads (store/sqlite/query.ts searchWalk).
+          const max = config.nips.nip50_max_terms;
+          if (terms.length > max) throw new ProtocolError("invalid", `a search may have at most ${max} words`);
+          const syntax = searchSyntax(q);
+          if (syntax) throw new ProtocolError("invalid", `search syntax NIP-50 does not define (${syntax}): search for plain words`);
           return (e: NostrEvent) => matchesSearch(terms, e, skip);
         }
       : undefined,
