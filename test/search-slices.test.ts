@@ -19,7 +19,10 @@ import { now, startTestRelay, type TestRelay } from "./helpers.ts";
 
 const N = 20_000;
 /** 32 words (nips.nip50_max_terms): event k holds every one but word k % 32. */
-const WORDS = Array.from({ length: 32 }, (_, i) => `common${String.fromCharCode(97 + (i % 26))}${String.fromCharCode(97 + Math.floor(i / 26))}`);
+const WORDS = Array.from(
+  { length: 32 },
+  (_, i) => `common${String.fromCharCode(97 + (i % 26))}${String.fromCharCode(97 + Math.floor(i / 26))}`,
+);
 const dir = mkdtempSync(join(tmpdir(), "bunstr-search-slices-"));
 const hex64 = (seed: string) => Bun.hash(seed).toString(16).padStart(16, "0").repeat(4);
 const sampleIds: string[] = [];
