@@ -337,7 +337,9 @@ interface SearchWindow {
   mode?: "probe" | "scan";
   /** Progress of the check: candidates probed, or the seq the scan reads down from. */
   at: number;
-  hits: Set<number>;
+  /** Candidates that hold the word so far (the scan's merge: the next candidate to compare is cands[pos]). */
+  kept: number[];
+  pos: number;
   /** The driver's list ended with this window. */
   last: boolean;
 }
@@ -345,8 +347,8 @@ interface SearchWindow {
 /** Postings read to measure a word (how far down the index its 256th one is). */
 const SEARCH_PROBE = 256;
 /** Driver postings per window, a word's postings per statement, candidates probed per step. */
-const SEARCH_DRIVER = 1024;
-const SEARCH_SCAN = 4096;
+const SEARCH_DRIVER = 512;
+const SEARCH_SCAN = 2048;
 const SEARCH_PROBES = 64;
 /** A probe (one MATCH on one rowid) costs about this many postings read in a scan. */
 const PROBE_COST = 128;
@@ -395,7 +397,7 @@ function readDriver(cache: StatementCache, w: Walk, c: SearchCursor): void {
   w.read += seqs.length;
   if (seqs.length === 0) return void (w.done = true);
   c.next = seqs[seqs.length - 1]!;
-  c.window = { cands: seqs, term: 1, at: 0, hits: new Set(), last: seqs.length < SEARCH_DRIVER };
+  c.window = { cands: seqs, term: 1, at: 0, kept: [], pos: 0, last: seqs.length < SEARCH_DRIVER };
 }
 
 /**
@@ -415,19 +417,27 @@ function checkTerm(cache: StatementCache, c: SearchCursor, win: SearchWindow): v
   if (win.mode === "probe") {
     const probe = cache.get("SELECT 1 FROM events_fts WHERE events_fts MATCH ? AND rowid = ?");
     const end = Math.min(win.cands.length, win.at + SEARCH_PROBES);
-    for (; win.at < end; win.at++) if (probe.get(term, win.cands[win.at]!)) win.hits.add(win.cands[win.at]!);
+    for (; win.at < end; win.at++) if (probe.get(term, win.cands[win.at]!)) win.kept.push(win.cands[win.at]!);
     finished = win.at === win.cands.length;
   } else {
+    // Both lists are highest seq first: merged, and read only from the next candidate down.
     const seqs = cache
       .get("SELECT rowid FROM events_fts WHERE events_fts MATCH ? AND rowid <= ? AND rowid >= ? ORDER BY rowid DESC LIMIT ?")
       .values(term, win.at, lo, SEARCH_SCAN);
-    for (const r of seqs) win.hits.add(r[0] as number);
-    finished = seqs.length < SEARCH_SCAN;
-    if (!finished) win.at = (seqs[seqs.length - 1]![0] as number) - 1;
+    const { cands } = win;
+    for (const r of seqs) {
+      const seq = r[0] as number;
+      while (win.pos < cands.length && cands[win.pos]! > seq) win.pos++;
+      if (win.pos === cands.length) break;
+      if (cands[win.pos] === seq) win.kept.push(seq), win.pos++;
+    }
+    finished = seqs.length < SEARCH_SCAN || win.pos === cands.length;
+    if (!finished) win.at = cands[win.pos]!;
   }
   if (!finished) return;
-  win.cands = win.cands.filter((s) => win.hits.has(s));
-  win.hits = new Set();
+  win.cands = win.kept;
+  win.kept = [];
+  win.pos = 0;
   win.term++;
   win.mode = undefined;
 }
@@ -447,8 +457,9 @@ function searchKeys(cache: StatementCache, w: Walk, seqs: number[]): Key[] {
 /** FTS5's bm25 constants. */
 const BM25_K1 = 1.2;
 const BM25_B = 0.75;
-/** Postings one statement counts while ranking. */
+/** Postings one statement counts while ranking, and events read (and tokenized) per step. */
 const RANK_COUNT = 16_384;
+const RANK_EVENTS = 128;
 const NO_KINDS_SKIPPED: ReadonlySet<number> = new Set();
 
 /**
@@ -471,7 +482,8 @@ function* rankSearch(cache: StatementCache, terms: string[], keys: Key[]): Gener
       for (let below = Number.MAX_SAFE_INTEGER; ; yield) {
         const r = count.get(ftsOne(term), below, RANK_COUNT) as { n: number; lo: number | null };
         hits += r.n;
-        if (r.n < RANK_COUNT || r.lo === null) break;
+        // In half the rows or more: the weight is the floor (1e-6), however many more there are.
+        if (r.n < RANK_COUNT || r.lo === null || 2 * hits >= rows) break;
         below = r.lo;
       }
     }
@@ -479,23 +491,46 @@ function* rankSearch(cache: StatementCache, terms: string[], keys: Key[]): Gener
     idf.push(x <= 0 ? 1e-6 : x);
   }
   const avgdl = rows > 0 ? tokensTotal / rows : 1;
-  const fetch = cache.get(`SELECT e.seq, ${eventColsSql("e")} FROM events e WHERE e.seq IN (SELECT value FROM json_each(?))`);
+  // Each event's searchable parts (kind, tags, content) and its length in the index (its docsize record).
+  const fetch = cache.get(
+    "SELECT e.seq, e.kind, e.json, d.sz FROM json_each(?) j CROSS JOIN events e ON e.seq = j.value LEFT JOIN events_fts_docsize d ON d.id = e.seq",
+  );
   const bySeq = new Map(keys.map((k) => [k.s, k]));
-  for (let i = 0; i < keys.length; i += FETCH_MAX, yield) {
-    const part = keys.slice(i, i + FETCH_MAX).map((k) => k.s);
-    for (const r of fetch.values(JSON.stringify(part)) as EventColumns[]) {
-      const words = tokens(searchableText(JSON.parse(rowJson(r)) as NostrEvent, NO_KINDS_SKIPPED));
-      const d = words.length;
+  for (let i = 0; i < keys.length; i += RANK_EVENTS, yield) {
+    const part = keys.slice(i, i + RANK_EVENTS).map((k) => k.s);
+    for (const [seq, kind, json, sz] of fetch.values(JSON.stringify(part)) as [number, number, string, Uint8Array | null][]) {
+      const { tags, content } = JSON.parse(json) as Pick<NostrEvent, "tags" | "content">;
+      const text = searchableText({ kind, tags, content } as NostrEvent, NO_KINDS_SKIPPED);
+      const tf = frequencies(text, terms);
+      const d = sz ? varint(sz, 0)[0] : tokens(text).length;
       let score = 0;
-      for (let t = 0; t < terms.length; t++) {
-        let tf = 0;
-        for (const word of words) if (word === terms[t]) tf++;
-        score += (idf[t]! * (tf * (BM25_K1 + 1))) / (tf + BM25_K1 * (1 - BM25_B + (BM25_B * d) / avgdl));
-      }
-      bySeq.get(r[0])!.r = -score;
+      for (let t = 0; t < terms.length; t++)
+        score += (idf[t]! * (tf[t]! * (BM25_K1 + 1))) / (tf[t]! + BM25_K1 * (1 - BM25_B + (BM25_B * d) / avgdl));
+      bySeq.get(seq)!.r = -score;
     }
   }
 }
+
+/**
+ * How often each term is a word of the text, as nips/nip50.ts tokens would count it. ASCII text
+ * (most of it) is searched in place: tokens are then the runs of [a-z0-9] of its lower case.
+ */
+function frequencies(text: string, terms: string[]): number[] {
+  if (!ASCII.test(text)) {
+    const words = tokens(text);
+    return terms.map((t) => words.reduce((n, w) => (w === t ? n + 1 : n), 0));
+  }
+  const lower = text.toLowerCase();
+  return terms.map((t) => {
+    let n = 0;
+    for (let i = lower.indexOf(t); i >= 0; i = lower.indexOf(t, i + t.length))
+      if (!WORD_CHAR.test(lower[i - 1] ?? " ") && !WORD_CHAR.test(lower[i + t.length] ?? " ")) n++;
+    return n;
+  });
+}
+
+const ASCII = /^[\x00-\x7f]*$/;
+const WORD_CHAR = /[a-z0-9]/;
 
 /** The full-text index's row count and total tokens: its averages record (rowid 1 of its data table), as bm25 reads them. */
 function ftsAverages(cache: StatementCache): [number, number] {
