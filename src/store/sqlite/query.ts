@@ -369,6 +369,9 @@ function searchStep(cache: StatementCache, w: Walk): Key[] {
 
 /** How common a word is near the top of the index; a word with no postings ends the walk. Then rarest first. */
 function measureTerm(cache: StatementCache, w: Walk, c: SearchCursor): void {
+  // Densities are measured below the newest seq, not below a snapshot cut far above it (tools, tests).
+  if (c.density.length === 0)
+    c.maxSeq = Math.min(c.maxSeq, (cache.get("SELECT max(seq) AS s FROM events").get() as { s: number | null }).s ?? 0);
   const term = c.terms[c.density.length]!;
   const nth = cache
     .get("SELECT rowid AS s FROM events_fts WHERE events_fts MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT 1 OFFSET ?")
