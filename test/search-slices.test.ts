@@ -13,6 +13,9 @@ import { join } from "node:path";
 import { RawWs } from "../bench/lib/rawws.ts";
 import { defaults } from "../src/config/schema.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
+import { ftsExpression } from "../src/nips/nip50.ts";
+import { runQuery, StatementCache } from "../src/store/sqlite/query.ts";
+import { SEARCH_WINDOW } from "../src/store/semantics.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
 import type { PendingWrite } from "../src/store/types.ts";
 import { now, startTestRelay, type TestRelay } from "./helpers.ts";
@@ -130,4 +133,42 @@ test("a search with more words than nips.nip50_max_terms, or FTS5 syntax, is ref
   }
   // 32 words are allowed.
   expect((await c.req("ok", [{ search: WORDS.join(" ") }], 20_000)).end).toEqual(["EOSE", "ok"]);
+});
+
+test("the pieces give FTS5's own answer: the newest SEARCH_WINDOW matches, in the order of its bm25 rank, then newest", async () => {
+  const store = new SqliteStore({ path: ":memory:", synchronous: "normal", readerWorkers: 0 });
+  const rules = { deletion: false, vanish: false, search: true, searchSkipKinds: new Set<number>() };
+  const vocab = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "kiwi", "lemon", "mango"];
+  let x = 1;
+  const rnd = () => (x = (x * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const events: NostrEvent[] = Array.from({ length: 6000 }, (_, k) => ({
+    id: hex64(`rank ${k}`),
+    pubkey: hex64(`rank pk ${k % 50}`),
+    created_at: 1_700_000_000 + Math.floor(rnd() * 5000),
+    kind: 1,
+    tags: [],
+    // Skewed: the first words are common, the last rare; 1 to 30 words.
+    content: Array.from({ length: 1 + Math.floor(rnd() * 30) }, () => vocab[Math.floor(rnd() * rnd() * vocab.length)]).join(" "),
+    sig: "ab".repeat(64),
+  }));
+  store.writeBatch(
+    events.map((event) => ({ event, json: JSON.stringify(event) }) as PendingWrite),
+    rules,
+  );
+  const cache = new StatementCache(store.db);
+  for (const q of ["fig", "apple", "fig kiwi", "apple banana", "apple mango lemon", "kiwi lemon mango", "banana cherry date elder"]) {
+    const got = runQuery(cache, { filters: [{ search: q }], limits: [300], maxSeq: Number.MAX_SAFE_INTEGER, now: 0 }).map(
+      (j) => (JSON.parse(j) as NostrEvent).id,
+    );
+    const want = (
+      store.db
+        .query(
+          "SELECT lower(hex(e.id)) AS id FROM (SELECT rowid, rank FROM events_fts WHERE events_fts MATCH ? ORDER BY rowid DESC LIMIT ?) f JOIN events e ON e.seq = f.rowid ORDER BY f.rank, e.created_at DESC, e.id LIMIT 300",
+        )
+        .all(ftsExpression(q.split(" ")), SEARCH_WINDOW) as { id: string }[]
+    ).map((r) => r.id);
+    expect(want.length).toBeGreaterThan(0);
+    expect([q, got]).toEqual([q, want]);
+  }
+  await store.close();
 });
