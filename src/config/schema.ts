@@ -500,6 +500,14 @@ export const schema = {
     nip40: key({ type: "bool", default: true, doc: "Expiration tags: expired events are refused, hidden and swept.", reloadable: true }),
     nip45: key({ type: "bool", default: true, doc: "COUNT, with HyperLogLog for tag filters.", reloadable: true }),
     nip50: key({ type: "bool", default: true, doc: "Full-text search (the filter's search field).", reloadable: true }),
+    nip50_max_terms: key({
+      type: "int",
+      default: 32,
+      min: 1,
+      max: 64,
+      doc: "Most words in one search; a search with more is refused (invalid:). Every word is another index a search reads.",
+      reloadable: true,
+    }),
     nip62: key({
       type: "bool",
       default: true,

@@ -22,6 +22,27 @@ export function searchTerms(query: string): string[] {
   return terms; // bounded by the 1000-character limit on the query
 }
 
+/**
+ * FTS5 query syntax NIP-50 does not define (it defines plain words and key:value extensions): a
+ * phrase in quotes, a prefix `word*`, an initial token `^word`, a column set `{a b}`, the
+ * operators AND, OR, NOT (in capitals, as FTS5 spells them) and NEAR(...). A client writing one
+ * means something this relay would not do (a phrase, a prefix, an exclusion), so it is told
+ * (`invalid:`) rather than given the plain words' answer. Punctuation of ordinary text ("hello,
+ * world!", "(maybe)", "c++", ":-)") is not syntax. Undefined when the query is plain.
+ */
+export function searchSyntax(query: string): string | undefined {
+  return SYNTAX.find(([pattern]) => pattern.test(query))?.[1];
+}
+
+const SYNTAX: readonly [RegExp, string][] = [
+  [/"/, "quoted phrases"],
+  [/[\p{L}\p{N}]\*/u, "prefix queries"],
+  [/\^[\p{L}\p{N}]/u, "initial-token queries"],
+  [/[{}]/, "column filters"],
+  [/(?:^|\s)(?:AND|OR|NOT)(?=\s|$)/, "boolean operators"],
+  [/\bNEAR\s*[(/]/, "NEAR queries"],
+];
+
 export function tokens(text: string): string[] {
   return text
     .normalize("NFKD")

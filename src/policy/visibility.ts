@@ -4,9 +4,10 @@
 // store filters by visibilityFor), live fanout and catch-up (canRead), in-memory search
 // matching (filterLimits) and the full-text index, which leaves those kinds out (writeRules).
 import { setOf, type Config } from "../config/schema.ts";
-import { compileSearch } from "../nips/nip50.ts";
+import { compileSearch, searchSyntax } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { FilterLimits } from "../protocol/filter.ts";
+import { ProtocolError } from "../protocol/reasons.ts";
 import type { Visibility } from "../store/types.ts";
 import type { WriteRules } from "../store/types.ts";
 
@@ -32,7 +33,17 @@ export function filterLimits(config: Config): FilterLimits {
   return {
     maxValues: config.limits.max_filter_values,
     maxValueLength: config.limits.max_filter_value_length,
-    compileSearch: config.nips.nip50 ? (q) => compileSearch(q, skip) : undefined,
+    compileSearch: config.nips.nip50
+      ? (q) => {
+          const syntax = searchSyntax(q);
+          if (syntax) throw new ProtocolError("invalid", `search syntax NIP-50 does not define (${syntax}): search for plain words`);
+          const search = compileSearch(q, skip);
+          // Each term is another index a search reads (store/sqlite/query.ts searchWalk).
+          const max = config.nips.nip50_max_terms;
+          if (search.terms.length > max) throw new ProtocolError("invalid", `a search may have at most ${max} words`);
+          return search;
+        }
+      : undefined,
   };
 }
 

@@ -12,8 +12,9 @@
 // reads the JSON of the chosen events in small batches, so the rows a job holds are bounded in
 // bytes whatever the event sizes (the caller sends each batch before asking for the next).
 import type { Database, Statement } from "bun:sqlite";
-import { ftsExpression, searchTerms } from "../../nips/nip50.ts";
+import { ftsExpression, searchableText, searchTerms, tokens } from "../../nips/nip50.ts";
 import { Hll } from "../../nips/nip45.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
 import type { Filter } from "../../protocol/filter.ts";
 import { newestFirst, SEARCH_WINDOW } from "../semantics.ts";
 import { type EventColumns, eventBytesSql, eventColsSql, eventJson, rowJson, tagValue, tagValueSql } from "./db.ts";
@@ -200,7 +201,8 @@ interface Walk {
   tag?: { name: string; value: string };
   /** Also return each match's pubkey (NIP-45 HyperLogLog) / rank (NIP-50). */
   withPubkey: boolean;
-  rank?: string;
+  /** NIP-50: the walk reads the full-text index (searchWalk) instead of running chunkStatements. */
+  search?: SearchCursor;
   at: number;
   after: number;
   done: boolean;
@@ -299,19 +301,267 @@ function idsWalk(ids: string[], residual: Residual): Walk {
 /** Ids lists up to this long are read whole, unordered (Walk.unordered). */
 const MAX_UNORDERED_IDS = 64;
 
-/** NIP-50: the full-text index by rowid (= seq), newest first, with its bm25 rank. */
-function searchWalk(terms: string[], residual: Residual): Walk {
-  return newWalk({
+/**
+ * NIP-50: the full-text index read newest first (rowid = seq), a bounded piece per step. FTS5
+ * answers a MATCH of several words by stepping every word's list until they meet, inside one
+ * statement: words that are each common but never together made one statement read every list
+ * to its end (issue 36: 120 such words held two cores for ~190 ms a query, 2 addresses). So the
+ * rarest word drives (SearchCursor), one word's list is read at a time in bounded statements, the
+ * other words are checked against the driver's candidates in JS, and the rank (bm25) is computed
+ * here too (rankSearch): SQLite's reads every word's whole list in each statement that asks it.
+ */
+function searchWalk(terms: string[], residual: Residual, maxSeq: number): Walk {
+  const w = newWalk({
     index: "events_fts f",
-    joined: "events_fts f CROSS JOIN events e ON e.seq = f.rowid",
-    range: { where: ["events_fts MATCH ?"], params: [ftsExpression(terms)] },
+    joined: "events_fts f",
+    range: { where: [], params: [] },
     residual,
     tie: "fts",
-    tCol: "e.created_at",
+    tCol: "NULL",
     tieCol: "f.rowid",
     sCol: "f.rowid",
-    rank: "f.rank",
   });
+  w.search = { terms: [...terms], density: [], next: maxSeq + 1, maxSeq };
+  return w;
+}
+
+/** Where a search walk is: its words (once measured, rarest first) and the driver's window in hand. */
+interface SearchCursor {
+  terms: string[];
+  /** Postings per seq of each word near the top of the index (terms' order), once measured. */
+  density: number[];
+  /** The driver reads seqs below this next. */
+  next: number;
+  maxSeq: number;
+  window?: SearchWindow;
+}
+
+/** A run of the driver's postings being checked against the other words. */
+interface SearchWindow {
+  /** Candidate seqs, highest first: the driver's, less those a word already ruled out. */
+  cands: number[];
+  /** The word being checked (index in terms; 0 is the driver). */
+  term: number;
+  /** How it is checked: a probe per candidate, or a read of its postings across the window. */
+  mode?: "probe" | "scan";
+  /** Progress of the check: candidates probed, or the seq the scan reads down from. */
+  at: number;
+  /** Candidates that hold the word so far (the scan's merge: the next candidate to compare is cands[pos]). */
+  kept: number[];
+  pos: number;
+  /** The driver's list ended with this window. */
+  last: boolean;
+}
+
+/** Postings read to measure a word (how far down the index its 256th one is). */
+const SEARCH_PROBE = 256;
+/** Driver postings per window, a word's postings per statement, candidates probed per step. */
+const SEARCH_DRIVER = 512;
+const SEARCH_SCAN = 2048;
+const SEARCH_PROBES = 64;
+/** A probe (one MATCH on one rowid) costs about this many postings read in a scan. */
+const PROBE_COST = 128;
+
+const ftsOne = (term: string): string => ftsExpression([term]);
+
+/** One bounded piece of a search walk: a word measured, a driver window read, a word checked, or the matches' keys. */
+function searchStep(cache: StatementCache, w: Walk): Key[] {
+  const c = w.search!;
+  if (c.density.length < c.terms.length) return (measureTerm(cache, w, c), []);
+  const win = c.window;
+  if (!win) return (readDriver(cache, w, c), []);
+  if (win.term < c.terms.length && win.cands.length > 0) return (checkTerm(cache, c, win), []);
+  c.window = undefined;
+  if (win.last) w.done = true;
+  return win.cands.length > 0 ? searchKeys(cache, w, win.cands) : [];
+}
+
+/** How common a word is near the top of the index; a word with no postings ends the walk. Then rarest first. */
+function measureTerm(cache: StatementCache, w: Walk, c: SearchCursor): void {
+  // Densities are measured below the newest seq, not below a snapshot cut far above it (tools, tests).
+  if (c.density.length === 0)
+    c.maxSeq = Math.min(c.maxSeq, (cache.get("SELECT max(seq) AS s FROM events").get() as { s: number | null }).s ?? 0);
+  const term = c.terms[c.density.length]!;
+  const nth = cache
+    .get("SELECT rowid AS s FROM events_fts WHERE events_fts MATCH ? AND rowid <= ? ORDER BY rowid DESC LIMIT 1 OFFSET ?")
+    .get(ftsOne(term), c.maxSeq, SEARCH_PROBE - 1) as { s: number } | null;
+  if (nth) c.density.push(SEARCH_PROBE / (c.maxSeq - nth.s + 1));
+  else {
+    const n = (
+      cache.get("SELECT count(*) AS n FROM events_fts WHERE events_fts MATCH ? AND rowid <= ?").get(ftsOne(term), c.maxSeq) as { n: number }
+    ).n;
+    if (n === 0) w.done = true;
+    c.density.push(n / Math.max(1, c.maxSeq));
+  }
+  w.read += SEARCH_PROBE;
+  if (c.density.length < c.terms.length) return;
+  const order = c.terms.map((_, i) => i).sort((a, b) => c.density[a]! - c.density[b]!);
+  c.terms = order.map((i) => c.terms[i]!);
+  c.density = order.map((i) => c.density[i]!);
+}
+
+/** The driver's next SEARCH_DRIVER postings: the candidates of a window. */
+function readDriver(cache: StatementCache, w: Walk, c: SearchCursor): void {
+  const seqs = cache
+    .get("SELECT rowid FROM events_fts WHERE events_fts MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT ?")
+    .values(ftsOne(c.terms[0]!), c.next, SEARCH_DRIVER)
+    .map((r) => r[0] as number);
+  w.read += seqs.length;
+  if (seqs.length === 0) return void (w.done = true);
+  c.next = seqs[seqs.length - 1]!;
+  c.window = { cands: seqs, term: 1, at: 0, kept: [], pos: 0, last: seqs.length < SEARCH_DRIVER };
+}
+
+/**
+ * Checks the window's candidates against one more word, a bounded statement (or SEARCH_PROBES
+ * probes) at a time: probes when the candidates are few against the word's postings across the
+ * window, else a read of those postings.
+ */
+function checkTerm(cache: StatementCache, c: SearchCursor, win: SearchWindow): void {
+  const term = ftsOne(c.terms[win.term]!);
+  const hi = win.cands[0]!;
+  const lo = win.cands[win.cands.length - 1]!;
+  if (!win.mode) {
+    win.mode = win.cands.length * PROBE_COST < c.density[win.term]! * (hi - lo + 1) ? "probe" : "scan";
+    win.at = win.mode === "probe" ? 0 : hi;
+  }
+  let finished: boolean;
+  if (win.mode === "probe") {
+    const probe = cache.get("SELECT 1 FROM events_fts WHERE events_fts MATCH ? AND rowid = ?");
+    const end = Math.min(win.cands.length, win.at + SEARCH_PROBES);
+    for (; win.at < end; win.at++) if (probe.get(term, win.cands[win.at]!)) win.kept.push(win.cands[win.at]!);
+    finished = win.at === win.cands.length;
+  } else {
+    // Both lists are highest seq first: merged, and read only from the next candidate down.
+    const seqs = cache
+      .get("SELECT rowid FROM events_fts WHERE events_fts MATCH ? AND rowid <= ? AND rowid >= ? ORDER BY rowid DESC LIMIT ?")
+      .values(term, win.at, lo, SEARCH_SCAN);
+    const { cands } = win;
+    for (const r of seqs) {
+      const seq = r[0] as number;
+      while (win.pos < cands.length && cands[win.pos]! > seq) win.pos++;
+      if (win.pos === cands.length) break;
+      if (cands[win.pos] === seq) win.kept.push(seq), win.pos++;
+    }
+    finished = seqs.length < SEARCH_SCAN || win.pos === cands.length;
+    if (!finished) win.at = cands[win.pos]!;
+  }
+  if (!finished) return;
+  win.cands = win.kept;
+  win.kept = [];
+  win.pos = 0;
+  win.term++;
+  win.mode = undefined;
+}
+
+/** The keys of a window's matches that pass the rest of the filter, highest seq first. */
+function searchKeys(cache: StatementCache, w: Walk, seqs: number[]): Key[] {
+  const where = w.residual.where.length > 0 ? `WHERE ${w.residual.where.join(" AND ")}` : "";
+  const pk = w.withPubkey ? "e.pubkey" : "NULL";
+  const rows = cache
+    .get(
+      `SELECT e.created_at AS t, e.seq AS s, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${pk} AS pk FROM json_each(?) j CROSS JOIN events e ON e.seq = j.value ${where}`,
+    )
+    .all(JSON.stringify(seqs), ...w.residual.params) as { t: number; s: number; id: string; b: number; pk: Uint8Array | null }[];
+  return rows.map((r) => ({ created_at: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined })).sort((a, b) => b.s - a.s);
+}
+
+/** FTS5's bm25 constants. */
+const BM25_K1 = 1.2;
+const BM25_B = 0.75;
+/** Postings one statement counts while ranking, and events read (and tokenized) per step. */
+const RANK_COUNT = 16_384;
+const RANK_EVENTS = 128;
+const NO_KINDS_SKIPPED: ReadonlySet<number> = new Set();
+
+/**
+ * Sets each key's rank: FTS5's bm25 (fts5_aux.c), computed here from its parts, each read in
+ * bounded statements: the index's row count and average length (its averages record), how many
+ * rows hold each word (counted a chunk at a time; one word's weight is the same for every row, so
+ * a single word needs none), and each event's own words (its searchable text, tokenized as
+ * the writer did: nips/nip50.ts indexText).
+ */
+function* rankSearch(cache: StatementCache, terms: string[], keys: Key[]): Generator<undefined, void, void> {
+  if (keys.length < 2) return;
+  const [rows, tokensTotal] = ftsAverages(cache);
+  const idf: number[] = [];
+  for (const term of terms) {
+    let hits = 0;
+    if (terms.length > 1) {
+      const count = cache.get(
+        "SELECT count(*) AS n, min(rowid) AS lo FROM (SELECT rowid FROM events_fts WHERE events_fts MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT ?)",
+      );
+      for (let below = Number.MAX_SAFE_INTEGER; ; yield) {
+        const r = count.get(ftsOne(term), below, RANK_COUNT) as { n: number; lo: number | null };
+        hits += r.n;
+        // In half the rows or more: the weight is the floor (1e-6), however many more there are.
+        if (r.n < RANK_COUNT || r.lo === null || 2 * hits >= rows) break;
+        below = r.lo;
+      }
+    }
+    const x = Math.log((rows - hits + 0.5) / (hits + 0.5));
+    idf.push(x <= 0 ? 1e-6 : x);
+  }
+  const avgdl = rows > 0 ? tokensTotal / rows : 1;
+  // Each event's searchable parts (kind, tags, content) and its length in the index (its docsize record).
+  const fetch = cache.get(
+    "SELECT e.seq, e.kind, e.json, d.sz FROM json_each(?) j CROSS JOIN events e ON e.seq = j.value LEFT JOIN events_fts_docsize d ON d.id = e.seq",
+  );
+  const bySeq = new Map(keys.map((k) => [k.s, k]));
+  for (let i = 0; i < keys.length; i += RANK_EVENTS, yield) {
+    const part = keys.slice(i, i + RANK_EVENTS).map((k) => k.s);
+    for (const [seq, kind, json, sz] of fetch.values(JSON.stringify(part)) as [number, number, string, Uint8Array | null][]) {
+      const { tags, content } = JSON.parse(json) as Pick<NostrEvent, "tags" | "content">;
+      const text = searchableText({ kind, tags, content } as NostrEvent, NO_KINDS_SKIPPED);
+      const tf = frequencies(text, terms);
+      const d = sz ? varint(sz, 0)[0] : tokens(text).length;
+      let score = 0;
+      for (let t = 0; t < terms.length; t++)
+        score += (idf[t]! * (tf[t]! * (BM25_K1 + 1))) / (tf[t]! + BM25_K1 * (1 - BM25_B + (BM25_B * d) / avgdl));
+      bySeq.get(seq)!.r = -score;
+    }
+  }
+}
+
+/**
+ * How often each term is a word of the text, as nips/nip50.ts tokens would count it. ASCII text
+ * (most of it) is searched in place: tokens are then the runs of [a-z0-9] of its lower case.
+ */
+function frequencies(text: string, terms: string[]): number[] {
+  if (!ASCII.test(text)) {
+    const words = tokens(text);
+    return terms.map((t) => words.reduce((n, w) => (w === t ? n + 1 : n), 0));
+  }
+  const lower = text.toLowerCase();
+  return terms.map((t) => {
+    let n = 0;
+    for (let i = lower.indexOf(t); i >= 0; i = lower.indexOf(t, i + t.length))
+      if (!WORD_CHAR.test(lower[i - 1] ?? " ") && !WORD_CHAR.test(lower[i + t.length] ?? " ")) n++;
+    return n;
+  });
+}
+
+const ASCII = /^[\x00-\x7f]*$/;
+const WORD_CHAR = /[a-z0-9]/;
+
+/** The full-text index's row count and total tokens: its averages record (rowid 1 of its data table), as bm25 reads them. */
+function ftsAverages(cache: StatementCache): [number, number] {
+  const row = cache.get("SELECT block FROM events_fts_data WHERE id = 1").get() as { block: Uint8Array } | null;
+  if (!row) return [0, 0];
+  const [rows, at] = varint(row.block, 0);
+  const [total] = varint(row.block, at);
+  return [rows, total];
+}
+
+/** SQLite's varint (FTS5 writes its records with it): big-endian 7 bits a byte, the 9th byte whole. */
+function varint(b: Uint8Array, at: number): [number, number] {
+  let v = 0;
+  for (let i = 0; i < 8; i++) {
+    const byte = b[at + i] ?? 0;
+    v = v * 128 + (byte & 0x7f);
+    if ((byte & 0x80) === 0) return [v, at + i + 1];
+  }
+  return [v * 256 + (b[at + 8] ?? 0), at + 9];
 }
 
 const fewestValues = (f: Filter, keys: string[]): string =>
@@ -320,7 +570,7 @@ const fewestValues = (f: Filter, keys: string[]): string =>
 /** The walks that together cover every candidate of a filter (the time walk of a feed aside). */
 function walksFor(f: Filter, scope: ReadScope): { walks: Walk[]; ranked: boolean } {
   const terms = f.search !== undefined ? searchTerms(f.search) : [];
-  if (terms.length > 0) return { walks: [searchWalk(terms, residualOf(f, scope, {}))], ranked: true };
+  if (terms.length > 0) return { walks: [searchWalk(terms, residualOf(f, scope, {}), scope.maxSeq)], ranked: true };
   if (f.ids) return { walks: [idsWalk(f.ids, residualOf(f, scope, { ids: true }))], ranked: false };
   if (f.authors) {
     const pairs = f.kinds !== undefined && f.authors.length * f.kinds.length <= MAX_PAIR_WALKS;
@@ -428,7 +678,7 @@ function chunkStatements(
     // created_at once (t), pubkey and sig as bytes (eventJson).
     const cols = json
       ? `${w.tCol} AS t, ${w.tieCol} AS tie, lower(hex(e.id)) AS id, e.pubkey AS pk, e.kind AS k, e.json AS j, e.sig AS g`
-      : `${w.tCol} AS t, ${w.sCol} AS s, ${w.tieCol} AS tie, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk, ${w.rank ?? "NULL"} AS r`;
+      : `${w.tCol} AS t, ${w.sCol} AS s, ${w.tieCol} AS tie, lower(hex(e.id)) AS id, ${eventBytesSql("e")} AS b, ${w.withPubkey ? "e.pubkey" : "NULL"} AS pk`;
     return {
       sql: `SELECT ${cols} FROM ${w.joined} WHERE ${where} ORDER BY ${orderSql(w)} LIMIT ?`,
       params: [...params, need],
@@ -440,6 +690,7 @@ function chunkStatements(
 /** The first chunk statements of each walk of a filter (for EXPLAIN QUERY PLAN in tests). */
 export function planStatements(f: Filter, scope: ReadScope): { sql: string; params: Param[] }[] {
   return walksFor(f, scope).walks.flatMap((w) => {
+    if (w.search) return [];
     const c = chunkStatements(w, 10);
     return c.boundary ? [c.boundary, c.matches([0, 0])] : [c.matches()];
   });
@@ -452,6 +703,7 @@ export function planStatements(f: Filter, scope: ReadScope): { sql: string; para
  */
 function step(cache: StatementCache, w: Walk, need: number): Key[] {
   if (w.unordered) return stepWhole(cache, w, need);
+  if (w.search) return searchStep(cache, w);
   const started = performance.now();
   const c = chunkStatements(w, Math.max(1, need));
   const upTo = boundaryOf(cache, c);
@@ -463,11 +715,10 @@ function step(cache: StatementCache, w: Walk, need: number): Key[] {
     id: string;
     b: number;
     pk: Uint8Array | null;
-    r: number | null;
   }[];
   advance(w, rows[rows.length - 1], rows.length >= need, upTo);
   adapt(w, started);
-  return rows.map((r) => ({ created_at: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined, r: r.r ?? undefined }));
+  return rows.map((r) => ({ created_at: r.t, s: r.s, id: r.id, b: r.b, pk: r.pk ?? undefined }));
 }
 
 /** An unordered walk (a short ids list): every match in one statement, the newest `need` kept. */
@@ -666,6 +917,9 @@ function* filterKeys(
       matches.push(...step(cache, w, window - matches.length));
       yield;
     }
+    // The newest `window` matches (a search walk yields them highest seq first).
+    if (matches.length > window) matches.length = window;
+    yield* rankSearch(cache, w.search!.terms, matches);
     return matches.sort(byRank).slice(0, limit);
   }
   const top = new TopKeys(limit);
@@ -818,8 +1072,9 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
         selective: w.residual.selective || exclude.where.length > 0,
       };
       w.chunk = 256;
+      w.withPubkey = hll !== undefined;
       while (!w.done) {
-        count += countStep(cache, w, hll);
+        count += w.search ? countKeys(searchStep(cache, w), hll) : countStep(cache, w, hll);
         yield;
       }
     }
@@ -835,11 +1090,19 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
 function matchOf(f: Filter): Residual {
   const r = conditionsOf(f, {});
   const terms = f.search !== undefined ? searchTerms(f.search) : [];
-  if (terms.length > 0) {
+  // One word a probe: FTS5 answers a MATCH of several words by stepping their lists until they
+  // meet, even with its rowid fixed, so a probe of words that never meet is not bounded (searchWalk).
+  for (const t of terms) {
     r.where.push("EXISTS (SELECT 1 FROM events_fts WHERE events_fts MATCH ? AND events_fts.rowid = e.seq)");
-    r.params.push(ftsExpression(terms));
+    r.params.push(ftsOne(t));
   }
   return r;
+}
+
+/** A search step's matches counted (their pubkeys into the HLL). */
+function countKeys(keys: Key[], hll: Hll | undefined): number {
+  if (hll) for (const k of keys) hll.add(k.pk!);
+  return keys.length;
 }
 
 /** Index entries one statement of a count may read, at most (count(*) of entries is cheap). */
