@@ -117,8 +117,7 @@ test("a search is charged for its terms: long queries spend a connection's filte
   // 20 filters of a ~1,000-character query of 32 words (nips.nip50_max_terms): each word is one
   // more lookup for every event that confirms the filter. Charged 64 bytes plus the query, a
   // connection's 1 MiB held 49 such REQs (and an address's 4 MiB 197); charged per term, 12.
-  const query = (i: number) =>
-    Array.from({ length: 32 }, (_, k) => `t${k.toString(36)}x${i.toString(36)}`.padEnd(30, "q")).join(" ");
+  const query = (i: number) => Array.from({ length: 32 }, (_, k) => `t${k.toString(36)}x${i.toString(36)}`.padEnd(30, "q")).join(" ");
   let n = 0;
   for (let s = 0; s < SUBS; s++)
     ws.send(["REQ", `long${s}`, ...Array.from({ length: FILTERS }, () => ({ kinds: [1], search: query(n++), limit: 0 }))]);
