@@ -72,11 +72,11 @@ test("a second SIGUSR2 during a hand-over is ignored with a note: the drain goes
     relay.proc.kill("SIGUSR2");
     // Before: "SIGUSR2 again: exiting now" and exit 1 (waitFor throws when the process exits).
     await relay.waitFor("SIGUSR2 again: the hand-over is already under way, ignored", 10_000, from);
-    expect(relay.proc.exitCode).toBeNull();
   } finally {
     clearInterval(chatter);
   }
-  // Quiet now: the drain closes the connection and the process ends as a hand-over does.
+  // Quiet now (or the drain's own time ran out on a busy machine): the process ends as a
+  // hand-over does, never with the second signal's exit 1.
   expect(await relay.proc.exited).toBe(0);
   expect(relay.output()).toContain("bye");
   expect(relay.output()).not.toContain("exiting now");
