@@ -135,7 +135,7 @@ test("a database of schema 6 (whole JSON) migrates to schemas 7 and 10 in steps,
     expect(old.query('SELECT count(*) AS n FROM events WHERE json LIKE \'%"sig":"%\'').get()).toEqual({ n: events.length + 2 });
     old.close();
     const again = openDatabase({ path, synchronous: "normal" });
-    expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(11);
+    expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(12);
     expect(again.query("SELECT count(*) AS n FROM events WHERE sig IS NOT NULL").get()).toEqual({ n: events.length });
     expect(again.query("SELECT count(*) AS n FROM events WHERE json LIKE '{\"tags\":%'").get()).toEqual({ n: events.length });
     // Schema 9: the time index carries pubkey and kind (a feed's candidates are checked from it);

@@ -114,6 +114,8 @@ export class WriterQueue {
 
   private purgeScheduled = false;
   private purgeRetryMs = 0;
+  /** Outcomes of NIP-09 deletions still deleting, by purge (WriteOutcome.purge): answered once it is done. */
+  private held = new Map<number, (() => void)[]>();
 
   constructor(
     private readonly store: Store,
@@ -127,8 +129,24 @@ export class WriterQueue {
     this.maxInFlight = store.writePipeline ?? Infinity;
     if (store.purgeStep) {
       store.onPurge = () => this.purgeSoon();
+      store.onPurged = (ids) => this.release(ids);
       this.purgeSoon(); // what a previous run left undone
     }
+  }
+
+  /** Answers the outcomes held for these purges (all of them: none is left). */
+  private release(ids?: number[]): void {
+    for (const id of ids ?? [...this.held.keys()]) {
+      const waiting = this.held.get(id);
+      this.held.delete(id);
+      for (const answer of waiting ?? []) answer();
+    }
+    if (this.held.size === 0) for (const w of this.waiters.splice(0)) w();
+  }
+
+  /** Outcomes waiting for their deletion to be carried out. */
+  get holding(): number {
+    return this.held.size;
   }
 
   /**
@@ -154,6 +172,8 @@ export class WriterQueue {
       more = true;
     }
     if (more) this.purgeSoon();
+    // Nothing left to purge: whatever still waits (its finish was not told: a lost writer thread) is done.
+    else if (this.held.size > 0) this.release();
   }
 
   get depth(): number {
@@ -176,11 +196,11 @@ export class WriterQueue {
     });
   }
 
-  /** Writes everything queued; resolves when the queue is empty and every batch answered. */
+  /** Writes everything queued; resolves when the queue is empty and every batch answered (deletions carried out). */
   async drain(): Promise<void> {
     for (;;) {
       this.pump();
-      if (this.queue.length === 0 && this.inFlight === 0) return;
+      if (this.queue.length === 0 && this.inFlight === 0 && this.held.size === 0) return;
       await new Promise<void>((r) => this.waiters.push(r));
     }
   }
@@ -243,6 +263,22 @@ export class WriterQueue {
       }
     });
     this.afterFanout?.();
-    batch.forEach((q, i) => q.resolve(outcomes[i]!));
+    batch.forEach((q, i) => {
+      const o = outcomes[i]!;
+      if (o.stored && o.purge !== undefined) this.hold(o.purge, () => q.resolve(o));
+      else q.resolve(o);
+    });
+  }
+
+  /**
+   * A NIP-09 deletion too big for its batch is answered once its purge is done: its targets
+   * are then gone from the store and named to the answers from memory (ChangeWatch), so none is
+   * served after its OK. Other writers' batches go on between the purge's steps meanwhile.
+   */
+  private hold(purge: number, answer: () => void): void {
+    const waiting = this.held.get(purge);
+    if (waiting) waiting.push(answer);
+    else this.held.set(purge, [answer]);
+    this.purgeSoon();
   }
 }

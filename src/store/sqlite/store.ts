@@ -204,6 +204,15 @@ export class SqliteStore implements Store {
     return (this.thread ?? this.writer!).onPurge;
   }
 
+  set onPurged(f: ((ids: number[]) => void) | undefined) {
+    if (this.thread) this.thread.onPurged = f;
+    else this.writer!.onPurged = f;
+  }
+
+  get onPurged(): ((ids: number[]) => void) | undefined {
+    return (this.thread ?? this.writer!).onPurged;
+  }
+
   sweepExpired(now: number): number | Promise<number> {
     if (this.thread) return this.thread.call<number>({ call: "sweepExpired", now });
     return this.writer!.sweepExpired(now);

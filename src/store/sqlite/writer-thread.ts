@@ -44,8 +44,10 @@ export type WriterReply =
   | { ready: true; seq: number }
   | { closed: true; warnings: string[] }
   | { purge: true }
+  | { purged: number[] }
   | { changes: Changes }
-  | { id: number; seqs: Float64Array; refusals: [number, Prefix, string][]; seq: number }
+  /** A batch's answer; `purges`: [index, purge] of its deletions still going on (WriteOutcome.purge). */
+  | { id: number; seqs: Float64Array; refusals: [number, Prefix, string][]; purges: [number, number][]; seq: number }
   | { id: number; result: unknown }
   | { id: number; error: { message: string; code?: string; name: string } };
 
@@ -89,6 +91,8 @@ export class WriterThread {
   private lostBatches = new Set<LostBatch>();
   /** Told when the worker records new purge work. */
   onPurge?: () => void;
+  /** Told which purges the worker finished (Store.onPurged). */
+  onPurged?: (ids: number[]) => void;
   /** Told what the worker's calls changed beyond their answers, before those answers (ChangeWatch). */
   onChanges?: (c: Changes) => void;
   /** Told when the thread was lost: what its last transactions did is not known. */
@@ -205,7 +209,8 @@ export class WriterThread {
         refusals.push([i, "error", "could not store the event"]);
       }
     });
-    b.resolve({ id: b.id, seqs, refusals, seq });
+    // A deletion still going on is not known here: its OK waits for the purges to run out (queue.ts).
+    b.resolve({ id: b.id, seqs, refusals, purges: [], seq });
   }
 
   private onReply(r: WriterReply): void {
@@ -229,6 +234,7 @@ export class WriterThread {
       return;
     }
     if ("purge" in r) return this.onPurge?.();
+    if ("purged" in r) return this.onPurged?.(r.purged);
     if ("changes" in r) return this.onChanges?.(r.changes);
     if ("closed" in r) {
       for (const w of r.warnings) console.warn(`warning: ${w}`);
@@ -311,7 +317,7 @@ export class WriterThread {
 
   private outcomes(r: WriterReply): WriteOutcome[] {
     if ("error" in r) throw Object.assign(new Error(r.error.message), { code: r.error.code, name: r.error.name });
-    const { seqs, refusals, seq } = r as Extract<WriterReply, { seqs: Float64Array }>;
+    const { seqs, refusals, purges, seq } = r as Extract<WriterReply, { seqs: Float64Array }>;
     // The snapshot point moves here, and the caller (store/queue.ts) fans the batch out in the
     // continuation of this very promise: no other task runs in between, so a REQ never sees a
     // seq whose events were not fanned out yet (store/types.ts lastSeq, relay/req.ts).
@@ -322,6 +328,7 @@ export class WriterThread {
       out[i] = s > 0 ? { stored: true, seq: s } : { stored: false, duplicate: true };
     }
     for (const [i, prefix, message] of refusals) out[i] = { stored: false, duplicate: false, refusal: { prefix, message } };
+    for (const [i, purge] of purges) out[i] = { stored: true, seq: seqs[i]!, purge };
     return out;
   }
 
