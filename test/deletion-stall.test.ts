@@ -124,11 +124,9 @@ if (!onPostgres)
         const targets = [...stored, ...live.map((e) => e.id)];
         const del = v.sign({ kind: 5, tags: targets.map((id) => ["e", id]), content: "", created_at: t });
 
-        let sent = 0;
         let answered = 0;
         const probing = honest(probe, () => answered > 0 && performance.now() > answered + 200, () => left(r, v.pubkey));
         await probe.next((f) => f[0] === "OK", 10_000); // the honest client is under way
-        sent = performance.now();
         const { ok, ms } = await publish(attacker, del);
         answered = performance.now();
         expect(ok[2]).toBe(true);
@@ -143,11 +141,11 @@ if (!onPostgres)
         const during = samples.filter((s) => s.left > 1 && s.left < EVENTS + live.length);
         const slowest = Math.max(...samples.map((s) => s.ms));
         console.log(
-          `kind 5 of ${targets.length} events x ${TAGS} tags: OK after ${ms.toFixed(0)} ms (sent ${(sent - answered).toFixed(0)} ms before); ` +
+          `kind 5 of ${targets.length} events x ${TAGS} tags: OK after ${ms.toFixed(0)} ms; ` +
             `honest client: ${samples.length} OKs, ${during.length} during the deletion, slowest ${slowest.toFixed(0)} ms`,
         );
-        expect(during.length).toBeGreaterThanOrEqual(5);
         expect(slowest).toBeLessThan(MAX_OK_MS);
+        expect(during.length).toBeGreaterThanOrEqual(5);
         // Nothing it deleted comes back.
         expect((await publish(attacker, live[0]!)).ok[3]).toStartWith("blocked:");
       } finally {
@@ -179,8 +177,8 @@ if (!onPostgres)
         console.log(
           `sweep of ${EVENTS} expired events x ${TAGS} tags: honest client: ${samples.length} OKs, ${during.length} during the sweep, slowest ${slowest.toFixed(0)} ms`,
         );
-        expect(during.length).toBeGreaterThanOrEqual(5);
         expect(slowest).toBeLessThan(MAX_OK_MS);
+        expect(during.length).toBeGreaterThanOrEqual(5);
       } finally {
         probe.close();
         await r.stop();
