@@ -168,7 +168,7 @@ if (!onPostgres)
         db.close();
         // And the migration runs it: a database at schema 4 with an orphan.
         const old = new Database(path);
-        old.exec("DROP TABLE purges; ALTER TABLE events DROP COLUMN sig; PRAGMA user_version = 4");
+        old.exec("DROP TABLE purges; DROP TABLE purge_targets; ALTER TABLE events DROP COLUMN sig; PRAGMA user_version = 4");
         old.query("INSERT INTO tags (name, value, created_at, seq, kind) VALUES ('t', 'spoof\uFFFD', 100, 7, 1)").run();
         old.close();
         const again = openDatabase({ path, synchronous: "normal" });
@@ -254,7 +254,7 @@ if (!onPostgres)
         expect(db.query("SELECT count(*) AS n FROM tags WHERE typeof(value) = 'blob'").get()).toEqual({ n: 4 });
         // Back to schema 5: the same rows, hex as text.
         db.exec(
-          `UPDATE tags SET value = lower(hex(value)) WHERE typeof(value) = 'blob'; UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; PRAGMA user_version = 5`,
+          `UPDATE tags SET value = lower(hex(value)) WHERE typeof(value) = 'blob'; UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; DROP TABLE purge_targets; ALTER TABLE purges DROP COLUMN listed; PRAGMA user_version = 5`,
         );
         db.close();
         const again = openDatabase({ path, synchronous: "normal" });
