@@ -78,7 +78,10 @@ async function ids(ws: RawWs, subId: string, filter: object): Promise<string[]> 
   ws.send(["REQ", subId, filter]);
   await ws.next((f) => (f[0] === "EOSE" || f[0] === "CLOSED") && f[1] === subId, 10_000, from);
   ws.send(["CLOSE", subId]);
-  return ws.frames.slice(from).filter((f) => f[0] === "EVENT" && f[1] === subId).map((f) => f[2].id);
+  return ws.frames
+    .slice(from)
+    .filter((f) => f[0] === "EVENT" && f[1] === subId)
+    .map((f) => f[2].id);
 }
 
 /**
@@ -100,6 +103,52 @@ function honest(ws: RawWs, until: () => boolean, watched: () => number): { done:
   })();
   return { done };
 }
+
+test("the writer: a kind 5 past its batch's budget is a purge of its listed targets, carried out in steps", () => {
+  const db = openDatabase({ path: ":memory:", synchronous: "normal" });
+  try {
+    const w = new SqliteWriter(db);
+    const rules = { deletion: true, vanish: true, search: true, searchSkipKinds: new Set<number>() };
+    const v = signer();
+    const fake = (k: number, kind = 1, extra: string[][] = []): NostrEvent => ({
+      id: k.toString(16).padStart(8, "0") + v.pubkey.slice(8),
+      pubkey: v.pubkey,
+      created_at: 1000 + k,
+      kind,
+      tags: [...extra, ...Array.from({ length: 500 }, (_, j) => ["t", `u${k}x${j}`])],
+      content: `n ${k}`,
+      sig: "0".repeat(128),
+    });
+    const events = Array.from({ length: 200 }, (_, k) => fake(k));
+    const article = fake(500, 30023, [["d", "an-article"]]);
+    w.writeBatch(
+      [...events, article].map((e) => ({ event: e, json: serializeEvent(e) })),
+      rules,
+    );
+    const purged: number[] = [];
+    w.onPurged = (ids) => purged.push(...ids);
+    const del = v.sign({ kind: 5, tags: [...events.map((e) => ["e", e.id]), ["a", `30023:${v.pubkey}:an-article`]], created_at: 5000 });
+    const [o] = w.writeBatch([{ event: del, json: serializeEvent(del) }], rules);
+    expect(o!.stored).toBe(true);
+    const purge = (o as { purge?: number }).purge!;
+    expect(purge).toBeNumber();
+    const count = (sql: string) => (db.query(sql).get() as { n: number }).n;
+    expect(count("SELECT count(*) AS n FROM purge_targets")).toBeGreaterThan(0);
+    // Another event at a target's seq (a seq reused after the target went) is not the target.
+    const seq = (db.query("SELECT max(seq) AS s FROM purge_targets").get() as { s: number }).s;
+    db.query("UPDATE events SET id = randomblob(32) WHERE seq = ?").run(seq);
+    let steps = 0;
+    while (w.purgeStep(5)) steps++;
+    expect(steps).toBeGreaterThan(1);
+    expect(purged).toEqual([purge]);
+    expect(count("SELECT count(*) AS n FROM purge_targets") + count("SELECT count(*) AS n FROM purges")).toBe(0);
+    // Left: the kind 5 and the event that took the seq (the article's, the last); every tag row of the others gone.
+    expect(count("SELECT count(*) AS n FROM events")).toBe(2);
+    expect(count("SELECT count(*) AS n FROM tags")).toBe(article.tags.length + del.tags.length);
+  } finally {
+    db.close();
+  }
+});
 
 if (!onPostgres)
   describe("deleting hundreds of events of many tags each", () => {
@@ -125,7 +174,11 @@ if (!onPostgres)
         const del = v.sign({ kind: 5, tags: targets.map((id) => ["e", id]), content: "", created_at: t });
 
         let answered = 0;
-        const probing = honest(probe, () => answered > 0 && performance.now() > answered + 200, () => left(r, v.pubkey));
+        const probing = honest(
+          probe,
+          () => answered > 0 && performance.now() > answered + 200,
+          () => left(r, v.pubkey),
+        );
         await probe.next((f) => f[0] === "OK", 10_000); // the honest client is under way
         const { ok, ms } = await publish(attacker, del);
         answered = performance.now();
@@ -166,7 +219,11 @@ if (!onPostgres)
       const probe = await RawWs.connect(port, "127.0.0.2");
       try {
         let swept = false;
-        const probing = honest(probe, () => swept, () => left(r, v.pubkey));
+        const probing = honest(
+          probe,
+          () => swept,
+          () => left(r, v.pubkey),
+        );
         const deadline = performance.now() + 40_000;
         while (left(r, v.pubkey) > 0 && performance.now() < deadline) await Bun.sleep(20);
         swept = true;

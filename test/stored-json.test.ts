@@ -110,7 +110,9 @@ test("a database of schema 6 (whole JSON) migrates to schemas 7 and 10 in steps,
     );
     const before = db.query(`SELECT seq, ${eventJsonSql("e")} AS j FROM events e ORDER BY seq`).all();
     // Back to schema 6: whole JSON, no sig column; plus a row of another shape, and a gap in seq.
-    db.exec(`UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; DROP TABLE purge_targets; ALTER TABLE purges DROP COLUMN listed; PRAGMA user_version = 6`);
+    db.exec(
+      `UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; DROP TABLE purge_targets; ALTER TABLE purges DROP COLUMN listed; PRAGMA user_version = 6`,
+    );
     db.query("INSERT INTO events (seq, id, pubkey, created_at, kind, json) VALUES (25000, randomblob(32), randomblob(32), 1, 1, ?)").run(
       '{"kind":1}',
     );

@@ -173,9 +173,10 @@ export class PostgresStore implements Store {
       const stepped = await purgeStep(this.sql);
       if (this.awaited.size === 0) return stepped;
       const ids = [...this.awaited];
-      const rows = await this.sql.unsafe("SELECT id::float8 AS id FROM purges WHERE id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::text::jsonb) x)", [
-        JSON.stringify(ids),
-      ]);
+      const rows = await this.sql.unsafe(
+        "SELECT id::float8 AS id FROM purges WHERE id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::text::jsonb) x)",
+        [JSON.stringify(ids)],
+      );
       const left = new Set((rows as { id: number }[]).map((r) => r.id));
       const done = ids.filter((id) => !left.has(id));
       for (const id of done) this.awaited.delete(id);
