@@ -276,6 +276,8 @@ export class WriterQueue {
    * served after its OK. Other writers' batches go on between the purge's steps meanwhile.
    */
   private hold(purge: number, answer: () => void): void {
+    // A store that runs no steps (a wrapper without purgeStep) cannot say when it is done.
+    if (!this.store.purgeStep) return answer();
     const waiting = this.held.get(purge);
     if (waiting) waiting.push(answer);
     else this.held.set(purge, [answer]);
