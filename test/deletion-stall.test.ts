@@ -159,6 +159,7 @@ if (!onPostgres)
       const r = await startTestRelay({}, { dir });
       const port = Number(new URL(r.url).port);
       const attacker = await RawWs.connect(port, "127.0.0.3");
+      const again = await RawWs.connect(port, "127.0.0.4");
       const probe = await RawWs.connect(port, "127.0.0.2");
       try {
         expect(left(r, v.pubkey)).toBe(EVENTS);
@@ -180,7 +181,14 @@ if (!onPostgres)
           () => left(r, v.pubkey),
         );
         await probe.next((f) => f[0] === "OK", 10_000); // the honest client is under way
-        const { ok, ms } = await publish(attacker, del);
+        const first = publish(attacker, del);
+        // The same kind 5 sent again once the deletion is under way: a duplicate, answered only
+        // when the first copy's targets are gone too.
+        while (left(r, v.pubkey) >= EVENTS + live.length) await Bun.sleep(5);
+        const resent = await publish(again, del);
+        expect(resent.ok[2]).toBe(true);
+        expect(left(r, v.pubkey)).toBe(1);
+        const { ok, ms } = await first;
         answered = performance.now();
         expect(ok[2]).toBe(true);
         // At the OK: every target gone from the store, and from every read, the ring's included.
@@ -204,6 +212,7 @@ if (!onPostgres)
       } finally {
         probe.close();
         attacker.close();
+        again.close();
         await r.stop();
       }
     }, 60_000);

@@ -116,6 +116,8 @@ export class WriterQueue {
   private purgeRetryMs = 0;
   /** Outcomes of NIP-09 deletions still deleting, by purge (WriteOutcome.purge): answered once it is done. */
   private held = new Map<number, (() => void)[]>();
+  /** The same deletions by event id: resolve when their purge is done (deleting). */
+  private deletions = new Map<string, Promise<void>>();
 
   constructor(
     private readonly store: Store,
@@ -265,9 +267,20 @@ export class WriterQueue {
     this.afterFanout?.();
     batch.forEach((q, i) => {
       const o = outcomes[i]!;
-      if (o.stored && o.purge !== undefined) this.hold(o.purge, () => q.resolve(o));
+      const deleting = !o.stored && o.duplicate ? this.deleting(q.event.id) : undefined;
+      if (o.stored && o.purge !== undefined) this.hold(o.purge, q.event.id, () => q.resolve(o));
+      // The same deletion sent again meanwhile: its duplicate answer waits as well.
+      else if (deleting) void deleting.then(() => q.resolve(o));
       else q.resolve(o);
     });
+  }
+
+  /**
+   * A NIP-09 deletion with this id that is still deleting (its OK held): resolves once it is
+   * done, so an answer to the same deletion sent again (duplicate:) does not come before its own.
+   */
+  deleting(id: string): Promise<void> | undefined {
+    return this.deletions.get(id);
   }
 
   /**
@@ -275,12 +288,19 @@ export class WriterQueue {
    * are then gone from the store and named to the answers from memory (ChangeWatch), so none is
    * served after its OK. Other writers' batches go on between the purge's steps meanwhile.
    */
-  private hold(purge: number, answer: () => void): void {
+  private hold(purge: number, id: string, answer: () => void): void {
     // A store that runs no steps (a wrapper without purgeStep) cannot say when it is done.
     if (!this.store.purgeStep) return answer();
+    let done = () => {};
+    this.deletions.set(id, new Promise<void>((resolve) => (done = resolve)));
+    const release = () => {
+      this.deletions.delete(id);
+      answer();
+      done();
+    };
     const waiting = this.held.get(purge);
-    if (waiting) waiting.push(answer);
-    else this.held.set(purge, [answer]);
+    if (waiting) waiting.push(release);
+    else this.held.set(purge, [release]);
     this.purgeSoon();
   }
 }
