@@ -111,6 +111,8 @@ export class WriterThread {
     public seq: number,
     /** Each id's seq in the database (0: not stored), read on another connection (see lost). */
     private readonly seqsOf: (ids: string[]) => number[],
+    /** The purge of the NIP-09 deletion stored at this seq, while it goes on (see settleLost). */
+    private readonly purgeOf: (seq: number) => number | undefined = () => undefined,
   ) {
     this.worker = this.spawn();
   }
@@ -185,6 +187,7 @@ export class WriterThread {
    * failure of today (`error:`). Nothing stored: the transaction did not commit, the batch fails.
    */
   private settleLost(b: LostBatch, err: Error): void {
+    // A stored NIP-09 deletion whose purge goes on keeps waiting for it, as its answer would have said.
     let found: number[];
     try {
       found = this.seqsOf(b.ids);
@@ -195,6 +198,7 @@ export class WriterThread {
     if (!found.some((s) => s > 0)) return b.reject(err);
     const seqs = new Float64Array(b.ids.length);
     const refusals: [number, Prefix, string][] = [];
+    const purges: [number, number][] = [];
     const mine = new Set<string>();
     let seq = this.seq;
     b.ids.forEach((id, i) => {
@@ -203,14 +207,25 @@ export class WriterThread {
         seqs[i] = s;
         seq = Math.max(seq, s);
         mine.add(id);
+        const purge = this.lostPurge(s);
+        if (purge !== undefined) purges.push([i, purge]);
       } else if (s > 0) seqs[i] = 0;
       else {
         seqs[i] = -1;
         refusals.push([i, "error", "could not store the event"]);
       }
     });
-    // A deletion still going on is not known here: its OK waits for the purges to run out (queue.ts).
-    b.resolve({ id: b.id, seqs, refusals, purges: [], seq });
+    b.resolve({ id: b.id, seqs, refusals, purges, seq });
+  }
+
+  /** purgeOf, a failure logged: the deletion is then answered at once. */
+  private lostPurge(seq: number): number | undefined {
+    try {
+      return this.purgeOf(seq);
+    } catch (e) {
+      console.error("could not look up the purge of a lost writer thread's deletion:", e);
+      return undefined;
+    }
   }
 
   private onReply(r: WriterReply): void {
