@@ -32,8 +32,14 @@ export interface AdmitContext {
   /**
    * Resolves once the write is committed (or refused). refusalFor: a refusal when the queue (or
    * the sender's share of it) is full already, asked before the id and signature are checked.
+   * `deleting`: a NIP-09 deletion with this id whose OK is held until its targets are gone
+   * (store/queue.ts), resolving then.
    */
-  readonly writer: { enqueue(w: PendingWrite): Promise<WriteOutcome>; refusalFor?(group: string | undefined): Refusal | undefined };
+  readonly writer: {
+    enqueue(w: PendingWrite): Promise<WriteOutcome>;
+    refusalFor?(group: string | undefined): Refusal | undefined;
+    deleting?(id: string): Promise<void> | undefined;
+  };
   /** Fans an ephemeral event out to live subscribers; without it (an import) ephemeral events are dropped before their signature is checked. */
   ephemeral?(e: NostrEvent, json: string): void;
 }
@@ -113,7 +119,12 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
         return no("refused", CHECK_FAILED);
       }
     }
-    if (known) return refusal ? no("refused", refusal) : { event: e, fate: "duplicate" };
+    if (known) {
+      // A deletion sent again while its first copy still deletes: answered after that one.
+      const deleting = ctx.writer.deleting?.(e.id);
+      if (deleting) await deleting;
+      return refusal ? no("refused", refusal) : { event: e, fate: "duplicate" };
+    }
 
     if (!(await ctx.verifier.verify(e))) return no("badSig", INVALID_SIG);
     const json = serializeEvent(e, encoded);

@@ -154,6 +154,10 @@ export class WriterQueue {
 
   private purgeScheduled = false;
   private purgeRetryMs = 0;
+  /** Outcomes of NIP-09 deletions still deleting, by purge (WriteOutcome.purge): answered once it is done. */
+  private held = new Map<number, (() => void)[]>();
+  /** The same deletions by event id: resolve when their purge is done (deleting). */
+  private deletions = new Map<string, Promise<void>>();
 
   constructor(
     private readonly store: Store,
@@ -169,8 +173,24 @@ export class WriterQueue {
     this.bounds = typeof bounds === "number" ? () => ({ maxChars: bounds, maxGroupChars: 0 }) : bounds;
     if (store.purgeStep) {
       store.onPurge = () => this.purgeSoon();
+      store.onPurged = (ids) => this.release(ids);
       this.purgeSoon(); // what a previous run left undone
     }
+  }
+
+  /** Answers the outcomes held for these purges (all of them: none is left). */
+  private release(ids?: number[]): void {
+    for (const id of ids ?? [...this.held.keys()]) {
+      const waiting = this.held.get(id);
+      this.held.delete(id);
+      for (const answer of waiting ?? []) answer();
+    }
+    if (this.held.size === 0) for (const w of this.waiters.splice(0)) w();
+  }
+
+  /** Outcomes waiting for their deletion to be carried out. */
+  get holding(): number {
+    return this.held.size;
   }
 
   /**
@@ -196,6 +216,8 @@ export class WriterQueue {
       more = true;
     }
     if (more) this.purgeSoon();
+    // Nothing left to purge: whatever still waits (its finish was not told: a lost writer thread) is done.
+    else if (this.held.size > 0) this.release();
   }
 
   get depth(): number {
@@ -245,11 +267,11 @@ export class WriterQueue {
     });
   }
 
-  /** Writes everything queued; resolves when the queue is empty and every batch answered. */
+  /** Writes everything queued; resolves when the queue is empty and every batch answered (deletions carried out). */
   async drain(): Promise<void> {
     for (;;) {
       this.pump();
-      if (this.waiting === 0 && this.inFlight === 0) return;
+      if (this.waiting === 0 && this.inFlight === 0 && this.held.size === 0) return;
       await new Promise<void>((r) => this.waiters.push(r));
     }
   }
@@ -264,7 +286,7 @@ export class WriterQueue {
       const batch = this.nextBatch();
       this.inFlight++;
       void this.write(batch).finally(() => {
-        for (const q of batch) this.release(q);
+        for (const q of batch) this.releaseChars(q);
         this.inFlight--;
         for (const w of this.waiters.splice(0)) w();
         this.pump();
@@ -273,7 +295,7 @@ export class WriterQueue {
   }
 
   /** An answered write's JSON no longer counts against the bounds. */
-  private release(q: Queued): void {
+  private releaseChars(q: Queued): void {
     const size = q.json.length;
     this.queuedChars -= size;
     const group = q.group ?? "";
@@ -350,6 +372,42 @@ export class WriterQueue {
       }
     });
     this.afterFanout?.();
-    batch.forEach((q, i) => q.resolve(outcomes[i]!));
+    batch.forEach((q, i) => {
+      const o = outcomes[i]!;
+      const deleting = !o.stored && o.duplicate ? this.deleting(q.event.id) : undefined;
+      if (o.stored && o.purge !== undefined) this.hold(o.purge, q.event.id, () => q.resolve(o));
+      // The same deletion sent again meanwhile: its duplicate answer waits as well.
+      else if (deleting) void deleting.then(() => q.resolve(o));
+      else q.resolve(o);
+    });
+  }
+
+  /**
+   * A NIP-09 deletion with this id that is still deleting (its OK held): resolves once it is
+   * done, so an answer to the same deletion sent again (duplicate:) does not come before its own.
+   */
+  deleting(id: string): Promise<void> | undefined {
+    return this.deletions.get(id);
+  }
+
+  /**
+   * A NIP-09 deletion too big for its batch is answered once its purge is done: its targets
+   * are then gone from the store and named to the answers from memory (ChangeWatch), so none is
+   * served after its OK. Other writers' batches go on between the purge's steps meanwhile.
+   */
+  private hold(purge: number, id: string, answer: () => void): void {
+    // A store that runs no steps (a wrapper without purgeStep) cannot say when it is done.
+    if (!this.store.purgeStep) return answer();
+    let done = () => {};
+    this.deletions.set(id, new Promise<void>((resolve) => (done = resolve)));
+    const release = () => {
+      this.deletions.delete(id);
+      answer();
+      done();
+    };
+    const waiting = this.held.get(purge);
+    if (waiting) waiting.push(release);
+    else this.held.set(purge, [release]);
+    this.purgeSoon();
   }
 }

@@ -37,7 +37,11 @@ export interface PendingWrite {
 }
 
 export type WriteOutcome =
-  | { stored: true; seq: number }
+  /**
+   * `purge`: a NIP-09 deletion whose deleting goes on in purge steps (Store.purgeStep); its OK
+   * waits until Store.onPurged names it, so nothing it deletes is served after the OK.
+   */
+  | { stored: true; seq: number; purge?: number }
   | { stored: false; duplicate: true }
   /** Not stored, and why: "blocked" (its author deleted it or vanished), "duplicate" (a newer version is stored), "error" (the write failed), or a vanishOnly's refusal. */
   | { stored: false; duplicate: false; refusal: Refusal };
@@ -182,7 +186,15 @@ export interface Store {
   purgeStep?(budgetMs: number): boolean | Promise<boolean>;
   /** Set by the writer queue: the store calls it when it records new purge work. */
   onPurge?: () => void;
-  /** NIP-40: deletes expired events; returns how many. */
+  /**
+   * Set by the writer queue: the store tells it the purges a call finished (WriteOutcome.purge),
+   * after that call's commit and the deletions it names (ChangeWatch), before its answer.
+   */
+  onPurged?: (ids: number[]) => void;
+  /**
+   * NIP-40: deletes expired events; returns how many. SQLite deletes for a few ms here and the
+   * rest in purge steps (onPurge), between batches.
+   */
   sweepExpired(now: number): number | Promise<number>;
   /** Forgets the waiting reads of an owner (a connection) that went away. */
   cancelReads?(owner: object): void;

@@ -190,3 +190,56 @@ test("gift wraps deleted by their recipients or authors, deletions of deletions,
   expect(count("duplicate")).toBeGreaterThan(0);
   expect(sqliteIds.length).toBeGreaterThan(20);
 });
+
+test("a kind 5 of 200 events of 300 tags: its batch deletes a first chunk, steps the rest, and its outcome waits for its purge", async () => {
+  const sk = generateSecretKey();
+  const pubkey = getPublicKey(sk);
+  const heavy = (k: number): NostrEvent => ({
+    id: k.toString(16).padStart(8, "0") + pubkey.slice(8),
+    pubkey,
+    created_at: BASE - 9000 + k,
+    kind: 1,
+    tags: Array.from({ length: 300 }, (_, j) => ["t", `h${k}x${j}`]),
+    content: `heavy ${k}`,
+    sig: "0".repeat(128),
+  });
+  const writes = Array.from({ length: 200 }, (_, k) => ({ event: heavy(k), json: serializeEvent(heavy(k)) }));
+  for (let k = 0; k < 200; k += 100) {
+    await pg.writeBatch(writes.slice(k, k + 100), RULES);
+    await sqlite.writeBatch(writes.slice(k, k + 100), RULES);
+  }
+  const del = JSON.parse(
+    JSON.stringify(finalizeEvent({ kind: 5, created_at: BASE, tags: writes.map((w) => ["e", w.event.id]), content: "" }, sk)),
+  ) as NostrEvent;
+  const purged: number[] = [];
+  pg.onPurged = (ids) => purged.push(...ids);
+  try {
+    const [o] = await pg.writeBatch([{ event: del, json: serializeEvent(del) }], RULES);
+    expect(o!.stored && o!.purge).toBeNumber();
+    const left = async () => (await pg.sql`SELECT count(*)::int AS n FROM events WHERE pubkey = decode(${pubkey}, 'hex')`)[0].n as number;
+    // A chunk is ~256 KB of JSON: ~40 of these ~6 KB events, not 200 of them under the sequence lock.
+    const first = await left();
+    expect(first).toBeGreaterThan(100);
+    expect(first).toBeLessThan(201);
+    // Nothing it deletes is accepted again meanwhile.
+    const again = (await pg.writeBatch([writes[199]!], RULES))[0]!;
+    expect(again.stored).toBe(false);
+    let steps = 0;
+    while (await pg.purgeStep(5)) steps++;
+    expect(steps).toBeGreaterThan(2);
+    expect(await left()).toBe(1);
+    expect(purged).toEqual([(o as { purge: number }).purge]);
+    expect((await pg.sql`SELECT count(*)::int AS n FROM purge_targets`)[0].n).toBe(0);
+    // The SQLite writer: the same outcome and what is left, the purge done in its steps.
+    const [s] = await sqlite.writeBatch([{ event: del, json: serializeEvent(del) }], RULES);
+    expect(s!.stored).toBe(true);
+    while (await sqlite.purgeStep(5));
+    const job = { filters: [{ authors: [pubkey] }], limits: [1000], maxSeq: Number.MAX_SAFE_INTEGER, now: 0 };
+    const ids = async (store: PostgresStore | SqliteStore) =>
+      (await allRows(store.query({ ...job, maxSeq: store.lastSeq() }))).map((j) => j.slice(7, 71));
+    expect(await ids(sqlite)).toEqual([del.id]);
+    expect(await ids(pg)).toEqual([del.id]);
+  } finally {
+    pg.onPurged = undefined;
+  }
+});

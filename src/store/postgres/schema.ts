@@ -61,6 +61,15 @@ const migrations: string[] = [
      upto   bigint,                   -- only events with a seq up to this
      wraps  boolean   NOT NULL        -- also gift wraps p-tagged to the pubkey
    );`,
+  // 5: a NIP-09 deletion of many events is a purge too (postgres/write.ts), of the events listed
+  // here by seq and id, as SQLite's (store/sqlite/db.ts, schema 12).
+  `CREATE TABLE purge_targets (
+     purge bigint NOT NULL,
+     seq   bigint NOT NULL,
+     id    bytea  NOT NULL,
+     PRIMARY KEY (purge, seq)
+   );
+   ALTER TABLE purges ADD COLUMN listed boolean NOT NULL DEFAULT false;`,
 ];
 
 /** Any fixed number: the advisory lock that serializes migrations of nodes starting together. */

@@ -29,7 +29,7 @@ import { RedisBus } from "./bus.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
 import { FEED_WINDOW, feedWindowFits, hllRegisters, planFilter, planNeg, planSeqs, type QueryRow } from "./query.ts";
 import { migrate } from "./schema.ts";
-import { isStored, purgeStep, writeBatch } from "./write.ts";
+import { isStored, PG_PURGE_BYTES, PG_PURGE_ROWS, purgeStep, writeBatch } from "./write.ts";
 
 export interface PostgresStoreOptions {
   url: string;
@@ -151,18 +151,39 @@ export class PostgresStore implements Store {
     const b = { from: committed.from, to: committed.to, events: committed.stored };
     this.bus?.publishBatch(b);
     this.order.add(b);
+    for (const o of outcomes) if (o.stored && o.purge !== undefined) this.awaited.add(o.purge);
     if (committed.purgesLeft) this.onPurge?.();
     return outcomes;
   }
 
-  /** Set by the writer queue (Store.onPurge). */
+  /** Set by the writer queue (Store.onPurge, Store.onPurged). */
   onPurge?: () => void;
+  onPurged?: (ids: number[]) => void;
+  /** Purges of this node's NIP-09 deletions whose OKs wait (WriteOutcome.purge): any node may carry them out. */
+  private readonly awaited = new Set<number>();
 
-  /** Store.purgeStep: PG_PURGE_ROWS events a step (the time budget is the SQLite writer's: Postgres does not run on this thread). */
+  /**
+   * Store.purgeStep: PG_PURGE_ROWS events a step (the time budget is the SQLite writer's: Postgres
+   * does not run on this thread). Then tells which awaited purges are gone, whichever node
+   * finished them; while one is left (another node may be running it), there is more.
+   */
   async purgeStep(_budgetMs: number): Promise<boolean> {
     if (this.closed) return false;
     try {
-      return await purgeStep(this.sql);
+      const stepped = await purgeStep(this.sql);
+      if (this.awaited.size === 0) return stepped;
+      const ids = [...this.awaited];
+      const rows = await this.sql.unsafe(
+        "SELECT id::float8 AS id FROM purges WHERE id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::text::jsonb) x)",
+        [JSON.stringify(ids)],
+      );
+      const left = new Set((rows as { id: number }[]).map((r) => r.id));
+      const done = ids.filter((id) => !left.has(id));
+      for (const id of done) this.awaited.delete(id);
+      if (done.length > 0) this.onPurged?.(done);
+      // Only waiting for another node's step: not in a tight loop.
+      if (!stepped && left.size > 0) await Bun.sleep(50);
+      return stepped || left.size > 0;
     } catch (err) {
       if (this.closed) return false;
       throw err;
@@ -250,13 +271,29 @@ export class PostgresStore implements Store {
     });
   }
 
+  /**
+   * NIP-40, in transactions of at most PG_PURGE_ROWS events and about PG_PURGE_BYTES of their
+   * JSON (their tag rows go with them): 5,000 events of many tags in one were minutes of a
+   * transaction. Outside the sequence lock: other writes go on.
+   */
   async sweepExpired(now: number): Promise<number> {
-    return this.sql.begin(async (tx) => {
-      await tx`SET LOCAL statement_timeout = 0`;
-      const rows =
-        await tx`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ${now} LIMIT 5000) RETURNING seq`;
-      return rows.length;
-    });
+    let swept = 0;
+    for (;;) {
+      if (this.closed) return swept;
+      const n = await this.sql.begin(async (tx) => {
+        await tx`SET LOCAL statement_timeout = 0`;
+        const [r] = await tx.unsafe(
+          `WITH pick AS (SELECT seq, octet_length(json) AS b FROM events WHERE expiration IS NOT NULL AND expiration <= $1 LIMIT ${PG_PURGE_ROWS}),
+                sized AS (SELECT seq, sum(b) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) - b AS before FROM pick),
+                gone AS (DELETE FROM events WHERE seq IN (SELECT seq FROM sized WHERE before < ${PG_PURGE_BYTES}) RETURNING 1)
+           SELECT count(*)::int AS n FROM gone`,
+          [now],
+        );
+        return r.n as number;
+      });
+      swept += n;
+      if (n === 0) return swept;
+    }
   }
 
   async sizeBytes(): Promise<number> {

@@ -32,6 +32,11 @@ const MAX_LEXEME = 2000;
  * the rest goes in steps of this many, each its own transaction, outside the lock.
  */
 export const PG_PURGE_ROWS = 500;
+/**
+ * And at most about this much of their JSON: their tag rows go with them (ON DELETE CASCADE), and
+ * 500 events of 1,800 tags are 900,000 rows (issue 36). The first event is always taken.
+ */
+export const PG_PURGE_BYTES = 256 * 1024;
 
 /**
  * The tokens (already normalized as queries are, nips/nip50.ts) as a tsvector literal with their
@@ -61,6 +66,11 @@ export interface CommittedBatch {
   purgesLeft: boolean;
 }
 
+/** The batch's purges: whether one is left, and its byte budget for deleting at once. */
+interface BatchPurges {
+  left: boolean;
+}
+
 export async function writeBatch(
   sql: SQL,
   batch: PendingWrite[],
@@ -74,7 +84,7 @@ export async function writeBatch(
     const to = Number(row.value);
     const from = to - batch.length + 1;
     const outcomes: WriteOutcome[] = new Array(batch.length);
-    const purges = { left: false };
+    const purges: BatchPurges = { left: false };
     // Events that only affect themselves and their own address go in runs, a few statements per
     // run; the others (deletions, requests to vanish, gift wraps) one by one, in order, so each
     // sees what the events before it did.
@@ -266,7 +276,7 @@ async function writeOne(
   { event: e, json, vanishOnly }: PendingWrite,
   seq: number,
   rules: WriteRules,
-  purges: { left: boolean },
+  purges: BatchPurges,
 ): Promise<WriteOutcome> {
   // A stored request to vanish is a duplicate first, as in sqlite/write.ts writeOne (here the
   // same request sent twice in flight): carried out again it would delete the kept one.
@@ -280,9 +290,11 @@ async function writeOne(
   const gone = await tombstoned(tx, e);
   if (gone) return refused(gone);
   if (!(await insertEvents(tx, [{ w: { event: e, json }, seq, d: null }], rules)).has(seq)) return { stored: false, duplicate: true };
-  if (e.kind === DELETION_KIND && rules.deletion) await applyDeletion(tx, e);
   if (e.kind === VANISH_KIND && rules.vanish && !(await applyVanish(tx, e, seq, seq))) purges.left = true;
-  return { stored: true, seq };
+  const purge = e.kind === DELETION_KIND && rules.deletion ? await applyDeletion(tx, e, seq) : undefined;
+  if (purge === undefined) return { stored: true, seq };
+  purges.left = true;
+  return { stored: true, seq, purge };
 }
 
 /** Why an event may not (re)enter (semantics.ts tombstoneRefusal): the tombstones of its author and, for a gift wrap, its recipients. */
@@ -303,26 +315,46 @@ async function tombstoned(tx: Tx, e: NostrEvent): Promise<Refusal | undefined> {
   });
 }
 
-/** NIP-09: the requester's own referenced events, and gift wraps addressed to the requester (semantics.ts deletionOf). */
-async function applyDeletion(tx: Tx, req: NostrEvent): Promise<void> {
+/**
+ * NIP-09: the requester's own referenced events, and gift wraps addressed to the requester
+ * (semantics.ts deletionOf). The tombstones are written here; the events go as a purge of the
+ * listed targets, its first chunk in this batch, the rest in purgeStep, outside the sequence
+ * lock, as SQLite's writer does. Returns the purge when it is not finished: the request's OK
+ * waits for it (WriteOutcome.purge).
+ */
+async function applyDeletion(tx: Tx, req: NostrEvent, seq: number): Promise<number | undefined> {
   const { ids, addresses } = deletionTargets(req);
+  const doomed: { seq: number; id: string }[] = [];
   for (const id of ids) {
     const [target] = await tx`SELECT seq, kind, encode(pubkey, 'hex') AS pubkey,
                                      EXISTS (SELECT 1 FROM tags t WHERE t.seq = events.seq AND t.name = 'p' AND t.value = ${req.pubkey}) AS "tagsRequester"
                               FROM events WHERE id = decode(${id}, 'hex')`;
     const { remove, tombstone } = deletionOf(req, target ?? null);
-    if (remove) await tx`DELETE FROM events WHERE seq = ${target.seq}`;
+    if (remove) doomed.push({ seq: Number(target.seq), id });
     if (tombstone)
       await tx`INSERT INTO deleted_ids (id, pubkey) VALUES (decode(${id}, 'hex'), decode(${req.pubkey}, 'hex')) ON CONFLICT DO NOTHING`;
   }
-  for (const a of addresses) await deleteAddress(tx, a, req.created_at);
+  for (const a of addresses) doomed.push(...(await deleteAddress(tx, a, req.created_at)));
+  if (doomed.length === 0) return undefined;
+  const [p] =
+    await tx`INSERT INTO purges (pubkey, until, keep, upto, wraps, listed) VALUES (decode(${req.pubkey}, 'hex'), NULL, ${seq}, NULL, false, true)
+                       RETURNING id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps, listed`;
+  await tx.unsafe(
+    `INSERT INTO purge_targets (purge, seq, id)
+     SELECT $1, r.seq, decode(r.id, 'hex') FROM jsonb_to_recordset($2::text::jsonb) AS r(seq bigint, id text) ON CONFLICT DO NOTHING`,
+    [p.id, JSON.stringify(doomed)],
+  );
+  return (await purgeChunk(tx, p as Purge)) ? undefined : Number(p.id);
 }
 
-async function deleteAddress(tx: Tx, a: Address, until: number): Promise<void> {
+/** The address's tombstone; returns its stored versions it covers (to delete). */
+async function deleteAddress(tx: Tx, a: Address, until: number): Promise<{ seq: number; id: string }[]> {
   const d = pgText(a.d);
-  await tx`DELETE FROM events WHERE pubkey = decode(${a.pubkey}, 'hex') AND kind = ${a.kind} AND coalesce(d, '') = ${d} AND created_at <= ${until}`;
+  const rows =
+    await tx`SELECT seq, encode(id, 'hex') AS id FROM events WHERE pubkey = decode(${a.pubkey}, 'hex') AND kind = ${a.kind} AND coalesce(d, '') = ${d} AND created_at <= ${until}`;
   await tx`INSERT INTO deleted_addresses (pubkey, kind, d, until) VALUES (decode(${a.pubkey}, 'hex'), ${a.kind}, ${d}, ${until})
            ON CONFLICT (pubkey, kind, d) DO UPDATE SET until = greatest(deleted_addresses.until, excluded.until)`;
+  return (rows as { seq: string; id: string }[]).map((r) => ({ seq: Number(r.seq), id: r.id }));
 }
 
 /**
@@ -336,7 +368,7 @@ async function applyVanish(tx: Tx, req: NostrEvent, keep: number | null, upto: n
            ON CONFLICT (pubkey) DO UPDATE SET until = greatest(vanished.until, excluded.until)`;
   const [p] =
     await tx`INSERT INTO purges (pubkey, until, keep, upto, wraps) VALUES (decode(${req.pubkey}, 'hex'), ${req.created_at}, ${keep}, ${upto}, true)
-                       RETURNING id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps`;
+                       RETURNING id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps, listed`;
   return purgeChunk(tx, p as Purge);
 }
 
@@ -347,26 +379,70 @@ interface Purge {
   keep: number | null;
   upto: number | null;
   wraps: boolean;
+  /** A NIP-09 deletion: only the events listed in purge_targets. */
+  listed: boolean;
 }
 
-/** Deletes up to PG_PURGE_ROWS events of a purge (oldest first, then gift wraps); true (and the purge forgotten) when none is left. */
+/**
+ * Deletes up to PG_PURGE_ROWS events (and about PG_PURGE_BYTES of their JSON) of a purge:
+ * the listed ones of a NIP-09 deletion; else oldest first, then gift wraps. True (and the purge
+ * forgotten) when none is left.
+ */
 async function purgeChunk(tx: Tx, p: Purge, rows = PG_PURGE_ROWS): Promise<boolean> {
+  if (p.listed) return purgeListed(tx, p, rows);
   const until = p.until ?? Number.MAX_SAFE_INTEGER;
   const upto = p.upto ?? Number.MAX_SAFE_INTEGER;
   const keep = p.keep ?? -1;
-  const [a] = await tx`WITH gone AS (
-      DELETE FROM events WHERE seq IN (
-        SELECT seq FROM events WHERE pubkey = decode(${p.pubkey}, 'hex') AND created_at <= ${until} AND seq <> ${keep} AND seq <= ${upto} ORDER BY created_at LIMIT ${rows})
-      RETURNING 1)
-    SELECT count(*)::int AS n FROM gone`;
-  if (a.n >= rows) return false;
+  const authored = await deleteSized(
+    tx,
+    "SELECT seq FROM events WHERE pubkey = decode($1, 'hex') AND created_at <= $2 AND seq <> $3 AND seq <= $4 ORDER BY created_at LIMIT $5",
+    [p.pubkey, until, keep, upto, rows],
+    rows,
+  );
+  if (!authored) return false;
   if (p.wraps) {
-    const [w] = await tx`WITH gone AS (
-        DELETE FROM events WHERE seq IN (SELECT seq FROM tags WHERE name = 'p' AND value = ${p.pubkey} AND kind = ${GIFT_WRAP} AND seq <= ${upto} LIMIT ${rows - a.n})
-        RETURNING 1)
-      SELECT count(*)::int AS n FROM gone`;
-    if (a.n + w.n >= rows) return false;
+    const wraps = await deleteSized(
+      tx,
+      `SELECT seq FROM tags WHERE name = 'p' AND value = $1 AND kind = ${GIFT_WRAP} AND seq <= $2 LIMIT $3`,
+      [p.pubkey, upto, rows],
+      rows,
+    );
+    if (!wraps) return false;
   }
+  await tx`DELETE FROM purges WHERE id = ${p.id}`;
+  return true;
+}
+
+/**
+ * Deletes the events among the seqs `pick` selects (at most `rows`) up to about PG_PURGE_BYTES of
+ * JSON; true when that was all `pick` had (fewer than `rows`, none left out).
+ */
+async function deleteSized(tx: Tx, pick: string, params: unknown[], rows: number): Promise<boolean> {
+  const [r] = await tx.unsafe(
+    `WITH pick AS (${pick}),
+          sized AS (SELECT e.seq, sum(octet_length(e.json)) OVER (ORDER BY e.seq ROWS UNBOUNDED PRECEDING) - octet_length(e.json) AS before
+                    FROM events e WHERE e.seq IN (SELECT seq FROM pick)),
+          gone AS (DELETE FROM events WHERE seq IN (SELECT seq FROM sized WHERE before < ${PG_PURGE_BYTES}) RETURNING 1)
+     SELECT (SELECT count(*) FROM pick)::int AS picked, (SELECT count(*) FROM gone)::int AS n`,
+    params,
+  );
+  return r.picked < rows && r.n === r.picked;
+}
+
+/** A NIP-09 purge's next chunk of listed targets (those still stored are deleted); true when none is left. */
+async function purgeListed(tx: Tx, p: Purge, rows: number): Promise<boolean> {
+  const [r] = await tx.unsafe(
+    `WITH pick AS (SELECT t.seq, e.seq AS stored, coalesce(octet_length(e.json), 0) AS b
+                   FROM purge_targets t LEFT JOIN events e ON e.seq = t.seq AND e.id = t.id
+                   WHERE t.purge = $1 ORDER BY t.seq LIMIT $2),
+          sized AS (SELECT seq, stored, sum(b) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) - b AS before FROM pick),
+          chosen AS (SELECT seq, stored FROM sized WHERE before < ${PG_PURGE_BYTES}),
+          gone AS (DELETE FROM events WHERE seq IN (SELECT stored FROM chosen WHERE stored IS NOT NULL) RETURNING 1),
+          dropped AS (DELETE FROM purge_targets WHERE purge = $1 AND seq IN (SELECT seq FROM chosen) RETURNING 1)
+     SELECT (SELECT count(*) FROM pick)::int AS picked, (SELECT count(*) FROM dropped)::int AS n, (SELECT count(*) FROM gone)::int AS g`,
+    [p.id, rows],
+  );
+  if (r.picked >= rows || r.n < r.picked) return false;
   await tx`DELETE FROM purges WHERE id = ${p.id}`;
   return true;
 }
@@ -379,7 +455,7 @@ export async function purgeStep(sql: SQL): Promise<boolean> {
   return sql.begin(async (tx) => {
     await tx`SET LOCAL statement_timeout = 0`;
     const [p] =
-      await tx`SELECT id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps
+      await tx`SELECT id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps, listed
                          FROM purges ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`;
     if (!p) return false;
     await purgeChunk(tx, p as Purge);

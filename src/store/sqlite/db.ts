@@ -240,6 +240,16 @@ const migrations: Migration[] = [
   // bytes of id fewer per entry (the walk orders ties by id itself, query.ts).
   `DROP INDEX events_created;
    CREATE INDEX events_created ON events(created_at, seq DESC, pubkey, kind);`,
+  // 12: a NIP-09 deletion of many events is a purge too (store/sqlite/write.ts): the events it
+  // deletes are listed here by seq and id (a seq a later event reuses is not its target), and
+  // the purge, \`listed\`, deletes only them, in steps between batches.
+  `CREATE TABLE purge_targets (
+     purge INTEGER NOT NULL,
+     seq   INTEGER NOT NULL,
+     id    BLOB    NOT NULL,
+     PRIMARY KEY (purge, seq)
+   ) WITHOUT ROWID;
+   ALTER TABLE purges ADD COLUMN listed INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 /**

@@ -89,7 +89,10 @@ export class SqliteStore implements Store {
       // A batch whose writer thread was lost before it answered is decided by what is stored.
       const seqOf = this.db.prepare("SELECT seq FROM events WHERE id = unhex(?)");
       const seqsOf = (ids: string[]) => ids.map((id) => (seqOf.get(id) as { seq: number } | null)?.seq ?? 0);
-      this.thread = new WriterThread(opts.path, opts.synchronous, committed, seqsOf);
+      // And a NIP-09 deletion's purge still going on (its OK waits for it: write.ts applyDeletion).
+      const purgeOf = this.db.prepare("SELECT id FROM purges WHERE listed = 1 AND keep = ?");
+      const purgeOfSeq = (seq: number) => (purgeOf.get(seq) as { id: number } | null)?.id;
+      this.thread = new WriterThread(opts.path, opts.synchronous, committed, seqsOf, purgeOfSeq);
       this.checkpointer = new Checkpointer(opts.path, opts.synchronous);
       this.checkpointer.onLost = () => this.thread?.setWalPages(SOLO_AUTOCHECKPOINT);
       this.thread.onCommitted = () => this.checkpointer?.committed();
@@ -202,6 +205,15 @@ export class SqliteStore implements Store {
 
   get onPurge(): (() => void) | undefined {
     return (this.thread ?? this.writer!).onPurge;
+  }
+
+  set onPurged(f: ((ids: number[]) => void) | undefined) {
+    if (this.thread) this.thread.onPurged = f;
+    else this.writer!.onPurged = f;
+  }
+
+  get onPurged(): ((ids: number[]) => void) | undefined {
+    return (this.thread ?? this.writer!).onPurged;
   }
 
   sweepExpired(now: number): number | Promise<number> {

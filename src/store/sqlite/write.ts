@@ -1,8 +1,10 @@
 // The single writer: NIP-01/09/40/50/62 storage semantics inside one transaction per batch.
-// Deletions too big for one transaction (a request to vanish of a key with 40k events, a ban)
-// are recorded as purges and carried out in bounded steps between batches (purgeStep): the
+// Deletions too big for one transaction (a request to vanish of a key with 40k events, a ban, a
+// NIP-09 deletion of hundreds of events with thousands of tags each) are recorded as purges and
+// carried out in bounded steps between batches (purgeStep), and so are the NIP-40 sweeps: the
 // writer then ran on the main thread, where one such transaction stalled every client for
-// seconds; in the writer thread (writer-worker.ts) it would stall every write as long.
+// seconds; in the writer thread (writer-worker.ts) it stalls every write as long (issue 36: a
+// kind 5 deleting 900 events of 1,800 tags held every other EVENT 14.8 s).
 import type { Database } from "bun:sqlite";
 import { deletionTargets, DELETION_KIND, type Address } from "../../nips/nip09.ts";
 import { expirationOf } from "../../nips/nip40.ts";
@@ -30,7 +32,10 @@ const indexedTag = (t: string[]): t is [string, string, ...string[]] =>
 
 /** Rows a purge selects at a time. */
 const PURGE_ROWS = 32;
-/** Purge work done inside the batch that asked for it: a small one completes before its OK. */
+/**
+ * Purge work done inside the batch that asked for it (all its deletions and requests to vanish
+ * together): a small one completes before its OK. Also the first step of a NIP-40 sweep.
+ */
 const PURGE_FIRST_MS = 5;
 /** A bound no created_at or seq reaches: "no limit" for a purge. */
 const NO_LIMIT = Number.MAX_SAFE_INTEGER;
@@ -47,6 +52,14 @@ interface Purge {
   upto: number | null;
   /** Also gift wraps p-tagged to the pubkey (NIP-62). */
   wraps: number;
+  /** A NIP-09 deletion: only the events listed in purge_targets (pubkey is the requester's). */
+  listed: number;
+}
+
+/** A purge_targets entry, and the seq of its event when that is still stored. */
+interface Target {
+  target: number;
+  seq: number | null;
 }
 
 interface Row {
@@ -102,15 +115,23 @@ function writerStatements(db: Database) {
     deletionTarget: q(
       "SELECT e.seq, e.kind, lower(hex(e.pubkey)) AS pubkey, EXISTS (SELECT 1 FROM tags t WHERE t.name = 'p' AND t.value = unhex(?2) AND t.created_at = e.created_at AND t.seq = e.seq) AS tagsRequester FROM events e WHERE e.id = unhex(?1)",
     ),
-    addressUpTo: q("SELECT seq FROM events WHERE pubkey = unhex(?) AND kind = ? AND coalesce(d, '') = ? AND created_at <= ?"),
+    addressUpTo: q(
+      "SELECT seq, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ? AND coalesce(d, '') = ? AND created_at <= ?",
+    ),
     // NIP-62
     vanishedUntil: q("SELECT until FROM vanished WHERE pubkey = unhex(?)"),
     vanish: q("INSERT INTO vanished (pubkey, until) VALUES (unhex(?), ?) ON CONFLICT DO UPDATE SET until = max(until, excluded.until)"),
     // Purges (NIP-62, NIP-86 banpubkey)
-    addPurge: q("INSERT INTO purges (pubkey, until, keep, upto, wraps) VALUES (unhex(?), ?, ?, ?, ?)"),
-    purgeById: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges WHERE id = ?"),
-    nextPurge: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps FROM purges ORDER BY id LIMIT 1"),
+    addPurge: q("INSERT INTO purges (pubkey, until, keep, upto, wraps, listed) VALUES (unhex(?), ?, ?, ?, ?, ?)"),
+    purgeById: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps, listed FROM purges WHERE id = ?"),
+    nextPurge: q("SELECT id, lower(hex(pubkey)) AS pubkey, until, keep, upto, wraps, listed FROM purges ORDER BY id LIMIT 1"),
     endPurge: q("DELETE FROM purges WHERE id = ?"),
+    // NIP-09 purges: the events a deletion deletes, by seq and id (a reused seq is not a target).
+    addTarget: q("INSERT OR IGNORE INTO purge_targets (purge, seq, id) VALUES (?, ?, unhex(?))"),
+    listedTargets: q(
+      "SELECT t.seq AS target, e.seq FROM purge_targets t LEFT JOIN events e ON e.seq = t.seq AND e.id = t.id WHERE t.purge = ?1 ORDER BY t.seq LIMIT ?2",
+    ),
+    dropTarget: q("DELETE FROM purge_targets WHERE purge = ? AND seq = ?"),
     // Oldest first, about ascending seq: FTS5 was measured here deleting descending rowids
     // up to 5x slower than ascending ones.
     purgeAuthored: q(
@@ -124,7 +145,7 @@ function writerStatements(db: Database) {
     maxCreatedAt: q("SELECT coalesce(max(created_at), -1) AS t FROM events"),
     dataVersion: q("PRAGMA data_version"),
     // NIP-40
-    expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? LIMIT ?"),
+    expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? ORDER BY expiration LIMIT ?"),
   };
 }
 type WriterStatements = ReturnType<typeof writerStatements>;
@@ -139,10 +160,17 @@ export class SqliteWriter {
   seq: number;
   /** Purges are recorded and not yet done (set at start from the table). */
   private purging: boolean;
-  /** Purges recorded by the batch being written. */
+  /** Purges recorded by the call under way, and purges it finished. */
   private newPurges: number[] = [];
-  /** Called when a purge is recorded (after its transaction: from a timer), so someone runs purgeStep. */
+  private ended: number[] = [];
+  /** Purge work (ms) the call under way may still do at once (PURGE_FIRST_MS at its start). */
+  private purgeLeftMs = 0;
+  /** Expired events (NIP-40) up to this time are being swept in purge steps; 0: no sweep. */
+  private expireUpTo = 0;
+  /** Called when purge work is left (after its transaction: from a timer), so someone runs purgeStep. */
   onPurge?: () => void;
+  /** Told, after the call that committed it, which purges are done (a deletion's OK waits for its own). */
+  onPurged?: (ids: number[]) => void;
   /** Events purges have deleted (removeByAuthor reports its share). */
   private purgedEvents = 0;
   /** Told, after each call that changed more than its answer shows, what (set by the store). */
@@ -164,10 +192,11 @@ export class SqliteWriter {
     this.purging = db.query("SELECT 1 FROM purges LIMIT 1").get() !== null;
     this.seenVersion = this.dataVersion();
     this.txn = db.transaction((batch: PendingWrite[], rules: WriteRules) => {
-      this.newPurges = [];
+      this.purgeLeftMs = PURGE_FIRST_MS;
       const outcomes = batch.map((w) => this.writeOne(w, rules));
       // A small purge (most requests to vanish) is done before the commit, so before the OK.
-      if (this.newPurges.length > 0) this.runPurges(this.newPurges, performance.now() + PURGE_FIRST_MS);
+      if (this.newPurges.length > 0) this.runPurges(this.newPurges);
+      for (const o of outcomes) if (o.stored && o.purge !== undefined && this.ended.includes(o.purge)) delete o.purge;
       return outcomes;
     });
   }
@@ -204,10 +233,25 @@ export class SqliteWriter {
     } catch (e) {
       this.seq = seq;
       this.deleted.length = named;
+      this.newPurges = [];
+      this.ended = [];
       throw e;
     }
     this.checkChanges(batch);
+    this.tellPurges();
     return result;
+  }
+
+  /** After a commit: asks for purge steps if the call left purge work, and tells which purges it finished. */
+  private tellPurges(): void {
+    const { newPurges, ended } = this;
+    this.newPurges = [];
+    this.ended = [];
+    if (newPurges.some((id) => !ended.includes(id))) {
+      this.purging = true;
+      if (this.onPurge) setTimeout(this.onPurge, 0);
+    }
+    if (ended.length > 0) this.onPurged?.(ended);
   }
 
   /**
@@ -233,18 +277,42 @@ export class SqliteWriter {
     return (this.st.dataVersion.get() as { data_version: number }).data_version;
   }
 
-  /** Deletes up to `max` expired events (NIP-40); returns how many. */
-  sweepExpired(now: number, max = 5000): number {
+  /**
+   * NIP-40: deletes the events expired at `now`, for about `budgetMs` here and the rest in
+   * purgeSteps (an expired event is already hidden from every read: only its space is taken
+   * back); returns how many were deleted here. ~420 events of many tags expiring in the same
+   * second were one transaction of ~15 s.
+   */
+  sweepExpired(now: number, budgetMs = PURGE_FIRST_MS): number {
+    this.expireUpTo = Math.max(this.expireUpTo, now);
     // IMMEDIATE, as writeBatchImmediate: another process may be writing to the same file.
     return this.told(() =>
       this.db
         .transaction(() => {
-          const rows = this.st.expired.all(now, max) as { seq: number }[];
-          for (const r of rows) this.remove(r.seq);
-          return rows.length;
+          const before = this.purgedEvents;
+          if (!this.expire(performance.now() + budgetMs) && this.onPurge) setTimeout(this.onPurge, 0);
+          return this.purgedEvents - before;
         })
         .immediate(),
     );
+  }
+
+  /** Deletes expired events (up to expireUpTo) until the deadline; true when none is left. */
+  private expire(deadline: number): boolean {
+    for (;;) {
+      // Seqs only: a row is read as it is deleted (32 events of 100 KB read for the one a step
+      // has time to delete cost more than the delete).
+      const rows = this.st.expired.all(this.expireUpTo, PURGE_ROWS) as { seq: number }[];
+      if (rows.length === 0) {
+        this.expireUpTo = 0;
+        return true;
+      }
+      for (const r of rows) {
+        if (performance.now() >= deadline) return false;
+        this.remove(r.seq);
+        this.purgedEvents++;
+      }
+    }
   }
 
   /** NIP-86 banevent: deletes the event with this id; false if it was not stored. */
@@ -270,7 +338,8 @@ export class SqliteWriter {
         .transaction(() => {
           const upto = (this.st.maxSeq.get() as { s: number }).s;
           const before = this.purgedEvents;
-          this.runPurges([this.addPurge(pubkey, null, null, upto, false)], performance.now() + PURGE_FIRST_MS);
+          this.purgeLeftMs = PURGE_FIRST_MS;
+          this.runPurges([this.addPurge(pubkey, null, null, upto, false)]);
           return this.purgedEvents - before;
         })
         .immediate(),
@@ -283,52 +352,82 @@ export class SqliteWriter {
    * (store/queue.ts), so other clients' EVENTs and REQs go on while a big key vanishes.
    */
   purgeStep(budgetMs: number): boolean {
-    if (!this.purging) return false;
+    if (!this.purging && this.expireUpTo === 0) return false;
     return this.told(() =>
       this.db
         .transaction(() => {
           const deadline = performance.now() + budgetMs;
           for (;;) {
             const p = this.st.nextPurge.get() as Purge | null;
-            if (!p) return (this.purging = false);
+            if (!p) break;
             if (!this.purge(p, deadline)) return true;
           }
+          this.purging = false;
+          // The NIP-40 sweep after the deletions that were asked for.
+          return this.expireUpTo !== 0 && !this.expire(deadline);
         })
         .immediate(),
     );
   }
 
-  /** Records a purge (the caller's transaction) and tells onPurge once it is committed. */
-  private addPurge(pubkey: string, until: number | null, keep: number | null, upto: number | null, wraps: boolean): number {
-    const id = Number(this.st.addPurge.run(pubkey, until, keep, upto, wraps ? 1 : 0).lastInsertRowid);
-    this.purging = true;
-    if (this.onPurge) setTimeout(this.onPurge, 0);
+  /** Records a purge (the caller's transaction); told (onPurge) once committed, if not finished then. */
+  private addPurge(pubkey: string, until: number | null, keep: number | null, upto: number | null, wraps: boolean, listed = false): number {
+    const id = Number(this.st.addPurge.run(pubkey, until, keep, upto, wraps ? 1 : 0, listed ? 1 : 0).lastInsertRowid);
+    this.newPurges.push(id);
     return id;
   }
 
-  /** Runs these purges until done or the deadline. */
-  private runPurges(ids: number[], deadline: number): void {
+  /** Runs these purges (those not done yet) within the call's purgeLeftMs. */
+  private runPurges(ids: number[]): void {
     for (const id of ids) {
       const p = this.st.purgeById.get(id) as Purge | null;
-      if (p && !this.purge(p, deadline)) return;
+      if (p && !this.purgeAtOnce(p)) return;
     }
+  }
+
+  /** Runs a purge within what is left of the call's purgeLeftMs; true when it is done. */
+  private purgeAtOnce(p: Purge): boolean {
+    const started = performance.now();
+    const done = this.purge(p, started + this.purgeLeftMs);
+    this.purgeLeftMs -= performance.now() - started;
+    return done;
   }
 
   /** Deletes what a purge covers until the deadline; true when it is done (and forgotten). */
   private purge(p: Purge, deadline: number): boolean {
+    if (p.listed) return this.purgeListed(p, deadline);
     for (;;) {
       let rows = this.st.purgeAuthored.all(p.pubkey, p.until ?? NO_LIMIT, p.keep ?? -1, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
       if (rows.length === 0 && p.wraps) rows = this.st.purgeWraps.all(p.pubkey, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
-      if (rows.length === 0) {
-        this.st.endPurge.run(p.id);
-        return true;
-      }
+      if (rows.length === 0) return this.endPurge(p);
       for (const r of rows) {
+        if (performance.now() >= deadline) return false;
         this.removeRow(r);
         this.purgedEvents++;
-        if (performance.now() >= deadline) return false;
       }
     }
+  }
+
+  /** A NIP-09 purge: its listed events (those still stored), until the deadline. */
+  private purgeListed(p: Purge, deadline: number): boolean {
+    for (;;) {
+      const rows = this.st.listedTargets.all(p.id, PURGE_ROWS) as Target[];
+      if (rows.length === 0) return this.endPurge(p);
+      for (const r of rows) {
+        if (performance.now() >= deadline) return false;
+        if (r.seq !== null) {
+          this.remove(r.seq);
+          this.purgedEvents++;
+        }
+        this.st.dropTarget.run(p.id, r.target);
+      }
+    }
+  }
+
+  private endPurge(p: Purge): true {
+    this.st.endPurge.run(p.id);
+    this.ended.push(p.id);
+    return true;
   }
 
   private writeOne({ event: e, json, vanishOnly }: PendingWrite, rules: WriteRules): WriteOutcome {
@@ -366,9 +465,9 @@ export class SqliteWriter {
       if (text) this.st.insertText.run(seq, text);
     }
     this.seq = seq;
-    if (e.kind === DELETION_KIND && rules.deletion) this.applyDeletion(e);
     if (e.kind === VANISH_KIND && rules.vanish) this.applyVanish(e, seq);
-    return { stored: true, seq };
+    const purge = e.kind === DELETION_KIND && rules.deletion ? this.applyDeletion(e, seq) : undefined;
+    return purge === undefined ? { stored: true, seq } : { stored: true, seq, purge };
   }
 
   /** Why an event may not (re)enter (semantics.ts tombstoneRefusal), from the tombstone tables. */
@@ -378,10 +477,15 @@ export class SqliteWriter {
 
   /**
    * NIP-09: delete the requester's own referenced events, and gift wraps addressed to the
-   * requester, and keep them deleted (semantics.ts deletionOf).
+   * requester, and keep them deleted (semantics.ts deletionOf). The tombstones are written here;
+   * the events go as a purge of the listed targets: at once, within what is left of the batch's
+   * PURGE_FIRST_MS, and the rest in steps between batches. Returns the purge when it is not
+   * finished: the request's OK waits for it (WriteOutcome.purge), so nothing it deletes is served
+   * after its OK.
    */
-  private applyDeletion(req: NostrEvent): void {
+  private applyDeletion(req: NostrEvent, seq: number): number | undefined {
     const { ids, addresses } = deletionTargets(req);
+    const doomed: { seq: number; id: string }[] = [];
     for (const id of ids) {
       const target = this.st.deletionTarget.get(id, req.pubkey) as {
         seq: number;
@@ -390,14 +494,18 @@ export class SqliteWriter {
         tagsRequester: number;
       } | null;
       const { remove, tombstone } = deletionOf(req, target && { ...target, tagsRequester: target.tagsRequester === 1 });
-      if (remove && target) this.remove(target.seq);
+      if (remove && target) doomed.push({ seq: target.seq, id });
       if (tombstone) this.st.tombstoneId.run(id, req.pubkey);
     }
-    for (const a of addresses) this.deleteAddress(a, req.created_at);
+    for (const a of addresses) this.deleteAddress(a, req.created_at, doomed);
+    if (doomed.length === 0) return undefined;
+    const purge = this.addPurge(req.pubkey, null, seq, null, false, true);
+    for (const d of doomed) this.st.addTarget.run(purge, d.seq, d.id);
+    return this.purgeAtOnce(this.st.purgeById.get(purge) as Purge) ? undefined : purge;
   }
 
-  private deleteAddress(a: Address, until: number): void {
-    for (const r of this.st.addressUpTo.all(a.pubkey, a.kind, a.d, until) as { seq: number }[]) this.remove(r.seq);
+  private deleteAddress(a: Address, until: number, doomed: { seq: number; id: string }[]): void {
+    for (const r of this.st.addressUpTo.all(a.pubkey, a.kind, a.d, until) as { seq: number; id: string }[]) doomed.push(r);
     this.st.tombstoneAddress.run(a.pubkey, a.kind, a.d, until);
   }
 
@@ -410,7 +518,7 @@ export class SqliteWriter {
   private applyVanish(req: NostrEvent, keep: number | null): void {
     this.st.vanish.run(req.pubkey, req.created_at);
     const upto = (this.st.maxSeq.get() as { s: number }).s;
-    this.newPurges.push(this.addPurge(req.pubkey, req.created_at, keep, upto, true));
+    this.addPurge(req.pubkey, req.created_at, keep, upto, true);
   }
 
   private indexTags(e: NostrEvent, seq: number): void {

@@ -44,8 +44,10 @@ export type WriterReply =
   | { ready: true; seq: number }
   | { closed: true; warnings: string[] }
   | { purge: true }
+  | { purged: number[] }
   | { changes: Changes }
-  | { id: number; seqs: Float64Array; refusals: [number, Prefix, string][]; seq: number }
+  /** A batch's answer; `purges`: [index, purge] of its deletions still going on (WriteOutcome.purge). */
+  | { id: number; seqs: Float64Array; refusals: [number, Prefix, string][]; purges: [number, number][]; seq: number }
   | { id: number; result: unknown }
   | { id: number; error: { message: string; code?: string; name: string } };
 
@@ -89,6 +91,8 @@ export class WriterThread {
   private lostBatches = new Set<LostBatch>();
   /** Told when the worker records new purge work. */
   onPurge?: () => void;
+  /** Told which purges the worker finished (Store.onPurged). */
+  onPurged?: (ids: number[]) => void;
   /** Told what the worker's calls changed beyond their answers, before those answers (ChangeWatch). */
   onChanges?: (c: Changes) => void;
   /** Told when the thread was lost: what its last transactions did is not known. */
@@ -107,6 +111,8 @@ export class WriterThread {
     public seq: number,
     /** Each id's seq in the database (0: not stored), read on another connection (see lost). */
     private readonly seqsOf: (ids: string[]) => number[],
+    /** The purge of the NIP-09 deletion stored at this seq, while it goes on (see settleLost). */
+    private readonly purgeOf: (seq: number) => number | undefined = () => undefined,
   ) {
     this.worker = this.spawn();
   }
@@ -181,6 +187,7 @@ export class WriterThread {
    * failure of today (`error:`). Nothing stored: the transaction did not commit, the batch fails.
    */
   private settleLost(b: LostBatch, err: Error): void {
+    // A stored NIP-09 deletion whose purge goes on keeps waiting for it, as its answer would have said.
     let found: number[];
     try {
       found = this.seqsOf(b.ids);
@@ -191,6 +198,7 @@ export class WriterThread {
     if (!found.some((s) => s > 0)) return b.reject(err);
     const seqs = new Float64Array(b.ids.length);
     const refusals: [number, Prefix, string][] = [];
+    const purges: [number, number][] = [];
     const mine = new Set<string>();
     let seq = this.seq;
     b.ids.forEach((id, i) => {
@@ -199,13 +207,25 @@ export class WriterThread {
         seqs[i] = s;
         seq = Math.max(seq, s);
         mine.add(id);
+        const purge = this.lostPurge(s);
+        if (purge !== undefined) purges.push([i, purge]);
       } else if (s > 0) seqs[i] = 0;
       else {
         seqs[i] = -1;
         refusals.push([i, "error", "could not store the event"]);
       }
     });
-    b.resolve({ id: b.id, seqs, refusals, seq });
+    b.resolve({ id: b.id, seqs, refusals, purges, seq });
+  }
+
+  /** purgeOf, a failure logged: the deletion is then answered at once. */
+  private lostPurge(seq: number): number | undefined {
+    try {
+      return this.purgeOf(seq);
+    } catch (e) {
+      console.error("could not look up the purge of a lost writer thread's deletion:", e);
+      return undefined;
+    }
   }
 
   private onReply(r: WriterReply): void {
@@ -229,6 +249,7 @@ export class WriterThread {
       return;
     }
     if ("purge" in r) return this.onPurge?.();
+    if ("purged" in r) return this.onPurged?.(r.purged);
     if ("changes" in r) return this.onChanges?.(r.changes);
     if ("closed" in r) {
       for (const w of r.warnings) console.warn(`warning: ${w}`);
@@ -311,7 +332,7 @@ export class WriterThread {
 
   private outcomes(r: WriterReply): WriteOutcome[] {
     if ("error" in r) throw Object.assign(new Error(r.error.message), { code: r.error.code, name: r.error.name });
-    const { seqs, refusals, seq } = r as Extract<WriterReply, { seqs: Float64Array }>;
+    const { seqs, refusals, purges, seq } = r as Extract<WriterReply, { seqs: Float64Array }>;
     // The snapshot point moves here, and the caller (store/queue.ts) fans the batch out in the
     // continuation of this very promise: no other task runs in between, so a REQ never sees a
     // seq whose events were not fanned out yet (store/types.ts lastSeq, relay/req.ts).
@@ -322,6 +343,7 @@ export class WriterThread {
       out[i] = s > 0 ? { stored: true, seq: s } : { stored: false, duplicate: true };
     }
     for (const [i, prefix, message] of refusals) out[i] = { stored: false, duplicate: false, refusal: { prefix, message } };
+    for (const [i, purge] of purges) out[i] = { stored: true, seq: seqs[i]!, purge };
     return out;
   }
 

@@ -43,16 +43,19 @@ function writeBatch(message: string): void {
   // One number per event: its seq when stored, 0 a duplicate, -1 refused (with the refusal).
   const seqs = new Float64Array(outcomes.length);
   const refusals: [number, Prefix, string][] = [];
+  const purges: [number, number][] = [];
   outcomes.forEach((o, i) => {
-    if (o.stored) seqs[i] = o.seq;
-    else if (o.duplicate) seqs[i] = 0;
+    if (o.stored) {
+      seqs[i] = o.seq;
+      if (o.purge !== undefined) purges.push([i, o.purge]);
+    } else if (o.duplicate) seqs[i] = 0;
     else {
       seqs[i] = -1;
       refusals.push([i, o.refusal.prefix, o.refusal.message]);
     }
   });
   // writeBatchImmediate looked for other processes' commits after its own (checkChanges).
-  reply({ id: head.id, seqs, refusals, seq: w.seq }, [seqs.buffer]);
+  reply({ id: head.id, seqs, refusals, purges, seq: w.seq }, [seqs.buffer]);
 }
 
 function call(c: WriterCall): unknown {
@@ -111,6 +114,8 @@ function open(path: string, synchronous: "normal" | "full", walPages: number): v
   writer = new SqliteWriter(db);
   // Recorded purges (a request to vanish, a ban): the main thread's queue runs the steps.
   writer.onPurge = () => reply({ purge: true });
+  // Purges finished (a deletion's OK waits for its own), told before the answer of their call.
+  writer.onPurged = (ids) => reply({ purged: ids });
   // Deletions and others' commits, each told before the answer of the call that found it.
   writer.onChanges = (changes) => reply({ changes });
   admin = new SqliteAdmin(db, writer);
