@@ -1,6 +1,7 @@
 // Issue 36 item 8, "compression: 1 KB on the wire costs ~1 MB of inflation": with [network]
-// compression on, Bun inflates a client's compressed message before the relay sees it, so frames
-// of ~1 KB that inflate to ~1 MB, sent at full rate, keep the main thread inflating. The relay
+// compression on, Bun inflates a client's compressed message before the relay sees it, so tiny
+// frames that inflate to the frame limit (here 250 KB from ~250 bytes), sent at full rate, keep
+// the main thread inflating. The relay
 // runs as a child process with compression = "shared"; four attacker addresses flood such frames
 // over connections that negotiated permessage-deflate, reconnecting whenever they are closed
 // (within the connection rate limit), while an honest client on its own address publishes and
@@ -38,11 +39,12 @@ afterAll(async () => {
 });
 
 /**
- * A text message of ~1 MB deflated to ~1 KB (RFC 7692: raw deflate, sync flush, the final
+ * A text message of 250 KB (under the frame limit, 256 KiB: Bun closes a larger one with 1009
+ * before the relay sees it) deflated to ~250 bytes (RFC 7692: raw deflate, sync flush, the final
  * 00 00 ff ff left off), in a masked client frame with RSV1 set (mask key 0: payload as is).
  */
 function bombFrame(): Buffer {
-  const text = `["REQ","bomb",{"search":"${" ".repeat(1_000_000)}"}]`;
+  const text = `["REQ","bomb",{"search":"${" ".repeat(250_000)}"}]`;
   const deflated = deflateRawSync(Buffer.from(text), { finishFlush: constants.Z_SYNC_FLUSH });
   const payload = deflated.subarray(0, deflated.length - 4);
   const n = payload.length;
@@ -127,7 +129,7 @@ test("a compression bomb flood loses compression and leaves the honest client's 
   const user = signer();
 
   const bomb = bombFrame();
-  expect(bomb.length).toBeLessThan(2000);
+  expect(bomb.length).toBeLessThan(500);
   const stats: AttackStats = { connections: 0, negotiated: 0, refused: 0, bombs: 0, bytes: 0 };
   attacking = true;
   const attacks = ADDRESSES.flatMap((a) => Array.from({ length: CONNECTIONS_PER_ADDRESS }, () => attacker(relay!.port, a, bomb, stats)));

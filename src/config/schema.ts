@@ -281,7 +281,7 @@ export const schema = {
       default: 128 * KiB,
       min: 1024,
       max: 64 * MiB,
-      doc: "Largest websocket message decoded (NIP-11 max_message_length). Larger EVENTs get OK false (REQs CLOSED); frames over 4x this (at least 1 MiB) are closed with 1009.",
+      doc: "Largest websocket message decoded (NIP-11 max_message_length). Larger EVENTs get OK false (REQs CLOSED); messages over 2x this (at least 256 KiB) close the connection with 1009.",
       reloadable: true,
     }),
     max_subscriptions: key({

@@ -79,8 +79,12 @@ function localUrl(host: string, port: number, path: string): string {
   return `ws://${h.includes(":") ? `[${h}]` : h}:${port}${path}`;
 }
 
-/** Frames above this are closed by Bun with 1009; between max_message_bytes and this we answer. */
-const hardFrameLimit = (max: number) => Math.min(Math.max(4 * max, 1024 * 1024), 256 * 1024 * 1024);
+/**
+ * Messages above this are closed by Bun with 1009; between max_message_bytes and this we answer.
+ * It is also what one connection's unfinished message can hold before the guard sees it
+ * (fd-guard.ts; issue 36): twice the message limit, at least 256 KiB, not more.
+ */
+const hardFrameLimit = (max: number) => Math.min(Math.max(2 * max, 256 * 1024), 256 * 1024 * 1024);
 
 /** The config Bun's websocket layer holds; applied again by server.reload() when it changes. */
 const socketLimits = (config: Config) => ({
@@ -426,8 +430,10 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
     drain(ws) {
       wakeDrainWaiters(ws);
     },
-    close(ws) {
+    close(ws, code) {
       ws.data.closed = true;
+      // Bun closed it for a message over the frame limit: a compressed one cost that much inflating.
+      if (code === 1009 && ws.data.wire.deflated) chargeInflation(live, ws, socketLimits(live.config).maxPayloadLength);
       wakeDrainWaiters(ws);
       sockets.delete(ws);
       const peer = live.peers.get(ws.data);
