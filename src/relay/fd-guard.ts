@@ -135,6 +135,8 @@ const IPPROTO_TCP = 6;
 const TCP_INFO = 11;
 /** struct tcp_info: tcpi_bytes_received (u64, Linux 4.1+). */
 const BYTES_RECEIVED_AT = 128;
+/** ioctl: bytes in a socket's receive queue, not read yet. */
+const FIONREAD = 0x541b;
 const AF_INET = 2;
 const AF_INET6 = 10;
 const SHUT_RDWR = 2;
@@ -151,6 +153,7 @@ function openLibc() {
     getpeername: { args: [FFIType.i32, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
     shutdown: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
     getsockopt: { args: [FFIType.i32, FFIType.i32, FFIType.i32, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
+    ioctl: { args: [FFIType.i32, FFIType.u64, FFIType.ptr], returns: FFIType.i32 },
   });
 }
 
@@ -186,6 +189,8 @@ export class FdGuard {
   /** Their addresses, taken once: ptr() per call doubles the cost of the call (~0.7 µs). */
   private readonly tcpInfoPtr = ptr(this.tcpInfo);
   private readonly tcpInfoLenPtr = ptr(this.tcpInfoLen);
+  private readonly unread = new Int32Array(1);
+  private readonly unreadPtr = ptr(this.unread);
   /** HTTP connections seen by earlier scans, by key: when first seen. */
   private firstSeen = new Map<string, number>();
   /** Descriptors the relay holds besides its connections (recomputed by each scan). */
@@ -330,7 +335,10 @@ export class FdGuard {
     const received = v.getUint32(BYTES_RECEIVED_AT, true) + v.getUint32(BYTES_RECEIVED_AT + 4, true) * 2 ** 32 - meter.handshake;
     // Inflated sizes run ahead of the wire: the meter starts again from what the kernel says.
     if (meter.deflated && meter.counted > received) meter.counted = received;
-    const over = received - meter.counted;
+    let over = received - meter.counted;
+    // Less what the kernel still holds, Bun has not read it yet (a fast sender while the main
+    // thread was busy): asked only when it matters.
+    if (over > slack(meter) && this.libc.symbols.ioctl(fd, FIONREAD, this.unreadPtr) === 0) over -= this.unread[0]!;
     const held = over > slack(meter) ? over : 0;
     // A message completed since the last scan: whatever is held now began after it.
     if (held === 0 || meter.messages !== meter.seenMessages) meter.heldSince = held === 0 ? undefined : now;
