@@ -108,6 +108,14 @@ test("connections holding unfinished messages are closed: over the per-address c
   const first = user.sign({ kind: 1, content: "before" });
   honest.send(["EVENT", first]);
   expect(await honest.next((f) => f[0] === "OK" && f[1] === first.id)).toEqual(["OK", first.id, true, ""]);
+  // An idle client as browsers connect (Bun's WebSocket: its own headers, permessage-deflate
+  // offered): nothing unfinished, so never closed, whatever the timeout.
+  const idle = new WebSocket(`ws://127.0.0.1:${relay.port}/`, {
+    headers: { "User-Agent": "Mozilla/5.0 (X11; Linux x86_64)", Cookie: "a=1" },
+  } as any);
+  let idleClosed = false;
+  idle.onclose = () => (idleClosed = true);
+  await new Promise((r) => (idle.onmessage = r));
   const before = memoryMiB(pid).rss;
 
   const started = performance.now();
@@ -149,6 +157,8 @@ test("connections holding unfinished messages are closed: over the per-address c
   expect(end).toEqual(["EOSE", "mine"]);
   expect(events).toBe(3);
   expect(honest.closed).toBe(false);
+  expect(idleClosed).toBe(false);
+  idle.close();
   console.log(
     `capped after ${capped.toFixed(0)} ms, all closed after ${timedOut.toFixed(0)} ms; RSS ${before.toFixed(0)} -> ${memoryMiB(pid).rss.toFixed(0)} MiB`,
   );

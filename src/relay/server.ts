@@ -417,7 +417,12 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
       const wire = ws.data.wire;
       wire.messages++;
       wire.counted += wireSize(message);
-      if (wire.deflated && !chargeInflation(live, ws, message.length)) return;
+      if (wire.deflated && !chargeInflation(live, ws, message.length)) {
+        ctx.metrics.received.invalid++;
+        if (typeof message === "string")
+          answerUnread(ctx, ws, message, "rate-limited: compressed messages inflate too much from this address");
+        return;
+      }
       onMessage(ctx, ws, message);
     },
     ping(ws, data) {
@@ -454,7 +459,6 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
 function chargeInflation(live: Live, ws: Socket, bytes: number): boolean {
   const { group } = ws.data;
   if (live.inflation.charge(group, bytes, live.config.limits.inflated_bytes_per_ip_per_second)) return true;
-  live.ctx.metrics.received.invalid++;
   for (const s of live.sockets)
     if (s.data.group === group && s.data.wire.deflated && !s.data.closed)
       cutWebsocket(s, 1008, "compressed messages inflate too much; reconnect");
@@ -573,7 +577,7 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
   const max = ctx.config.limits.max_message_bytes;
   if (message.length > max / 3 && (message.length > max || Buffer.byteLength(message) > max)) {
     ctx.metrics.received.invalid++;
-    return answerOversize(ctx, ws, message, max);
+    return answerUnread(ctx, ws, message, `invalid: message is larger than ${max} bytes`);
   }
   let msg;
   const started = performance.now();
@@ -616,10 +620,12 @@ function parseJsonString(literal: string): string | undefined {
   }
 }
 
-/** A frame over max_message_bytes: answer in the terms of what it claims to be. */
-function answerOversize(ctx: RelayContext, ws: Socket, message: string, max: number): void {
+/**
+ * A message refused unread (over max_message_bytes, or over its address's inflation budget):
+ * answered in the terms of what it claims to be, so an EVENT still gets its OK.
+ */
+function answerUnread(ctx: RelayContext, ws: Socket, message: string, text: string): void {
   const head = message.slice(0, 512);
-  const text = `invalid: message is larger than ${max} bytes`;
   if (/^\s*\[\s*"EVENT"/.test(head)) {
     // Inside a JSON string a quote is escaped, so this only matches an object key.
     const id = /"id"\s*:\s*"([0-9a-f]{64})"/.exec(message)?.[1] ?? "";
