@@ -318,7 +318,7 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
     const compression = config.network.compression !== "off";
     const data = newSession(ip, req.headers.get("host") ?? "", compression, {
       handshake: handshakeBytes(req),
-      deflated: compression && offersDeflate(live, req),
+      deflated: compression && offersDeflate(live, req, ipGroup(ip)),
     });
     // Read before upgrade(): the request has no socket of its own after it.
     const peer = live.guard && srv.requestIP(req);
@@ -336,9 +336,9 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
  * budget (inflation.ts) does not: the offer is taken out of the request, and Bun then upgrades
  * without the extension.
  */
-function offersDeflate(live: Live, req: Request): boolean {
+function offersDeflate(live: Live, req: Request, group: string): boolean {
   if (!/permessage-deflate/i.test(req.headers.get("sec-websocket-extensions") ?? "")) return false;
-  if (live.inflation.mayDeflate(ipGroup(clientIp(req, live.server!, live.config)))) return true;
+  if (live.inflation.mayDeflate(group)) return true;
   req.headers.delete("sec-websocket-extensions");
   return false;
 }
@@ -435,10 +435,11 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
     drain(ws) {
       wakeDrainWaiters(ws);
     },
-    close(ws, code) {
+    close(ws, _code, reason) {
       ws.data.closed = true;
-      // Bun closed it for a message over the frame limit: a compressed one cost that much inflating.
-      if (code === 1009 && ws.data.wire.deflated) chargeInflation(live, ws, socketLimits(live.config).maxPayloadLength);
+      // Bun closed it for a message over the frame limit (the client sees 1009; this handler 1006,
+      // "Received too big message", Bun 1.4.5): a compressed one cost that much inflating.
+      if (ws.data.wire.deflated && /too big/i.test(reason)) chargeInflation(live, ws, socketLimits(live.config).maxPayloadLength);
       wakeDrainWaiters(ws);
       sockets.delete(ws);
       const peer = live.peers.get(ws.data);
