@@ -95,8 +95,8 @@ describe("reload in a running relay (in process)", () => {
       relay.reconfigure();
       await refusedWith(c, s.sign({ kind: 7, content: "-" }), "blocked:");
       expect((await relayInfo(relay.url)).name).toBe("reloaded");
-      // 2 MiB: over the old hard limit (1 MiB, closed with 1009), under the new one (4 MiB): answered.
-      await refusedWith(c, s.sign({ kind: 1, content: "x".repeat(2 * 1024 * 1024) }), "invalid: message is larger than 1048576 bytes");
+      // 1.5 MiB: over the old hard limit (256 KiB, closed with 1009), under the new one (2 MiB): answered.
+      await refusedWith(c, s.sign({ kind: 1, content: "x".repeat(1536 * 1024) }), "invalid: message is larger than 1048576 bytes");
       expect(c.closed).toBe(false);
       c.close();
     } finally {
@@ -167,7 +167,7 @@ describe("reload over a real process", () => {
     const refused = await c.req("b", { ids: [e.id] });
     expect(refused.end[0]).toBe("CLOSED");
     expect(refused.end[2]).toStartWith("rate-limited:");
-    // 1.5 MiB: over Bun's frame limit before (1 MiB: closed with 1009), under it now (4 MiB):
+    // 1.5 MiB: over Bun's frame limit before (256 KiB: closed with 1009), under it now (2 MiB):
     // answered, on a connection opened before the reload.
     const large = s.sign({ kind: 1, content: "x".repeat(1536 * 1024) });
     await refusedWith(big, large, "invalid: message is larger than 1048576 bytes");

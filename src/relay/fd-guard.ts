@@ -12,6 +12,16 @@
 // closes them itself (we never close a descriptor we do not own). Websockets are never cut here;
 // max_connections keeps them under a ceiling below the limit (connectionCeiling).
 //
+// Websockets: Bun (uWebSockets) assembles a message's frames out of sight and hands over only
+// whole messages, up to maxPayloadLength each, so a client that starts a message and never ends
+// it (one frame dripped a byte every few seconds, or fragments that never end) holds that much
+// memory with nothing in JS to see it. The kernel counts the bytes each socket received
+// (TCP_INFO tcpi_bytes_received); the relay counts the bytes of what it was handed whole (the
+// upgrade request, messages and control frames, WireMeter). The difference is what Bun holds of
+// an unfinished message (or has not read yet). A scan reads it for every websocket and closes
+// those whose message has not completed within the timeout, and those holding the most when an
+// address, or all together, hold more than their caps.
+//
 // Cost: a tick lists /proc/self/fd (getdents64, ~0.8 µs per descriptor) every second, and scans
 // (getsockname + getpeername, ~4 µs per descriptor, in slices of ~2,700 descriptors) when the count
 // says HTTP connections may be open; every 100 ms while it is cutting, spaced so that it takes at
@@ -29,6 +39,32 @@ export const fdReserve = (limit: number): number => Math.min(1024, Math.max(64, 
  */
 export const connectionCeiling = (limit: number): number => Math.max(16, limit - 3 * fdReserve(limit));
 
+/**
+ * A websocket's count of what arrived whole, kept by the relay (relay/session.ts); the fields
+ * after `deflated` are the guard's own.
+ */
+export interface WireMeter {
+  /** Bytes of the upgrade request (received on the same socket). */
+  handshake: number;
+  /** Bytes of whole messages and control frames received, as they were on the wire. */
+  counted: number;
+  /** Messages received whole: a change tells the guard one completed. */
+  messages: number;
+  /** permessage-deflate negotiated: messages count their inflated size, so `counted` may run ahead. */
+  deflated: boolean;
+  /** Bytes of an unfinished message at the last scan (0: none). */
+  held?: number;
+  /** When the guard first saw this message unfinished (performance.now()). */
+  heldSince?: number;
+  /** `messages` at the last scan. */
+  seenMessages?: number;
+  /** Closed by the guard (it may linger a moment). */
+  cut?: boolean;
+}
+
+/** Why a websocket is closed for an unfinished message. */
+export type PartialCut = "timeout" | "per-ip" | "total";
+
 export interface FdGuardSettings {
   /** HTTP connections open longer than this are cut. */
   headerTimeoutMs: number;
@@ -36,6 +72,12 @@ export interface FdGuardSettings {
   maxPerIp: number;
   /** Addresses exempt from the per-address cap (a reverse proxy carries everyone's). */
   trustedProxies: readonly string[];
+  /** A websocket message unfinished this long closes its connection (0: never). */
+  messageTimeoutMs?: number;
+  /** Bytes of unfinished messages the websockets of one address may hold together (0: no cap). */
+  maxPartialPerIp?: number;
+  /** And all websockets together (0: no cap). */
+  maxPartial?: number;
 }
 
 export interface FdGuardOptions {
@@ -45,6 +87,8 @@ export interface FdGuardOptions {
   port: number;
   settings: () => FdGuardSettings;
   log?: (msg: string) => void;
+  /** Closes a websocket whose unfinished message is over a limit (the relay's, by its meter). */
+  closeWebsocket?: (meter: WireMeter, why: PartialCut) => void;
 }
 
 export interface FdGuardStats {
@@ -56,7 +100,23 @@ export interface FdGuardStats {
   scans: number;
   /** The longest stretch a scan held the main thread, ms. */
   maxSliceMs: number;
+  /** Bytes of unfinished websocket messages at the last scan. */
+  partialBytes: number;
+  /** Websockets closed for an unfinished message: past the timeout, over the address's cap, over the total. */
+  cutPartialTimeout: number;
+  cutPartialPerIp: number;
+  cutPartialTotal: number;
 }
+
+/** A websocket holding an unfinished message, found by a scan. */
+interface Holding {
+  meter: WireMeter;
+  group: string;
+  exempt: boolean;
+}
+
+/** Bytes a meter may be off by without a message held: the upgrade's estimate, and frame headers of fragmented messages (1/256 of what came). */
+const slack = (m: WireMeter): number => 1024 + (m.counted >>> 8);
 
 /** One HTTP connection found by a scan. */
 interface Seen {
@@ -71,6 +131,12 @@ interface Seen {
   firstSeen: number;
 }
 
+const IPPROTO_TCP = 6;
+const TCP_INFO = 11;
+/** struct tcp_info: tcpi_bytes_received (u64, Linux 4.1+). */
+const BYTES_RECEIVED_AT = 128;
+/** ioctl: bytes in a socket's receive queue, not read yet. */
+const FIONREAD = 0x541b;
 const AF_INET = 2;
 const AF_INET6 = 10;
 const SHUT_RDWR = 2;
@@ -86,6 +152,8 @@ function openLibc() {
     getsockname: { args: [FFIType.i32, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
     getpeername: { args: [FFIType.i32, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
     shutdown: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
+    getsockopt: { args: [FFIType.i32, FFIType.i32, FFIType.i32, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
+    ioctl: { args: [FFIType.i32, FFIType.u64, FFIType.ptr], returns: FFIType.i32 },
   });
 }
 
@@ -106,8 +174,23 @@ export class FdGuard {
   private readonly dents = new Uint8Array(64 * 1024);
   private readonly addr = new Uint8Array(128);
   private readonly addrLen = new Uint32Array(1);
-  /** Websocket peers ("ip|port"), as the kernel reports them. */
-  private readonly websockets = new Set<string>();
+  /** Websocket peers ("ip|port"), as the kernel reports them, with their meters. */
+  private readonly websockets = new Map<string, WireMeter | undefined>();
+  /**
+   * The descriptors of websockets found by scans, and the other way round. A descriptor here is
+   * still that websocket's: it is dropped when the websocket closes (removeWebsocket), before the
+   * number can be reused, so later scans ask it only for its byte count.
+   */
+  private readonly wsFds = new Map<number, { key: string; group: string; exempt: boolean }>();
+  private readonly wsKeyFd = new Map<string, number>();
+  private readonly tcpInfo = new Uint8Array(256);
+  private readonly tcpInfoView = new DataView(this.tcpInfo.buffer);
+  private readonly tcpInfoLen = new Uint32Array(1);
+  /** Their addresses, taken once: ptr() per call doubles the cost of the call (~0.7 µs). */
+  private readonly tcpInfoPtr = ptr(this.tcpInfo);
+  private readonly tcpInfoLenPtr = ptr(this.tcpInfoLen);
+  private readonly unread = new Int32Array(1);
+  private readonly unreadPtr = ptr(this.unread);
   /** HTTP connections seen by earlier scans, by key: when first seen. */
   private firstSeen = new Map<string, number>();
   /** Descriptors the relay holds besides its connections (recomputed by each scan). */
@@ -117,7 +200,19 @@ export class FdGuard {
   private reportedAt = -Infinity;
   private reportedCuts = 0;
   readonly reserve: number;
-  readonly stats: FdGuardStats = { fds: 0, http: 0, cutPerIp: 0, cutTimeout: 0, cutPressure: 0, scans: 0, maxSliceMs: 0 };
+  readonly stats: FdGuardStats = {
+    fds: 0,
+    http: 0,
+    cutPerIp: 0,
+    cutTimeout: 0,
+    cutPressure: 0,
+    scans: 0,
+    maxSliceMs: 0,
+    partialBytes: 0,
+    cutPartialTimeout: 0,
+    cutPartialPerIp: 0,
+    cutPartialTotal: 0,
+  };
 
   private constructor(
     private readonly opts: FdGuardOptions,
@@ -151,15 +246,22 @@ export class FdGuard {
     }
   }
 
-  /** A websocket was accepted from this peer (the socket's own address and port, not a forwarded one). */
-  addWebsocket(address: string, port: number): string {
+  /**
+   * A websocket was accepted from this peer (the socket's own address and port, not a forwarded
+   * one); with a meter, its unfinished messages are watched.
+   */
+  addWebsocket(address: string, port: number, meter?: WireMeter): string {
     const key = `${canonicalIp(address)}|${port}`;
-    this.websockets.add(key);
+    this.websockets.set(key, meter);
     return key;
   }
 
   removeWebsocket(key: string): void {
     this.websockets.delete(key);
+    const fd = this.wsKeyFd.get(key);
+    if (fd === undefined) return;
+    this.wsKeyFd.delete(key);
+    this.wsFds.delete(fd);
   }
 
   stop(): void {
@@ -195,7 +297,9 @@ export class FdGuard {
       // Connections the count cannot explain by websockets: there may be HTTP ones to look at.
       const maybeHttp = fds - this.baseline - this.websockets.size > 0 || this.firstSeen.size > 0;
       busy = pressed;
-      if (maybeHttp || pressed) {
+      // And every second for the websockets' unfinished messages: what a burst of new connections
+      // can hold before it is seen is what arrives in that second.
+      if (maybeHttp || pressed || (this.watchesMessages() && this.websockets.size > 0)) {
         const scan = await this.scan();
         spent += scan.spent;
         busy ||= scan.cut;
@@ -209,6 +313,77 @@ export class FdGuard {
     this.schedule(Math.max(busy ? 100 : 1000, 10 * spent));
   }
 
+  /** Whether any limit on unfinished websocket messages is on. */
+  private watchesMessages(): boolean {
+    const { messageTimeoutMs = 0, maxPartialPerIp = 0, maxPartial = 0 } = this.opts.settings();
+    return messageTimeoutMs > 0 || maxPartialPerIp > 0 || maxPartial > 0;
+  }
+
+  /**
+   * The bytes of an unfinished message this websocket holds: what the kernel received less what
+   * the relay was handed whole. Updates the meter's timing; 0 when none (or it cannot be read).
+   */
+  private held(fd: number, meter: WireMeter, now: number): number {
+    const len = this.tcpInfoLen;
+    len[0] = this.tcpInfo.length;
+    if (
+      this.libc.symbols.getsockopt(fd, IPPROTO_TCP, TCP_INFO, this.tcpInfoPtr, this.tcpInfoLenPtr) !== 0 ||
+      len[0]! < BYTES_RECEIVED_AT + 8
+    )
+      return 0;
+    const v = this.tcpInfoView;
+    const received = v.getUint32(BYTES_RECEIVED_AT, true) + v.getUint32(BYTES_RECEIVED_AT + 4, true) * 2 ** 32 - meter.handshake;
+    // Inflated sizes run ahead of the wire: the meter starts again from what the kernel says.
+    if (meter.deflated && meter.counted > received) meter.counted = received;
+    let over = received - meter.counted;
+    // Less what the kernel still holds, Bun has not read it yet (a fast sender while the main
+    // thread was busy): asked only when it matters.
+    if (over > slack(meter) && this.libc.symbols.ioctl(fd, FIONREAD, this.unreadPtr) === 0) over -= this.unread[0]!;
+    const held = over > slack(meter) ? over : 0;
+    // A message completed since the last scan: whatever is held now began after it.
+    if (held === 0 || meter.messages !== meter.seenMessages) meter.heldSince = held === 0 ? undefined : now;
+    else meter.heldSince ??= now;
+    meter.seenMessages = meter.messages;
+    meter.held = held;
+    return held;
+  }
+
+  /**
+   * Closes the websockets holding unfinished messages past the timeout, then those holding the
+   * most while an address's, or everyone's, total is over its cap.
+   */
+  private cutPartial(holding: Holding[], now: number): void {
+    const close = this.opts.closeWebsocket;
+    const { messageTimeoutMs = 0, maxPartialPerIp = 0, maxPartial = 0 } = this.opts.settings();
+    let total = 0;
+    for (const h of holding) total += h.meter.held!;
+    this.stats.partialBytes = total;
+    if (!close || holding.length === 0) return;
+    const cut = (h: Holding, why: PartialCut) => {
+      if (h.meter.cut) return;
+      h.meter.cut = true;
+      total -= h.meter.held!;
+      if (why === "timeout") this.stats.cutPartialTimeout++;
+      else if (why === "per-ip") this.stats.cutPartialPerIp++;
+      else this.stats.cutPartialTotal++;
+      close(h.meter, why);
+    };
+    if (messageTimeoutMs > 0) for (const h of holding) if (now - h.meter.heldSince! >= messageTimeoutMs) cut(h, "timeout");
+    // Largest first: the fewest connections closed to get under a cap.
+    holding.sort((a, b) => b.meter.held! - a.meter.held!);
+    if (maxPartialPerIp > 0) {
+      const perGroup = new Map<string, number>();
+      for (const h of holding) if (!h.meter.cut && !h.exempt) perGroup.set(h.group, (perGroup.get(h.group) ?? 0) + h.meter.held!);
+      for (const h of holding) {
+        const sum = perGroup.get(h.group);
+        if (sum === undefined || sum <= maxPartialPerIp || h.meter.cut) continue;
+        perGroup.set(h.group, sum - h.meter.held!);
+        cut(h, "per-ip");
+      }
+    }
+    if (maxPartial > 0) for (const h of holding) if (total > maxPartial) cut(h, "total");
+  }
+
   /**
    * Finds the HTTP connections and cuts those past the header timeout, over the per-address cap,
    * or in excess of the table's room. Runs in slices (one getdents64 buffer, ~2,700 descriptors,
@@ -219,6 +394,8 @@ export class FdGuard {
     const { headerTimeoutMs, maxPerIp, trustedProxies } = this.opts.settings();
     const exempt = new Set(trustedProxies.map(canonicalIp));
     const seen: Seen[] = [];
+    const holding: Holding[] = [];
+    const watch = this.watchesMessages();
     let connections = 0;
     let fds = 0;
     let spent = 0;
@@ -226,10 +403,27 @@ export class FdGuard {
       const t = performance.now();
       fds += list.length;
       for (const fd of list) {
+        const known = this.wsFds.get(fd);
+        if (known) {
+          connections++;
+          const meter = this.websockets.get(known.key);
+          if (watch && meter && !meter.cut && this.held(fd, meter, t) > 0)
+            holding.push({ meter, group: known.group, exempt: known.exempt });
+          continue;
+        }
         const peer = this.peerOf(fd);
         if (!peer) continue;
         connections++;
-        if (this.websockets.has(`${peer.ip}|${peer.port}`)) continue;
+        const ws = `${peer.ip}|${peer.port}`;
+        if (this.websockets.has(ws)) {
+          const known = { key: ws, group: ipGroup(peer.ip), exempt: exempt.has(peer.ip) };
+          this.wsFds.set(fd, known);
+          this.wsKeyFd.set(ws, fd);
+          const meter = this.websockets.get(ws);
+          if (watch && meter && !meter.cut && this.held(fd, meter, t) > 0)
+            holding.push({ meter, group: known.group, exempt: known.exempt });
+          continue;
+        }
         const key = `${fd}|${peer.ip}|${peer.port}`;
         seen.push({
           fd,
@@ -254,6 +448,7 @@ export class FdGuard {
     }
     const t = performance.now();
     this.stats.scans++;
+    this.cutPartial(holding, t);
     this.stats.http = seen.length;
     this.baseline = Math.max(0, fds - connections);
     this.firstSeen = new Map(seen.map((s) => [s.key, s.firstSeen]));
@@ -316,13 +511,17 @@ export class FdGuard {
 
   /** At most once a minute, what was cut since the last report. */
   private report(): void {
-    const { cutTimeout, cutPerIp, cutPressure, fds, maxSliceMs } = this.stats;
-    const cuts = cutTimeout + cutPerIp + cutPressure;
+    const { cutTimeout, cutPerIp, cutPressure, fds, maxSliceMs, cutPartialTimeout, cutPartialPerIp, cutPartialTotal } = this.stats;
+    const partial = cutPartialTimeout + cutPartialPerIp + cutPartialTotal;
+    const cuts = cutTimeout + cutPerIp + cutPressure + partial;
     const now = performance.now();
     if (cuts === this.reportedCuts || now - this.reportedAt < 60_000) return;
     this.opts.log?.(
       `file descriptors: ${fds} of ${this.opts.limit} open; HTTP connections cut so far: ${cutTimeout} past the header timeout, ` +
-        `${cutPerIp} over the per-address cap, ${cutPressure} oldest near the limit (longest scan slice ${maxSliceMs.toFixed(1)} ms)`,
+        `${cutPerIp} over the per-address cap, ${cutPressure} oldest near the limit (longest scan slice ${maxSliceMs.toFixed(1)} ms)` +
+        (partial > 0
+          ? `; websockets closed for unfinished messages: ${cutPartialTimeout} past the timeout, ${cutPartialPerIp} over the per-address cap, ${cutPartialTotal} over the total`
+          : ""),
     );
     this.reportedAt = now;
     this.reportedCuts = cuts;

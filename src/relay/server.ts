@@ -27,9 +27,10 @@ import { metricsRenderer, RelayMetrics } from "./metrics.ts";
 import { handleEvent } from "./ingest.ts";
 import { closeNeg, handleNegClose, handleNegMsg, handleNegOpen, refuseNeg } from "./neg.ts";
 import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
-import { closedFrame, newSession, noticeFrame, okFrame, send, type Session, type Socket } from "./session.ts";
+import { closedFrame, newSession, noticeFrame, okFrame, send, wireSize, type Session, type Socket } from "./session.ts";
 import { pluginSettings, WritePolicyPlugin } from "./plugin.ts";
-import { FdGuard } from "./fd-guard.ts";
+import { FdGuard, type PartialCut, type WireMeter } from "./fd-guard.ts";
+import { InflationBudget } from "./inflation.ts";
 import { DEADLINE_MS, Drain } from "./drain.ts";
 
 export interface Relay {
@@ -79,8 +80,12 @@ function localUrl(host: string, port: number, path: string): string {
   return `ws://${h.includes(":") ? `[${h}]` : h}:${port}${path}`;
 }
 
-/** Frames above this are closed by Bun with 1009; between max_message_bytes and this we answer. */
-const hardFrameLimit = (max: number) => Math.min(Math.max(4 * max, 1024 * 1024), 256 * 1024 * 1024);
+/**
+ * Messages above this are closed by Bun with 1009; between max_message_bytes and this we answer.
+ * It is also what one connection's unfinished message can hold before the guard sees it
+ * (fd-guard.ts; issue 36): twice the message limit, at least 256 KiB, not more.
+ */
+const hardFrameLimit = (max: number) => Math.min(Math.max(2 * max, 256 * 1024), 256 * 1024 * 1024);
 
 /** The config Bun's websocket layer holds; applied again by server.reload() when it changes. */
 const socketLimits = (config: Config) => ({
@@ -124,8 +129,15 @@ export function startRelay(opts: RelayOptions): Relay {
         headerTimeoutMs: config.network.header_timeout_seconds * 1000,
         maxPerIp: config.limits.max_http_connections_per_ip,
         trustedProxies: config.network.trusted_proxies,
+        messageTimeoutMs: config.limits.message_timeout_seconds * 1000,
+        maxPartialPerIp: config.limits.max_partial_bytes_per_ip,
+        maxPartial: config.limits.max_partial_bytes,
       }),
       log: (m) => console.warn(m),
+      closeWebsocket: (meter, why) => {
+        const ws = live.metered.get(meter);
+        if (ws) cutWebsocket(ws, ...PARTIAL_CLOSE[why]);
+      },
     });
   const sweeper = expirationSweeper(ctx);
   return {
@@ -166,6 +178,10 @@ interface Live {
   readonly perIp: Map<string, number>;
   /** Each websocket's peer as the guard knows it (the socket's address and port). */
   readonly peers: WeakMap<Session, string>;
+  /** Each websocket by its meter, for the guard to close one holding an unfinished message. */
+  readonly metered: WeakMap<WireMeter, Socket>;
+  /** What compressed messages inflated to, per address (inflation.ts). */
+  readonly inflation: InflationBudget;
   guard?: FdGuard;
   /** The status page's charts (history.ts), sampled while the relay runs. */
   history?: History;
@@ -187,6 +203,8 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
     sockets,
     perIp: new Map(),
     peers: new WeakMap(),
+    metered: new WeakMap(),
+    inflation: new InflationBudget(),
     closing: CLOSING.stop,
     drain: new Drain(),
   };
@@ -307,16 +325,61 @@ function httpRouter(live: Live): (req: Request, srv: Server<Session>) => Respons
           headers: { ...CLOSE, "Retry-After": String(Math.ceil(wait / 1000)) },
         });
     }
-    const data = newSession(ip, req.headers.get("host") ?? "", config.network.compression !== "off");
+    const compression = config.network.compression !== "off";
+    const data = newSession(ip, req.headers.get("host") ?? "", compression, {
+      handshake: handshakeBytes(req),
+      deflated: compression && offersDeflate(live, req, ipGroup(ip)),
+    });
     // Read before upgrade(): the request has no socket of its own after it.
     const peer = live.guard && srv.requestIP(req);
     if (srv.upgrade(req, { data })) {
       tally(perIp, data.group, 1);
-      if (peer) live.peers.set(data, live.guard!.addWebsocket(peer.address, peer.port));
+      if (peer) live.peers.set(data, live.guard!.addWebsocket(peer.address, peer.port, data.wire));
       return undefined;
     }
     return new Response("websocket upgrade failed", { status: 400 });
   };
+}
+
+/**
+ * Whether the client offers permessage-deflate and may have it. An address over its inflation
+ * budget (inflation.ts) does not: the offer is taken out of the request, and Bun then upgrades
+ * without the extension.
+ */
+function offersDeflate(live: Live, req: Request, group: string): boolean {
+  if (!/permessage-deflate/i.test(req.headers.get("sec-websocket-extensions") ?? "")) return false;
+  if (live.inflation.mayDeflate(group)) return true;
+  req.headers.delete("sec-websocket-extensions");
+  return false;
+}
+
+/**
+ * The upgrade request's size on the wire, near enough (the kernel counts it among the socket's
+ * bytes received; fd-guard.ts): request line, headers as "name: value", the blank line.
+ */
+function handshakeBytes(req: Request): number {
+  const url = new URL(req.url);
+  let n = `GET ${url.pathname}${url.search} HTTP/1.1\r\n\r\n`.length;
+  for (const [k, v] of req.headers) n += k.length + v.length + 4;
+  return n;
+}
+
+/** Why the guard closes a websocket holding an unfinished message: code and reason. */
+const PARTIAL_CLOSE: Record<PartialCut, [number, string]> = {
+  timeout: [1008, "message did not complete in time"],
+  "per-ip": [1009, "too many unfinished message bytes from this address"],
+  total: [1009, "too many unfinished message bytes"],
+};
+
+/**
+ * Closes a websocket with a reason and, if its peer has not finished the close a moment later,
+ * cuts it: what Bun holds for it (an unfinished message) goes with the socket.
+ */
+function cutWebsocket(ws: Socket, code: number, reason: string): void {
+  ws.close(code, reason);
+  setTimeout(() => {
+    if (!ws.data.closed) ws.terminate();
+  }, 2000).unref();
 }
 
 /** GET on the status page's JSON: the charts' history, top kinds and recent refusals (history.ts). */
@@ -350,6 +413,7 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
     publishToSelf: true,
     open(ws) {
       sockets.add(ws);
+      live.metered.set(ws.data.wire, ws);
       if (ctx.closing) {
         ws.send(noticeFrame(ctx.metrics, live.closing.notice));
         // Closed by shutdown once it is answered and quiet, as the others; at once when that is over.
@@ -360,16 +424,32 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
     },
     message(ws, message) {
       if (ctx.closing) live.drain.heard(ws);
+      const wire = ws.data.wire;
+      wire.messages++;
+      wire.counted += wireSize(message);
+      if (wire.deflated && !chargeInflation(live, ws, message.length)) {
+        ctx.metrics.received.invalid++;
+        if (typeof message === "string")
+          answerUnread(ctx, ws, message, "rate-limited: compressed messages inflate too much from this address");
+        return;
+      }
       onMessage(ctx, ws, message);
     },
+    ping(ws, data) {
+      ws.data.wire.counted += data.length + 6;
+    },
     pong(ws, data) {
+      ws.data.wire.counted += data.length + 6;
       if (ctx.closing) live.drain.pong(ws, data);
     },
     drain(ws) {
       wakeDrainWaiters(ws);
     },
-    close(ws) {
+    close(ws, _code, reason) {
       ws.data.closed = true;
+      // Bun closed it for a message over the frame limit (the client sees 1009; this handler 1006,
+      // "Received too big message", Bun 1.4.5): a compressed one cost that much inflating.
+      if (ws.data.wire.deflated && /too big/i.test(reason)) chargeInflation(live, ws, socketLimits(live.config).maxPayloadLength);
       wakeDrainWaiters(ws);
       sockets.delete(ws);
       const peer = live.peers.get(ws.data);
@@ -380,6 +460,20 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
       ctx.store.cancelReads?.(ws.data);
     },
   };
+}
+
+/**
+ * Charges what a compressed connection's message inflated to against its address's budget
+ * ([limits] inflated_bytes_per_ip_per_second). Over it, the address's compressed connections are
+ * closed (this one too; false) and it is not offered compression for a while (inflation.ts).
+ */
+function chargeInflation(live: Live, ws: Socket, bytes: number): boolean {
+  const { group } = ws.data;
+  if (live.inflation.charge(group, bytes, live.config.limits.inflated_bytes_per_ip_per_second)) return true;
+  for (const s of live.sockets)
+    if (s.data.group === group && s.data.wire.deflated && !s.data.closed)
+      cutWebsocket(s, 1008, "compressed messages inflate too much; reconnect");
+  return false;
 }
 
 /** NIP-40: expired events are already hidden from every read; this reclaims their space, every expiration_sweep_seconds. */
@@ -494,7 +588,7 @@ function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): voi
   const max = ctx.config.limits.max_message_bytes;
   if (message.length > max / 3 && (message.length > max || Buffer.byteLength(message) > max)) {
     ctx.metrics.received.invalid++;
-    return answerOversize(ctx, ws, message, max);
+    return answerUnread(ctx, ws, message, `invalid: message is larger than ${max} bytes`);
   }
   let msg;
   const started = performance.now();
@@ -537,10 +631,12 @@ function parseJsonString(literal: string): string | undefined {
   }
 }
 
-/** A frame over max_message_bytes: answer in the terms of what it claims to be. */
-function answerOversize(ctx: RelayContext, ws: Socket, message: string, max: number): void {
+/**
+ * A message refused unread (over max_message_bytes, or over its address's inflation budget):
+ * answered in the terms of what it claims to be, so an EVENT still gets its OK.
+ */
+function answerUnread(ctx: RelayContext, ws: Socket, message: string, text: string): void {
   const head = message.slice(0, 512);
-  const text = `invalid: message is larger than ${max} bytes`;
   if (/^\s*\[\s*"EVENT"/.test(head)) {
     // Inside a JSON string a quote is escaped, so this only matches an object key.
     const id = /"id"\s*:\s*"([0-9a-f]{64})"/.exec(message)?.[1] ?? "";

@@ -6,6 +6,7 @@ import type { CompiledFilter } from "../protocol/filter.ts";
 import type { Group } from "./fanout.ts";
 import type { NegSessionHandle } from "../store/types.ts";
 import type { RelayMetrics } from "./metrics.ts";
+import type { WireMeter } from "./fd-guard.ts";
 
 export interface Subscription {
   readonly filters: readonly CompiledFilter[];
@@ -76,13 +77,15 @@ export interface Session {
   /** Reads waiting for the socket to drain (relay/req.ts), woken by Bun's drain callback or the close. */
   drainWaiters: (() => void)[];
   closed: boolean;
+  /** What arrived whole, for the guard's count of unfinished message bytes (fd-guard.ts). */
+  readonly wire: WireMeter;
 }
 
 export type Socket = ServerWebSocket<Session>;
 
 let nextId = 1;
 
-export function newSession(ip: string, host: string, deflate = false): Session {
+export function newSession(ip: string, host: string, deflate = false, wire: Partial<WireMeter> = {}): Session {
   return {
     id: nextId++,
     ip,
@@ -102,7 +105,17 @@ export function newSession(ip: string, host: string, deflate = false): Session {
     authRefusals: 0,
     drainWaiters: [],
     closed: false,
+    wire: { handshake: 0, counted: 0, messages: 0, deflated: false, ...wire },
   };
+}
+
+/**
+ * Bytes a message took on the wire in one frame: payload, 2..10 bytes of header and the 4-byte
+ * mask. A compressed message (permessage-deflate) counts its inflated size: no better is known.
+ */
+export function wireSize(message: string | Buffer): number {
+  const n = typeof message === "string" ? Buffer.byteLength(message) : message.length;
+  return n + (n < 126 ? 6 : n < 65536 ? 8 : 14);
 }
 
 /** Sends a per-connection frame unless the socket is gone. */
