@@ -682,7 +682,12 @@ const ATTACKS: Record<string, Attack> = {
               return clientTextFrame(JSON.stringify(["AUTH", e]));
             }),
           );
-          while (env.active() && !a.closed) if (!a.write(frames)) await a.drain(500);
+          // A write the kernel takes at once returns true: without a turn of the event loop in
+          // between, this thread would spin (and never see the socket close).
+          while (env.active() && !a.closed) {
+            if (!a.write(frames)) await a.drain(500);
+            else await Bun.sleep(0);
+          }
         }),
       );
       return { attackers: as };
@@ -704,19 +709,30 @@ const ATTACKS: Record<string, Attack> = {
       const payload = deflateRawSync(Buffer.from(text), { finishFlush: constants.Z_SYNC_FLUSH }).subarray(0, -4);
       const frame = clientFrame(0x41, payload); // FIN | RSV1 | text
       const batch = Buffer.concat(Array.from({ length: 200 }, () => frame));
-      let frames = 0;
+      let reconnects = 0;
+      const all = [...as];
       await Promise.all(
-        as.map(async (a) => {
-          while (env.active() && !a.closed) {
-            frames += 200;
-            if (!a.write(batch)) await a.drain(500);
+        as.map(async (first, k) => {
+          const ip = IPS[Math.floor(k / Math.max(1, Math.round(2 * SCALE)))]!;
+          for (let a: Attacker | undefined = first; env.active(); ) {
+            while (a && env.active() && !a.closed) {
+              if (!a.write(batch)) await a.drain(500);
+              else await Bun.sleep(0); // a turn of the event loop: see auth
+            }
+            // Closed: again, as fast as the connection limits let this address.
+            await env.sleep(100);
+            if (!env.active()) break;
+            [a] = await connectAll(env.port, [{ ip, n: 1 }], "permessage-deflate; client_no_context_takeover; server_no_context_takeover");
+            if (a) all.push(a), reconnects++;
           }
         }),
       );
+      // What the kernel took (the upgrade requests' few hundred bytes aside).
+      const frames = Math.round(all.reduce((n, a) => n + a.sock.bytesWritten, 0) / frame.length);
       return {
-        attackers: as,
+        attackers: all,
         notes: [
-          `${frames} frames of ${frame.length} bytes written, each inflating to ${text.length} (${Math.round(text.length / frame.length)}x)`,
+          `${frames} frames of ${frame.length} bytes written, each inflating to ${text.length} (${Math.round(text.length / frame.length)}x); ${reconnects} reconnections`,
         ],
       };
     },
@@ -898,6 +914,10 @@ async function runAttack(name: string): Promise<Result> {
     if (!(h.okP99 < 250)) failures.push(`honest OK p99 ${h.okP99.toFixed(0)} ms`);
     if (!(h.reqP99 < 250)) failures.push(`honest REQ p99 ${h.reqP99.toFixed(0)} ms`);
     if (h.timeouts) failures.push(`${h.timeouts} honest timeouts`);
+    // One note every 100 ms: far fewer sent means the honest client's own thread was starved (by
+    // this process's attackers or the box), so its latencies say nothing about the relay.
+    const expected = ((performance.now() - t0) / 100) * 0.5;
+    if (h.okSent < Math.min(expected, SECONDS * 5)) failures.push(`the honest client sent only ${h.okSent} notes: this run measured nothing`);
     if (rssPeak - rssStart >= 300) failures.push(`RSS grew ${(rssPeak - rssStart).toFixed(0)} MiB`);
     else if (!(rssEnd - rssStart < 150)) failures.push(`RSS ${(rssEnd - rssStart).toFixed(0)} MiB above the start after the attack`);
     failures.push(...out.policy);
