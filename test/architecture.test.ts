@@ -8,7 +8,7 @@ import { dirname, join, relative, resolve } from "node:path";
 const src = join(import.meta.dir, "..", "src");
 const files = (dir: string): string[] =>
   readdirSync(join(src, dir), { recursive: true, encoding: "utf8" })
-    .filter((f) => f.endsWith(".ts") && !f.endsWith(".test.ts")) // unit tests beside a module use bun:test
+    .filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith(".test.ts")) // the pages' browser scripts too; unit tests beside a module use bun:test
     .map((f) => join(src, dir, f));
 
 test.each(["protocol", "nips", "policy", "config"])("src/%s imports nothing from Bun and no SQL", (dir) => {
@@ -56,10 +56,10 @@ const ORDER = [
  */
 const ALLOWED_CIRCLES: string[][] = [];
 
-/** Every file of src/ (tests beside a module excluded) -> the files of src/ it imports. */
+/** Every file of src/ (tests beside a module excluded; the admin page's browser modules included) -> the files of src/ it imports. */
 function importGraph(): Map<string, string[]> {
   const graph = new Map<string, string[]>();
-  const all = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) => /\.tsx?$/.test(f) && !f.endsWith(".test.ts"));
+  const all = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) => /\.(tsx?|js)$/.test(f) && !f.endsWith(".test.ts"));
   // Static imports and re-exports (type-only too), and dynamic import("...") with a literal path.
   const spec =
     /(?:^|[\s;])(?:import|export)\s[^;'"]*?from\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']\s*\)|^\s*import\s+["']([^"']+)["']/gm;

@@ -2,15 +2,20 @@
 // (a NIP-98 kind-27235 event with u, method and payload tags); the relay path answers it
 // (admin-api.ts). The page reads events and profiles from the relay's own websocket.
 // The page is pages/admin.html with its style and script inline, embedded in the binary as text;
-// its Content-Security-Policy allows that style and script by hash and nothing else inline.
+// its Content-Security-Policy allows that style and script by hash and nothing else inline. The
+// script is pages/admin/'s modules bundled (pages/bundle.ts): build.ts bakes the bundle into the
+// binary (BUNSTR_ADMIN_SCRIPT); from source it is bundled here, once, as the module loads.
 import ADMIN_CSS from "./pages/admin.css" with { type: "text" };
 import adminHtml from "./pages/admin.html" with { type: "text" };
-import ADMIN_SCRIPT from "./pages/admin.js" with { type: "text" };
 import BASE_CSS from "./pages/base.css" with { type: "text" };
 import { createHash } from "node:crypto";
+import { bundleAdminScript } from "./pages/bundle.ts";
 import { fill, text } from "./pages/template.ts";
 import { esc } from "./landing.ts";
 
+declare const BUNSTR_ADMIN_SCRIPT: string | undefined;
+
+const ADMIN_SCRIPT: string = typeof BUNSTR_ADMIN_SCRIPT === "string" ? BUNSTR_ADMIN_SCRIPT : await bundleAdminScript();
 const ADMIN_HTML = text(adminHtml);
 const STYLE = `${BASE_CSS}${ADMIN_CSS}`;
 const sha256 = (s: string) => `'sha256-${createHash("sha256").update(s).digest("base64")}'`;

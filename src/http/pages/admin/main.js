@@ -1,0 +1,76 @@
+// @ts-check
+// The admin page's script (admin.html): its entry module. pages/bundle.ts bundles it with the
+// modules it imports into one script inline in the page (a function scope of its own: a global
+// named like window.nostr would replace the extension's); type-checked through JSDoc
+// (../tsconfig.json).
+//
+// A moderation console: the NIP-86 lists as tables (tables.js; loaded once the NIP-07 signer is
+// connected, reloaded after each change), a live view of the relay's recent events with one-click
+// bans (live.js), and a log of what each action did (log.js). Calls are signed by the extension
+// (signer.js); events and profiles are read from the relay itself over its websocket (socket.js).
+// This module binds them: who signs shows in the bar, a change reloads its tables, and the page
+// starts once it knows the relay (NIP-11).
+import { wireForms } from "./forms.js";
+import { setSearchable, startLive, wireLive } from "./live.js";
+import { onChange } from "./log.js";
+import { $, input, message, RELAY_PATH, show } from "./page.js";
+import { authorEl, wirePictureToggle } from "./render.js";
+import { canSign, connected, connectSigner, onSigner } from "./signer.js";
+import { openSocket } from "./socket.js";
+import { refreshAll, reloadAffected, wireTables } from "./tables.js";
+
+// The lists load the first time the extension tells who signs (and when the key changed).
+onSigner((pk, changed) => {
+  $("signer-pubkey").textContent = pk;
+  $("signer-profile").replaceChildren(authorEl(pk));
+  if (changed) void refreshAll();
+});
+onChange(reloadAffected);
+
+wireForms();
+wireTables();
+$("connect").addEventListener("click", async () => {
+  try {
+    show("ok", "signer: " + (await connectSigner()));
+  } catch (err) {
+    show("error", "signer: " + message(err));
+  }
+});
+$("refresh").addEventListener("click", async () => {
+  try {
+    if (!connected()) await connectSigner();
+    else await refreshAll();
+  } catch (err) {
+    show("error", "signer: " + message(err));
+  }
+});
+wireLive();
+wirePictureToggle();
+
+// NIP-11: the current name, description and icon, to edit rather than retype; whether the relay
+// searches (NIP-50). Then the live view starts.
+fetch(RELAY_PATH, { headers: { Accept: "application/nostr+json" } })
+  .then((r) => r.json())
+  .then((info) => {
+    setSearchable(Array.isArray(info.supported_nips) && info.supported_nips.includes(50));
+    /** @type {[string, string][]} */
+    const fields = [
+      ["name-input", "name"],
+      ["description-input", "description"],
+      ["icon-input", "icon"],
+    ];
+    for (const [field, key] of fields) if (!input(field).value && typeof info[key] === "string") input(field).value = info[key];
+  })
+  .catch(() => {})
+  .finally(() => {
+    startLive();
+    openSocket();
+  });
+
+if (!canSign) {
+  for (const b of document.querySelectorAll("button:not([data-local])")) /** @type {HTMLButtonElement} */ (b).disabled = true;
+  show(
+    "error",
+    "This admin page needs https (or http://127.0.0.1 / localhost): the browser offers no crypto.subtle here, so requests cannot be signed.",
+  );
+}
