@@ -9,7 +9,7 @@ import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 import { relayUrl } from "./sync.ts";
 
-export const STREAM_USAGE =
+const STREAM_USAGE =
   "usage: bunstr stream <ws[s]://relay> [--filter JSON] [--since N] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
 
 export async function streamCommand(argv: string[]): Promise<number> {

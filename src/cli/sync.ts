@@ -7,7 +7,7 @@ import { openDatabase } from "../store/sqlite/db.ts";
 import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 
-export const SYNC_USAGE =
+const SYNC_USAGE =
   "usage: bunstr sync <ws[s]://relay> [--filter JSON] [--dir down|up|both] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
 
 export function relayUrl(text: string | undefined, usage: string): string {

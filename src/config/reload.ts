@@ -3,14 +3,14 @@
 // closures) sees a reload at once; nothing may copy a config value at start and keep it.
 import { schema, type Config, type KeySpec } from "./schema.ts";
 
-export interface Change {
+interface Change {
   /** `section.key` */
   key: string;
   from: unknown;
   to: unknown;
 }
 
-export interface ReloadOutcome {
+interface ReloadOutcome {
   /** Reloadable keys that changed and now have their new value. */
   applied: Change[];
   /** Keys that changed but are read only at start: they keep their old value. */

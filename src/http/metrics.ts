@@ -5,7 +5,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { Config } from "../config/schema.ts";
 import { CONTENT_TYPE } from "./exposition.ts";
 
-export const METRICS_PATH = "/metrics";
+const METRICS_PATH = "/metrics";
 
 /**
  * Is this request for the metrics? When the relay itself lives at /metrics, websocket upgrades

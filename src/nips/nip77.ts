@@ -20,7 +20,7 @@ import {
   type NegentropyBound,
 } from "./nip77-wire.ts";
 
-export { NegentropyError, type NegentropyBound };
+export { NegentropyError };
 
 export const NEGENTROPY_VERSION = 0x61;
 /** A mismatched range with fewer items than this is answered with its ids, not fingerprints. */

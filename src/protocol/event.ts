@@ -59,7 +59,7 @@ function hasVerbatimControl(e: NostrEvent): boolean {
  * The JSON of an event's tags and content: both its id and its stored form are made of them, so
  * the pipeline encodes them once (admit/admit.ts) and hands them to hasValidId and serializeEvent.
  */
-export interface EventJson {
+interface EventJson {
   tags: string;
   content: string;
 }

@@ -65,7 +65,7 @@ export interface WireMeter {
 /** Why a websocket is closed for an unfinished message. */
 export type PartialCut = "timeout" | "per-ip" | "total";
 
-export interface FdGuardSettings {
+interface FdGuardSettings {
   /** HTTP connections open longer than this are cut. */
   headerTimeoutMs: number;
   /** HTTP connections per address (IPv6: per /64) beyond this are cut, oldest first. */
@@ -80,7 +80,7 @@ export interface FdGuardSettings {
   maxPartial?: number;
 }
 
-export interface FdGuardOptions {
+interface FdGuardOptions {
   /** The open-files limit in force (soft RLIMIT_NOFILE). */
   limit: number;
   /** The relay's listening port. */
@@ -91,7 +91,7 @@ export interface FdGuardOptions {
   closeWebsocket?: (meter: WireMeter, why: PartialCut) => void;
 }
 
-export interface FdGuardStats {
+interface FdGuardStats {
   fds: number;
   http: number;
   cutPerIp: number;

@@ -11,7 +11,7 @@ const GAUGES = ["connections", "events_stored", "database_bytes"] as const;
 const WIDTH = 1 + COUNTERS.length + GAUGES.length;
 
 export const FINE_MS = 10_000;
-export const COARSE_MS = 60_000;
+const COARSE_MS = 60_000;
 const FINE_SAMPLES = 360; // one hour
 const COARSE_SAMPLES = 1440; // one day
 /** What the two rings hold, in bytes: 8 per number (≈ 230 KB). */
@@ -68,7 +68,7 @@ function counters(src: MetricsSource): number[] {
   return [accepted, duplicate, m.received.REQ, ...m.refusedByReason()];
 }
 
-export interface Series {
+interface Series {
   interval_s: number;
   /** ms since the epoch, one per sample. */
   t: number[];
@@ -76,7 +76,7 @@ export interface Series {
   values: Record<string, (number | null)[]>;
 }
 
-export interface StatusJson {
+interface StatusJson {
   now: number;
   started_at: number;
   history_bytes: number;

@@ -8,8 +8,8 @@ import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
 import type { Store } from "../store/types.ts";
 import type { Outcome } from "../admit/outcome.ts";
 
-export const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
-export const RELAY_VERBS = ["EVENT", "EOSE", "OK", "CLOSED", "NOTICE"] as const;
+const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
+const RELAY_VERBS = ["EVENT", "EOSE", "OK", "CLOSED", "NOTICE"] as const;
 type Tally<K extends string> = Record<K, number>;
 const tally = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, 0])) as Tally<K>;
 
@@ -57,7 +57,7 @@ const REFUSAL_INDEXES = REFUSAL_REASONS.map((r) => REASON_INDEX.get(r)!);
 /** Refusals the status page lists (the newest last): a fixed ring, no allocation per refusal. */
 export const RECENT_REFUSALS = 50;
 
-export interface RecentRefusal {
+interface RecentRefusal {
   /** ms since the epoch. */
   at: number;
   /** null when the event never parsed. */
@@ -208,7 +208,7 @@ export interface MetricsSource {
 }
 
 /** What only server.ts can see. */
-export interface LiveState {
+interface LiveState {
   subscriptions(): number;
 }
 

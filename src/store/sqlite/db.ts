@@ -4,7 +4,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { isHex64, serializedHead, serializedTail } from "../../protocol/event.ts";
 
-export interface DbOptions {
+interface DbOptions {
   /** Absolute path, or ":memory:". */
   path: string;
   synchronous: "normal" | "full";

@@ -968,7 +968,7 @@ function* feedJob(cache: StatementCache, f: Filter, limit: number, job: QueryJob
 const FEED_CHUNK = 512;
 
 /** REQ: every filter's keys, merged and ordered, then the events' JSON in small batches. */
-export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void> {
+function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void> {
   if (job.filters.length === 1 && job.limits[0]! > 0) {
     const f = job.filters[0]!;
     const { walks, ranked } = walksFor(f, job);
