@@ -8,10 +8,10 @@ type MetricType = "counter" | "gauge" | "histogram";
 type Labels = readonly (readonly [string, string])[];
 
 /** Label values escape backslash, double quote and newline (the format's only three escapes there). */
-export const escapeLabelValue = (v: string): string => v.replace(/[\\"\n]/g, (c) => (c === "\n" ? "\\n" : `\\${c}`));
+const escapeLabelValue = (v: string): string => v.replace(/[\\"\n]/g, (c) => (c === "\n" ? "\\n" : `\\${c}`));
 
 /** HELP text escapes only backslash and newline. */
-export const escapeHelp = (v: string): string => v.replace(/[\\\n]/g, (c) => (c === "\n" ? "\\n" : "\\\\"));
+const escapeHelp = (v: string): string => v.replace(/[\\\n]/g, (c) => (c === "\n" ? "\\n" : "\\\\"));
 
 /** Go-style float text: integers plainly, and the spellings Prometheus expects for the specials. */
 function formatValue(v: number): string {

@@ -2,7 +2,7 @@
 import type { NostrEvent } from "../protocol/event.ts";
 
 export const VANISH_KIND = 62;
-export const ALL_RELAYS = "ALL_RELAYS";
+const ALL_RELAYS = "ALL_RELAYS";
 
 /** host + path, lowercased host, without a trailing slash: wss://Relay.example.com/ == wss://relay.example.com */
 function normalizeRelayUrl(url: string): string | undefined {
