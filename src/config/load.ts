@@ -220,7 +220,7 @@ const where = (file: string, p: Problem): string =>
 /**
  * Parses and validates TOML text. `file` names the source in messages. Every problem is found in
  * one go: a ConfigError lists them all, in line order. An unknown key or section is an error
- * unless `lenient` (then it is listed in `unknown`).
+ * unless `lenient` (then it is listed in `unknown`). Exported for tests: they build configs from TOML text.
  */
 export function loadConfigText(text: string, file: string, opts: LoadOptions = {}): Loaded {
   const problems: Problem[] = [];

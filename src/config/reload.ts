@@ -22,7 +22,7 @@ const sections = schema as unknown as Record<string, Record<string, KeySpec>>;
 const same = (a: unknown, b: unknown): boolean =>
   Array.isArray(a) && Array.isArray(b) ? a.length === b.length && a.every((x, i) => x === b[i]) : a === b;
 
-/** Every key whose value differs between two configs, in schema order. */
+/** Every key whose value differs between two configs, in schema order. Exported for tests (test/reload.test.ts). */
 export function diffConfig(a: Config, b: Config): Change[] {
   const out: Change[] = [];
   const x = a as unknown as Record<string, Record<string, unknown>>;

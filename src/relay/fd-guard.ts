@@ -30,7 +30,10 @@ import { ipGroup } from "../policy/ip.ts";
 import { dlopen, FFIType, ptr } from "bun:ffi";
 import { closeSync, constants, openSync } from "node:fs";
 
-/** Descriptors kept free for the relay's own use: workers, database, plugin pipes, reconnects, logs. */
+/**
+ * Descriptors kept free for the relay's own use: workers, database, plugin pipes, reconnects, logs.
+ * Exported for tests: test/fd-limits.test.ts pins it for a few limits.
+ */
 export const fdReserve = (limit: number): number => Math.min(1024, Math.max(64, Math.round(limit / 16)));
 
 /**
@@ -157,7 +160,10 @@ function openLibc() {
   });
 }
 
-/** "1.2.3.4" for IPv4 and IPv4-mapped IPv6, else the 8 groups of an IPv6 address in full ("2001:db8:0:0:0:0:0:1"). */
+/**
+ * "1.2.3.4" for IPv4 and IPv4-mapped IPv6, else the 8 groups of an IPv6 address in full ("2001:db8:0:0:0:0:0:1").
+ * Exported for tests: test/fd-limits.test.ts pins the spellings one address can take.
+ */
 export function canonicalIp(address: string): string {
   const v4 = /^(?:::ffff:)?(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   if (v4) return v4[1]!;

@@ -31,7 +31,10 @@ const REASONS = [
 const R = REASONS.length;
 const DUPLICATE = REASONS.indexOf("duplicate");
 const OTHER = REASONS.indexOf("other");
-/** Kinds that get their own label value; later ones share kind="other", so series stay bounded. */
+/**
+ * Kinds that get their own label value; later ones share kind="other", so series stay bounded.
+ * Exported for tests: test/metrics.test.ts goes past it.
+ */
 export const MAX_KIND_LABELS = 50;
 
 /** REASONS indexes by first letter: the prefixes that start with it (at most two). */
@@ -54,7 +57,10 @@ const REASON_INDEX = new Map<string, number>(REASONS.map((r, i) => [r, i]));
 /** The reasons a refusal can have, in the order refusedByReason() counts them. */
 export const REFUSAL_REASONS = REASONS.slice(1).filter((r) => r !== "duplicate");
 const REFUSAL_INDEXES = REFUSAL_REASONS.map((r) => REASON_INDEX.get(r)!);
-/** Refusals the status page lists (the newest last): a fixed ring, no allocation per refusal. */
+/**
+ * Refusals the status page lists (the newest last): a fixed ring, no allocation per refusal.
+ * Exported for tests: src/http/status.test.ts fills the ring.
+ */
 export const RECENT_REFUSALS = 50;
 
 interface RecentRefusal {
