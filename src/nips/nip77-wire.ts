@@ -5,7 +5,7 @@ export const ID_SIZE = 32;
 export const FINGERPRINT_SIZE = 16;
 export const MODE_SKIP = 0;
 export const MODE_FINGERPRINT = 1;
-export const MODE_IDLIST = 2;
+const MODE_IDLIST = 2;
 const MAX_VARINT_BEFORE_DIGIT = (Number.MAX_SAFE_INTEGER - 127) / 128;
 
 /** Malformed input or misuse; the relay answers it with NEG-ERR. */
