@@ -7,7 +7,7 @@
 export const LOG_INTERVAL_MS = 60_000;
 
 /** What was held back of one kind since its last line: how many, and the sum of their weights. */
-export interface Held {
+interface Held {
   count: number;
   weight: number;
 }

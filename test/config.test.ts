@@ -6,12 +6,19 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse } from "smol-toml";
 import pkg from "../package.json" with { type: "json" };
-import { resolveConfig } from "../src/cli/serve.ts";
+import { parseServeFlags } from "../src/cli/args.ts";
+import { loadConfig } from "../src/cli/options.ts";
 import { ConfigError, loadConfigFile, loadConfigText, override } from "../src/config/load.ts";
 import { renderDefaultConfig } from "../src/config/render.ts";
 import { aliases, defaults, schema, type Config } from "../src/config/schema.ts";
 import { spawnBunstr } from "./relay-process.ts";
 import { spawnRelay } from "./process-helpers.ts";
+
+/** What `bunstr serve` starts from: its flags, then the config they name (CLI > file > default). */
+async function resolveConfig(argv: string[]): Promise<Config> {
+  const flags = parseServeFlags(argv);
+  return loadConfig(flags.config, flags.overrides, { lenient: flags.lenient });
+}
 
 const ROOT = join(import.meta.dir, "..");
 let dir: string;

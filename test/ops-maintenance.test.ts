@@ -6,7 +6,6 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fakePubkey, unsignedEvent } from "../bench/lib/events.ts";
-import { ALL_RELAYS } from "../src/nips/nip62.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { Client, now } from "./helpers.ts";
 import { bunstr, importFile, writeLines } from "./ops-helpers.ts";
@@ -108,7 +107,7 @@ test("compact returns the space of deleted events; refuses while a relay has the
   const file = writeLines(join(dir, "compact.jsonl"), [...eventsOf(gone, 4000, "gone"), ...eventsOf(kept, 1000, "kept")]);
   expect((await importFile(["--data-dir", data, "--no-verify"], file)).accepted).toBe(5000);
   // A request to vanish deletes the 4,000 events of `gone`: their pages become free.
-  const vanish = writeLines(join(dir, "vanish.jsonl"), [unsignedEvent(gone, { kind: 62, content: "", tags: [["relay", ALL_RELAYS]] })]);
+  const vanish = writeLines(join(dir, "vanish.jsonl"), [unsignedEvent(gone, { kind: 62, content: "", tags: [["relay", "ALL_RELAYS"]] })]);
   expect((await importFile(["--data-dir", data, "--no-verify"], vanish)).accepted).toBe(1);
   const before = JSON.parse((await bunstr(["stats", "--json", "--data-dir", data])).stdout);
   expect(before.events).toBe(1001);

@@ -27,7 +27,7 @@ const REPORTS_SCANNED = 2000;
 const REPORT_KIND = 1984; // NIP-56
 
 /** What an admin call does beyond the lists: close an address's connections. */
-export interface AdminEffects {
+interface AdminEffects {
   /** Closes every connection from this IP; how many. */
   disconnectIp(ip: string): number;
 }

@@ -45,7 +45,7 @@ export interface AdmitContext {
 }
 
 /** The write-policy plugin's answer (relay/plugin.ts); undefined: accepted. */
-export interface PluginVerdict {
+interface PluginVerdict {
   accepted: boolean;
   message: string;
 }

@@ -63,7 +63,7 @@ export interface Counts {
   badSig: number;
 }
 
-export const COUNT_KEYS = [
+const COUNT_KEYS = [
   "lines",
   "accepted",
   "duplicate",

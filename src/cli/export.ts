@@ -5,7 +5,7 @@ import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
 import { openExisting } from "../store/sqlite/maintenance.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 
-export const EXPORT_USAGE =
+const EXPORT_USAGE =
   "usage: bunstr export [--filter JSON] [--since N] [--until N] [--include-expired] [--config F] [--data-dir D | --db F] > events.jsonl";
 
 const timestamp = (flag: string, v: string | undefined): number | undefined => {

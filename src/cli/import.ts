@@ -20,7 +20,7 @@ async function resolveImportTarget(values: DatabaseFlagValues): Promise<{ config
   return { config, dbPath: `postgres ${url.host}${url.pathname}` };
 }
 
-export const IMPORT_USAGE =
+const IMPORT_USAGE =
   "usage: bunstr import [FILE] [--no-verify] [--json] [--config F] [--data-dir D | --db F] < events.jsonl\n" +
   "       bunstr import --from nostr-rs-relay PATH/nostr.db [--no-verify] [--json] [--config F] [--data-dir D | --db F]\n" +
   "  from strfry: strfry export > events.jsonl, then bunstr import events.jsonl";

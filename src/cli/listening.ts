@@ -4,7 +4,7 @@
 // (os.networkInterfaces()).
 
 /** The part of os.NetworkInterfaceInfo this reads. */
-export interface InterfaceAddress {
+interface InterfaceAddress {
   readonly address: string;
   readonly family: "IPv4" | "IPv6" | number;
   readonly internal: boolean;
@@ -24,7 +24,7 @@ export interface ListeningInput {
 }
 
 /** ws://host:port/path, an IPv6 literal in brackets. */
-export function wsUrl(host: string, port: number, path: string): string {
+function wsUrl(host: string, port: number, path: string): string {
   const h = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
   return `ws://${h}:${port}${path}`;
 }

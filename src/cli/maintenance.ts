@@ -7,9 +7,9 @@ import { bytes, duration, int } from "../ops/progress.ts";
 import { openedElsewhere, openExisting, storeStats } from "../store/sqlite/maintenance.ts";
 import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
 
-export const BACKUP_USAGE = "usage: bunstr backup FILE [--force] [--config F] [--data-dir D | --db F]";
-export const COMPACT_USAGE = "usage: bunstr compact [--online] [--config F] [--data-dir D | --db F]";
-export const STATS_USAGE = "usage: bunstr stats [--json] [--top N] [--config F] [--data-dir D | --db F]";
+const BACKUP_USAGE = "usage: bunstr backup FILE [--force] [--config F] [--data-dir D | --db F]";
+const COMPACT_USAGE = "usage: bunstr compact [--online] [--config F] [--data-dir D | --db F]";
+const STATS_USAGE = "usage: bunstr stats [--json] [--top N] [--config F] [--data-dir D | --db F]";
 
 export async function backupCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({

@@ -9,7 +9,7 @@ import type { Config } from "../config/schema.ts";
 import { configWarnings } from "../config/warnings.ts";
 import type { Relay } from "../relay/server.ts";
 
-export interface ReloaderOptions {
+interface ReloaderOptions {
   /** The --config file (absolute), if one was given. */
   file?: string;
   /** Reads the file and applies the command-line overrides, as at start. */
@@ -22,7 +22,7 @@ export interface ReloaderOptions {
 }
 
 /** Quiet time after the last change to the file before it is read (editors write in steps). */
-export const WATCH_DEBOUNCE_MS = 500;
+const WATCH_DEBOUNCE_MS = 500;
 const WATCHED = "config file changed";
 
 export class ConfigReloader {

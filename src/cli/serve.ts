@@ -21,10 +21,6 @@ import { networkInterfaces } from "node:os";
 /** Defaults, then the --config file, then the flags (CLI > file > default). */
 const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags.config, flags.overrides, { lenient: flags.lenient });
 
-export async function resolveConfig(argv: string[]): Promise<Config> {
-  return loadServeConfig(parseServeFlags(argv));
-}
-
 /**
  * What serve derives from the file before using it, at start and on every reload alike (or a
  * reload would see a change that is none): max_connections = 0 means "from the open-files limit".

@@ -1,41 +1,21 @@
 // `bunstr stream <relay-url> [--filter JSON] [--since N]`: import a remote relay's events as they
 // arrive, reconnecting after drops, until SIGINT or SIGTERM; then a summary.
-import { parseArgs } from "node:util";
 import { duration, int, Progress } from "../ops/progress.ts";
 import { streamFromRelay } from "../ops/stream.ts";
-import { parseSyncFilter } from "../ops/sync.ts";
 import { openDatabase } from "../store/sqlite/db.ts";
 import { importVerifier } from "../verify/configured.ts";
-import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
-import { relayUrl } from "./sync.ts";
+import { resolveDatabase, UsageError } from "./options.ts";
+import { parseRemoteArgs } from "./remote.ts";
 
-export const STREAM_USAGE =
+const STREAM_USAGE =
   "usage: bunstr stream <ws[s]://relay> [--filter JSON] [--since N] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
 
 export async function streamCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      ...databaseFlags,
-      filter: { type: "string" },
-      since: { type: "string" },
-      "no-verify": { type: "boolean" },
-      json: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-  if (values.help) return (console.log(STREAM_USAGE), 0);
-  if (positionals.length !== 1) throw new UsageError(`stream takes one relay URL\n${STREAM_USAGE}`);
-  const url = relayUrl(positionals[0], STREAM_USAGE);
+  const args = parseRemoteArgs(argv, "stream", STREAM_USAGE, { since: { type: "string" } });
+  if (!args) return 0;
+  const { values, url, filter } = args;
   if (values.since !== undefined && !/^\d{1,15}$/.test(values.since))
     throw new UsageError(`--since must be a unix time in seconds, not ${JSON.stringify(values.since)}`);
-  let filter;
-  try {
-    filter = parseSyncFilter(values.filter, "stream");
-  } catch (e) {
-    throw new UsageError(`--filter: ${(e as Error).message}`);
-  }
   const { config, dbPath } = await resolveDatabase(values);
   const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
   const verifier = values["no-verify"] ? undefined : importVerifier(config);

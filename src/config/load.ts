@@ -15,7 +15,7 @@ export class ConfigError extends Error {
   }
 }
 
-export interface Loaded {
+interface Loaded {
   config: Config;
   /** Keys the file set that bunstr does not use (nostr-rs-relay features we lack). */
   ignored: string[];
@@ -49,7 +49,7 @@ const inRange = (spec: KeySpec, n: number) => (spec.min === undefined || n >= sp
 const matches = (spec: KeySpec, v: string) => !spec.pattern || spec.pattern.test(v);
 
 /** Checks one value against its spec; returns the value to store, or an error text. */
-export function checkValue(spec: KeySpec, v: unknown): { ok: true; value: unknown } | { ok: false } {
+function checkValue(spec: KeySpec, v: unknown): { ok: true; value: unknown } | { ok: false } {
   switch (spec.type) {
     case "string":
       if (typeof v !== "string" || (spec.oneOf && !spec.oneOf.includes(v)) || (v !== "" && !matches(spec, v))) return { ok: false };
@@ -220,7 +220,7 @@ const where = (file: string, p: Problem): string =>
 /**
  * Parses and validates TOML text. `file` names the source in messages. Every problem is found in
  * one go: a ConfigError lists them all, in line order. An unknown key or section is an error
- * unless `lenient` (then it is listed in `unknown`).
+ * unless `lenient` (then it is listed in `unknown`). Exported for tests: they build configs from TOML text.
  */
 export function loadConfigText(text: string, file: string, opts: LoadOptions = {}): Loaded {
   const problems: Problem[] = [];

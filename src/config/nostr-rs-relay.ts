@@ -4,7 +4,7 @@
 // with a meaning in another unit or rule are converted (below).
 
 /** One of its keys that sets one of ours, its value converted (`current`: ours as the rest of the file left it). */
-export interface Conversion {
+interface Conversion {
   to: string;
   convert(value: number, current: unknown): number;
 }

@@ -3,14 +3,14 @@
 // closures) sees a reload at once; nothing may copy a config value at start and keep it.
 import { schema, type Config, type KeySpec } from "./schema.ts";
 
-export interface Change {
+interface Change {
   /** `section.key` */
   key: string;
   from: unknown;
   to: unknown;
 }
 
-export interface ReloadOutcome {
+interface ReloadOutcome {
   /** Reloadable keys that changed and now have their new value. */
   applied: Change[];
   /** Keys that changed but are read only at start: they keep their old value. */
@@ -22,7 +22,7 @@ const sections = schema as unknown as Record<string, Record<string, KeySpec>>;
 const same = (a: unknown, b: unknown): boolean =>
   Array.isArray(a) && Array.isArray(b) ? a.length === b.length && a.every((x, i) => x === b[i]) : a === b;
 
-/** Every key whose value differs between two configs, in schema order. */
+/** Every key whose value differs between two configs, in schema order. Exported for tests (test/reload.test.ts). */
 export function diffConfig(a: Config, b: Config): Change[] {
   const out: Change[] = [];
   const x = a as unknown as Record<string, Record<string, unknown>>;

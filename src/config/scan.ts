@@ -14,7 +14,7 @@ export interface Slip {
   bare?: { section: string; name: string; value: string };
 }
 
-export interface Scan {
+interface Scan {
   /** 1-based line of the first header or key of each dotted path ("info", "info.name"). */
   lines: Map<string, number>;
   slips: Slip[];

@@ -653,11 +653,11 @@ export const schema = {
   },
 } as const satisfies Record<string, Record<string, KeySpec>>;
 
-export type Schema = typeof schema;
+type Schema = typeof schema;
 export type Config = {
   -readonly [S in keyof Schema]: { -readonly [K in keyof Schema[S]]: Schema[S][K] extends KeySpec<infer T> ? TypeOf<T> : never };
 };
-export type { KeySpec, Kind };
+export type { KeySpec };
 
 /** nostr-rs-relay keys that mean the same as ours. */
 export const aliases: Record<string, string> = {

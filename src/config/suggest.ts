@@ -2,7 +2,7 @@
 // counts as one edit, as in "naem").
 
 /** Optimal string alignment distance between a and b (case-insensitive). */
-export function editDistance(a: string, b: string): number {
+function editDistance(a: string, b: string): number {
   a = a.toLowerCase();
   b = b.toLowerCase();
   const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);

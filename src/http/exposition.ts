@@ -4,17 +4,17 @@
 
 export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
-export type MetricType = "counter" | "gauge" | "histogram";
-export type Labels = readonly (readonly [string, string])[];
+type MetricType = "counter" | "gauge" | "histogram";
+type Labels = readonly (readonly [string, string])[];
 
 /** Label values escape backslash, double quote and newline (the format's only three escapes there). */
-export const escapeLabelValue = (v: string): string => v.replace(/[\\"\n]/g, (c) => (c === "\n" ? "\\n" : `\\${c}`));
+const escapeLabelValue = (v: string): string => v.replace(/[\\"\n]/g, (c) => (c === "\n" ? "\\n" : `\\${c}`));
 
 /** HELP text escapes only backslash and newline. */
-export const escapeHelp = (v: string): string => v.replace(/[\\\n]/g, (c) => (c === "\n" ? "\\n" : "\\\\"));
+const escapeHelp = (v: string): string => v.replace(/[\\\n]/g, (c) => (c === "\n" ? "\\n" : "\\\\"));
 
 /** Go-style float text: integers plainly, and the spellings Prometheus expects for the specials. */
-export function formatValue(v: number): string {
+function formatValue(v: number): string {
   if (Number.isNaN(v)) return "NaN";
   if (v === Infinity) return "+Inf";
   if (v === -Infinity) return "-Inf";

@@ -11,7 +11,7 @@ import type { PolicyRow } from "./status.ts";
 
 export const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-export interface LandingView {
+interface LandingView {
   info: Record<string, unknown>;
   wsUrl: string;
   uptime: string;

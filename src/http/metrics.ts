@@ -5,7 +5,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { Config } from "../config/schema.ts";
 import { CONTENT_TYPE } from "./exposition.ts";
 
-export const METRICS_PATH = "/metrics";
+const METRICS_PATH = "/metrics";
 
 /**
  * Is this request for the metrics? When the relay itself lives at /metrics, websocket upgrades
@@ -26,7 +26,7 @@ function tokenMatches(header: string | null, token: string): boolean {
 }
 
 /** 127.0.0.0/8 and ::1, also as IPv4-mapped IPv6. */
-export function isLoopback(ip: string): boolean {
+function isLoopback(ip: string): boolean {
   const v4 = ip.replace(/^::ffff:/i, "");
   return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4) || ip === "::1" || /^(0{0,4}:){7}0{0,3}1$/.test(ip);
 }

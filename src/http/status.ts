@@ -14,7 +14,7 @@ export interface StatusSource {
 }
 
 type Sized = { readonly size: number };
-export interface AdminCounts {
+interface AdminCounts {
   readonly bannedPubkeys: Sized;
   readonly allowedPubkeys: Sized;
   readonly bannedEvents: Sized;
@@ -69,7 +69,7 @@ export function formatUptime(ms: number): string {
 /** Lists are folded on the page; a huge allowlist must not make a huge page. */
 const MAX_ITEMS = 200;
 /** "1 kind", "3 kinds", "2 entries": a count that cannot be read as a kind number. */
-export const counted = (n: number, noun: string, plural = `${noun}s`): string => `${n} ${n === 1 ? noun : plural}`;
+const counted = (n: number, noun: string, plural = `${noun}s`): string => `${n} ${n === 1 ? noun : plural}`;
 /** A list's size in words; a short list of kinds is also named inline ("2 kinds: 4, 1059"). */
 function list(label: string, values: readonly (string | number)[], empty: string, noun = "entry"): PolicyRow {
   if (values.length === 0) return { label, value: empty };
@@ -146,7 +146,7 @@ const PLAIN: Record<string, string> = {
 };
 
 /** "EVENTs per minute from one IP", "REQs per minute from one authenticated pubkey". */
-export function rateLabel(section: string, rate: string): string {
+function rateLabel(section: string, rate: string): string {
   const perPubkey = rate.startsWith("pubkey_");
   const name = perPubkey ? rate.slice("pubkey_".length) : rate;
   const what = RATE_WHAT[name] ?? name.replace(/_/g, " ");

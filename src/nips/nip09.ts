@@ -15,7 +15,7 @@ export interface Address {
 const HEX64 = /^[0-9a-f]{64}$/;
 
 /** Parses `<kind>:<pubkey>:<d>` (NIP-01 `a` tag value); undefined if malformed. */
-export function parseAddress(value: string): Address | undefined {
+function parseAddress(value: string): Address | undefined {
   const first = value.indexOf(":");
   const second = value.indexOf(":", first + 1);
   if (first < 1 || second < 0) return undefined;
@@ -27,7 +27,7 @@ export function parseAddress(value: string): Address | undefined {
   return { kind, pubkey, d: isAddressable(kind) ? value.slice(second + 1) : "" };
 }
 
-export interface DeletionTargets {
+interface DeletionTargets {
   /** Ids from `e` tags (deleted only where the stored event has the requester's pubkey). */
   ids: string[];
   /** Addresses from `a` tags that belong to the requester. */

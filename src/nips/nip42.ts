@@ -5,9 +5,9 @@ import { refuse, type Refusal } from "../protocol/reasons.ts";
 
 export const AUTH_KIND = 22242;
 /** How far an AUTH event's created_at may be from now. */
-export const AUTH_WINDOW_SECONDS = 600;
+const AUTH_WINDOW_SECONDS = 600;
 
-export interface AuthExpectation {
+interface AuthExpectation {
   challenge: string;
   /** The relay URLs (normalized, normalizeRelayUrl) the relay tag may name; undefined skips the check. */
   relayUrls?: readonly string[];

@@ -96,7 +96,7 @@ let lastEvent: NostrEvent | undefined;
 let lastWords: ReadonlySet<string> = new Set();
 
 /** Live matching: every term appears as a word of the event's searchable text. */
-export function matchesSearch(terms: readonly string[], e: NostrEvent, skipKinds: ReadonlySet<number>): boolean {
+function matchesSearch(terms: readonly string[], e: NostrEvent, skipKinds: ReadonlySet<number>): boolean {
   if (terms.length === 0) return true;
   if (skipKinds.has(e.kind)) return false;
   const words = eventWords(e);

@@ -2,10 +2,10 @@
 import type { NostrEvent } from "../protocol/event.ts";
 
 export const VANISH_KIND = 62;
-export const ALL_RELAYS = "ALL_RELAYS";
+const ALL_RELAYS = "ALL_RELAYS";
 
 /** host + path, lowercased host, without a trailing slash: wss://Relay.example.com/ == wss://relay.example.com */
-export function normalizeRelayUrl(url: string): string | undefined {
+function normalizeRelayUrl(url: string): string | undefined {
   try {
     const u = new URL(url);
     return `${u.host.toLowerCase()}${u.pathname.replace(/\/+$/, "")}`;

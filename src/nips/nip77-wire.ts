@@ -5,8 +5,8 @@ export const ID_SIZE = 32;
 export const FINGERPRINT_SIZE = 16;
 export const MODE_SKIP = 0;
 export const MODE_FINGERPRINT = 1;
-export const MODE_IDLIST = 2;
-export const MAX_VARINT_BEFORE_DIGIT = (Number.MAX_SAFE_INTEGER - 127) / 128;
+const MODE_IDLIST = 2;
+const MAX_VARINT_BEFORE_DIGIT = (Number.MAX_SAFE_INTEGER - 127) / 128;
 
 /** Malformed input or misuse; the relay answers it with NEG-ERR. */
 export class NegentropyError extends Error {
@@ -26,7 +26,7 @@ export const ZERO_BOUND: NegentropyBound = { timestamp: 0, prefix: new Uint8Arra
 export const INFINITY_BOUND: NegentropyBound = { timestamp: Infinity, prefix: new Uint8Array(0) };
 
 /** Compares two bounds as the protocol does: timestamp, then the zero-padded 32-byte id. */
-export function compareBounds(a: NegentropyBound, b: NegentropyBound): number {
+function compareBounds(a: NegentropyBound, b: NegentropyBound): number {
   if (a.timestamp !== b.timestamp) return a.timestamp < b.timestamp ? -1 : 1;
   for (let i = 0; i < ID_SIZE; i++) {
     const x = a.prefix[i] ?? 0;

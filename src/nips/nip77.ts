@@ -20,7 +20,7 @@ import {
   type NegentropyBound,
 } from "./nip77-wire.ts";
 
-export { NegentropyError, type NegentropyBound };
+export { NegentropyError };
 
 export const NEGENTROPY_VERSION = 0x61;
 /** A mismatched range with fewer items than this is answered with its ids, not fingerprints. */
@@ -238,86 +238,109 @@ export class NegentropyServer {
     if (version !== NEGENTROPY_VERSION) return Uint8Array.of(NEGENTROPY_VERSION);
 
     const s = this.storage;
-    const size = s.size;
     const out = new ByteWriter(1024);
     out.byte(NEGENTROPY_VERSION);
-    let prevBound = ZERO_BOUND;
-    let prevIndex = 0;
-    let skip = false; // settled ranges are coalesced into one Skip, written only if more follows
-    let cut = false; // the reply is full; the rest of the query is only checked
-
-    while (!r.done) {
-      const { bound, mode, fingerprint } = r.range();
-      if (cut) continue;
-      const lower = prevIndex;
-      let upper = s.lowerBound(lower, size, bound);
-      const mark = out.mark();
-      const skipAtMark: boolean = skip;
-      const flushSkip = () => {
-        if (!skip) return;
-        skip = false;
-        out.bound(prevBound);
-        out.varint(MODE_SKIP);
-      };
-
-      if (mode === MODE_SKIP) {
-        skip = true;
-      } else if (mode === MODE_FINGERPRINT) {
-        if (equalBytes(fingerprint!, s.fingerprint(lower, upper))) skip = true;
-        else {
-          flushSkip();
-          this.splitRange(out, lower, upper, bound);
-        }
-      } else {
-        // An IdList. Their ids only matter to them: the initiator compares our list with its own.
-        flushSkip();
-        const room = this.frameSizeLimit
-          ? Math.floor((this.frameSizeLimit - FRAME_SLACK - out.length - MAX_RANGE_HEADER) / ID_SIZE)
-          : Infinity;
-        const sent = Math.max(0, Math.min(upper - lower, room));
-        if (sent < upper - lower) {
-          // Send what fits, ending the range exactly at the first id left out.
-          upper = lower + sent;
-          out.bound(s.itemBound(upper));
-          out.idList(sent, s.idBytes(lower, upper));
-          this.finishEarly(out, upper);
-          cut = true;
-          continue;
-        }
-        out.bound(bound);
-        out.idList(sent, s.idBytes(lower, upper));
+    reconcileRanges(s, r, out, this.frameSizeLimit, (lower, upper, bound, _theirs, flushSkip) => {
+      // An IdList. Their ids only matter to them: the initiator compares our list with its own.
+      flushSkip();
+      const room = this.frameSizeLimit
+        ? Math.floor((this.frameSizeLimit - FRAME_SLACK - out.length - MAX_RANGE_HEADER) / ID_SIZE)
+        : Infinity;
+      const sent = Math.max(0, Math.min(upper - lower, room));
+      if (sent < upper - lower) {
+        // Send what fits, ending the range exactly at the first id left out.
+        const end = lower + sent;
+        out.bound(s.itemBound(end));
+        out.idList(sent, s.idBytes(lower, end));
+        finishEarly(s, out, end);
+        return "cut";
       }
-
-      if (this.frameSizeLimit && out.length > this.frameSizeLimit - FRAME_SLACK) {
-        // Too big: drop this range's answer and fingerprint everything from its start instead.
-        // The pending Skip is kept, not folded into that fingerprint: ranges the client skipped
-        // are settled on its side (it already knows their differences), and reopening them
-        // would make it report those ids again. (The reference fingerprints from `upper` under
-        // a bound that starts earlier, which never matches and reopens them too.)
-        out.rewind(mark);
-        skip = skipAtMark;
-        flushSkip();
-        this.finishEarly(out, lower);
-        cut = true;
-        continue;
-      }
-      prevIndex = upper;
-      prevBound = bound;
-    }
+      out.bound(bound);
+      out.idList(sent, s.idBytes(lower, upper));
+      return "answered";
+    });
     // A trailing Skip is implicit.
     return out.bytes();
   }
+}
 
-  /** Closes a cut-short reply: one fingerprint from the last bound written up to infinity. */
-  private finishEarly(out: ByteWriter, from: number): void {
-    out.bound(INFINITY_BOUND);
-    out.varint(MODE_FINGERPRINT);
-    out.append(this.storage.fingerprint(from, this.storage.size));
-  }
+/** What the IdList of a range came to: settled (folded into the pending Skip), answered, or the reply cut short in it. */
+type IdListAnswer = "settled" | "answered" | "cut";
 
-  private splitRange(out: ByteWriter, lower: number, upper: number, upperBound: NegentropyBound): void {
-    splitRange(this.storage, out, lower, upper, upperBound);
+/**
+ * The ranges of one message, answered in `out` (responder and initiator alike): a Skip is
+ * settled, a Fingerprint equal to ours is settled and a different one split (splitRange), an
+ * IdList is the side's own (`idList`). Settled ranges are coalesced into one Skip, written only
+ * if more follows (a trailing Skip is implicit). Past `frameSizeLimit` (0 = unlimited) the reply
+ * is cut: the range's answer is dropped and one fingerprint of everything from its start ends
+ * it, so the other side asks again from there; the rest of the message is only checked.
+ */
+export function reconcileRanges(
+  s: NegentropyStorage,
+  r: ByteReader,
+  out: ByteWriter,
+  frameSizeLimit: number,
+  idList: (lower: number, upper: number, bound: NegentropyBound, theirs: Uint8Array, flushSkip: () => void) => IdListAnswer,
+): void {
+  const size = s.size;
+  let prevBound = ZERO_BOUND;
+  let prevIndex = 0;
+  let skip = false;
+  let cut = false;
+  while (!r.done) {
+    const { bound, mode, fingerprint, ids } = r.range();
+    if (cut) continue;
+    const lower = prevIndex;
+    const upper = s.lowerBound(lower, size, bound);
+    const mark = out.mark();
+    const skipAtMark: boolean = skip;
+    const flushSkip = () => {
+      if (!skip) return;
+      skip = false;
+      out.bound(prevBound);
+      out.varint(MODE_SKIP);
+    };
+
+    if (mode === MODE_SKIP) {
+      skip = true;
+    } else if (mode === MODE_FINGERPRINT) {
+      if (equalBytes(fingerprint!, s.fingerprint(lower, upper))) skip = true;
+      else {
+        flushSkip();
+        splitRange(s, out, lower, upper, bound);
+      }
+    } else {
+      const answer = idList(lower, upper, bound, ids!, flushSkip);
+      if (answer === "cut") {
+        cut = true;
+        continue;
+      }
+      if (answer === "settled") skip = true;
+    }
+
+    if (frameSizeLimit && out.length > frameSizeLimit - FRAME_SLACK) {
+      // Too big: drop this range's answer and fingerprint everything from its start instead.
+      // The pending Skip is kept, not folded into that fingerprint: ranges the other side
+      // skipped are settled on its side (it already knows their differences), and reopening
+      // them would make it report those ids again. (The reference fingerprints from `upper`
+      // under a bound that starts earlier, which never matches and reopens them too.)
+      out.rewind(mark);
+      skip = skipAtMark;
+      flushSkip();
+      finishEarly(s, out, lower);
+      cut = true;
+      continue;
+    }
+    prevIndex = upper;
+    prevBound = bound;
   }
+}
+
+/** Closes a cut-short reply: one fingerprint from the last bound written up to infinity. */
+function finishEarly(s: NegentropyStorage, out: ByteWriter, from: number): void {
+  out.bound(INFINITY_BOUND);
+  out.varint(MODE_FINGERPRINT);
+  out.append(s.fingerprint(from, s.size));
 }
 
 /**

@@ -4,7 +4,7 @@
 export const RPC_CONTENT_TYPE = "application/nostr+json+rpc";
 
 /** Role fields of createrole / editrole: [id, label, description, color, order]. */
-export interface Role {
+interface Role {
   id: string;
   label: string;
   description: string;
@@ -34,7 +34,7 @@ export type AdminCall =
   | { method: "deleterole"; id: string }
   | { method: "assignrole" | "unassignrole"; pubkey: string; role: string };
 
-export type AdminMethod = AdminCall["method"];
+type AdminMethod = AdminCall["method"];
 
 /**
  * Every method, in the NIP's order (supportedmethods answers with this list). Two are bunstr's

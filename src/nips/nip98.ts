@@ -4,11 +4,11 @@
 import { validateEventShape, type NostrEvent } from "../protocol/event.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
 
-export const HTTP_AUTH_KIND = 27235;
+const HTTP_AUTH_KIND = 27235;
 /** The base64 of an Authorization header is bounded before it is decoded. */
 const MAX_HEADER = 16 * 1024;
 
-export interface HttpAuthExpectation {
+interface HttpAuthExpectation {
   method: string;
   /** The absolute URLs the `u` tag may name (the request URL as clients may spell it). */
   urls: readonly string[];

@@ -27,7 +27,7 @@ function fsyncPath(path: string): void {
   }
 }
 
-export interface BackupResult {
+interface BackupResult {
   file: string;
   bytes: number;
   events: number;
@@ -64,7 +64,7 @@ export async function backupDatabase(db: Db, dest: string): Promise<BackupResult
   return { file: dest, bytes: statSync(dest).size, events, seconds: (performance.now() - started) / 1000 };
 }
 
-export interface CompactResult {
+interface CompactResult {
   before: { file: number; wal: number };
   after: { file: number; wal: number };
   freePagesBefore: number;

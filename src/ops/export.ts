@@ -8,7 +8,7 @@ import { exportPager, seqRange, type Db, type ExportScope } from "../store/sqlit
 
 const PAGE = 1000;
 
-export interface ExportOptions {
+interface ExportOptions {
   /** A NIP-01 filter (without limit); ids, authors, kinds, since and until are matched in SQL. */
   filter?: Filter;
   since?: number;
@@ -20,7 +20,7 @@ export interface ExportOptions {
   onProgress?: (p: { events: number; scanned: number; total: number }) => void;
 }
 
-export interface ExportSummary {
+interface ExportSummary {
   events: number;
   bytes: number;
 }

@@ -27,7 +27,7 @@ import { SqliteWriter } from "../store/sqlite/write.ts";
 /** What an import counts (admit/outcome.ts). */
 export type ImportCounts = Counts;
 
-export interface ImportProblem {
+interface ImportProblem {
   line: number;
   reason: string;
 }

@@ -2,7 +2,7 @@
 // subscription id (EVENT, EOSE, CLOSED, NEG-MSG, NEG-ERR) or event id (OK).
 import type { NostrEvent } from "../protocol/event.ts";
 
-export type SubFrame = unknown[];
+type SubFrame = unknown[];
 
 export class RelayClient {
   private readonly subs = new Map<string, (f: SubFrame) => void>();

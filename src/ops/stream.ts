@@ -12,7 +12,7 @@ import { addCounts, newCounts } from "../admit/outcome.ts";
 import { importParsed, type ImportCounts } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
 
-export const RESUBSCRIBE_MARGIN_S = 60;
+const RESUBSCRIBE_MARGIN_S = 60;
 const BACKOFF_FIRST_MS = 1000;
 const BACKOFF_CAP_MS = 60_000;
 /** Events are gathered this long before an import, so a burst goes in one transaction. */
@@ -20,7 +20,7 @@ const GATHER_MS = 100;
 /** Events received and not yet stored, at most (a fast remote is paused by reconnecting). */
 const MAX_QUEUED = 20_000;
 
-export interface StreamOptions {
+interface StreamOptions {
   config: Config;
   url: string;
   filter: Filter;
@@ -37,7 +37,7 @@ export interface StreamOptions {
   backoffCapMs?: number;
 }
 
-export interface StreamSummary extends ImportCounts {
+interface StreamSummary extends ImportCounts {
   /** Events received (before the pipeline's checks). */
   received: number;
   connects: number;
@@ -64,7 +64,7 @@ export interface Streamer {
 export type Ingest = (events: NostrEvent[]) => Promise<ImportCounts & { problems: { reason: string }[] }>;
 
 /** The import pipeline into `db` (bunstr stream). */
-export function importInto(db: Db, config: Config, verifier: Verifier | undefined): Ingest {
+function importInto(db: Db, config: Config, verifier: Verifier | undefined): Ingest {
   return (events) => importParsed(db, [events], { config, verifier, batchSize: 1000 });
 }
 

@@ -29,7 +29,7 @@ const UPLOAD_WINDOW = 100;
 const FRAME_LIMIT = 30_000;
 const NEG_TIMEOUT_MS = 15_000;
 
-export interface SyncOptions {
+interface SyncOptions {
   config: Config;
   url: string;
   filter: Filter;
@@ -87,7 +87,7 @@ export function parseSyncFilter(text: string | undefined, command: string): Filt
 }
 
 /** (created_at, id) of every local event matching the filter, hidden expired ones left out as the relay does. */
-export function localItems(db: Db, filter: Filter, config: Config): NegentropyStorage {
+function localItems(db: Db, filter: Filter, config: Config): NegentropyStorage {
   const items = runNegItems(new StatementCache(db), {
     filter,
     max: Number.MAX_SAFE_INTEGER - 1,
@@ -98,14 +98,14 @@ export function localItems(db: Db, filter: Filter, config: Config): NegentropySt
 }
 
 /** Local events by id, as stored. */
-export function localEvents(db: Db, ids: string[]): string[] {
+function localEvents(db: Db, ids: string[]): string[] {
   return exportPager(db, { ids, now: 0 })(0, Number.MAX_SAFE_INTEGER, ids.length).map((r) => r.json);
 }
 
 type NegResult = { have: Set<string>; need: Set<string>; roundTrips: number } | { fallback: string; roundTrips: number };
 
 /** NEG-OPEN ... NEG-MSG ... until our side has nothing left to ask; a NEG-ERR, NOTICE or silence asks for the fallback. */
-export function negotiate(relay: RelayClient, filter: Filter, storage: NegentropyStorage): Promise<NegResult> {
+function negotiate(relay: RelayClient, filter: Filter, storage: NegentropyStorage): Promise<NegResult> {
   const client = new NegentropyClient(storage, FRAME_LIMIT);
   const subId = `sync-${Math.random().toString(36).slice(2, 10)}`;
   const have = new Set<string>();

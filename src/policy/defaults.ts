@@ -46,7 +46,7 @@ export const defaultPolicies: Policy[] = [
  */
 export const importPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists];
 
-export function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: NostrEvent): Refusal | undefined {
+function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: NostrEvent): Refusal | undefined {
   for (const p of policies) {
     const r = p(ctx, e);
     if (r) return r;
@@ -59,9 +59,9 @@ export function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: 
  * rather than the event. NIP-62: "relays that have restrictions on who can post MUST also follow
  * the request regardless of the user's status".
  */
-export const standingPolicies: ReadonlySet<Policy> = new Set([authToWrite, adminBans, kindLists, pubkeyLists]);
+const standingPolicies: ReadonlySet<Policy> = new Set([authToWrite, adminBans, kindLists, pubkeyLists]);
 
-export interface Verdict {
+interface Verdict {
   /** The first refusal, in policy order (the OK answer); undefined: the event may be stored. */
   refusal?: Refusal;
   /**

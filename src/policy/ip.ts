@@ -55,7 +55,7 @@ export function isPrivateAddress(ip: string): boolean {
 const FORWARDING_HEADERS = ["x-forwarded-for", "x-real-ip", "forwarded"];
 
 /** What serve needs of [network] to tell a proxy apart. */
-export interface ProxySettings {
+interface ProxySettings {
   remote_ip_header: string;
   trusted_proxies: readonly string[];
 }

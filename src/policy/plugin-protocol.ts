@@ -4,7 +4,7 @@
 import type { Prefix } from "../protocol/reasons.ts";
 
 /** Where an event came from, in strfry's words (strfry sends "Stored" only from its router). */
-export type SourceType = "IP4" | "IP6" | "Import" | "Stream" | "Sync";
+type SourceType = "IP4" | "IP6" | "Import" | "Stream" | "Sync";
 
 export interface Source {
   type: SourceType;
@@ -27,10 +27,10 @@ export function requestLine(eventJson: string, receivedAt: number, source: Sourc
   return `{${authed}"event":${eventJson},"receivedAt":${receivedAt},"sourceInfo":${JSON.stringify(source.info)},"sourceType":"${source.type}","type":"new"}\n`;
 }
 
-export type Action = "accept" | "reject" | "shadowReject";
+type Action = "accept" | "reject" | "shadowReject";
 
 /** One output line, read: an answer; an object naming an id but not a valid answer; or junk. */
-export type ParsedLine =
+type ParsedLine =
   | { kind: "answer"; id: string; action: Action; msg: string }
   | { kind: "invalid"; id: string; why: string }
   | { kind: "junk"; why: string };

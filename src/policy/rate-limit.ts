@@ -9,7 +9,7 @@ export interface Rate {
   burst: number;
 }
 
-export interface Bucket {
+interface Bucket {
   tokens: number;
   /** When `tokens` was computed (ms). */
   at: number;
@@ -28,12 +28,12 @@ export function waitFor(tokens: number, need: number, rate: Rate): number {
   return tokens >= need ? 0 : Math.ceil(((need - tokens) * 60_000) / rate.perMinute);
 }
 
-export interface Charge {
+interface Charge {
   key: string;
   rate: Rate;
 }
 
-export interface LimiterOptions {
+interface LimiterOptions {
   /** Most buckets held; past it the least recently used is dropped (it then starts full again). */
   maxKeys?: number;
   /** How often buckets that have refilled completely are dropped. */
@@ -113,7 +113,7 @@ export class RateLimiter {
 }
 
 /** What can be rate-limited per IP and per pubkey (connections and AUTHs: per IP only, see IP_ONLY). */
-export type RatedVerb = "connections" | "events" | "reqs" | "counts" | "neg_opens" | "auths";
+type RatedVerb = "connections" | "events" | "reqs" | "counts" | "neg_opens" | "auths";
 
 /**
  * Charged to the IP alone: a new connection comes before any AUTH, and an AUTH's pubkey is not
@@ -139,7 +139,7 @@ const rateOf = (config: Config, prefix: "" | "pubkey_", verb: RatedVerb): Rate =
 });
 
 /** Who is asking: the client's IP (absent for import, sync and stream) and its NIP-42 pubkeys. */
-export interface RateSubject {
+interface RateSubject {
   ip?: string;
   /** ipGroup(ip), when the caller has it already (a connection's Session). */
   group?: string;

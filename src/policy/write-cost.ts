@@ -12,13 +12,13 @@ import { DELETION_KIND } from "../nips/nip09.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 
 /** Single-letter tags with a value (the ones written to the tags index) that cost one unit. */
-export const TAGS_PER_UNIT = 16;
+const TAGS_PER_UNIT = 16;
 /** `e` targets of a deletion request (kind 5) that cost one unit: a lookup by id, and maybe a delete. */
-export const E_TARGETS_PER_UNIT = 4;
+const E_TARGETS_PER_UNIT = 4;
 /** `a` targets of a deletion request that cost one unit: a coordinate's versions looked up and deleted. */
-export const A_TARGETS_PER_UNIT = 2;
+const A_TARGETS_PER_UNIT = 2;
 /** Characters of the event's JSON (its tags and content; counted as bytes) that cost one unit. */
-export const BYTES_PER_UNIT = 8 * 1024;
+const BYTES_PER_UNIT = 8 * 1024;
 /** What the id, pubkey, sig, kind and created_at take in the stored JSON. */
 const FIXED_CHARS = 240;
 

@@ -59,7 +59,7 @@ function hasVerbatimControl(e: NostrEvent): boolean {
  * The JSON of an event's tags and content: both its id and its stored form are made of them, so
  * the pipeline encodes them once (admit/admit.ts) and hands them to hasValidId and serializeEvent.
  */
-export interface EventJson {
+interface EventJson {
   tags: string;
   content: string;
 }
@@ -72,7 +72,8 @@ const stringifiedForm = (e: NostrEvent, j: EventJson = eventJson(e)): string =>
 
 /**
  * The NIP-01 serialization: only \n \" \\ \r \t \b \f are escaped, every other character
- * (other control characters, U+007F, non-ASCII) is written verbatim.
+ * (other control characters, U+007F, non-ASCII) is written verbatim. Exported for tests:
+ * test/nip01.test.ts checks the escaping itself and signs events with it.
  */
 export function canonicalForm(e: NostrEvent, j?: EventJson): string {
   const s = stringifiedForm(e, j);
@@ -88,8 +89,6 @@ export function canonicalForm(e: NostrEvent, j?: EventJson): string {
 }
 
 const sha256hex = (s: string): string => createHash("sha256").update(s, "utf8").digest("hex");
-
-export const computeId = (e: NostrEvent): string => sha256hex(canonicalForm(e));
 
 /**
  * True when the claimed id is the sha256 of the event. The NIP-01 form is the reference; for

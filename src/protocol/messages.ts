@@ -1,7 +1,7 @@
 // Client-to-relay frames (NIP-01, NIP-42, NIP-45) parsed into a tagged union.
 import { ProtocolError } from "./reasons.ts";
 
-export type ClientMessage =
+type ClientMessage =
   | { type: "EVENT"; event: unknown }
   | { type: "REQ"; subId: string; filters: unknown[] }
   | { type: "COUNT"; subId: string; filters: unknown[] }
@@ -12,7 +12,7 @@ export type ClientMessage =
   | { type: "NEG-MSG"; subId: string; message: unknown }
   | { type: "NEG-CLOSE"; subId: string };
 
-export interface MessageLimits {
+interface MessageLimits {
   maxSubIdLength: number;
   maxFilters: number;
 }

@@ -1,7 +1,7 @@
 // The machine-readable prefixes of NIP-01 for OK and CLOSED messages, in one place.
 export type Prefix = "duplicate" | "pow" | "blocked" | "rate-limited" | "invalid" | "restricted" | "auth-required" | "mute" | "error";
 
-export const reason = (prefix: Prefix, message: string): string => `${prefix}: ${message}`;
+const reason = (prefix: Prefix, message: string): string => `${prefix}: ${message}`;
 
 /** A refusal carried as data: the pipeline turns it into OK false / CLOSED. */
 export interface Refusal {

@@ -7,7 +7,7 @@ import type { Config } from "../config/schema.ts";
 import type { ReadContext } from "../store/types.ts";
 import type { Session } from "./session.ts";
 
-export interface Bucket {
+interface Bucket {
   tokens: number;
   at: number;
 }

@@ -15,7 +15,7 @@ const PING = "bunstr drain";
  * enough for a client on a busy machine to react to its last OK (100 ms left a loaded client's
  * next pipelined EVENTs on the wire).
  */
-export const QUIET_MS = 250;
+const QUIET_MS = 250;
 /** After this, every connection is closed, answered or not. */
 export const DEADLINE_MS = 5000;
 

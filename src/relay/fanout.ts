@@ -13,7 +13,7 @@ import { CatchUpRing, type Recent } from "./ring.ts";
 export type { Recent } from "./ring.ts";
 
 /** What fanout needs of a connection (a Bun ServerWebSocket of a Session is one). */
-export interface Member {
+interface Member {
   readonly data: { readonly closed: boolean; readonly authed: ReadonlySet<string>; readonly deflate: boolean };
   subscribe(topic: string): void;
   unsubscribe(topic: string): void;
@@ -30,7 +30,7 @@ export interface Group {
   entries: Indexed<Group>[];
 }
 
-export interface FanoutOptions {
+interface FanoutOptions {
   publish: (topic: string, frame: string) => number;
   /** Events that may not go to a whole topic (restricted kinds). */
   restricted: (e: NostrEvent) => boolean;

@@ -30,7 +30,10 @@ import { ipGroup } from "../policy/ip.ts";
 import { dlopen, FFIType, ptr } from "bun:ffi";
 import { closeSync, constants, openSync } from "node:fs";
 
-/** Descriptors kept free for the relay's own use: workers, database, plugin pipes, reconnects, logs. */
+/**
+ * Descriptors kept free for the relay's own use: workers, database, plugin pipes, reconnects, logs.
+ * Exported for tests: test/fd-limits.test.ts pins it for a few limits.
+ */
 export const fdReserve = (limit: number): number => Math.min(1024, Math.max(64, Math.round(limit / 16)));
 
 /**
@@ -65,7 +68,7 @@ export interface WireMeter {
 /** Why a websocket is closed for an unfinished message. */
 export type PartialCut = "timeout" | "per-ip" | "total";
 
-export interface FdGuardSettings {
+interface FdGuardSettings {
   /** HTTP connections open longer than this are cut. */
   headerTimeoutMs: number;
   /** HTTP connections per address (IPv6: per /64) beyond this are cut, oldest first. */
@@ -80,7 +83,7 @@ export interface FdGuardSettings {
   maxPartial?: number;
 }
 
-export interface FdGuardOptions {
+interface FdGuardOptions {
   /** The open-files limit in force (soft RLIMIT_NOFILE). */
   limit: number;
   /** The relay's listening port. */
@@ -91,7 +94,7 @@ export interface FdGuardOptions {
   closeWebsocket?: (meter: WireMeter, why: PartialCut) => void;
 }
 
-export interface FdGuardStats {
+interface FdGuardStats {
   fds: number;
   http: number;
   cutPerIp: number;
@@ -157,7 +160,10 @@ function openLibc() {
   });
 }
 
-/** "1.2.3.4" for IPv4 and IPv4-mapped IPv6, else the 8 groups of an IPv6 address in full ("2001:db8:0:0:0:0:0:1"). */
+/**
+ * "1.2.3.4" for IPv4 and IPv4-mapped IPv6, else the 8 groups of an IPv6 address in full ("2001:db8:0:0:0:0:0:1").
+ * Exported for tests: test/fd-limits.test.ts pins the spellings one address can take.
+ */
 export function canonicalIp(address: string): string {
   const v4 = /^(?:::ffff:)?(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   if (v4) return v4[1]!;

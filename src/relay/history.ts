@@ -10,11 +10,12 @@ const COUNTERS = ["accepted", "duplicate", "reqs", ...REFUSAL_REASONS.map((r) =>
 const GAUGES = ["connections", "events_stored", "database_bytes"] as const;
 const WIDTH = 1 + COUNTERS.length + GAUGES.length;
 
+/** The fine ring's sample interval. Exported for bench/status-json.ts, which fills the rings. */
 export const FINE_MS = 10_000;
-export const COARSE_MS = 60_000;
+const COARSE_MS = 60_000;
 const FINE_SAMPLES = 360; // one hour
 const COARSE_SAMPLES = 1440; // one day
-/** What the two rings hold, in bytes: 8 per number (≈ 230 KB). */
+/** What the two rings hold, in bytes: 8 per number (≈ 230 KB). Exported for tests (src/http/status.test.ts). */
 export const HISTORY_BYTES = (FINE_SAMPLES + COARSE_SAMPLES) * WIDTH * 8;
 
 /** A fixed number of rows of WIDTH numbers, the oldest overwritten. */
@@ -68,7 +69,7 @@ function counters(src: MetricsSource): number[] {
   return [accepted, duplicate, m.received.REQ, ...m.refusedByReason()];
 }
 
-export interface Series {
+interface Series {
   interval_s: number;
   /** ms since the epoch, one per sample. */
   t: number[];
@@ -76,7 +77,7 @@ export interface Series {
   values: Record<string, (number | null)[]>;
 }
 
-export interface StatusJson {
+interface StatusJson {
   now: number;
   started_at: number;
   history_bytes: number;

@@ -13,7 +13,7 @@ import { expirationOf } from "../nips/nip40.ts";
 import { headOf, type NostrEvent } from "../protocol/event.ts";
 
 /** At most the bytes a string holds (two per character in UTF-16). */
-export const heldBytes = (s: string): number => 2 * s.length;
+const heldBytes = (s: string): number => 2 * s.length;
 
 /** An event kept in memory: its JSON and what answering from it needs. */
 export interface KeptEvent extends Pick<NostrEvent, "id" | "pubkey" | "created_at" | "kind"> {

@@ -8,8 +8,8 @@ import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
 import type { Store } from "../store/types.ts";
 import type { Outcome } from "../admit/outcome.ts";
 
-export const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
-export const RELAY_VERBS = ["EVENT", "EOSE", "OK", "CLOSED", "NOTICE"] as const;
+const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
+const RELAY_VERBS = ["EVENT", "EOSE", "OK", "CLOSED", "NOTICE"] as const;
 type Tally<K extends string> = Record<K, number>;
 const tally = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, 0])) as Tally<K>;
 
@@ -31,7 +31,10 @@ const REASONS = [
 const R = REASONS.length;
 const DUPLICATE = REASONS.indexOf("duplicate");
 const OTHER = REASONS.indexOf("other");
-/** Kinds that get their own label value; later ones share kind="other", so series stay bounded. */
+/**
+ * Kinds that get their own label value; later ones share kind="other", so series stay bounded.
+ * Exported for tests: test/metrics.test.ts goes past it.
+ */
 export const MAX_KIND_LABELS = 50;
 
 /** REASONS indexes by first letter: the prefixes that start with it (at most two). */
@@ -54,10 +57,13 @@ const REASON_INDEX = new Map<string, number>(REASONS.map((r, i) => [r, i]));
 /** The reasons a refusal can have, in the order refusedByReason() counts them. */
 export const REFUSAL_REASONS = REASONS.slice(1).filter((r) => r !== "duplicate");
 const REFUSAL_INDEXES = REFUSAL_REASONS.map((r) => REASON_INDEX.get(r)!);
-/** Refusals the status page lists (the newest last): a fixed ring, no allocation per refusal. */
+/**
+ * Refusals the status page lists (the newest last): a fixed ring, no allocation per refusal.
+ * Exported for tests: src/http/status.test.ts fills the ring.
+ */
 export const RECENT_REFUSALS = 50;
 
-export interface RecentRefusal {
+interface RecentRefusal {
   /** ms since the epoch. */
   at: number;
   /** null when the event never parsed. */
@@ -208,7 +214,7 @@ export interface MetricsSource {
 }
 
 /** What only server.ts can see. */
-export interface LiveState {
+interface LiveState {
   subscriptions(): number;
 }
 

@@ -11,7 +11,7 @@ import { parseSyncFilter } from "../ops/sync.ts";
 import type { RelayContext } from "./context.ts";
 import { policyContext } from "./policy-context.ts";
 
-export interface Mirrors {
+interface Mirrors {
   stop(): void;
 }
 

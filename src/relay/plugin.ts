@@ -28,9 +28,7 @@ import type { NostrEvent } from "../protocol/event.ts";
 import { ipSourceType, requestLine, type Source } from "../policy/plugin-protocol.ts";
 import { errorVerdict, PluginProcess, Warnings, type PluginHost, type PluginSettings, type Verdict } from "./plugin-process.ts";
 
-export type { PluginSettings, Verdict };
-
-/** Events waiting for the plugin, relay-wide; more are refused with rate-limited:. */
+/** Events waiting for the plugin, relay-wide; more are refused with rate-limited:. Exported for tests (test/plugin.test.ts). */
 export const MAX_PLUGIN_INFLIGHT = 2048;
 /** The plugin file is stat()ed at most this often (strfry: on every event). */
 const STAT_EVERY_MS = 100;

@@ -6,7 +6,7 @@ import type { RelayContext } from "./context.ts";
 import type { Session } from "./session.ts";
 
 /** This relay's URL as a client on this connection sees it (for NIP-42 and NIP-62). */
-export const relayUrlFor = (config: Config, s: Session): string => config.info.relay_url || `ws://${s.host}${config.network.path}`;
+const relayUrlFor = (config: Config, s: Session): string => config.info.relay_url || `ws://${s.host}${config.network.path}`;
 
 export const policyContext = (ctx: RelayContext, s?: Session): PolicyContext => ({
   config: ctx.config,

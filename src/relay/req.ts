@@ -313,7 +313,7 @@ function valueCount(filters: readonly CompiledFilter[]): number {
 }
 
 /** Scales per-filter limits down so that together they stay within `cap`. */
-export function clampLimits(limits: number[], cap: number): number[] {
+function clampLimits(limits: number[], cap: number): number[] {
   const total = limits.reduce((a, b) => a + b, 0);
   if (total <= cap) return limits;
   return limits.map((n) => (n === 0 ? 0 : Math.max(1, Math.floor((n * cap) / total))));

@@ -35,7 +35,7 @@ const MAX_UNSEEN = 4096;
 const MAX_STEPS = 1024;
 
 /** The ring's slots, by seq % size (relay/ring.ts). */
-export interface Slots {
+interface Slots {
   readonly json: readonly (string | undefined)[];
   readonly kinds: Float64Array;
   readonly times: Float64Array;

@@ -58,7 +58,7 @@ const CLOSING = {
   restart: { notice: "closing: relay is restarting, reconnect", code: 1012, reason: "relay restarting" },
 } as const;
 
-export interface RelayOptions {
+interface RelayOptions {
   config: Config;
   store: Store;
   verifier?: Verifier;
@@ -558,7 +558,7 @@ const peerAddress = (req: Request, srv: Server<Session>): string =>
   (srv.requestIP(req)?.address ?? "").replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, "");
 
 /** The socket's peer, or what remote_ip_header says when the peer is a trusted proxy. */
-export function clientIp(req: Request, srv: Server<Session>, config: Config): string {
+function clientIp(req: Request, srv: Server<Session>, config: Config): string {
   const peer = peerAddress(req, srv);
   const header = config.network.remote_ip_header;
   if (!header || !config.network.trusted_proxies.includes(peer)) return peer;

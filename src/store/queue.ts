@@ -10,9 +10,12 @@ import { refuse, refusalText, type Refusal } from "../protocol/reasons.ts";
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
 
 /** Each kind of write failure is logged at most once per this interval; repeats are counted. */
-export const FAILURE_LOG_INTERVAL_MS = LOG_INTERVAL_MS;
+const FAILURE_LOG_INTERVAL_MS = LOG_INTERVAL_MS;
 
-/** What a failed write is (a SQLite or Postgres error code, else the error's name), and what the client is told. */
+/**
+ * What a failed write is (a SQLite or Postgres error code, else the error's name), and what the client is told.
+ * Exported for tests: test/disk-full.test.ts classifies errors no test can make the disk raise.
+ */
 export function classifyWriteFailure(err: unknown): { kind: string; refusal: Refusal } {
   const e = err as { code?: unknown; errno?: unknown } | undefined;
   let code = String(e?.code ?? "");
@@ -30,6 +33,7 @@ export function classifyWriteFailure(err: unknown): { kind: string; refusal: Ref
  * says when writes succeed again, also at most once per interval. A disk at the edge of full
  * flaps: each checkpoint frees the WAL's room, a batch or two fit, then writes fail again. The
  * limits hold across those recoveries, so a flapping disk costs two lines a minute, not two a flap.
+ * Exported for tests (test/disk-full.test.ts, with a clock of its own).
  */
 export class FailureLog {
   /** Per kind of failure; a held line's weight is its batch's events. */
@@ -83,13 +87,17 @@ export const PURGE_STEP_MS = 5;
  * max_pending_events x max_event_bytes; each queued event is held parsed as well (its tags as
  * arrays: 2-3x its JSON).
  */
-export const MAX_QUEUED_CHARS = 16 * 1024 * 1024;
-/** A batch is cut at this much stored JSON as well as at maxBatch events (one message, one transaction). */
+const MAX_QUEUED_CHARS = 16 * 1024 * 1024;
+/**
+ * A batch is cut at this much stored JSON as well as at maxBatch events (one message, one transaction).
+ * Exported for tests: test/writer-thread.test.ts sends batches past it.
+ */
 export const MAX_BATCH_CHARS = 8 * 1024 * 1024;
 /**
  * A batch is cut at this much write cost (policy/write-cost.ts: an ordinary note is 1) as well:
  * a batch of heavy events then takes the writer about as long as one of ordinary notes, so an
- * event that comes while one commits waits no longer behind heavy ones.
+ * event that comes while one commits waits no longer behind heavy ones. Exported for tests
+ * (test/writer-thread.test.ts).
  */
 export const MAX_BATCH_COST = 2000;
 /**
@@ -97,13 +105,13 @@ export const MAX_BATCH_COST = 2000;
  * not by count, so a client of short notes is not served one note a round while each heavy
  * sender's turn carries hundreds of units. An event costing more waits for its group's turns to add up.
  */
-export const TURN_COST = 64;
+const TURN_COST = 64;
 
 const BUSY = refuse("error", "the relay is busy storing events, try again");
 const OVER_SHARE = refuse("rate-limited", "too many of your events are waiting to be stored, try again shortly");
 
 /** What the queue may hold; read at each enqueue (a config reload applies at once). */
-export interface QueueBounds {
+interface QueueBounds {
   /** Stored JSON queued or in flight, over all senders. */
   maxChars: number;
   /** The same for one address group (PendingWrite.group); 0 = no share. */

@@ -13,7 +13,7 @@ import { refuse, type Refusal } from "../protocol/reasons.ts";
 export const GIFT_WRAP = 1059;
 
 /** What events are ordered by. */
-export interface Dated {
+interface Dated {
   created_at: number;
   id: string;
 }
@@ -89,7 +89,7 @@ export function tombstoneRefusal(e: NostrEvent, t: Tombstones): Refusal | undefi
 }
 
 /** A stored event a deletion request names by id. */
-export interface DeletionTarget {
+interface DeletionTarget {
   kind: number;
   pubkey: string;
   /** Is it p-tagged to the requester (a gift wrap addressed to it)? */

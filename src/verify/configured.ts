@@ -10,7 +10,7 @@ import { noVerifier, WorkerVerifier, type Verifier } from "./pool.ts";
 const IMPORT_BATCH = 256;
 
 /** The libsecp256k1 to verify with, if any: `native` insists, `auto` takes it when it loads. */
-export function nativeLibrary(config: Config): NativeLibrary | undefined {
+function nativeLibrary(config: Config): NativeLibrary | undefined {
   if (config.options.verifier === "noble") return undefined;
   const found = findNativeLibrary();
   if (config.options.verifier === "native" && !found)

@@ -1,7 +1,7 @@
 // Fills a page's {{slot}}s (pages/*.html). The values go in as given, so the caller escapes what
 // needs it; text a value brings is not scanned for slots again (a relay named "{{name}}" stays so).
 
-export type Slots<K extends string> = Record<K, string>;
+type Slots<K extends string> = Record<K, string>;
 
 export function fill<K extends string>(template: string, slots: Slots<K>): string {
   return template.replace(/\{\{(\w+)\}\}/g, (_, key: string) => {

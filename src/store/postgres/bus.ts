@@ -6,7 +6,7 @@
 import { RedisClient } from "bun";
 import type { Batch } from "./order.ts";
 
-export interface BusHandlers {
+interface BusHandlers {
   batch(b: { from: number; to: number; events: { seq: number; json: string }[] }): void;
   adminChanged(): void;
   /** An ephemeral event's JSON (kinds 20000-29999 are never stored: only the bus carries them). */

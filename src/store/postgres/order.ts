@@ -17,7 +17,7 @@ export interface Batch {
   events: OrderedEvent[];
 }
 
-export interface CommitOrderOptions {
+interface CommitOrderOptions {
   /** Called for each committed event, in seq order, exactly once. */
   emit: (e: OrderedEvent) => void;
   /** The stored events with from <= seq <= to (a gap whose message did not come). */

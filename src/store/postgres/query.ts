@@ -46,8 +46,7 @@ const fewestValues = (f: Filter, keys: string[]): string =>
  * NIP-50 terms as a tsquery literal: every term must appear (AND), as SQLite's MATCH. Quoted
  * lexemes are taken as they are (no parser), matching the tsvector built from the same tokens.
  */
-export const tsQuery = (terms: readonly string[]): string =>
-  terms.map((t) => `'${t.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`).join(" & ");
+const tsQuery = (terms: readonly string[]): string => terms.map((t) => `'${t.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`).join(" & ");
 
 interface Core extends Sql {
   from: string;

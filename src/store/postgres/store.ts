@@ -31,7 +31,7 @@ import { FEED_WINDOW, feedWindowFits, hllRegisters, planFilter, planNeg, planSeq
 import { migrate } from "./schema.ts";
 import { isStored, PG_PURGE_BYTES, PG_PURGE_ROWS, purgeStep, writeBatch } from "./write.ts";
 
-export interface PostgresStoreOptions {
+interface PostgresStoreOptions {
   url: string;
   /** Redis URL of the cross-node bus; empty = none (other nodes' events are found by polling). */
   busUrl?: string;

@@ -57,7 +57,7 @@ function tsvectorOf(words: string[]): string | null {
 
 const refused = (refusal: Refusal): WriteOutcome => ({ stored: false, duplicate: false, refusal });
 
-export interface CommittedBatch {
+interface CommittedBatch {
   /** The seq range the batch took: every seq in it is either a stored event below or unused. */
   from: number;
   to: number;

@@ -19,7 +19,7 @@ import { workerUrl } from "../../workers.ts";
 export type CheckpointRequest = { open: string; synchronous: "normal" | "full" } | "checkpoint" | "close";
 export type CheckpointReply = "ready" | "done" | "closed" | { error: string; code?: string };
 
-/** A checkpoint starts at most this often while batches are committed. */
+/** A checkpoint starts at most this often while batches are committed. Exported for tests (test/checkpointer.test.ts). */
 export const CHECKPOINT_EVERY_MS = 100;
 /** The writer connection's wal_autocheckpoint (pages) while a checkpointer runs beside it. */
 export const WRITER_AUTOCHECKPOINT = 20_000;

@@ -4,7 +4,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { isHex64, serializedHead, serializedTail } from "../../protocol/event.ts";
 
-export interface DbOptions {
+interface DbOptions {
   /** Absolute path, or ":memory:". */
   path: string;
   synchronous: "normal" | "full";
@@ -22,7 +22,7 @@ export const tagValue = (v: string): string | Uint8Array => (isHex64(v) ? Buffer
 export const tagValueSql = (x: string): string =>
   `CASE WHEN length(${x}) = 64 AND ${x} NOT GLOB '*[^0-9a-f]*' THEN unhex(${x}) ELSE ${x} END`;
 
-/** A tags.value column back as the tag's text. */
+/** A tags.value column back as the tag's text. Exported for tests that read the tags table directly. */
 export const tagValueText = (col: string): string => `CASE WHEN typeof(${col}) = 'blob' THEN lower(hex(${col})) ELSE ${col} END`;
 
 const HEX128 = /^[0-9a-f]{128}$/;
@@ -68,8 +68,8 @@ export const eventJson = (id: string, pubkey: Uint8Array, createdAt: number, kin
 export const rowJson = (r: EventColumns): string => eventJson(r[1], r[2], r[3], r[4], r[5], r[6]);
 
 /**
- * eventJson in SQL, of the events row `a`: for tools and tests that read the table directly.
- * The relay's reads and `bunstr export` use eventJson.
+ * eventJson in SQL, of the events row `a`. Exported for tests that read the table directly (or
+ * write an older schema's rows); the relay's reads and `bunstr export` use eventJson.
  */
 export const eventJsonSql = (a: string): string =>
   `CASE WHEN ${a}.sig IS NULL THEN ${a}.json ELSE ${headSql(a)} || substr(${a}.json, 2, length(${a}.json) - 2) || ',"sig":"' || lower(hex(${a}.sig)) || '"}' END`;
@@ -258,6 +258,7 @@ const migrations: Migration[] = [
  * itself while the row holds U+FFFD (how SQLite stores it from a JS string): such rows stayed
  * behind, and matched a later event that reused the seq. So only rows with a U+FFFD can be
  * orphans; each is checked against its event's tags as indexed (store/sqlite/write.ts). Returns how many.
+ * Exported for tests: test/tag-rows.test.ts makes orphans and counts them gone.
  */
 export function dropOrphanTagRows(db: Database): number {
   const suspects = db

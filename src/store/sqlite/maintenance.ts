@@ -83,7 +83,7 @@ export interface ExportScope {
   now: number;
 }
 
-export interface ExportRow {
+interface ExportRow {
   seq: number;
   json: string;
 }
@@ -204,7 +204,7 @@ export function compactDatabase(db: Database, phase: (name: "vacuum" | "checkpoi
 
 // ---- stats ----------------------------------------------------------------------------------
 
-export interface StoreStats {
+interface StoreStats {
   events: number;
   authors: number;
   kinds: { kind: number; count: number }[];

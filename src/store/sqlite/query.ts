@@ -48,7 +48,7 @@ const MAX_TAG_PROBES = 8;
  * every (author, kind). Their newest events are usually among the newest events of the relay:
  * walking the time index over the newest recentWindow events first is a prefix of the NIP-01
  * order, so once it has `limit` matches older entries cannot improve the answer; if not, the
- * per-author walks run.
+ * per-author walks run. Exported for tests: test/differential.test.ts tries smaller windows.
  */
 export const planTuning = { recentWindow: 10_000 };
 const RECENT_FIRST_AUTHORS = 16;
@@ -687,7 +687,10 @@ function chunkStatements(
   return { boundary, matches, where: whereOf };
 }
 
-/** The first chunk statements of each walk of a filter (for EXPLAIN QUERY PLAN in tests). */
+/**
+ * The first chunk statements of each walk of a filter. Exported for tests: test/differential.test.ts
+ * checks with EXPLAIN QUERY PLAN that each is answered in index order (no outcome shows it).
+ */
 export function planStatements(f: Filter, scope: ReadScope): { sql: string; params: Param[] }[] {
   return walksFor(f, scope).walks.flatMap((w) => {
     if (w.search) return [];
@@ -968,7 +971,7 @@ function* feedJob(cache: StatementCache, f: Filter, limit: number, job: QueryJob
 const FEED_CHUNK = 512;
 
 /** REQ: every filter's keys, merged and ordered, then the events' JSON in small batches. */
-export function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void> {
+function* queryJob(cache: StatementCache, job: QueryJob): ReadSteps<void> {
   if (job.filters.length === 1 && job.limits[0]! > 0) {
     const f = job.filters[0]!;
     const { walks, ranked } = walksFor(f, job);

@@ -14,7 +14,7 @@ import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError,
 
 export type ReadKind = "query" | "count" | "neg" | "negopen" | "negmsg";
 
-export interface RunOptions {
+interface RunOptions {
   /** Run on this worker (a NIP-77 session's). */
   pin?: object;
   /** Told which worker ran the job. */
@@ -64,7 +64,7 @@ interface Slot {
   held: Set<Job>;
 }
 
-export interface ReaderPoolOptions {
+interface ReaderPoolOptions {
   path: string;
   size: number;
   /** A job that has used more worker time than this is stopped with QueryTimeoutError. */

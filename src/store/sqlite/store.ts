@@ -30,7 +30,7 @@ import { SqliteWriter, type Changes } from "./write.ts";
 import { WriterThread } from "./writer-thread.ts";
 import { ThreadAdmin } from "./admin.ts";
 
-export interface SqliteStoreOptions {
+interface SqliteStoreOptions {
   /** Absolute file path, or ":memory:". */
   path: string;
   synchronous: "normal" | "full";

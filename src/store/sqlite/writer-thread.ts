@@ -9,7 +9,7 @@ import { StoreClosedError, type PendingWrite, type WriteOutcome, type WriteRules
 import type { Changes } from "./write.ts";
 import { WRITER_AUTOCHECKPOINT } from "./checkpointer.ts";
 
-export type AdminMethod = "put" | "remove" | "useToken" | "log" | "deleteEvent" | "deleteAuthor";
+type AdminMethod = "put" | "remove" | "useToken" | "log" | "deleteEvent" | "deleteAuthor";
 
 export type WriterCall =
   | { id: number; call: "purgeStep"; budgetMs: number }
