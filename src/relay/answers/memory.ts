@@ -37,7 +37,7 @@ export interface MemoryAnswer {
 
 /** A stored read whose answer memory would keep (keep), and the store's state before it (Store.stateMark). */
 export interface Keeping {
-  into: MemorySource;
+  into: Exclude<MemorySource, "ring">;
   mark: StateMark;
 }
 
@@ -127,11 +127,11 @@ export class MemoryAnswers {
     if (!this.store.unchangedSince!(k.mark) || !this.store.changesKnown!()) return;
     const jsons = frames.map((frame) => frame.slice(prefix, -1));
     if (k.into === "replaceable") this.replaceables.fill(q.f, jsons, q.now);
-    else if (k.into === "tag") this.tags.fill(q.f, q.limit, jsons, q.restricted);
+    else this.tags.fill(q.f, q.limit, jsons, q.restricted);
   }
 
   /** Which of memory's answers would keep the store's answer to this filter, if one would. */
-  private wants(q: MemoryQuery): MemorySource | undefined {
+  private wants(q: MemoryQuery): Keeping["into"] | undefined {
     if (this.replaceables.wants(q.f, q.limit, q.restricted)) return "replaceable";
     if (q.anonymous && this.tags.wants(q.f, q.limit)) return "tag";
     return undefined;
