@@ -7,7 +7,7 @@
 // - Fanout: a fanned-out replaceable event is the version the store now holds for its pair (an
 //   outdated one is refused and never fanned out; one its own batch deleted is not passed here:
 //   FeedIndex.add). Fanout follows the store's commit order.
-// - A stored read (relay/req.ts): a REQ the entries could not answer, read through a reader,
+// - A stored read (relay/read/stored.ts): a REQ the entries could not answer, read through a reader,
 //   fills them when nothing was committed while it ran (`Store.stateMark`: our writer had no call
 //   in flight and no other connection committed), so the answer is one state of the store. An
 //   answer without a pair's event says the store holds none (null).

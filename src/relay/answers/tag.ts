@@ -113,7 +113,7 @@ export class TagAnswers {
 
   /**
    * A newly fanned-out event the store holds (not one its own batch deleted). `restricted`: of a
-   * kind anonymous readers do not see (relay/fanout.ts FanoutOptions.restricted).
+   * kind anonymous readers do not see (relay/read/live.ts liveFeed).
    */
   stored(e: NostrEvent, json: string, expires: number, restricted: boolean): void {
     if (this.answers.size === 0 || restricted) return;
