@@ -1,4 +1,4 @@
-// What one answer from the fanout's ring (relay/ring-answer.ts) costs the main thread, at the
+// What one answer from the fanout's ring (relay/answers/feeds.ts) costs the main thread, at the
 // bounds it accepts: 64 authors and limit 500 over a full ring (8,192 events of those authors,
 // eight per second so ids settle ties), found in full; and the worst case, where no entry
 // matches (other kinds) and the answer gives up after MAX_STEPS entries. Checks each answer.
@@ -8,6 +8,7 @@
 import { parseArgs } from "node:util";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import { compileFilter } from "../src/protocol/filter.ts";
+import { FeedIndex } from "../src/relay/answers/feeds.ts";
 import { CatchUpRing } from "../src/relay/ring.ts";
 
 const { values } = parseArgs({
@@ -15,8 +16,19 @@ const { values } = parseArgs({
   options: { rounds: { type: "string", default: "5" }, reps: { type: "string", default: "200" } },
 });
 const hex = (i: number) => i.toString(16).padStart(64, "0");
-const ring = new CatchUpRing(8192, 64 << 20);
-ring.feeds.reset(-1);
+/** A ring and its index of feeds, fed as the relay feeds them (relay/read/live.ts liveFeed). */
+function feedRing(maxBytes: number) {
+  const ring = new CatchUpRing(8192, maxBytes);
+  const feeds = new FeedIndex(ring);
+  ring.indexedBy(feeds);
+  feeds.reset(-1);
+  const add = (seq: number, e: NostrEvent, json: string) => {
+    ring.add(seq, e, json);
+    feeds.add(seq, json, e);
+  };
+  return { feeds, add };
+}
+const ring = feedRing(64 << 20);
 const authors = Array.from({ length: 64 }, (_, i) => hex(5000 + i));
 for (let s = 1; s <= 8192; s++) {
   const e: NostrEvent = {
@@ -50,8 +62,7 @@ for (const c of cases) {
 }
 {
   const tags = Array.from({ length: 2000 }, (_, i) => ["t", `tag${i}`]);
-  const many = new CatchUpRing(8192, 1 << 30);
-  many.feeds.reset(-1);
+  const many = feedRing(1 << 30);
   const reps = Number(values.reps);
   const events = Array.from({ length: reps }, (_, i) => ({
     id: hex(i + 1),

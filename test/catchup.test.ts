@@ -26,6 +26,7 @@ const slow: Store = {
   lastSeq: () => real.lastSeq(),
   sizeBytes: () => real.sizeBytes(),
   admin: real.admin,
+  subscribe: (feed) => real.subscribe(feed),
   close: () => real.close(),
   query: async function* (job) {
     const rows = await allRows(real.query(job));

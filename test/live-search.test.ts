@@ -2,7 +2,7 @@
 // filter (they sat in the live index under their kinds), so a few addresses holding thousands of
 // {"kinds":[1],"search":…,"limit":0} froze the relay for everyone publishing. Now an event's
 // words are computed once and search filters are filed under a term (relay/monitors.ts), and a
-// search's terms are charged to the filter byte budget as values (relay/req.ts filterBytes).
+// search's terms are charged to the filter byte budget as values (relay/read/subscriptions.ts filterBytes).
 // Over the wire, from 127.0.0.x addresses of their own, with the per-address limits applied to
 // loopback as to any public address.
 import { afterAll, expect, test } from "bun:test";

@@ -1,5 +1,5 @@
-// What the tests of REQs answered from memory share (relay/replaceable-answer.ts,
-// relay/tag-answer.ts): a relay whose fanout ring answers nothing by itself, answers compared
+// What the tests of REQs answered from memory share (relay/answers/replaceable.ts,
+// relay/answers/tag.ts): a relay whose fanout ring answers nothing by itself, answers compared
 // with the store's own, and the relay's counters of where each answer came from.
 import { Database } from "bun:sqlite";
 import { expect } from "bun:test";
@@ -66,7 +66,7 @@ export function duringNextRead(r: TestRelay, during: () => Promise<void>): void 
 
 /**
  * A relay and a client, after another process stored an event dated far ahead: the fanout's
- * ring (relay/ring-answer.ts) then answers nothing older, so memory's other answers are seen.
+ * ring (relay/answers/feeds.ts) then answers nothing older, so memory's other answers are seen.
  */
 export async function relayWithoutRingAnswers(patch: ConfigPatch = {}): Promise<{ relay: TestRelay; c: Client }> {
   const relay = await startTestRelay(patch);

@@ -1,8 +1,8 @@
 // Replaceable events by author and kind (a profile, a relay list) answered from memory without a
-// database read (relay/replaceable-answer.ts), through a real relay on its SQLite store (writer
+// database read (relay/answers/replaceable.ts), through a real relay on its SQLite store (writer
 // thread, reader workers): each answer is compared with the store's own answer to the same
 // filter, read through the store after it, and the relay's counter says whether memory gave it.
-// The fanout's ring would answer some of these itself (relay/ring-answer.ts): another process
+// The fanout's ring would answer some of these itself (relay/answers/feeds.ts): another process
 // stores an event dated far ahead first, so that every answer here is older than the ring's floor.
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -56,7 +56,7 @@ describe("answered from memory", () => {
 
   test("an author without one: the store's answer the first two times, then memory's, until one comes", async () => {
     const a = signer();
-    await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false); // asked once (relay/keep.ts SecondAsk)
+    await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false); // asked once (relay/answers/keep.ts SecondAsk)
     expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false)).toEqual([]);
     expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, true)).toEqual([]);
     const v1 = profile(a, "late");
@@ -75,7 +75,7 @@ describe("answered from memory", () => {
     for (const e of events) await accepted(c, e);
     const filter = { authors: [a.pubkey, b.pubkey, d.pubkey], kinds: [0, 10002] };
     // d, and a's relay list, are not known yet.
-    await expectAnswer(filter, false); // asked once (relay/keep.ts SecondAsk)
+    await expectAnswer(filter, false); // asked once (relay/answers/keep.ts SecondAsk)
     await expectAnswer(filter, false);
     expect(await expectAnswer(filter, true)).toHaveLength(3);
     // b's two share a second: the lower id first.
@@ -90,7 +90,7 @@ describe("answered from memory", () => {
     const v1 = profile(a, "gone soon", now() - 1);
     await accepted(c, v1);
     await accepted(c, a.sign({ kind: 5, tags: [["e", v1.id]] }));
-    await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false); // asked once (relay/keep.ts SecondAsk)
+    await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false); // asked once (relay/answers/keep.ts SecondAsk)
     expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false)).toEqual([]);
     expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, true)).toEqual([]);
     // Sent at once, profiles and their deletions share write batches.
@@ -103,7 +103,7 @@ describe("answered from memory", () => {
     );
     for (const ok of oks) expect(ok[2]).toBe(true);
     for (const s of authors) {
-      await expectAnswer({ authors: [s.pubkey], kinds: [0] }, false); // asked once (relay/keep.ts SecondAsk)
+      await expectAnswer({ authors: [s.pubkey], kinds: [0] }, false); // asked once (relay/answers/keep.ts SecondAsk)
       await expectAnswer({ authors: [s.pubkey], kinds: [0] }, false);
       expect(await expectAnswer({ authors: [s.pubkey], kinds: [0] }, true)).toEqual([]);
     }
@@ -137,7 +137,7 @@ describe("what memory cannot know", () => {
     await expectAnswer({ authors: [a.pubkey], kinds: [0] }, true);
     const there = profile(a, "there", now() - 1);
     await storedElsewhere(relay, c, there);
-    await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false); // asked once (relay/keep.ts SecondAsk)
+    await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false); // asked once (relay/answers/keep.ts SecondAsk)
     expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false)).toEqual([there.id]);
     expect(await expectAnswer({ authors: [a.pubkey], kinds: [0] }, true)).toEqual([there.id]);
     // An answer cut by time bounds does not tell what the store holds.
@@ -193,7 +193,7 @@ describe("what memory cannot know", () => {
       db.close();
     }
     // Not filled by that read: the store's answer, which fills.
-    await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false); // asked once (relay/keep.ts SecondAsk)
+    await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false); // asked once (relay/answers/keep.ts SecondAsk)
     await expectAnswer({ authors: [a.pubkey], kinds: [0] }, false);
     await expectAnswer({ authors: [a.pubkey], kinds: [0] }, true);
   });
@@ -202,7 +202,7 @@ describe("what memory cannot know", () => {
     const a = signer();
     const p = profile(a, "stored during the read");
     await settled();
-    await once(c, { authors: [a.pubkey], kinds: [0] }); // asked once (relay/keep.ts SecondAsk)
+    await once(c, { authors: [a.pubkey], kinds: [0] }); // asked once (relay/answers/keep.ts SecondAsk)
     duringNextRead(relay, () => accepted(c, p));
     // Committed after the REQ's snapshot: it comes with the catch-up, before EOSE.
     expect((await once(c, { authors: [a.pubkey], kinds: [0] })).events).toEqual([p]);
@@ -258,7 +258,7 @@ describe("what memory cannot know", () => {
         return { got, fromMemory: again.ctx.metrics.memoryAnswers.replaceable - before };
       };
       expect(await ask()).toEqual({ got: [p.id], fromMemory: 0 });
-      expect(await ask()).toEqual({ got: [p.id], fromMemory: 0 }); // kept the second time (relay/keep.ts SecondAsk)
+      expect(await ask()).toEqual({ got: [p.id], fromMemory: 0 }); // kept the second time (relay/answers/keep.ts SecondAsk)
       expect(await ask()).toEqual({ got: [p.id], fromMemory: 1 });
     } finally {
       c2.close();

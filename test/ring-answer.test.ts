@@ -1,4 +1,4 @@
-// Feeds answered from the fanout's ring without a database read (relay/ring-answer.ts), through a
+// Feeds answered from the fanout's ring without a database read (relay/answers/feeds.ts), through a
 // real relay on its SQLite store (writer thread, reader workers): each answer is compared with
 // the store's own answer to the same filter, read through the store after it, and the relay's
 // counter says whether the ring gave it. Deletions of every kind, another process writing, a
@@ -149,7 +149,7 @@ describe("answered from the ring", () => {
     const a = signer();
     const [keep] = await notes(a, 1, now() - 1);
     // Sent at once, the notes and their deletions share write batches: the store names each
-    // deletion before the batch's events are fanned out (relay/ring-answer.ts unseen).
+    // deletion before the batch's events are fanned out (relay/answers/feeds.ts unseen).
     const gone = Array.from({ length: 10 }, (_, i) => a.sign({ kind: 1, content: `gone ${i}`, created_at: now() }));
     const oks = await Promise.all(gone.flatMap((e) => [c.publish(e), c.publish(a.sign({ kind: 5, tags: [["e", e.id]] }))]));
     for (const ok of oks) expect(ok[2]).toBe(true);

@@ -1,5 +1,5 @@
 // Answers to one tag value (a thread, a hashtag) kept in memory after the store gave them
-// (relay/tag-answer.ts), through a real relay on its SQLite store: each answer is compared with
+// (relay/answers/tag.ts), through a real relay on its SQLite store: each answer is compared with
 // the store's own answer to the same filter, read through the store after it, and the relay's
 // counters say where it came from. The fanout's ring answers nothing by itself here (an event
 // another process stored far ahead: test/memory-answers.ts).
@@ -33,7 +33,7 @@ afterAll(async () => {
 const expectAnswer = (filter: Filter, fromMemory: boolean) => expectFrom(relay, c, filter, fromMemory ? "tag" : "store");
 
 /**
- * A filter asked three times: the store's answer twice (the second is kept: relay/keep.ts
+ * A filter asked three times: the store's answer twice (the second is kept: relay/answers/keep.ts
  * SecondAsk), then the same from memory.
  */
 async function kept(filter: Filter): Promise<string[]> {
@@ -168,7 +168,7 @@ describe("what drops a kept answer", () => {
     const late = tagged(a, tag, now() - 6);
     const filter = { "#t": [tag], limit: 10 };
     await settled(relay);
-    await once(c, filter); // asked once (relay/keep.ts SecondAsk)
+    await once(c, filter); // asked once (relay/answers/keep.ts SecondAsk)
     duringNextRead(relay, () => accepted(c, late));
     await settled(relay);
     expect((await once(c, filter)).events).toHaveLength(2);

@@ -210,7 +210,7 @@ describe("writer queue bounds", () => {
 
   test("past its bound in bytes an EVENT is refused error: at once; what was queued is stored", async () => {
     const { store, batches } = slowStore();
-    const q = new WriterQueue(store, () => {}, rules, 2000, 10_000);
+    const q = new WriterQueue(store, rules, 2000, 10_000);
     const first = Array.from({ length: 4 }, (_, i) => q.enqueue(write(2_000, i)));
     const over = await q.enqueue(write(3_000, 9));
     expect(over).toEqual({
@@ -230,7 +230,7 @@ describe("writer queue bounds", () => {
 
   test("a batch is cut at MAX_BATCH_CHARS of JSON as well as at its count", async () => {
     const { store, batches } = slowStore();
-    const q = new WriterQueue(store, () => {}, rules, 2000, 64 * 1024 * 1024);
+    const q = new WriterQueue(store, rules, 2000, 64 * 1024 * 1024);
     const big = Math.floor(MAX_BATCH_CHARS / 3) + 1;
     const all = Array.from({ length: 6 }, (_, i) => q.enqueue(write(big, i)));
     for (let n = 0; n < 3; n++) {
@@ -249,7 +249,7 @@ describe("writer queue bounds", () => {
 
   test("batches are taken round-robin by address group, by cost: one address's backlog does not delay another's events", async () => {
     const { store, batches } = slowStore();
-    const q = new WriterQueue(store, () => {}, rules, 2000, bounds(1 << 30, 0));
+    const q = new WriterQueue(store, rules, 2000, bounds(1 << 30, 0));
     // The first batch goes at once; then "a" queues 100 heavy writes (50 units each: 5,000 in
     // all, more than two batches), "b" and "c" a light one each, and an import ("") two.
     const first = q.enqueue(from("a", 0, 100, 50));
@@ -275,7 +275,7 @@ describe("writer queue bounds", () => {
 
   test("an address group past its share is refused rate-limited:, others are still taken; the whole queue full is error:", async () => {
     const { store, batches } = slowStore();
-    const q = new WriterQueue(store, () => {}, rules, 2000, bounds(10_000, 4_000));
+    const q = new WriterQueue(store, rules, 2000, bounds(10_000, 4_000));
     const a = [q.enqueue(from("a", 0, 2_000)), q.enqueue(from("a", 1, 2_000))];
     expect(await q.enqueue(from("a", 2, 500))).toEqual({
       stored: false,
@@ -299,7 +299,7 @@ describe("writer queue bounds", () => {
 
   test("a batch is cut at MAX_BATCH_COST of write cost as well", async () => {
     const { store, batches } = slowStore();
-    const q = new WriterQueue(store, () => {}, rules, 2000, bounds(1 << 30, 0));
+    const q = new WriterQueue(store, rules, 2000, bounds(1 << 30, 0));
     const heavy = Math.floor(MAX_BATCH_COST / 4) + 1;
     const all = Array.from({ length: 9 }, (_, i) => q.enqueue(from(`g${i % 2}`, i, 100, heavy)));
     for (let n = 0; n < 3; n++) {

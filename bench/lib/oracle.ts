@@ -223,7 +223,7 @@ export class Oracle {
     return [...this.byAuthor].filter(([, l]) => this.sorted(l).length > 0).map(([a]) => a);
   }
 
-  /** The per-filter limits the relay applies to a REQ (src/relay/req.ts). */
+  /** The per-filter limits the relay applies to a REQ (src/relay/read/stored.ts). */
   limitsFor(filters: readonly RawFilter[]): number[] {
     const per = filters.map((f) => Math.min(typeof f.limit === "number" ? f.limit : this.defaultLimit, this.maxLimit));
     const total = per.reduce((a, b) => a + b, 0);

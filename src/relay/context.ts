@@ -1,4 +1,4 @@
-// What the message handlers share: config, store, writer, verifier, fanout, admin state, the
+// What the message handlers share: config, store, writer, verifier, fanout, memory's answers, admin state, the
 // write-policy plugin and the metrics. The interface only: the decisions made from it live with
 // their subject (policy/visibility.ts, budget.ts, policy-context.ts).
 import type { AdminState } from "../admin/state.ts";
@@ -10,6 +10,7 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { WriterQueue } from "../store/queue.ts";
 import type { Store } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
+import type { MemoryAnswers } from "./answers/memory.ts";
 import type { BudgetState } from "./budget.ts";
 import type { Fanout } from "./fanout.ts";
 import type { RelayMetrics } from "./metrics.ts";
@@ -28,6 +29,8 @@ export interface RelayContext extends BudgetState {
   /** Verifies NIP-42 AUTH events: always a real check, even when event verification is off. */
   authVerifier: Verifier;
   fanout: Fanout;
+  /** The store's answers memory holds for some REQs (ring, replaceable events, tag values: answers/memory.ts). */
+  answers: MemoryAnswers;
   policies: Policy[];
   /** Sends an ephemeral event to live subscribers: here, and on the other nodes (Postgres). */
   ephemeral(e: NostrEvent, json: string): void;
@@ -45,7 +48,7 @@ export interface RelayContext extends BudgetState {
   inflight: number;
   /** Refuse new work (set during shutdown). */
   closing: boolean;
-  /** Filter bytes held by the live subscriptions of each address group (relay/req.ts). */
+  /** Filter bytes held by the live subscriptions of each address group (relay/read/subscriptions.ts). */
   filterBytes: Map<string, number>;
   /** COUNTs running for each address group (relay/req.ts, max_counts_per_ip). */
   counts: Map<string, number>;

@@ -96,8 +96,8 @@ export class RelayMetrics {
   ]);
   /**
    * REQs whose stored events came from memory, not the store: the fanout's ring
-   * (relay/ring-answer.ts), replaceable events by author and kind (relay/replaceable-answer.ts),
-   * answers to one tag value kept (relay/tag-answer.ts).
+   * (relay/answers/feeds.ts), replaceable events by author and kind (relay/answers/replaceable.ts),
+   * answers to one tag value kept (relay/answers/tag.ts).
    */
   readonly memoryAnswers = { ring: 0, replaceable: 0, tag: 0 };
   // The last RECENT_REFUSALS refusals, in parallel arrays written in a circle.

@@ -6,7 +6,8 @@ import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } fro
 import { visibilityFor } from "../policy/visibility.ts";
 import { nowSeconds } from "../protocol/event.ts";
 import type { RelayContext } from "./context.ts";
-import { admitFilters, readFailure } from "./req.ts";
+import { readFailure } from "./read/stored.ts";
+import { admitFilters } from "./req.ts";
 import type { NegSessionHandle } from "../store/types.ts";
 import { send, type NegLane, type NegSession, type Socket } from "./session.ts";
 

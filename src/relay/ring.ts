@@ -1,5 +1,6 @@
 // The fanout's catch-up ring: the events fanned out lately, so that a new subscription gets
-// those committed while its stored query ran (relay/req.ts). It keeps each event's JSON, and its
+// those committed while its stored query ran (relay/read/live.ts). The feeds memory answers
+// (relay/answers/feeds.ts) are an index of its slots. It keeps each event's JSON, and its
 // kind and created_at in typed arrays, not the parsed event: thousands of parsed events (their
 // tags, their strings) were most of the main thread's live heap, and the live heap sets how far
 // JSC lets the heap grow before its next full collection (bench/RESULTS.md). A catch-up decides
@@ -8,9 +9,6 @@
 import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/event.ts";
 import { matchAny, type CompiledFilter } from "../protocol/filter.ts";
 import { expirationOf } from "../nips/nip40.ts";
-import { FeedIndex } from "./ring-answer.ts";
-import { ReplaceableIndex } from "./replaceable-answer.ts";
-import { TagAnswers } from "./tag-answer.ts";
 
 /** An event the ring gives back; `event` is parsed from the JSON when first asked for. */
 export class Recent {
@@ -59,6 +57,12 @@ function verdict(p: Prepared, kind: number, createdAt: number, json: string, fix
   return p.quoted.length > 0 || f.search ? MAYBE : YES;
 }
 
+/** What reads the ring's slots by seq (relay/answers/feeds.ts FeedIndex). */
+export interface SlotIndex {
+  /** The event at `seq` leaves the ring (its slot still holds it). */
+  evict(seq: number): void;
+}
+
 export class CatchUpRing {
   /** By seq % size: the JSON (undefined once evicted), its seq, kind, created_at and NIP-40 expiration (NaN: none). */
   readonly json: (string | undefined)[];
@@ -66,12 +70,8 @@ export class CatchUpRing {
   readonly kinds: Float64Array;
   readonly times: Float64Array;
   readonly expires: Float64Array;
-  /** The feeds these events answer alone (relay/ring-answer.ts). */
-  readonly feeds: FeedIndex;
-  /** The replaceable events by author and kind they tell of (relay/replaceable-answer.ts). */
-  readonly replaceables = new ReplaceableIndex();
-  /** Stored answers to one tag value, kept true (relay/tag-answer.ts). */
-  readonly tagAnswers = new TagAnswers();
+  /** The index of these slots, told of each event leaving them (indexedBy). */
+  private index?: SlotIndex;
   private bytes = 0;
   /** The oldest seq still in the ring. */
   private oldest = 1;
@@ -87,14 +87,15 @@ export class CatchUpRing {
     this.kinds = new Float64Array(size);
     this.times = new Float64Array(size);
     this.expires = new Float64Array(size);
-    this.feeds = new FeedIndex(this);
   }
 
-  /**
-   * Keeps the event, bounded by count and by bytes of JSON. `restricted`: of a kind only some
-   * may read (relay/fanout.ts FanoutOptions.restricted).
-   */
-  add(seq: number, e: NostrEvent, json: string, restricted = false): void {
+  /** The one index that reads these slots (relay/answers/feeds.ts): told of an event before its slot is cleared or reused. */
+  indexedBy(index: SlotIndex): void {
+    this.index = index;
+  }
+
+  /** Keeps the event, bounded by count and by bytes of JSON. */
+  add(seq: number, e: NostrEvent, json: string): void {
     const size = this.json.length;
     while (this.oldest <= seq - size) this.evict();
     const slot = seq % size;
@@ -108,10 +109,6 @@ export class CatchUpRing {
     this.expires[slot] = expirationOf(e) ?? Number.NaN;
     this.newest = seq;
     this.bytes += json.length;
-    if (this.feeds.add(seq, json, e)) {
-      this.replaceables.stored(e, json, this.expires[slot]!);
-      this.tagAnswers.stored(e, json, this.expires[slot]!, restricted);
-    }
     while (this.bytes > this.maxBytes && this.oldest < seq) this.evict();
   }
 
@@ -119,7 +116,7 @@ export class CatchUpRing {
     const slot = this.oldest % this.json.length;
     const json = this.json[slot];
     if (json !== undefined && this.seqs[slot] === this.oldest) {
-      this.feeds.evict(this.oldest);
+      this.index?.evict(this.oldest);
       this.bytes -= json.length;
       this.json[slot] = undefined;
     }

@@ -21,12 +21,15 @@ import { inlineVerifier, noVerifier, type Verifier } from "../verify/pool.ts";
 import { handleAuth } from "./auth.ts";
 import type { RelayContext } from "./context.ts";
 import { Fanout } from "./fanout.ts";
+import { MemoryAnswers } from "./answers/memory.ts";
 import { startMirrors } from "./mirror.ts";
 import { History } from "./history.ts";
 import { metricsRenderer, RelayMetrics } from "./metrics.ts";
 import { handleEvent } from "./ingest.ts";
 import { closeNeg, handleNegClose, handleNegMsg, handleNegOpen, refuseNeg } from "./neg.ts";
-import { closeAllSubscriptions, closeSubscription, handleCount, handleReq } from "./req.ts";
+import { handleCount, handleReq } from "./req.ts";
+import { closeAllSubscriptions, closeSubscription } from "./read/subscriptions.ts";
+import { liveFeed } from "./read/live.ts";
 import { closedFrame, newSession, noticeFrame, okFrame, send, wireSize, type Session, type Socket } from "./session.ts";
 import { pluginSettings, WritePolicyPlugin } from "./plugin.ts";
 import { FdGuard, type PartialCut, type WireMeter } from "./fd-guard.ts";
@@ -219,10 +222,9 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
     verifier,
     authVerifier: verifier === noVerifier ? inlineVerifier : verifier,
     fanout,
-    // A store with other writers (Postgres nodes) fans out from its commit feed, in commit order.
+    answers: new MemoryAnswers(fanout.ring, store),
     writer: new WriterQueue(
       store,
-      store.follow ? () => {} : (w) => fanout.broadcast(w.event, w.json),
       () => writeRules(config),
       undefined,
       () => ({ maxChars: config.limits.max_write_queue_bytes, maxGroupChars: config.limits.max_write_queue_bytes_per_ip }),
@@ -264,20 +266,19 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
     startedAt: Date.now(),
     connections: () => sockets.size,
   };
-  // Postgres: events committed by any node (this one too), in commit order; other nodes'
-  // ephemeral events and admin changes.
-  store.follow?.({
-    committed: (e, json) => fanout.broadcast(e, json),
-    ephemeral: (e, json) => fanout.broadcast(e, json),
+  // The store's one feed of what is committed, in commit order, whoever wrote it (on Postgres,
+  // any node; with the other nodes' ephemeral events and admin changes): to the live
+  // subscriptions and memory's answers (relay/read/live.ts).
+  store.subscribe({
+    ...liveFeed(ctx),
     adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
   });
-  // A store that names every change lets the ring answer feeds (relay/ring-answer.ts); one with
-  // other nodes writing (Postgres) does not.
-  if (!store.follow) store.watchChanges?.(fanout.changes);
+  // A store that names every change lets memory answer (relay/answers/); one with other nodes
+  // writing (Postgres) does not.
+  store.watchChanges?.(ctx.answers.changes);
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
-  ctx.writer.afterFanout = () => fanout.batchFannedOut();
   return Object.assign(shared, { ctx });
 }
 

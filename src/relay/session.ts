@@ -74,7 +74,7 @@ export interface Session {
   authPending: number;
   /** AUTHs of this connection refused as rate-limited: past a bound the connection is closed (relay/auth.ts). */
   authRefusals: number;
-  /** Reads waiting for the socket to drain (relay/req.ts), woken by Bun's drain callback or the close. */
+  /** Reads waiting for the socket to drain (relay/read/stored.ts), woken by Bun's drain callback or the close. */
   drainWaiters: (() => void)[];
   closed: boolean;
   /** What arrived whole, for the guard's count of unfinished message bytes (fd-guard.ts). */

@@ -156,8 +156,6 @@ export class WriterQueue {
   private waiters: (() => void)[] = [];
   /** Told each committed batch's size and write+commit time (metrics); set by the relay. */
   onBatch?: (size: number, seconds: number) => void;
-  /** Told when a batch's stored events have all been handed to onStored (relay/ring-answer.ts). */
-  afterFanout?: () => void;
   readonly failures = new FailureLog();
 
   private purgeScheduled = false;
@@ -169,8 +167,6 @@ export class WriterQueue {
 
   constructor(
     private readonly store: Store,
-    /** Called synchronously right after the commit, for each newly stored event, in commit order. */
-    private readonly onStored: (w: PendingWrite, seq: number) => void,
     /** The storage rules in force, read once per batch (so a config reload applies at once). */
     private readonly rules: () => WriteRules,
     private readonly maxBatch = 2000,
@@ -366,20 +362,9 @@ export class WriterQueue {
       for (const q of batch) q.resolve({ stored: false, duplicate: false, refusal });
       return;
     }
-    // Committed: first the fanout of every stored event (in commit order), then the outcomes,
-    // so an author's OK comes after the subscribers' copies and never before the commit. This
-    // runs in the continuation of the store's answer, before any other task (a REQ's snapshot).
-    batch.forEach((q, i) => {
-      const o = outcomes[i]!;
-      if (!o.stored) return;
-      try {
-        this.onStored(q, o.seq);
-      } catch (e) {
-        // A fanout bug must not leave the batch's authors without their OK.
-        console.error("fanout of a stored event failed:", e);
-      }
-    });
-    this.afterFanout?.();
+    // Committed, and the store has told its commit feed (the fanout) of every stored event
+    // before it answered (Store.subscribe): the outcomes come after, so an author's OK comes
+    // after the subscribers' copies and never before the commit.
     batch.forEach((q, i) => {
       const o = outcomes[i]!;
       const deleting = !o.stored && o.duplicate ? this.deleting(q.event.id) : undefined;

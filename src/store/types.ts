@@ -82,10 +82,22 @@ export interface AdminStore {
   deleteAuthor(pubkey: string): number | Promise<number>;
 }
 
-/** What a store with other writers (other nodes) tells the relay. */
+/**
+ * The one feed of what a store commits, which the relay subscribes to once (Store.subscribe) and
+ * fans out from: whoever wrote, by this process's writer queue or (Postgres) another node.
+ */
 export interface CommitFeed {
-  /** Each event committed here or by another node, once, in commit order (for fanout). */
+  /**
+   * Each event committed, once, in commit order. This process's batch is told in the
+   * continuation of its commit, before writeBatch answers: the fanout comes before the OKs, and
+   * the snapshot seq (lastSeq) never passes an event not told yet.
+   */
   committed(event: NostrEvent, json: string): void;
+  /**
+   * A write batch's events have all been told (stores that name their deletions, watchChanges:
+   * the deletions told for that batch are past).
+   */
+  batchEnd(): void;
   /** Another node changed the admin state. */
   adminChanged(): void;
   /** An ephemeral event another node accepted (never stored, so outside the commit order). */
@@ -100,7 +112,7 @@ export interface StateMark {
 
 /**
  * What a store tells the relay of changes no writeBatch outcome shows, for the feeds the catch-up
- * ring answers alone (relay/ring-answer.ts). Told before the answer of the call that made them.
+ * ring answers alone (relay/answers/feeds.ts). Told before the answer of the call that made them.
  */
 export interface ChangeWatch {
   /**
@@ -130,17 +142,14 @@ export interface Store {
   /**
    * A mark of the stored state for `unchangedSince`, or undefined when a write may be under way
    * (a call to the writer not answered yet). Taken before a read, checked after it: a read that
-   * nothing was committed during saw one state of the store (relay/replaceable-answer.ts).
+   * nothing was committed during saw one state of the store (relay/answers/replaceable.ts).
    */
   stateMark?(): StateMark | undefined;
   /** Nothing was committed since the mark, by this process or another, and no write is under way. */
   unchangedSince?(mark: StateMark): boolean;
-  /**
-   * Stores that several nodes write to: the relay fans out from this feed (in commit order,
-   * its own commits included) instead of from its writer queue.
-   */
-  follow?(feed: CommitFeed): void;
-  /** Such stores also carry this node's ephemeral events to the other nodes' subscribers. */
+  /** Tells `feed` what is committed from now on (CommitFeed); the relay subscribes once. */
+  subscribe(feed: CommitFeed): void;
+  /** Stores that several nodes write to also carry this node's ephemeral events to the other nodes' subscribers. */
   shareEphemeral?(event: NostrEvent, json: string): void;
   /** Is an event with this id stored? */
   has(id: string): boolean | Promise<boolean>;

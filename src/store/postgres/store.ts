@@ -56,7 +56,7 @@ export class PostgresStore implements Store {
     start: number,
   ) {
     this.order = new CommitOrder(start, {
-      emit: (e) => this.feed?.committed(e.event, e.json),
+      emit: (e) => this.committed(e),
       readRange: (from, to) => this.readRange(from, to),
     });
     this.admin = new PostgresAdmin(sql, () => this.bus?.publishAdminChange());
@@ -92,8 +92,21 @@ export class PostgresStore implements Store {
     return store;
   }
 
-  follow(feed: CommitFeed): void {
+  /**
+   * Every node's commits, this one's too, reach the feed through the commit order
+   * (postgres/order.ts): this node's from writeBatch, the others' from the bus and the poller.
+   */
+  subscribe(feed: CommitFeed): void {
     this.feed = feed;
+  }
+
+  private committed(e: OrderedEvent): void {
+    try {
+      this.feed?.committed(e.event, e.json);
+    } catch (err) {
+      // A fanout bug must not fail the batch that committed it, nor stop the order.
+      console.error("fanout of a stored event failed:", err);
+    }
   }
 
   shareEphemeral(_event: NostrEvent, json: string): void {

@@ -12,6 +12,7 @@ import { countJob, negJob, queryFrames, runToEnd, StatementCache, type ReadSteps
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
 import type {
   ChangeWatch,
+  CommitFeed,
   CountJob,
   NegItems,
   NegJob,
@@ -60,6 +61,8 @@ export class SqliteStore implements Store {
   private readonly dataVersion;
   private readonly maxSeq;
   private readonly maxCreatedAt;
+  /** Told of each committed event (subscribe). */
+  private feed?: CommitFeed;
   /** Told of changes (watchChanges). */
   private watch?: ChangeWatch;
   /** "changes" calls sent to the writer thread and not answered (changesKnown), and whether to ask again. */
@@ -132,13 +135,39 @@ export class SqliteStore implements Store {
     return this.has(id);
   }
 
+  subscribe(feed: CommitFeed): void {
+    this.feed = feed;
+  }
+
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]> {
-    if (this.thread) return this.thread.writeBatch(batch, rules);
+    // The writer thread's answer moves the snapshot seq (writer-thread.ts outcomes); the feed is
+    // told in the continuation of that answer, before the writer queue's own.
+    if (this.thread) return this.thread.writeBatch(batch, rules).then((outcomes) => this.committed(batch, outcomes));
     // IMMEDIATE: another process may write too (bunstr import, the other relay of a zero-downtime
     // restart); a deferred transaction that read first fails with SQLITE_BUSY at its first write
     // if the other committed meanwhile, while this one waits up to busy_timeout for the lock.
     // (The writer thread's batches are IMMEDIATE too.)
-    return this.writer!.writeBatchImmediate(batch, rules);
+    return this.committed(batch, this.writer!.writeBatchImmediate(batch, rules));
+  }
+
+  /**
+   * Tells the feed each stored event of a committed batch, in commit order (CommitFeed), and
+   * returns the batch's outcomes. Deletions the batch made were told before (watchChanges).
+   */
+  private committed(batch: PendingWrite[], outcomes: WriteOutcome[]): WriteOutcome[] {
+    const feed = this.feed;
+    if (!feed) return outcomes;
+    batch.forEach((w, i) => {
+      if (!outcomes[i]!.stored) return;
+      try {
+        feed.committed(w.event, w.json);
+      } catch (e) {
+        // A fanout bug must not leave the batch's authors without their OK.
+        console.error("fanout of a stored event failed:", e);
+      }
+    });
+    feed.batchEnd();
+    return outcomes;
   }
 
   query(job: QueryJob, ctx?: ReadContext): AsyncIterable<RowBatch> {

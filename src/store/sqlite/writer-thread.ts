@@ -333,9 +333,10 @@ export class WriterThread {
   private outcomes(r: WriterReply): WriteOutcome[] {
     if ("error" in r) throw Object.assign(new Error(r.error.message), { code: r.error.code, name: r.error.name });
     const { seqs, refusals, purges, seq } = r as Extract<WriterReply, { seqs: Float64Array }>;
-    // The snapshot point moves here, and the caller (store/queue.ts) fans the batch out in the
-    // continuation of this very promise: no other task runs in between, so a REQ never sees a
-    // seq whose events were not fanned out yet (store/types.ts lastSeq, relay/req.ts).
+    // The snapshot point moves here, and the caller (store/sqlite/store.ts writeBatch) tells the
+    // commit feed (the fanout) in the continuation of this very promise: no other task runs in
+    // between, so a REQ never sees a seq whose events were not fanned out yet (store/types.ts
+    // lastSeq, relay/req.ts).
     this.seq = Math.max(this.seq, seq);
     const out: WriteOutcome[] = new Array(seqs.length);
     for (let i = 0; i < seqs.length; i++) {

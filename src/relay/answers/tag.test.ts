@@ -1,9 +1,9 @@
 // The kept tag answers alone: the bound in bytes and which answers it keeps. Their answers against
 // a real store are in test/tag-answer.test.ts.
 import { expect, test } from "bun:test";
-import { serializeEvent, type NostrEvent } from "../protocol/event.ts";
-import { compileFilter } from "../protocol/filter.ts";
-import { TagAnswers } from "./tag-answer.ts";
+import { serializeEvent, type NostrEvent } from "../../protocol/event.ts";
+import { compileFilter } from "../../protocol/filter.ts";
+import { TagAnswers } from "./tag.ts";
 
 const NONE = new Set<number>();
 let next = 0;

@@ -7,22 +7,22 @@
 // - Fanout: a fanned-out replaceable event is the version the store now holds for its pair (an
 //   outdated one is refused and never fanned out; one its own batch deleted is not passed here:
 //   FeedIndex.add). Fanout follows the store's commit order.
-// - A stored read (relay/req.ts): a REQ the entries could not answer, read through a reader,
+// - A stored read (relay/read/stored.ts): a REQ the entries could not answer, read through a reader,
 //   fills them when nothing was committed while it ran (`Store.stateMark`: our writer had no call
 //   in flight and no other connection committed), so the answer is one state of the store. An
 //   answer without a pair's event says the store holds none (null).
 // - Deletions the store names drop the entry of the deleted event; what it cannot name (another
-//   process wrote) clears them all (store/types.ts ChangeWatch, as for relay/ring-answer.ts).
+//   process wrote) clears them all (store/types.ts ChangeWatch, as for relay/answers/feeds.ts).
 //
 // Bounded in bytes (the JSON held, and a little per entry), least recently used out first.
 // Restricted kinds are never answered here, NIP-40 expiry is checked at answer time.
-import type { NostrEvent } from "../protocol/event.ts";
-import type { CompiledFilter } from "../protocol/filter.ts";
-import { isReplaceable } from "../protocol/kinds.ts";
-import { newestFirst } from "../store/semantics.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
+import type { CompiledFilter } from "../../protocol/filter.ts";
+import { isReplaceable } from "../../protocol/kinds.ts";
+import { newestFirst } from "../../store/semantics.ts";
 import { type KeptEvent, keptEvent, keptFromJson, SecondAsk } from "./keep.ts";
 
-/** Bytes of JSON the entries may hold (relay/keep.ts): ~700 profiles of the bench corpus. */
+/** Bytes of JSON the entries may hold (relay/answers/keep.ts): ~700 profiles of the bench corpus. */
 const MAX_BYTES = 1024 * 1024;
 /** A bigger event is not held (most follow lists: hundreds of pubkeys): its pair stays unknown. */
 const MAX_EVENT_BYTES = 4 * 1024;
@@ -97,7 +97,7 @@ export class ReplaceableIndex {
 
   /**
    * Would the store's answer to this filter fill entries (every pair, none cut by the limit, no
-   * time bounds that could hide one)? Yes the second time it is asked (relay/keep.ts SecondAsk).
+   * time bounds that could hide one)? Yes the second time it is asked (relay/answers/keep.ts SecondAsk).
    */
   wants(f: CompiledFilter, limit: number, restricted: ReadonlySet<number>): boolean {
     if (!answerable(f, restricted) || f.since !== undefined || f.until !== undefined || f.authors!.size * f.kinds!.size > limit)

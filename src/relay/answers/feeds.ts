@@ -3,8 +3,8 @@
 // than every stored event outside it (bench/RESULTS.md, "REQs answered from the ring").
 //
 // Why the answer is the store's:
-// - Every event stored since start reached the ring (fanout of the writer queue's outcomes) and
-//   is indexed here by author and by hashtag, in the store's order.
+// - Every event stored since start reached the ring (the store's commit feed, in commit order:
+//   relay/read/live.ts) and is indexed here by author and by hashtag, in the store's order.
 // - Every stored event outside the index has created_at <= `watermark`: it was stored before
 //   the store told us its newest created_at (reset), or was evicted from the ring (which raises
 //   the watermark to its created_at), or did not have the fixed layout (raised the same way).
@@ -15,9 +15,9 @@
 //   which names it like any deletion. Restricted kinds (DMs) are never answered here: the answer
 //   gives up when one would be in it. NIP-40 expiry is checked against the request's time as the
 //   store does.
-import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/event.ts";
-import type { CompiledFilter } from "../protocol/filter.ts";
-import { isEphemeral } from "../protocol/kinds.ts";
+import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../../protocol/event.ts";
+import type { CompiledFilter } from "../../protocol/filter.ts";
+import { isEphemeral } from "../../protocol/kinds.ts";
 
 /** A filter with more authors or hashtags than this goes to the store. */
 const MAX_ANSWER_LISTS = 64;
@@ -34,8 +34,8 @@ const MAX_UNSEEN = 4096;
  */
 const MAX_STEPS = 1024;
 
-/** The ring's slots, by seq % size (relay/ring.ts). */
-interface Slots {
+/** The ring's slots, by seq % size (relay/ring.ts CatchUpRing). */
+export interface Slots {
   readonly json: readonly (string | undefined)[];
   readonly kinds: Float64Array;
   readonly times: Float64Array;

@@ -8,7 +8,7 @@
 // - It is taken from a stored read that nothing was committed during (Store.stateMark), of an
 //   anonymous connection (the answer restricted kinds are hidden from), and it holds the newest
 //   `limit` events with the tag value, or all of them when fewer. (The filter's second such
-//   read, relay/keep.ts SecondAsk: most filters are asked once.)
+//   read, relay/answers/keep.ts SecondAsk: most filters are asked once.)
 // - A newly stored event with the tag value (fanout, in commit order; not one its own batch
 //   deleted: FeedIndex.add) goes in at its place, and pushes the oldest out of a full answer.
 //   One of a restricted kind is not shown to anonymous readers and is left out.
@@ -17,14 +17,14 @@
 // - A NIP-40 expiration past in a full answer sends the REQ to the store; in a short one the
 //   event is left out, as the store leaves it.
 //
-// Bounded in bytes (the JSON held, a little per answer and per event: relay/keep.ts), least
+// Bounded in bytes (the JSON held, a little per answer and per event: relay/answers/keep.ts), least
 // recently used first.
-import type { NostrEvent } from "../protocol/event.ts";
-import type { CompiledFilter } from "../protocol/filter.ts";
-import { newestFirst } from "../store/semantics.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
+import type { CompiledFilter } from "../../protocol/filter.ts";
+import { newestFirst } from "../../store/semantics.ts";
 import { type KeptEvent, keptEvent, keptFromJson, SecondAsk } from "./keep.ts";
 
-/** Bytes of JSON the answers may hold (relay/keep.ts). */
+/** Bytes of JSON the answers may hold (relay/answers/keep.ts). */
 const MAX_BYTES = 4 * 1024 * 1024;
 /** An answer bigger than this is not kept. */
 const MAX_ANSWER_BYTES = 1024 * 1024;
@@ -113,7 +113,7 @@ export class TagAnswers {
 
   /**
    * A newly fanned-out event the store holds (not one its own batch deleted). `restricted`: of a
-   * kind anonymous readers do not see (relay/fanout.ts FanoutOptions.restricted).
+   * kind anonymous readers do not see (relay/read/live.ts liveFeed).
    */
   stored(e: NostrEvent, json: string, expires: number, restricted: boolean): void {
     if (this.answers.size === 0 || restricted) return;

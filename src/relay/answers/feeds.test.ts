@@ -1,11 +1,24 @@
 import { expect, test } from "bun:test";
-import { expirationOf } from "../nips/nip40.ts";
-import { serializeEvent, type NostrEvent } from "../protocol/event.ts";
-import { compileFilter, matchFilter } from "../protocol/filter.ts";
-import { isAddressable, isEphemeral, isReplaceable } from "../protocol/kinds.ts";
-import { CatchUpRing } from "./ring.ts";
+import { expirationOf } from "../../nips/nip40.ts";
+import { serializeEvent, type NostrEvent } from "../../protocol/event.ts";
+import { compileFilter, matchFilter } from "../../protocol/filter.ts";
+import { isAddressable, isEphemeral, isReplaceable } from "../../protocol/kinds.ts";
+import { CatchUpRing } from "../ring.ts";
+import { FeedIndex } from "./feeds.ts";
 
 const NONE = new Set<number>();
+
+/** A ring and its index of feeds, fed as the relay feeds them: the ring first, then the index (relay/read/live.ts liveFeed). */
+function feedRing(size: number) {
+  const ring = new CatchUpRing(size, 1 << 20);
+  const feeds = new FeedIndex(ring);
+  ring.indexedBy(feeds);
+  const add = (seq: number, e: NostrEvent, json: string) => {
+    ring.add(seq, e, json);
+    feeds.add(seq, json, e);
+  };
+  return { feeds, add };
+}
 
 // The ring's answers against a model of the store: events stored before start, events fanned
 // out since (a small ring, so most are evicted), deletions the store names (also of versions a
@@ -58,17 +71,17 @@ test.each([7, 11, 23, 99])("every answer the ring gives is the store's (NIP-01 o
   };
   for (let i = 0; i < 40; i++) store(event(clock - rand(200)));
   const newest = () => Math.max(-1, ...[...stored.values()].map((e) => e.created_at));
-  const ring = new CatchUpRing(40, 1 << 20);
-  ring.feeds.reset(newest());
+  const { feeds, add } = feedRing(40);
+  feeds.reset(newest());
   let seq = 0;
   /** A write batch of one event, as the relay runs it: deletions told, then the fanout. */
   const batch = (e: NostrEvent, alsoDeleted: NostrEvent[] = []) => {
     const replaced = store(e);
     if (replaced === undefined && !isEphemeral(e.kind)) return; // refused: an older version
     const gone = [...(replaced ?? []), ...alsoDeleted];
-    if (gone.length > 0) ring.feeds.forget(gone.map((o) => o.id + o.pubkey));
-    ring.add(++seq, e, serializeEvent(e));
-    ring.feeds.batchFannedOut();
+    if (gone.length > 0) feeds.forget(gone.map((o) => o.id + o.pubkey));
+    add(++seq, e, serializeEvent(e));
+    feeds.batchFannedOut();
   };
 
   const oracle = (raw: Record<string, unknown>, now: number): string[] => {
@@ -98,17 +111,17 @@ test.each([7, 11, 23, 99])("every answer the ring gives is the store's (NIP-01 o
       const e = event(clock, 1);
       stored.set(e.id, e);
       stored.delete(e.id);
-      ring.feeds.forget([e.id + e.pubkey]);
-      ring.add(++seq, e, serializeEvent(e));
-      ring.feeds.batchFannedOut();
+      feeds.forget([e.id + e.pubkey]);
+      add(++seq, e, serializeEvent(e));
+      feeds.batchFannedOut();
     } else if (op === 10 && stored.size > 0) {
       // The store deletes an event (NIP-09, a ban, a purge), mostly a recent one, and names it;
       // or another process deletes one, and the store can only say that something changed.
       const ids = [...stored.keys()];
       const gone = stored.get(ids[Math.max(0, ids.length - 1 - rand(rand(3) === 0 ? ids.length : 30))]!)!;
       stored.delete(gone.id);
-      if (rand(40) > 0) ring.feeds.forget([gone.id + gone.pubkey]);
-      else ring.feeds.reset(newest());
+      if (rand(40) > 0) feeds.forget([gone.id + gone.pubkey]);
+      else feeds.reset(newest());
     } else if (op === 11) {
       // A batch finds that another process stored an old event, and says so before its fanout;
       // its own event may be one it deleted too.
@@ -118,9 +131,9 @@ test.each([7, 11, 23, 99])("every answer the ring gives is the store's (NIP-01 o
       const e = event(clock, 1);
       const kept = rand(2) === 0;
       if (kept) stored.set(e.id, e);
-      ring.feeds.reset(newest(), true);
-      ring.add(++seq, e, serializeEvent(e));
-      ring.feeds.batchFannedOut();
+      feeds.reset(newest(), true);
+      add(++seq, e, serializeEvent(e));
+      feeds.batchFannedOut();
     } else {
       const raw: Record<string, unknown> = { limit: 1 + rand(8) };
       const shape = rand(4);
@@ -131,7 +144,7 @@ test.each([7, 11, 23, 99])("every answer the ring gives is the store's (NIP-01 o
       if (rand(6) === 0) raw.until = clock - rand(10);
       const now = rand(3) === 0 ? 0 : clock + rand(20);
       asked++;
-      const got = ring.feeds.answer(compileFilter(raw, { maxValues: 100 }), raw.limit as number, now, restricted);
+      const got = feeds.answer(compileFilter(raw, { maxValues: 100 }), raw.limit as number, now, restricted);
       if (got === undefined) continue;
       const ids = got.map((j) => (JSON.parse(j) as NostrEvent).id);
       expect({ step, raw, now, ids }).toEqual({ step, raw, now, ids: oracle(raw, now) });
@@ -148,18 +161,18 @@ test.each([7, 11, 23, 99])("every answer the ring gives is the store's (NIP-01 o
 });
 
 test("no answers until the store has said what it holds, nor for other shapes of filter", () => {
-  const ring = new CatchUpRing(16, 1 << 20);
+  const { feeds, add } = feedRing(16);
   const pubkey = "a".repeat(64);
   const e: NostrEvent = { id: "1".repeat(64), pubkey, created_at: 10, kind: 1, tags: [], content: "", sig: "0".repeat(128) };
   const feed = compileFilter({ authors: [pubkey], kinds: [1], limit: 1 }, { maxValues: 100 });
   const at = (id: string, created_at: number) => ({ ...e, id: id.repeat(64), created_at });
-  ring.add(1, at("2", 9), serializeEvent(at("2", 9)));
-  expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
+  add(1, at("2", 9), serializeEvent(at("2", 9)));
+  expect(feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
   // What was added before the store said (at start) is not indexed: the store may hold it or not.
-  ring.feeds.reset(5);
-  expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
-  ring.add(2, e, serializeEvent(e));
-  expect(ring.feeds.answer(feed, 1, 0, NONE)).toEqual([serializeEvent(e)]);
+  feeds.reset(5);
+  expect(feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
+  add(2, e, serializeEvent(e));
+  expect(feeds.answer(feed, 1, 0, NONE)).toEqual([serializeEvent(e)]);
   // Neither by author nor by hashtag, or with a tag the lists do not hold: the store's.
   for (const raw of [
     { kinds: [1], limit: 1 },
@@ -167,24 +180,24 @@ test("no answers until the store has said what it holds, nor for other shapes of
     { authors: [pubkey], "#e": [e.id], limit: 1 },
     { "#t": ["x"], "#p": [pubkey], limit: 1 },
   ])
-    expect(ring.feeds.answer(compileFilter(raw, { maxValues: 100 }), 1, 0, NONE)).toBeUndefined();
+    expect(feeds.answer(compileFilter(raw, { maxValues: 100 }), 1, 0, NONE)).toBeUndefined();
   // JSON of another layout cannot be indexed: answers that would reach it go to the store.
   const other = { ...e, id: "3".repeat(64), created_at: 11 };
-  ring.add(3, other, JSON.stringify({ pubkey, id: other.id, created_at: 11, kind: 1, tags: [], content: "", sig: other.sig }));
-  expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
-  ring.add(4, at("4", 12), serializeEvent(at("4", 12)));
-  expect(ring.feeds.answer(feed, 1, 0, NONE)).toHaveLength(1);
+  add(3, other, JSON.stringify({ pubkey, id: other.id, created_at: 11, kind: 1, tags: [], content: "", sig: other.sig }));
+  expect(feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
+  add(4, at("4", 12), serializeEvent(at("4", 12)));
+  expect(feeds.answer(feed, 1, 0, NONE)).toHaveLength(1);
   // Older than what the store held at start: the store's to answer.
-  ring.feeds.reset(12);
-  expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
+  feeds.reset(12);
+  expect(feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
   // The same second as the newest stored outside the ring: that one may have the lower id.
-  ring.feeds.reset(20);
-  ring.add(5, at("5", 20), serializeEvent(at("5", 20)));
-  expect(ring.feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
-  ring.add(6, at("6", 21), serializeEvent(at("6", 21)));
-  expect(ring.feeds.answer(feed, 1, 0, NONE)).toHaveLength(1);
+  feeds.reset(20);
+  add(5, at("5", 20), serializeEvent(at("5", 20)));
+  expect(feeds.answer(feed, 1, 0, NONE)).toBeUndefined();
+  add(6, at("6", 21), serializeEvent(at("6", 21)));
+  expect(feeds.answer(feed, 1, 0, NONE)).toHaveLength(1);
   // Everything since a second the store may hold more of: the store's; since the next one: ours.
   const since = (t: number) => compileFilter({ authors: [pubkey], kinds: [1], since: t, limit: 5 }, { maxValues: 100 });
-  expect(ring.feeds.answer(since(20), 5, 0, NONE)).toBeUndefined();
-  expect(ring.feeds.answer(since(21), 5, 0, NONE)).toHaveLength(1);
+  expect(feeds.answer(since(20), 5, 0, NONE)).toBeUndefined();
+  expect(feeds.answer(since(21), 5, 0, NONE)).toHaveLength(1);
 });

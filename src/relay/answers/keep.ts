@@ -1,5 +1,5 @@
-// What the answers kept in memory past their request share (relay/tag-answer.ts,
-// relay/replaceable-answer.ts): which answers are worth keeping, and what an event's JSON costs
+// What the answers kept in memory past their request share (relay/answers/tag.ts,
+// relay/answers/replaceable.ts): which answers are worth keeping, and what an event's JSON costs
 // there.
 //
 // A frame cut from a reader's reply is a slice of the reply: it keeps the reply alive, and one
@@ -9,8 +9,8 @@
 // (Copying each event out through UTF-8 gave one byte per character, at ~5 us per KiB of the
 // main thread's: more than the answers it kept saved, in bench/query-ab.ts.)
 
-import { expirationOf } from "../nips/nip40.ts";
-import { headOf, type NostrEvent } from "../protocol/event.ts";
+import { expirationOf } from "../../nips/nip40.ts";
+import { headOf, type NostrEvent } from "../../protocol/event.ts";
 
 /** At most the bytes a string holds (two per character in UTF-16). */
 const heldBytes = (s: string): number => 2 * s.length;

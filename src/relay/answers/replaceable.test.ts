@@ -1,9 +1,9 @@
 // The replaceable events index alone: its bound in bytes, which entries it keeps, what it forgets.
 // Its answers against a real store are in test/replaceable-answer.test.ts.
 import { expect, test } from "bun:test";
-import { serializeEvent, type NostrEvent } from "../protocol/event.ts";
-import { compileFilter } from "../protocol/filter.ts";
-import { ReplaceableIndex } from "./replaceable-answer.ts";
+import { serializeEvent, type NostrEvent } from "../../protocol/event.ts";
+import { compileFilter } from "../../protocol/filter.ts";
+import { ReplaceableIndex } from "./replaceable.ts";
 
 const NONE = new Set<number>();
 let next = 0;
@@ -73,7 +73,7 @@ test("a deletion forgets the deleted event only; nulls are read again when NIP-4
 
 test("fills only from answers that tell every pair", () => {
   const index = new ReplaceableIndex();
-  // Asked twice: kept the second time (relay/keep.ts SecondAsk).
+  // Asked twice: kept the second time (relay/answers/keep.ts SecondAsk).
   const fills = (raw: object, limit = 500, restricted = NONE) => {
     const f = compileFilter(raw, { maxValues: 100 });
     return [index.wants(f, limit, restricted), index.wants(f, limit, restricted)].join();

@@ -1,0 +1,55 @@
+// The live side of reads (strfry's RelayReqMonitor, khatru's listener.go): what the store commits
+// comes in here, in commit order, and goes out to the live subscriptions (relay/fanout.ts) and
+// into the answers memory keeps (relay/answers/); a new subscription catches up on what was
+// committed since its snapshot, then joins them.
+import { canRead, restrictedKinds } from "../../policy/visibility.ts";
+import type { CommitFeed } from "../../store/types.ts";
+import type { RelayContext } from "../context.ts";
+import type { Socket } from "../session.ts";
+import type { OpenReq } from "./subscriptions.ts";
+
+/**
+ * The relay's side of the store's commit feed (store/types.ts CommitFeed), told in the
+ * continuation of each commit: each event gets the next seq in the catch-up ring, goes out to
+ * the live groups, then into memory's answers. Ephemeral events of other nodes only go out.
+ */
+export function liveFeed(ctx: RelayContext): Omit<CommitFeed, "adminChanged"> {
+  const { fanout, answers } = ctx;
+  return {
+    committed(e, json) {
+      const seq = fanout.broadcast(e, json);
+      answers.stored(seq, e, json, restrictedKinds(ctx.config).has(e.kind));
+    },
+    batchEnd: () => answers.batchEnd(),
+    ephemeral: (e, json) => void fanout.broadcast(e, json),
+  };
+}
+
+/**
+ * A REQ's last batch of stored events, the events fanned out since its snapshot (`feedSeq`) and
+ * EOSE, in one write; then the connection joins the subscription's group. All in one task, so no
+ * event falls between the catch-up and the live feed, and none comes twice.
+ */
+export function catchUpAndJoin(ctx: RelayContext, ws: Socket, req: OpenReq, feedSeq: number, last: readonly string[]): void {
+  const s = ws.data;
+  const { subId, sub, prefix } = req;
+  ws.cork(() => {
+    for (const frame of last) ws.send(frame, s.deflate);
+    ctx.metrics.sent.EVENT += last.length;
+    const { events, complete } = ctx.fanout.recent(feedSeq, sub.filters);
+    if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
+    let caughtUp = 0;
+    const restricted = restrictedKinds(ctx.config);
+    for (const r of events) {
+      // r.event parses the JSON: only a restricted kind needs it here.
+      if (restricted.has(r.kind) && !canRead(ctx.config, s.authed, r.event)) continue;
+      ws.send(`${prefix}${r.json}]`, s.deflate);
+      caughtUp++;
+    }
+    ws.send(`["EOSE",${JSON.stringify(subId)}]`);
+    ctx.metrics.sent.EVENT += caughtUp;
+    ctx.metrics.sent.EOSE++;
+    ctx.metrics.reqSeconds.observe((performance.now() - req.started) / 1000);
+    sub.group = ctx.fanout.join(ws, subId, sub.filters);
+  });
+}
