@@ -917,7 +917,8 @@ async function runAttack(name: string): Promise<Result> {
     // One note every 100 ms: far fewer sent means the honest client's own thread was starved (by
     // this process's attackers or the box), so its latencies say nothing about the relay.
     const expected = ((performance.now() - t0) / 100) * 0.5;
-    if (h.okSent < Math.min(expected, SECONDS * 5)) failures.push(`the honest client sent only ${h.okSent} notes: this run measured nothing`);
+    if (h.okSent < Math.min(expected, SECONDS * 5))
+      failures.push(`the honest client sent only ${h.okSent} notes: this run measured nothing`);
     if (rssPeak - rssStart >= 300) failures.push(`RSS grew ${(rssPeak - rssStart).toFixed(0)} MiB`);
     else if (!(rssEnd - rssStart < 150)) failures.push(`RSS ${(rssEnd - rssStart).toFixed(0)} MiB above the start after the attack`);
     failures.push(...out.policy);
