@@ -4,9 +4,8 @@ import { parseArgs } from "node:util";
 import { duration, int, Progress } from "../ops/progress.ts";
 import { streamFromRelay } from "../ops/stream.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
-import { openDatabase } from "../store/sqlite/db.ts";
 import { importVerifier } from "../verify/configured.ts";
-import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
+import { databaseFlags, openBulk, resolveDatabase, UsageError } from "./options.ts";
 import { relayUrl } from "./sync.ts";
 
 export const STREAM_USAGE =
@@ -37,7 +36,7 @@ export async function streamCommand(argv: string[]): Promise<number> {
     throw new UsageError(`--filter: ${(e as Error).message}`);
   }
   const { config, dbPath } = await resolveDatabase(values);
-  const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+  const db = await openBulk(config, dbPath, "create");
   const verifier = values["no-verify"] ? undefined : importVerifier(config);
   const progress = new Progress("stream");
   const stamp = () => new Date().toISOString().slice(0, 19) + "Z";
@@ -75,7 +74,7 @@ export async function streamCommand(argv: string[]): Promise<number> {
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
     verifier?.close();
-    db.close();
+    await db.close();
   }
   return 0;
 }

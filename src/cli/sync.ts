@@ -3,9 +3,8 @@
 import { parseArgs } from "node:util";
 import { duration, int, Progress } from "../ops/progress.ts";
 import { parseSyncFilter, syncWithRelay, type Direction, type SyncSummary } from "../ops/sync.ts";
-import { openDatabase } from "../store/sqlite/db.ts";
 import { importVerifier } from "../verify/configured.ts";
-import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
+import { databaseFlags, openBulk, resolveDatabase, UsageError } from "./options.ts";
 
 export const SYNC_USAGE =
   "usage: bunstr sync <ws[s]://relay> [--filter JSON] [--dir down|up|both] [--no-verify] [--json] [--config F] [--data-dir D | --db F]";
@@ -49,7 +48,7 @@ export async function syncCommand(argv: string[]): Promise<number> {
     throw new UsageError(`--filter: ${(e as Error).message}`);
   }
   const { config, dbPath } = await resolveDatabase(values);
-  const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+  const db = await openBulk(config, dbPath, "create");
   const verifier = values["no-verify"] || direction === "up" ? undefined : importVerifier(config);
   const progress = new Progress("sync");
   const keepAlive = setInterval(() => {}, 1 << 30);
@@ -63,7 +62,7 @@ export async function syncCommand(argv: string[]): Promise<number> {
   } finally {
     clearInterval(keepAlive);
     verifier?.close();
-    db.close();
+    await db.close();
   }
   progress.end();
   if (values.json) console.log(JSON.stringify({ database: dbPath, url, direction, ...s }));

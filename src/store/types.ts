@@ -322,3 +322,121 @@ export async function allRows(batches: AsyncIterable<string[]>): Promise<string[
   for await (const batch of batches) for (const json of batch) rows.push(json);
   return rows;
 }
+
+// ---- The operator commands (ops/): bulk reads and writes, on either backend ----------------
+
+/** What an export keeps; lists are matched by the store, tag and search conditions by the caller. */
+export interface ExportScope {
+  since?: number;
+  until?: number;
+  kinds?: number[];
+  authors?: string[];
+  ids?: string[];
+  /** Leave out events expired at this time (NIP-40), as the relay hides them; 0 = keep them. */
+  now: number;
+}
+
+export interface ExportRow {
+  seq: number;
+  json: string;
+}
+
+/** What sync keeps of an event it is about to upload, to say later why it was gone. */
+export interface EventHead {
+  readonly kind: number;
+  readonly pubkey: string;
+  readonly created_at: number;
+  /** The d tag of an addressable event ("" otherwise). */
+  readonly d: string;
+}
+
+/** `bunstr stats`: counts, each from an index, and sizes. */
+export interface StoreStats {
+  events: number;
+  authors: number;
+  kinds: { kind: number; count: number }[];
+  distinctKinds: number;
+  oldest: number | null;
+  newest: number | null;
+  tagRows: number;
+  deletedIds: number;
+  deletedAddresses: number;
+  vanished: number;
+  expiring: number;
+  schemaVersion: number;
+  /** Bytes on disk: the SQLite file (Postgres: the database) and SQLite's WAL (Postgres: 0). */
+  fileBytes: number;
+  walBytes: number;
+  /** Bytes `compact` returns (SQLite's free pages; Postgres: unknown, null). */
+  freeBytes: number | null;
+}
+
+export interface BackupResult {
+  file: string;
+  bytes: number;
+  events: number;
+  seconds: number;
+}
+
+export interface CompactResult {
+  /** Bytes on disk before and after: the file and its WAL (Postgres: the database, 0). */
+  before: { file: number; wal: number };
+  after: { file: number; wal: number };
+  /** SQLite: pages returned; Postgres: 0. */
+  freePagesBefore: number;
+  /** SQLite: the WAL could not be emptied (a reader held it). */
+  checkpointBusy: boolean;
+  seconds: number;
+  /** How long each phase held the database (vacuum, checkpoint, optimize; Postgres: vacuum). */
+  phases: Record<string, number>;
+}
+
+/** Shows progress while `file` grows towards `expectedBytes`; the returned function stops it. */
+export type GrowthWatch = (file: string, expectedBytes: number) => Promise<() => void>;
+
+export interface BulkWriterOptions {
+  rules: WriteRules;
+  /** Events per transaction while another process writes (SQLite), or always (Postgres). */
+  batchSize: number;
+  /** Most events per transaction when no other process writes (SQLite). */
+  maxTxn?: number;
+  /** Once, the first time the database stays locked past busy_timeout (SQLite). */
+  onBusy?: () => void;
+}
+
+/** Where an import writes: transactions it sizes itself, with the purges they record carried out. */
+export interface BulkWriter {
+  /** The admin state the import's policies see. */
+  adminEntries(): Promise<AdminEntry[]>;
+  /** Already stored? (cheaper than a signature check); a store without a fast answer says false. */
+  has(id: string): boolean;
+  /** Commits one transaction; the outcomes in order. */
+  commit(writes: PendingWrite[]): Promise<WriteOutcome[]>;
+  /** Events in the next transaction. */
+  readonly txnSize: number;
+}
+
+/**
+ * The operator commands' view of a database (import, export, sync, stream, stats, backup,
+ * compact): SQLite's file (store/sqlite/bulk.ts) or Postgres (store/postgres/bulk.ts). Reads are
+ * short, each its own statement, so a relay running on the same database is never held up.
+ */
+export interface BulkStore {
+  /** Lowest and highest committed seq: an export covers what was committed when it started. */
+  seqRange(): Promise<{ min: number; max: number }>;
+  /** Pages in commit order: `page(after, upTo, limit)` is up to `limit` events with after < seq <= upTo. */
+  exportPager(scope: ExportScope): (after: number, upTo: number, limit: number) => Promise<ExportRow[]>;
+  /** (created_at, id) of every event matching the filter (NIP-77), expired ones at `now` left out (0: none). */
+  negItems(filter: Filter, now: number): Promise<NegItems>;
+  /** id -> kind, pubkey, created_at and d of the stored events among `ids`. */
+  eventHeads(ids: string[]): Promise<Map<string, EventHead>>;
+  /** Why an event is no longer stored, as far as the tombstones tell. */
+  tombstoneOf(id: string, head: EventHead | undefined): Promise<"nip09" | "nip62" | undefined>;
+  writer(opts: BulkWriterOptions): Promise<BulkWriter>;
+  stats(topKinds: number): Promise<StoreStats>;
+  /** A consistent copy at `dest`, never half-written there. The caller has checked `dest`. */
+  backup(dest: string, watch?: GrowthWatch): Promise<BackupResult>;
+  /** Returns the space of deleted events and refreshes the planner's statistics. */
+  compact(watch?: GrowthWatch): Promise<CompactResult>;
+  close(): Promise<void>;
+}
