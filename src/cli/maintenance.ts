@@ -31,7 +31,8 @@ export async function backupCommand(argv: string[]): Promise<number> {
     const r = await backupDatabase(db, dest);
     console.log(`backup of ${dbPath} written to ${r.file}: ${bytes(r.bytes)}, ${int(r.events)} events, in ${duration(r.seconds)}`);
     // What the Postgres backup ran (BulkStore.backup there hands over to pg_dump).
-    if (config.database.engine === "postgres") console.log(`  pg_dump --format=custom of one snapshot; restore with: pg_restore --dbname=URL ${r.file}`);
+    if (config.database.engine === "postgres")
+      console.log(`  pg_dump --format=custom of one snapshot; restore with: pg_restore --dbname=URL ${r.file}`);
   } finally {
     await db.close();
   }

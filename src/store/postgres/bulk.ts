@@ -220,7 +220,9 @@ async function pgDump(args: string[], password: string): Promise<void> {
       stderr: "pipe",
     });
   } catch (e) {
-    throw new Error(`backup on Postgres runs pg_dump, which could not be started (Debian: apt install postgresql-client): ${(e as Error).message}`);
+    throw new Error(
+      `backup on Postgres runs pg_dump, which could not be started (Debian: apt install postgresql-client): ${(e as Error).message}`,
+    );
   }
   const [stderr, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
   if (code !== 0) throw new Error(`pg_dump exited ${code}: ${stderr.trim()}`);
