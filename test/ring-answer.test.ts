@@ -255,8 +255,9 @@ describe("what the ring cannot know", () => {
       db.exec("PRAGMA busy_timeout = 5000");
       db.exec("BEGIN IMMEDIATE");
       expect(new SqliteWriter(db).writeBatch([{ event: note, json: JSON.stringify(note) }], RULES)[0]!.stored).toBe(true);
-      const watch = store.watchChanges!.bind(store);
-      store.watchChanges = (w) => {
+      const changes = store.changes!;
+      const watch = changes.watch;
+      changes.watch = (w) => {
         watch(w);
         db.exec("COMMIT");
         db.close();

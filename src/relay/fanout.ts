@@ -157,7 +157,7 @@ export class Fanout {
     return undefined;
   }
 
-  /** The store's answer (event JSONs) to a filter `wants` chose `into` for, read while nothing was committed (Store.stateMark). */
+  /** The store's answer (event JSONs) to a filter `wants` chose `into` for, read while nothing was committed (Store.changes.mark). */
   fill(q: MemoryQuery, into: MemoryAnswer["from"], jsons: readonly string[]): void {
     if (into === "replaceable") this.ring.replaceables.fill(q.f, jsons, q.now);
     else if (into === "tag") this.ring.tagAnswers.fill(q.f, q.limit, jsons, q.restricted);

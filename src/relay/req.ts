@@ -8,7 +8,14 @@ import { tally } from "../policy/ip.ts";
 import { OVER_BUDGET, queryBudget } from "./budget.ts";
 import { canRead, filterLimits, restrictedKinds, visibilityFor } from "../policy/visibility.ts";
 import { nowSeconds } from "../protocol/event.ts";
-import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type StateMark } from "../store/types.ts";
+import {
+  QueryTimeoutError,
+  ReaderBusyError,
+  ReadStoppedError,
+  StoreClosedError,
+  type StateMark,
+  type StoreChanges,
+} from "../store/types.ts";
 import type { RelayContext } from "./context.ts";
 import type { MemoryAnswer, MemoryQuery } from "./fanout.ts";
 import { closedFrame, send, type Session, type Socket, type Subscription } from "./session.ts";
@@ -157,30 +164,33 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
  * that it told every change.
  */
 function memoryAnswer(ctx: RelayContext, q: MemoryQuery | undefined): string[] | undefined {
-  if (!q || !ctx.store.changesKnown?.()) return undefined;
+  if (!q || !ctx.store.changes?.known()) return undefined;
   const answer = ctx.fanout.answer(q);
   if (!answer) return undefined;
   ctx.metrics.memoryAnswers[answer.from]++;
   return answer.events;
 }
 
-/** Memory's answer that would keep a stored read's answer, and the store's state before the read (Store.stateMark). */
+/** Memory's answer that would keep a stored read's answer, and the store's state before the read (Store.changes.mark). */
 interface Keeping {
   into: MemoryAnswer["from"];
   mark: StateMark;
+  /** The store's, which took the mark. */
+  changes: StoreChanges;
 }
 
 function fillMark(ctx: RelayContext, q: MemoryQuery | undefined): Keeping | undefined {
-  if (!q || !ctx.store.changesKnown?.()) return undefined;
+  const changes = ctx.store.changes;
+  if (!q || !changes?.known()) return undefined;
   // Cheap (no read transaction), and a read while the writer works does not count as an ask.
-  const mark = ctx.store.stateMark?.();
+  const mark = changes.mark();
   const into = mark && ctx.fanout.wants(q);
-  return into && mark && { into, mark };
+  return into && mark && { into, mark, changes };
 }
 
 /** Keeps a stored answer in memory when nothing was committed while it was read. */
 function keepAnswer(ctx: RelayContext, q: MemoryQuery, fill: Keeping, frames: readonly string[], prefix: number): void {
-  if (!ctx.store.unchangedSince!(fill.mark) || !ctx.store.changesKnown!()) return;
+  if (!fill.changes.unchangedSince(fill.mark) || !fill.changes.known()) return;
   ctx.fanout.fill(
     q,
     fill.into,

@@ -273,7 +273,7 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
   });
   // A store that names every change lets the ring answer feeds (relay/ring-answer.ts); one with
   // other nodes writing (Postgres) does not.
-  if (!store.follow) store.watchChanges?.(fanout.changes);
+  if (!store.follow) store.changes?.watch(fanout.changes);
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);

@@ -92,7 +92,7 @@ export interface CommitFeed {
   ephemeral(event: NostrEvent, json: string): void;
 }
 
-/** Opaque to the relay: what Store.stateMark took. */
+/** Opaque to the relay: what Store.changes.mark took. */
 export interface StateMark {
   readonly calls: number;
   readonly version: number;
@@ -118,23 +118,40 @@ export interface ChangeWatch {
   unknown(maxCreatedAt: number, batch: boolean): void;
 }
 
-export interface Store {
-  readonly admin: AdminStore;
-  /**
-   * Stores that can name every change: `watch` is told each from now on (and unknown() at once,
-   * with the newest stored created_at). Without it the relay answers every REQ from the store.
-   */
-  watchChanges?(watch: ChangeWatch): void;
+/**
+ * A store that can name every change (SQLite): what lets the relay answer REQs from memory
+ * (relay/ring-answer.ts, replaceable-answer.ts, tag-answer.ts). Without it every REQ is read.
+ */
+export interface StoreChanges {
+  /** `watch` is told each change from now on (and unknown() at once, with the newest stored created_at). */
+  watch(watch: ChangeWatch): void;
   /** False while the store cannot vouch that all changes were told (it is asking its writer). */
-  changesKnown?(): boolean;
+  known(): boolean;
   /**
    * A mark of the stored state for `unchangedSince`, or undefined when a write may be under way
    * (a call to the writer not answered yet). Taken before a read, checked after it: a read that
    * nothing was committed during saw one state of the store (relay/replaceable-answer.ts).
    */
-  stateMark?(): StateMark | undefined;
+  mark(): StateMark | undefined;
   /** Nothing was committed since the mark, by this process or another, and no write is under way. */
-  unchangedSince?(mark: StateMark): boolean;
+  unchangedSince(mark: StateMark): boolean;
+}
+
+/**
+ * NIP-77 sessions kept by the store, beside the data (SQLite: in the reader worker that read the
+ * items). Stores without them: the relay builds sessions from negentropyItems on its own thread.
+ */
+export interface NegentropySessions {
+  /** Reads the items and answers the initial message. */
+  open(job: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle>;
+}
+
+export interface Store {
+  readonly admin: AdminStore;
+  /** Capability: every change named (SQLite); absent, the relay answers every REQ from the store. */
+  readonly changes?: StoreChanges;
+  /** Capability: NIP-77 sessions kept beside the data (SQLite). */
+  readonly negentropy?: NegentropySessions;
   /**
    * Stores that several nodes write to: the relay fans out from this feed (in commit order,
    * its own commits included) instead of from its writer queue.
@@ -171,12 +188,6 @@ export interface Store {
   count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }>;
   /** NIP-77: (created_at, id) of the events matching a filter. */
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems>;
-  /**
-   * NIP-77 sessions kept by the store, beside the data (SQLite: in the reader worker that read
-   * the items), answering the initial message. Stores without it: the relay builds sessions
-   * from negentropyItems on its own thread.
-   */
-  negentropyOpen?(job: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle>;
   /**
    * Deletions too big for one write transaction (a request to vanish of a big key, a ban),
    * recorded by the write that asked for them and carried out in steps: runs about `budgetMs`

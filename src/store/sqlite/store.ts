@@ -16,12 +16,14 @@ import type {
   NegItems,
   NegJob,
   NegSessionHandle,
+  NegentropySessions,
   PendingWrite,
   QueryJob,
   ReadContext,
   RowBatch,
   StateMark,
   Store,
+  StoreChanges,
   WriteOutcome,
   WriteRules,
 } from "../types.ts";
@@ -154,7 +156,18 @@ export class SqliteStore implements Store {
     return this.read("neg", job, negJob, ctx);
   }
 
-  async negentropyOpen(neg: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle> {
+  /** Store.negentropy: sessions kept in the reader worker that read their items. */
+  readonly negentropy: NegentropySessions = { open: (job, message, frameLimit, ctx) => this.negentropyOpen(job, message, frameLimit, ctx) };
+
+  /** Store.changes: every change named, told by the writer (thread). */
+  readonly changes: StoreChanges = {
+    watch: (w) => this.watchChanges(w),
+    known: () => this.changesKnown(),
+    mark: () => this.stateMark(),
+    unchangedSince: (m) => this.unchangedSince(m),
+  };
+
+  private async negentropyOpen(neg: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle> {
     const key = this.nextSession++;
     let worker: object | undefined;
     const open: NegOpenJob = { key, neg, message, frameLimit };
@@ -235,7 +248,7 @@ export class SqliteStore implements Store {
     return pages.b;
   }
 
-  watchChanges(watch: ChangeWatch): void {
+  private watchChanges(watch: ChangeWatch): void {
     this.watch = watch;
     const tell = (c: Changes) => ("deleted" in c ? watch.deleted(c.deleted) : watch.unknown(c.unknown, c.batch));
     if (this.thread) {
@@ -251,7 +264,7 @@ export class SqliteStore implements Store {
     watch.unknown(this.newestCreatedAt(), false);
   }
 
-  changesKnown(): boolean {
+  private changesKnown(): boolean {
     if (this.asking > 0 || this.thread?.recovering) return false;
     if (this.afterLoss) {
       // The lost thread is gone and its batches decided: what it deleted is not known.
@@ -267,12 +280,12 @@ export class SqliteStore implements Store {
    * is the one lastSeq read last (at most VERSION_CHECK_MS old, no read transaction here):
    * `unchangedSince` reads it afresh, so a stale one only makes it say "changed".
    */
-  stateMark(): StateMark | undefined {
+  private stateMark(): StateMark | undefined {
     if (!this.thread?.idle) return undefined;
     return { calls: this.thread.callsSent, version: this.versionRead };
   }
 
-  unchangedSince(mark: StateMark): boolean {
+  private unchangedSince(mark: StateMark): boolean {
     if (!this.thread?.idle || this.thread.callsSent !== mark.calls) return false;
     return this.readVersion() === mark.version;
   }
