@@ -457,7 +457,7 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
       tally(live.perIp, ws.data.group, -1);
       closeAllSubscriptions(ctx, ws);
       for (const subId of [...ws.data.neg.keys()]) closeNeg(ctx, ws, subId);
-      ctx.store.cancelReads?.(ws.data);
+      ctx.store.cancelReads(ws.data);
     },
   };
 }

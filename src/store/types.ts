@@ -166,17 +166,18 @@ export interface Store {
    * when the exact answer would wait behind writes in flight. Such an event is verified and
    * goes to the writer, whose write finds it stored and answers it as has would have: a
    * duplicate, also a request to vanish, whose vanish-only write and tombstone come before the
-   * insert (sqlite/write.ts writeOne). Unset: has.
+   * insert (store/write-steps.ts). A store without writes in flight to wait for: has.
    */
-  hasNow?(id: string): boolean | Promise<boolean>;
+  hasNow(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]>;
   /**
    * How many batches the writer queue may have handed over and not yet answered (a writer
    * thread that answers in order: one commits while the next gathers, so batches grow with the
-   * load). Unset: no bound, every tick's events start a batch of their own (Postgres: the pool).
+   * load). Infinity: no bound, every tick's events start a batch of their own (Postgres: the
+   * pool; SQLite without a writer thread).
    */
-  readonly writePipeline?: number;
+  readonly writePipeline: number;
   /**
    * Stored events matching the job, serialized, newest first, in batches of bounded size. The
    * read advances only as the caller asks for the next batch (so a caller waiting for a slow
@@ -207,13 +208,13 @@ export interface Store {
    * rest in purge steps (onPurge), between batches.
    */
   sweepExpired(now: number): number | Promise<number>;
-  /** Forgets the waiting reads of an owner (a connection) that went away. */
-  cancelReads?(owner: object): void;
+  /** Forgets the waiting reads of an owner (a connection) that went away (a store without a read queue: nothing). */
+  cancelReads(owner: object): void;
   /**
    * Resolves once the store's worker threads have opened their database connections: the relay
    * listens only then, so a flood of connections cannot take the descriptors they need.
    */
-  ready?(): Promise<void>;
+  ready(): Promise<void>;
   /** Bytes the database takes on disk (for status and metrics). */
   sizeBytes(): number | Promise<number>;
   /** The highest committed seq: a request's snapshot point. */

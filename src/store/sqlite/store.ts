@@ -56,7 +56,7 @@ export class SqliteStore implements Store {
   private readonly checkpointer?: Checkpointer;
   private readonly hasId;
   /** Batches the writer queue may have in flight: one committing while the next gathers. */
-  readonly writePipeline?: number;
+  readonly writePipeline: number = Infinity;
   private readonly readers?: ReaderPool;
   private readonly inline?: StatementCache;
   private readonly dataVersion;
