@@ -66,20 +66,20 @@ export interface AdminLogEntry {
 
 /** Where NIP-86 admin state lives: the same database as the events. */
 export interface AdminStore {
-  entries(): AdminEntry[] | Promise<AdminEntry[]>;
-  put(e: AdminEntry): void | Promise<void>;
-  remove(list: string, key: string): void | Promise<void>;
+  entries(): Promise<AdminEntry[]>;
+  put(e: AdminEntry): Promise<void>;
+  remove(list: string, key: string): Promise<void>;
   /** Records a NIP-98 token id until `expires`; false if it was used before (a replay). */
-  useToken(id: string, expires: number, now: number): boolean | Promise<boolean>;
-  log(e: AdminLogEntry): void | Promise<void>;
-  recentLog(limit: number): AdminLogEntry[] | Promise<AdminLogEntry[]>;
+  useToken(id: string, expires: number, now: number): Promise<boolean>;
+  log(e: AdminLogEntry): Promise<void>;
+  recentLog(limit: number): Promise<AdminLogEntry[]>;
   /** Deletes a stored event (banevent); false if it was not stored. */
-  deleteEvent(id: string): boolean | Promise<boolean>;
+  deleteEvent(id: string): Promise<boolean>;
   /**
    * Deletes every stored event of an author (banpubkey): a big one in steps (Store.purgeStep),
    * after the call returns; how many were deleted at once.
    */
-  deleteAuthor(pubkey: string): number | Promise<number>;
+  deleteAuthor(pubkey: string): Promise<number>;
 }
 
 /** What a store with other writers (other nodes) tells the relay. */
@@ -170,7 +170,7 @@ export interface Store {
    */
   hasNow(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */
-  writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]>;
+  writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]>;
   /**
    * How many batches the writer queue may have handed over and not yet answered (a writer
    * thread that answers in order: one commits while the next gathers, so batches grow with the
@@ -195,7 +195,7 @@ export interface Store {
    * of them, in a transaction of its own; true if some remain. The writer queue calls it between
    * batches (store/queue.ts), so other clients' writes and reads go on meanwhile.
    */
-  purgeStep?(budgetMs: number): boolean | Promise<boolean>;
+  purgeStep?(budgetMs: number): Promise<boolean>;
   /** Set by the writer queue: the store calls it when it records new purge work. */
   onPurge?: () => void;
   /**
@@ -207,7 +207,7 @@ export interface Store {
    * NIP-40: deletes expired events; returns how many. SQLite deletes for a few ms here and the
    * rest in purge steps (onPurge), between batches.
    */
-  sweepExpired(now: number): number | Promise<number>;
+  sweepExpired(now: number): Promise<number>;
   /** Forgets the waiting reads of an owner (a connection) that went away (a store without a read queue: nothing). */
   cancelReads(owner: object): void;
   /**
@@ -216,7 +216,7 @@ export interface Store {
    */
   ready(): Promise<void>;
   /** Bytes the database takes on disk (for status and metrics). */
-  sizeBytes(): number | Promise<number>;
+  sizeBytes(): Promise<number>;
   /** The highest committed seq: a request's snapshot point. */
   lastSeq(): number;
   close(): Promise<void>;

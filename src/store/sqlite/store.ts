@@ -5,12 +5,13 @@
 // duplicate check, admin lists, sizes).
 import type { Database } from "bun:sqlite";
 import { toHex } from "../../nips/nip77-wire.ts";
-import { SqliteAdmin } from "./admin.ts";
+import { InlineAdmin, SqliteAdmin, ThreadAdmin } from "./admin.ts";
 import { Checkpointer, SOLO_AUTOCHECKPOINT } from "./checkpointer.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { countJob, negJob, queryFrames, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
 import type {
+  AdminStore,
   ChangeWatch,
   CountJob,
   NegItems,
@@ -30,7 +31,6 @@ import type {
 import { ReaderPool, type ReadKind } from "./readers.ts";
 import { SqliteWriter, type Changes } from "./write.ts";
 import { WriterThread } from "./writer-thread.ts";
-import { ThreadAdmin } from "./admin.ts";
 
 export interface SqliteStoreOptions {
   /** Absolute file path, or ":memory:". */
@@ -48,7 +48,7 @@ const VERSION_CHECK_MS = 10;
 
 export class SqliteStore implements Store {
   readonly db: Database;
-  readonly admin: SqliteAdmin | ThreadAdmin;
+  readonly admin: AdminStore;
   /** The writer on this thread, or */
   private readonly writer?: SqliteWriter;
   /** the writer thread, and the thread that checkpoints its WAL. */
@@ -102,7 +102,7 @@ export class SqliteStore implements Store {
       this.writePipeline = 1;
     } else {
       this.writer = new SqliteWriter(this.db);
-      this.admin = new SqliteAdmin(this.db, this.writer);
+      this.admin = new InlineAdmin(new SqliteAdmin(this.db, this.writer));
     }
     this.hasId = this.db.prepare("SELECT 1 FROM events WHERE id = unhex(?)");
     this.dataVersion = this.db.prepare("PRAGMA data_version");
@@ -134,13 +134,14 @@ export class SqliteStore implements Store {
     return this.has(id);
   }
 
-  writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]> {
+  writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]> {
+    // The thread's own promise, no extra step: its answer's continuation runs first (queue.ts).
     if (this.thread) return this.thread.writeBatch(batch, rules);
     // IMMEDIATE: another process may write too (bunstr import, the other relay of a zero-downtime
     // restart); a deferred transaction that read first fails with SQLITE_BUSY at its first write
     // if the other committed meanwhile, while this one waits up to busy_timeout for the lock.
-    // (The writer thread's batches are IMMEDIATE too.)
-    return this.writer!.writeBatchImmediate(batch, rules);
+    // (The writer thread's batches are IMMEDIATE too.) Committed before this returns.
+    return settle(() => this.writer!.writeBatchImmediate(batch, rules));
   }
 
   query(job: QueryJob, ctx?: ReadContext): AsyncIterable<RowBatch> {
@@ -205,10 +206,10 @@ export class SqliteStore implements Store {
     };
   }
 
-  purgeStep(budgetMs: number): boolean | Promise<boolean> {
-    if (this.closed) return false;
+  purgeStep(budgetMs: number): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
     if (this.thread) return this.thread.call<boolean>({ call: "purgeStep", budgetMs });
-    return this.writer!.purgeStep(budgetMs);
+    return settle(() => this.writer!.purgeStep(budgetMs));
   }
 
   set onPurge(f: (() => void) | undefined) {
@@ -229,9 +230,9 @@ export class SqliteStore implements Store {
     return (this.thread ?? this.writer!).onPurged;
   }
 
-  sweepExpired(now: number): number | Promise<number> {
+  sweepExpired(now: number): Promise<number> {
     if (this.thread) return this.thread.call<number>({ call: "sweepExpired", now });
-    return this.writer!.sweepExpired(now);
+    return settle(() => this.writer!.sweepExpired(now));
   }
 
   async ready(): Promise<void> {
@@ -243,7 +244,7 @@ export class SqliteStore implements Store {
     this.readers?.cancel(owner);
   }
 
-  sizeBytes(): number {
+  async sizeBytes(): Promise<number> {
     const pages = this.db.query("SELECT page_count * page_size AS b FROM pragma_page_count(), pragma_page_size()").get() as { b: number };
     return pages.b;
   }
@@ -391,5 +392,14 @@ async function* inlineBatches(steps: ReadSteps<void>, ctx?: ReadContext): AsyncG
     }
   } finally {
     ctx?.onEnd?.(used);
+  }
+}
+
+/** A synchronous call's value or error as a promise (the writer on this thread, behind the Store's promises). */
+function settle<T>(call: () => T): Promise<T> {
+  try {
+    return Promise.resolve(call());
+  } catch (err) {
+    return Promise.reject(err);
   }
 }
