@@ -1,6 +1,7 @@
 // Dependencies point one way (docs/architecture.md): the protocol core and the per-NIP logic stay
 // pure (no Bun APIs), only store/ touches SQL and only relay/ touches ServerWebSocket; every
-// import of src/ points down the folder order, and no files import each other in a circle.
+// import of src/ (its unit tests' too) points down the folder order, and no files import each
+// other in a circle.
 import { expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -20,11 +21,28 @@ test.each(["protocol", "nips", "policy", "config"])("src/%s imports nothing from
   expect(offenders).toEqual([]);
 });
 
-test("only src/relay touches ServerWebSocket; only src/store touches bun:sqlite", () => {
+/**
+ * SQL a file runs: a string that starts with a statement, or a database client (bun:sqlite,
+ * Bun's SQL for Postgres). Messages that name a statement in passing ("held by VACUUM") are not.
+ */
+const RUNS_SQL =
+  /["'`]\s*(?:SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|PRAGMA|VACUUM|CREATE\s+(?:TABLE|INDEX|UNIQUE)|DROP|ALTER\s+TABLE|BEGIN|WITH\s+\w+\s+AS)\b|bun:sqlite|import\s+(?:type\s+)?\{[^}]*\bSQL\b[^}]*\}\s+from\s+["']bun["']/;
+
+test("only src/relay touches ServerWebSocket; only src/store runs SQL", () => {
   const all = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts") && !f.endsWith(".test.ts"));
   const uses = (re: RegExp) => all.filter((f) => re.test(readFileSync(join(src, f), "utf8"))).map((f) => f.split("/")[0]);
   expect(new Set(uses(/ServerWebSocket/))).toEqual(new Set(["relay"]));
   expect(new Set(uses(/bun:sqlite/))).toEqual(new Set(["store"]));
+  expect(new Set(uses(RUNS_SQL))).toEqual(new Set(["store"]));
+  // The pattern finds what it is for, and not a message that names a statement.
+  for (const text of [
+    'db.query("SELECT count(*) FROM events")',
+    "sql`DELETE FROM events`",
+    'import { SQL } from "bun";',
+    "tx.unsafe(`WITH pick AS (`",
+  ])
+    expect(RUNS_SQL.test(text)).toBe(true);
+  expect(RUNS_SQL.test("`compacted the file in 1 s (write lock held by VACUUM)`")).toBe(false);
 });
 
 /**
@@ -56,10 +74,10 @@ const ORDER = [
  */
 const ALLOWED_CIRCLES: string[][] = [];
 
-/** Every file of src/ (tests beside a module excluded; the admin page's browser modules included) -> the files of src/ it imports. */
+/** Every file of src/ (unit tests beside a module too; the admin page's browser modules included) -> the files of src/ it imports. */
 function importGraph(): Map<string, string[]> {
   const graph = new Map<string, string[]>();
-  const all = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) => /\.(tsx?|js)$/.test(f) && !f.endsWith(".test.ts"));
+  const all = readdirSync(src, { recursive: true, encoding: "utf8" }).filter((f) => /\.(tsx?|js)$/.test(f));
   // Static imports and re-exports (type-only too), and dynamic import("...") with a literal path.
   const spec =
     /(?:^|[\s;])(?:import|export)\s[^;'"]*?from\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']\s*\)|^\s*import\s+["']([^"']+)["']/gm;
@@ -77,7 +95,8 @@ function importGraph(): Map<string, string[]> {
   return graph;
 }
 
-const place = (file: string): string => (file.includes("/") ? file.split("/")[0]! : file);
+/** A file's folder, or for one at the root of src/ its own name (its unit test's: the module's). */
+const place = (file: string): string => (file.includes("/") ? file.split("/")[0]! : file.replace(/\.test\.ts$/, ".ts"));
 const rank = (file: string): number => ORDER.indexOf(place(file));
 
 test("every file of src/ has a place in the folder order", () => {
@@ -89,9 +108,19 @@ test("no import points up the folder order", () => {
   const graph = importGraph();
   expect(graph.size).toBeGreaterThan(50); // the parse found the tree
   expect(graph.get("relay/server.ts")).toContain("store/queue.ts");
+  expect(graph.get("http/status.test.ts")).toContain("http/status.ts"); // unit tests are read too
   const upward: string[] = [];
   for (const [from, targets] of graph) for (const to of targets) if (rank(to) > rank(from)) upward.push(`${from} -> ${to}`);
   expect(upward).toEqual([]);
+});
+
+test("ops/ reaches a database only through the store's interface (store/types.ts), on either backend", () => {
+  const graph = importGraph();
+  const reaches = [...graph].flatMap(([from, targets]) =>
+    from.startsWith("ops/") ? targets.filter((t) => t.startsWith("store/") && t !== "store/types.ts").map((t) => `${from} -> ${t}`) : [],
+  );
+  expect(graph.get("ops/export.ts")).toContain("store/types.ts");
+  expect(reaches).toEqual([]);
 });
 
 /** Strongly connected components of two files or more (Tarjan). */

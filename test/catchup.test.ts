@@ -19,6 +19,10 @@ let snapshotTaken = () => {};
 let finish: Promise<void> = Promise.resolve();
 const slow: Store = {
   has: (id) => real.has(id),
+  hasNow: (id) => real.has(id),
+  writePipeline: Number.POSITIVE_INFINITY,
+  cancelReads: (owner) => real.cancelReads(owner),
+  ready: () => real.ready(),
   writeBatch: (b, rules) => real.writeBatch(b, rules),
   count: (job) => real.count(job),
   negentropyItems: (job) => real.negentropyItems(job),

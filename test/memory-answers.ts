@@ -88,12 +88,12 @@ export async function storeIds(r: TestRelay, filter: Filter, viewers: string[] =
 /**
  * Waits until the relay's writer thread has said whose commits moved data_version, and has no
  * call in flight (a timer's purge step or expiry sweep): a stored read then counts as an ask and
- * may be kept (store/sqlite/store.ts stateMark).
+ * may be kept (store/sqlite/store.ts stateMark, Store.changes.mark).
  */
 export async function settled(r: TestRelay): Promise<void> {
   await Bun.sleep(12);
   r.ctx.store.lastSeq();
-  while (!r.ctx.store.changesKnown!() || !r.ctx.store.stateMark?.()) await Bun.sleep(1);
+  while (!r.ctx.store.changes!.known() || !r.ctx.store.changes!.mark()) await Bun.sleep(1);
 }
 
 type From = "ring" | "replaceable" | "tag";

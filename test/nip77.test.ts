@@ -158,12 +158,12 @@ async function settle(c: Client): Promise<void> {
  * reply", instead of a fixed sleep. Call the returned `restore` when done.
  */
 function countNegReads(r: TestRelay): { finished: () => number; restore: () => void } {
-  // SQLite keeps sessions in its reader workers (negentropyOpen); Postgres hands the items over.
-  const store = r.ctx.store as unknown as Record<
-    "negentropyOpen" | "negentropyItems",
+  // SQLite keeps sessions in its reader workers (Store.negentropy.open); Postgres hands the items over.
+  const store = (r.ctx.store.negentropy ?? r.ctx.store) as unknown as Record<
+    "open" | "negentropyItems",
     ((...args: unknown[]) => Promise<unknown>) | undefined
   >;
-  const method = store.negentropyOpen ? "negentropyOpen" : "negentropyItems";
+  const method = r.ctx.store.negentropy ? "open" : "negentropyItems";
   const read = store[method]!;
   let finished = 0;
   store[method] = (...args) => {
@@ -478,8 +478,8 @@ describe("subscription ids", () => {
 
   test("frames still waiting when the connection closes are dropped: no session and no item count is left behind", async () => {
     // Each store read takes 150 ms, so the second NEG-OPEN is still waiting in its lane at the close.
-    const store = relay.ctx.store as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
-    const method = store.negentropyOpen ? "negentropyOpen" : "negentropyItems";
+    const store = (relay.ctx.store.negentropy ?? relay.ctx.store) as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const method = relay.ctx.store.negentropy ? "open" : "negentropyItems";
     const read = store[method]!;
     let reads = 0;
     let finished = 0;

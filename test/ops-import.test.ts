@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { fakePubkey, unsignedEvent } from "../bench/lib/events.ts";
 import { importParsed } from "../src/ops/import.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import type { Store } from "../src/store/types.ts";
+import type { BulkStore } from "../src/store/types.ts";
 import { Client, now, signer, testConfig } from "./helpers.ts";
 import { bunstr, importFile, writeLines } from "./ops-helpers.ts";
 import { spawnRelay } from "./process-helpers.ts";
@@ -241,11 +241,15 @@ test("exit status: 1 when the input cannot be read or the database cannot be ope
 test("a failed commit ends the import at once: the rest of the input is not read", async () => {
   // A store whose disk is full: every write throws.
   const store = {
-    admin: { entries: async () => [] },
-    writeBatch: async () => {
-      throw new Error("database or disk is full");
-    },
-  } as unknown as Store;
+    writer: async () => ({
+      adminEntries: async () => [],
+      has: () => false,
+      txnSize: 1000,
+      commit: async () => {
+        throw new Error("database or disk is full");
+      },
+    }),
+  } as unknown as BulkStore;
   const author = fakePubkey();
   let pulled = 0;
   function* batches() {

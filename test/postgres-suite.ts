@@ -40,7 +40,7 @@ const SUITE = [
   "smoke",
 ].map((f) => `./test/${f}.test.ts`);
 
-const CLUSTER = ["./test/cluster/cluster.pgtest.ts", "./test/postgres/write-parity.pgtest.ts"];
+const CLUSTER = ["./test/cluster/cluster.pgtest.ts", "./test/postgres/write-parity.pgtest.ts", "./test/postgres/ops.pgtest.ts"];
 
 const missing = await servicesMissing();
 if (missing) {

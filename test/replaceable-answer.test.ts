@@ -149,29 +149,29 @@ describe("what memory cannot know", () => {
     expect(await expectAnswer({ authors: [b.pubkey], kinds: [0] }, false)).toEqual([old.id]);
   });
 
-  test("a read while anything may be committed does not fill (Store.stateMark)", async () => {
+  test("a read while anything may be committed does not fill (Store.changes.mark)", async () => {
     const store = relay.ctx.store;
     await settled();
-    const mark = store.stateMark!();
+    const mark = store.changes!.mark();
     expect(mark).toBeDefined();
-    expect(store.unchangedSince!(mark!)).toBe(true);
+    expect(store.changes!.unchangedSince(mark!)).toBe(true);
     // Another process commits.
     const other = profile(signer(), "x");
     const db = new Database(relay.dbPath);
     new SqliteWriter(db).writeBatchImmediate([{ event: other, json: JSON.stringify(other) }], RULES);
     db.close();
-    expect(store.unchangedSince!(mark!)).toBe(false);
+    expect(store.changes!.unchangedSince(mark!)).toBe(false);
     await settled();
     // Our writer has a call in flight: no mark; one answered since the mark: changed.
-    const mark2 = store.stateMark!()!;
+    const mark2 = store.changes!.mark()!;
     const ok = c.publish(profile(signer(), "y"));
     const thread = (store as unknown as { thread: { busy: boolean } }).thread;
     while (!thread.busy) await Bun.sleep(0);
-    expect(store.stateMark!()).toBeUndefined();
-    expect(store.unchangedSince!(mark2)).toBe(false);
+    expect(store.changes!.mark()).toBeUndefined();
+    expect(store.changes!.unchangedSince(mark2)).toBe(false);
     expect((await ok)[2]).toBe(true);
     await settled();
-    expect(store.unchangedSince!(mark2)).toBe(false);
+    expect(store.changes!.unchangedSince(mark2)).toBe(false);
   });
 
   test("a REQ read while our writer's batch is in flight fills nothing", async () => {
@@ -252,7 +252,7 @@ describe("what memory cannot know", () => {
       const ask = async () => {
         await Bun.sleep(12);
         again.ctx.store.lastSeq();
-        while (!again.ctx.store.changesKnown!() || !again.ctx.store.stateMark?.()) await Bun.sleep(1);
+        while (!again.ctx.store.changes!.known() || !again.ctx.store.changes!.mark()) await Bun.sleep(1);
         const before = again.ctx.metrics.memoryAnswers.replaceable;
         const got = (await once(c2, { authors: [a.pubkey], kinds: [0] })).events.map((e: NostrEvent) => e.id);
         return { got, fromMemory: again.ctx.metrics.memoryAnswers.replaceable - before };

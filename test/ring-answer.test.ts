@@ -255,8 +255,9 @@ describe("what the ring cannot know", () => {
       db.exec("PRAGMA busy_timeout = 5000");
       db.exec("BEGIN IMMEDIATE");
       expect(new SqliteWriter(db).writeBatch([{ event: note, json: JSON.stringify(note) }], RULES)[0]!.stored).toBe(true);
-      const watch = store.watchChanges!.bind(store);
-      store.watchChanges = (w) => {
+      const changes = store.changes!;
+      const watch = changes.watch;
+      changes.watch = (w) => {
         watch(w);
         db.exec("COMMIT");
         db.close();
@@ -265,7 +266,7 @@ describe("what the ring cannot know", () => {
       const client = await Client.connect(`ws://127.0.0.1:${r.server.port}`);
       try {
         // Once the writer thread is open and every check has had its chance.
-        await r.ctx.store.ready?.();
+        await r.ctx.store.ready();
         for (let i = 0; i < 3; i++) await settled(r as TestRelay);
         const got = (await client.req("q", { authors: [a.pubkey], kinds: [1], limit: 10 })).events.map((e: NostrEvent) => e.id);
         expect({ attempt, got }).toEqual({ attempt, got: [note.id] });

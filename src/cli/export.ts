@@ -2,8 +2,7 @@
 import { parseArgs } from "node:util";
 import { exportEvents, parseExportFilter } from "../ops/export.ts";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
-import { openExisting } from "../store/sqlite/maintenance.ts";
-import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
+import { databaseFlags, openBulk, resolveDatabase, UsageError } from "./options.ts";
 
 const EXPORT_USAGE =
   "usage: bunstr export [--filter JSON] [--since N] [--until N] [--include-expired] [--config F] [--data-dir D | --db F] > events.jsonl";
@@ -36,7 +35,7 @@ export async function exportCommand(argv: string[]): Promise<number> {
     throw new UsageError((e as Error).message);
   }
   const { config, dbPath } = await resolveDatabase(values);
-  const db = openExisting(dbPath, "readonly");
+  const db = await openBulk(config, dbPath, "readonly");
 
   const out = process.stdout;
   let closed = false;
@@ -73,7 +72,7 @@ export async function exportCommand(argv: string[]): Promise<number> {
     progress.end();
     if (!(e instanceof StdoutClosed)) throw e;
   } finally {
-    db.close();
+    await db.close();
   }
   return 0;
 }

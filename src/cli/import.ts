@@ -5,20 +5,10 @@ import { parseArgs } from "node:util";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
 import { importEvents, importParsed, type ImportOptions, type ImportSummary } from "../ops/import.ts";
 import type { Config } from "../config/schema.ts";
-import { openDatabase } from "../store/sqlite/db.ts";
-import type { Db } from "../store/sqlite/maintenance.ts";
 import { ForeignDatabaseError, openNostrRsRelay, type ForeignSource } from "../store/sqlite/foreign.ts";
-import { PostgresStore } from "../store/postgres/store.ts";
+import type { BulkStore } from "../store/types.ts";
 import { importVerifier } from "../verify/configured.ts";
-import { databaseFlags, loadConfig, postgresUrl, resolveDatabase, UsageError, type DatabaseFlagValues } from "./options.ts";
-
-/** The SQLite file, or for engine = "postgres" the database named by its URL (for messages). */
-async function resolveImportTarget(values: DatabaseFlagValues): Promise<{ config: Config; dbPath: string }> {
-  const config = await loadConfig(values.config, [], { lenient: values.lenient });
-  if (config.database.engine !== "postgres") return resolveDatabase(values);
-  const url = new URL(postgresUrl(config));
-  return { config, dbPath: `postgres ${url.host}${url.pathname}` };
-}
+import { databaseFlags, openBulk, resolveDatabase, UsageError, type DatabaseFlagValues } from "./options.ts";
 
 const IMPORT_USAGE =
   "usage: bunstr import [FILE] [--no-verify] [--json] [--config F] [--data-dir D | --db F] < events.jsonl\n" +
@@ -45,7 +35,7 @@ export async function importCommand(argv: string[]): Promise<number> {
   if (positionals.length > 1) throw new UsageError(`import takes one input file at most\n${IMPORT_USAGE}`);
   const file = positionals[0] !== undefined && positionals[0] !== "-" ? positionals[0] : undefined;
   if (!file && process.stdin.isTTY) throw new UsageError(`import reads JSON lines from stdin or FILE\n${IMPORT_USAGE}`);
-  const { config, dbPath } = await resolveImportTarget(values);
+  const { config, dbPath } = await resolveDatabase(values);
 
   let input: AsyncIterable<Uint8Array>;
   let size: number | undefined;
@@ -87,12 +77,10 @@ export async function importCommand(argv: string[]): Promise<number> {
 }
 
 /** The database to import into, or undefined after saying why it cannot be opened. */
-async function openTarget(config: Config, dbPath: string): Promise<Db | PostgresStore | undefined> {
+async function openTarget(config: Config, dbPath: string): Promise<BulkStore | undefined> {
   try {
-    // Into Postgres (moving a relay to several nodes: bunstr export | bunstr import --config pg.toml).
-    return config.database.engine === "postgres"
-      ? await PostgresStore.open({ url: postgresUrl(config), poolSize: 2 })
-      : openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+    // Into Postgres too (moving a relay to several nodes: bunstr export | bunstr import --config pg.toml).
+    return await openBulk(config, dbPath, "create");
   } catch (e) {
     console.error(`error: cannot open the database ${dbPath}: ${(e as Error).message}`);
     return undefined;
@@ -108,7 +96,7 @@ async function importFrom(
   if (!FROM.includes(from)) throw new UsageError(`import --from reads ${FROM.join(", ")}; "${from}" is not one of them\n${IMPORT_USAGE}`);
   if (positionals.length !== 1) throw new UsageError(`import --from ${from} takes the path of its database (nostr.db)\n${IMPORT_USAGE}`);
   const path = positionals[0]!;
-  const { config, dbPath } = await resolveImportTarget(values);
+  const { config, dbPath } = await resolveDatabase(values);
   let source: ForeignSource;
   try {
     source = openNostrRsRelay(path);
@@ -150,7 +138,7 @@ async function importFrom(
  * undefined after saying why it stopped.
  */
 async function runImport(
-  db: Db | PostgresStore,
+  db: BulkStore,
   verifier: { close(): void } | undefined,
   source: { close(): void } | undefined,
   run: (progress: Progress) => Promise<ImportSummary>,

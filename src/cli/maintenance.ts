@@ -2,10 +2,10 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { backupDatabase, compactFile, databaseSize } from "../ops/backup.ts";
+import { backupDatabase, compactDatabase } from "../ops/backup.ts";
 import { bytes, duration, int } from "../ops/progress.ts";
-import { openedElsewhere, openExisting, storeStats } from "../store/sqlite/maintenance.ts";
-import { databaseFlags, resolveDatabase, UsageError } from "./options.ts";
+import { openedElsewhere } from "../store/sqlite/maintenance.ts";
+import { databaseFlags, openBulk, resolveDatabase, UsageError } from "./options.ts";
 
 const BACKUP_USAGE = "usage: bunstr backup FILE [--force] [--config F] [--data-dir D | --db F]";
 const COMPACT_USAGE = "usage: bunstr compact [--online] [--config F] [--data-dir D | --db F]";
@@ -19,19 +19,22 @@ export async function backupCommand(argv: string[]): Promise<number> {
   });
   if (values.help) return (console.log(BACKUP_USAGE), 0);
   if (positionals.length !== 1) throw new UsageError(`backup needs one destination file\n${BACKUP_USAGE}`);
-  const { dbPath } = await resolveDatabase(values);
+  const { config, dbPath } = await resolveDatabase(values);
   const dest = resolve(positionals[0]!);
   if (dest === dbPath || dest === `${dbPath}-wal` || dest === `${dbPath}-shm`) throw new UsageError(`${dest} is the database itself`);
   if (existsSync(dest) && !values.force) {
     console.error(`error: ${dest} exists; use --force to replace it`);
     return 1;
   }
-  const db = openExisting(dbPath, "readonly");
+  const db = await openBulk(config, dbPath, "readonly");
   try {
     const r = await backupDatabase(db, dest);
     console.log(`backup of ${dbPath} written to ${r.file}: ${bytes(r.bytes)}, ${int(r.events)} events, in ${duration(r.seconds)}`);
+    // What the Postgres backup ran (BulkStore.backup there hands over to pg_dump).
+    if (config.database.engine === "postgres")
+      console.log(`  pg_dump --format=custom of one snapshot; restore with: pg_restore --dbname=URL ${r.file}`);
   } finally {
-    db.close();
+    await db.close();
   }
   return 0;
 }
@@ -42,7 +45,20 @@ export async function compactCommand(argv: string[]): Promise<number> {
     options: { ...databaseFlags, online: { type: "boolean" }, help: { type: "boolean", short: "h" } },
   });
   if (values.help) return (console.log(COMPACT_USAGE), 0);
-  const { dbPath } = await resolveDatabase(values);
+  const { config, dbPath } = await resolveDatabase(values);
+  if (config.database.engine === "postgres") {
+    const db = await openBulk(config, dbPath, "readwrite");
+    try {
+      const r = await compactDatabase(db);
+      console.log(
+        `compacted ${dbPath} in ${duration(r.seconds)} by VACUUM (ANALYZE): database ${bytes(r.before.file)} -> ${bytes(r.after.file)}; ` +
+          "the space of deleted rows is reused (Postgres keeps the files' size; VACUUM FULL, which locks each table, would return it)",
+      );
+    } finally {
+      await db.close();
+    }
+    return 0;
+  }
   if (existsSync(dbPath) && openedElsewhere(dbPath)) {
     if (!values.online) {
       console.error(
@@ -53,12 +69,18 @@ export async function compactCommand(argv: string[]): Promise<number> {
     }
     console.error("compact: another process has the database open (--online): its writes wait while VACUUM runs");
   }
-  const r = await compactFile(dbPath);
+  const db = await openBulk(config, dbPath, "readwrite");
+  let r;
+  try {
+    r = await compactDatabase(db);
+  } finally {
+    await db.close();
+  }
   console.log(
     `compacted ${dbPath} in ${duration(r.seconds)} (write lock held ${duration(r.phases.vacuum ?? 0)} by VACUUM): ` +
       `file ${bytes(r.before.file)} -> ${bytes(r.after.file)}, WAL ${bytes(r.before.wal)} -> ${bytes(r.after.wal)}, ${int(r.freePagesBefore)} free pages returned`,
   );
-  if (r.checkpoint.busy)
+  if (r.checkpointBusy)
     console.log(
       "  the WAL could not be emptied (another process, a running relay, was reading): the rebuilt pages reach the file at its next checkpoint",
     );
@@ -72,16 +94,15 @@ export async function statsCommand(argv: string[]): Promise<number> {
   });
   if (values.help) return (console.log(STATS_USAGE), 0);
   if (values.top !== undefined && !/^\d+$/.test(values.top)) throw new UsageError("--top must be a number");
-  const { dbPath } = await resolveDatabase(values);
-  const db = openExisting(dbPath, "readonly");
+  const { config, dbPath } = await resolveDatabase(values);
+  const db = await openBulk(config, dbPath, "readonly");
   const started = performance.now();
   let st;
   try {
-    st = storeStats(db, values.top !== undefined ? Number(values.top) : 10);
+    st = await db.stats(values.top !== undefined ? Number(values.top) : 10);
   } finally {
-    db.close();
+    await db.close();
   }
-  const size = databaseSize(dbPath);
   const out = {
     database: dbPath,
     events: st.events,
@@ -90,10 +111,10 @@ export async function statsCommand(argv: string[]): Promise<number> {
     newest: st.newest,
     kinds: st.kinds,
     distinct_kinds: st.distinctKinds,
-    file_bytes: size.file,
-    wal_bytes: size.wal,
-    bytes_per_event: st.events > 0 ? Math.round((size.file + size.wal) / st.events) : null,
-    free_bytes: st.freePages * st.pageSize,
+    file_bytes: st.fileBytes,
+    wal_bytes: st.walBytes,
+    bytes_per_event: st.events > 0 ? Math.round((st.fileBytes + st.walBytes) / st.events) : null,
+    free_bytes: st.freeBytes,
     tag_rows: st.tagRows,
     expiring: st.expiring,
     deleted_ids: st.deletedIds,
@@ -110,7 +131,7 @@ export async function statsCommand(argv: string[]): Promise<number> {
     `authors         ${int(out.authors)}`,
     `oldest          ${date(out.oldest)}`,
     `newest          ${date(out.newest)}`,
-    `size            ${bytes(out.file_bytes)} file + ${bytes(out.wal_bytes)} WAL, ${out.bytes_per_event === null ? "-" : bytes(out.bytes_per_event)} per event, ${bytes(out.free_bytes)} free (compact returns it)`,
+    `size            ${bytes(out.file_bytes)} file + ${bytes(out.wal_bytes)} WAL, ${out.bytes_per_event === null ? "-" : bytes(out.bytes_per_event)} per event${out.free_bytes === null ? "" : `, ${bytes(out.free_bytes)} free (compact returns it)`}`,
     `tags indexed    ${int(out.tag_rows)}`,
     `tombstones      ${int(out.deleted_ids)} deleted ids, ${int(out.deleted_addresses)} deleted addresses, ${int(out.vanished_pubkeys)} vanished pubkeys`,
     `expiring        ${int(out.expiring)} events with an expiration tag`,

@@ -3,9 +3,13 @@
 import { resolve } from "node:path";
 import { loadConfigFile, override, type LoadOptions } from "../config/load.ts";
 import { defaults, type Config } from "../config/schema.ts";
+import { PostgresBulk } from "../store/postgres/bulk.ts";
 import { PostgresStore } from "../store/postgres/store.ts";
+import { SqliteBulk } from "../store/sqlite/bulk.ts";
+import { openDatabase } from "../store/sqlite/db.ts";
+import { openExisting } from "../store/sqlite/maintenance.ts";
 import { SqliteStore } from "../store/sqlite/store.ts";
-import type { Store } from "../store/types.ts";
+import type { BulkStore, Store } from "../store/types.ts";
 
 /** The flags that choose the config and the database, as node:util parseArgs options. */
 export const databaseFlags = {
@@ -51,16 +55,19 @@ export function databasePath(config: Config): string {
   return resolve(config.database.data_directory, "bunstr.sqlite");
 }
 
-/** Config and database path for a maintenance command (--config, --db, --data-dir as serve reads them). */
+/**
+ * Config and database for a command (--config, --db, --data-dir as serve reads them): the SQLite
+ * file's path, or for engine = "postgres" the database named by its URL (for messages).
+ */
 export async function resolveDatabase(values: DatabaseFlagValues): Promise<{ config: Config; dbPath: string }> {
   const overrides: [string, unknown][] = [];
   if (values.db !== undefined) overrides.push(["database.file", values.db]);
   if (values["data-dir"] !== undefined) overrides.push(["database.data_directory", values["data-dir"]]);
   const config = await loadConfig(values.config, overrides, { lenient: values.lenient });
-  if (config.database.engine !== "sqlite")
-    throw new UsageError(
-      `this command works on the SQLite store; [database] engine = "${config.database.engine}" (for Postgres use pg_dump / pg_restore, or run \`bunstr sync\` against a node)`,
-    );
+  if (config.database.engine === "postgres") {
+    const url = new URL(postgresUrl(config));
+    return { config, dbPath: `postgres ${url.host}${url.pathname}` };
+  }
   const dbPath = databasePath(config);
   if (dbPath === ":memory:") throw new UsageError("[database] in_memory = true: there is no database file to work on");
   return { config, dbPath };
@@ -71,6 +78,22 @@ export function postgresUrl(config: Config): string {
   const url = config.database.postgres_url || process.env.DATABASE_URL || "";
   if (!url) throw new UsageError('[database] engine = "postgres" needs postgres_url (or DATABASE_URL in the environment)');
   return url;
+}
+
+/**
+ * The database as the operator commands see it (ops/): the SQLite file (`readonly` and
+ * `readwrite` need it to exist, `create` makes it) or Postgres, whose schema is migrated.
+ */
+export async function openBulk(config: Config, dbPath: string, mode: "readonly" | "readwrite" | "create"): Promise<BulkStore> {
+  if (config.database.engine === "postgres") {
+    const url = postgresUrl(config);
+    return new PostgresBulk(await PostgresStore.open({ url, poolSize: 2 }), url);
+  }
+  const db =
+    mode === "create"
+      ? openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" })
+      : openExisting(dbPath, mode);
+  return new SqliteBulk(db, dbPath);
 }
 
 /** Where serve keeps events, as config says: the SQLite file, or Postgres (and its bus). */

@@ -79,7 +79,7 @@ export async function serve(argv: string[]): Promise<void> {
   // its own ends the process).
   const verifier = configuredVerifier(config);
   try {
-    await Promise.all([verifier.ready?.(), store.ready?.()]);
+    await Promise.all([verifier.ready?.(), store.ready()]);
   } catch (err) {
     verifier.close();
     await store.close();

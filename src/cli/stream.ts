@@ -2,9 +2,8 @@
 // arrive, reconnecting after drops, until SIGINT or SIGTERM; then a summary.
 import { duration, int, Progress } from "../ops/progress.ts";
 import { streamFromRelay } from "../ops/stream.ts";
-import { openDatabase } from "../store/sqlite/db.ts";
 import { importVerifier } from "../verify/configured.ts";
-import { resolveDatabase, UsageError } from "./options.ts";
+import { openBulk, resolveDatabase, UsageError } from "./options.ts";
 import { parseRemoteArgs } from "./remote.ts";
 
 const STREAM_USAGE =
@@ -17,7 +16,7 @@ export async function streamCommand(argv: string[]): Promise<number> {
   if (values.since !== undefined && !/^\d{1,15}$/.test(values.since))
     throw new UsageError(`--since must be a unix time in seconds, not ${JSON.stringify(values.since)}`);
   const { config, dbPath } = await resolveDatabase(values);
-  const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+  const db = await openBulk(config, dbPath, "create");
   const verifier = values["no-verify"] ? undefined : importVerifier(config);
   const progress = new Progress("stream");
   const stamp = () => new Date().toISOString().slice(0, 19) + "Z";
@@ -55,7 +54,7 @@ export async function streamCommand(argv: string[]): Promise<number> {
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
     verifier?.close();
-    db.close();
+    await db.close();
   }
   return 0;
 }

@@ -2,9 +2,8 @@
 // remote relay, then the missing events downloaded (verified, as an import) and/or uploaded.
 import { duration, int, Progress } from "../ops/progress.ts";
 import { syncWithRelay, type Direction, type SyncSummary } from "../ops/sync.ts";
-import { openDatabase } from "../store/sqlite/db.ts";
 import { importVerifier } from "../verify/configured.ts";
-import { resolveDatabase, UsageError } from "./options.ts";
+import { openBulk, resolveDatabase, UsageError } from "./options.ts";
 import { parseRemoteArgs } from "./remote.ts";
 
 const SYNC_USAGE =
@@ -18,7 +17,7 @@ export async function syncCommand(argv: string[]): Promise<number> {
   if (!["down", "up", "both"].includes(direction))
     throw new UsageError(`--dir must be down, up or both, not ${JSON.stringify(values.dir)}`);
   const { config, dbPath } = await resolveDatabase(values);
-  const db = openDatabase({ path: dbPath, synchronous: config.database.synchronous as "normal" | "full" });
+  const db = await openBulk(config, dbPath, "create");
   const verifier = values["no-verify"] || direction === "up" ? undefined : importVerifier(config);
   const progress = new Progress("sync");
   const keepAlive = setInterval(() => {}, 1 << 30);
@@ -32,7 +31,7 @@ export async function syncCommand(argv: string[]): Promise<number> {
   } finally {
     clearInterval(keepAlive);
     verifier?.close();
-    db.close();
+    await db.close();
   }
   progress.end();
   if (values.json) console.log(JSON.stringify({ database: dbPath, url, direction, ...s }));

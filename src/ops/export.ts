@@ -4,7 +4,7 @@
 import { compileFilter, matchFilter, type CompiledFilter, type Filter } from "../protocol/filter.ts";
 import { compileSearch } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
-import { exportPager, seqRange, type Db, type ExportScope } from "../store/sqlite/maintenance.ts";
+import type { BulkStore, ExportScope } from "../store/types.ts";
 
 const PAGE = 1000;
 
@@ -40,7 +40,7 @@ export function parseExportFilter(text: string): CompiledFilter {
   });
 }
 
-export async function exportEvents(db: Db, opts: ExportOptions, compiled?: CompiledFilter): Promise<ExportSummary> {
+export async function exportEvents(db: BulkStore, opts: ExportOptions, compiled?: CompiledFilter): Promise<ExportSummary> {
   const f = opts.filter ?? {};
   const scope: ExportScope = {
     since: maxOf(f.since, opts.since),
@@ -53,14 +53,14 @@ export async function exportEvents(db: Db, opts: ExportOptions, compiled?: Compi
   // Tags and search are checked on the event itself; everything else was already matched in SQL.
   const needsMatch = compiled !== undefined && (compiled.tags.length > 0 || compiled.search !== undefined);
   if (compiled?.neverMatch) return { events: 0, bytes: 0 };
-  const page = exportPager(db, scope);
+  const page = db.exportPager(scope);
   // The cut: what was committed when the export started (later writes are for the next export).
-  const { min, max } = seqRange(db);
+  const { min, max } = await db.seqRange();
   let after = min - 1;
   let events = 0;
   let bytes = 0;
   while (after < max) {
-    const rows = page(after, max, PAGE);
+    const rows = await page(after, max, PAGE);
     if (rows.length === 0) break;
     after = rows[rows.length - 1]!.seq;
     let chunk = "";

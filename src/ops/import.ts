@@ -1,11 +1,12 @@
 // `bunstr import` (and the downloads of `sync` and `stream`): JSON lines or parsed events in,
 // through the relay's own pipeline (admit/admit.ts) and its writer code.
 //   line -> JSON -> admit(): shape -> policies -> id hash -> duplicate -> signature -> writer
-// The same SqliteWriter and WriteRules as the relay, so replaceable and addressable winners,
+// The store's bulk writer (BulkStore.writer: SQLite's store/sqlite/bulk.ts, Postgres's
+// store/postgres/bulk.ts) runs the relay's writer code with the same WriteRules, so replaceable and addressable winners,
 // NIP-09 deletions, NIP-62 vanish and NIP-50 indexing are the relay's. Events reach the writer
 // in input order (the verifier's answers are taken in order), so what a file says later wins as
 // it would have on the relay. Memory stays bounded: a few batches verify in workers while
-// verified events wait for the next transaction. Transactions are short (about SHARED_TXN_MS) once another process (a running
+// verified events wait for the next transaction. On SQLite, transactions are short (about 50 ms) once another process (a running
 // relay) has committed since the import began, so its writer waits milliseconds, not minutes;
 // alone, they grow to about a second, which writes each index page once for many events
 // (measured at 100k events: 2.8 WAL pages per event in 1,000-event transactions, 0.7 in 10,000).
@@ -14,15 +15,11 @@ import type { Config } from "../config/schema.ts";
 import { admit, type AdmitContext, type Source } from "../admit/admit.ts";
 import { countOutcome, newCounts, problemOf, type Counts } from "../admit/outcome.ts";
 import { importPolicies } from "../policy/defaults.ts";
-import type { AdminView, PolicyContext } from "../policy/rules.ts";
+import type { PolicyContext } from "../policy/rules.ts";
 import { nowSeconds, type NostrEvent } from "../protocol/event.ts";
 import { writeRules } from "../policy/visibility.ts";
-import { SqliteAdmin } from "../store/sqlite/admin.ts";
 import type { Verifier } from "../verify/pool.ts";
-import { dataVersion, isBusy, isSqliteDb, tuneForBulkWrites, type Db } from "../store/sqlite/maintenance.ts";
-import { PURGE_STEP_MS } from "../store/queue.ts";
-import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
-import { SqliteWriter } from "../store/sqlite/write.ts";
+import type { BulkStore, BulkWriter, PendingWrite, WriteOutcome } from "../store/types.ts";
 
 /** What an import counts (admit/outcome.ts). */
 export type ImportCounts = Counts;
@@ -58,112 +55,9 @@ export interface ImportOptions {
 
 /** Batches verifying at least (more when a transaction is larger than this): keeps the workers busy. */
 const IN_FLIGHT = 3;
-/** Alone, a transaction grows until it holds the write lock about this long... */
-const ALONE_TXN_MS = 1000;
-/** ...up to this many events (bounds memory: the events wait in memory for their commit). */
-const ALONE_TXN_MAX = 20_000;
-/**
- * Once another process has committed (a relay is writing), each transaction holds the lock about
- * this long and the import then pauses as long (at most SHARED_PAUSE_MAX_MS): SQLite's busy
- * handler polls a waiting writer at growing intervals of up to 100 ms, and back-to-back
- * transactions would leave it no window (measured: a waiting writer starved for seconds).
- */
-const SHARED_TXN_MS = 50;
-const SHARED_PAUSE_MAX_MS = 100;
-/** Keep retrying a batch the database refuses as locked (a compact running, say) this long. */
-const BUSY_GIVE_UP_MS = 10 * 60_000;
-
-/** Where an import writes: the SQLite file itself, or a Store (Postgres) through its writer. */
-interface Target {
-  admin: AdminView;
-  /** Already stored? (cheaper than a signature check); stores without a fast answer say false. */
-  has(id: string): boolean;
-  /** Commits one transaction; the outcomes in order. */
-  commit(writes: PendingWrite[]): Promise<WriteOutcome[]>;
-  /** Events in the next transaction. */
-  txnSize: number;
-}
-
-/**
- * The SQLite file, written by our own writer: transactions sized by time (ALONE_TXN_MS, or
- * SHARED_TXN_MS and a pause once another process writes too), retried while it is locked.
- */
-function sqliteTarget(db: Db, opts: ImportOptions, batchSize: number): Target {
-  const writer = new SqliteWriter(db);
-  const rules = writeRules(opts.config);
-  tuneForBulkWrites(db);
-  const maxTxn = opts.maxTxn ?? ALONE_TXN_MAX;
-  let ourVersion = dataVersion(db);
-  /** Another process has committed since the import began: it is running, share the lock. */
-  let shared = false;
-  let busyReported = false;
-  const once = async (writes: PendingWrite[]) => {
-    const since = performance.now();
-    for (;;) {
-      try {
-        return writer.writeBatchImmediate(writes, rules);
-      } catch (err) {
-        // Each attempt already waited busy_timeout (5 s) for the lock.
-        if (!isBusy(err) || performance.now() - since > BUSY_GIVE_UP_MS) throw err;
-        if (!busyReported) (busyReported = true), opts.onBusy?.();
-        await Bun.sleep(100);
-      }
-    }
-  };
-  /** The deletions the batch recorded (requests to vanish), in steps: a running relay's writer gets the lock between them. */
-  const purgeAll = async () => {
-    const since = performance.now();
-    for (;;) {
-      try {
-        if (!writer.purgeStep(PURGE_STEP_MS)) return;
-      } catch (err) {
-        if (!isBusy(err) || performance.now() - since > BUSY_GIVE_UP_MS) throw err;
-        await Bun.sleep(100);
-        continue;
-      }
-      if (shared) await Bun.sleep(PURGE_STEP_MS);
-    }
-  };
-  const target: Target = {
-    admin: adminViewOf(new SqliteAdmin(db, writer).entries()),
-    has: (id) => writer.has(id),
-    txnSize: batchSize,
-    async commit(writes) {
-      const t0 = performance.now();
-      if (!shared && dataVersion(db) !== ourVersion) shared = true;
-      const outcomes = await once(writes);
-      await purgeAll();
-      const t1 = performance.now();
-      ourVersion = dataVersion(db);
-      // The next transaction: about SHARED_TXN_MS or ALONE_TXN_MS of work at this rate.
-      const perEvent = Math.max((t1 - t0) / writes.length, 1e-3);
-      target.txnSize = shared
-        ? Math.round(Math.min(batchSize, Math.max(50, SHARED_TXN_MS / perEvent)))
-        : Math.round(Math.min(maxTxn, Math.max(batchSize, ALONE_TXN_MS / perEvent)));
-      if (shared) await Bun.sleep(Math.min(SHARED_PAUSE_MAX_MS, Math.max(5, t1 - t0)));
-      return outcomes;
-    },
-  };
-  return target;
-}
-
-/** A Store (Postgres): its own batch writer, which other nodes' writes already share. */
-async function storeTarget(store: Store, opts: ImportOptions, batchSize: number): Promise<Target> {
-  const rules = writeRules(opts.config);
-  return {
-    admin: adminViewOf(await store.admin.entries()),
-    has: () => false, // a duplicate is found by the write itself
-    txnSize: batchSize,
-    async commit(writes) {
-      const outcomes = await store.writeBatch(writes, rules);
-      while (await store.purgeStep?.(PURGE_STEP_MS));
-      return outcomes;
-    },
-  };
-}
 
 /** `bunstr import`: JSON lines. */
-export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8Array>, opts: ImportOptions): Promise<ImportSummary> {
+export async function importEvents(into: BulkStore, input: AsyncIterable<Uint8Array>, opts: ImportOptions): Promise<ImportSummary> {
   const run = await startImport(into, opts);
   // A line longer than any frame the relay would decode is not an event it could have stored.
   const maxLine = Math.max(4 * opts.config.limits.max_message_bytes, 1 << 20);
@@ -191,7 +85,7 @@ export async function importEvents(into: Db | Store, input: AsyncIterable<Uint8A
 
 /** Events already parsed (sync, stream), in batches; their "line" is their place in the sequence, from 1. */
 export async function importParsed(
-  into: Db | Store,
+  into: BulkStore,
   batches: AsyncIterable<readonly unknown[]> | Iterable<readonly unknown[]>,
   opts: ImportOptions,
 ): Promise<ImportSummary> {
@@ -211,11 +105,12 @@ interface ImportRun {
   finish(): Promise<ImportSummary>;
 }
 
-async function startImport(into: Db | Store, opts: ImportOptions): Promise<ImportRun> {
+async function startImport(into: BulkStore, opts: ImportOptions): Promise<ImportRun> {
   const { config, verifier } = opts;
   const batchSize = opts.batchSize ?? 1000;
   const maxProblems = opts.maxProblems ?? 10;
-  const target = isSqliteDb(into) ? sqliteTarget(into, opts, batchSize) : await storeTarget(into, opts, batchSize);
+  const target = await into.writer({ rules: writeRules(config), batchSize, maxTxn: opts.maxTxn, onBusy: opts.onBusy });
+  const admin = adminViewOf(await target.adminEntries());
   const started = performance.now();
   const s: ImportSummary = { ...newCounts(), problems: [], bytes: 0, seconds: 0 };
   // The lowest-numbered failing lines (outcomes come in commit order, not line order).
@@ -243,7 +138,7 @@ async function startImport(into: Db | Store, opts: ImportOptions): Promise<Impor
     now: nowSeconds(),
     authed: new Set<string>(),
     relayUrl: config.info.relay_url,
-    admin: target.admin,
+    admin,
   };
   const src: Source = { policies: importPolicies, policy };
 
@@ -322,7 +217,7 @@ function inOrder(verifier: Verifier | undefined): AdmitContext["verifier"] {
  * time (all that wait, once finishing), one transaction after another; each resolves with its
  * outcome after its commit. A failed commit fails every write after it.
  */
-function transactions(target: Target, committed: () => void): AdmitContext["writer"] & { finishing(): void } {
+function transactions(target: BulkWriter, committed: () => void): AdmitContext["writer"] & { finishing(): void } {
   let waiting: { w: PendingWrite; resolve: (o: WriteOutcome) => void; reject: (err: unknown) => void }[] = [];
   let busy = false;
   let all = false;

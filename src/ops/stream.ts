@@ -7,7 +7,7 @@ import type { Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
 import type { Verifier } from "../verify/pool.ts";
-import type { Db } from "../store/sqlite/maintenance.ts";
+import type { BulkStore } from "../store/types.ts";
 import { addCounts, newCounts } from "../admit/outcome.ts";
 import { importParsed, type ImportCounts } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
@@ -64,11 +64,11 @@ export interface Streamer {
 export type Ingest = (events: NostrEvent[]) => Promise<ImportCounts & { problems: { reason: string }[] }>;
 
 /** The import pipeline into `db` (bunstr stream). */
-function importInto(db: Db, config: Config, verifier: Verifier | undefined): Ingest {
+export function importInto(db: BulkStore, config: Config, verifier: Verifier | undefined): Ingest {
   return (events) => importParsed(db, [events], { config, verifier, batchSize: 1000 });
 }
 
-export function streamFromRelay(db: Db, opts: StreamOptions): Streamer {
+export function streamFromRelay(db: BulkStore, opts: StreamOptions): Streamer {
   return followRelay(opts, importInto(db, opts.config, opts.verifier));
 }
 

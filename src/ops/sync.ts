@@ -10,8 +10,7 @@ import { NegentropyError, NegentropyStorage } from "../nips/nip77.ts";
 import { nowSeconds, type NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
-import { eventHeads, exportPager, tombstoneOf, type Db, type EventHead } from "../store/sqlite/maintenance.ts";
-import { runNegItems, StatementCache } from "../store/sqlite/query.ts";
+import type { BulkStore, EventHead } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
 import { parseExportFilter } from "./export.ts";
 import { importParsed, type ImportSummary } from "./import.ts";
@@ -87,19 +86,14 @@ export function parseSyncFilter(text: string | undefined, command: string): Filt
 }
 
 /** (created_at, id) of every local event matching the filter, hidden expired ones left out as the relay does. */
-function localItems(db: Db, filter: Filter, config: Config): NegentropyStorage {
-  const items = runNegItems(new StatementCache(db), {
-    filter,
-    max: Number.MAX_SAFE_INTEGER - 1,
-    maxSeq: Number.MAX_SAFE_INTEGER,
-    now: config.nips.nip40 ? nowSeconds() : 0,
-  });
+export async function localItems(db: BulkStore, filter: Filter, config: Config): Promise<NegentropyStorage> {
+  const items = await db.negItems(filter, config.nips.nip40 ? nowSeconds() : 0);
   return NegentropyStorage.fromPacked(items.timestamps, items.ids);
 }
 
 /** Local events by id, as stored. */
-function localEvents(db: Db, ids: string[]): string[] {
-  return exportPager(db, { ids, now: 0 })(0, Number.MAX_SAFE_INTEGER, ids.length).map((r) => r.json);
+export async function localEvents(db: BulkStore, ids: string[]): Promise<string[]> {
+  return (await db.exportPager({ ids, now: 0 })(0, Number.MAX_SAFE_INTEGER, ids.length)).map((r) => r.json);
 }
 
 type NegResult = { have: Set<string>; need: Set<string>; roundTrips: number } | { fallback: string; roundTrips: number };
@@ -156,13 +150,13 @@ function negotiate(relay: RelayClient, filter: Filter, storage: NegentropyStorag
   });
 }
 
-export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSummary> {
+export async function syncWithRelay(db: BulkStore, opts: SyncOptions): Promise<SyncSummary> {
   const started = performance.now();
   const { filter, direction } = opts;
   const down = direction !== "up";
   const up = direction !== "down";
   const progress = opts.onProgress ?? (() => {});
-  const storage = localItems(db, filter, opts.config);
+  const storage = await localItems(db, filter, opts.config);
   const s: SyncSummary = {
     method: "negentropy",
     local: storage.size,
@@ -211,7 +205,7 @@ export async function syncWithRelay(db: Db, opts: SyncOptions): Promise<SyncSumm
       have = [...neg.have];
       s.need = neg.need.size;
       // What a download may replace or delete here, to say so if it does.
-      if (up && down && neg.need.size > 0) heads = eventHeads(db, have);
+      if (up && down && neg.need.size > 0) heads = await db.eventHeads(have);
       if (down && neg.need.size > 0) {
         const need = [...neg.need];
         const downloads = (async function* () {
@@ -261,8 +255,8 @@ async function* fallbackPages(relay: RelayClient, filter: Filter, onPage: (n: nu
 }
 
 /** Why an event that was here at the reconciliation is not any more. */
-function goneReason(db: Db, id: string, head: EventHead | undefined): string {
-  const tombstone = tombstoneOf(db, id, head);
+async function goneReason(db: BulkStore, id: string, head: EventHead | undefined): Promise<string> {
+  const tombstone = await db.tombstoneOf(id, head);
   if (tombstone === "nip09") return "deleted by a deletion request (NIP-09)";
   if (tombstone === "nip62") return "erased by a request to vanish (NIP-62)";
   if (head && (isReplaceable(head.kind) || isAddressable(head.kind))) return "replaced by a newer version";
@@ -270,7 +264,7 @@ function goneReason(db: Db, id: string, head: EventHead | undefined): string {
 }
 
 async function upload(
-  db: Db,
+  db: BulkStore,
   relay: RelayClient,
   ids: string[],
   heads: Map<string, EventHead>,
@@ -279,11 +273,11 @@ async function upload(
 ): Promise<void> {
   for (let i = 0; i < ids.length; i += ID_CHUNK) {
     const chunk = ids.slice(i, i + ID_CHUNK);
-    const events = localEvents(db, chunk).map((j) => JSON.parse(j) as NostrEvent);
+    const events = (await localEvents(db, chunk)).map((j) => JSON.parse(j) as NostrEvent);
     const found = new Set(events.map((e) => e.id));
     for (const id of chunk)
       if (!found.has(id)) {
-        const why = goneReason(db, id, heads.get(id));
+        const why = await goneReason(db, id, heads.get(id));
         s.gone[why] = (s.gone[why] ?? 0) + 1;
       }
     let next = 0;

@@ -146,7 +146,7 @@ async function openNeg(
   if (typeof filters === "string") return fail(ctx, ws, subId, filters);
   const budget = queryBudget(ctx, s);
   if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
-  const remote = ctx.store.negentropyOpen !== undefined;
+  const remote = ctx.store.negentropy;
   // The main thread's part (with a store that keeps no sessions, building the index and the
   // replies too) is paid for from the address's negentropy allowance.
   if (!hasNegTime(ctx, s)) {
@@ -184,7 +184,7 @@ async function openNeg(
     // The store keeps the session beside its items; NEG-MSGs become reads in its queue.
     let opened: NegSessionHandle;
     try {
-      opened = await ctx.store.negentropyOpen!(job, hexBytes(message), FRAME_LIMIT, budget);
+      opened = await remote.open(job, hexBytes(message), FRAME_LIMIT, budget);
     } catch (err) {
       return dropped(ctx, ws, subId, session, superseded) ? undefined : fail(ctx, ws, subId, readFailure(err, "negentropy query"));
     }

@@ -275,7 +275,7 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
   });
   // A store that names every change lets memory answer (relay/answers/); one with other nodes
   // writing (Postgres) does not.
-  store.watchChanges?.(ctx.answers.changes);
+  store.changes?.watch(ctx.answers.changes);
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
@@ -458,7 +458,7 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
       tally(live.perIp, ws.data.group, -1);
       closeAllSubscriptions(ctx, ws);
       for (const subId of [...ws.data.neg.keys()]) closeNeg(ctx, ws, subId);
-      ctx.store.cancelReads?.(ws.data);
+      ctx.store.cancelReads(ws.data);
     },
   };
 }

@@ -173,7 +173,7 @@ export class WriterQueue {
     /** A number: the bound over all senders, without a share per group. */
     bounds: number | (() => QueueBounds) = MAX_QUEUED_CHARS,
   ) {
-    this.maxInFlight = store.writePipeline ?? Infinity;
+    this.maxInFlight = store.writePipeline;
     this.bounds = typeof bounds === "number" ? () => ({ maxChars: bounds, maxGroupChars: 0 }) : bounds;
     if (store.purgeStep) {
       store.onPurge = () => this.purgeSoon();

@@ -66,20 +66,20 @@ export interface AdminLogEntry {
 
 /** Where NIP-86 admin state lives: the same database as the events. */
 export interface AdminStore {
-  entries(): AdminEntry[] | Promise<AdminEntry[]>;
-  put(e: AdminEntry): void | Promise<void>;
-  remove(list: string, key: string): void | Promise<void>;
+  entries(): Promise<AdminEntry[]>;
+  put(e: AdminEntry): Promise<void>;
+  remove(list: string, key: string): Promise<void>;
   /** Records a NIP-98 token id until `expires`; false if it was used before (a replay). */
-  useToken(id: string, expires: number, now: number): boolean | Promise<boolean>;
-  log(e: AdminLogEntry): void | Promise<void>;
-  recentLog(limit: number): AdminLogEntry[] | Promise<AdminLogEntry[]>;
+  useToken(id: string, expires: number, now: number): Promise<boolean>;
+  log(e: AdminLogEntry): Promise<void>;
+  recentLog(limit: number): Promise<AdminLogEntry[]>;
   /** Deletes a stored event (banevent); false if it was not stored. */
-  deleteEvent(id: string): boolean | Promise<boolean>;
+  deleteEvent(id: string): Promise<boolean>;
   /**
    * Deletes every stored event of an author (banpubkey): a big one in steps (Store.purgeStep),
    * after the call returns; how many were deleted at once.
    */
-  deleteAuthor(pubkey: string): number | Promise<number>;
+  deleteAuthor(pubkey: string): Promise<number>;
 }
 
 /**
@@ -94,7 +94,7 @@ export interface CommitFeed {
    */
   committed(event: NostrEvent, json: string): void;
   /**
-   * A write batch's events have all been told (stores that name their deletions, watchChanges:
+   * A write batch's events have all been told (stores that name their deletions, Store.changes:
    * the deletions told for that batch are past).
    */
   batchEnd(): void;
@@ -104,7 +104,7 @@ export interface CommitFeed {
   ephemeral(event: NostrEvent, json: string): void;
 }
 
-/** Opaque to the relay: what Store.stateMark took. */
+/** Opaque to the relay: what Store.changes.mark took. */
 export interface StateMark {
   readonly calls: number;
   readonly version: number;
@@ -130,23 +130,40 @@ export interface ChangeWatch {
   unknown(maxCreatedAt: number, batch: boolean): void;
 }
 
-export interface Store {
-  readonly admin: AdminStore;
-  /**
-   * Stores that can name every change: `watch` is told each from now on (and unknown() at once,
-   * with the newest stored created_at). Without it the relay answers every REQ from the store.
-   */
-  watchChanges?(watch: ChangeWatch): void;
+/**
+ * A store that can name every change (SQLite): what lets the relay answer REQs from memory
+ * (relay/ring-answer.ts, replaceable-answer.ts, tag-answer.ts). Without it every REQ is read.
+ */
+export interface StoreChanges {
+  /** `watch` is told each change from now on (and unknown() at once, with the newest stored created_at). */
+  watch(watch: ChangeWatch): void;
   /** False while the store cannot vouch that all changes were told (it is asking its writer). */
-  changesKnown?(): boolean;
+  known(): boolean;
   /**
    * A mark of the stored state for `unchangedSince`, or undefined when a write may be under way
    * (a call to the writer not answered yet). Taken before a read, checked after it: a read that
    * nothing was committed during saw one state of the store (relay/answers/replaceable.ts).
    */
-  stateMark?(): StateMark | undefined;
+  mark(): StateMark | undefined;
   /** Nothing was committed since the mark, by this process or another, and no write is under way. */
-  unchangedSince?(mark: StateMark): boolean;
+  unchangedSince(mark: StateMark): boolean;
+}
+
+/**
+ * NIP-77 sessions kept by the store, beside the data (SQLite: in the reader worker that read the
+ * items). Stores without them: the relay builds sessions from negentropyItems on its own thread.
+ */
+export interface NegentropySessions {
+  /** Reads the items and answers the initial message. */
+  open(job: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle>;
+}
+
+export interface Store {
+  readonly admin: AdminStore;
+  /** Capability: every change named (SQLite); absent, the relay answers every REQ from the store. */
+  readonly changes?: StoreChanges;
+  /** Capability: NIP-77 sessions kept beside the data (SQLite). */
+  readonly negentropy?: NegentropySessions;
   /** Tells `feed` what is committed from now on (CommitFeed); the relay subscribes once. */
   subscribe(feed: CommitFeed): void;
   /** Stores that several nodes write to also carry this node's ephemeral events to the other nodes' subscribers. */
@@ -158,17 +175,18 @@ export interface Store {
    * when the exact answer would wait behind writes in flight. Such an event is verified and
    * goes to the writer, whose write finds it stored and answers it as has would have: a
    * duplicate, also a request to vanish, whose vanish-only write and tombstone come before the
-   * insert (sqlite/write.ts writeOne). Unset: has.
+   * insert (store/write-steps.ts). A store without writes in flight to wait for: has.
    */
-  hasNow?(id: string): boolean | Promise<boolean>;
+  hasNow(id: string): boolean | Promise<boolean>;
   /** Commits a batch atomically; one outcome per write, in order. */
-  writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]>;
+  writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]>;
   /**
    * How many batches the writer queue may have handed over and not yet answered (a writer
    * thread that answers in order: one commits while the next gathers, so batches grow with the
-   * load). Unset: no bound, every tick's events start a batch of their own (Postgres: the pool).
+   * load). Infinity: no bound, every tick's events start a batch of their own (Postgres: the
+   * pool; SQLite without a writer thread).
    */
-  readonly writePipeline?: number;
+  readonly writePipeline: number;
   /**
    * Stored events matching the job, serialized, newest first, in batches of bounded size. The
    * read advances only as the caller asks for the next batch (so a caller waiting for a slow
@@ -181,18 +199,12 @@ export interface Store {
   /** NIP-77: (created_at, id) of the events matching a filter. */
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems>;
   /**
-   * NIP-77 sessions kept by the store, beside the data (SQLite: in the reader worker that read
-   * the items), answering the initial message. Stores without it: the relay builds sessions
-   * from negentropyItems on its own thread.
-   */
-  negentropyOpen?(job: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle>;
-  /**
    * Deletions too big for one write transaction (a request to vanish of a big key, a ban),
    * recorded by the write that asked for them and carried out in steps: runs about `budgetMs`
    * of them, in a transaction of its own; true if some remain. The writer queue calls it between
    * batches (store/queue.ts), so other clients' writes and reads go on meanwhile.
    */
-  purgeStep?(budgetMs: number): boolean | Promise<boolean>;
+  purgeStep?(budgetMs: number): Promise<boolean>;
   /** Set by the writer queue: the store calls it when it records new purge work. */
   onPurge?: () => void;
   /**
@@ -204,16 +216,16 @@ export interface Store {
    * NIP-40: deletes expired events; returns how many. SQLite deletes for a few ms here and the
    * rest in purge steps (onPurge), between batches.
    */
-  sweepExpired(now: number): number | Promise<number>;
-  /** Forgets the waiting reads of an owner (a connection) that went away. */
-  cancelReads?(owner: object): void;
+  sweepExpired(now: number): Promise<number>;
+  /** Forgets the waiting reads of an owner (a connection) that went away (a store without a read queue: nothing). */
+  cancelReads(owner: object): void;
   /**
    * Resolves once the store's worker threads have opened their database connections: the relay
    * listens only then, so a flood of connections cannot take the descriptors they need.
    */
-  ready?(): Promise<void>;
+  ready(): Promise<void>;
   /** Bytes the database takes on disk (for status and metrics). */
-  sizeBytes(): number | Promise<number>;
+  sizeBytes(): Promise<number>;
   /** The highest committed seq: a request's snapshot point. */
   lastSeq(): number;
   close(): Promise<void>;
@@ -330,4 +342,122 @@ export async function allRows(batches: AsyncIterable<string[]>): Promise<string[
   const rows: string[] = [];
   for await (const batch of batches) for (const json of batch) rows.push(json);
   return rows;
+}
+
+// ---- The operator commands (ops/): bulk reads and writes, on either backend ----------------
+
+/** What an export keeps; lists are matched by the store, tag and search conditions by the caller. */
+export interface ExportScope {
+  since?: number;
+  until?: number;
+  kinds?: number[];
+  authors?: string[];
+  ids?: string[];
+  /** Leave out events expired at this time (NIP-40), as the relay hides them; 0 = keep them. */
+  now: number;
+}
+
+export interface ExportRow {
+  seq: number;
+  json: string;
+}
+
+/** What sync keeps of an event it is about to upload, to say later why it was gone. */
+export interface EventHead {
+  readonly kind: number;
+  readonly pubkey: string;
+  readonly created_at: number;
+  /** The d tag of an addressable event ("" otherwise). */
+  readonly d: string;
+}
+
+/** `bunstr stats`: counts, each from an index, and sizes. */
+export interface StoreStats {
+  events: number;
+  authors: number;
+  kinds: { kind: number; count: number }[];
+  distinctKinds: number;
+  oldest: number | null;
+  newest: number | null;
+  tagRows: number;
+  deletedIds: number;
+  deletedAddresses: number;
+  vanished: number;
+  expiring: number;
+  schemaVersion: number;
+  /** Bytes on disk: the SQLite file (Postgres: the database) and SQLite's WAL (Postgres: 0). */
+  fileBytes: number;
+  walBytes: number;
+  /** Bytes `compact` returns (SQLite's free pages; Postgres: unknown, null). */
+  freeBytes: number | null;
+}
+
+export interface BackupResult {
+  file: string;
+  bytes: number;
+  events: number;
+  seconds: number;
+}
+
+export interface CompactResult {
+  /** Bytes on disk before and after: the file and its WAL (Postgres: the database, 0). */
+  before: { file: number; wal: number };
+  after: { file: number; wal: number };
+  /** SQLite: pages returned; Postgres: 0. */
+  freePagesBefore: number;
+  /** SQLite: the WAL could not be emptied (a reader held it). */
+  checkpointBusy: boolean;
+  seconds: number;
+  /** How long each phase held the database (vacuum, checkpoint, optimize; Postgres: vacuum). */
+  phases: Record<string, number>;
+}
+
+/** Shows progress while `file` grows towards `expectedBytes`; the returned function stops it. */
+export type GrowthWatch = (file: string, expectedBytes: number) => Promise<() => void>;
+
+export interface BulkWriterOptions {
+  rules: WriteRules;
+  /** Events per transaction while another process writes (SQLite), or always (Postgres). */
+  batchSize: number;
+  /** Most events per transaction when no other process writes (SQLite). */
+  maxTxn?: number;
+  /** Once, the first time the database stays locked past busy_timeout (SQLite). */
+  onBusy?: () => void;
+}
+
+/** Where an import writes: transactions it sizes itself, with the purges they record carried out. */
+export interface BulkWriter {
+  /** The admin state the import's policies see. */
+  adminEntries(): Promise<AdminEntry[]>;
+  /** Already stored? (cheaper than a signature check); a store without a fast answer says false. */
+  has(id: string): boolean;
+  /** Commits one transaction; the outcomes in order. */
+  commit(writes: PendingWrite[]): Promise<WriteOutcome[]>;
+  /** Events in the next transaction. */
+  readonly txnSize: number;
+}
+
+/**
+ * The operator commands' view of a database (import, export, sync, stream, stats, backup,
+ * compact): SQLite's file (store/sqlite/bulk.ts) or Postgres (store/postgres/bulk.ts). Reads are
+ * short, each its own statement, so a relay running on the same database is never held up.
+ */
+export interface BulkStore {
+  /** Lowest and highest committed seq: an export covers what was committed when it started. */
+  seqRange(): Promise<{ min: number; max: number }>;
+  /** Pages in commit order: `page(after, upTo, limit)` is up to `limit` events with after < seq <= upTo. */
+  exportPager(scope: ExportScope): (after: number, upTo: number, limit: number) => Promise<ExportRow[]>;
+  /** (created_at, id) of every event matching the filter (NIP-77), expired ones at `now` left out (0: none). */
+  negItems(filter: Filter, now: number): Promise<NegItems>;
+  /** id -> kind, pubkey, created_at and d of the stored events among `ids`. */
+  eventHeads(ids: string[]): Promise<Map<string, EventHead>>;
+  /** Why an event is no longer stored, as far as the tombstones tell. */
+  tombstoneOf(id: string, head: EventHead | undefined): Promise<"nip09" | "nip62" | undefined>;
+  writer(opts: BulkWriterOptions): Promise<BulkWriter>;
+  stats(topKinds: number): Promise<StoreStats>;
+  /** A consistent copy at `dest`, never half-written there. The caller has checked `dest`. */
+  backup(dest: string, watch?: GrowthWatch): Promise<BackupResult>;
+  /** Returns the space of deleted events and refreshes the planner's statistics. */
+  compact(watch?: GrowthWatch): Promise<CompactResult>;
+  close(): Promise<void>;
 }

@@ -80,7 +80,7 @@ test("40 seeded batches: the same outcomes and the same stored set as the SQLite
     carriedOut += want.filter((w) => w.includes("the request to vanish was carried out")).length;
   }
   // Deletions left to steps (none this small, but the stored sets are compared after them).
-  while (sqlite.purgeStep(5));
+  while (await sqlite.purgeStep(5));
   while (await pg.purgeStep(5));
   const job = { filters: [{}], limits: [100_000], maxSeq: Number.MAX_SAFE_INTEGER, now: 0 };
   const sqliteIds = (await allRows(sqlite.query({ ...job, maxSeq: sqlite.lastSeq() }))).map((j) => j.slice(7, 71)).sort();
@@ -175,7 +175,7 @@ test("gift wraps deleted by their recipients or authors, deletions of deletions,
     expect((await pg.writeBatch(batch, RULES)).map(describeOutcome)).toEqual(want);
     seen.push(...want);
   }
-  while (sqlite.purgeStep(5));
+  while (await sqlite.purgeStep(5));
   while (await pg.purgeStep(5));
   const authors = [...people, ...wrappers].map((sk) => getPublicKey(sk));
   const job = { filters: [{ authors }], limits: [100_000], maxSeq: Number.MAX_SAFE_INTEGER, now: 0 };

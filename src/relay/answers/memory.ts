@@ -5,8 +5,8 @@
 // Each stays the store's answer through what the store tells: every event it commits, in commit
 // order (stored, from the relay's commit feed: relay/read/live.ts), and every event it deletes,
 // or that it cannot name them (changes: store/types.ts ChangeWatch). While the store cannot
-// vouch that it told every change (Store.changesKnown), memory answers nothing; a store without
-// watchChanges (Postgres: other nodes write) never lets it.
+// vouch that it told every change (Store.changes.known), memory answers nothing; a store without
+// the `changes` capability (Postgres: other nodes write) never lets it.
 import type { NostrEvent } from "../../protocol/event.ts";
 import type { CompiledFilter } from "../../protocol/filter.ts";
 import type { ChangeWatch, StateMark, Store } from "../../store/types.ts";
@@ -35,14 +35,14 @@ export interface MemoryAnswer {
   from: MemorySource;
 }
 
-/** A stored read whose answer memory would keep (keep), and the store's state before it (Store.stateMark). */
+/** A stored read whose answer memory would keep (keep), and the store's state before it (Store.changes.mark). */
 export interface Keeping {
   into: Exclude<MemorySource, "ring">;
   mark: StateMark;
 }
 
 /** What memory asks of the store: whether it told every change, and whether anything was committed during a read. */
-export type StoreState = Pick<Store, "changesKnown" | "stateMark" | "unchangedSince">;
+export type StoreState = Pick<Store, "changes">;
 
 export class MemoryAnswers {
   /** The feeds the ring answers alone: an index of its slots. */
@@ -97,7 +97,7 @@ export class MemoryAnswers {
    * anonymous readers (tag.ts).
    */
   answer(q: MemoryQuery): MemoryAnswer | undefined {
-    if (!this.store.changesKnown?.()) return undefined;
+    if (!this.store.changes?.known()) return undefined;
     const { f, limit, now, restricted } = q;
     const ring = this.feeds.answer(f, limit, now, restricted);
     if (ring) return { events: ring, from: "ring" };
@@ -113,8 +113,9 @@ export class MemoryAnswers {
    * works does not count as an ask (keep.ts SecondAsk).
    */
   keeping(q: MemoryQuery): Keeping | undefined {
-    if (!this.store.changesKnown?.()) return undefined;
-    const mark = this.store.stateMark?.();
+    const changes = this.store.changes;
+    if (!changes?.known()) return undefined;
+    const mark = changes.mark();
     const into = mark && this.wants(q);
     return into && mark && { into, mark };
   }
@@ -124,7 +125,8 @@ export class MemoryAnswers {
    * EVENT frames, newest first, each `prefix` characters before the event's JSON and "]" after.
    */
   keep(q: MemoryQuery, k: Keeping, frames: readonly string[], prefix: number): void {
-    if (!this.store.unchangedSince!(k.mark) || !this.store.changesKnown!()) return;
+    const changes = this.store.changes;
+    if (!changes?.unchangedSince(k.mark) || !changes.known()) return;
     const jsons = frames.map((frame) => frame.slice(prefix, -1));
     if (k.into === "replaceable") this.replaceables.fill(q.f, jsons, q.now);
     else this.tags.fill(q.f, q.limit, jsons, q.restricted);

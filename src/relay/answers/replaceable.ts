@@ -8,7 +8,7 @@
 //   outdated one is refused and never fanned out; one its own batch deleted is not passed here:
 //   FeedIndex.add). Fanout follows the store's commit order.
 // - A stored read (relay/read/stored.ts): a REQ the entries could not answer, read through a reader,
-//   fills them when nothing was committed while it ran (`Store.stateMark`: our writer had no call
+//   fills them when nothing was committed while it ran (`Store.changes.mark`: our writer had no call
 //   in flight and no other connection committed), so the answer is one state of the store. An
 //   answer without a pair's event says the store holds none (null).
 // - Deletions the store names drop the entry of the deleted event; what it cannot name (another

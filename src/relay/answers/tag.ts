@@ -5,7 +5,7 @@
 // repeat an earlier REQ within 5,000 (bench/RESULTS.md).
 //
 // Why a kept answer stays the store's:
-// - It is taken from a stored read that nothing was committed during (Store.stateMark), of an
+// - It is taken from a stored read that nothing was committed during (Store.changes.mark), of an
 //   anonymous connection (the answer restricted kinds are hidden from), and it holds the newest
 //   `limit` events with the tag value, or all of them when fewer. (The filter's second such
 //   read, relay/answers/keep.ts SecondAsk: most filters are asked once.)

@@ -138,6 +138,14 @@ export class PostgresStore implements Store {
     return isStored(this.sql, id);
   }
 
+  /** Nothing to wait behind here: the database serializes the writes. */
+  hasNow(id: string): Promise<boolean> {
+    return this.has(id);
+  }
+
+  /** No bound: every tick's events start a batch of their own, on the pool. */
+  readonly writePipeline = Number.POSITIVE_INFINITY;
+
   async writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]> {
     let result;
     try {
@@ -308,6 +316,11 @@ export class PostgresStore implements Store {
       if (n === 0) return swept;
     }
   }
+
+  /** No reader workers to wait for, no read queue to forget. */
+  async ready(): Promise<void> {}
+
+  cancelReads(_owner: object): void {}
 
   async sizeBytes(): Promise<number> {
     const [row] = await this.sql`SELECT pg_database_size(current_database())::float8 AS b`;

@@ -6,12 +6,13 @@ import type { SQL } from "bun";
 import { deletionTargets, DELETION_KIND, type Address } from "../../nips/nip09.ts";
 import { expirationOf } from "../../nips/nip40.ts";
 import { tokens, searchableText } from "../../nips/nip50.ts";
-import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
+import { VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable } from "../../protocol/kinds.ts";
 import { addressOf, deletionOf, GIFT_WRAP, giftWrapRecipients, OUTDATED, replacement, tombstoneRefusal } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
+import { indexedTag, runStepsAsync, writeSteps } from "../write-steps.ts";
 import { pgSafe, pgText } from "./text.ts";
 
 type Tx = SQL;
@@ -21,7 +22,6 @@ export async function isStored(q: Tx, id: string): Promise<boolean> {
   return (await q`SELECT 1 FROM events WHERE id = decode(${id}, 'hex')`).length > 0;
 }
 
-const SINGLE_LETTER = /^[a-zA-Z]$/;
 /** Tag values Postgres text cannot hold are not indexed (the event is still stored; postgres/text.ts). */
 const indexable = pgSafe;
 /** A tsvector lexeme is at most 2,047 bytes. */
@@ -130,13 +130,14 @@ interface Version {
 
 const indexedTags = (e: NostrEvent): [string, string][] => {
   const tags: [string, string][] = [];
-  for (const t of e.tags)
-    if (t[0] !== undefined && t[1] !== undefined && SINGLE_LETTER.test(t[0]) && indexable(t[1])) tags.push([t[0], t[1]]);
+  for (const t of e.tags) if (indexedTag(t) && indexable(t[1])) tags.push([t[0], t[1]]);
   return tags;
 };
 
 /**
- * A run (the batch indexes in `run`), in a handful of statements whatever its length: one finds
+ * A run (the batch indexes in `run`): the steps of store/write-steps.ts that apply to its events
+ * (tombstoned, versions, replace, insert), each taken for the whole run at once, in a handful of
+ * statements whatever its length: one finds
  * the tombstoned events, one reads the stored versions of the run's addresses, one deletes the
  * versions the run replaces, one inserts events and tags. Versions of one address within the run
  * are settled here in order, as one by one: each newer one replaces the one before (which was
@@ -270,31 +271,35 @@ async function insertEvents(tx: Tx, items: { w: PendingWrite; seq: number; d: st
   return new Set(inserted.map((r: { seq: string }) => Number(r.seq)));
 }
 
-/** Deletions, requests to vanish and gift wraps (regular kinds, no address; see `runs`), one by one. */
-async function writeOne(
-  tx: Tx,
-  { event: e, json, vanishOnly }: PendingWrite,
-  seq: number,
-  rules: WriteRules,
-  purges: BatchPurges,
-): Promise<WriteOutcome> {
-  // A stored request to vanish is a duplicate first, as in sqlite/write.ts writeOne (here the
-  // same request sent twice in flight): carried out again it would delete the kept one.
-  if (e.kind === VANISH_KIND && (await isStored(tx, e.id))) return { stored: false, duplicate: true };
-  if (vanishOnly !== undefined) {
-    // Refused for the sender's standing, carried out anyway (NIP-62), never stored; its seq stays unused.
-    if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
-    if (!(await applyVanish(tx, e, null, seq))) purges.left = true;
-    return refused({ prefix: vanishOnly.prefix, message: vanishOnly.message + VANISH_CARRIED_OUT });
-  }
-  const gone = await tombstoned(tx, e);
-  if (gone) return refused(gone);
-  if (!(await insertEvents(tx, [{ w: { event: e, json }, seq, d: null }], rules)).has(seq)) return { stored: false, duplicate: true };
-  if (e.kind === VANISH_KIND && rules.vanish && !(await applyVanish(tx, e, seq, seq))) purges.left = true;
-  const purge = e.kind === DELETION_KIND && rules.deletion ? await applyDeletion(tx, e, seq) : undefined;
-  if (purge === undefined) return { stored: true, seq };
-  purges.left = true;
-  return { stored: true, seq, purge };
+/**
+ * Deletions, requests to vanish and gift wraps (regular kinds, no address; see `runs`), one by
+ * one, in the steps and order of store/write-steps.ts, each answered here in SQL. A stored request
+ * to vanish (here the same request sent twice in flight) is a duplicate first: carried out again
+ * it would delete the kept one. A vanish-only write's seq stays unused.
+ */
+async function writeOne(tx: Tx, w: PendingWrite, seq: number, rules: WriteRules, purges: BatchPurges): Promise<WriteOutcome> {
+  const e = w.event;
+  return runStepsAsync(writeSteps(w, rules), async (s) => {
+    switch (s.step) {
+      case "stored":
+        return isStored(tx, e.id);
+      case "vanish":
+        if (!(await applyVanish(tx, e, s.keep, seq))) purges.left = true;
+        return;
+      case "tombstoned":
+        return tombstoned(tx, e);
+      case "versions":
+      case "replace":
+        throw new Error("replaceable and addressable events are written in runs (writeRun)");
+      case "insert":
+        return (await insertEvents(tx, [{ w, seq, d: null }], rules)).has(seq) ? seq : undefined;
+      case "delete": {
+        const purge = await applyDeletion(tx, e, s.seq);
+        if (purge !== undefined) purges.left = true;
+        return purge;
+      }
+    }
+  });
 }
 
 /** Why an event may not (re)enter (semantics.ts tombstoneRefusal): the tombstones of its author and, for a gift wrap, its recipients. */

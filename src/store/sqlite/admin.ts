@@ -1,14 +1,16 @@
 // NIP-86 admin state in the relay's own database: one keyed table of lists, the NIP-98 tokens
 // already used, and the log of admin calls. Small and rare writes: plain statements on the
-// writer connection, each its own transaction. With a writer thread (ThreadAdmin) the writes are
-// calls to it, between two batches, and the lists are read on this thread's connection.
+// writer connection, each its own transaction (SqliteAdmin, where the writer is). The Store's
+// AdminStore: with a writer thread (ThreadAdmin) the writes are calls to it, between two
+// batches, and the lists are read on this thread's connection; without one (InlineAdmin), the
+// writer's SqliteAdmin behind the same promises.
 import type { Database } from "bun:sqlite";
 import type { AdminEntry, AdminLogEntry, AdminStore } from "../types.ts";
 import type { SqliteWriter } from "./write.ts";
 import type { WriterThread } from "./writer-thread.ts";
 
-/** What both kinds of admin state read, on the connection of this thread. */
-abstract class AdminReads {
+/** What the admin state reads, on the connection of this thread. */
+class AdminReads {
   private readonly all;
   private readonly recent;
 
@@ -40,7 +42,8 @@ function adminWrites(db: Database) {
   };
 }
 
-export class SqliteAdmin extends AdminReads implements AdminStore {
+/** The admin state on the writer's connection, answering at once (the writer thread's, an import's, InlineAdmin's). */
+export class SqliteAdmin extends AdminReads {
   private readonly st: ReturnType<typeof adminWrites>;
 
   constructor(
@@ -78,12 +81,22 @@ export class SqliteAdmin extends AdminReads implements AdminStore {
 }
 
 /** The admin state when the writer connection is in the writer thread (store/sqlite/writer-worker.ts). */
-export class ThreadAdmin extends AdminReads implements AdminStore {
+export class ThreadAdmin implements AdminStore {
+  private readonly reads: AdminReads;
+
   constructor(
     db: Database,
     private readonly thread: WriterThread,
   ) {
-    super(db);
+    this.reads = new AdminReads(db);
+  }
+
+  async entries(): Promise<AdminEntry[]> {
+    return this.reads.entries();
+  }
+
+  async recentLog(limit: number): Promise<AdminLogEntry[]> {
+    return this.reads.recentLog(limit);
   }
 
   put(e: AdminEntry): Promise<void> {
@@ -108,5 +121,42 @@ export class ThreadAdmin extends AdminReads implements AdminStore {
 
   deleteAuthor(pubkey: string): Promise<number> {
     return this.thread.admin("deleteAuthor", pubkey);
+  }
+}
+
+/** The admin state when the writer is on this thread (an in-memory database, tools): SqliteAdmin behind AdminStore's promises. */
+export class InlineAdmin implements AdminStore {
+  constructor(private readonly a: SqliteAdmin) {}
+
+  async entries(): Promise<AdminEntry[]> {
+    return this.a.entries();
+  }
+
+  async recentLog(limit: number): Promise<AdminLogEntry[]> {
+    return this.a.recentLog(limit);
+  }
+
+  async put(e: AdminEntry): Promise<void> {
+    this.a.put(e);
+  }
+
+  async remove(list: string, key: string): Promise<void> {
+    this.a.remove(list, key);
+  }
+
+  async useToken(id: string, expires: number, now: number): Promise<boolean> {
+    return this.a.useToken(id, expires, now);
+  }
+
+  async log(e: AdminLogEntry): Promise<void> {
+    this.a.log(e);
+  }
+
+  async deleteEvent(id: string): Promise<boolean> {
+    return this.a.deleteEvent(id);
+  }
+
+  async deleteAuthor(pubkey: string): Promise<number> {
+    return this.a.deleteAuthor(pubkey);
   }
 }

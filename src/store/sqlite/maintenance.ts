@@ -3,6 +3,7 @@
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { isAddressable } from "../../protocol/kinds.ts";
+import type { EventHead, ExportRow, ExportScope, StoreStats } from "../types.ts";
 import { type EventColumns, eventColsSql, openDatabase, rowJson } from "./db.ts";
 
 /** A connection, for the operator commands to hand back to the functions here. */
@@ -72,22 +73,6 @@ export function tuneForBulkWrites(db: Database): void {
 
 // ---- export -------------------------------------------------------------------------------
 
-/** What an export keeps; lists are matched in SQL, tag and search conditions by the caller. */
-export interface ExportScope {
-  since?: number;
-  until?: number;
-  kinds?: number[];
-  authors?: string[];
-  ids?: string[];
-  /** Leave out events expired at this time (NIP-40), as the relay hides them; 0 = keep them. */
-  now: number;
-}
-
-interface ExportRow {
-  seq: number;
-  json: string;
-}
-
 /** Highest and lowest committed seq: an export covers what was committed when it started. */
 export function seqRange(db: Database): { min: number; max: number } {
   const r = db.query("SELECT coalesce(min(seq), 0) AS min, coalesce(max(seq), 0) AS max FROM events").get() as { min: number; max: number };
@@ -116,15 +101,6 @@ export function exportPager(db: Database, scope: ExportScope): (after: number, u
   const st = db.prepare(`SELECT events.seq, ${eventColsSql("events")} FROM events WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?3`);
   // The accepted bytes put back as a REQ's rows are (query.ts): one reassembly for both.
   return (after, upTo, limit) => (st.values(after, upTo, limit, ...params) as EventColumns[]).map((r) => ({ seq: r[0], json: rowJson(r) }));
-}
-
-/** What sync keeps of an event it is about to upload, to say later why it was gone. */
-export interface EventHead {
-  readonly kind: number;
-  readonly pubkey: string;
-  readonly created_at: number;
-  /** The d tag of an addressable event ("" otherwise). */
-  readonly d: string;
 }
 
 /** id -> kind, pubkey, created_at and d of the stored events among `ids` (any number of ids). */
@@ -204,26 +180,8 @@ export function compactDatabase(db: Database, phase: (name: "vacuum" | "checkpoi
 
 // ---- stats ----------------------------------------------------------------------------------
 
-interface StoreStats {
-  events: number;
-  authors: number;
-  kinds: { kind: number; count: number }[];
-  distinctKinds: number;
-  oldest: number | null;
-  newest: number | null;
-  tagRows: number;
-  deletedIds: number;
-  deletedAddresses: number;
-  vanished: number;
-  expiring: number;
-  schemaVersion: number;
-  pageSize: number;
-  pageCount: number;
-  freePages: number;
-}
-
-/** Counts for `bunstr stats`, each from an index (a few hundred ms per million events). */
-export function storeStats(db: Database, topKinds = 10): StoreStats {
+/** Counts for `bunstr stats`, each from an index (a few hundred ms per million events); sizes are bulk.ts's. */
+export function storeCounts(db: Database, topKinds = 10): Omit<StoreStats, "fileBytes" | "walBytes" | "freeBytes"> {
   const one = <T>(sql: string) => Object.values(db.query(sql).get() as Record<string, T>)[0] as T;
   const byKind = db.query("SELECT kind, count(*) AS count FROM events GROUP BY kind ORDER BY count DESC, kind").all() as {
     kind: number;
@@ -242,6 +200,5 @@ export function storeStats(db: Database, topKinds = 10): StoreStats {
     vanished: one<number>("SELECT count(*) FROM vanished"),
     expiring: one<number>("SELECT count(*) FROM events WHERE expiration IS NOT NULL"),
     schemaVersion: one<number>("PRAGMA user_version"),
-    ...pageCounts(db),
   };
 }

@@ -5,31 +5,33 @@
 // duplicate check, admin lists, sizes).
 import type { Database } from "bun:sqlite";
 import { toHex } from "../../nips/nip77-wire.ts";
-import { SqliteAdmin } from "./admin.ts";
+import { InlineAdmin, SqliteAdmin, ThreadAdmin } from "./admin.ts";
 import { Checkpointer, SOLO_AUTOCHECKPOINT } from "./checkpointer.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { countJob, negJob, queryFrames, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegAnswer, type NegMsgJob, type NegOpenJob } from "./neg-sessions.ts";
 import type {
+  AdminStore,
   ChangeWatch,
   CommitFeed,
   CountJob,
   NegItems,
   NegJob,
   NegSessionHandle,
+  NegentropySessions,
   PendingWrite,
   QueryJob,
   ReadContext,
   RowBatch,
   StateMark,
   Store,
+  StoreChanges,
   WriteOutcome,
   WriteRules,
 } from "../types.ts";
 import { ReaderPool, type ReadKind } from "./readers.ts";
 import { SqliteWriter, type Changes } from "./write.ts";
 import { WriterThread } from "./writer-thread.ts";
-import { ThreadAdmin } from "./admin.ts";
 
 interface SqliteStoreOptions {
   /** Absolute file path, or ":memory:". */
@@ -47,7 +49,7 @@ const VERSION_CHECK_MS = 10;
 
 export class SqliteStore implements Store {
   readonly db: Database;
-  readonly admin: SqliteAdmin | ThreadAdmin;
+  readonly admin: AdminStore;
   /** The writer on this thread, or */
   private readonly writer?: SqliteWriter;
   /** the writer thread, and the thread that checkpoints its WAL. */
@@ -55,7 +57,7 @@ export class SqliteStore implements Store {
   private readonly checkpointer?: Checkpointer;
   private readonly hasId;
   /** Batches the writer queue may have in flight: one committing while the next gathers. */
-  readonly writePipeline?: number;
+  readonly writePipeline: number = Infinity;
   private readonly readers?: ReaderPool;
   private readonly inline?: StatementCache;
   private readonly dataVersion;
@@ -103,7 +105,7 @@ export class SqliteStore implements Store {
       this.writePipeline = 1;
     } else {
       this.writer = new SqliteWriter(this.db);
-      this.admin = new SqliteAdmin(this.db, this.writer);
+      this.admin = new InlineAdmin(new SqliteAdmin(this.db, this.writer));
     }
     this.hasId = this.db.prepare("SELECT 1 FROM events WHERE id = unhex(?)");
     this.dataVersion = this.db.prepare("PRAGMA data_version");
@@ -139,20 +141,20 @@ export class SqliteStore implements Store {
     this.feed = feed;
   }
 
-  writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] | Promise<WriteOutcome[]> {
+  writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]> {
     // The writer thread's answer moves the snapshot seq (writer-thread.ts outcomes); the feed is
     // told in the continuation of that answer, before the writer queue's own.
     if (this.thread) return this.thread.writeBatch(batch, rules).then((outcomes) => this.committed(batch, outcomes));
     // IMMEDIATE: another process may write too (bunstr import, the other relay of a zero-downtime
     // restart); a deferred transaction that read first fails with SQLITE_BUSY at its first write
     // if the other committed meanwhile, while this one waits up to busy_timeout for the lock.
-    // (The writer thread's batches are IMMEDIATE too.)
-    return this.committed(batch, this.writer!.writeBatchImmediate(batch, rules));
+    // (The writer thread's batches are IMMEDIATE too.) Committed before this returns.
+    return settle(() => this.committed(batch, this.writer!.writeBatchImmediate(batch, rules)));
   }
 
   /**
    * Tells the feed each stored event of a committed batch, in commit order (CommitFeed), and
-   * returns the batch's outcomes. Deletions the batch made were told before (watchChanges).
+   * returns the batch's outcomes. Deletions the batch made were told before (Store.changes).
    */
   private committed(batch: PendingWrite[], outcomes: WriteOutcome[]): WriteOutcome[] {
     const feed = this.feed;
@@ -183,7 +185,18 @@ export class SqliteStore implements Store {
     return this.read("neg", job, negJob, ctx);
   }
 
-  async negentropyOpen(neg: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle> {
+  /** Store.negentropy: sessions kept in the reader worker that read their items. */
+  readonly negentropy: NegentropySessions = { open: (job, message, frameLimit, ctx) => this.negentropyOpen(job, message, frameLimit, ctx) };
+
+  /** Store.changes: every change named, told by the writer (thread). */
+  readonly changes: StoreChanges = {
+    watch: (w) => this.watchChanges(w),
+    known: () => this.changesKnown(),
+    mark: () => this.stateMark(),
+    unchangedSince: (m) => this.unchangedSince(m),
+  };
+
+  private async negentropyOpen(neg: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle> {
     const key = this.nextSession++;
     let worker: object | undefined;
     const open: NegOpenJob = { key, neg, message, frameLimit };
@@ -221,10 +234,10 @@ export class SqliteStore implements Store {
     };
   }
 
-  purgeStep(budgetMs: number): boolean | Promise<boolean> {
-    if (this.closed) return false;
+  purgeStep(budgetMs: number): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
     if (this.thread) return this.thread.call<boolean>({ call: "purgeStep", budgetMs });
-    return this.writer!.purgeStep(budgetMs);
+    return settle(() => this.writer!.purgeStep(budgetMs));
   }
 
   set onPurge(f: (() => void) | undefined) {
@@ -245,9 +258,9 @@ export class SqliteStore implements Store {
     return (this.thread ?? this.writer!).onPurged;
   }
 
-  sweepExpired(now: number): number | Promise<number> {
+  sweepExpired(now: number): Promise<number> {
     if (this.thread) return this.thread.call<number>({ call: "sweepExpired", now });
-    return this.writer!.sweepExpired(now);
+    return settle(() => this.writer!.sweepExpired(now));
   }
 
   async ready(): Promise<void> {
@@ -259,12 +272,12 @@ export class SqliteStore implements Store {
     this.readers?.cancel(owner);
   }
 
-  sizeBytes(): number {
+  async sizeBytes(): Promise<number> {
     const pages = this.db.query("SELECT page_count * page_size AS b FROM pragma_page_count(), pragma_page_size()").get() as { b: number };
     return pages.b;
   }
 
-  watchChanges(watch: ChangeWatch): void {
+  private watchChanges(watch: ChangeWatch): void {
     this.watch = watch;
     const tell = (c: Changes) => ("deleted" in c ? watch.deleted(c.deleted) : watch.unknown(c.unknown, c.batch));
     if (this.thread) {
@@ -280,7 +293,7 @@ export class SqliteStore implements Store {
     watch.unknown(this.newestCreatedAt(), false);
   }
 
-  changesKnown(): boolean {
+  private changesKnown(): boolean {
     if (this.asking > 0 || this.thread?.recovering) return false;
     if (this.afterLoss) {
       // The lost thread is gone and its batches decided: what it deleted is not known.
@@ -296,12 +309,12 @@ export class SqliteStore implements Store {
    * is the one lastSeq read last (at most VERSION_CHECK_MS old, no read transaction here):
    * `unchangedSince` reads it afresh, so a stale one only makes it say "changed".
    */
-  stateMark(): StateMark | undefined {
+  private stateMark(): StateMark | undefined {
     if (!this.thread?.idle) return undefined;
     return { calls: this.thread.callsSent, version: this.versionRead };
   }
 
-  unchangedSince(mark: StateMark): boolean {
+  private unchangedSince(mark: StateMark): boolean {
     if (!this.thread?.idle || this.thread.callsSent !== mark.calls) return false;
     return this.readVersion() === mark.version;
   }
@@ -407,5 +420,14 @@ async function* inlineBatches(steps: ReadSteps<void>, ctx?: ReadContext): AsyncG
     }
   } finally {
     ctx?.onEnd?.(used);
+  }
+}
+
+/** A synchronous call's value or error as a promise (the writer on this thread, behind the Store's promises). */
+function settle<T>(call: () => T): Promise<T> {
+  try {
+    return Promise.resolve(call());
+  } catch (err) {
+    return Promise.reject(err);
   }
 }

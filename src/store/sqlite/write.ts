@@ -6,29 +6,16 @@
 // seconds; in the writer thread (writer-worker.ts) it stalls every write as long (issue 36: a
 // kind 5 deleting 900 events of 1,800 tags held every other EVENT 14.8 s).
 import type { Database } from "bun:sqlite";
-import { deletionTargets, DELETION_KIND, type Address } from "../../nips/nip09.ts";
+import { deletionTargets, type Address } from "../../nips/nip09.ts";
 import { expirationOf } from "../../nips/nip40.ts";
 import { indexText } from "../../nips/nip50.ts";
-import { VANISH_CARRIED_OUT, VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import type { Refusal } from "../../protocol/reasons.ts";
-import { isAddressable, isReplaceable } from "../../protocol/kinds.ts";
-import { deletionOf, OUTDATED, replacement, tombstoneRefusal, type Tombstones } from "../semantics.ts";
+import { isAddressable } from "../../protocol/kinds.ts";
+import { deletionOf, tombstoneRefusal, type Tombstones } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
+import { indexedTag, runSteps, writeSteps } from "../write-steps.ts";
 import { storedJson, tagValue } from "./db.ts";
-
-/** Only the first value of single-letter tags is indexed (NIP-01); its size is bounded by max_message_bytes. */
-const SINGLE_LETTER = /^[a-zA-Z]$/;
-
-/**
- * Is this tag a row of the tags table? Its rows are written AND deleted from the event's own
- * tags as parsed here, bound the same way: SQLite stores a lone surrogate (valid in an event's
- * JSON, as an escape) as U+FFFD, which the JSON functions of SQL never give back, so a delete
- * that read the values with json_each left such rows behind, and they then matched a later
- * event that got the same seq (issue 13).
- */
-const indexedTag = (t: string[]): t is [string, string, ...string[]] =>
-  t[1] !== undefined && t[0] !== undefined && SINGLE_LETTER.test(t[0]);
 
 /** Rows a purge selects at a time. */
 const PURGE_ROWS = 32;
@@ -149,8 +136,6 @@ function writerStatements(db: Database) {
   };
 }
 type WriterStatements = ReturnType<typeof writerStatements>;
-
-const refused = (refusal: Refusal): WriteOutcome => ({ stored: false, duplicate: false, refusal });
 
 export class SqliteWriter {
   private readonly st: WriterStatements;
@@ -430,34 +415,38 @@ export class SqliteWriter {
     return true;
   }
 
-  private writeOne({ event: e, json, vanishOnly }: PendingWrite, rules: WriteRules): WriteOutcome {
-    // A request to vanish meets two steps before the insert that would take a stored one for
-    // new: carried out again as a vanish-only write (deleting the kept request itself), and
-    // refused by its own tombstone. Sent again (or its check said "not known": types.ts
-    // hasNow), it is a duplicate first. Other events' duplicates are found by the insert.
-    if (e.kind === VANISH_KIND && this.has(e.id)) return { stored: false, duplicate: true };
-    if (vanishOnly !== undefined) {
-      // Refused for the sender's standing, carried out anyway (NIP-62), never stored.
-      if (e.kind !== VANISH_KIND || !rules.vanish) return refused(vanishOnly);
-      this.applyVanish(e, null);
-      return refused({ prefix: vanishOnly.prefix, message: vanishOnly.message + VANISH_CARRIED_OUT });
-    }
-    const gone = this.tombstoned(e);
-    if (gone) return refused(gone);
-    const addressable = isAddressable(e.kind);
-    const d = addressable ? dTag(e) : null;
-    if (addressable || isReplaceable(e.kind)) {
-      const existing = (
-        addressable ? this.st.findAddressable.all(e.pubkey, e.kind, d) : this.st.findReplaceable.all(e.pubkey, e.kind)
-      ) as Existing[];
-      const verdict = replacement(e, existing);
-      if (verdict === "duplicate") return { stored: false, duplicate: true };
-      if (verdict === "outdated") return refused(OUTDATED);
-      for (const old of existing) this.remove(old.seq);
-    }
+  /** One event, in the steps and order of store/write-steps.ts, each answered here in SQL. */
+  private writeOne(w: PendingWrite, rules: WriteRules): WriteOutcome {
+    const e = w.event;
+    return runSteps<Existing>(writeSteps(w, rules), (s) => {
+      switch (s.step) {
+        case "stored":
+          return this.has(e.id);
+        case "vanish":
+          return this.applyVanish(e, s.keep);
+        case "tombstoned":
+          return this.tombstoned(e);
+        case "versions":
+          return (
+            isAddressable(e.kind) ? this.st.findAddressable.all(e.pubkey, e.kind, dTag(e)) : this.st.findReplaceable.all(e.pubkey, e.kind)
+          ) as Existing[];
+        case "replace":
+          for (const old of s.versions) this.remove(old.seq);
+          return;
+        case "insert":
+          return this.insert(e, w.json, rules);
+        case "delete":
+          return this.applyDeletion(e, s.seq);
+      }
+    });
+  }
+
+  /** The event, its tag rows and its search text; its seq, or undefined when the id is stored. */
+  private insert(e: NostrEvent, json: string, rules: WriteRules): number | undefined {
     const stored = storedJson(e, json);
+    const d = isAddressable(e.kind) ? dTag(e) : null;
     const r = this.st.insertEvent.run(e.id, e.pubkey, e.created_at, e.kind, d, expirationOf(e) ?? null, stored.json, stored.sig);
-    if (r.changes === 0) return { stored: false, duplicate: true };
+    if (r.changes === 0) return undefined;
     const seq = Number(r.lastInsertRowid);
     this.indexTags(e, seq);
     if (rules.search) {
@@ -465,9 +454,7 @@ export class SqliteWriter {
       if (text) this.st.insertText.run(seq, text);
     }
     this.seq = seq;
-    if (e.kind === VANISH_KIND && rules.vanish) this.applyVanish(e, seq);
-    const purge = e.kind === DELETION_KIND && rules.deletion ? this.applyDeletion(e, seq) : undefined;
-    return purge === undefined ? { stored: true, seq } : { stored: true, seq, purge };
+    return seq;
   }
 
   /** Why an event may not (re)enter (semantics.ts tombstoneRefusal), from the tombstone tables. */
