@@ -437,9 +437,11 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
     },
     ping(ws, data) {
       ws.data.wire.counted += data.length + 6;
+      ws.data.wire.control += data.length + 6;
     },
     pong(ws, data) {
       ws.data.wire.counted += data.length + 6;
+      ws.data.wire.control += data.length + 6;
       if (ctx.closing) live.drain.pong(ws, data);
     },
     drain(ws) {

@@ -108,7 +108,7 @@ export function newSession(ip: string, host: string, deflate = false, wire: Part
     drainWaiters: [],
     closed: false,
     inflationCut: false,
-    wire: { handshake: 0, counted: 0, messages: 0, deflated: false, ...wire },
+    wire: { handshake: 0, counted: 0, messages: 0, control: 0, deflated: false, ...wire },
   };
 }
 
