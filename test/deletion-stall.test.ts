@@ -156,6 +156,86 @@ test("the writer: a kind 5 past its batch's budget is a purge of its listed targ
   }
 });
 
+describe("the writer: a small deletion does not wait behind bigger ones (issue 36 review)", () => {
+  const rules = { deletion: true, vanish: true, search: true, searchSkipKinds: new Set<number>() };
+  /** Events of `by`, `tags` tags each, written in one batch. */
+  const events = (w: SqliteWriter, by: Signer, from: number, n: number, tags: number): NostrEvent[] => {
+    const list = Array.from({ length: n }, (_, i): NostrEvent => {
+      const k = from + i;
+      return {
+        id: k.toString(16).padStart(8, "0") + by.pubkey.slice(8),
+        pubkey: by.pubkey,
+        created_at: 1000 + k,
+        kind: 1,
+        tags: Array.from({ length: tags }, (_, j) => ["t", `s${k}x${j}`]),
+        content: `n ${k}`,
+        sig: "0".repeat(128),
+      };
+    });
+    w.writeBatch(
+      list.map((e) => ({ event: e, json: serializeEvent(e) })),
+      rules,
+    );
+    return list;
+  };
+  const deletion = (by: Signer, targets: NostrEvent[], at: number) => {
+    const e = by.sign({ kind: 5, tags: targets.map((t) => ["e", t.id]), created_at: at });
+    return { event: e, json: serializeEvent(e) };
+  };
+
+  test("after a big deletion in the same batch, a one-target deletion is done at once (no purge, its target gone)", () => {
+    const db = openDatabase({ path: ":memory:", synchronous: "normal" });
+    try {
+      const w = new SqliteWriter(db);
+      const attacker = signer();
+      const author = signer();
+      const heavy = events(w, attacker, 0, 200, 500);
+      const [mine] = events(w, author, 10_000, 1, 1);
+      const [big, small] = w.writeBatch([deletion(attacker, heavy, 5000), deletion(author, [mine!], 5000)], rules);
+      // The big one used the batch's budget and is a purge; the small one is not.
+      expect((big as { purge?: number }).purge).toBeNumber();
+      expect(small!.stored).toBe(true);
+      expect((small as { purge?: number }).purge).toBeUndefined();
+      expect(db.query("SELECT 1 FROM events WHERE id = unhex(?)").get(mine!.id)).toBeNull();
+    } finally {
+      db.close();
+    }
+  });
+
+  test("a deletion of a few dozen targets is finished within a few purge steps, not after every bigger purge before it", () => {
+    const db = openDatabase({ path: ":memory:", synchronous: "normal" });
+    try {
+      const w = new SqliteWriter(db);
+      const attacker = signer();
+      const author = signer();
+      const heavy = events(w, attacker, 0, 300, 500);
+      const mine = events(w, author, 10_000, 40, 1);
+      // Three big purges recorded first, the author's in the last one's batch (which the big one used up).
+      for (let i = 0; i < 2; i++) w.writeBatch([deletion(attacker, heavy.slice(i * 100, i * 100 + 100), 5000 + i)], rules);
+      const [, o] = w.writeBatch([deletion(attacker, heavy.slice(200), 5002), deletion(author, mine, 6000)], rules);
+      const purge = (o as { purge?: number }).purge!;
+      expect(purge).toBeNumber();
+      const purged: number[] = [];
+      w.onPurged = (ids) => purged.push(...ids);
+      let steps = 0;
+      let mineAfter = 0;
+      while (w.purgeStep(5)) {
+        steps++;
+        if (mineAfter === 0 && purged.includes(purge)) mineAfter = steps;
+      }
+      steps++;
+      if (mineAfter === 0) mineAfter = steps;
+      console.log(`a 40-target deletion after three of 100 x 500 tags: done after ${mineAfter} of ${steps} purge steps`);
+      // The big purges take dozens of steps (each ~5 ms); the small one a few, whatever came before.
+      expect(steps).toBeGreaterThan(20);
+      expect(mineAfter).toBeLessThanOrEqual(4);
+      expect(db.query("SELECT count(*) AS n FROM events WHERE pubkey = unhex(?)").get(author.pubkey)).toEqual({ n: 1 });
+    } finally {
+      db.close();
+    }
+  });
+});
+
 if (!onPostgres)
   describe("deleting hundreds of events of many tags each", () => {
     test("a kind 5: other clients' EVENTs are answered meanwhile, and nothing it deletes is served after its OK", async () => {

@@ -310,4 +310,35 @@ describe("writer queue bounds", () => {
     }
     expect((await Promise.all(all)).every((o) => o.stored)).toBe(true);
   });
+
+  test("a purge step that saw nothing to purge does not answer a deletion held while it ran (its purge not done)", async () => {
+    // Postgres: a purge step runs beside the batches; one finding nothing awaited answers early.
+    const steps: ((more: boolean) => void)[] = [];
+    const store = {
+      writePipeline: 1,
+      writeBatch: (batch: PendingWrite[]): WriteOutcome[] => batch.map((_, i) => ({ stored: true, seq: i + 1, purge: 7 })),
+      purgeStep: () => new Promise<boolean>((resolve) => steps.push(resolve)),
+    } as unknown as Store;
+    const q = new WriterQueue(store, () => {}, rules, 2000, 1 << 20);
+    // The step of what a previous run left undone is under way...
+    while (steps.length === 0) await Bun.sleep(1);
+    // ...when a deletion's batch commits and holds its OK for purge 7.
+    let answered = false;
+    const deletion = q.enqueue(write(100, 1)).then((o) => {
+      answered = true;
+      return o;
+    });
+    while (q.holding === 0) await Bun.sleep(1);
+    // The step that began before it reports nothing left: purge 7 is not done for that.
+    steps.shift()!(false);
+    await Bun.sleep(20);
+    expect(answered).toBe(false);
+    expect(q.holding).toBe(1);
+    // Its own step finishes it: then it is answered.
+    while (steps.length === 0) await Bun.sleep(1);
+    store.onPurged!([7]);
+    steps.shift()!(false);
+    expect((await deletion).stored).toBe(true);
+    expect(q.holding).toBe(0);
+  });
 });

@@ -53,6 +53,8 @@ export interface WireMeter {
   counted: number;
   /** Messages received whole: a change tells the guard one completed. */
   messages: number;
+  /** Bytes of control frames (ping, pong) among `counted`. */
+  control: number;
   /** permessage-deflate negotiated: messages count their inflated size, so `counted` may run ahead. */
   deflated: boolean;
   /** Bytes of an unfinished message at the last scan (0: none). */
@@ -61,6 +63,11 @@ export interface WireMeter {
   heldSince?: number;
   /** `messages` at the last scan. */
   seenMessages?: number;
+  /**
+   * Compressed: what the kernel had received (and `control`) at the scan that last saw a message
+   * completed. Whatever came since, while none completes, is an unfinished message's.
+   */
+  since?: { received: number; control: number };
   /** Closed by the guard (it may linger a moment). */
   cut?: boolean;
 }
@@ -326,6 +333,22 @@ export class FdGuard {
   }
 
   /**
+   * A compressed connection's bytes since the scan that last saw a message complete (control
+   * frames aside). Its messages count their inflated size, which a scan's reset of `counted` to
+   * the kernel's count can absorb: one message inflating to P bytes would hide the start of an
+   * unfinished one of P for good, and with it the timeout and the caps (issue 36). Bytes that
+   * came before that scan, after the message, go unseen: a message sent whole within the scan
+   * interval of a completed one, and never a byte more (pongs aside), is not seen held.
+   */
+  private sinceCompleted(meter: WireMeter, received: number): number {
+    if (meter.since === undefined || meter.messages !== meter.seenMessages) {
+      meter.since = { received, control: meter.control };
+      return 0;
+    }
+    return received - meter.since.received - (meter.control - meter.since.control);
+  }
+
+  /**
    * The bytes of an unfinished message this websocket holds: what the kernel received less what
    * the relay was handed whole. Updates the meter's timing; 0 when none (or it cannot be read).
    */
@@ -342,10 +365,15 @@ export class FdGuard {
     // Inflated sizes run ahead of the wire: the meter starts again from what the kernel says.
     if (meter.deflated && meter.counted > received) meter.counted = received;
     let over = received - meter.counted;
+    let since = meter.deflated ? this.sinceCompleted(meter, received) : 0;
     // Less what the kernel still holds, Bun has not read it yet (a fast sender while the main
     // thread was busy): asked only when it matters.
-    if (over > slack(meter) && this.libc.symbols.ioctl(fd, FIONREAD, this.unreadPtr) === 0) over -= this.unread[0]!;
-    const held = over > slack(meter) ? over : 0;
+    if ((over > slack(meter) || since > 0) && this.libc.symbols.ioctl(fd, FIONREAD, this.unreadPtr) === 0) {
+      over -= this.unread[0]!;
+      since -= this.unread[0]!;
+    }
+    // Compressed: any byte since then (control frames aside) is an unfinished message's: no slack.
+    const held = Math.max(over > slack(meter) ? over : 0, since > 0 ? since : 0);
     // A message completed since the last scan: whatever is held now began after it.
     if (held === 0 || meter.messages !== meter.seenMessages) meter.heldSince = held === 0 ? undefined : now;
     else meter.heldSince ??= now;

@@ -438,9 +438,11 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
     },
     ping(ws, data) {
       ws.data.wire.counted += data.length + 6;
+      ws.data.wire.control += data.length + 6;
     },
     pong(ws, data) {
       ws.data.wire.counted += data.length + 6;
+      ws.data.wire.control += data.length + 6;
       if (ctx.closing) live.drain.pong(ws, data);
     },
     drain(ws) {
@@ -471,9 +473,14 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
 function chargeInflation(live: Live, ws: Socket, bytes: number): boolean {
   const { group } = ws.data;
   if (live.inflation.charge(group, bytes, live.config.limits.inflated_bytes_per_ip_per_second)) return true;
+  // Its address's sockets were all cut when it first went over: a message still arriving on one
+  // costs no scan of every socket (and no close and timer again).
+  if (ws.data.inflationCut) return false;
   for (const s of live.sockets)
-    if (s.data.group === group && s.data.wire.deflated && !s.data.closed)
+    if (s.data.group === group && s.data.wire.deflated && !s.data.closed && !s.data.inflationCut) {
+      s.data.inflationCut = true;
       cutWebsocket(s, 1008, "compressed messages inflate too much; reconnect");
+    }
   return false;
 }
 

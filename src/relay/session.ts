@@ -77,6 +77,8 @@ export interface Session {
   /** Reads waiting for the socket to drain (relay/read/stored.ts), woken by Bun's drain callback or the close. */
   drainWaiters: (() => void)[];
   closed: boolean;
+  /** Closed by the relay for its address's inflation budget (server.ts chargeInflation): not again. */
+  inflationCut: boolean;
   /** What arrived whole, for the guard's count of unfinished message bytes (fd-guard.ts). */
   readonly wire: WireMeter;
 }
@@ -105,7 +107,8 @@ export function newSession(ip: string, host: string, deflate = false, wire: Part
     authRefusals: 0,
     drainWaiters: [],
     closed: false,
-    wire: { handshake: 0, counted: 0, messages: 0, deflated: false, ...wire },
+    inflationCut: false,
+    wire: { handshake: 0, counted: 0, messages: 0, control: 0, deflated: false, ...wire },
   };
 }
 

@@ -209,6 +209,9 @@ export class WriterQueue {
 
   private async purgeOnce(): Promise<void> {
     this.purgeScheduled = false;
+    // The deletions held before the step: a batch committed while it runs (outside the sequence
+    // lock, Postgres) may hold a new one that this step never saw.
+    const before = [...this.held.keys()];
     let more: boolean;
     try {
       more = await this.store.purgeStep!(PURGE_STEP_MS);
@@ -221,7 +224,7 @@ export class WriterQueue {
     }
     if (more) this.purgeSoon();
     // Nothing left to purge: whatever still waits (its finish was not told: a lost writer thread) is done.
-    else if (this.held.size > 0) this.release();
+    else if (before.length > 0) this.release(before);
   }
 
   get depth(): number {

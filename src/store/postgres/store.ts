@@ -182,6 +182,8 @@ export class PostgresStore implements Store {
   onPurged?: (ids: number[]) => void;
   /** Purges of this node's NIP-09 deletions whose OKs wait (WriteOutcome.purge): any node may carry them out. */
   private readonly awaited = new Set<number>();
+  /** The purge the last step worked on: the next step takes the one after it (round-robin). */
+  private lastStepped = 0;
 
   /**
    * Store.purgeStep: PG_PURGE_ROWS events a step (the time budget is the SQLite writer's: Postgres
@@ -191,7 +193,9 @@ export class PostgresStore implements Store {
   async purgeStep(_budgetMs: number): Promise<boolean> {
     if (this.closed) return false;
     try {
-      const stepped = await purgeStep(this.sql);
+      const purge = await purgeStep(this.sql, this.lastStepped);
+      const stepped = purge !== undefined;
+      this.lastStepped = purge ?? 0;
       if (this.awaited.size === 0) return stepped;
       const ids = [...this.awaited];
       const rows = await this.sql.unsafe(

@@ -454,16 +454,20 @@ async function purgeListed(tx: Tx, p: Purge, rows: number): Promise<boolean> {
 
 /**
  * One step of the waiting purges (any node's: a purge another node is running is skipped), in a
- * transaction of its own, outside the sequence lock; true if some may remain.
+ * transaction of its own, outside the sequence lock: of the first purge after `after`, round-robin
+ * (from the oldest again past the last), so a small deletion's held OK waits a step of each purge
+ * waiting, not every older purge to its end (issue 36). Returns the purge stepped; none: none left.
  */
-export async function purgeStep(sql: SQL): Promise<boolean> {
+export async function purgeStep(sql: SQL, after = 0): Promise<number | undefined> {
   return sql.begin(async (tx) => {
     await tx`SET LOCAL statement_timeout = 0`;
-    const [p] =
-      await tx`SELECT id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps, listed
-                         FROM purges ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`;
-    if (!p) return false;
+    const next = (from: number) =>
+      tx`SELECT id, encode(pubkey, 'hex') AS pubkey, until::float8 AS until, keep::float8 AS keep, upto::float8 AS upto, wraps, listed
+         FROM purges WHERE id > ${from} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`;
+    let [p] = await next(after);
+    if (!p && after > 0) [p] = await next(0);
+    if (!p) return undefined;
     await purgeChunk(tx, p as Purge);
-    return true;
+    return Number(p.id);
   });
 }

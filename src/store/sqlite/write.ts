@@ -24,6 +24,12 @@ const PURGE_ROWS = 32;
  * together): a small one completes before its OK. Also the first step of a NIP-40 sweep.
  */
 const PURGE_FIRST_MS = 5;
+/**
+ * Rows (a deletion's targets) each purge of a batch deletes at once even when the batch's
+ * PURGE_FIRST_MS is used up: an earlier deletion in the batch does not make a one-target
+ * deletion a purge whose OK waits behind the others (issue 36).
+ */
+const PURGE_FIRST_ROWS = 4;
 /** A bound no created_at or seq reaches: "no limit" for a purge. */
 const NO_LIMIT = Number.MAX_SAFE_INTEGER;
 
@@ -152,6 +158,14 @@ export class SqliteWriter {
   private purgeLeftMs = 0;
   /** Expired events (NIP-40) up to this time are being swept in purge steps; 0: no sweep. */
   private expireUpTo = 0;
+  /**
+   * NIP-09 purges' targets left, by purge: every other purge step goes to the one with fewest,
+   * so a small deletion's held OK does not wait for every bigger purge recorded before it. A
+   * hint only (a purge missing here is stepped in its turn, oldest first).
+   */
+  private readonly targetsLeft = new Map<number, number>();
+  /** Whether the next purge step goes to the purge with fewest targets left (else the oldest). */
+  private smallestTurn = true;
   /** Called when purge work is left (after its transaction: from a timer), so someone runs purgeStep. */
   onPurge?: () => void;
   /** Told, after the call that committed it, which purges are done (a deletion's OK waits for its own). */
@@ -175,6 +189,9 @@ export class SqliteWriter {
     };
     this.seq = (db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
     this.purging = db.query("SELECT 1 FROM purges LIMIT 1").get() !== null;
+    if (this.purging)
+      for (const r of db.query("SELECT purge, count(*) AS n FROM purge_targets GROUP BY purge").all() as { purge: number; n: number }[])
+        this.targetsLeft.set(r.purge, r.n);
     this.seenVersion = this.dataVersion();
     this.txn = db.transaction((batch: PendingWrite[], rules: WriteRules) => {
       this.purgeLeftMs = PURGE_FIRST_MS;
@@ -218,6 +235,7 @@ export class SqliteWriter {
     } catch (e) {
       this.seq = seq;
       this.deleted.length = named;
+      for (const id of this.newPurges) this.targetsLeft.delete(id);
       this.newPurges = [];
       this.ended = [];
       throw e;
@@ -343,7 +361,7 @@ export class SqliteWriter {
         .transaction(() => {
           const deadline = performance.now() + budgetMs;
           for (;;) {
-            const p = this.st.nextPurge.get() as Purge | null;
+            const p = this.nextPurge();
             if (!p) break;
             if (!this.purge(p, deadline)) return true;
           }
@@ -355,6 +373,31 @@ export class SqliteWriter {
     );
   }
 
+  /**
+   * The purge a step works on: by turns the one with fewest targets left (a small deletion's OK
+   * waits for a step or two, not for every purge before it) and the oldest (so every purge,
+   * a vanish's or a ban's too, goes on).
+   */
+  private nextPurge(): Purge | null {
+    this.smallestTurn = !this.smallestTurn;
+    if (this.smallestTurn) {
+      for (;;) {
+        let smallest: number | undefined;
+        let fewest = Number.POSITIVE_INFINITY;
+        for (const [id, n] of this.targetsLeft)
+          if (n < fewest) {
+            fewest = n;
+            smallest = id;
+          }
+        if (smallest === undefined) break;
+        const p = this.st.purgeById.get(smallest) as Purge | null;
+        if (p) return p;
+        this.targetsLeft.delete(smallest); // gone (a rolled-back call's)
+      }
+    }
+    return this.st.nextPurge.get() as Purge | null;
+  }
+
   /** Records a purge (the caller's transaction); told (onPurge) once committed, if not finished then. */
   private addPurge(pubkey: string, until: number | null, keep: number | null, upto: number | null, wraps: boolean, listed = false): number {
     const id = Number(this.st.addPurge.run(pubkey, until, keep, upto, wraps ? 1 : 0, listed ? 1 : 0).lastInsertRowid);
@@ -362,31 +405,32 @@ export class SqliteWriter {
     return id;
   }
 
-  /** Runs these purges (those not done yet) within the call's purgeLeftMs. */
+  /** Runs these purges (those not done yet) within the call's purgeLeftMs (each its first PURGE_FIRST_ROWS). */
   private runPurges(ids: number[]): void {
     for (const id of ids) {
       const p = this.st.purgeById.get(id) as Purge | null;
-      if (p && !this.purgeAtOnce(p)) return;
+      if (p) this.purgeAtOnce(p);
     }
   }
 
-  /** Runs a purge within what is left of the call's purgeLeftMs; true when it is done. */
+  /** Runs a purge within what is left of the call's purgeLeftMs, its first PURGE_FIRST_ROWS anyway; true when it is done. */
   private purgeAtOnce(p: Purge): boolean {
     const started = performance.now();
-    const done = this.purge(p, started + this.purgeLeftMs);
+    const done = this.purge(p, started + this.purgeLeftMs, PURGE_FIRST_ROWS);
     this.purgeLeftMs -= performance.now() - started;
     return done;
   }
 
-  /** Deletes what a purge covers until the deadline; true when it is done (and forgotten). */
-  private purge(p: Purge, deadline: number): boolean {
-    if (p.listed) return this.purgeListed(p, deadline);
+  /** Deletes what a purge covers until the deadline (its first `free` rows whatever the time); true when it is done (and forgotten). */
+  private purge(p: Purge, deadline: number, free = 0): boolean {
+    if (p.listed) return this.purgeListed(p, deadline, free);
     for (;;) {
       let rows = this.st.purgeAuthored.all(p.pubkey, p.until ?? NO_LIMIT, p.keep ?? -1, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
       if (rows.length === 0 && p.wraps) rows = this.st.purgeWraps.all(p.pubkey, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
       if (rows.length === 0) return this.endPurge(p);
       for (const r of rows) {
-        if (performance.now() >= deadline) return false;
+        if (free > 0) free--;
+        else if (performance.now() >= deadline) return false;
         this.removeRow(r);
         this.purgedEvents++;
       }
@@ -394,23 +438,27 @@ export class SqliteWriter {
   }
 
   /** A NIP-09 purge: its listed events (those still stored), until the deadline. */
-  private purgeListed(p: Purge, deadline: number): boolean {
+  private purgeListed(p: Purge, deadline: number, free: number): boolean {
     for (;;) {
       const rows = this.st.listedTargets.all(p.id, PURGE_ROWS) as Target[];
       if (rows.length === 0) return this.endPurge(p);
       for (const r of rows) {
-        if (performance.now() >= deadline) return false;
+        if (free > 0) free--;
+        else if (performance.now() >= deadline) return false;
         if (r.seq !== null) {
           this.remove(r.seq);
           this.purgedEvents++;
         }
         this.st.dropTarget.run(p.id, r.target);
+        const left = this.targetsLeft.get(p.id);
+        if (left !== undefined) this.targetsLeft.set(p.id, left - 1);
       }
     }
   }
 
   private endPurge(p: Purge): true {
     this.st.endPurge.run(p.id);
+    this.targetsLeft.delete(p.id);
     this.ended.push(p.id);
     return true;
   }
@@ -488,6 +536,7 @@ export class SqliteWriter {
     if (doomed.length === 0) return undefined;
     const purge = this.addPurge(req.pubkey, null, seq, null, false, true);
     for (const d of doomed) this.st.addTarget.run(purge, d.seq, d.id);
+    this.targetsLeft.set(purge, doomed.length);
     return this.purgeAtOnce(this.st.purgeById.get(purge) as Purge) ? undefined : purge;
   }
 
