@@ -319,7 +319,7 @@ describe("writer queue bounds", () => {
       writeBatch: (batch: PendingWrite[]): WriteOutcome[] => batch.map((_, i) => ({ stored: true, seq: i + 1, purge: 7 })),
       purgeStep: () => new Promise<boolean>((resolve) => steps.push(resolve)),
     } as unknown as Store;
-    const q = new WriterQueue(store, () => {}, rules, 2000, 1 << 20);
+    const q = new WriterQueue(store, rules, 2000, 1 << 20);
     // The step of what a previous run left undone is under way...
     while (steps.length === 0) await Bun.sleep(1);
     // ...when a deletion's batch commits and holds its OK for purge 7.

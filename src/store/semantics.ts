@@ -13,7 +13,7 @@ import { refuse, type Refusal } from "../protocol/reasons.ts";
 export const GIFT_WRAP = 1059;
 
 /** What events are ordered by. */
-interface Dated {
+export interface Dated {
   created_at: number;
   id: string;
 }
