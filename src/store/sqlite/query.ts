@@ -40,8 +40,6 @@ const FETCH_BYTES = 128 * 1024;
 const FETCH_MAX = 512;
 /** Author x kind pairs walked one by one; beyond this, one walk per author with the kinds checked. */
 const MAX_PAIR_WALKS = 256;
-/** Tag lists up to this long (not driving the query) are checked by primary-key probes. */
-const MAX_TAG_PROBES = 8;
 
 /**
  * Long author lists (a feed: kinds 1/6 of the 20..1,000 accounts someone follows) would walk
@@ -123,19 +121,14 @@ function conditionsOf(f: Filter, covered: Covered): Residual {
   for (const key of TAG_KEYS(f)) {
     if (key === covered.tag) continue;
     const values = f[key as `#${string}`]!;
-    if (values.length <= MAX_TAG_PROBES) {
-      // A few values: probe the tag table's primary key (name, value, created_at, seq) per value.
-      const sub: Residual = { where: [], params: [] };
-      inList(sub, "x.value", values, "tag");
-      r.where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.name = ? AND ${sub.where[0]} AND x.created_at = e.created_at AND x.seq = e.seq)`);
-      r.params.push(key.slice(1), ...sub.params);
-    } else {
-      // Many: read this event's own tags and test each against the list.
-      r.where.push(
-        "EXISTS (SELECT 1 FROM json_each(e.json, '$.tags') x WHERE x.value ->> 0 = ? AND x.value ->> 1 IN (SELECT value FROM json_each(?)))",
-      );
-      r.params.push(key.slice(1), JSON.stringify(values));
-    }
+    // Probes of the tag table's primary key (name, value, created_at, seq), one per value: the
+    // cost of a row is the list's length, never the event's size (issue 36: reading the event's
+    // own tags with json_each cost ~12 ms a row on 2,000-tag events, times each earlier filter
+    // of a COUNT, in one statement).
+    const sub: Residual = { where: [], params: [] };
+    inList(sub, "x.value", values, "tag");
+    r.where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.name = ? AND ${sub.where[0]} AND x.created_at = e.created_at AND x.seq = e.seq)`);
+    r.params.push(key.slice(1), ...sub.params);
   }
   return r;
 }
@@ -208,6 +201,10 @@ interface Walk {
   done: boolean;
   /** Index entries in the next chunk. */
   chunk: number;
+  /** The least a chunk shrinks to (CHUNK_MIN unless set: a COUNT's walks with costly exclusions go down to 1). */
+  minChunk?: number;
+  /** A search walk's matches read this many candidates per step (a COUNT's, whose residual may be costly). */
+  keysSlice?: number;
   /** Index entries read so far. */
   read: number;
 }
@@ -371,6 +368,7 @@ function searchStep(cache: StatementCache, w: Walk): Key[] {
   const win = c.window;
   if (!win) return (readDriver(cache, w, c), []);
   if (win.term < c.terms.length && win.cands.length > 0) return (checkTerm(cache, c, win), []);
+  if (w.keysSlice !== undefined && win.cands.length > w.keysSlice) return searchKeys(cache, w, win.cands.splice(0, w.keysSlice));
   c.window = undefined;
   if (win.last) w.done = true;
   return win.cands.length > 0 ? searchKeys(cache, w, win.cands) : [];
@@ -761,7 +759,7 @@ function boundaryOf(cache: StatementCache, c: ReturnType<typeof chunkStatements>
 function adapt(w: Walk, started: number, max = CHUNK_MAX): void {
   w.read += w.chunk;
   const ms = performance.now() - started;
-  if (ms > CHUNK_TARGET_MS) w.chunk = Math.max(CHUNK_MIN, w.chunk >> 1);
+  if (ms > CHUNK_TARGET_MS) w.chunk = Math.max(w.minChunk ?? CHUNK_MIN, w.chunk >> 1);
   else if (ms < CHUNK_TARGET_MS / 4) w.chunk = Math.min(max, w.chunk << 1);
 }
 
@@ -1057,7 +1055,7 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
   const earlier: Residual = { where: [], params: [] };
   for (const f of job.filters) {
     const own = matchOf(f);
-    const { walks } = walksFor(f, job);
+    const walks = countWalks(f, job, earlier.where.length > 0);
     for (const [i, w] of walks.entries()) {
       const exclude: Residual = { where: [...earlier.where], params: [...earlier.params] };
       if (w.tag && i > 0) {
@@ -1074,7 +1072,11 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
         params: [...w.residual.params, ...exclude.params],
         selective: w.residual.selective || exclude.where.length > 0,
       };
-      w.chunk = 256;
+      // Exclusions cost each row of a chunk one check of every earlier filter: start small, and
+      // let a slow chunk shrink to one row (a step is one statement: it cannot be cut short).
+      w.chunk = exclude.where.length > 0 ? CHUNK_MIN : 256;
+      if (exclude.where.length > 0) w.minChunk = 1;
+      if (w.search) w.keysSlice = exclude.where.length > 0 ? CHUNK_MIN : SEARCH_DRIVER;
       w.withPubkey = hll !== undefined;
       while (!w.done) {
         count += w.search ? countKeys(searchStep(cache, w), hll) : countStep(cache, w, hll);
@@ -1087,6 +1089,24 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
     earlier.params.push(...own.params);
   }
   return hll ? { count, hll: hll.hex() } : { count };
+}
+
+/** Ids counted per statement when earlier filters are excluded (each row checks them all). */
+const COUNT_IDS_SLICE = CHUNK_MIN;
+
+/**
+ * A filter's walks for a COUNT: an ids list, which a query reads in one statement, is split into
+ * walks of a few ids each when the rows are also checked against earlier filters (the ids are
+ * made unique first: each event is counted by the one walk holding its id).
+ */
+function countWalks(f: Filter, scope: ReadScope, excluding: boolean): Walk[] {
+  const { walks } = walksFor(f, scope);
+  if (!excluding || !f.ids || walks.length !== 1 || walks[0]!.search) return walks;
+  const ids = unique(f.ids);
+  const residual = walks[0]!.residual;
+  const out: Walk[] = [];
+  for (let i = 0; i < ids.length; i += COUNT_IDS_SLICE) out.push(idsWalk(ids.slice(i, i + COUNT_IDS_SLICE), residual));
+  return out;
 }
 
 /** What makes an event match a filter, as SQL on `e` (the scope's conditions aside: every filter shares them). */
