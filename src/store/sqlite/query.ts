@@ -1053,9 +1053,11 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
   let count = 0;
   /** The conditions of the filters counted so far, negated. */
   const earlier: Residual = { where: [], params: [] };
+  /** Values of those conditions: what checking one row against them costs, about (a probe each). */
+  let earlierValues = 0;
   for (const f of job.filters) {
     const own = matchOf(f);
-    const walks = countWalks(f, job, earlier.where.length > 0);
+    const walks = countWalks(f, job, earlierValues > 0 ? rowsPerStep(earlierValues) : undefined);
     for (const [i, w] of walks.entries()) {
       const exclude: Residual = { where: [...earlier.where], params: [...earlier.params] };
       if (w.tag && i > 0) {
@@ -1072,11 +1074,12 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
         params: [...w.residual.params, ...exclude.params],
         selective: w.residual.selective || exclude.where.length > 0,
       };
-      // Exclusions cost each row of a chunk one check of every earlier filter: start small, and
-      // let a slow chunk shrink to one row (a step is one statement: it cannot be cut short).
-      w.chunk = exclude.where.length > 0 ? CHUNK_MIN : 256;
+      // Exclusions cost each row of a chunk a check of every earlier filter: start at what they
+      // allow, and let a slow chunk shrink to one row (a step is one statement: it cannot be cut short).
+      const rows = rowsPerStep(earlierValues + (w.tag ? i : 0));
+      w.chunk = exclude.where.length > 0 ? rows : 256;
       if (exclude.where.length > 0) w.minChunk = 1;
-      if (w.search) w.keysSlice = exclude.where.length > 0 ? CHUNK_MIN : SEARCH_DRIVER;
+      if (w.search) w.keysSlice = exclude.where.length > 0 ? rows : SEARCH_DRIVER;
       w.withPubkey = hll !== undefined;
       while (!w.done) {
         count += w.search ? countKeys(searchStep(cache, w), hll) : countStep(cache, w, hll);
@@ -1087,25 +1090,41 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
     if (own.where.length === 0) break;
     earlier.where.push(`NOT coalesce((${own.where.join(" AND ")}), 0)`);
     earlier.params.push(...own.params);
+    earlierValues += valuesOf(f);
   }
   return hll ? { count, hll: hll.hex() } : { count };
 }
 
-/** Ids counted per statement when earlier filters are excluded (each row checks them all). */
-const COUNT_IDS_SLICE = CHUNK_MIN;
+/**
+ * Index probes a COUNT's step may spend checking its rows against the earlier filters (one per
+ * value of their lists, about 1-2 us each): 19 filters of 1,000 tag values each read one row a step.
+ */
+const COUNT_EXCLUSION_PROBES = 4096;
+
+/** Rows a COUNT's step reads first when each is checked against `values` values of earlier filters. */
+const rowsPerStep = (values: number): number =>
+  values === 0 ? CHUNK_MIN : Math.max(1, Math.min(CHUNK_MIN, Math.floor(COUNT_EXCLUSION_PROBES / values)));
+
+/** The values of a filter's lists (and search words): what checking a row against it costs. */
+function valuesOf(f: Filter): number {
+  let n = (f.ids?.length ?? 0) + (f.authors?.length ?? 0) + (f.kinds?.length ?? 0) + 1;
+  for (const key of TAG_KEYS(f)) n += f[key as `#${string}`]!.length;
+  if (f.search !== undefined) n += searchTerms(f.search).length;
+  return n;
+}
 
 /**
  * A filter's walks for a COUNT: an ids list, which a query reads in one statement, is split into
- * walks of a few ids each when the rows are also checked against earlier filters (the ids are
+ * walks of `rows` ids each when the rows are also checked against earlier filters (the ids are
  * made unique first: each event is counted by the one walk holding its id).
  */
-function countWalks(f: Filter, scope: ReadScope, excluding: boolean): Walk[] {
+function countWalks(f: Filter, scope: ReadScope, rows: number | undefined): Walk[] {
   const { walks } = walksFor(f, scope);
-  if (!excluding || !f.ids || walks.length !== 1 || walks[0]!.search) return walks;
+  if (rows === undefined || !f.ids || walks.length !== 1 || walks[0]!.search) return walks;
   const ids = unique(f.ids);
   const residual = walks[0]!.residual;
   const out: Walk[] = [];
-  for (let i = 0; i < ids.length; i += COUNT_IDS_SLICE) out.push(idsWalk(ids.slice(i, i + COUNT_IDS_SLICE), residual));
+  for (let i = 0; i < ids.length; i += rows) out.push(idsWalk(ids.slice(i, i + rows), residual));
   return out;
 }
 
