@@ -467,9 +467,14 @@ function searchKeys(cache: StatementCache, w: Walk, seqs: number[]): Key[] {
 /** FTS5's bm25 constants. */
 const BM25_K1 = 1.2;
 const BM25_B = 0.75;
-/** Postings one statement counts while ranking, and events read (and tokenized) per step. */
+/**
+ * Postings one statement counts while ranking, and events read (and tokenized) per step: at most
+ * RANK_EVENTS and RANK_BYTES of their JSON (one event at least). By count alone a step was up to
+ * 16 MiB of JSON parsed and tokenized at the 128 KiB message limit (issue 36).
+ */
 const RANK_COUNT = 16_384;
 const RANK_EVENTS = 128;
+const RANK_BYTES = 1024 * 1024;
 const NO_KINDS_SKIPPED: ReadonlySet<number> = new Set();
 
 /**
@@ -506,8 +511,13 @@ function* rankSearch(cache: StatementCache, terms: string[], keys: Key[]): Gener
     "SELECT e.seq, e.kind, e.json, d.sz FROM json_each(?) j CROSS JOIN events e ON e.seq = j.value LEFT JOIN events_fts_docsize d ON d.id = e.seq",
   );
   const bySeq = new Map(keys.map((k) => [k.s, k]));
-  for (let i = 0; i < keys.length; i += RANK_EVENTS, yield) {
-    const part = keys.slice(i, i + RANK_EVENTS).map((k) => k.s);
+  for (let i = 0; i < keys.length; yield) {
+    const part: number[] = [];
+    let bytes = 0;
+    while (i < keys.length && part.length < RANK_EVENTS && (part.length === 0 || bytes + keys[i]!.b <= RANK_BYTES)) {
+      bytes += keys[i]!.b;
+      part.push(keys[i++]!.s);
+    }
     for (const [seq, kind, json, sz] of fetch.values(JSON.stringify(part)) as [number, number, string, Uint8Array | null][]) {
       const { tags, content } = JSON.parse(json) as Pick<NostrEvent, "tags" | "content">;
       const text = searchableText({ kind, tags, content } as NostrEvent, NO_KINDS_SKIPPED);
