@@ -93,7 +93,7 @@ describe("COUNT with exclusions of long tag lists over heavy events", () => {
 // a probe per value: probes alone took ~1.3 ms a row at 1,000 values (6 s for 5,000 notes).
 test("a REQ with a 1,000-value tag list over small notes stays cheap", () => {
   const store = new SqliteStore({ path: ":memory:", synchronous: "normal", readerWorkers: 1 });
-  const notes: NostrEvent[] = Array.from({ length: 3000 }, (_, i) => ({
+  const notes: NostrEvent[] = Array.from({ length: 6000 }, (_, i) => ({
     id: hex64(`small ${i}`),
     pubkey: hex64("one author"),
     created_at: base + i,
@@ -110,6 +110,6 @@ test("a REQ with a 1,000-value tag list over small notes stays cheap", () => {
   runToEnd(queryFrames(cache, { filters: [f], limits: [10], maxSeq: Number.MAX_SAFE_INTEGER, now: 0 }), rows);
   const ms = performance.now() - started;
   expect(rows.map((j) => (JSON.parse(j) as NostrEvent).id)).toEqual([notes[5]!.id]);
-  // ~10 ms here; probes alone ~4 s.
-  expect(ms).toBeLessThan(1000);
+  // ~60-100 ms here (a busy machine); probes alone ~2 s.
+  expect(ms).toBeLessThan(600);
 });
