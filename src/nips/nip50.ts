@@ -109,5 +109,5 @@ export function compileSearch(query: string, skipKinds: ReadonlySet<number>): Co
   // files the filter under it (relay/monitors.ts; an event must have every term, so any one finds
   // all its matches, and the rarest keeps the filters each event must confirm few).
   const terms = searchTerms(query).sort((a, b) => b.length - a.length);
-  return { terms, indexTerm: terms[0], match: (e) => matchesSearch(terms, e, skipKinds) };
+  return { terms, indexTerm: terms[0], skipKinds, match: (e) => matchesSearch(terms, e, skipKinds) };
 }

@@ -38,6 +38,8 @@ export interface CompiledSearch {
   readonly terms: readonly string[];
   /** The term the live index files the filter under (relay/monitors.ts); undefined when there are no terms. */
   readonly indexTerm?: string;
+  /** Kinds it never matches (restricted kinds: policy/visibility.ts): the live index need not read their words. */
+  readonly skipKinds?: ReadonlySet<number>;
   readonly match: (e: NostrEvent) => boolean;
 }
 

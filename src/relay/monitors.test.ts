@@ -62,6 +62,38 @@ test("the live index finds exactly the groups a brute-force match finds, and emp
   expect([maps.ids.size, maps.authors.size, maps.tags.size, maps.words.size, maps.kinds.size, maps.others.size]).toEqual([
     0, 0, 0, 0, 0, 0,
   ]);
+  expect((index as unknown as { wordSkips: Map<string, unknown> }).wordSkips.size).toBe(0);
   expect(checks).toBe(3000);
   expect(searchHits).toBeGreaterThan(100);
+});
+
+// Issue 36: with a live search, every fanned-out event was tokenized, DMs (restricted kinds, which
+// a search never matches) included. Its text is not read now: the content getter counts reads.
+test("an event of a kind every live search skips is not tokenized", () => {
+  const restricted = new Set([4, 1059]);
+  const limits = { maxValues: 100, compileSearch: (q: string) => compileSearch(q, restricted) };
+  const index = new LiveIndex<string>();
+  const searches = index.add("s", [compileFilter({ search: "hello" }, limits)]);
+  let reads = 0;
+  const event = (kind: number): NostrEvent => {
+    const e = { id: "0".repeat(64), pubkey: "1".repeat(64), created_at: 1, kind, tags: [], sig: "" } as unknown as NostrEvent;
+    Object.defineProperty(e, "content", { get: () => (reads++, "hello world"), enumerable: true });
+    return e;
+  };
+  const hits: string[] = [];
+  index.match(event(4), (g) => hits.push(g));
+  index.match(event(1059), (g) => hits.push(g));
+  expect([hits, reads]).toEqual([[], 0]);
+  // Other kinds are read, and found.
+  index.match(event(1), (g) => hits.push(g));
+  expect(hits).toEqual(["s"]);
+  expect(reads).toBeGreaterThan(0);
+  // A search compiled without restricted kinds (another configuration) reads them again.
+  const open = index.add("o", [compileFilter({ search: "hello" }, { maxValues: 100, compileSearch: (q) => compileSearch(q, new Set()) })]);
+  reads = 0;
+  index.match(event(4), (g) => hits.push(g));
+  expect([hits, reads > 0]).toEqual([["s", "o"], true]);
+  index.remove(open);
+  index.remove(searches);
+  expect((index as unknown as { wordSkips: Map<string, unknown> }).wordSkips.size).toBe(0);
 });

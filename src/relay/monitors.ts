@@ -25,6 +25,12 @@ export class LiveIndex<G> {
   private readonly tags = new Map<string, Slot<G>>();
   /** Search filters by their index term (CompiledSearch.indexTerm). */
   private readonly words = new Map<string, Slot<G>>();
+  /**
+   * The skipKinds of the filters under `words`, by content (one per configuration in use), with
+   * how many filters hold each: an event of a kind all of them skip is not tokenized (a DM never
+   * matches a search, and once any live search existed, every fanned-out event was read).
+   */
+  private readonly wordSkips = new Map<string, { kinds: ReadonlySet<number>; n: number }>();
   private readonly kinds = new Map<number, Slot<G>>();
   private readonly others: Bucket<G> = new Set();
   private stamp = 0;
@@ -37,13 +43,37 @@ export class LiveIndex<G> {
       if (filter.neverMatch) continue;
       const entry = { holder, filter };
       this.eachKey(filter, (map, key) => put(map, key, entry));
+      if (this.underWord(filter)) this.countSkips(filter.search!.skipKinds, 1);
       entries.push(entry);
     }
     return entries;
   }
 
   remove(entries: readonly Indexed<G>[]): void {
-    for (const entry of entries) this.eachKey(entry.filter, (map, key) => drop(map, key, entry));
+    for (const entry of entries) {
+      this.eachKey(entry.filter, (map, key) => drop(map, key, entry));
+      if (this.underWord(entry.filter)) this.countSkips(entry.filter.search!.skipKinds, -1);
+    }
+  }
+
+  /** Filed under a search term (eachKey's order: ids, authors, tags first). */
+  private underWord(f: CompiledFilter): boolean {
+    return !f.ids && !f.authors && f.tags.length === 0 && f.search?.indexTerm !== undefined;
+  }
+
+  private countSkips(kinds: ReadonlySet<number> | undefined, by: 1 | -1): void {
+    const set = kinds ?? NO_KINDS;
+    const key = [...set].sort((a, b) => a - b).join(",");
+    const s = this.wordSkips.get(key) ?? { kinds: set, n: 0 };
+    s.n += by;
+    if (s.n > 0) this.wordSkips.set(key, s);
+    else this.wordSkips.delete(key);
+  }
+
+  /** Every search filed under a word skips this kind. */
+  private skippedByAll(kind: number): boolean {
+    for (const s of this.wordSkips.values()) if (!s.kinds.has(kind)) return false;
+    return true;
   }
 
   /** Calls `hit` once per group with a filter matching the event. */
@@ -63,7 +93,7 @@ export class LiveIndex<G> {
     check(this.ids.get(e.id));
     check(this.authors.get(e.pubkey));
     for (const t of e.tags) if (t.length > 1 && t[0]!.length === 1) check(this.tags.get(t[0] + t[1]!));
-    if (this.words.size > 0) {
+    if (this.words.size > 0 && !this.skippedByAll(e.kind)) {
       // From the smaller side: a 60 KB note has thousands of words, a relay a few search terms.
       const words = eventWords(e);
       if (this.words.size < words.size) {
@@ -86,6 +116,8 @@ export class LiveIndex<G> {
     else fn(this.others, undefined);
   }
 }
+
+const NO_KINDS: ReadonlySet<number> = new Set();
 
 function put<G>(map: Map<unknown, Slot<G>> | Bucket<G>, key: unknown, entry: Indexed<G>): void {
   if (map instanceof Set) return void map.add(entry);

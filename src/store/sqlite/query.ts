@@ -38,10 +38,12 @@ const CHUNK_TARGET_MS = 4;
 /** The fetch phase reads events' JSON in batches of at most this many bytes (but one event at least) and events. */
 const FETCH_BYTES = 128 * 1024;
 const FETCH_MAX = 512;
+/** Tag lists up to this long (not driving the query) are checked by primary-key probes only. */
+const MAX_TAG_PROBES = 8;
+/** Bytes of an event's JSON read (json_each) in about the time of one primary-key probe. */
+const JSON_BYTES_PER_PROBE = 32;
 /** Author x kind pairs walked one by one; beyond this, one walk per author with the kinds checked. */
 const MAX_PAIR_WALKS = 256;
-/** Tag lists up to this long (not driving the query) are checked by primary-key probes. */
-const MAX_TAG_PROBES = 8;
 
 /**
  * Long author lists (a feed: kinds 1/6 of the 20..1,000 accounts someone follows) would walk
@@ -123,19 +125,23 @@ function conditionsOf(f: Filter, covered: Covered): Residual {
   for (const key of TAG_KEYS(f)) {
     if (key === covered.tag) continue;
     const values = f[key as `#${string}`]!;
+    // Probes of the tag table's primary key (name, value, created_at, seq), one per value.
+    const sub: Residual = { where: [], params: [] };
+    inList(sub, "x.value", values, "tag");
+    const probes = `EXISTS (SELECT 1 FROM tags x WHERE x.name = ? AND ${sub.where[0]} AND x.created_at = e.created_at AND x.seq = e.seq)`;
     if (values.length <= MAX_TAG_PROBES) {
-      // A few values: probe the tag table's primary key (name, value, created_at, seq) per value.
-      const sub: Residual = { where: [], params: [] };
-      inList(sub, "x.value", values, "tag");
-      r.where.push(`EXISTS (SELECT 1 FROM tags x WHERE x.name = ? AND ${sub.where[0]} AND x.created_at = e.created_at AND x.seq = e.seq)`);
+      r.where.push(probes);
       r.params.push(key.slice(1), ...sub.params);
-    } else {
-      // Many: read this event's own tags and test each against the list.
-      r.where.push(
-        "EXISTS (SELECT 1 FROM json_each(e.json, '$.tags') x WHERE x.value ->> 0 = ? AND x.value ->> 1 IN (SELECT value FROM json_each(?)))",
-      );
-      r.params.push(key.slice(1), JSON.stringify(values));
+      continue;
     }
+    // A long list: whichever costs less for this row, reading the event's own tags (its JSON)
+    // or a probe per value. Reading the JSON alone cost ~12 ms a row on 2,000-tag events (issue
+    // 36: times each earlier filter of a COUNT, in one statement); probes alone, 1,000 values on
+    // a small note, a hundred times what its JSON costs.
+    r.where.push(
+      `CASE WHEN octet_length(e.json) <= ? THEN EXISTS (SELECT 1 FROM json_each(e.json, '$.tags') x WHERE x.value ->> 0 = ? AND x.value ->> 1 IN (SELECT value FROM json_each(?))) ELSE ${probes} END`,
+    );
+    r.params.push(values.length * JSON_BYTES_PER_PROBE, key.slice(1), JSON.stringify(values), key.slice(1), ...sub.params);
   }
   return r;
 }
@@ -208,6 +214,10 @@ interface Walk {
   done: boolean;
   /** Index entries in the next chunk. */
   chunk: number;
+  /** The least a chunk shrinks to (CHUNK_MIN unless set: a COUNT's walks with costly exclusions go down to 1). */
+  minChunk?: number;
+  /** A search walk's matches read this many candidates per step (a COUNT's, whose residual may be costly). */
+  keysSlice?: number;
   /** Index entries read so far. */
   read: number;
 }
@@ -371,6 +381,7 @@ function searchStep(cache: StatementCache, w: Walk): Key[] {
   const win = c.window;
   if (!win) return (readDriver(cache, w, c), []);
   if (win.term < c.terms.length && win.cands.length > 0) return (checkTerm(cache, c, win), []);
+  if (w.keysSlice !== undefined && win.cands.length > w.keysSlice) return searchKeys(cache, w, win.cands.splice(0, w.keysSlice));
   c.window = undefined;
   if (win.last) w.done = true;
   return win.cands.length > 0 ? searchKeys(cache, w, win.cands) : [];
@@ -469,9 +480,14 @@ function searchKeys(cache: StatementCache, w: Walk, seqs: number[]): Key[] {
 /** FTS5's bm25 constants. */
 const BM25_K1 = 1.2;
 const BM25_B = 0.75;
-/** Postings one statement counts while ranking, and events read (and tokenized) per step. */
+/**
+ * Postings one statement counts while ranking, and events read (and tokenized) per step: at most
+ * RANK_EVENTS and RANK_BYTES of their JSON (one event at least). By count alone a step was up to
+ * 16 MiB of JSON parsed and tokenized at the 128 KiB message limit (issue 36).
+ */
 const RANK_COUNT = 16_384;
 const RANK_EVENTS = 128;
+const RANK_BYTES = 1024 * 1024;
 const NO_KINDS_SKIPPED: ReadonlySet<number> = new Set();
 
 /**
@@ -508,8 +524,13 @@ function* rankSearch(cache: StatementCache, terms: string[], keys: Key[]): Gener
     "SELECT e.seq, e.kind, e.json, d.sz FROM json_each(?) j CROSS JOIN events e ON e.seq = j.value LEFT JOIN events_fts_docsize d ON d.id = e.seq",
   );
   const bySeq = new Map(keys.map((k) => [k.s, k]));
-  for (let i = 0; i < keys.length; i += RANK_EVENTS, yield) {
-    const part = keys.slice(i, i + RANK_EVENTS).map((k) => k.s);
+  for (let i = 0; i < keys.length; yield) {
+    const part: number[] = [];
+    let bytes = 0;
+    while (i < keys.length && part.length < RANK_EVENTS && (part.length === 0 || bytes + keys[i]!.b <= RANK_BYTES)) {
+      bytes += keys[i]!.b;
+      part.push(keys[i++]!.s);
+    }
     for (const [seq, kind, json, sz] of fetch.values(JSON.stringify(part)) as [number, number, string, Uint8Array | null][]) {
       const { tags, content } = JSON.parse(json) as Pick<NostrEvent, "tags" | "content">;
       const text = searchableText({ kind, tags, content } as NostrEvent, NO_KINDS_SKIPPED);
@@ -761,7 +782,7 @@ function boundaryOf(cache: StatementCache, c: ReturnType<typeof chunkStatements>
 function adapt(w: Walk, started: number, max = CHUNK_MAX): void {
   w.read += w.chunk;
   const ms = performance.now() - started;
-  if (ms > CHUNK_TARGET_MS) w.chunk = Math.max(CHUNK_MIN, w.chunk >> 1);
+  if (ms > CHUNK_TARGET_MS) w.chunk = Math.max(w.minChunk ?? CHUNK_MIN, w.chunk >> 1);
   else if (ms < CHUNK_TARGET_MS / 4) w.chunk = Math.min(max, w.chunk << 1);
 }
 
@@ -1055,9 +1076,11 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
   let count = 0;
   /** The conditions of the filters counted so far, negated. */
   const earlier: Residual = { where: [], params: [] };
+  /** Values of those conditions: what checking one row against them costs, about (a probe each). */
+  let earlierValues = 0;
   for (const f of job.filters) {
     const own = matchOf(f);
-    const { walks } = walksFor(f, job);
+    const walks = countWalks(f, job, earlierValues > 0 ? rowsPerStep(earlierValues) : undefined);
     for (const [i, w] of walks.entries()) {
       const exclude: Residual = { where: [...earlier.where], params: [...earlier.params] };
       if (w.tag && i > 0) {
@@ -1074,7 +1097,12 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
         params: [...w.residual.params, ...exclude.params],
         selective: w.residual.selective || exclude.where.length > 0,
       };
-      w.chunk = 256;
+      // Exclusions cost each row of a chunk a check of every earlier filter: start at what they
+      // allow, and let a slow chunk shrink to one row (a step is one statement: it cannot be cut short).
+      const rows = rowsPerStep(earlierValues + (w.tag ? i : 0));
+      w.chunk = exclude.where.length > 0 ? rows : 256;
+      if (exclude.where.length > 0) w.minChunk = 1;
+      if (w.search) w.keysSlice = exclude.where.length > 0 ? rows : SEARCH_DRIVER;
       w.withPubkey = hll !== undefined;
       while (!w.done) {
         count += w.search ? countKeys(searchStep(cache, w), hll) : countStep(cache, w, hll);
@@ -1085,8 +1113,42 @@ export function* countJob(cache: StatementCache, job: CountJob): ReadSteps<{ cou
     if (own.where.length === 0) break;
     earlier.where.push(`NOT coalesce((${own.where.join(" AND ")}), 0)`);
     earlier.params.push(...own.params);
+    earlierValues += valuesOf(f);
   }
   return hll ? { count, hll: hll.hex() } : { count };
+}
+
+/**
+ * Index probes a COUNT's step may spend checking its rows against the earlier filters (one per
+ * value of their lists, about 1-2 us each): 19 filters of 1,000 tag values each read one row a step.
+ */
+const COUNT_EXCLUSION_PROBES = 4096;
+
+/** Rows a COUNT's step reads first when each is checked against `values` values of earlier filters. */
+const rowsPerStep = (values: number): number =>
+  values === 0 ? CHUNK_MIN : Math.max(1, Math.min(CHUNK_MIN, Math.floor(COUNT_EXCLUSION_PROBES / values)));
+
+/** The values of a filter's lists (and search words): what checking a row against it costs. */
+function valuesOf(f: Filter): number {
+  let n = (f.ids?.length ?? 0) + (f.authors?.length ?? 0) + (f.kinds?.length ?? 0) + 1;
+  for (const key of TAG_KEYS(f)) n += f[key as `#${string}`]!.length;
+  if (f.search !== undefined) n += searchTerms(f.search).length;
+  return n;
+}
+
+/**
+ * A filter's walks for a COUNT: an ids list, which a query reads in one statement, is split into
+ * walks of `rows` ids each when the rows are also checked against earlier filters (the ids are
+ * made unique first: each event is counted by the one walk holding its id).
+ */
+function countWalks(f: Filter, scope: ReadScope, rows: number | undefined): Walk[] {
+  const { walks } = walksFor(f, scope);
+  if (rows === undefined || !f.ids || walks.length !== 1 || walks[0]!.search) return walks;
+  const ids = unique(f.ids);
+  const residual = walks[0]!.residual;
+  const out: Walk[] = [];
+  for (let i = 0; i < ids.length; i += rows) out.push(idsWalk(ids.slice(i, i + rows), residual));
+  return out;
 }
 
 /** What makes an event match a filter, as SQL on `e` (the scope's conditions aside: every filter shares them). */
