@@ -22,7 +22,7 @@ const ATTACKERS = [
   "127.0.0.11",
   "127.0.0.12",
 ];
-const CONNS = 8;
+const CONNS = 12;
 const REQS = 50;
 const FILTERS = 20;
 const HONEST = "127.0.0.9";
@@ -77,7 +77,7 @@ test("an honest client is answered between the REQ bursts of other addresses, ea
   // on a busy machine); now it is answered within a few turns of the loop.
   const worst = Math.max(...latencies);
   console.log(`honest REQ latency during the burst: max ${worst.toFixed(0)} ms over ${latencies.length} REQs`);
-  expect(worst).toBeLessThan(400);
+  expect(worst).toBeLessThan(500);
 }, 30_000);
 
 test("messages waiting past a connection's bound close it (1008), past its address's bound are refused", async () => {
