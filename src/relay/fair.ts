@@ -6,9 +6,9 @@
 // queries, store/sqlite/readers.ts) a bounded time per turn, with I/O between.
 
 /** Main-thread time an address group's messages may take in one event-loop turn before its connections queue. */
-export const SLICE_MS = 3;
+export const SLICE_MS = 2;
 /** Main-thread time one drain of the queues may take before the loop polls I/O again. */
-export const DRAIN_MS = 6;
+export const DRAIN_MS = 5;
 /**
  * A message's cost counted at the start of the next one (what its promise continuations took,
  * run in between) is capped: a gap longer than this is not the message's own work.
@@ -56,7 +56,7 @@ const weight = (message: string | Buffer): number => message.length;
 /**
  * The scheduler. Handling an ordinary message costs two performance.now() calls and two map reads.
  */
-export class FairTurns<C> {
+export class FairTurns<C extends object> {
   /** Milliseconds each address group used in this turn. */
   private readonly used = new Map<string, number>();
   /** Connections with messages waiting. */
@@ -69,6 +69,8 @@ export class FairTurns<C> {
   private lastGroup: string | undefined;
   private lastEnd = 0;
   private turnScheduled = false;
+  /** Connections closed for what they had waiting: what Bun still hands over from them is dropped. */
+  private readonly cut = new WeakSet<object>();
 
   constructor(
     private readonly handlers: FairHandlers<C>,
@@ -85,6 +87,7 @@ export class FairTurns<C> {
     this.lastGroup = undefined;
     const w = this.waiting.get(conn);
     if (w) return this.enqueue(w, message);
+    if (this.cut.has(conn)) return;
     if ((this.used.get(group) ?? 0) >= SLICE_MS) return this.enqueue(this.queueFor(conn, group), message);
     this.scheduleTurn();
     try {
@@ -123,6 +126,7 @@ export class FairTurns<C> {
     const { perConnection, perGroup } = this.limits();
     if (perConnection > 0 && w.bytes + n > perConnection) {
       this.forget(w);
+      this.cut.add(w.conn);
       return this.handlers.overConnection(w.conn);
     }
     const groupBytes = this.groupBytes.get(w.group) ?? 0;
