@@ -11,7 +11,7 @@ const busy = (ms: number) => {
   while (performance.now() < end);
 };
 
-function setup(limits = { perConnection: 0, perGroup: 0 }) {
+function setup(limits = { perConnection: 0, perGroup: 0, total: 0 }) {
   const ran: string[] = [];
   const events: string[] = [];
   const fair = new FairTurns<Conn>(
@@ -54,7 +54,7 @@ test("past its slice an address's messages wait, in order per connection; anothe
 });
 
 test("waiting bytes: a connection past its bound is cut, an address past its bound refused; a closed connection's queue dropped", async () => {
-  const { fair, ran, events } = setup({ perConnection: 10, perGroup: 15 });
+  const { fair, ran, events } = setup({ perConnection: 10, perGroup: 15, total: 0 });
   const a1 = { id: "a1", closed: false };
   const a2 = { id: "a2", closed: false };
   for (let i = 0; i < 10; i++) fair.message(a1, "A", "12345");

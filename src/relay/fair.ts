@@ -30,6 +30,8 @@ export interface FairLimits {
   perConnection: number;
   /** Bytes one address group may have waiting; past it its messages are refused. 0 = no bound. */
   perGroup: number;
+  /** Bytes all may have waiting; past it messages that would wait are refused. 0 = no bound. */
+  total: number;
 }
 
 export interface FairHandlers<C> {
@@ -39,7 +41,7 @@ export interface FairHandlers<C> {
   closed(conn: C): boolean;
   /** The connection went over its bound of waiting bytes. */
   overConnection(conn: C): void;
-  /** The message would take its address group over its bound of waiting bytes: refuse it. */
+  /** The message would take its address group (or all) over the bound of waiting bytes: refuse it. */
   overGroup(conn: C, message: string | Buffer): void;
 }
 
@@ -123,14 +125,14 @@ export class FairTurns<C extends object> {
 
   private enqueue(w: Waiting<C>, message: string | Buffer): void {
     const n = weight(message);
-    const { perConnection, perGroup } = this.limits();
+    const { perConnection, perGroup, total } = this.limits();
     if (perConnection > 0 && w.bytes + n > perConnection) {
       this.forget(w);
       this.cut.add(w.conn);
       return this.handlers.overConnection(w.conn);
     }
     const groupBytes = this.groupBytes.get(w.group) ?? 0;
-    if (perGroup > 0 && groupBytes + n > perGroup) {
+    if ((perGroup > 0 && groupBytes + n > perGroup) || (total > 0 && this.stats.bytes + n > total)) {
       // Refused, not queued: its answer may come before those of its connection's waiting messages.
       if (w.messages.length === w.head) this.forget(w);
       return this.handlers.overGroup(w.conn, message);

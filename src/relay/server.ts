@@ -486,6 +486,7 @@ function fairTurns(ctx: RelayContext): FairTurns<Socket> {
     () => ({
       perConnection: ctx.config.limits.max_queued_message_bytes_per_connection,
       perGroup: ctx.config.limits.max_queued_message_bytes_per_ip,
+      total: ctx.config.limits.max_queued_message_bytes,
     }),
     ctx.metrics.messageQueue,
   );
