@@ -472,14 +472,14 @@ export const schema = {
       type: "int",
       default: 4 * MiB,
       min: 0,
-      doc: "Messages of one connection waiting for its address's turn on the main thread (an address whose messages took more than a few ms in this event-loop turn waits, so others' are handled between). Past it the connection is closed (1008). 0 = no bound.",
+      doc: "Messages of one connection waiting for its address's turn on the main thread (an address whose messages took more than a few ms in this event-loop turn waits, so others' are handled between). Past it its messages are refused (`rate-limited:`; an EVENT gets its OK false, a REQ CLOSED). 0 = no bound.",
       reloadable: true,
     }),
     max_queued_message_bytes_per_ip: key({
       type: "int",
       default: 16 * MiB,
       min: 0,
-      doc: "The same for all connections of one IP (an IPv6 /64); past it that IP's messages are refused (`rate-limited:`; an EVENT gets its OK false, a REQ CLOSED). 0 = no bound.",
+      doc: "The same for all connections of one IP (an IPv6 /64). 0 = no bound.",
       reloadable: true,
     }),
     max_queued_message_bytes: key({

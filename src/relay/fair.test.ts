@@ -21,8 +21,7 @@ function setup(limits = { perConnection: 0, perGroup: 0, total: 0 }) {
         busy(1);
       },
       closed: (conn) => conn.closed,
-      overConnection: (conn) => events.push(`cut ${conn.id}`),
-      overGroup: (conn, m) => events.push(`refused ${conn.id}:${m}`),
+      refuse: (conn, m, over) => events.push(`${over} ${conn.id}:${m}`),
     },
     () => limits,
   );
@@ -53,19 +52,23 @@ test("past its slice an address's messages wait, in order per connection; anothe
   expect(fair.stats.bytes).toBe(0);
 });
 
-test("waiting bytes: a connection past its bound is cut, an address past its bound refused; a closed connection's queue dropped", async () => {
+test("waiting bytes past a connection's or an address's bound are refused; a closed connection's queue dropped", async () => {
   const { fair, ran, events } = setup({ perConnection: 10, perGroup: 15, total: 0 });
   const a1 = { id: "a1", closed: false };
   const a2 = { id: "a2", closed: false };
-  for (let i = 0; i < 10; i++) fair.message(a1, "A", "12345");
-  expect(events).toContain("cut a1");
-  const before = ran.length;
-  fair.message(a1, "A", "after");
-  expect(ran.length).toBe(before); // dropped
+  // A's slice runs out on a1's first two or three messages; two more wait, the rest are refused.
+  for (let i = 0; i < 10; i++) fair.message(a1, "A", `${i}234`);
+  expect(events.length).toBeGreaterThan(3);
+  expect(events.every((e) => e.startsWith("connection a1:"))).toBe(true);
+  await settled(fair);
+  events.length = 0;
+  ran.length = 0;
+  fair.message(a1, "A", "0000");
+  busy(SLICE_MS + 1); // charged to a1's message when the next comes: A's slice is used up again
   const a3 = { id: "a3", closed: false };
   for (let i = 0; i < 2; i++) fair.message(a2, "A", "1234");
   for (let i = 0; i < 2; i++) fair.message(a3, "A", "1234");
-  expect(events).toEqual(["cut a1", "refused a3:1234"]);
+  expect(events).toEqual(["address a3:1234"]);
   a2.closed = true;
   fair.drop(a2);
   await settled(fair);

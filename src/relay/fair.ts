@@ -26,7 +26,7 @@ interface Waiting<C> {
 }
 
 export interface FairLimits {
-  /** Bytes one connection may have waiting; past it the connection is closed. 0 = no bound. */
+  /** Bytes one connection may have waiting; past it its messages are refused. 0 = no bound. */
   perConnection: number;
   /** Bytes one address group may have waiting; past it its messages are refused. 0 = no bound. */
   perGroup: number;
@@ -34,15 +34,20 @@ export interface FairLimits {
   total: number;
 }
 
+/** Which bound a refused message would have gone over. */
+export type Over = "connection" | "address" | "relay";
+
 export interface FairHandlers<C> {
   /** Handles one message (synchronously; what it awaits runs later). */
   run(conn: C, message: string | Buffer): void;
   /** Whether the connection is gone (its queue is dropped, its messages not run). */
   closed(conn: C): boolean;
-  /** The connection went over its bound of waiting bytes. */
-  overConnection(conn: C): void;
-  /** The message would take its address group (or all) over the bound of waiting bytes: refuse it. */
-  overGroup(conn: C, message: string | Buffer): void;
+  /**
+   * The message would take its connection, address group or the relay over its bound of waiting
+   * bytes: refuse it (every EVENT still gets its OK; the answer may come before those of the
+   * connection's waiting messages).
+   */
+  refuse(conn: C, message: string | Buffer, over: Over): void;
 }
 
 /** The queues as /metrics shows them. */
@@ -71,8 +76,6 @@ export class FairTurns<C extends object> {
   private lastGroup: string | undefined;
   private lastEnd = 0;
   private turnScheduled = false;
-  /** Connections closed for what they had waiting: what Bun still hands over from them is dropped. */
-  private readonly cut = new WeakSet<object>();
 
   constructor(
     private readonly handlers: FairHandlers<C>,
@@ -89,7 +92,6 @@ export class FairTurns<C extends object> {
     this.lastGroup = undefined;
     const w = this.waiting.get(conn);
     if (w) return this.enqueue(w, message);
-    if (this.cut.has(conn)) return;
     if ((this.used.get(group) ?? 0) >= SLICE_MS) return this.enqueue(this.queueFor(conn, group), message);
     this.scheduleTurn();
     try {
@@ -125,17 +127,11 @@ export class FairTurns<C extends object> {
 
   private enqueue(w: Waiting<C>, message: string | Buffer): void {
     const n = weight(message);
-    const { perConnection, perGroup, total } = this.limits();
-    if (perConnection > 0 && w.bytes + n > perConnection) {
-      this.forget(w);
-      this.cut.add(w.conn);
-      return this.handlers.overConnection(w.conn);
-    }
     const groupBytes = this.groupBytes.get(w.group) ?? 0;
-    if ((perGroup > 0 && groupBytes + n > perGroup) || (total > 0 && this.stats.bytes + n > total)) {
-      // Refused, not queued: its answer may come before those of its connection's waiting messages.
+    const over = this.over(w, groupBytes, n);
+    if (over) {
       if (w.messages.length === w.head) this.forget(w);
-      return this.handlers.overGroup(w.conn, message);
+      return this.handlers.refuse(w.conn, message, over);
     }
     w.messages.push(message);
     w.bytes += n;
@@ -143,6 +139,14 @@ export class FairTurns<C extends object> {
     this.stats.bytes += n;
     this.stats.deferred++;
     this.scheduleTurn();
+  }
+
+  private over(w: Waiting<C>, groupBytes: number, n: number): Over | undefined {
+    const { perConnection, perGroup, total } = this.limits();
+    if (perConnection > 0 && w.bytes + n > perConnection) return "connection";
+    if (perGroup > 0 && groupBytes + n > perGroup) return "address";
+    if (total > 0 && this.stats.bytes + n > total) return "relay";
+    return undefined;
   }
 
   private forget(w: Waiting<C>): void {

@@ -35,7 +35,7 @@ import { pluginSettings, WritePolicyPlugin } from "./plugin.ts";
 import { FdGuard, type PartialCut, type WireMeter } from "./fd-guard.ts";
 import { InflationBudget } from "./inflation.ts";
 import { DEADLINE_MS, Drain } from "./drain.ts";
-import { FairTurns } from "./fair.ts";
+import { FairTurns, type Over } from "./fair.ts";
 
 export interface Relay {
   readonly server: Server<Session>;
@@ -468,6 +468,13 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
   };
 }
 
+/** What a message refused for the bounds of fair.ts's queues is told. */
+const OVER_TEXT: Record<Over, string> = {
+  connection: "too many messages waiting on this connection",
+  address: "too many messages waiting from this address",
+  relay: "too many messages waiting, relay busy",
+};
+
 /**
  * Main-thread time shared between addresses (fair.ts): an address whose messages took its slice
  * of this event-loop turn waits, its connections' messages queued in order, so that a burst of
@@ -478,9 +485,8 @@ function fairTurns(ctx: RelayContext): FairTurns<Socket> {
     {
       run: (ws, message) => onMessage(ctx, ws, message),
       closed: (ws) => ws.data.closed,
-      overConnection: (ws) => cutWebsocket(ws, 1008, "too many messages waiting on this connection; slow down"),
-      overGroup(ws, message) {
-        if (typeof message === "string") answerUnread(ctx, ws, message, "rate-limited: too many messages waiting from this address");
+      refuse(ws, message, over) {
+        if (typeof message === "string") answerUnread(ctx, ws, message, `rate-limited: ${OVER_TEXT[over]}`);
       },
     },
     () => ({
