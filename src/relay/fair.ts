@@ -190,7 +190,8 @@ export class FairTurns<C extends object> {
   private async drainQueues(): Promise<void> {
     const started = performance.now();
     for (;;) {
-      for (const [group, list] of [...this.groups]) {
+      // A Map's iteration survives the deletions below; nothing is added meanwhile (no I/O runs).
+      for (const [group, list] of this.groups) {
         const w = list.shift();
         if (!w) continue;
         list.push(w);
