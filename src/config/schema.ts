@@ -468,6 +468,27 @@ export const schema = {
       doc: "The same for the events of one IP (an IPv6 /64); past it that IP's EVENTs get `rate-limited:` while others' are still taken. The queue takes its batches round-robin by IP. Addresses not charged to [rate_limits] (exempt_private_addresses) share the whole queue. 0 = no share.",
       reloadable: true,
     }),
+    max_queued_message_bytes_per_connection: key({
+      type: "int",
+      default: 4 * MiB,
+      min: 0,
+      doc: "Messages of one connection waiting for its address's turn on the main thread (an address whose messages took more than a few ms in this event-loop turn waits, so others' are handled between). Past it its messages are refused (`rate-limited:`; an EVENT gets its OK false, a REQ CLOSED). 0 = no bound.",
+      reloadable: true,
+    }),
+    max_queued_message_bytes_per_ip: key({
+      type: "int",
+      default: 16 * MiB,
+      min: 0,
+      doc: "The same for all connections of one IP (an IPv6 /64). 0 = no bound.",
+      reloadable: true,
+    }),
+    max_queued_message_bytes: key({
+      type: "int",
+      default: 64 * MiB,
+      min: 0,
+      doc: "The same for all addresses together; past it the messages that would wait are refused (`rate-limited:`). Messages of an address within its turn never wait. 0 = no bound.",
+      reloadable: true,
+    }),
     message_timeout_seconds: key({
       type: "int",
       default: 15,

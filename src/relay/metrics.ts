@@ -100,6 +100,8 @@ export class RelayMetrics {
    * answers to one tag value kept (relay/answers/tag.ts).
    */
   readonly memoryAnswers = { ring: 0, replaceable: 0, tag: 0 };
+  /** Messages waiting for their address's turn on the main thread (relay/fair.ts). */
+  readonly messageQueue = { bytes: 0, connections: 0, deferred: 0 };
   // The last RECENT_REFUSALS refusals, in parallel arrays written in a circle.
   private readonly refusedAt = new Float64Array(RECENT_REFUSALS);
   private readonly refusedKind = new Float64Array(RECENT_REFUSALS);
@@ -304,6 +306,24 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
   x.single("bunstr_writer_queue_depth", "gauge", "Events waiting for the writer.", ctx.writer.depth);
   x.single("bunstr_verify_queue_depth", "gauge", "Signatures waiting for a verify worker.", ctx.verifier.depth);
   x.single("bunstr_events_in_flight", "gauge", "EVENTs between admission and their OK.", ctx.inflight);
+  x.single(
+    "bunstr_queued_message_bytes",
+    "gauge",
+    "Client messages waiting for their address's turn on the main thread, in bytes.",
+    m.messageQueue.bytes,
+  );
+  x.single(
+    "bunstr_queued_message_connections",
+    "gauge",
+    "Connections with messages waiting for their address's turn.",
+    m.messageQueue.connections,
+  );
+  x.single(
+    "bunstr_deferred_messages_total",
+    "counter",
+    "Client messages that waited for their address's turn (fairness between addresses).",
+    m.messageQueue.deferred,
+  );
 
   const mem = process.memoryUsage();
   const cpu = process.cpuUsage();

@@ -35,6 +35,7 @@ import { pluginSettings, WritePolicyPlugin } from "./plugin.ts";
 import { FdGuard, type PartialCut, type WireMeter } from "./fd-guard.ts";
 import { InflationBudget } from "./inflation.ts";
 import { DEADLINE_MS, Drain } from "./drain.ts";
+import { FairTurns, type Over } from "./fair.ts";
 
 export interface Relay {
   readonly server: Server<Session>;
@@ -406,6 +407,7 @@ function deflateOptions(config: Config): WebSocketHandler<Session>["perMessageDe
 /** Bun's websocket handlers: the AUTH challenge on open, frames to onMessage, cleanup on close. */
 function socketHandlers(live: Live): WebSocketHandler<Session> {
   const { ctx, sockets } = live;
+  const fair = fairTurns(ctx);
   return {
     ...socketLimits(live.config),
     closeOnBackpressureLimit: true,
@@ -434,7 +436,7 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
           answerUnread(ctx, ws, message, "rate-limited: compressed messages inflate too much from this address");
         return;
       }
-      onMessage(ctx, ws, message);
+      fair.message(ws, ws.data.group, message);
     },
     ping(ws, data) {
       ws.data.wire.counted += data.length + 6;
@@ -458,11 +460,42 @@ function socketHandlers(live: Live): WebSocketHandler<Session> {
       const peer = live.peers.get(ws.data);
       if (peer) live.guard?.removeWebsocket(peer);
       tally(live.perIp, ws.data.group, -1);
+      fair.drop(ws);
       closeAllSubscriptions(ctx, ws);
       for (const subId of [...ws.data.neg.keys()]) closeNeg(ctx, ws, subId);
       ctx.store.cancelReads(ws.data);
     },
   };
+}
+
+/** What a message refused for the bounds of fair.ts's queues is told. */
+const OVER_TEXT: Record<Over, string> = {
+  connection: "too many messages waiting on this connection",
+  address: "too many messages waiting from this address",
+  relay: "too many messages waiting, relay busy",
+};
+
+/**
+ * Main-thread time shared between addresses (fair.ts): an address whose messages took its slice
+ * of this event-loop turn waits, its connections' messages queued in order, so that a burst of
+ * thousands of REQs from a few addresses does not hold an honest client's message behind it.
+ */
+function fairTurns(ctx: RelayContext): FairTurns<Socket> {
+  return new FairTurns<Socket>(
+    {
+      run: (ws, message) => onMessage(ctx, ws, message),
+      closed: (ws) => ws.data.closed,
+      refuse(ws, message, over) {
+        if (typeof message === "string") answerUnread(ctx, ws, message, `rate-limited: ${OVER_TEXT[over]}`);
+      },
+    },
+    () => ({
+      perConnection: ctx.config.limits.max_queued_message_bytes_per_connection,
+      perGroup: ctx.config.limits.max_queued_message_bytes_per_ip,
+      total: ctx.config.limits.max_queued_message_bytes,
+    }),
+    ctx.metrics.messageQueue,
+  );
 }
 
 /**
