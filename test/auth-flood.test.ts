@@ -102,21 +102,23 @@ test("an AUTH flood with bad signatures: refused rate-limited from the address's
       `[auth-flood] honest p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms over ${times.length} round trips; attackers ${JSON.stringify(counts)}`,
     );
 
-    // Measured on a busy 2-core machine (load 5-11): fixed, p50 2-4 ms and p99 36-140 ms; before,
-    // p50 0.7 s and p99 7-8 s, with 4 round trips in the 5 s (or an OK not back within 10 s).
+    // Measured on a busy 2-core machine (load 5-11): fixed, p50 2-4 ms and p99 36-140 ms, once
+    // p50 25 ms and p99 743 ms beside a CPU hog (the p99 of ~40 round trips is their slowest: one
+    // stall of the host); before, p50 0.7 s and p99 7-8 s, with 4 round trips in the 5 s (or an
+    // OK not back within 10 s).
     expect(times.length).toBeGreaterThan(10);
     expect(p50).toBeLessThan(100);
-    expect(p99).toBeLessThan(1500);
+    expect(p99).toBeLessThan(2500);
     // The attackers were told `rate-limited:` by their bucket, only the bucket's worth of their
     // AUTHs reached a signature check (its burst and what refilled, per address), and the
     // connections that kept at it were closed.
     const { auths_per_minute, auths_burst } = defaults().rate_limits;
     expect(counts.bucket).toBeGreaterThan(0);
-    expect(counts.badSig).toBeLessThanOrEqual(ATTACKERS * (auths_burst + Math.ceil((auths_per_minute * (FLOOD_SECONDS + 5)) / 60)));
+    expect(counts.badSig).toBeLessThanOrEqual(ATTACKERS * (auths_burst + Math.ceil((auths_per_minute * (counts.seconds! + 5)) / 60)));
     expect(counts.closes).toBeGreaterThan(0);
     expect(relay.proc.exitCode).toBeNull();
   } finally {
     flooder.kill("SIGKILL");
     honest.close();
   }
-}, 30_000);
+}, 45_000);

@@ -141,6 +141,18 @@ function chargedTimes(r: TestRelay): Map<object, number[]> {
   return charged;
 }
 
+/** Counts the queries the relay hands to its store from now on. */
+function queriesAsked(r: TestRelay): { n: number } {
+  const store = r.ctx.store;
+  const query = store.query.bind(store);
+  const asked = { n: 0 };
+  store.query = (job, ctx) => {
+    asked.n++;
+    return query(job, ctx);
+  };
+  return asked;
+}
+
 const percentile = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
@@ -348,8 +360,10 @@ describe("a client streaming heavy REQs", () => {
       wholeDb.manyAuthors,
       wholeDb.everything,
     ]);
+    const asked = queriesAsked(r);
     await heavy.open;
-    await Bun.sleep(300); // both workers are now busy with heavy queries
+    // The relay has handed all 4 heavy REQs to its readers: the workers are now busy with them.
+    for (const deadline = performance.now() + 10_000; asked.n < 4; await Bun.sleep(5)) expect(performance.now()).toBeLessThan(deadline);
     const loaded = await probes(2500, 100);
     const loadedPub = await publishes(20);
     const heavyStats = { ...heavy.stats, closed: { ...heavy.stats.closed } };

@@ -150,8 +150,9 @@ test("without EVENT limits, the writer queue is fair between addresses and holds
   const r = await attack(relay, 60);
   expect(r.honestStored).toBe(true);
   // Before: 9 s at the 99th percentile, 7 s at the median (first come, first served); after: the
-  // batch committing and the next, 1.3 s on a 2-core machine at load 8.
-  expect(p99(r)).toBeLessThan(4000);
+  // batch committing and the next, 1.3 s on a 2-core machine at load 8, 2.2-2.4 s beside a CPU
+  // hog (load 7-10). The old code fails on `limited` below as well (no share per address).
+  expect(p99(r)).toBeLessThan(5000);
   // Each attacker holds at most its share of the queue (max_write_queue_bytes_per_ip, 2 MiB: some
   // 20-40 of these events); what it sends past it is refused at once.
   for (const a of r.attackers) {

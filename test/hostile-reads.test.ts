@@ -102,7 +102,7 @@ async function coresOver(ms: number): Promise<number> {
 }
 
 /** A well-behaved client's REQ (an ids lookup) round trips, every `every` ms, until stopped. */
-function probe(c: Client, every = 20): { stop(): Promise<number[]> } {
+function probe(c: Client, every = 20): { times: number[]; stop(): Promise<number[]> } {
   const times: number[] = [];
   let running = true;
   const loop = (async () => {
@@ -117,6 +117,7 @@ function probe(c: Client, every = 20): { stop(): Promise<number[]> } {
     }
   })();
   return {
+    times,
     async stop() {
       running = false;
       await loop;
@@ -269,7 +270,7 @@ describe("NEG-MSG floods", () => {
     // relative to them, so a loaded CI box does not fail it (the old main-thread reconciliation
     // held every other client 1.8-2.5 s).
     const before = probe(good);
-    await Bun.sleep(500);
+    await until(() => before.times.length >= 25, 15_000);
     const baseline = await before.stop();
     const p = probe(good);
     const from = attacker.frames.length;
@@ -282,7 +283,9 @@ describe("NEG-MSG floods", () => {
       if (i % 25 === 24) await Bun.sleep(0);
     }
     const err = await attacker.next((f) => f[0] === "NEG-ERR" && f[1] === "n", 15_000, from).catch(() => undefined);
-    await Bun.sleep(600);
+    // Probes go on while the flood's queued frames are worked off, then some more.
+    const probed = p.times.length;
+    await until(() => p.times.length >= probed + 30, 15_000);
     const times = await p.stop();
     const bound = Math.max(250, 4 * percentile(baseline, 99));
     console.log(

@@ -97,7 +97,7 @@ test("imports what the source receives, through a restart of the source on the s
   source.proc.kill("SIGKILL");
   await source.proc.exited;
   await stream.waitFor("reconnecting in", 10_000, mark);
-  await Bun.sleep(1500); // at least one failed attempt while it is down
+  await stream.waitFor("retrying in", 15_000, mark); // at least one failed attempt while it is down
   source = await startSource();
   await stream.waitFor("subscribed to", 30_000, mark);
 

@@ -18,8 +18,13 @@ import { onPostgres } from "./postgres-env.ts";
 failOnRelayErrors();
 
 const N = 40_000;
-/** Far under the old stall (~2-3 s for 40k events on a 2-core box), far over a step (~5 ms). */
-const MAX_OK_MS = 1000;
+/**
+ * Under the old stall (~2-3 s for 40k events on an idle 2-core box, more on a busy one), far over
+ * a step (~5 ms): room for one stall of a busy host (the slowest of ~200 OKs was 780-1080 ms beside
+ * a CPU hog at load 8-10). The old code fails on `during` as well: one transaction, no OK while
+ * the key is partly deleted.
+ */
+const MAX_OK_MS = 1500;
 const dirs: string[] = [];
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });

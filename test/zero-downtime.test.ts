@@ -100,15 +100,20 @@ function scenarios(): void {
     const a = await spawnBunstr(relayArgs(port, data), dir);
     const load = new Load(url);
     const loops = [...Array.from({ length: 4 }, () => load.connectLoop()), ...Array.from({ length: 2 }, () => load.publisherLoop())];
-    await Bun.sleep(400);
+    // The publishers are pipelining on A and the connect loops are cycling.
+    await load.until(() => load.acked.size >= 100 && load.connects >= 20);
 
     const b = await spawnBunstr(relayArgs(port, data), dir); // binds the port A is listening on
-    await Bun.sleep(300); // overlap: the kernel spreads new connections over A and B
+    // Overlap: the kernel spreads new connections over A and B.
+    const connectsBeforeOverlap = load.connects;
+    await load.until(() => load.connects >= connectsBeforeOverlap + 20);
     const drainAt = Date.now();
     a.proc.kill("SIGUSR2");
     const exitA = await a.proc.exited;
     const drainMs = Date.now() - drainAt;
-    await Bun.sleep(400); // B alone
+    // B alone: it answers more EVENTs.
+    const ackedByA = load.acked.size;
+    await load.until(() => load.acked.size >= ackedByA + 100);
     load.running = false;
     await Promise.all(loops);
 
@@ -189,6 +194,12 @@ class Load {
   private readonly author = fakePubkey();
 
   constructor(private readonly url: string) {}
+
+  /** Resolves once `cond` holds (the loops run meanwhile); throws after `timeoutMs`. */
+  async until(cond: () => boolean, timeoutMs = 15_000): Promise<void> {
+    for (const deadline = Date.now() + timeoutMs; !cond(); await Bun.sleep(10))
+      if (Date.now() > deadline) throw new Error(`load: timed out (${this.connects} connects, ${this.acked.size} OK true)`);
+  }
 
   private event(): NostrEvent {
     return unsignedEvent(this.author, { content: `zero-downtime ${++this.n}` });
