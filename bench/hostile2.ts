@@ -51,7 +51,7 @@ import type { PendingWrite } from "../src/store/types.ts";
 import { RawWs } from "./lib/rawws.ts";
 import { memoryMiB, RelayProcess } from "./lib/relay.ts";
 import { createSigner, type SigningKey } from "./lib/sign.ts";
-import { clientFrame, clientTextFrame, serverFrame } from "./lib/tcp.ts";
+import { clientFrame, clientTextFrame, serverFrame, upgradeRequest } from "./lib/tcp.ts";
 
 const ALL = ["baseline", "search1", "search10", "count", "delete", "expiry", "writes", "partial", "fts", "auth", "compression", "logs"];
 const ALIASES: Record<string, string[]> = { search: ["search1", "search10"], sweeps: ["delete", "expiry"] };
@@ -164,10 +164,7 @@ class Attacker {
     const sock = tcpConnect({ port, host: "127.0.0.1", localAddress: ip });
     sock.setNoDelay(true);
     await new Promise<void>((ok, fail) => (sock.once("connect", () => ok()), sock.once("error", fail)));
-    sock.write(
-      `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-        `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${extensions ? `Sec-WebSocket-Extensions: ${extensions}\r\n` : ""}\r\n`,
-    );
+    sock.write(upgradeRequest(port, "/", extensions));
     const rest = await new Promise<Buffer>((ok, fail) => {
       let head = Buffer.alloc(0);
       const onData = (b: Buffer) => {

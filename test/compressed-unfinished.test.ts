@@ -13,9 +13,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { connect as tcpConnect, type Socket } from "node:net";
+import { upgradeRequest } from "../bench/lib/tcp.ts";
 import { constants, deflateRawSync } from "node:zlib";
 import { RELAY_MAIN, REPO_ROOT } from "../bench/lib/relay.ts";
 import { spawnRelay, type RelayProcess } from "./process-helpers.ts";
+import { waitUntil } from "./helpers.ts";
 
 const TIMEOUT_S = 3;
 const dir = mkdtempSync(join(tmpdir(), "bunstr-compressed-unfinished-"));
@@ -55,11 +57,7 @@ async function compressed(port: number, address: string): Promise<{ sock: Socket
   let closed = false;
   sock.once("close", () => (closed = true));
   await new Promise<void>((r) => sock.once("connect", () => r()));
-  sock.write(
-    `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
-      "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n",
-  );
+  sock.write(upgradeRequest(port, "/", "permessage-deflate; client_max_window_bits"));
   const response = await new Promise<string>((r) => {
     let text = "";
     sock.on("data", (d: Buffer) => {
@@ -71,14 +69,6 @@ async function compressed(port: number, address: string): Promise<{ sock: Socket
   expect(response).toStartWith("HTTP/1.1 101");
   expect(response).toMatch(/permessage-deflate/i);
   return { sock, closed: () => closed };
-}
-
-async function waitUntil(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(50);
-  }
 }
 
 test("a compressed message sent with the start of one that never ends does not hide it from the message timeout", async () => {

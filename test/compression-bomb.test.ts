@@ -15,6 +15,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { connect as tcpConnect, type Socket } from "node:net";
+import { upgradeRequest } from "../bench/lib/tcp.ts";
 import { constants, deflateRawSync } from "node:zlib";
 import { RELAY_MAIN, REPO_ROOT } from "../bench/lib/relay.ts";
 import { RawWs } from "../bench/lib/rawws.ts";
@@ -70,11 +71,7 @@ async function bombard(port: number, address: string, bomb: Buffer, stats: Attac
   sockets.add(sock);
   const closed = new Promise<void>((r) => sock.once("close", () => r()));
   await new Promise<void>((r) => sock.once("connect", () => r()));
-  sock.write(
-    `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
-      "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n",
-  );
+  sock.write(upgradeRequest(port, "/", "permessage-deflate; client_max_window_bits"));
   const response = await new Promise<string>((r) => {
     let head = "";
     sock.on("data", (d: Buffer) => {

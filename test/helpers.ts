@@ -284,3 +284,12 @@ export function storeEvents<R>(
   );
 }
 const FIXTURE_RULES: WriteRules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set() };
+
+/** Polls `cond` every 50 ms until it holds; throws, naming `what`, after `timeoutMs`. */
+export async function waitUntil(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(50);
+  }
+}

@@ -20,6 +20,7 @@ import { RawWs } from "../bench/lib/rawws.ts";
 import { openWebSocket } from "../bench/lib/tcp.ts";
 import { signer } from "./helpers.ts";
 import { spawnRelay, type RelayProcess } from "./process-helpers.ts";
+import { waitUntil } from "./helpers.ts";
 
 const ADDRESSES = ["127.0.36.1", "127.0.36.2", "127.0.36.3", "127.0.36.4"];
 const PER_ADDRESS = 40;
@@ -75,14 +76,6 @@ class Attacker {
   stop(): void {
     clearInterval(this.timer);
     this.sock.destroy();
-  }
-}
-
-async function waitUntil(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(50);
   }
 }
 

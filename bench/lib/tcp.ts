@@ -48,10 +48,11 @@ export function serverFrame(buf: Buffer): { opcode: number; payload: Buffer; siz
 
 export const clientTextFrame = (text: string): Buffer => clientFrame(1, Buffer.from(text));
 
-/** The HTTP request that asks 127.0.0.1:port to upgrade `path` to a websocket. */
-export const upgradeRequest = (port: number, path = "/"): string =>
+/** The HTTP request that asks 127.0.0.1:port to upgrade `path` to a websocket (`extensions`: e.g. permessage-deflate, offered). */
+export const upgradeRequest = (port: number, path = "/", extensions?: string): string =>
   `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+  `${extensions ? `Sec-WebSocket-Extensions: ${extensions}\r\n` : ""}\r\n`;
 
 export interface OpenedWebSocket {
   sock: Socket;
