@@ -6,7 +6,9 @@ import { admit, type AdmitContext, type Source } from "../src/admit/admit.ts";
 import { countOutcome, newCounts, okAccepted, okMessage, problemOf, type Outcome } from "../src/admit/outcome.ts";
 import { defaults } from "../src/config/schema.ts";
 import { defaultPolicies, importPolicies } from "../src/policy/defaults.ts";
-import type { PolicyContext } from "../src/policy/rules.ts";
+import { RateLimiter } from "../src/policy/rate-limit.ts";
+import { eventRate, type Policy, type PolicyContext } from "../src/policy/rules.ts";
+import { writeCost } from "../src/policy/write-cost.ts";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import { refuse } from "../src/protocol/reasons.ts";
 import type { PendingWrite, WriteOutcome } from "../src/store/types.ts";
@@ -266,5 +268,27 @@ describe("bookkeeping", () => {
     for (const o of outcomes) countOutcome(c, o);
     expect(c).toEqual({ ...newCounts(), accepted: 1, duplicate: 1, older: 1, deleted: 1, badEvent: 1, refused: 1 });
     expect(outcomes.map(problemOf)).toEqual([undefined, undefined, undefined, "blocked: deleted", "invalid: no id", undefined]);
+  });
+});
+
+describe("write cost", () => {
+  test("an event's cost is found once: the rate limit and the writer queue share it", async () => {
+    const e = author.sign({ kind: 1, content: "", tags: Array.from({ length: 1800 }, (_, i) => ["t", String(i)]) });
+    /** How often admit walks the event's tags, with these policies, and the cost the writer was handed. */
+    const walks = async (policies: Policy[]) => {
+      let walked = 0;
+      const tags = new Proxy(e.tags, {
+        get(target, key, receiver) {
+          if (key === Symbol.iterator) walked++;
+          return Reflect.get(target, key, receiver);
+        },
+      });
+      const { ctx, asked } = fakeContext();
+      const o = await admit(ctx, { ...e, tags }, source({ policies, policy: policy({ ip: "203.0.113.9", rates: new RateLimiter() }) }));
+      expect(o.fate).toBe("accepted");
+      expect(asked.writes[0]!.cost).toBe(writeCost(e));
+      return walked;
+    };
+    expect(await walks([eventRate])).toBe(await walks([]));
   });
 });

@@ -86,7 +86,9 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
   const throttled = src.throttle?.();
   if (throttled) return no("refused", throttled);
 
-  const { refusal, vanishOnly } = judgeEvent(src.policies, src.policy, e);
+  // Its write cost, found once: charged by the rate limit (policy/rules.ts eventRate), and the writer queue's.
+  const cost = writeCost(e);
+  const { refusal, vanishOnly } = judgeEvent(src.policies, { ...src.policy, cost }, e);
   if (refusal && !vanishOnly) return no("refused", refusal);
   // A writer queue that would refuse it anyway (full, or the sender's share full): before the work.
   const group = chargedGroup(src.policy.config, src.policy);
@@ -141,7 +143,7 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
       return { event: e, fate: "ephemeral" };
     }
     // The writer queue is fair between the addresses charged for their events, and cuts its batches by cost.
-    return written(e, await ctx.writer.enqueue({ event: e, json, group, cost: writeCost(e) }));
+    return written(e, await ctx.writer.enqueue({ event: e, json, group, cost }));
   } finally {
     src.session && src.session.inflight--;
     ctx.inflight--;

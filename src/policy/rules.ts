@@ -28,6 +28,8 @@ export interface PolicyContext {
   rates?: RateLimiter;
   /** NIP-86 admin state (bans, allow lists, kinds, blocked IPs); absent when there is none. */
   admin?: AdminView;
+  /** The EVENT's write cost (policy/write-cost.ts), found once by admit/admit.ts; absent: found by eventRate. */
+  cost?: number;
 }
 
 /** What the policies read of the NIP-86 admin state (admin/state.ts): keys are hex or IPs. */
@@ -49,7 +51,7 @@ export type Policy = (ctx: PolicyContext, e: NostrEvent) => Refusal | undefined;
  */
 export const eventRate: Policy = (ctx, e) => {
   if (!ctx.rates) return undefined;
-  const wait = chargeRate(ctx.config, ctx.rates, "events", ctx, writeCost(e));
+  const wait = chargeRate(ctx.config, ctx.rates, "events", ctx, ctx.cost ?? writeCost(e));
   return wait > 0 ? refuse("rate-limited", rateLimitMessage("events", wait)) : undefined;
 };
 

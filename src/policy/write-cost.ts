@@ -25,19 +25,10 @@ const FIXED_CHARS = 240;
 const SINGLE_LETTER = /^[a-zA-Z]$/;
 
 /**
- * Costs found, by event: the rate limit (policy/rules.ts) and the writer queue (admit/admit.ts)
- * both ask for an EVENT's cost, and one of 1,800 tags should be walked once, not twice.
+ * The event's cost to the writer in units (>= 1; an ordinary note: exactly 1). admit/admit.ts
+ * finds it once and hands it to the rate limit (policy/rules.ts eventRate) and the writer queue.
  */
-const known = new WeakMap<NostrEvent, number>();
-
-/** The event's cost to the writer in units (>= 1; an ordinary note: exactly 1), found once per event. */
 export function writeCost(e: NostrEvent): number {
-  let cost = known.get(e);
-  if (cost === undefined) known.set(e, (cost = costOf(e)));
-  return cost;
-}
-
-function costOf(e: NostrEvent): number {
   let indexed = 0;
   let eTargets = 0;
   let aTargets = 0;
