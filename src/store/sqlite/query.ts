@@ -176,7 +176,7 @@ function visibilityResidual(r: Residual, f: Filter, v: Visibility | undefined): 
 // Walks.
 
 /** How a walk orders ties of created_at, and so what its cursor holds after created_at. */
-type Tie = "seq-desc" | "seq-asc" | "fts";
+type Tie = "seq-desc" | "seq-asc";
 
 interface Walk {
   /** FROM of the index walked, alone (for the boundary) and joined to events (for the chunk). */
@@ -222,7 +222,7 @@ interface Walk {
   read: number;
 }
 
-const ORDER: Record<Tie, string> = { "seq-desc": "DESC", "seq-asc": "ASC", fts: "" };
+const ORDER: Record<Tie, string> = { "seq-desc": "DESC", "seq-asc": "ASC" };
 
 /** The cursor: entries after (at, after) in walk order. `from` = at or before a boundary instead. */
 function cursorSql(w: Walk, bound: "after" | "upTo"): string {
@@ -232,8 +232,6 @@ function cursorSql(w: Walk, bound: "after" | "upTo"): string {
       return bound === "after" ? `(${t}, ${w.tieCol}) < (?, ?)` : `(${t}, ${w.tieCol}) >= (?, ?)`;
     case "seq-asc":
       return bound === "after" ? `${t} <= ? AND (${t} < ? OR ${w.tieCol} > ?)` : `${t} >= ? AND (${t} > ? OR ${w.tieCol} <= ?)`;
-    case "fts":
-      return bound === "after" ? `${w.tieCol} < ?` : `${w.tieCol} >= ?`;
   }
 }
 
@@ -243,12 +241,10 @@ function cursorParams(w: Walk, at: number, after: number): Param[] {
       return [at, after];
     case "seq-asc":
       return [at, at, after];
-    case "fts":
-      return [after];
   }
 }
 
-const orderSql = (w: Walk) => (w.tie === "fts" ? `${w.tieCol} DESC` : `${w.tCol} DESC, ${w.tieCol} ${ORDER[w.tie]}`);
+const orderSql = (w: Walk) => `${w.tCol} DESC, ${w.tieCol} ${ORDER[w.tie]}`;
 
 function newWalk(w: Omit<Walk, "at" | "after" | "done" | "chunk" | "read" | "withPubkey">, until?: number): Walk {
   const after = w.tie === "seq-asc" ? -1 : MAX_TIME;
@@ -321,12 +317,13 @@ const MAX_UNORDERED_IDS = 64;
  * here too (rankSearch): SQLite's reads every word's whole list in each statement that asks it.
  */
 function searchWalk(terms: string[], residual: Residual, maxSeq: number): Walk {
+  // Only the residual (searchKeys) of the chunk walk's fields is read: searchStep reads the index itself.
   const w = newWalk({
     index: "events_fts f",
     joined: "events_fts f",
     range: { where: [], params: [] },
     residual,
-    tie: "fts",
+    tie: "seq-desc",
     tCol: "NULL",
     tieCol: "f.rowid",
     sCol: "f.rowid",
@@ -679,7 +676,7 @@ function chunkStatements(
     w.single || (!w.residual.selective && !bounded)
       ? undefined
       : {
-          sql: `SELECT ${w.tie === "fts" ? "NULL" : w.tCol} AS t, ${w.tieCol} AS tie FROM ${w.index} WHERE ${[...w.range.where, ...since, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
+          sql: `SELECT ${w.tCol} AS t, ${w.tieCol} AS tie FROM ${w.index} WHERE ${[...w.range.where, ...since, cursor].join(" AND ")} ORDER BY ${orderSql(w)} LIMIT 1 OFFSET ?`,
           params: [...w.range.params, ...sinceParams, ...after, w.chunk - 1],
         };
   const whereOf = (upTo?: [number, number]) => {
@@ -876,7 +873,7 @@ interface Window {
  * read another chunk (limit rows) to settle the ties of one second.
  */
 function floor(w: Walk, since: number): void {
-  if (w.tie !== "fts" && (w.since === undefined || w.since < since)) w.since = since;
+  if (w.since === undefined || w.since < since) w.since = since;
 }
 
 const byRank = (a: Key, b: Key) => (a.r ?? 0) - (b.r ?? 0) || newestFirst(a, b);

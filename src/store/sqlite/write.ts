@@ -23,7 +23,9 @@ const PURGE_ROWS = 32;
  * Events a purge step deletes before it looks at the clock: a small deletion (a request to
  * vanish of a few events) is then done before its OK however late the thread runs. On a loaded
  * machine a preemption alone can outlast PURGE_FIRST_MS, and a REQ after the OK still found the
- * events (test/vanish-policy.test.ts beside a CPU hog).
+ * events (test/vanish-policy.test.ts beside a CPU hog). Each purge of a batch deletes as many at
+ * once even when the batch's PURGE_FIRST_MS is used up: an earlier deletion in the batch does not
+ * make a one-target deletion a purge whose OK waits behind the others (issue 36).
  */
 const PURGE_MIN_EVENTS = 8;
 /**
@@ -31,12 +33,6 @@ const PURGE_MIN_EVENTS = 8;
  * together): a small one completes before its OK. Also the first step of a NIP-40 sweep.
  */
 const PURGE_FIRST_MS = 5;
-/**
- * Rows (a deletion's targets) each purge of a batch deletes at once even when the batch's
- * PURGE_FIRST_MS is used up: an earlier deletion in the batch does not make a one-target
- * deletion a purge whose OK waits behind the others (issue 36).
- */
-const PURGE_FIRST_ROWS = 4;
 /** A bound no created_at or seq reaches: "no limit" for a purge. */
 const NO_LIMIT = Number.MAX_SAFE_INTEGER;
 
@@ -412,7 +408,7 @@ export class SqliteWriter {
     return id;
   }
 
-  /** Runs these purges (those not done yet) within the call's purgeLeftMs (each its first PURGE_FIRST_ROWS). */
+  /** Runs these purges (those not done yet) within the call's purgeLeftMs (each its first PURGE_MIN_EVENTS). */
   private runPurges(ids: number[]): void {
     for (const id of ids) {
       const p = this.st.purgeById.get(id) as Purge | null;
@@ -420,16 +416,17 @@ export class SqliteWriter {
     }
   }
 
-  /** Runs a purge within what is left of the call's purgeLeftMs, its first PURGE_FIRST_ROWS anyway; true when it is done. */
+  /** Runs a purge within what is left of the call's purgeLeftMs, its first PURGE_MIN_EVENTS anyway; true when it is done. */
   private purgeAtOnce(p: Purge): boolean {
     const started = performance.now();
-    const done = this.purge(p, started + this.purgeLeftMs, Math.max(PURGE_FIRST_ROWS, PURGE_MIN_EVENTS));
+    const done = this.purge(p, started + this.purgeLeftMs);
     this.purgeLeftMs -= performance.now() - started;
     return done;
   }
 
-  /** Deletes what a purge covers until the deadline (its first `free` rows whatever the time: PURGE_MIN_EVENTS for a step); true when it is done (and forgotten). */
-  private purge(p: Purge, deadline: number, free = PURGE_MIN_EVENTS): boolean {
+  /** Deletes what a purge covers until the deadline (its first PURGE_MIN_EVENTS rows whatever the time); true when it is done (and forgotten). */
+  private purge(p: Purge, deadline: number): boolean {
+    let free = PURGE_MIN_EVENTS;
     if (p.listed) return this.purgeListed(p, deadline, free);
     for (;;) {
       let rows = this.st.purgeAuthored.all(p.pubkey, p.until ?? NO_LIMIT, p.keep ?? -1, p.upto ?? NO_LIMIT, PURGE_ROWS) as Row[];
