@@ -648,11 +648,10 @@ export class StatementCache {
     }
     st = this.db.prepare(sql);
     this.map.set(sql, st);
-    if (this.map.size > this.max) {
-      const oldest = this.map.keys().next().value!;
-      this.map.get(oldest)!.finalize();
-      this.map.delete(oldest);
-    }
+    // The oldest leaves the cache but is not finalized: a job paused between its slices may still
+    // hold it (fetchRows, rankSearch), and a flood of distinct filters (COUNT's exclusions vary
+    // with them) would close it under that job. Unreferenced, the collector finalizes it.
+    if (this.map.size > this.max) this.map.delete(this.map.keys().next().value!);
     return st;
   }
 }
