@@ -181,12 +181,11 @@ export class FairTurns<C extends object> {
 
   private async turn(): Promise<void> {
     this.turnScheduled = false;
+    // Fresh slices for the next poll's messages. The drain's time is its own: it charges none
+    // (and no message arrives while it runs, only microtasks do), so this holds after it too.
     this.lastGroup = undefined;
     this.used.clear();
     if (this.waiting.size > 0) await this.drainQueues();
-    // The drain's time is its own: the next poll's messages start with fresh slices.
-    this.used.clear();
-    this.lastGroup = undefined;
     if (this.waiting.size > 0) this.scheduleTurn();
   }
 
