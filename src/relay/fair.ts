@@ -61,7 +61,8 @@ export interface QueueStats {
 const weight = (message: string | Buffer): number => message.length;
 
 /**
- * The scheduler. Handling an ordinary message costs two performance.now() calls and two map reads.
+ * The scheduler. Handling an ordinary message costs two performance.now() calls, two map reads and
+ * one map write.
  */
 export class FairTurns<C extends object> {
   /** Milliseconds each address group used in this turn. */
@@ -72,9 +73,13 @@ export class FairTurns<C extends object> {
   private readonly groups = new Map<string, Waiting<C>[]>();
   /** Waiting bytes per address group. */
   private readonly groupBytes = new Map<string, number>();
-  /** The message handled last in this turn, its group and when its synchronous part ended. */
+  /**
+   * The message handled last in this turn: its group, when its synchronous part ended and what
+   * that took. Charged to the group with the gap after it when the next message comes.
+   */
   private lastGroup: string | undefined;
   private lastEnd = 0;
+  private lastCost = 0;
   private turnScheduled = false;
 
   constructor(
@@ -87,20 +92,26 @@ export class FairTurns<C extends object> {
   /** A message from `conn` (of address group `group`): handled now, or queued behind its others. */
   message(conn: C, group: string, message: string | Buffer): void {
     const now = performance.now();
-    // What the previous message's continuations took since it returned is its cost too.
-    if (this.lastGroup !== undefined) this.charge(this.lastGroup, Math.min(now - this.lastEnd, MAX_GAP_MS));
-    this.lastGroup = undefined;
+    // The previous message's cost: its synchronous part, and what its continuations took since
+    // it returned. One map write per message; its result is this group's when the same.
+    const last = this.lastGroup;
+    let used: number | undefined;
+    if (last !== undefined) {
+      used = (this.used.get(last) ?? 0) + this.lastCost + Math.min(now - this.lastEnd, MAX_GAP_MS);
+      this.used.set(last, used);
+      this.lastGroup = undefined;
+    }
     const w = this.waiting.get(conn);
     if (w) return this.enqueue(w, message);
-    if ((this.used.get(group) ?? 0) >= SLICE_MS) return this.enqueue(this.queueFor(conn, group), message);
+    if ((last === group ? used! : (this.used.get(group) ?? 0)) >= SLICE_MS) return this.enqueue(this.queueFor(conn, group), message);
     this.scheduleTurn();
     try {
       this.handlers.run(conn, message);
     } finally {
       const end = performance.now();
-      this.charge(group, end - now);
       this.lastGroup = group;
       this.lastEnd = end;
+      this.lastCost = end - now;
     }
   }
 
@@ -109,10 +120,6 @@ export class FairTurns<C extends object> {
     const w = this.waiting.get(conn);
     if (!w) return;
     this.forget(w);
-  }
-
-  private charge(group: string, ms: number): void {
-    this.used.set(group, (this.used.get(group) ?? 0) + ms);
   }
 
   private queueFor(conn: C, group: string): Waiting<C> {
@@ -174,12 +181,11 @@ export class FairTurns<C extends object> {
 
   private async turn(): Promise<void> {
     this.turnScheduled = false;
+    // Fresh slices for the next poll's messages. The drain's time is its own: it charges none
+    // (and no message arrives while it runs, only microtasks do), so this holds after it too.
     this.lastGroup = undefined;
     this.used.clear();
     if (this.waiting.size > 0) await this.drainQueues();
-    // The drain's time is its own: the next poll's messages start with fresh slices.
-    this.used.clear();
-    this.lastGroup = undefined;
     if (this.waiting.size > 0) this.scheduleTurn();
   }
 
@@ -190,13 +196,12 @@ export class FairTurns<C extends object> {
   private async drainQueues(): Promise<void> {
     const started = performance.now();
     for (;;) {
-      // A Map's iteration survives the deletions below; nothing is added meanwhile (no I/O runs).
-      for (const [group, list] of this.groups) {
-        const w = list.shift();
-        if (!w) continue;
+      // A Map's iteration survives the deletions (forget() drops a group whose last connection's
+      // queue empties: no list here is empty); nothing is added meanwhile (no I/O runs).
+      for (const list of this.groups.values()) {
+        const w = list.shift()!;
         list.push(w);
         this.runOne(w);
-        if (list.length === 0) this.groups.delete(group);
         await undefined;
         if (performance.now() - started >= DRAIN_MS) return;
       }

@@ -437,37 +437,33 @@ export class FdGuard {
       const t = performance.now();
       fds += list.length;
       for (const fd of list) {
-        const known = this.wsFds.get(fd);
-        if (known) {
-          connections++;
-          const meter = this.websockets.get(known.key);
-          if (watch && meter && !meter.cut && this.held(fd, meter, t) > 0)
-            holding.push({ meter, group: known.group, exempt: known.exempt });
-          continue;
-        }
-        const peer = this.peerOf(fd);
-        if (!peer) continue;
-        connections++;
-        const ws = `${peer.ip}|${peer.port}`;
-        if (this.websockets.has(ws)) {
-          const known = { key: ws, group: ipGroup(peer.ip), exempt: exempt.has(peer.ip) };
+        let known = this.wsFds.get(fd);
+        if (!known) {
+          const peer = this.peerOf(fd);
+          if (!peer) continue;
+          const ws = `${peer.ip}|${peer.port}`;
+          if (!this.websockets.has(ws)) {
+            connections++;
+            const key = `${fd}|${peer.ip}|${peer.port}`;
+            seen.push({
+              fd,
+              ip: peer.ip,
+              port: peer.port,
+              key,
+              group: ipGroup(peer.ip),
+              exempt: exempt.has(peer.ip),
+              firstSeen: this.firstSeen.get(key) ?? now,
+            });
+            continue;
+          }
+          // A websocket: its descriptor is remembered, later scans ask it only for its byte count.
+          known = { key: ws, group: ipGroup(peer.ip), exempt: exempt.has(peer.ip) };
           this.wsFds.set(fd, known);
           this.wsKeyFd.set(ws, fd);
-          const meter = this.websockets.get(ws);
-          if (watch && meter && !meter.cut && this.held(fd, meter, t) > 0)
-            holding.push({ meter, group: known.group, exempt: known.exempt });
-          continue;
         }
-        const key = `${fd}|${peer.ip}|${peer.port}`;
-        seen.push({
-          fd,
-          ip: peer.ip,
-          port: peer.port,
-          key,
-          group: ipGroup(peer.ip),
-          exempt: exempt.has(peer.ip),
-          firstSeen: this.firstSeen.get(key) ?? now,
-        });
+        connections++;
+        const meter = this.websockets.get(known.key);
+        if (watch && meter && !meter.cut && this.held(fd, meter, t) > 0) holding.push({ meter, group: known.group, exempt: known.exempt });
       }
       const ms = performance.now() - t;
       spent += ms;
