@@ -202,15 +202,15 @@ describe("filters are bounded in bytes", () => {
   });
 
   test("per connection and per address: subscriptions past the byte budget get CLOSED rate-limited:", async () => {
-    await useRelay({ limits: { max_filter_bytes_per_connection: 8 * 1024, max_filter_bytes_per_ip: 12 * 1024 } });
+    await useRelay({ limits: { max_filter_bytes_per_connection: 20 * 1024, max_filter_bytes_per_ip: 30 * 1024 } });
     const sub = (i: number) => ({ "#t": [`${i}`.padEnd(1000, "v")], limit: 0 });
     const a = await connect();
     const answers: string[] = [];
     for (let i = 0; i < 10; i++) answers.push((await a.req(`a${i}`, sub(i))).end[0]);
-    // ~1 KB each: 7 fit in 8 KiB, the rest are refused.
+    // ~2.7 KB each (a filter, a list, 1,000 characters at 2 bytes): 7 fit in 20 KiB, the rest are refused.
     expect(answers.filter((x) => x === "EOSE").length).toBe(7);
     expect((await a.req("more", sub(99))).end[2]).toStartWith("rate-limited:");
-    // A second connection from the same address has its own 8 KiB but shares the 12 KiB.
+    // A second connection from the same address has its own 20 KiB but shares the 30 KiB.
     const b = await connect();
     const more: string[] = [];
     for (let i = 0; i < 10; i++) more.push((await b.req(`b${i}`, sub(i))).end[0]);

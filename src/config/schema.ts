@@ -379,14 +379,14 @@ export const schema = {
     }),
     max_filter_bytes_per_connection: key({
       type: "int",
-      default: MiB,
+      default: 2 * MiB,
       min: 4 * KiB,
-      doc: "Bytes of filter values (ids, authors, tag values, kinds) the live subscriptions of one connection may hold; a REQ that would hold more gets CLOSED rate-limited:.",
+      doc: "Bytes of memory the filters of one connection's live subscriptions may hold, as measured on the heap (each filter ~400 bytes, each value ~160 bytes plus 2 a character, a search ~200 plus ~64 a word: 1,000 authors ~290 KB); a REQ that would hold more gets CLOSED rate-limited:.",
       reloadable: true,
     }),
     max_filter_bytes_per_ip: key({
       type: "int",
-      default: 4 * MiB,
+      default: 8 * MiB,
       min: 0,
       doc: "The same for all connections from one IP (an IPv6 /64) together; 0 = no limit.",
       reloadable: true,
