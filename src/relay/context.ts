@@ -11,10 +11,10 @@ import type { WriterQueue } from "../store/queue.ts";
 import type { Store } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
 import type { MemoryAnswers } from "./answers/memory.ts";
-import type { BudgetState } from "./budget.ts";
-import type { Fanout } from "./fanout.ts";
-import type { RelayMetrics } from "./metrics.ts";
-import type { WritePolicyPlugin } from "./plugin.ts";
+import type { BudgetState } from "./connection/budget.ts";
+import type { Fanout } from "./fanout/fanout.ts";
+import type { RelayMetrics } from "../observe/metrics.ts";
+import type { WritePolicyPlugin } from "./plugin/plugin.ts";
 
 /** Query time budgets (readCostEstimate, queryGroups, negGroups) are in BudgetState (budget.ts). */
 export interface RelayContext extends BudgetState {
@@ -50,9 +50,9 @@ export interface RelayContext extends BudgetState {
   closing: boolean;
   /** Filter bytes held by the live subscriptions of each address group (relay/read/subscriptions.ts). */
   filterBytes: Map<string, number>;
-  /** COUNTs running for each address group (relay/req.ts, max_counts_per_ip). */
+  /** COUNTs running for each address group (relay/read/req.ts, max_counts_per_ip). */
   counts: Map<string, number>;
-  /** NIP-77 items held by the open negentropy sessions of each address group (relay/neg.ts). */
+  /** NIP-77 items held by the open negentropy sessions of each address group (relay/read/neg.ts). */
   negItems: Map<string, number>;
   /** And of all addresses together (max_negentropy_items_total). */
   negItemsTotal: number;

@@ -1,11 +1,11 @@
 // Per-connection state, kept in ws.data. Only relay/ touches ServerWebSocket.
 import type { ServerWebSocket } from "bun";
-import type { NegentropyServer } from "../nips/nip77.ts";
-import { ipGroup, isPrivateAddress } from "../policy/ip.ts";
-import type { CompiledFilter } from "../protocol/filter.ts";
-import type { Group } from "./fanout.ts";
-import type { NegSessionHandle } from "../store/types.ts";
-import type { RelayMetrics } from "./metrics.ts";
+import type { NegentropyServer } from "../../nips/nip77.ts";
+import { ipGroup, isPrivateAddress } from "../../policy/ip.ts";
+import type { CompiledFilter } from "../../protocol/filter.ts";
+import type { Group } from "../fanout/fanout.ts";
+import type { NegSessionHandle } from "../../store/types.ts";
+import type { RelayMetrics } from "../../observe/metrics.ts";
 import type { WireMeter } from "./fd-guard.ts";
 
 export interface Subscription {
@@ -18,7 +18,7 @@ export interface Subscription {
   group?: Group;
 }
 
-/** A NIP-77 session of this connection (relay/neg.ts). */
+/** A NIP-77 session of this connection (relay/read/neg.ts). */
 export interface NegSession {
   /** Set once the items are loaded; undefined while the store is being read. */
   server?: NegentropyServer;
@@ -31,7 +31,7 @@ export interface NegSession {
 }
 
 /**
- * The NEG frames of one id still being handled, in the order received (relay/neg.ts): while one
+ * The NEG frames of one id still being handled, in the order received (relay/read/neg.ts): while one
  * waits on the store (a NEG-OPEN reading its items, a NEG-MSG reconciled in a reader worker), the
  * ones after it wait for it, so every answer comes in the order of the messages.
  */
@@ -62,7 +62,7 @@ export interface Session {
   readonly subs: Map<string, Subscription>;
   /** NIP-77 sessions by id (a namespace of their own, apart from REQ ids). */
   readonly neg: Map<string, NegSession>;
-  /** NEG frames waiting for an earlier one of the same id (relay/neg.ts). */
+  /** NEG frames waiting for an earlier one of the same id (relay/read/neg.ts). */
   readonly negLanes: Map<string, NegLane>;
   /** Query time this connection may still spend (ms, a token bucket) and when it was last refilled. */
   queryBudget: { tokens: number; at: number; estimate?: number; countEstimate?: number };
