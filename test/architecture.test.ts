@@ -108,7 +108,7 @@ test("every file of src/ has a place in the folder order", () => {
 test("no import points up the folder order", () => {
   const graph = importGraph();
   expect(graph.size).toBeGreaterThan(50); // the parse found the tree
-  expect(graph.get("relay/server.ts")).toContain("store/queue.ts");
+  expect(graph.get("relay/wiring.ts")).toContain("store/queue.ts");
   expect(graph.get("http/status.test.ts")).toContain("http/status.ts"); // unit tests are read too
   const upward: string[] = [];
   for (const [from, targets] of graph) for (const to of targets) if (rank(to) > rank(from)) upward.push(`${from} -> ${to}`);
@@ -128,6 +128,10 @@ const RELAY_ORDER = [
   "read", // REQ, COUNT, CLOSE, NEG-*: the stored events, catch-up, live subscriptions
   "write", // EVENT into admit/, and the mirrors
   "auth.ts", // NIP-42
+  "wiring.ts", // the context built, the store's commit feed to live subscriptions
+  "upgrade.ts", // who is let in: the websocket upgrade and its limits
+  "dispatch.ts", // one message to the handler of its verb
+  "shutdown.ts", // the graceful stop
   "server.ts", // Bun.serve wiring and lifecycle
 ];
 /** A relay/ file's place in RELAY_ORDER (its unit test's: the module's); -1 outside relay/. */
@@ -139,7 +143,7 @@ const relayRank = (file: string): number => {
 
 test("inside relay/, every file has a place and no import points up RELAY_ORDER", () => {
   const graph = importGraph();
-  expect(graph.get("relay/server.ts")).toContain("relay/read/req.ts"); // the parse found relay/
+  expect(graph.get("relay/dispatch.ts")).toContain("relay/read/req.ts"); // the parse found relay/
   const relayFiles = [...graph.keys()].filter((f) => f.startsWith("relay/"));
   expect(relayFiles.filter((f) => relayRank(f) < 0)).toEqual([]);
   const upward: string[] = [];

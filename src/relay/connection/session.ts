@@ -126,6 +126,23 @@ export function send(ws: Socket, frame: string): void {
   if (!ws.data.closed) ws.send(frame);
 }
 
+/**
+ * Closes a websocket with a reason and, if its peer has not finished the close a moment later,
+ * cuts it: what Bun holds for it (an unfinished message) goes with the socket.
+ */
+export function cutWebsocket(ws: Socket, code: number, reason: string): void {
+  ws.close(code, reason);
+  setTimeout(() => {
+    if (!ws.data.closed) ws.terminate();
+  }, 2000).unref();
+}
+
+/** Wakes the reads waiting for the socket to drain (relay/read/stored.ts): it drained, or closed. */
+export function wakeDrainWaiters(ws: Socket): void {
+  const waiters = ws.data.drainWaiters.splice(0);
+  for (const wake of waiters) wake();
+}
+
 // Frames queued by sendSoon, written at the end of the current microtask checkpoint with one
 // cork per socket: an uncorked ws.send is one send() system call per frame.
 const soon = new Map<Socket, string[]>();
