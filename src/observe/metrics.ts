@@ -215,7 +215,7 @@ export interface MetricsSource {
   connections(): number;
 }
 
-/** What only server.ts can see. */
+/** What only the running relay can see (relay/server.ts). */
 interface LiveState {
   subscriptions(): number;
 }

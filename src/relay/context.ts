@@ -1,6 +1,6 @@
 // What the message handlers share: config, store, writer, verifier, fanout, memory's answers, admin state, the
 // write-policy plugin and the metrics. The interface only: the decisions made from it live with
-// their subject (policy/visibility.ts, budget.ts, policy-context.ts).
+// their subject (policy/visibility.ts, connection/budget.ts, write/policy-context.ts).
 import type { AdminState } from "../admin/state.ts";
 import type { LogLimiter } from "../log.ts";
 import type { Config } from "../config/schema.ts";
@@ -36,9 +36,9 @@ export interface RelayContext extends BudgetState {
   ephemeral(e: NostrEvent, json: string): void;
   /** NIP-86 admin state: bans, allow lists, kinds, blocked IPs, relay info (admin/state.ts). */
   admin: AdminState;
-  /** The [options] write_policy_plugin of this relay, started on the first event that needs it (plugin.ts). */
+  /** The [options] write_policy_plugin of this relay, started on the first event that needs it (plugin/plugin.ts). */
   plugin: WritePolicyPlugin;
-  /** This relay's counters and histograms for /metrics (metrics.ts). */
+  /** This relay's counters and histograms for /metrics (observe/metrics.ts). */
   metrics: RelayMetrics;
   /** [rate_limits] buckets per IP and per pubkey, for connections, EVENT, REQ, COUNT, NEG-OPEN and AUTH. */
   rates: RateLimiter;

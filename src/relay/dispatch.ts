@@ -1,6 +1,7 @@
 // One message, in its turn (connection/fair.ts), to its handler: size-checked, parsed
 // (protocol/messages.ts), counted, and handed to the file of its verb: EVENT to write/ingest.ts,
-// REQ, COUNT and CLOSE to read/req.ts, NEG-* to read/neg.ts, AUTH to auth.ts.
+// REQ and COUNT to read/req.ts, CLOSE to read/subscriptions.ts, NEG-* to read/neg.ts, AUTH to
+// auth.ts.
 import { parseClientMessage, SubscriptionError } from "../protocol/messages.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
 import { handleAuth } from "./auth.ts";

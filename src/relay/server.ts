@@ -54,7 +54,7 @@ function localUrl(host: string, port: number, path: string): string {
 /**
  * Messages above this are closed by Bun with 1009; between max_message_bytes and this we answer.
  * It is also what one connection's unfinished message can hold before the guard sees it
- * (fd-guard.ts; issue 36): twice the message limit, at least 256 KiB, not more.
+ * (connection/fd-guard.ts; issue 36): twice the message limit, at least 256 KiB, not more.
  */
 const hardFrameLimit = (max: number) => Math.min(Math.max(2 * max, 256 * 1024), 256 * 1024 * 1024);
 
@@ -248,7 +248,7 @@ const OVER_TEXT: Record<Over, string> = {
 };
 
 /**
- * Main-thread time shared between addresses (fair.ts): an address whose messages took its slice
+ * Main-thread time shared between addresses (connection/fair.ts): an address whose messages took its slice
  * of this event-loop turn waits, its connections' messages queued in order, so that a burst of
  * thousands of REQs from a few addresses does not hold an honest client's message behind it.
  */

@@ -20,7 +20,7 @@ export async function shutdown(live: Live): Promise<void> {
     drain.begin(ws);
   }
   // New EVENTs are refused now (admit.ts). A connection is closed once it has been answered
-  // everything it sent before the NOTICE and has gone quiet (drain.ts): an idle client
+  // everything it sent before the NOTICE and has gone quiet (connection/drain.ts): an idle client
   // reconnects (to the new process) after a round trip, and a busy one gets every answer it is
   // owed first, the pipelined EVENTs that were on the wire too.
   const told = new Set<Socket>();

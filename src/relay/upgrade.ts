@@ -19,7 +19,7 @@ export function upgrade(live: Live, req: Request, srv: Server<Session>): Respons
   if (ctx.admin.blockedIps.has(ip)) return new Response("this address is blocked", { status: 403, headers: CLOSE });
   // While closing, a connection accepted before the listener closed is still upgraded, then
   // told to reconnect (in open): a close code clients act on rather than a failed connect, and
-  // whatever it sends before it reads the NOTICE is answered first (drain.ts).
+  // whatever it sends before it reads the NOTICE is answered first (connection/drain.ts).
   if (!ctx.closing) {
     if (config.limits.max_connections > 0 && sockets.size >= config.limits.max_connections)
       return new Response("too many connections", { status: 503, headers: CLOSE });

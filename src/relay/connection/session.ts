@@ -77,7 +77,7 @@ export interface Session {
   /** Reads waiting for the socket to drain (relay/read/stored.ts), woken by Bun's drain callback or the close. */
   drainWaiters: (() => void)[];
   closed: boolean;
-  /** Closed by the relay for its address's inflation budget (server.ts chargeInflation): not again. */
+  /** Closed by the relay for its address's inflation budget (inflation.ts chargeInflation): not again. */
   inflationCut: boolean;
   /** What arrived whole, for the guard's count of unfinished message bytes (fd-guard.ts). */
   readonly wire: WireMeter;
