@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NostrEvent, serializeEvent } from "../src/protocol/event.ts";
 import { compileFilter, matchAny } from "../src/protocol/filter.ts";
-import { Fanout } from "../src/relay/fanout.ts";
+import { Fanout } from "../src/relay/fanout/fanout.ts";
 import { startRelay } from "../src/relay/server.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { allRows, type Store } from "../src/store/types.ts";

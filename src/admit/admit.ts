@@ -1,5 +1,5 @@
 // The EVENT pipeline, top to bottom, for every way an event comes in: a client's EVENT
-// (relay/ingest.ts), a [mirror] relay (relay/mirror.ts), and `bunstr import`, `sync` and
+// (relay/write/ingest.ts), a [mirror] relay (relay/write/mirror.ts), and `bunstr import`, `sync` and
 // `stream` (ops/import.ts). The order of the steps is the specification:
 //   shape -> throttle -> policies -> writer queue full? -> id hash -> duplicate -> signature
 //   -> write-policy plugin -> store (or fan out ephemeral) -> the outcome (the caller answers OK, or counts it)
@@ -44,7 +44,7 @@ export interface AdmitContext {
   ephemeral?(e: NostrEvent, json: string): void;
 }
 
-/** The write-policy plugin's answer (relay/plugin.ts); undefined: accepted. */
+/** The write-policy plugin's answer (relay/plugin/plugin.ts); undefined: accepted. */
 interface PluginVerdict {
   accepted: boolean;
   message: string;

@@ -4,9 +4,9 @@
 import { tally } from "../../policy/ip.ts";
 import type { CompiledFilter } from "../../protocol/filter.ts";
 import type { RelayContext } from "../context.ts";
-import type { Session, Socket, Subscription } from "../session.ts";
+import type { Session, Socket, Subscription } from "../connection/session.ts";
 
-/** A REQ on its way through its stages (relay/req.ts handleReq): its subscription and what its EVENT frames begin with. */
+/** A REQ on its way through its stages (relay/read/req.ts handleReq): its subscription and what its EVENT frames begin with. */
 export interface OpenReq {
   readonly subId: string;
   readonly sub: Subscription;

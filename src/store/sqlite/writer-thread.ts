@@ -336,7 +336,7 @@ export class WriterThread {
     // The snapshot point moves here, and the caller (store/sqlite/store.ts writeBatch) tells the
     // commit feed (the fanout) in the continuation of this very promise: no other task runs in
     // between, so a REQ never sees a seq whose events were not fanned out yet (store/types.ts
-    // lastSeq, relay/req.ts).
+    // lastSeq, relay/read/req.ts).
     this.seq = Math.max(this.seq, seq);
     const out: WriteOutcome[] = new Array(seqs.length);
     for (let i = 0; i < seqs.length; i++) {

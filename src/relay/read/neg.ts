@@ -1,15 +1,15 @@
 // NIP-77 negentropy: NEG-OPEN / NEG-MSG / NEG-CLOSE, ids in a namespace apart from REQ.
 // Every refusal or malformed message is a NEG-ERR, after which the session is gone.
-import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
-import { tally } from "../policy/ip.ts";
-import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "./budget.ts";
-import { visibilityFor } from "../policy/visibility.ts";
-import { nowSeconds } from "../protocol/event.ts";
-import type { RelayContext } from "./context.ts";
-import { readFailure } from "./read/stored.ts";
+import { NegentropyError, NegentropyServer, NegentropyStorage } from "../../nips/nip77.ts";
+import { tally } from "../../policy/ip.ts";
+import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "../connection/budget.ts";
+import { visibilityFor } from "../../policy/visibility.ts";
+import { nowSeconds } from "../../protocol/event.ts";
+import type { RelayContext } from "../context.ts";
+import { readFailure } from "./stored.ts";
 import { admitFilters } from "./req.ts";
-import type { NegSessionHandle } from "../store/types.ts";
-import { send, type NegLane, type NegSession, type Socket } from "./session.ts";
+import type { NegSessionHandle } from "../../store/types.ts";
+import { send, type NegLane, type NegSession, type Socket } from "../connection/session.ts";
 
 /**
  * A client waits for each reply before its next message. Past MAX_WAITING frames or bytes a
