@@ -202,6 +202,9 @@ describe("writer queue bounds", () => {
           }),
         );
       },
+      // No purge work.
+      purgeStep: async () => false,
+      watchPurges: () => {},
     } as unknown as Store;
     return { store, batches };
   }
