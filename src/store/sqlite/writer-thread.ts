@@ -94,7 +94,7 @@ export class WriterThread implements SqliteWriterPort {
   private lostBatches = new Set<LostBatch>();
   /** Told when the worker records new purge work. */
   onPurge?: () => void;
-  /** Told which purges the worker finished (Store.onPurged). */
+  /** Told which purges the worker finished (Store.watchPurges: PurgeWatch.done). */
   onPurged?: (ids: number[]) => void;
   /** Told what the worker's calls changed beyond their answers, before those answers (ChangeWatch). */
   onChanges?: (c: Changes) => void;
