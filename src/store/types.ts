@@ -325,21 +325,23 @@ export class StoreClosedError extends Error {}
 /** ReadContext.stop asked for it; the message is the reason, meant for the client. */
 export class ReadStoppedError extends Error {}
 
-/** A NIP-77 session kept by the store. */
-export interface NegSessionHandle {
-  /** Items the session holds; overflow: more than the job's max (no session then). */
+/** The answer to a NIP-77 message: the reply (hex), or the NEG-ERR text. */
+export type NegReply = { reply: string; error?: undefined } | { error: string; reply?: undefined };
+
+/**
+ * A NIP-77 session kept by the store, with its answer to the initial message; overflow: more
+ * items than the job's max (no session then, and no answer).
+ */
+export type NegSessionHandle = {
+  /** Items the session holds. */
   items: number;
-  overflow: boolean;
-  /** The reply to the last message (hex), or the NEG-ERR text. */
-  reply?: string;
-  error?: string;
   /**
    * Reconciles the next message (its bytes, in a buffer of its own that the store may move to
    * another thread: the caller must not use it after), as a read of the given context.
    */
-  message(message: Uint8Array, ctx?: ReadContext): Promise<{ reply?: string; error?: string }>;
+  message(message: Uint8Array, ctx?: ReadContext): Promise<NegReply>;
   close(): void;
-}
+} & ({ overflow: true } | ({ overflow: false } & NegReply));
 
 /**
  * A batch of query() rows; `last` when no rows follow it, so the caller can send what ends the

@@ -19,6 +19,7 @@ import type {
   CountJob,
   NegItems,
   NegJob,
+  NegReply,
   NegSessionHandle,
   NegentropySessions,
   PendingWrite,
@@ -200,17 +201,17 @@ export class SqliteStore implements Store {
       if (worker) readers.closeSession(worker, key);
       throw err;
     }
-    const hex = ({ reply, error }: NegAnswer) => ({ reply: reply && toHex(reply), error });
-    return {
+    const hex = ({ reply, error }: NegAnswer): NegReply =>
+      error === undefined && reply !== undefined ? { reply: toHex(reply) } : { error: error ?? "error: no reply to this message" };
+    const session = {
       items: first.items,
-      overflow: first.overflow === true,
-      ...hex(first),
-      message: async (m, c) => {
+      message: async (m: Uint8Array, c?: ReadContext) => {
         const job: NegMsgJob = { key, message: m };
         return hex(await readers.run<NegAnswer>("negmsg", job, c, { pin: worker, transfer: [m.buffer as ArrayBuffer] }));
       },
-      close: () => worker && readers.closeSession(worker, key),
+      close: () => void (worker && readers.closeSession(worker, key)),
     };
+    return first.overflow ? { ...session, overflow: true } : { ...session, overflow: false, ...hex(first) };
   }
 
   purgeStep(budgetMs: number): Promise<boolean> {
