@@ -233,7 +233,7 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
     policies: defaultPolicies,
     ephemeral(e, json) {
       fanout.broadcast(e, json);
-      store.shareEphemeral?.(e, json);
+      store.shareEphemeral(e, json);
     },
     admin: new AdminState(store, config, {
       disconnectIp(ip) {
