@@ -186,6 +186,7 @@ export class PostgresStore implements Store {
     this.onPurge = () => watch.more();
     this.onPurged = (ids) => watch.done(ids);
   }
+
   /** Purges of this node's NIP-09 deletions whose OKs wait (WriteOutcome.purge): any node may carry them out. */
   private readonly awaited = new Set<number>();
   /** The purge the last step worked on: the next step takes the one after it (round-robin). */
