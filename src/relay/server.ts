@@ -1,6 +1,7 @@
 // Bun.serve wiring: HTTP on the relay path, websocket frames to the handlers, shutdown.
 import type { Server, WebSocketCompressor, WebSocketHandler } from "bun";
 import type { Config } from "../config/schema.ts";
+import { freshRelayKey, type RelayKey } from "../protocol/schnorr.ts";
 import { adminPagePath, adminPageResponse, httpResponse, statusJsonPath } from "../http/routes.ts";
 import { metricsResponse, wantsMetrics } from "../http/metrics.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
@@ -42,6 +43,11 @@ export interface Relay {
   readonly url: string;
   readonly ctx: RelayContext;
   /**
+   * Resolves when the relay's state built from the store at start (the NIP-29 group state) is
+   * ready: at once when groups are off. `serve` says "listening" only then.
+   */
+  readonly ready: Promise<void>;
+  /**
    * Re-reads what is held outside ctx.config after a reload changed it in place: Bun's websocket
    * limits (frame size, backpressure, idle timeout; for open connections too) and the sweep timer.
    */
@@ -66,6 +72,8 @@ interface RelayOptions {
   config: Config;
   store: Store;
   verifier?: Verifier;
+  /** The relay's own key (NIP-11 `self`; signs NIP-29 group metadata): cli/relay-key.ts. Absent: a fresh one, kept in memory. */
+  relayKey?: RelayKey;
   /**
    * The open-files limit in force: connections that are not websockets are then watched and cut
    * before they exhaust it (fd-guard.ts, Linux). Tests running the relay in-process leave it out.
@@ -148,6 +156,7 @@ export function startRelay(opts: RelayOptions): Relay {
     server,
     url: localUrl(server.hostname ?? config.network.host, server.port!, config.network.path),
     ctx,
+    ready: live.ready,
     reconfigure() {
       if (ctx.closing) return;
       // A reload wrote the file's relay name back; an admin's change (NIP-86) stays in force.
@@ -196,10 +205,12 @@ interface Live {
   readonly drain: Drain;
   /** Whether the warning about proxied connections the config does not read (proxyWarning) was printed. */
   proxyWarned?: boolean;
+  /** Relay.ready: the state built from the store at start. */
+  ready: Promise<void>;
 }
 
 /** The relay's context: store, verifier, writer queue, fanout, admin state, wired together. */
-function buildContext({ config, store, verifier: given }: RelayOptions): Live {
+function buildContext({ config, store, verifier: given, relayKey }: RelayOptions): Live {
   const verifier = given ?? configuredVerifier(config);
   const sockets = new Set<Socket>();
   const shared: Omit<Live, "ctx"> = {
@@ -211,6 +222,7 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
     inflation: new InflationBudget(),
     closing: CLOSING.stop,
     drain: new Drain(),
+    ready: Promise.resolve(),
   };
   const fanout = new Fanout({
     publish: (topic, frame) => shared.server!.publish(topic, frame),
@@ -220,6 +232,7 @@ function buildContext({ config, store, verifier: given }: RelayOptions): Live {
   const ctx: RelayContext = {
     config,
     store,
+    relayKey: relayKey ?? freshRelayKey(),
     verifier,
     authVerifier: verifier === noVerifier ? inlineVerifier : verifier,
     fanout,
