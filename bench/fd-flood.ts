@@ -272,7 +272,7 @@ async function main(): Promise<number> {
     flooder?.kill("SIGKILL");
     const out = relay.stderr.text;
     await relay.stop(5000);
-    // The relay's own account of what it cut (src/relay/fd-guard.ts), if it gave one.
+    // The relay's own account of what it cut (src/relay/connection/fd-guard.ts), if it gave one.
     for (const line of out.split("\n")) if (line.startsWith("file descriptors:")) console.log(`relay says: ${line}`);
     relay.removeDataDir();
   }

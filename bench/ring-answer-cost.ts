@@ -9,7 +9,7 @@ import { parseArgs } from "node:util";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import { compileFilter } from "../src/protocol/filter.ts";
 import { FeedIndex } from "../src/relay/answers/feeds.ts";
-import { CatchUpRing } from "../src/relay/ring.ts";
+import { CatchUpRing } from "../src/relay/fanout/ring.ts";
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),

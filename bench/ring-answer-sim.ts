@@ -1,6 +1,6 @@
 // How many REQs of issue 15's mix the fanout's catch-up ring could answer by itself, on the main
 // thread, without a reader: a lever sized, not built. The ring holds the last R accepted events
-// (relay/fanout.ts, 8,192 by default). A filter's answer comes from the ring alone when at least
+// (relay/fanout/fanout.ts, 8,192 by default). A filter's answer comes from the ring alone when at least
 // `limit` of the ring's events match it and the limit-th is newer than every stored event outside
 // the ring (the watermark): nothing the ring lacks can then come before it. Events replaced since
 // (replaceable kinds) count as gone, as deletions would. Every ring answer is compared with the

@@ -1,11 +1,11 @@
-// The cost of one /status.json body (relay/history.ts) with a day of samples in its rings: what
+// The cost of one /status.json body (observe/history.ts) with a day of samples in its rings: what
 // an anonymous client's GET costs the main thread. Checks the body's shape (a point per sample
 // plus the one for now, in every column).
 //
 //   npx bun bench/status-json.ts [--bodies 300]
 import { parseArgs } from "node:util";
-import { FINE_MS, History } from "../src/relay/history.ts";
-import { type MetricsSource, RelayMetrics } from "../src/relay/metrics.ts";
+import { FINE_MS, History } from "../src/observe/history.ts";
+import { type MetricsSource, RelayMetrics } from "../src/observe/metrics.ts";
 import type { Store } from "../src/store/types.ts";
 import { intOption } from "./lib/args.ts";
 

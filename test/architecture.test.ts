@@ -62,8 +62,9 @@ const ORDER = [
   "admin", // NIP-86 admin state
   "admit", // the one EVENT admission pipeline
   "http", // plain HTTP: NIP-11, status and admin pages, NIP-86 API, /metrics
+  "observe", // the relay's counters and the status page's charts
   "ops", // bulk operations on a store: import, export, sync, stream, backup
-  "relay", // the websocket relay: Bun.serve, sessions, REQ, EVENT, fanout, mirrors
+  "relay", // the websocket relay: Bun.serve, connections, REQ, EVENT, fanout, mirrors (RELAY_ORDER)
   "cli", // the commands
   "main.ts", // the entry point
 ];
@@ -107,10 +108,47 @@ test("every file of src/ has a place in the folder order", () => {
 test("no import points up the folder order", () => {
   const graph = importGraph();
   expect(graph.size).toBeGreaterThan(50); // the parse found the tree
-  expect(graph.get("relay/server.ts")).toContain("store/queue.ts");
+  expect(graph.get("relay/wiring.ts")).toContain("store/queue.ts");
   expect(graph.get("http/status.test.ts")).toContain("http/status.ts"); // unit tests are read too
   const upward: string[] = [];
   for (const [from, targets] of graph) for (const to of targets) if (rank(to) > rank(from)) upward.push(`${from} -> ${to}`);
+  expect(upward).toEqual([]);
+});
+
+/**
+ * Inside relay/ the same rule, one level down: its folders, and the files at its root named on
+ * their own, lowest first. A file of relay/ may import from its own folder and from those before.
+ */
+const RELAY_ORDER = [
+  "fanout", // the live side both paths share: the ring of recent events, the live index, the broadcast
+  "plugin", // the write-policy plugin process
+  "answers", // what memory answers for some REQs
+  "connection", // one connection: its state and frames, and the guards on connections
+  "context.ts", // what the message handlers share
+  "read", // REQ, COUNT, CLOSE, NEG-*: the stored events, catch-up, live subscriptions
+  "write", // EVENT into admit/, and the mirrors
+  "auth.ts", // NIP-42
+  "wiring.ts", // the context built, the store's commit feed to live subscriptions
+  "upgrade.ts", // who is let in: the websocket upgrade and its limits
+  "dispatch.ts", // one message to the handler of its verb
+  "shutdown.ts", // the graceful stop
+  "server.ts", // Bun.serve wiring and lifecycle
+];
+/** A relay/ file's place in RELAY_ORDER (its unit test's: the module's); -1 outside relay/. */
+const relayRank = (file: string): number => {
+  const [top, sub] = file.split("/");
+  if (top !== "relay" || sub === undefined) return -1;
+  return RELAY_ORDER.indexOf(file.split("/").length > 2 ? sub : sub.replace(/\.test\.ts$/, ".ts"));
+};
+
+test("inside relay/, every file has a place and no import points up RELAY_ORDER", () => {
+  const graph = importGraph();
+  expect(graph.get("relay/dispatch.ts")).toContain("relay/read/req.ts"); // the parse found relay/
+  const relayFiles = [...graph.keys()].filter((f) => f.startsWith("relay/"));
+  expect(relayFiles.filter((f) => relayRank(f) < 0)).toEqual([]);
+  const upward: string[] = [];
+  for (const from of relayFiles)
+    for (const to of graph.get(from)!) if (to.startsWith("relay/") && relayRank(to) > relayRank(from)) upward.push(`${from} -> ${to}`);
   expect(upward).toEqual([]);
 });
 

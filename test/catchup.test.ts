@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type NostrEvent, serializeEvent } from "../src/protocol/event.ts";
 import { compileFilter, matchAny } from "../src/protocol/filter.ts";
-import { Fanout } from "../src/relay/fanout.ts";
+import { Fanout } from "../src/relay/fanout/fanout.ts";
 import { startRelay } from "../src/relay/server.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { allRows, type Store } from "../src/store/types.ts";
@@ -19,7 +19,10 @@ let snapshotTaken = () => {};
 let finish: Promise<void> = Promise.resolve();
 const slow: Store = {
   has: (id) => real.has(id),
-  hasNow: (id) => real.has(id),
+  hasNow: (id) => real.hasNow(id),
+  shareEphemeral: (e, json) => real.shareEphemeral(e, json),
+  purgeStep: (ms) => real.purgeStep(ms),
+  watchPurges: (watch) => real.watchPurges(watch),
   writePipeline: Number.POSITIVE_INFINITY,
   cancelReads: (owner) => real.cancelReads(owner),
   ready: () => real.ready(),

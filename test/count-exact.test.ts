@@ -4,8 +4,8 @@
 // hand; the NIP-45 registers likewise.
 import { describe, expect, test } from "bun:test";
 import { Hll } from "../src/nips/nip45.ts";
-import { queryBudget, type BudgetState } from "../src/relay/budget.ts";
-import { newSession } from "../src/relay/session.ts";
+import { queryBudget, type BudgetState } from "../src/relay/connection/budget.ts";
+import { newSession } from "../src/relay/connection/session.ts";
 import { compileFilter, matchAny, type Filter } from "../src/protocol/filter.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { countJob, runToEnd, StatementCache } from "../src/store/sqlite/query.ts";

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import { canonicalFilterKey, compileFilter, type CompiledFilter } from "../src/protocol/filter.ts";
 import { ProtocolError } from "../src/protocol/reasons.ts";
-import { LiveIndex } from "../src/relay/monitors.ts";
+import { LiveIndex } from "../src/relay/fanout/monitors.ts";
 import { openDatabase, tagValueText } from "../src/store/sqlite/db.ts";
 import { PostgresStore } from "../src/store/postgres/store.ts";
 import { planStatements, planTuning, runQuery, StatementCache } from "../src/store/sqlite/query.ts";

@@ -1,4 +1,4 @@
-// A closing relay answers every EVENT a connection sent before it closes it (relay/drain.ts):
+// A closing relay answers every EVENT a connection sent before it closes it (relay/connection/drain.ts):
 // those it had not read yet when it began to close too. The hand-over between real processes is
 // test/zero-downtime.test.ts; here the timing is exact, in one process.
 import { expect, test } from "bun:test";

@@ -2,7 +2,7 @@
 // cost the main thread about a second, and Bun handed each socket's messages to the relay back to
 // back, so an honest client's message waited behind all of it. Now each address group gets a slice
 // of every event-loop turn and the rest waits in per-connection queues, drained round-robin by
-// address (relay/fair.ts): the honest client is answered between.
+// address (relay/connection/fair.ts): the honest client is answered between.
 import { afterAll, expect, test } from "bun:test";
 import { RawWs, type Frame } from "../bench/lib/rawws.ts";
 import { clientTextFrame as clientFrame } from "../bench/lib/tcp.ts";

@@ -13,7 +13,7 @@ import { join, resolve } from "node:path";
 import { attackerIps, HalfOpenFlood } from "../bench/lib/flood.ts";
 import { openFds, RELAY_MAIN, REPO_ROOT } from "../bench/lib/relay.ts";
 import { connect as tcpConnect } from "node:net";
-import { canonicalIp, connectionCeiling, FdGuard, fdReserve } from "../src/relay/fd-guard.ts";
+import { canonicalIp, connectionCeiling, FdGuard, fdReserve } from "../src/relay/connection/fd-guard.ts";
 import { Client, signer } from "./helpers.ts";
 import { spawnRelay, type RelayProcess } from "./process-helpers.ts";
 

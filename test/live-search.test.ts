@@ -1,9 +1,9 @@
 // Issue 36: live NIP-50 search filters. Each new event was tokenized again for every live search
 // filter (they sat in the live index under their kinds), so a few addresses holding thousands of
 // {"kinds":[1],"search":…,"limit":0} froze the relay for everyone publishing. Now an event's
-// words are computed once and search filters are filed under a term (relay/monitors.ts), and a
-// search's terms are charged to the filter byte budget as values (relay/read/subscriptions.ts
-// filterBytes), and every filter what it holds on the heap.
+// words are computed once and search filters are filed under a term (relay/fanout/monitors.ts),
+// and a search's terms are charged to the filter byte budget as values
+// (relay/read/subscriptions.ts filterBytes), and every filter what it holds on the heap.
 // Over the wire, from 127.0.0.x addresses of their own, with the per-address limits applied to
 // loopback as to any public address.
 import { heapStats } from "bun:jsc";

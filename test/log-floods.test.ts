@@ -60,7 +60,7 @@ test("a flood of refused NIP-86 calls (valid tokens, not an admin) writes one wa
 test("a second SIGUSR2 during a hand-over is ignored with a note: the drain goes on and the process exits 0", async () => {
   const port = freePort();
   const relay = await spawnBunstr(["--host", "127.0.0.1", "--port", String(port), "--data-dir", join(dir, "data")], dir);
-  // A client that keeps sending keeps the drain waiting for it to go quiet (relay/drain.ts), so
+  // A client that keeps sending keeps the drain waiting for it to go quiet (relay/connection/drain.ts), so
   // the hand-over is surely under way when the second signal comes.
   const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
   await new Promise((resolve, reject) => ((ws.onopen = resolve), (ws.onerror = reject)));

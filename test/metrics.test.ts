@@ -5,7 +5,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { Exposition, Histogram } from "../src/http/exposition.ts";
 import { metricsResponse } from "../src/http/metrics.ts";
 import { defaults } from "../src/config/schema.ts";
-import { MAX_KIND_LABELS } from "../src/relay/metrics.ts";
+import { MAX_KIND_LABELS } from "../src/observe/metrics.ts";
 import { accepted, Client, failOnRelayErrors, refusedWith, signer, startTestRelay, type ConfigPatch, type TestRelay } from "./helpers.ts";
 
 failOnRelayErrors();

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { hexToBytes } from "@noble/hashes/utils.js";
 import { finalizeEvent, getPublicKey } from "nostr-tools/pure";
-import { MAX_PLUGIN_INFLIGHT, WritePolicyPlugin } from "../src/relay/plugin.ts";
+import { MAX_PLUGIN_INFLIGHT, WritePolicyPlugin } from "../src/relay/plugin/plugin.ts";
 import { rejectMessage, requestLine } from "../src/policy/plugin-protocol.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { needInCI } from "./ci.ts";

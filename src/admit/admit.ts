@@ -1,5 +1,5 @@
 // The EVENT pipeline, top to bottom, for every way an event comes in: a client's EVENT
-// (relay/ingest.ts), a [mirror] relay (relay/mirror.ts), and `bunstr import`, `sync` and
+// (relay/write/ingest.ts), a [mirror] relay (relay/write/mirror.ts), and `bunstr import`, `sync` and
 // `stream` (ops/import.ts). The order of the steps is the specification:
 //   shape -> throttle -> policies -> writer queue full? -> id hash -> duplicate -> signature
 //   -> write-policy plugin -> store (or fan out ephemeral) -> the outcome (the caller answers OK, or counts it)
@@ -18,7 +18,7 @@ import { judgeEvent } from "../policy/defaults.ts";
 import { chargedGroup } from "../policy/rate-limit.ts";
 import type { Policy, PolicyContext } from "../policy/rules.ts";
 import { writeCost } from "../policy/write-cost.ts";
-import type { PendingWrite, WriteOutcome } from "../store/types.ts";
+import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
 import type { Outcome, RefusedFate } from "./outcome.ts";
 
 /** Where admitted events go. The relay's context (relay/context.ts) is one as it is. */
@@ -27,7 +27,8 @@ export interface AdmitContext {
   readonly closing: boolean;
   /** Events between their duplicate check and their outcome, from every source; shutdown waits for them. */
   inflight: number;
-  readonly store: { has(id: string): boolean | Promise<boolean>; hasNow?(id: string): boolean | Promise<boolean> };
+  /** The duplicate check (Store.hasNow, then Store.has when that has no answer). */
+  readonly store: Pick<Store, "has" | "hasNow">;
   readonly verifier: { verify(e: NostrEvent): Promise<boolean> };
   /**
    * Resolves once the write is committed (or refused). refusalFor: a refusal when the queue (or
@@ -44,7 +45,7 @@ export interface AdmitContext {
   ephemeral?(e: NostrEvent, json: string): void;
 }
 
-/** The write-policy plugin's answer (relay/plugin.ts); undefined: accepted. */
+/** The write-policy plugin's answer (relay/plugin/plugin.ts); undefined: accepted. */
 interface PluginVerdict {
   accepted: boolean;
   message: string;
@@ -109,13 +110,12 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
     // Cheaper than a signature check, and the common case for a busy relay. A SQLite store answers
     // at once; a Postgres one over the network, which can fail (the event still gets its outcome).
     // hasNow may say "not known" rather than wait for a commit: the write then finds a stored
-    // event and answers it the same (store/types.ts). The plugin must see only new events, so
-    // with one the answer is the exact one.
+    // event and answers it the same (store/types.ts); or nothing, and has is asked. The plugin
+    // must see only new events, so with one the answer is the exact one.
     let known = false;
     if (!ephemeral) {
       try {
-        const has = src.writePolicy || !ctx.store.hasNow ? ctx.store.has(e.id) : ctx.store.hasNow(e.id);
-        known = typeof has === "boolean" ? has : await has;
+        known = (src.writePolicy ? undefined : ctx.store.hasNow(e.id)) ?? (await ctx.store.has(e.id));
       } catch (err) {
         console.error("event pipeline error:", err);
         return no("refused", CHECK_FAILED);

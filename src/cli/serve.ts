@@ -12,7 +12,7 @@ import { foreignDataWarnings } from "./foreign-data.ts";
 import { claimPort, checkPort, claimPrefix } from "./listeners.ts";
 import { databasePath, loadConfig, openStore, postgresUrl } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
-import { connectionCeiling } from "../relay/fd-guard.ts";
+import { connectionCeiling } from "../relay/connection/fd-guard.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
 import { resolveRelayKey } from "./relay-key.ts";
 import { checkHost, databaseError, listenError, postgresError } from "./startup.ts";
@@ -28,7 +28,7 @@ const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags
  */
 function settle(config: Config, files: number | undefined): Config {
   // Past the descriptor limit accept() fails in a busy loop: websockets alone must never get
-  // there (the relay's own files, HTTP connections and the cutting margin of src/relay/fd-guard.ts
+  // there (the relay's own files, HTTP connections and the cutting margin of src/relay/connection/fd-guard.ts
   // need the rest), so max_connections is at most the ceiling (503 past it).
   if (files === undefined) return config;
   const ceiling = connectionCeiling(files);

@@ -12,7 +12,7 @@ import type { Store } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
 
 /** What the admin API reads and changes of the relay (RelayContext has it). */
-interface AdminApiSource {
+export interface AdminApiSource {
   readonly config: Config;
   readonly store: Store;
   readonly authVerifier: Verifier;

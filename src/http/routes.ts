@@ -1,9 +1,49 @@
-// Plain HTTP on the relay path: NIP-11 for Accept: application/nostr+json (with CORS, also on
-// OPTIONS), a status page for browsers; the admin page beside it (adminPagePath).
+// Plain HTTP on the relay path (httpRoutes): /metrics, the admin page and its NIP-86 API,
+// status.json, NIP-11 for Accept: application/nostr+json (with CORS, also on OPTIONS) and a status
+// page for browsers. A websocket upgrade on the relay path is the relay's (relay/upgrade.ts).
 import { relayInfo } from "../nips/nip11.ts";
+import { type AdminApiSource, handleAdminRequest, isAdminRequest } from "./admin-api.ts";
 import { adminCsp, adminPage } from "./admin-page.ts";
 import { landingPage, STATUS_CSP } from "./landing.ts";
+import { metricsResponse, wantsMetrics } from "./metrics.ts";
 import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "./status.ts";
+
+/** What the routes read: the relay's state, and the texts only the relay can make. */
+export interface HttpSources {
+  /** For NIP-11, the status page and the NIP-86 API. */
+  readonly relay: StatusSource & AdminApiSource;
+  readonly version: string;
+  /** The /metrics text (observe/metrics.ts). */
+  readonly metrics: () => Promise<string>;
+  /** The status page's charts as JSON (observe/history.ts). */
+  readonly statusJson: () => string;
+}
+
+/** A request and the address of the socket it came on (for the /metrics gate). */
+export type HttpRoute = (req: Request, peer: () => string) => Response | Promise<Response> | undefined;
+
+/**
+ * The relay path's HTTP, matched in this order: /metrics, the admin page, status.json, not found
+ * off the relay path, the NIP-86 API, then NIP-11 or the status page. Undefined for a websocket
+ * upgrade on the relay path: the relay takes it.
+ */
+export function httpRoutes(src: HttpSources): HttpRoute {
+  const { config } = src.relay;
+  // Not reloadable: read once.
+  const path = config.network.path;
+  return (req, peer) => {
+    // Without a Host header (HTTP/1.0) Bun cannot build the URL: read the path from the request line.
+    if (!URL.canParse(req.url)) return new Response("bad request", { status: 400 });
+    const url = new URL(req.url);
+    if (wantsMetrics(req, url.pathname, path, config)) return metricsResponse(req, config, src.metrics, peer());
+    if (url.pathname === adminPagePath(path)) return adminPageResponse(req, path);
+    if (url.pathname === statusJsonPath(path)) return statusJsonResponse(req, src.statusJson);
+    if (url.pathname !== path) return new Response("not found", { status: 404 });
+    if (isAdminRequest(req)) return handleAdminRequest(req, src.relay);
+    if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, src.relay, src.version);
+    return undefined;
+  };
+}
 
 const CORS: Record<string, string> = {
   // NIP-11 is for any web client. NIP-86 (POST application/nostr+json+rpc with Authorization) is
@@ -16,7 +56,7 @@ const CORS: Record<string, string> = {
   Vary: "Accept",
 };
 
-export function httpResponse(req: Request, src: StatusSource, version: string): Response | Promise<Response> {
+function httpResponse(req: Request, src: StatusSource, version: string): Response | Promise<Response> {
   if (req.method === "OPTIONS") return new Response(null, { status: 204, headers: CORS });
   if (req.method !== "GET" && req.method !== "HEAD") return new Response("method not allowed", { status: 405, headers: CORS });
   const config = src.config;
@@ -62,10 +102,19 @@ const ADMIN_HEADERS = {
 };
 
 /** GET on the admin page; its NIP-86 calls go to the relay path (admin-api.ts answers them). */
-export function adminPageResponse(req: Request, relayPath: string): Response {
+function adminPageResponse(req: Request, relayPath: string): Response {
   if (req.method !== "GET" && req.method !== "HEAD")
     return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
   return new Response(adminPage(relayPath), {
     headers: { ...ADMIN_HEADERS, "Content-Security-Policy": adminCsp(req.headers.get("host")) },
+  });
+}
+
+/** GET on the status page's JSON: the charts' history, top kinds and recent refusals (observe/history.ts). */
+function statusJsonResponse(req: Request, text: () => string): Response {
+  if (req.method !== "GET" && req.method !== "HEAD")
+    return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
+  return new Response(text(), {
+    headers: { "Content-Type": "application/json", "Cache-Control": "no-store", "Access-Control-Allow-Origin": "*" },
   });
 }

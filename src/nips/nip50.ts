@@ -106,7 +106,7 @@ function matchesSearch(terms: readonly string[], e: NostrEvent, skipKinds: Reado
 /** A query compiled for live events; `skipKinds` (restricted kinds, which the index leaves out) never match a term. */
 export function compileSearch(query: string, skipKinds: ReadonlySet<number>): CompiledSearch {
   // Longest first: a long word is likely a rare one, so a miss is found early, and the live index
-  // files the filter under it (relay/monitors.ts; an event must have every term, so any one finds
+  // files the filter under it (relay/fanout/monitors.ts; an event must have every term, so any one finds
   // all its matches, and the rarest keeps the filters each event must confirm few).
   const terms = searchTerms(query).sort((a, b) => b.length - a.length);
   return { terms, indexTerm: terms[0], skipKinds, match: (e) => matchesSearch(terms, e, skipKinds) };

@@ -36,7 +36,7 @@ export interface CompiledFilter {
 export interface CompiledSearch {
   /** The query's normalized words: an event matches when it has every one of them. */
   readonly terms: readonly string[];
-  /** The term the live index files the filter under (relay/monitors.ts); undefined when there are no terms. */
+  /** The term the live index files the filter under (relay/fanout/monitors.ts); undefined when there are no terms. */
   readonly indexTerm?: string;
   /** Kinds it never matches (restricted kinds: policy/visibility.ts): the live index need not read their words. */
   readonly skipKinds?: ReadonlySet<number>;

@@ -6,7 +6,7 @@ import { hasValidId, nowSeconds, validateEventShape, type NostrEvent } from "../
 import { ProtocolError, refusalText } from "../protocol/reasons.ts";
 import type { RelayContext } from "./context.ts";
 import { MAX_VERIFY_BACKLOG } from "../verify/pool.ts";
-import { okFrame, send, type Socket } from "./session.ts";
+import { okFrame, send, type Socket } from "./connection/session.ts";
 
 /** AUTHs of one connection being verified at once. */
 const MAX_AUTH_PENDING = 4;

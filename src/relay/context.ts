@@ -1,6 +1,6 @@
 // What the message handlers share: config, store, writer, verifier, fanout, memory's answers, admin state, the
 // write-policy plugin and the metrics. The interface only: the decisions made from it live with
-// their subject (policy/visibility.ts, budget.ts, policy-context.ts).
+// their subject (policy/visibility.ts, connection/budget.ts, write/policy-context.ts).
 import type { AdminState } from "../admin/state.ts";
 import type { LogLimiter } from "../log.ts";
 import type { Config } from "../config/schema.ts";
@@ -12,10 +12,10 @@ import type { WriterQueue } from "../store/queue.ts";
 import type { Store } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
 import type { MemoryAnswers } from "./answers/memory.ts";
-import type { BudgetState } from "./budget.ts";
-import type { Fanout } from "./fanout.ts";
-import type { RelayMetrics } from "./metrics.ts";
-import type { WritePolicyPlugin } from "./plugin.ts";
+import type { BudgetState } from "./connection/budget.ts";
+import type { Fanout } from "./fanout/fanout.ts";
+import type { RelayMetrics } from "../observe/metrics.ts";
+import type { WritePolicyPlugin } from "./plugin/plugin.ts";
 
 /** Query time budgets (readCostEstimate, queryGroups, negGroups) are in BudgetState (budget.ts). */
 export interface RelayContext extends BudgetState {
@@ -39,9 +39,9 @@ export interface RelayContext extends BudgetState {
   ephemeral(e: NostrEvent, json: string): void;
   /** NIP-86 admin state: bans, allow lists, kinds, blocked IPs, relay info (admin/state.ts). */
   admin: AdminState;
-  /** The [options] write_policy_plugin of this relay, started on the first event that needs it (plugin.ts). */
+  /** The [options] write_policy_plugin of this relay, started on the first event that needs it (plugin/plugin.ts). */
   plugin: WritePolicyPlugin;
-  /** This relay's counters and histograms for /metrics (metrics.ts). */
+  /** This relay's counters and histograms for /metrics (observe/metrics.ts). */
   metrics: RelayMetrics;
   /** [rate_limits] buckets per IP and per pubkey, for connections, EVENT, REQ, COUNT, NEG-OPEN and AUTH. */
   rates: RateLimiter;
@@ -53,9 +53,9 @@ export interface RelayContext extends BudgetState {
   closing: boolean;
   /** Filter bytes held by the live subscriptions of each address group (relay/read/subscriptions.ts). */
   filterBytes: Map<string, number>;
-  /** COUNTs running for each address group (relay/req.ts, max_counts_per_ip). */
+  /** COUNTs running for each address group (relay/read/req.ts, max_counts_per_ip). */
   counts: Map<string, number>;
-  /** NIP-77 items held by the open negentropy sessions of each address group (relay/neg.ts). */
+  /** NIP-77 items held by the open negentropy sessions of each address group (relay/read/neg.ts). */
   negItems: Map<string, number>;
   /** And of all addresses together (max_negentropy_items_total). */
   negItemsTotal: number;

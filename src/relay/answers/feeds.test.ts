@@ -3,7 +3,7 @@ import { expirationOf } from "../../nips/nip40.ts";
 import { serializeEvent, type NostrEvent } from "../../protocol/event.ts";
 import { compileFilter, matchFilter } from "../../protocol/filter.ts";
 import { isAddressable, isEphemeral, isReplaceable } from "../../protocol/kinds.ts";
-import { CatchUpRing } from "../ring.ts";
+import { CatchUpRing } from "../fanout/ring.ts";
 import { FeedIndex } from "./feeds.ts";
 
 const NONE = new Set<number>();

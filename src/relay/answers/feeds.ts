@@ -34,7 +34,7 @@ const MAX_UNSEEN = 4096;
  */
 const MAX_STEPS = 1024;
 
-/** The ring's slots, by seq % size (relay/ring.ts CatchUpRing). */
+/** The ring's slots, by seq % size (relay/fanout/ring.ts CatchUpRing). */
 export interface Slots {
   readonly json: readonly (string | undefined)[];
   readonly kinds: Float64Array;

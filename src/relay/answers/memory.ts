@@ -10,7 +10,7 @@
 import type { NostrEvent } from "../../protocol/event.ts";
 import type { CompiledFilter } from "../../protocol/filter.ts";
 import type { ChangeWatch, StateMark, Store } from "../../store/types.ts";
-import type { CatchUpRing } from "../ring.ts";
+import type { CatchUpRing } from "../fanout/ring.ts";
 import { FeedIndex } from "./feeds.ts";
 import { ReplaceableIndex } from "./replaceable.ts";
 import { TagAnswers } from "./tag.ts";

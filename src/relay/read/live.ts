@@ -1,11 +1,11 @@
 // The live side of reads (strfry's RelayReqMonitor, khatru's listener.go): what the store commits
-// comes in here, in commit order, and goes out to the live subscriptions (relay/fanout.ts) and
+// comes in here, in commit order, and goes out to the live subscriptions (relay/fanout/fanout.ts) and
 // into the answers memory keeps (relay/answers/); a new subscription catches up on what was
 // committed since its snapshot, then joins them.
 import { canRead, restrictedKinds } from "../../policy/visibility.ts";
 import type { CommitFeed } from "../../store/types.ts";
 import type { RelayContext } from "../context.ts";
-import type { Socket } from "../session.ts";
+import type { Socket } from "../connection/session.ts";
 import type { OpenReq } from "./subscriptions.ts";
 
 /**

@@ -6,9 +6,9 @@ import { visibilityFor, restrictedKinds } from "../../policy/visibility.ts";
 import { nowSeconds } from "../../protocol/event.ts";
 import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type QueryJob, type RowBatch } from "../../store/types.ts";
 import type { Keeping, MemoryQuery } from "../answers/memory.ts";
-import { OVER_BUDGET, queryBudget } from "../budget.ts";
+import { OVER_BUDGET, queryBudget } from "../connection/budget.ts";
 import type { RelayContext } from "../context.ts";
-import type { Socket } from "../session.ts";
+import type { Socket } from "../connection/session.ts";
 import { stillOpen, type OpenReq } from "./subscriptions.ts";
 
 /**

@@ -4,9 +4,9 @@
 import { tally } from "../../policy/ip.ts";
 import type { CompiledFilter } from "../../protocol/filter.ts";
 import type { RelayContext } from "../context.ts";
-import type { Session, Socket, Subscription } from "../session.ts";
+import type { Session, Socket, Subscription } from "../connection/session.ts";
 
-/** A REQ on its way through its stages (relay/req.ts handleReq): its subscription and what its EVENT frames begin with. */
+/** A REQ on its way through its stages (relay/read/req.ts handleReq): its subscription and what its EVENT frames begin with. */
 export interface OpenReq {
   readonly subId: string;
   readonly sub: Subscription;
@@ -17,8 +17,10 @@ export interface OpenReq {
 }
 
 /**
- * Opens the subscription of a REQ (ending the one of the same id first), or returns the refusal
- * when it would take its connection or address over their limits.
+ * Opens the subscription of a REQ, or returns the refusal when it would take its connection or
+ * address over their limits. A subscription of the same id ends either way (NIP-01: the REQ
+ * replaces it; refused, the client is told that id is CLOSED); what it held is not counted against
+ * the new one. Decided first, then done: the connection's state changes in one place.
  */
 export function openSubscription(
   ctx: RelayContext,
@@ -28,12 +30,10 @@ export function openSubscription(
   started: number,
 ): OpenReq | string {
   const s = ws.data;
-  const { limits } = ctx.config;
-  if (!closeSubscription(ctx, ws, subId) && s.subs.size >= limits.max_subscriptions)
-    return `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`;
   const sub: Subscription = { filters, bytes: filterBytes(filters), values: valueCount(filters) };
-  const tooMuch = overFilterBudget(ctx, s, sub.values, sub.bytes);
-  if (tooMuch) return tooMuch;
+  const refusal = refusalFor(ctx, s, subId, sub);
+  closeSubscription(ctx, ws, subId);
+  if (refusal) return refusal;
   s.subs.set(subId, sub);
   tally(ctx.filterBytes, s.group, sub.bytes);
   return { subId, sub, prefix: `["EVENT",${JSON.stringify(subId)},`, started };
@@ -119,17 +119,22 @@ function valueCount(filters: readonly CompiledFilter[]): number {
   return n;
 }
 
-/** The refusal when a new subscription would take its connection or address over its filter budget. */
-function overFilterBudget(ctx: RelayContext, s: Session, values: number, bytes: number): string | undefined {
+/** The refusal when a new subscription (replacing `subId`'s, if open) would take its connection or address over a limit. */
+function refusalFor(ctx: RelayContext, s: Session, subId: string, sub: Subscription): string | undefined {
   const { limits } = ctx.config;
-  let held = bytes;
-  for (const other of s.subs.values()) (values += other.values), (held += other.bytes);
+  const replaced = s.subs.get(subId);
+  if (!replaced && s.subs.size >= limits.max_subscriptions)
+    return `rate-limited: too many open subscriptions (max ${limits.max_subscriptions})`;
+  let values = sub.values;
+  let held = sub.bytes;
+  for (const other of s.subs.values()) if (other !== replaced) (values += other.values), (held += other.bytes);
   if (values > limits.max_values_per_connection)
     return `rate-limited: subscriptions on this connection would hold more than ${limits.max_values_per_connection} filter values`;
   if (held > limits.max_filter_bytes_per_connection)
     return `rate-limited: subscriptions on this connection would hold more than ${limits.max_filter_bytes_per_connection} bytes of filters`;
   const cap = limits.max_filter_bytes_per_ip;
-  if (cap > 0 && (ctx.filterBytes.get(s.group) ?? 0) + bytes > cap)
+  const addressHeld = (ctx.filterBytes.get(s.group) ?? 0) - (replaced?.bytes ?? 0);
+  if (cap > 0 && addressHeld + sub.bytes > cap)
     return `rate-limited: subscriptions from this address would hold more than ${cap} bytes of filters`;
   return undefined;
 }

@@ -1,15 +1,15 @@
 // NIP-77 negentropy: NEG-OPEN / NEG-MSG / NEG-CLOSE, ids in a namespace apart from REQ.
 // Every refusal or malformed message is a NEG-ERR, after which the session is gone.
-import { NegentropyError, NegentropyServer, NegentropyStorage } from "../nips/nip77.ts";
-import { tally } from "../policy/ip.ts";
-import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "./budget.ts";
-import { visibilityFor } from "../policy/visibility.ts";
-import { nowSeconds } from "../protocol/event.ts";
-import type { RelayContext } from "./context.ts";
-import { readFailure } from "./read/stored.ts";
+import { NegentropyError, NegentropyServer, NegentropyStorage } from "../../nips/nip77.ts";
+import { tally } from "../../policy/ip.ts";
+import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "../connection/budget.ts";
+import { visibilityFor } from "../../policy/visibility.ts";
+import { nowSeconds } from "../../protocol/event.ts";
+import type { RelayContext } from "../context.ts";
+import { readFailure } from "./stored.ts";
 import { admitFilters } from "./req.ts";
-import type { NegSessionHandle } from "../store/types.ts";
-import { send, type NegLane, type NegSession, type Socket } from "./session.ts";
+import type { NegReply, NegSessionHandle } from "../../store/types.ts";
+import { send, type NegLane, type NegSession, type Socket } from "../connection/session.ts";
 
 /**
  * A client waits for each reply before its next message. Past MAX_WAITING frames or bytes a
@@ -196,7 +196,7 @@ async function openNeg(
     }
     session.remote = opened;
     hold(ctx, ws, subId, session, opened.items);
-    return send(ws, msgFrame(subId, opened.reply!));
+    return send(ws, msgFrame(subId, opened.reply));
   }
   let items;
   try {
@@ -260,7 +260,7 @@ async function negMessage(ctx: RelayContext, ws: Socket, subId: string, message:
     const budget = queryBudget(ctx, ws.data);
     if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
     let started = performance.now();
-    let answer: { reply?: string; error?: string };
+    let answer: NegReply;
     try {
       const pending = session.remote.message(hexBytes(message), budget);
       chargeNegTime(ctx, ws.data, performance.now() - started);
@@ -270,7 +270,7 @@ async function negMessage(ctx: RelayContext, ws: Socket, subId: string, message:
     }
     if (answer.error !== undefined) return fail(ctx, ws, subId, answer.error);
     started = performance.now();
-    send(ws, msgFrame(subId, answer.reply!));
+    send(ws, msgFrame(subId, answer.reply));
     return chargeNegTime(ctx, ws.data, performance.now() - started);
   }
   // Reconciliation on the main thread (a store that keeps no sessions) is paid for from the query

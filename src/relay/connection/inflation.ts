@@ -3,6 +3,8 @@
 // each address's messages inflated to and, past a budget, close that address's compressed
 // connections and stop offering it compression (its new connections are then plain, and a
 // compressed frame on a plain connection is a protocol error Bun closes without inflating).
+import type { Config } from "../../config/schema.ts";
+import { cutWebsocket, type Socket } from "./session.ts";
 
 /** Seconds' worth of the rate an address may inflate at once. */
 export const INFLATE_BURST_SECONDS = 8;
@@ -55,4 +57,23 @@ export class InflationBudget {
     for (const [g, b] of this.buckets) if (b.tokens + ((now - b.at) / 1000) * rate >= cap) this.buckets.delete(g);
     for (const [g, until] of this.plain) if (now >= until) this.plain.delete(g);
   }
+}
+
+/**
+ * Charges what a compressed connection's message inflated to against its address's budget
+ * ([limits] inflated_bytes_per_ip_per_second). Over it, the address's compressed connections are
+ * closed (this one too; false) and it is not offered compression for a while (InflationBudget).
+ */
+export function chargeInflation(sockets: Iterable<Socket>, budget: InflationBudget, config: Config, ws: Socket, bytes: number): boolean {
+  const { group } = ws.data;
+  if (budget.charge(group, bytes, config.limits.inflated_bytes_per_ip_per_second)) return true;
+  // Its address's sockets were all cut when it first went over: a message still arriving on one
+  // costs no scan of every socket (and no close and timer again).
+  if (ws.data.inflationCut) return false;
+  for (const s of sockets)
+    if (s.data.group === group && s.data.wire.deflated && !s.data.closed && !s.data.inflationCut) {
+      s.data.inflationCut = true;
+      cutWebsocket(s, 1008, "compressed messages inflate too much; reconnect");
+    }
+  return false;
 }

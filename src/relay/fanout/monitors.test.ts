@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
-import { compileSearch } from "../nips/nip50.ts";
-import type { NostrEvent } from "../protocol/event.ts";
-import { compileFilter, matchFilter, type CompiledFilter } from "../protocol/filter.ts";
+import { compileSearch } from "../../nips/nip50.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
+import { compileFilter, matchFilter, type CompiledFilter } from "../../protocol/filter.ts";
 import { LiveIndex } from "./monitors.ts";
 
 // A key holds its one entry without a Set until a second comes (monitors.ts put/drop): checked

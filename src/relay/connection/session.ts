@@ -1,11 +1,11 @@
 // Per-connection state, kept in ws.data. Only relay/ touches ServerWebSocket.
 import type { ServerWebSocket } from "bun";
-import type { NegentropyServer } from "../nips/nip77.ts";
-import { ipGroup, isPrivateAddress } from "../policy/ip.ts";
-import type { CompiledFilter } from "../protocol/filter.ts";
-import type { Group } from "./fanout.ts";
-import type { NegSessionHandle } from "../store/types.ts";
-import type { RelayMetrics } from "./metrics.ts";
+import type { NegentropyServer } from "../../nips/nip77.ts";
+import { ipGroup, isPrivateAddress } from "../../policy/ip.ts";
+import type { CompiledFilter } from "../../protocol/filter.ts";
+import type { Group } from "../fanout/fanout.ts";
+import type { NegSessionHandle } from "../../store/types.ts";
+import type { RelayMetrics } from "../../observe/metrics.ts";
 import type { WireMeter } from "./fd-guard.ts";
 
 export interface Subscription {
@@ -18,7 +18,7 @@ export interface Subscription {
   group?: Group;
 }
 
-/** A NIP-77 session of this connection (relay/neg.ts). */
+/** A NIP-77 session of this connection (relay/read/neg.ts). */
 export interface NegSession {
   /** Set once the items are loaded; undefined while the store is being read. */
   server?: NegentropyServer;
@@ -31,7 +31,7 @@ export interface NegSession {
 }
 
 /**
- * The NEG frames of one id still being handled, in the order received (relay/neg.ts): while one
+ * The NEG frames of one id still being handled, in the order received (relay/read/neg.ts): while one
  * waits on the store (a NEG-OPEN reading its items, a NEG-MSG reconciled in a reader worker), the
  * ones after it wait for it, so every answer comes in the order of the messages.
  */
@@ -62,7 +62,7 @@ export interface Session {
   readonly subs: Map<string, Subscription>;
   /** NIP-77 sessions by id (a namespace of their own, apart from REQ ids). */
   readonly neg: Map<string, NegSession>;
-  /** NEG frames waiting for an earlier one of the same id (relay/neg.ts). */
+  /** NEG frames waiting for an earlier one of the same id (relay/read/neg.ts). */
   readonly negLanes: Map<string, NegLane>;
   /** Query time this connection may still spend (ms, a token bucket) and when it was last refilled. */
   queryBudget: { tokens: number; at: number; estimate?: number; countEstimate?: number };
@@ -77,7 +77,7 @@ export interface Session {
   /** Reads waiting for the socket to drain (relay/read/stored.ts), woken by Bun's drain callback or the close. */
   drainWaiters: (() => void)[];
   closed: boolean;
-  /** Closed by the relay for its address's inflation budget (server.ts chargeInflation): not again. */
+  /** Closed by the relay for its address's inflation budget (inflation.ts chargeInflation): not again. */
   inflationCut: boolean;
   /** What arrived whole, for the guard's count of unfinished message bytes (fd-guard.ts). */
   readonly wire: WireMeter;
@@ -124,6 +124,23 @@ export function wireSize(message: string | Buffer): number {
 /** Sends a per-connection frame unless the socket is gone. */
 export function send(ws: Socket, frame: string): void {
   if (!ws.data.closed) ws.send(frame);
+}
+
+/**
+ * Closes a websocket with a reason and, if its peer has not finished the close a moment later,
+ * cuts it: what Bun holds for it (an unfinished message) goes with the socket.
+ */
+export function cutWebsocket(ws: Socket, code: number, reason: string): void {
+  ws.close(code, reason);
+  setTimeout(() => {
+    if (!ws.data.closed) ws.terminate();
+  }, 2000).unref();
+}
+
+/** Wakes the reads waiting for the socket to drain (relay/read/stored.ts): it drained, or closed. */
+export function wakeDrainWaiters(ws: Socket): void {
+  const waiters = ws.data.drainWaiters.splice(0);
+  for (const wake of waiters) wake();
 }
 
 // Frames queued by sendSoon, written at the end of the current microtask checkpoint with one

@@ -23,9 +23,9 @@
 //   it holds and is stopped once idle.
 // Stopping a plugin: EOF, SIGTERM to its process group, SIGKILL two seconds later.
 import { statSync } from "node:fs";
-import type { Config } from "../config/schema.ts";
-import type { NostrEvent } from "../protocol/event.ts";
-import { ipSourceType, requestLine, type Source } from "../policy/plugin-protocol.ts";
+import type { Config } from "../../config/schema.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
+import { ipSourceType, requestLine, type Source } from "../../policy/plugin-protocol.ts";
 import { errorVerdict, PluginProcess, Warnings, type PluginHost, type PluginSettings, type Verdict } from "./plugin-process.ts";
 
 /** Events waiting for the plugin, relay-wide; more are refused with rate-limited:. Exported for tests (test/plugin.test.ts). */

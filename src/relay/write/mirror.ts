@@ -2,13 +2,13 @@
 // batching are ops/stream.ts's; the events go through the pipeline (admit/admit.ts) with the
 // storage policies of an import and then the relay's own writer queue, whose commit fans them
 // out to this relay's live subscribers like any published event.
-import { ConfigError } from "../config/load.ts";
-import { admit, type Source } from "../admit/admit.ts";
-import { countOutcome, newCounts, problemOf } from "../admit/outcome.ts";
-import { importPolicies } from "../policy/defaults.ts";
-import { followRelay, type Ingest, type Streamer } from "../ops/stream.ts";
-import { parseSyncFilter } from "../ops/sync.ts";
-import type { RelayContext } from "./context.ts";
+import { ConfigError } from "../../config/load.ts";
+import { admit, type Source } from "../../admit/admit.ts";
+import { countOutcome, newCounts, problemOf } from "../../admit/outcome.ts";
+import { importPolicies } from "../../policy/defaults.ts";
+import { followRelay, type Ingest, type Streamer } from "../../ops/stream.ts";
+import { parseSyncFilter } from "../../ops/sync.ts";
+import type { RelayContext } from "../context.ts";
 import { policyContext } from "./policy-context.ts";
 
 interface Mirrors {

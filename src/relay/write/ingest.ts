@@ -5,14 +5,14 @@
 // its batch's commit (store/queue.ts). It first hands each stored event to the fanout, in commit
 // order, synchronously, so live subscribers are sent the event before its author gets the OK.
 // (A Postgres store fans out from its commit feed instead, which can come after the OK.)
-import { admit, type Source } from "../admit/admit.ts";
-import { okAccepted, okMessage, type Outcome } from "../admit/outcome.ts";
-import { refuse, refusalText } from "../protocol/reasons.ts";
-import { MAX_VERIFY_BACKLOG } from "../verify/pool.ts";
-import type { RelayContext } from "./context.ts";
-import { askWritePolicy } from "./plugin.ts";
+import { admit, type Source } from "../../admit/admit.ts";
+import { okAccepted, okMessage, type Outcome } from "../../admit/outcome.ts";
+import { refuse, refusalText } from "../../protocol/reasons.ts";
+import { MAX_VERIFY_BACKLOG } from "../../verify/pool.ts";
+import type { RelayContext } from "../context.ts";
+import { askWritePolicy } from "../plugin/plugin.ts";
 import { policyContext } from "./policy-context.ts";
-import { okFrame, send, sendSoon, type Socket } from "./session.ts";
+import { okFrame, send, sendSoon, type Socket } from "../connection/session.ts";
 
 const TOO_MANY = refuse("rate-limited", "too many events in flight on this connection");
 const OVERLOADED = refuse("rate-limited", "relay is overloaded, try again shortly");

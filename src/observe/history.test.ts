@@ -1,4 +1,4 @@
-// The status page's history (relay/history.ts): the relay's counters sampled into fixed rings.
+// The status page's history (observe/history.ts): the relay's counters sampled into fixed rings.
 import { expect, test } from "bun:test";
 import type { Store } from "../store/types.ts";
 import { History, HISTORY_BYTES } from "./history.ts";

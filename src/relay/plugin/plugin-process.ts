@@ -3,7 +3,7 @@
 // reloads, the bound on waiting events) is WritePolicyPlugin in plugin.ts.
 import { spawn, type ChildProcessByStdio } from "node:child_process";
 import type { Readable, Writable } from "node:stream";
-import { parseAnswerLine, rejectMessage } from "../policy/plugin-protocol.ts";
+import { parseAnswerLine, rejectMessage } from "../../policy/plugin-protocol.ts";
 
 /** What to answer with OK; undefined means the plugin accepted and the pipeline goes on. */
 export interface Verdict {

@@ -3,8 +3,8 @@
 // its expected cost (so pipelined REQs cannot all start on one full bucket), is charged slice by
 // slice while it runs, and is stopped when either bucket runs dry. A new connection from the
 // same address starts with its own bucket but shares the address's.
-import type { Config } from "../config/schema.ts";
-import type { ReadContext } from "../store/types.ts";
+import type { Config } from "../../config/schema.ts";
+import type { ReadContext } from "../../store/types.ts";
 import type { Session } from "./session.ts";
 
 interface Bucket {

@@ -2,10 +2,10 @@
 // canonical filters, on any connection, form one group = one topic: matched once, serialized
 // once, published once in native code. Events of restricted kinds (DMs) are the exception: they
 // go to each member that may read them, one send per member. A short ring of recent events lets
-// a new subscription catch up on what was committed while its stored query ran (relay/ring.ts,
+// a new subscription catch up on what was committed while its stored query ran (relay/fanout/ring.ts,
 // relay/read/live.ts); the memory answers read it too (relay/answers/).
-import type { NostrEvent } from "../protocol/event.ts";
-import { canonicalFilterKey, type CompiledFilter } from "../protocol/filter.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
+import { canonicalFilterKey, type CompiledFilter } from "../../protocol/filter.ts";
 import { LiveIndex, type Indexed } from "./monitors.ts";
 import { CatchUpRing, type Recent } from "./ring.ts";
 

@@ -100,7 +100,7 @@ export class RelayMetrics {
    * answers to one tag value kept (relay/answers/tag.ts).
    */
   readonly memoryAnswers = { ring: 0, replaceable: 0, tag: 0 };
-  /** Messages waiting for their address's turn on the main thread (relay/fair.ts). */
+  /** Messages waiting for their address's turn on the main thread (relay/connection/fair.ts). */
   readonly messageQueue = { bytes: 0, connections: 0, deferred: 0 };
   // The last RECENT_REFUSALS refusals, in parallel arrays written in a circle.
   private readonly refusedAt = new Float64Array(RECENT_REFUSALS);
@@ -215,7 +215,7 @@ export interface MetricsSource {
   connections(): number;
 }
 
-/** What only server.ts can see. */
+/** What only the running relay can see (relay/server.ts). */
 interface LiveState {
   subscriptions(): number;
 }

@@ -6,9 +6,9 @@
 // JSC lets the heap grow before its next full collection (bench/RESULTS.md). A catch-up decides
 // from kind, created_at and the id and pubkey read off the JSON's fixed layout, with a text check
 // of tag values, and parses only the events a tag condition or a search still has to confirm.
-import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../protocol/event.ts";
-import { matchAny, type CompiledFilter } from "../protocol/filter.ts";
-import { expirationOf } from "../nips/nip40.ts";
+import { fixedLayout, ID_AT, PUBKEY_AT, type NostrEvent } from "../../protocol/event.ts";
+import { matchAny, type CompiledFilter } from "../../protocol/filter.ts";
+import { expirationOf } from "../../nips/nip40.ts";
 
 /** An event the ring gives back; `event` is parsed from the JSON when first asked for. */
 export class Recent {

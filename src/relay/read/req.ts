@@ -1,19 +1,19 @@
 // REQ, CLOSE and COUNT: stored events from a snapshot, EOSE, then live events through the
 // subscription's group topic, each event once. A REQ's stages are files of their own:
 // read/subscriptions.ts, read/stored.ts (the stored events), read/live.ts (catch-up and live).
-import { hllOffset } from "../nips/nip45.ts";
-import { compileFilter, type CompiledFilter } from "../protocol/filter.ts";
-import { chargeRate, rateLimitMessage } from "../policy/rate-limit.ts";
-import { ProtocolError } from "../protocol/reasons.ts";
-import { tally } from "../policy/ip.ts";
-import { OVER_BUDGET, queryBudget } from "./budget.ts";
-import { filterLimits, restrictedKinds, visibilityFor } from "../policy/visibility.ts";
-import { nowSeconds } from "../protocol/event.ts";
-import type { RelayContext } from "./context.ts";
-import { catchUpAndJoin } from "./read/live.ts";
-import { readFailure, storedEvents } from "./read/stored.ts";
-import { dropSubscription, openSubscription } from "./read/subscriptions.ts";
-import { closedFrame, send, type Session, type Socket } from "./session.ts";
+import { hllOffset } from "../../nips/nip45.ts";
+import { compileFilter, type CompiledFilter } from "../../protocol/filter.ts";
+import { chargeRate, rateLimitMessage } from "../../policy/rate-limit.ts";
+import { ProtocolError } from "../../protocol/reasons.ts";
+import { tally } from "../../policy/ip.ts";
+import { OVER_BUDGET, queryBudget } from "../connection/budget.ts";
+import { filterLimits, restrictedKinds, visibilityFor } from "../../policy/visibility.ts";
+import { nowSeconds } from "../../protocol/event.ts";
+import type { RelayContext } from "../context.ts";
+import { catchUpAndJoin } from "./live.ts";
+import { readFailure, storedEvents } from "./stored.ts";
+import { dropSubscription, openSubscription } from "./subscriptions.ts";
+import { closedFrame, send, type Session, type Socket } from "../connection/session.ts";
 
 /**
  * Charges a REQ / COUNT / NEG-OPEN to the rate limits, compiles its filters and applies the

@@ -5,9 +5,9 @@
 // filter: 8,000 of them froze the relay on four 60 KB notes. Under a term, an event's words are
 // computed once (nips/nip50.ts eventWords) and only the filters filed under one of them are
 // confirmed, against those same words.
-import { eventWords } from "../nips/nip50.ts";
-import type { NostrEvent } from "../protocol/event.ts";
-import { matchFilter, type CompiledFilter } from "../protocol/filter.ts";
+import { eventWords } from "../../nips/nip50.ts";
+import type { NostrEvent } from "../../protocol/event.ts";
+import { matchFilter, type CompiledFilter } from "../../protocol/filter.ts";
 
 export interface Indexed<G> {
   /** Shared by all entries of one group: `mark` dedupes a group within one match() call. */

@@ -1,4 +1,4 @@
-// When a closing relay may close a connection (server.ts shutdown): once every EVENT the client
+// When a closing relay may close a connection (relay/shutdown.ts): once every EVENT the client
 // sent before it was told is read and answered. A client pipelining EVENTs has some on the wire
 // at any moment; closing then would leave them unread, and the client could not tell whether
 // they were stored. So each connection is sent a ping right after the NOTICE "closing:": TCP
@@ -7,6 +7,16 @@
 // (a client that goes on sending after the NOTICE is answered, `error:` to retry, until it
 // stops), the connection is closed. DEADLINE_MS bounds the whole drain.
 import type { Session, Socket } from "./session.ts";
+
+/** "stop": the relay goes away. "restart": another process already serves the port (reuse_port). */
+export type Shutdown = "stop" | "restart";
+
+/** What connections are told while the relay closes: a NOTICE, then the close code and reason. */
+export const CLOSING = {
+  stop: { notice: "closing: relay is shutting down", code: 1001, reason: "relay shutting down" },
+  restart: { notice: "closing: relay is restarting, reconnect", code: 1012, reason: "relay restarting" },
+} as const;
+export type Closing = (typeof CLOSING)[Shutdown];
 
 /** The payload of the drain's ping: a pong to one of Bun's keep-alive pings proves nothing. */
 const PING = "bunstr drain";

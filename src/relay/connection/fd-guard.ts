@@ -26,7 +26,7 @@
 // (getsockname + getpeername, ~4 µs per descriptor, in slices of ~2,700 descriptors) when the count
 // says HTTP connections may be open; every 100 ms while it is cutting, spaced so that it takes at
 // most ~10% of the main thread.
-import { ipGroup } from "../policy/ip.ts";
+import { ipGroup } from "../../policy/ip.ts";
 import { dlopen, FFIType, ptr } from "bun:ffi";
 import { closeSync, constants, openSync } from "node:fs";
 
@@ -43,7 +43,7 @@ export const fdReserve = (limit: number): number => Math.min(1024, Math.max(64, 
 export const connectionCeiling = (limit: number): number => Math.max(16, limit - 3 * fdReserve(limit));
 
 /**
- * A websocket's count of what arrived whole, kept by the relay (relay/session.ts); the fields
+ * A websocket's count of what arrived whole, kept by the relay (relay/connection/session.ts); the fields
  * after `deflated` are the guard's own.
  */
 export interface WireMeter {

@@ -1,0 +1,154 @@
+// The relay's parts wired together before it listens: its context (store, verifier, writer queue,
+// fanout, memory's answers, admin state, plugin, metrics), the store's commit feed to the live
+// subscriptions, and what the running relay keeps of its connections (Live).
+import type { Server } from "bun";
+import { AdminState } from "../admin/state.ts";
+import type { Config } from "../config/schema.ts";
+import { freshRelayKey, type RelayKey } from "../protocol/schnorr.ts";
+import { LogLimiter } from "../log.ts";
+import { RelayMetrics } from "../observe/metrics.ts";
+import type { History } from "../observe/history.ts";
+import { defaultPolicies } from "../policy/defaults.ts";
+import { RateLimiter } from "../policy/rate-limit.ts";
+import { canRead, restrictedKinds, writeRules } from "../policy/visibility.ts";
+import { WriterQueue } from "../store/queue.ts";
+import type { Store } from "../store/types.ts";
+import { configuredVerifier } from "../verify/configured.ts";
+import { inlineVerifier, noVerifier, type Verifier } from "../verify/pool.ts";
+import { MemoryAnswers } from "./answers/memory.ts";
+import { CLOSING, type Closing, Drain } from "./connection/drain.ts";
+import type { FdGuard, WireMeter } from "./connection/fd-guard.ts";
+import { InflationBudget } from "./connection/inflation.ts";
+import type { Session, Socket } from "./connection/session.ts";
+import type { RelayContext } from "./context.ts";
+import { Fanout } from "./fanout/fanout.ts";
+import { pluginSettings, WritePolicyPlugin } from "./plugin/plugin.ts";
+import { liveFeed } from "./read/live.ts";
+
+export interface RelayOptions {
+  config: Config;
+  store: Store;
+  verifier?: Verifier;
+  /** The relay's own key (NIP-11 `self`; signs NIP-29 group metadata): cli/relay-key.ts. Absent: a fresh one, kept in memory. */
+  relayKey?: RelayKey;
+  /**
+   * The open-files limit in force: connections that are not websockets are then watched and cut
+   * before they exhaust it (connection/fd-guard.ts, Linux). Tests running the relay in-process leave it out.
+   */
+  fileLimit?: number;
+}
+
+/** What the pieces of a running relay share besides its context: the sockets and the listener. */
+export interface Live {
+  readonly ctx: RelayContext;
+  /** ctx.config: changed in place by a reload, never copied. */
+  readonly config: Config;
+  readonly sockets: Set<Socket>;
+  /** Open websockets per address group. */
+  readonly perIp: Map<string, number>;
+  /** Each websocket's peer as the guard knows it (the socket's address and port). */
+  readonly peers: WeakMap<Session, string>;
+  /** Each websocket by its meter, for the guard to close one holding an unfinished message. */
+  readonly metered: WeakMap<WireMeter, Socket>;
+  /** What compressed messages inflated to, per address (connection/inflation.ts). */
+  readonly inflation: InflationBudget;
+  guard?: FdGuard;
+  /** The status page's charts (observe/history.ts), sampled while the relay runs. */
+  history?: History;
+  server?: Server<Session>;
+  /** What connections are told while closing. */
+  closing: Closing;
+  /** While closing: which connections are answered and quiet, so may be closed. */
+  readonly drain: Drain;
+  /** Whether the warning about proxied connections the config does not read (proxyWarning) was printed. */
+  proxyWarned?: boolean;
+  /** Relay.ready: the state built from the store at start. */
+  ready: Promise<void>;
+}
+
+/** The relay's context: store, verifier, writer queue, fanout, admin state, wired together. */
+export function buildContext({ config, store, verifier: given, relayKey }: RelayOptions): Live {
+  const verifier = given ?? configuredVerifier(config);
+  const sockets = new Set<Socket>();
+  const shared: Omit<Live, "ctx"> = {
+    config,
+    sockets,
+    perIp: new Map(),
+    peers: new WeakMap(),
+    metered: new WeakMap(),
+    inflation: new InflationBudget(),
+    closing: CLOSING.stop,
+    drain: new Drain(),
+    ready: Promise.resolve(),
+  };
+  const fanout = new Fanout({
+    publish: (topic, frame) => shared.server!.publish(topic, frame),
+    restricted: (e) => restrictedKinds(config).has(e.kind),
+    canRead: (ws, e) => canRead(config, ws.data.authed, e),
+  });
+  const ctx: RelayContext = {
+    config,
+    store,
+    relayKey: relayKey ?? freshRelayKey(),
+    verifier,
+    authVerifier: verifier === noVerifier ? inlineVerifier : verifier,
+    fanout,
+    answers: new MemoryAnswers(fanout.ring, store),
+    writer: new WriterQueue(
+      store,
+      () => writeRules(config),
+      undefined,
+      () => ({ maxChars: config.limits.max_write_queue_bytes, maxGroupChars: config.limits.max_write_queue_bytes_per_ip }),
+    ),
+    policies: defaultPolicies,
+    ephemeral(e, json) {
+      fanout.broadcast(e, json);
+      store.shareEphemeral(e, json);
+    },
+    admin: new AdminState(store, config, {
+      disconnectIp(ip) {
+        let n = 0;
+        for (const ws of sockets)
+          if (ws.data.ip === ip) {
+            n++;
+            ws.close(1008, "blocked");
+          }
+        return n;
+      },
+    }),
+    // No process runs until the first event that needs one.
+    plugin: new WritePolicyPlugin(
+      () => pluginSettings(ctx.config),
+      () => ctx.closing,
+    ),
+    metrics: new RelayMetrics(),
+    rates: new RateLimiter(),
+    clientLines: new LogLimiter(),
+    inflight: 0,
+    closing: false,
+    readCostEstimate: 5,
+    countCostEstimate: 5,
+    queryGroups: new Map(),
+    filterBytes: new Map(),
+    counts: new Map(),
+    negItems: new Map(),
+    negItemsTotal: 0,
+    negGroups: new Map(),
+    startedAt: Date.now(),
+    connections: () => sockets.size,
+  };
+  // The store's one feed of what is committed, in commit order, whoever wrote it (on Postgres,
+  // any node; with the other nodes' ephemeral events and admin changes): to the live
+  // subscriptions and memory's answers (relay/read/live.ts).
+  store.subscribe({
+    ...liveFeed(ctx),
+    adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
+  });
+  // A store that names every change lets memory answer (relay/answers/); one with other nodes
+  // writing (Postgres) does not.
+  store.changes?.watch(ctx.answers.changes);
+  // Resolves before the first connection is served (SQLite answers synchronously).
+  ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
+  ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
+  return Object.assign(shared, { ctx });
+}
