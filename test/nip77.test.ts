@@ -157,7 +157,8 @@ async function settle(c: Client): Promise<void> {
  * count, then settle(), shows every reply the relay was ever going to send: a fence for "no
  * reply", instead of a fixed sleep. Call the returned `restore` when done.
  */
-function countNegReads(r: TestRelay): { finished: () => number; restore: () => void } {
+/** Counts the relay's NEG-OPEN reads as they finish; given `gate`, each read's answer waits for it. */
+function countNegReads(r: TestRelay, gate?: Promise<void>): { finished: () => number; restore: () => void } {
   // SQLite keeps sessions in its reader workers (Store.negentropy.open); Postgres hands the items over.
   const store = (r.ctx.store.negentropy ?? r.ctx.store) as unknown as Record<
     "open" | "negentropyItems",
@@ -167,7 +168,8 @@ function countNegReads(r: TestRelay): { finished: () => number; restore: () => v
   const read = store[method]!;
   let finished = 0;
   store[method] = (...args) => {
-    const p = read.apply(store, args);
+    const read0 = read.apply(store, args);
+    const p = gate ? read0.then(async (v) => (await gate, v)) : read0;
     p.then(
       () => finished++,
       () => finished++,
@@ -443,10 +445,15 @@ describe("subscription ids", () => {
   test("NEG-CLOSE right after NEG-OPEN, while the store is read: no reply at all", async () => {
     const c = await connect(relay.url);
     const from = c.frames.length;
-    const reads = countNegReads(relay);
+    // The read is held until the NEG-CLOSE has been handled (the REQ after it answered: one
+    // connection's messages are handled in order), however slowly the box runs.
+    let release!: () => void;
+    const reads = countNegReads(relay, new Promise<void>((r) => (release = r)));
     try {
       c.send(["NEG-OPEN", "gone", {}, negClient().initial]);
       c.send(["NEG-CLOSE", "gone"]);
+      await c.req("after-close", { limit: 0 });
+      release();
       await until(() => reads.finished() >= 1, "the NEG-OPEN read");
     } finally {
       reads.restore();
