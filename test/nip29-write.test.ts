@@ -1,10 +1,14 @@
-// NIP-29 over the wire: who may write what in a group (issue 32, point 4) and what malformed or
-// flooding input does (point 8). The answers are OK frames; the state is read in-process
-// (relay.ctx.groups), where the operators' listgroups reads it.
+// NIP-29 over the wire: who may write what in a group (issue 32, point 4), what malformed or
+// flooding input does (point 8), and that a restart rebuilds what the writes decided. The answers
+// are OK frames; the state is read in-process (relay.ctx.groups), where listgroups reads it.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join as pathJoin } from "node:path";
 import type { Client, Signer, TestRelay } from "./helpers.ts";
 import { accepted, failOnRelayErrors, now, refusedWith, signer } from "./helpers.ts";
 import { authAs, connectAs, createGroup, groupRelay, join, mod } from "./groups-helpers.ts";
+import { databaseFor, dropDatabase, onPostgres } from "./postgres-env.ts";
 
 failOnRelayErrors();
 
@@ -222,5 +226,39 @@ describe("bad input (point 8)", () => {
     expect(ok.slice(2)).toEqual([false, "auth-required: authenticate to create a group"]);
     anon.close();
     await authAs(c, owner, relay.url); // already AUTHed: nothing sent
+  });
+});
+
+describe("after a restart (the state rebuilt from the store)", () => {
+  test("members, removals, invites and the previous windows are as before", async () => {
+    const dir = mkdtempSync(pathJoin(tmpdir(), "bunstr-groups-"));
+    const [admin, member, removed] = [signer(), signer(), signer()];
+    let r = await groupRelay({}, { dir });
+    let rc = await connectAs(r);
+    try {
+      await createGroup(rc, r, admin, "kept", [["restricted"], ["closed"]]);
+      await accepted(rc, mod(9009, admin, "kept", [["code", "k1"]]));
+      expect((await join(rc, member, "kept", "k1"))[2]).toBe(true);
+      expect((await join(rc, removed, "kept", "k1"))[2]).toBe(true);
+      await accepted(rc, mod(9001, admin, "kept", [["p", removed.pubkey]]));
+      const x = mod(9, member, "kept");
+      await accepted(rc, x);
+      const before = JSON.stringify([r.ctx.groups!.list(), r.ctx.groups!.members("kept"), r.ctx.groups!.invites("kept")]);
+      rc.close();
+      await r.close();
+      r = await groupRelay({}, { dir });
+      rc = await connectAs(r);
+      expect(JSON.stringify([r.ctx.groups!.list(), r.ctx.groups!.members("kept"), r.ctx.groups!.invites("kept")])).toBe(before);
+      await accepted(rc, mod(9, member, "kept", [["previous", x.id.slice(0, 8)]]));
+      await refusedWith(rc, mod(9, member, "kept", [["previous", "00000000"]]), "invalid: previous reference");
+      await refusedWith(rc, mod(9, signer(), "kept"), "restricted: only members can write in this group");
+      await refusedWith(rc, mod(9, removed, "kept"), "blocked: you were removed from this group");
+      expect((await join(rc, signer(), "kept", "k1"))[2]).toBe(true);
+    } finally {
+      rc.close();
+      await r.close();
+      rmSync(dir, { recursive: true, force: true });
+      if (onPostgres) await dropDatabase(databaseFor(dir));
+    }
   });
 });
