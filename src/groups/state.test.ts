@@ -106,6 +106,14 @@ describe("GroupState: create, roles, rights", () => {
     expect(creates.every((e) => state.judge(ctx([owner.pk]), e) === undefined)).toBe(true); // judged before any commit
     for (const e of creates) commit(e);
     expect(state.list().length).toBe(2);
+    expect(state.skippedBecause(creates[0]!.id)).toBeUndefined();
+    expect(refusalText(state.skippedBecause(creates[2]!.id)!)).toBe("blocked: you have created the most groups allowed (2)");
+    const joins = Array.from({ length: 5 }, () => sign(member, 9021, [["h", "c0"]]));
+    for (const e of joins) commit(e);
+    expect(joins.map((e) => state.skippedBecause(e.id) && refusalText(state.skippedBecause(e.id)!))).toEqual([
+      undefined,
+      ...Array(4).fill("duplicate: already a member"),
+    ]);
   });
 
   test("the rights table: moderators add and remove members, not role holders nor roles; admins all; the last admin stays", async () => {

@@ -57,6 +57,9 @@ export interface GroupSummary {
 const PAGE = 5000;
 const MAX_PREVIOUS = 16;
 const PREVIOUS_REF = /^[0-9a-f]{8,64}$/;
+/** Skipped events whose reason is kept (skippedBecause). */
+const MAX_SKIP_REASONS = 1024;
+const NOT_A_MEMBER = refuse("invalid", "not a member of this group");
 /** Distinct authed sets whose unreadable lists are kept per generation. */
 const MAX_CACHED_READERS = 1024;
 
@@ -82,6 +85,8 @@ export class GroupState implements GroupView {
   private rebuilding: { queue: NostrEvent[]; applied: Set<string> } | undefined;
   /** Moderation events apply skipped (the author lacked the right at their commit, or a limit). */
   private skipped = 0;
+  /** Why the last few skipped events were skipped, by id: what an OK for an event admitted on a stale view can say. */
+  private readonly skipReasons = new Map<string, Refusal>();
 
   constructor(private readonly opts: { config: () => Config; relayPubkey: string }) {}
 
@@ -173,21 +178,27 @@ export class GroupState implements GroupView {
     if (!had || e.created_at >= had.created_at) this.publishedTags.set(key, { tags: e.tags, created_at: e.created_at });
   }
 
-  private skip(): undefined {
+  private skip(e: NostrEvent, why: Refusal): undefined {
     this.skipped++;
+    if (this.skipReasons.size >= MAX_SKIP_REASONS) this.skipReasons.delete(this.skipReasons.keys().next().value!);
+    this.skipReasons.set(e.id, why);
     return undefined;
   }
 
   private applyAction(id: string, e: NostrEvent): GroupChange | undefined {
     const a = parseAction(e);
-    if (typeof a === "string") return this.skip();
+    if (typeof a === "string") return this.skip(e, refuse("invalid", a));
     if (a.kind === 9007) return this.create(id, e);
     const g = this.groups.get(id);
-    if (!g) return this.skip();
-    if (a.kind === 9021) return this.joinRefusal(g, e.pubkey, a.code) ? this.skip() : this.join(g, e);
-    if (a.kind === 9022) return g.members.has(e.pubkey) ? this.leave(g, e) : this.skip();
+    if (!g) return this.skip(e, this.missing(id));
+    if (a.kind === 9021) {
+      const no = this.joinRefusal(g, e.pubkey, a.code);
+      return no ? this.skip(e, no) : this.join(g, e);
+    }
+    if (a.kind === 9022) return g.members.has(e.pubkey) ? this.leave(g, e) : this.skip(e, NOT_A_MEMBER);
     const authority = this.authority(e.pubkey);
-    if (allowed(g, e.pubkey, authority, a) || this.stateRefusal(g, a, e.pubkey, authority)) return this.skip();
+    const no = allowed(g, e.pubkey, authority, a) ?? this.stateRefusal(g, a, e.pubkey, authority);
+    if (no) return this.skip(e, no);
     return this.act(g, a, authority);
   }
 
@@ -225,7 +236,8 @@ export class GroupState implements GroupView {
 
   private create(id: string, e: NostrEvent): GroupChange | undefined {
     const authority = this.authority(e.pubkey);
-    if (this.existsRefusal(id) || this.createLimit(e.pubkey, authority)) return this.skip();
+    const no = this.existsRefusal(id) ?? this.createLimit(e.pubkey, authority);
+    if (no) return this.skip(e, no);
     const g = newGroup(id, emptyMetadata(), e.pubkey, e.created_at, this.settings.previous_window, false);
     if (!authority) g.members.set(e.pubkey, ["admin"]);
     this.groups.set(id, g);
@@ -411,7 +423,7 @@ export class GroupState implements GroupView {
     const g = this.groups.get(id);
     if (!g) return this.missing(id);
     if (a.kind === 9021) return this.joinRefusal(g, e.pubkey, a.code);
-    if (a.kind === 9022) return g.members.has(e.pubkey) ? undefined : refuse("invalid", "not a member of this group");
+    if (a.kind === 9022) return g.members.has(e.pubkey) ? undefined : NOT_A_MEMBER;
     const authority = this.authority(e.pubkey);
     return allowed(g, e.pubkey, authority, a) ?? this.stateRefusal(g, a, e.pubkey, authority);
   }
@@ -498,6 +510,15 @@ export class GroupState implements GroupView {
       this.unreadableCache.set(key, found);
     }
     return found;
+  }
+
+  /**
+   * Why apply skipped this committed moderation event, join or leave (the last 1,024 skipped are
+   * kept): one admitted on a stale view (a burst in flight, another node) is stored but changes
+   * nothing, and the relay can tell its sender so (a join flood: one joins, the rest "duplicate:").
+   */
+  skippedBecause(id: string): Refusal | undefined {
+    return this.skipReasons.get(id);
   }
 
   /** The relay-signed event of `kind` for group `id` as it should be now (undefined: group gone). */
