@@ -31,7 +31,7 @@ export interface GroupChange {
   group: string;
   /** Relay-signed kinds whose content changed and must be republished. */
   regenerate: RelayGroupKind[];
-  /** Templates the relay signs next: the 9000 after an accepted 9021, the 9001 (with ["e", <9022 id>]) after a 9022. */
+  /** Templates the relay signs next: the 9000 (with ["e", <9021 id>]) after an accepted 9021, the 9001 (with ["e", <9022 id>]) after a 9022. */
   followUps: { kind: number; content: string; tags: string[][] }[];
   /** 9005: ids to delete (only those whose h is `group`: checked by the relay against the store). */
   deleteIds?: string[];
@@ -204,12 +204,16 @@ export class GroupState implements GroupView {
 
   private act(g: Group, a: Exclude<Action, { kind: 9007 | 9021 | 9022 }>, authority: boolean): GroupChange {
     const change: GroupChange = { group: g.id, regenerate: [], followUps: [] };
+    // The relay's answer to a join or a leave changes nothing: the user's own 9021/9022 did, at its
+    // commit; a moderator's action between the two (a removal after the join, a join after the
+    // leave) is not undone by the answer arriving later.
+    if (authority && ((a.kind === 9000 && a.afterJoin) || (a.kind === 9001 && a.afterLeave))) return change;
     switch (a.kind) {
       case 9000:
         change.regenerate = this.putUsers(g, a.targets);
         break;
       case 9001:
-        change.regenerate = this.removeUsers(g, a.targets, authority && a.afterLeave !== undefined);
+        change.regenerate = this.removeUsers(g, a.targets);
         break;
       case 9002:
         this.edit(g, applyEdit(g.meta, a.edit));
@@ -283,32 +287,24 @@ export class GroupState implements GroupView {
     return roles ? [39001, 39002] : listed ? [39002] : [];
   }
 
-  /** `leaving`: the relay's answer to a 9022, which bans no one. */
-  private removeUsers(g: Group, targets: readonly string[], leaving: boolean): RelayGroupKind[] {
+  /** A removal by a moderator (or the relay's console): the removed may not post nor rejoin until a 9000. */
+  private removeUsers(g: Group, targets: readonly string[]): RelayGroupKind[] {
     let listed = false;
     let roles = false;
     for (const pk of targets) {
       if (roleOf(g, pk)) roles = true;
       if (g.members.delete(pk)) listed = true;
-      if (!leaving) g.removed.add(pk);
+      g.removed.add(pk);
     }
     if (listed) this.membersMoved(g);
     return roles ? [39001, 39002] : listed ? [39002] : [];
   }
 
-  /** 9021, valid at its commit: a member at once, so the joiner may post as soon as the OK arrives. */
+  /** 9021, valid at its commit: a member at once, so the joiner may post as soon as the OK arrives; the relay's 9000 names the request. */
   private join(g: Group, e: NostrEvent): GroupChange {
     g.members.set(e.pubkey, []);
     this.membersMoved(g);
-    const answer = {
-      kind: 9000,
-      content: "",
-      tags: [
-        ["h", g.id],
-        ["p", e.pubkey],
-      ],
-    };
-    return { group: g.id, regenerate: [39002], followUps: [answer] };
+    return { group: g.id, regenerate: [39002], followUps: [answerTo(9000, g, e)] };
   }
 
   /** 9022 of a member: gone, not banned; the relay's 9001 names the request. */
@@ -316,16 +312,7 @@ export class GroupState implements GroupView {
     const hadRole = roleOf(g, e.pubkey) !== undefined;
     g.members.delete(e.pubkey);
     this.membersMoved(g);
-    const answer = {
-      kind: 9001,
-      content: "",
-      tags: [
-        ["h", g.id],
-        ["p", e.pubkey],
-        ["e", e.id],
-      ],
-    };
-    return { group: g.id, regenerate: hadRole ? [39001, 39002] : [39002], followUps: [answer] };
+    return { group: g.id, regenerate: hadRole ? [39001, 39002] : [39002], followUps: [answerTo(9001, g, e)] };
   }
 
   // ---- rules judge and apply share ----
@@ -578,6 +565,17 @@ export class GroupState implements GroupView {
     return { groups: this.groups.size, members, bytes };
   }
 }
+
+/** The relay's 9000 or 9001 answering a user's join or leave `e`: names the user and the request. */
+const answerTo = (kind: 9000 | 9001, g: Group, e: NostrEvent) => ({
+  kind,
+  content: "",
+  tags: [
+    ["h", g.id],
+    ["p", e.pubkey],
+    ["e", e.id],
+  ],
+});
 
 /** [groups] creators: "anyone", "admins" ([admin] pubkeys), or pubkeys. */
 function mayCreate(config: Config, pubkey: string): boolean {
