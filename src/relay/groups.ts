@@ -14,6 +14,7 @@ import type { GroupChange } from "../groups/state.ts";
 import { isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
 import { writeCost } from "../policy/write-cost.ts";
 import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.ts";
+import type { Refusal } from "../protocol/reasons.ts";
 import { signEvent } from "../protocol/schnorr.ts";
 import type { Filter } from "../protocol/filter.ts";
 import type { ChangeWatch, WriteOutcome } from "../store/types.ts";
@@ -75,11 +76,11 @@ export class GroupRelay implements GroupPublisher {
    * act()): the follow-ups and the regenerated 39xxx written and committed, 9005 and 9008
    * deletions done. Never throws: what fails is logged, and reconcile() mends the metadata.
    */
-  async accepted(e: NostrEvent): Promise<void> {
-    if (!isGroupActionKind(e.kind)) return;
+  async accepted(e: NostrEvent): Promise<Refusal | undefined> {
+    if (!isGroupActionKind(e.kind)) return undefined;
     try {
       const change = await this.changeOf(e.id);
-      if (!change) return;
+      if (!change) return this.state.skippedBecause(e.id);
       for (const t of change.followUps) await this.write(t);
       if (change.deleteIds) await this.deleteEvents(change.group, change.deleteIds);
       if (change.deleteGroup) await this.deleteGroup(change.group);
@@ -87,6 +88,7 @@ export class GroupRelay implements GroupPublisher {
     } catch (err) {
       console.error(`groups: what follows event ${e.id} (kind ${e.kind}) failed:`, err);
     }
+    return undefined;
   }
 
   /** A relay-signed moderation event (the console, NIP-86): written, then what follows from it, as accepted(). */
