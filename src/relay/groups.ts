@@ -11,7 +11,7 @@
 // processes on the same SQLite file (a hand-over's old process, `bunstr import` into the served
 // file) reach this one only as ChangeWatch.unknown: they are read by seq and applied then.
 import type { GroupChange } from "../groups/state.ts";
-import { isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
+import { hTags, isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
 import { writeCost } from "../policy/write-cost.ts";
 import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.ts";
 import type { Refusal } from "../protocol/reasons.ts";
@@ -43,6 +43,10 @@ export class GroupRelay implements GroupPublisher {
   private appliedSeq = 0;
   private readonly appliedIds = new Set<string>();
   private catchingUp: Promise<void> | undefined;
+  /** Per group, the id of its latest committed moderation, join or leave event (any node's). */
+  private readonly latestAction = new Map<string, string>();
+  /** Ids of such events this node stored (accepted), and of the 39xxx it signed: bounded like `changes`. */
+  private readonly mine = new Set<string>();
 
   constructor(private readonly ctx: RelayContext) {}
 
@@ -65,7 +69,9 @@ export class GroupRelay implements GroupPublisher {
     const change = this.state.applyCommitted(e);
     if (!REBUILD_KINDS.includes(e.kind)) return;
     this.remember(e.id);
-    if (!isGroupActionKind(e.kind)) return;
+    if (!isGroupActionKind(e.kind)) return this.mend(e);
+    const group = hTags(e)[0];
+    if (group !== undefined) this.latestAction.set(group, e.id);
     this.changes.set(e.id, change);
     if (this.changes.size > MAX_CHANGES) this.changes.delete(this.changes.keys().next().value!);
     this.waiting.get(e.id)?.();
@@ -78,6 +84,7 @@ export class GroupRelay implements GroupPublisher {
    */
   async accepted(e: NostrEvent): Promise<Refusal | undefined> {
     if (!isGroupActionKind(e.kind)) return undefined;
+    this.own(e.id);
     try {
       const change = await this.changeOf(e.id);
       if (!change) return this.state.skippedBecause(e.id);
@@ -153,6 +160,23 @@ export class GroupRelay implements GroupPublisher {
     return this.catchingUp;
   }
 
+  /**
+   * A relay-signed 39xxx of another node (Postgres) committed after this node's moderation of the
+   * group, rendered from a state that had not seen it: this node, the writer of the group's latest
+   * moderation event (exactly one node is), writes it again. Its own never (no loop).
+   */
+  private mend(e: NostrEvent): void {
+    if (e.pubkey !== this.ctx.relayKey.pubkey || this.mine.has(e.id) || !(RELAY_GROUP_KINDS as number[]).includes(e.kind)) return;
+    const group = e.tags.find((t) => t[0] === "d")?.[1];
+    if (group === undefined || !this.mine.has(this.latestAction.get(group) ?? "")) return;
+    if (this.stale(group, e.kind as RelayGroupKind)) void this.publish(group, e.kind as RelayGroupKind);
+  }
+
+  private own(id: string): void {
+    this.mine.add(id);
+    if (this.mine.size > MAX_CHANGES) this.mine.delete(this.mine.values().next().value!);
+  }
+
   private remember(id: string): void {
     if (!this.ctx.store.changes) return; // Postgres: every node's commits come through the feed
     this.appliedIds.add(id);
@@ -218,6 +242,7 @@ export class GroupRelay implements GroupPublisher {
   /** Signs and writes a relay event; resolves after its commit. */
   private async write(t: GroupTemplate, created_at = nowSeconds()): Promise<void> {
     const e = signEvent({ ...t, created_at }, this.ctx.relayKey);
+    this.own(e.id);
     const outcome = await this.ctx.writer.enqueue({ event: e, json: serializeEvent(e), cost: writeCost(e) });
     if (!outcome.stored && !outcome.duplicate)
       console.error(`groups: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);
