@@ -4,7 +4,11 @@
 // the state surviving a restart.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
-import type { NostrEvent } from "../src/protocol/event.ts";
+import { Database } from "bun:sqlite";
+import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
+import { SqliteWriter } from "../src/store/sqlite/write.ts";
+import { RULES } from "./memory-answers.ts";
+import { onPostgres } from "./postgres-env.ts";
 import type { Client, Signer, TestRelay } from "./helpers.ts";
 import { accepted, failOnRelayErrors, refusedWith, relayInfo, signer } from "./helpers.ts";
 import { authAs, connectAs, createGroup, groupRelay, join, mod, relayEvents } from "./groups-helpers.ts";
@@ -274,3 +278,32 @@ describe("restart (point 3)", () => {
     }
   });
 });
+
+// Another process on the served SQLite file (the old relay of a hand-over while it drains, `bunstr
+// import`): its commits reach this relay only as "the database changed", and are read by seq.
+if (!onPostgres)
+  describe("another process's commits", () => {
+    test("a 9000 written into the served file by another process makes a member, and the relay lists them", async () => {
+      const { id, owner } = await freshGroup([["restricted"]]);
+      const member = signer();
+      await refusedWith(c, mod(9, member, id), "restricted:");
+      const put = mod(9000, owner, id, [["p", member.pubkey]]);
+      const db = new Database(relay.dbPath);
+      try {
+        expect(new SqliteWriter(db).writeBatchImmediate([{ event: put, json: serializeEvent(put) }], RULES)[0]!.stored).toBe(true);
+      } finally {
+        db.close();
+      }
+      // The relay looks for others' commits when it is next asked (store/sqlite/store.ts lastSeq).
+      const deadline = Date.now() + 5000;
+      for (;;) {
+        await Bun.sleep(30);
+        await read({ ids: ["00".repeat(32)] });
+        if (relay.ctx.groups!.members(id)!.some((m) => m.pubkey === member.pubkey) || Date.now() > deadline) break;
+      }
+      await accepted(c, mod(9, member, id));
+      const deadline2 = Date.now() + 5000;
+      while (!(await listed(id, 39002)).some((t) => t[1] === member.pubkey) && Date.now() < deadline2) await Bun.sleep(30);
+      expect((await listed(id, 39002)).map((t) => t[1])).toContain(member.pubkey);
+    });
+  });
