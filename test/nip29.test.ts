@@ -284,7 +284,11 @@ describe("restart (point 3)", () => {
 if (!onPostgres)
   describe("another process's commits", () => {
     test("a 9000 written into the served file by another process makes a member, and the relay lists them", async () => {
-      const { id, owner } = await freshGroup([["restricted"]]);
+      // A connection of its own: one connection AUTHs as a limited number of pubkeys.
+      const c = await connectAs(relay);
+      const owner = signer();
+      const id = freshId();
+      await createGroup(c, relay, owner, id, [["restricted"]]);
       const member = signer();
       await refusedWith(c, mod(9, member, id), "restricted:");
       const put = mod(9000, owner, id, [["p", member.pubkey]]);
@@ -305,5 +309,6 @@ if (!onPostgres)
       const deadline2 = Date.now() + 5000;
       while (!(await listed(id, 39002)).some((t) => t[1] === member.pubkey) && Date.now() < deadline2) await Bun.sleep(30);
       expect((await listed(id, 39002)).map((t) => t[1])).toContain(member.pubkey);
+      c.close();
     });
   });

@@ -43,6 +43,8 @@ export class GroupRelay implements GroupPublisher {
   private appliedSeq = 0;
   private readonly appliedIds = new Set<string>();
   private catchingUp: Promise<void> | undefined;
+  /** Told of another change while catching up: read again after. */
+  private catchUpAgain = false;
   /** Per group, the id of its latest committed moderation, join or leave event (any node's). */
   private readonly latestAction = new Map<string, string>();
   /** Ids of such events this node stored (accepted), and of the 39xxx it signed: bounded like `changes`. */
@@ -56,9 +58,10 @@ export class GroupRelay implements GroupPublisher {
 
   /** At start: the group state rebuilt from the store, then reconcile(); Relay.ready resolves after. */
   async start(): Promise<void> {
-    const seq = this.ctx.store.lastSeq();
     const built = await this.state.rebuild(this.ctx.store.groups);
-    this.appliedSeq = seq;
+    // What the rebuild read ends about here; the feed's events since are in appliedIds. (Another
+    // process's commit in the moment between is read at the next start.)
+    this.appliedSeq = this.ctx.store.lastSeq();
     if (built.skipped > 0)
       console.warn(`groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then)`);
     await this.reconcile();
@@ -136,19 +139,32 @@ export class GroupRelay implements GroupPublisher {
 
   /** Reads the moderation events committed after appliedSeq that the feed did not bring, applies them, reconciles. */
   catchUp(): Promise<void> {
-    this.catchingUp ??= (async () => {
+    if (this.catchingUp) {
+      this.catchUpAgain = true;
+      return this.catchingUp;
+    }
+    this.catchingUp = (async () => {
       try {
         let found = 0;
-        for (;;) {
-          const rows = await this.ctx.store.groups.inOrder(REBUILD_KINDS, this.appliedSeq, PAGE);
-          for (const row of rows) {
-            this.appliedSeq = row.seq;
-            const e = JSON.parse(row.json) as NostrEvent;
-            if (this.appliedIds.delete(e.id)) continue;
-            this.state.applyCommitted(e);
-            found++;
+        for (this.catchUpAgain = true; this.catchUpAgain; ) {
+          this.catchUpAgain = false;
+          // Not past the snapshot seq: an event of this process's writer past it is not told to the feed yet.
+          const upTo = this.ctx.store.lastSeq();
+          for (let more = true; more; ) {
+            const rows = await this.ctx.store.groups.inOrder(REBUILD_KINDS, this.appliedSeq, PAGE);
+            more = rows.length === PAGE;
+            for (const row of rows) {
+              if (row.seq > upTo) {
+                more = false;
+                break;
+              }
+              this.appliedSeq = row.seq;
+              const e = JSON.parse(row.json) as NostrEvent;
+              if (this.appliedIds.delete(e.id)) continue;
+              this.state.applyCommitted(e);
+              found++;
+            }
           }
-          if (rows.length < PAGE) break;
         }
         if (found > 0) await this.reconcile();
       } catch (err) {
