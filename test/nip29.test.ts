@@ -279,6 +279,30 @@ describe("restart (point 3)", () => {
   });
 });
 
+describe("restart after a deletion (point 6)", () => {
+  test("a group deleted (9008, its events purged) stays deleted after a restart", async () => {
+    const r = await groupRelay();
+    const dir = r.dir;
+    let rc = await connectAs(r);
+    const owner = signer();
+    const id = freshId();
+    await createGroup(rc, r, owner, id);
+    await accepted(rc, mod(9008, owner, id));
+    rc.close();
+    await r.close();
+    const again = await groupRelay({}, { dir });
+    try {
+      rc = await connectAs(again);
+      await authAs(rc, owner, again.url);
+      await refusedWith(rc, mod(9007, owner, id), "blocked:");
+      rc.close();
+    } finally {
+      await again.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 // Another process on the served SQLite file (the old relay of a hand-over while it drains, `bunstr
 // import`): its commits reach this relay only as "the database changed", and are read by seq.
 if (!onPostgres)
