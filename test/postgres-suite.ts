@@ -17,6 +17,7 @@ const SUITE = [
   "differential",
   "dm-protection",
   "fuzz",
+  "group-visibility-store",
   "hostile",
   "interop",
   "limits",
@@ -43,7 +44,12 @@ const SUITE = [
   "smoke",
 ].map((f) => `./test/${f}.test.ts`);
 
-const CLUSTER = ["./test/cluster/cluster.pgtest.ts", "./test/postgres/write-parity.pgtest.ts", "./test/postgres/ops.pgtest.ts"];
+const CLUSTER = [
+  "./test/cluster/cluster.pgtest.ts",
+  "./test/postgres/write-parity.pgtest.ts",
+  "./test/postgres/ops.pgtest.ts",
+  "./test/postgres/relay-key.pgtest.ts",
+];
 
 const missing = await servicesMissing();
 if (missing) {
