@@ -13,8 +13,9 @@ import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import { freshRelayKey, signEvent } from "../src/protocol/schnorr.ts";
 import type { PostgresStore } from "../src/store/postgres/store.ts";
 import { allRows, type ReadScope, type Store, type Visibility, type WriteRules } from "../src/store/types.ts";
-import { dropDatabase, databaseFor, onPostgres } from "./postgres-env.ts";
-import { now, openTestStore, signer } from "./helpers.ts";
+import { openBulk } from "../src/cli/options.ts";
+import { databaseFor, databaseUrl, dropDatabase, onPostgres } from "./postgres-env.ts";
+import { now, openTestStore, signer, testConfig } from "./helpers.ts";
 
 const RULES: WriteRules = { deletion: true, vanish: true, search: true, searchSkipKinds: new Set() };
 const writeEvents = (s: Store, events: NostrEvent[]) =>
@@ -196,6 +197,17 @@ describe("GroupRecords", () => {
     expect(rest.map((r) => (JSON.parse(r.json) as NostrEvent).id)).toEqual([secretMeta.id, openMeta.id, forged.id]);
     // The JSON is the event as stored and served.
     expect(JSON.parse(rest[0]!.json)).toEqual(secretMeta);
+  });
+
+  test("a BulkStore (import, sync) reads the same", async () => {
+    const config = testConfig(onPostgres ? { database: { engine: "postgres", postgres_url: databaseUrl(databaseFor(dir)) } } : {});
+    const bulk = await openBulk(config, join(dir, "bunstr.sqlite"), "readonly");
+    try {
+      expect(await bulk.groups.inOrder([39000, 9], 0, 1000)).toEqual(await store.groups.inOrder([39000, 9], 0, 1000));
+      expect(await bulk.groups.recentByGroup(3, 1000)).toEqual(await store.groups.recentByGroup(3, 1000));
+    } finally {
+      await bulk.close();
+    }
   });
 
   test("recentByGroup: the newest ids of each group among the newest h rows", async () => {
