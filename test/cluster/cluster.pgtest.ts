@@ -307,10 +307,12 @@ describe("NIP-29 groups", () => {
     const onA = await connect(a);
     const onB = await connect(b);
     expect((await onA.auth(owner, a.url))[2]).toBe(true);
+    let n = 0;
+    // Each event its own (two posts in one second would be one event).
     const group =
       (kind: number, s: Signer, tags: string[][] = []) =>
       () =>
-        s.sign({ kind, tags: [["h", id], ...tags] });
+        s.sign({ kind, content: `${++n}`, tags: [["h", id], ...tags] });
     await acceptedSoon(onA, group(9007, owner));
     await acceptedSoon(onA, group(9002, owner, [["restricted"]]));
     await acceptedSoon(onB, group(9021, member));
