@@ -127,8 +127,7 @@ export const reachesGroupMetadata = (f: Filter): boolean =>
   !f.kinds || f.kinds.some((k) => k >= GROUP_METADATA.min && k <= GROUP_METADATA.max);
 
 /** A filter naming only values outside `hidden` (its #h, its #d) can only match what the reader may see. */
-export function allReadable(values: readonly string[] | undefined, hidden: readonly string[]): boolean {
-  if (!values || hidden.length === 0) return hidden.length === 0;
-  const set = values.length * hidden.length > 4096 ? new Set(hidden) : undefined;
-  return values.every((v) => !(set ? set.has(v) : hidden.includes(v)));
+export function allReadable(values: readonly string[] | undefined, hidden: { readonly size: number; has(v: string): boolean }): boolean {
+  if (hidden.size === 0) return true;
+  return values?.every((v) => !hidden.has(v)) ?? false;
 }

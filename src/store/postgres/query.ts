@@ -128,14 +128,22 @@ function groupResidual(q: Sql, f: Filter, g: Visibility["hiddenGroups"]): void {
     values.some((v) => v.includes("\n"))
       ? `(SELECT jsonb_array_elements_text(${q.p(JSON.stringify(values))}::text::jsonb))`
       : `(SELECT unnest(string_to_array(${q.p(values.join("\n"))}, chr(10))))`;
-  if (!allReadable(f["#h"], g.events))
+  if (!allReadable(f["#h"], idSet(g.events)))
     q.where.push(
       `NOT coalesce((SELECT bool_or(coalesce(y.value IN ${list(g.events)}, false)) FROM tags y WHERE y.seq = e.seq AND y.name = 'h'), false)`,
     );
-  if (reachesGroupMetadata(f) && !allReadable(f["#d"], g.metadata))
+  if (reachesGroupMetadata(f) && !allReadable(f["#d"], idSet(g.metadata)))
     q.where.push(
       `NOT (e.kind BETWEEN ${GROUP_METADATA.min} AND ${GROUP_METADATA.max} AND e.pubkey = decode(${q.p(g.relay)}, 'hex') AND coalesce(e.d IN ${list(g.metadata)}, false))`,
     );
+}
+
+/** A list as a Set, made once per list (the relay hands the same arrays until they change). */
+const sets = new WeakMap<readonly string[], Set<string>>();
+function idSet(ids: readonly string[]): Set<string> {
+  let set = sets.get(ids);
+  if (!set) sets.set(ids, (set = new Set(ids)));
+  return set;
 }
 
 const COLUMNS = "e.json AS json, e.created_at::float8 AS created_at, encode(e.id, 'hex') AS id";
