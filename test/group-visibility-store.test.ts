@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import { freshRelayKey, signEvent } from "../src/protocol/schnorr.ts";
 import type { PostgresStore } from "../src/store/postgres/store.ts";
+import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { allRows, type ReadScope, type Store, type Visibility, type WriteRules } from "../src/store/types.ts";
 import { openBulk } from "../src/cli/options.ts";
 import { databaseFor, databaseUrl, dropDatabase, onPostgres } from "./postgres-env.ts";
@@ -144,6 +145,23 @@ for (const [size, pad] of [
 
 test("a filter naming only readable groups in #h needs no list and gets them all", async () => {
   expect(await query({ "#h": ["open"] }, hidden(10_000))).toEqual(ids(open));
+});
+
+test("an in-memory SQLite store (its reads on the calling thread) hides the same", async () => {
+  const mem = new SqliteStore({ path: ":memory:", synchronous: "normal", readerWorkers: 1 });
+  try {
+    await mem.ready();
+    await writeEvents(mem, all);
+    for (const v of [hidden(0), hidden(10_000)]) {
+      const rows = await allRows(mem.query({ maxSeq: mem.lastSeq(), now: 0, visibility: v, filters: [{}], limits: [1000] }));
+      expect(rows.map((j) => (JSON.parse(j) as NostrEvent).id).sort()).toEqual(ids(visible));
+      expect((await mem.count({ maxSeq: mem.lastSeq(), now: 0, visibility: v, filters: [{ kinds: [9] }] })).count).toBe(
+        visible.filter((e) => e.kind === 9).length,
+      );
+    }
+  } finally {
+    await mem.close();
+  }
 });
 
 test("empty lists hide nothing", async () => {
