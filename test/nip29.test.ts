@@ -3,14 +3,16 @@
 // the 9001 answering a leave (point 3); deletions by 9005, 9008, NIP-09 and NIP-62 (point 6);
 // the state surviving a restart.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join as joinPath } from "node:path";
 import { Database } from "bun:sqlite";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { RULES } from "./memory-answers.ts";
 import { onPostgres } from "./postgres-env.ts";
 import type { Client, Signer, TestRelay } from "./helpers.ts";
-import { accepted, failOnRelayErrors, refusedWith, relayInfo, signer } from "./helpers.ts";
+import { accepted, failOnRelayErrors, openTestStore, refusedWith, relayInfo, signer, storeEvents, testConfig } from "./helpers.ts";
 import { authAs, connectAs, createGroup, groupRelay, join, mod, relayEvents } from "./groups-helpers.ts";
 
 failOnRelayErrors();
@@ -274,6 +276,36 @@ describe("restart (point 3)", () => {
       rc.close();
     } finally {
       await again.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("reconcile at start", () => {
+  test("moderation events stored without the relay's 39xxx (an import): the relay writes them at start", async () => {
+    const dir = mkdtempSync(joinPath(tmpdir(), "bunstr-nip29-"));
+    const owner = signer();
+    const member = signer();
+    const id = freshId();
+    const config = testConfig({ groups: { enabled: true, creators: ["anyone"] } });
+    const store = await openTestStore(dir, config);
+    await storeEvents(store, [mod(9007, owner, id), mod(9000, owner, id, [["p", member.pubkey]])]);
+    await store.close();
+    const r = await groupRelay({}, { dir });
+    try {
+      const rc = await connectAs(r);
+      const events = await relayEvents(rc, id, r.ctx.relayKey.pubkey);
+      expect([...events.keys()].sort()).toEqual([39000, 39001, 39002, 39003]);
+      expect(
+        events
+          .get(39002)!
+          .tags.slice(1)
+          .map((t) => t[1])
+          .sort(),
+      ).toEqual([owner.pubkey, member.pubkey].sort());
+      rc.close();
+    } finally {
+      await r.stop();
       rmSync(dir, { recursive: true, force: true });
     }
   });

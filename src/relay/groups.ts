@@ -26,6 +26,8 @@ const MAX_CHANGES = 4096;
 const FEED_WAIT_MS = 5000;
 /** Rows read per page: a catch-up by seq, a 9008's deletion. */
 const PAGE = 500;
+/** Relay events reconcile() has in the writer queue at once. */
+const RECONCILE_AT_ONCE = 64;
 /** Ids applied from the feed, kept to skip them in a catch-up by seq; beyond it the oldest go. */
 const MAX_APPLIED_IDS = 100_000;
 
@@ -118,6 +120,8 @@ export class GroupRelay implements GroupPublisher {
         if (!this.stale(g.id, kind)) continue;
         n++;
         writes.push(this.publish(g.id, kind));
+        // A few at a time: thousands at once (a start after an import) would overrun the writer queue's bound.
+        if (writes.length === RECONCILE_AT_ONCE) await Promise.all(writes.splice(0));
       }
     await Promise.all(writes);
     return n;
