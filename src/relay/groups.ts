@@ -88,7 +88,8 @@ export class GroupRelay implements GroupPublisher {
    * deletions done. Never throws: what fails is logged, and reconcile() mends the metadata.
    */
   async accepted(e: NostrEvent): Promise<Refusal | undefined> {
-    if (!isGroupActionKind(e.kind)) return undefined;
+    // Only the kinds committed() keeps a change for (the others in 9000-9022 are refused anyway).
+    if (!isGroupActionKind(e.kind) || !REBUILD_KINDS.includes(e.kind)) return undefined;
     this.own(e.id);
     try {
       const change = await this.changeOf(e.id);
