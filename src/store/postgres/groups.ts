@@ -7,12 +7,16 @@ import type { GroupRecords } from "../types.ts";
 export class PostgresGroups implements GroupRecords {
   constructor(private readonly sql: SQL) {}
 
-  /** Forward along the primary key (seq): commit order, which every node sees alike. */
+  /**
+   * Forward along the primary key (seq): commit order, which every node sees alike. Ordered by
+   * the column (`e.seq`), not the float8 output of the same name, or every later match is sorted
+   * again for each page.
+   */
   async inOrder(kinds: readonly number[], afterSeq: number, max: number): Promise<{ seq: number; json: string }[]> {
     const rows = await this.sql.unsafe(
-      `SELECT seq::float8 AS seq, json FROM events
-       WHERE seq > $1 AND kind = ANY(ARRAY(SELECT x::int FROM jsonb_array_elements_text($2::text::jsonb) x))
-       ORDER BY seq LIMIT $3`,
+      `SELECT e.seq::float8 AS seq, e.json FROM events e
+       WHERE e.seq > $1 AND e.kind = ANY(ARRAY(SELECT x::int FROM jsonb_array_elements_text($2::text::jsonb) x))
+       ORDER BY e.seq LIMIT $3`,
       [afterSeq, JSON.stringify(kinds), max],
     );
     return (rows as { seq: number; json: string }[]).map((r) => ({ seq: r.seq, json: r.json }));
