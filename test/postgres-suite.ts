@@ -26,6 +26,8 @@ const SUITE = [
   "nip09",
   "nip11",
   "nip13",
+  "nip29",
+  "nip29-read",
   "nip29-write",
   "nip40",
   "nip42",

@@ -1,7 +1,8 @@
 // Live fanout through Bun's native pub/sub. Subscriptions with the same id and the same
 // canonical filters, on any connection, form one group = one topic: matched once, serialized
-// once, published once in native code. Events of restricted kinds (DMs) are the exception: they
-// go to each member that may read them, one send per member. A short ring of recent events lets
+// once, published once in native code. Gated events (restricted kinds such as DMs, NIP-29 group
+// events: policy/visibility.ts) are the exception: they go to each member that may read them at
+// that moment, one send per member. A short ring of recent events lets
 // a new subscription catch up on what was committed while its stored query ran (relay/fanout/ring.ts,
 // relay/read/live.ts); the memory answers read it too (relay/answers/).
 import type { NostrEvent } from "../../protocol/event.ts";
@@ -31,9 +32,14 @@ export interface Group {
 
 interface FanoutOptions {
   publish: (topic: string, frame: string) => number;
-  /** Events that may not go to a whole topic (restricted kinds). */
+  /** Of the gated events, those that may not go to a whole topic now: each member is asked (canRead). */
   restricted: (e: NostrEvent) => boolean;
-  /** Whether one connection may read a restricted event. */
+  /**
+   * Events only some may read, now or later (policy/visibility.ts gated: a restricted kind, a
+   * group's event): flagged in the ring, for the catch-up and memory's answers. Absent: restricted.
+   */
+  gated?: (e: NostrEvent) => boolean;
+  /** Whether one connection may read a gated event, now. */
   canRead: (ws: Member, e: NostrEvent) => boolean;
   ringSize?: number;
   /** The ring also keeps at most this many bytes of event JSON (big events push old ones out). */
@@ -92,8 +98,9 @@ export class Fanout {
   /** Sends a newly committed (or ephemeral) event to every matching group; returns its seq in the ring. */
   broadcast(event: NostrEvent, json: string): number {
     const seq = ++this.seq;
-    const restricted = this.opts.restricted(event);
-    this.ring.add(seq, event, json);
+    const gated = this.opts.gated ? this.opts.gated(event) : this.opts.restricted(event);
+    const restricted = gated && (!this.opts.gated || this.opts.restricted(event));
+    this.ring.add(seq, event, json, gated);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
       if (!restricted) {
