@@ -22,11 +22,12 @@ failOnRelayErrors();
 const EVENTS = 600;
 const TAGS = 1500;
 /**
- * Far under the old stall (1.7 s on an idle 2-core box, 5-7 s on a busy one), far over a purge
- * step (~5 ms) and a batch on a busy box (16-170 ms seen at load 3-14). On the old code the
- * deletion is also all at once: no OK comes while it is partly done.
+ * Under the old stall on a busy box (5-7 s; 1.7 s on an idle 2-core one), far over a purge step
+ * (~5 ms) and a batch on a busy box (16-170 ms seen at load 3-14; 1,026 ms once beside a CPU hog
+ * at load 10, when the bound was 1,000 ms). On the old code the deletion is also all at once: no
+ * OK comes while it is partly done, which `during` below catches on an idle box too.
  */
-const MAX_OK_MS = 1000;
+const MAX_OK_MS = 2000;
 const dirs: string[] = [];
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
@@ -301,7 +302,7 @@ if (!onPostgres)
         again.close();
         await r.stop();
       }
-    }, 60_000);
+    }, 120_000);
 
     test("the same events expiring in the same second: other clients' EVENTs are answered while they are swept", async () => {
       const v = signer();

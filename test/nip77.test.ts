@@ -424,12 +424,18 @@ describe("subscription ids", () => {
     expect(negClient().reply(third[2]).need).toEqual(idsOf(bEvents));
 
     // Back to back, so the second arrives while the first is still reading the store: the first
-    // is never answered (its reply would be taken for the new filter's), the second is.
+    // is never answered (its reply would be taken for the new filter's), the second is. The reads
+    // are held until the second NEG-OPEN has been handled (the REQ after it answered: one
+    // connection's messages are handled in order); else a box that handles the two frames in two
+    // turns lets the first read finish and be answered before it is replaced.
     const from = c.frames.length;
-    const reads = countNegReads(relay);
+    let release!: () => void;
+    const reads = countNegReads(relay, new Promise<void>((r) => (release = r)));
     try {
       c.send(["NEG-OPEN", "race", { authors: [a.pubkey] }, negClient().initial]);
       c.send(["NEG-OPEN", "race", { authors: [b.pubkey] }, negClient().initial]);
+      await c.req("after-reopen", { limit: 0 });
+      release();
       await c.next((f) => f[0] === "NEG-MSG" && f[1] === "race", 5000, from);
       await until(() => reads.finished() >= 2, "both NEG-OPEN reads");
     } finally {

