@@ -30,6 +30,7 @@ const slow: Store = {
   lastSeq: () => real.lastSeq(),
   sizeBytes: () => real.sizeBytes(),
   admin: real.admin,
+  groups: real.groups,
   subscribe: (feed) => real.subscribe(feed),
   close: () => real.close(),
   query: async function* (job) {

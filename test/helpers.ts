@@ -6,11 +6,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
 import { defaults, type Config } from "../src/config/schema.ts";
+import { readOrCreateKeyFile } from "../src/cli/relay-key.ts";
 import { startRelay, type Relay } from "../src/relay/server.ts";
 import { PostgresStore } from "../src/store/postgres/store.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { createDatabase, databaseFor, dropDatabase, onPostgres, REDIS_URL } from "./postgres-env.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
+import { relayKeyFromHex } from "../src/protocol/schnorr.ts";
 import type { PendingWrite, Store, WriteRules } from "../src/store/types.ts";
 
 export interface TestRelay extends Relay {
@@ -67,7 +69,13 @@ export async function startTestRelay(patch: ConfigPatch = {}, opts: { dir?: stri
   const dbPath = join(dir, "bunstr.sqlite");
   const pgName = databaseFor(dir);
   const store = await openTestStore(dir, config);
-  const relay = startRelay({ config, store });
+  // The relay key: [info] relay_secret_key, else a file in the test's directory, so a restart on
+  // the same `dir` keeps it.
+  const relayKey = config.info.relay_secret_key
+    ? relayKeyFromHex(config.info.relay_secret_key, "config")
+    : readOrCreateKeyFile(join(dir, "relay.key"), () => {});
+  const relay = startRelay({ config, store, relayKey });
+  await relay.ready;
   return {
     ...relay,
     close: relay.close,

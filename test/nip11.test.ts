@@ -3,14 +3,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { fetchRelayInformation } from "nostr-tools/nip11";
 import { defaults, type Config } from "../src/config/schema.ts";
+import { pubkeyOf } from "../src/protocol/schnorr.ts";
 import { VERSION } from "../src/version.ts";
 import { Client, signer, startTestRelay, testConfig, type ConfigPatch, type TestRelay } from "./helpers.ts";
 
 const NOSTR_JSON = "application/nostr+json";
-const OPTIONAL_INFO = ["icon", "banner", "pubkey", "self", "contact", "terms_of_service", "privacy_policy", "posting_policy"] as const;
+// `self` is always there: the relay key's pubkey.
+const OPTIONAL_INFO = ["icon", "banner", "pubkey", "contact", "terms_of_service", "privacy_policy", "posting_policy"] as const;
 
 const ADMIN = "a".repeat(64);
-const SELF = "b".repeat(64);
+const RELAY_SECRET = "b".repeat(64);
+const SELF = pubkeyOf(Buffer.from(RELAY_SECRET, "hex"));
 const ALLOWED = signer();
 
 /** Everything non-default, so a value that comes from the wrong key shows. */
@@ -23,6 +26,7 @@ const custom: ConfigPatch = {
     banner: "https://example.com/banner.jpg",
     pubkey: ADMIN,
     self: SELF,
+    relay_secret_key: RELAY_SECRET,
     contact: "mailto:admin@example.com",
     terms_of_service: "https://example.com/tos.html",
     privacy_policy: "https://example.com/privacy.html",
@@ -184,7 +188,7 @@ describe("NIP-11 document", () => {
     expect(strings(empty)).not.toContain("");
 
     const full = (await (await getInfo(httpUrl(configured))).json()) as Record<string, unknown>;
-    for (const k of OPTIONAL_INFO) expect(full[k]).toBe((custom.info as Record<string, unknown>)[k]);
+    for (const k of [...OPTIONAL_INFO, "self"]) expect(full[k]).toBe((custom.info as Record<string, unknown>)[k]);
     expect(full.name).toBe(custom.info!.name!);
     expect(full.description).toBe(custom.info!.description!);
   });

@@ -14,6 +14,7 @@ import { databasePath, loadConfig, openStore, postgresUrl } from "./options.ts";
 import { ConfigReloader } from "./reload.ts";
 import { connectionCeiling } from "../relay/connection/fd-guard.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
+import { resolveRelayKey } from "./relay-key.ts";
 import { checkHost, databaseError, listenError, postgresError } from "./startup.ts";
 import { listeningOn } from "./listening.ts";
 import { networkInterfaces } from "node:os";
@@ -78,8 +79,11 @@ export async function serve(argv: string[]): Promise<void> {
   // later, a flood of connections may have taken the descriptors (and a thread that cannot get
   // its own ends the process).
   const verifier = configuredVerifier(config);
+  let relayKey;
   try {
     await Promise.all([verifier.ready?.(), store.ready()]);
+    // The relay's own key (NIP-11 self; NIP-29 signatures): said where, the first time it is made.
+    relayKey = await resolveRelayKey(config, store, (line) => console.log(line));
   } catch (err) {
     verifier.close();
     await store.close();
@@ -87,12 +91,14 @@ export async function serve(argv: string[]): Promise<void> {
   }
   let relay: Relay;
   try {
-    relay = startRelay({ config, store, verifier, fileLimit: files });
+    relay = startRelay({ config, store, verifier, fileLimit: files, relayKey });
   } catch (err) {
     verifier.close();
     await store.close();
     throw listenError(err, config.network.host, config.network.port) ?? err;
   }
+  // State built from the store (NIP-29 groups) before the relay says it listens.
+  await relay.ready;
   if (claims) claimPort(claims, relay.server.port!);
   console.log(
     `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: networkInterfaces() })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,

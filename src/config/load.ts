@@ -36,9 +36,13 @@ function describe(spec: KeySpec): string {
   const pattern = spec.patternDoc ? ` of ${spec.patternDoc}` : "";
   const empty = spec.pattern && spec.type === "string" ? " (or empty)" : "";
   return (
-    { string: "a string", int: "an integer", bool: "true or false", "string[]": "an array of strings", "int[]": "an array of integers" }[
-      spec.type
-    ] +
+    {
+      string: "a string",
+      int: "an integer",
+      bool: "true or false",
+      "string[]": spec.scalarOk ? "a string or an array of strings" : "an array of strings",
+      "int[]": "an array of integers",
+    }[spec.type] +
     pattern +
     range +
     empty
@@ -62,6 +66,7 @@ function checkValue(spec: KeySpec, v: unknown): { ok: true; value: unknown } | {
     case "bool":
       return typeof v === "boolean" ? { ok: true, value: v } : { ok: false };
     case "string[]":
+      if (spec.scalarOk && typeof v === "string") return matches(spec, v) ? { ok: true, value: [v] } : { ok: false };
       return Array.isArray(v) && v.every((x) => typeof x === "string" && matches(spec, x)) ? { ok: true, value: [...v] } : { ok: false };
     case "int[]": {
       if (!Array.isArray(v)) return { ok: false };

@@ -64,5 +64,7 @@ function show(v: unknown): string {
 
 /** `limits.max_subscriptions 50 -> 10, info.name "a" -> "b"` */
 export function describeChanges(changes: readonly Change[]): string {
-  return changes.map((c) => `${c.key} ${show(c.from)} -> ${show(c.to)}`).join(", ");
+  // A secret (info.relay_secret_key) is never written to the log.
+  const shown = (c: Change, v: unknown) => (/secret/.test(c.key) ? "(hidden)" : show(v));
+  return changes.map((c) => `${c.key} ${shown(c, c.from)} -> ${shown(c, c.to)}`).join(", ");
 }

@@ -18,6 +18,8 @@ interface KeySpec<K extends Kind = Kind> {
   pattern?: RegExp;
   /** What `pattern` means, for error messages. */
   patternDoc?: string;
+  /** A string[] key that also takes a bare string, read as a one-item list (`creators = "anyone"`). */
+  scalarOk?: true;
 }
 
 const HEX64 = { pattern: /^[0-9a-f]{64}$/, patternDoc: "64 lowercase hex characters" } as const;
@@ -80,7 +82,26 @@ export const schema = {
       reloadable: true,
     }),
     pubkey: key({ type: "string", default: "", ...HEX64, doc: "Administrative contact pubkey, 64 hex (NIP-11).", reloadable: true }),
-    self: key({ type: "string", default: "", ...HEX64, doc: "The relay's own pubkey, 64 hex (NIP-11 `self`).", reloadable: true }),
+    self: key({
+      type: "string",
+      default: "",
+      ...HEX64,
+      doc: "The relay's own pubkey, 64 hex (NIP-11 `self`). Empty: the relay key's pubkey (relay_key_file), which NIP-11 always advertises; a different value is a start error.",
+      reloadable: true,
+    }),
+    relay_secret_key: key({
+      type: "string",
+      default: "",
+      ...HEX64,
+      doc: "The relay's own secret key, 64 hex: it signs what the relay publishes itself (NIP-29 group metadata and moderation). Wins over relay_key_file; prefer the file, which keeps the secret out of the config.",
+      reloadable: false,
+    }),
+    relay_key_file: key({
+      type: "string",
+      default: "",
+      doc: "File holding the relay's secret key (64 hex), created with mode 0600 on first start and refused when others may read it. Empty: <data_directory>/relay.key (SQLite; `bunstr backup` copies it beside the backup) or a row in the database (Postgres, shared by every node).",
+      reloadable: false,
+    }),
     contact: key({ type: "string", default: "", doc: "Alternative contact URI, e.g. mailto:… (NIP-11).", reloadable: true }),
     icon: key({ type: "string", default: "", doc: "URL of a square icon (NIP-11).", reloadable: true }),
     banner: key({ type: "string", default: "", doc: "URL of a banner image (NIP-11).", reloadable: true }),
@@ -653,6 +674,88 @@ export const schema = {
         "are not charged to the per-IP buckets of connections, EVENTs, REQs, COUNTs, NEG-OPENs and AUTHs: behind a reverse proxy without remote_ip_header every client " +
         "has the proxy's address, and one bucket would throttle the whole relay. Behind a trusted proxy with [network] remote_ip_header the client's own address " +
         "is the one charged. Per-pubkey buckets, query time and negentropy per address, and the [limits] per-IP caps apply to every address. Off: private addresses are limited like any other.",
+      reloadable: true,
+    }),
+  },
+  groups: {
+    enabled: key({
+      type: "bool",
+      default: false,
+      doc: "NIP-29 relay-based groups: events with an h tag belong to a group whose members, roles and flags this relay keeps and enforces, and whose metadata (kinds 39000-39005) it signs with the relay key. Off: h tags mean nothing here.",
+      reloadable: false,
+    }),
+    creators: key({
+      type: "string[]",
+      default: ["anyone"],
+      pattern: /^(anyone|admins|[0-9a-f]{64})$/,
+      patternDoc: '"anyone", "admins" or 64 lowercase hex pubkeys',
+      scalarOk: true,
+      doc: 'Who may create a group (kind 9007; authenticated as its author): "anyone", "admins" (the [admin] pubkeys) or listed pubkeys (hex); a single string is a one-item list.',
+      reloadable: true,
+    }),
+    max_groups: key({
+      type: "int",
+      default: 100_000,
+      min: 0,
+      doc: "Most groups this relay hosts; a create past it is refused (blocked:).",
+      reloadable: true,
+    }),
+    max_groups_per_pubkey: key({
+      type: "int",
+      default: 10,
+      min: 0,
+      doc: "Most live groups one pubkey may have created.",
+      reloadable: true,
+    }),
+    max_members_per_group: key({
+      type: "int",
+      default: 10_000,
+      min: 1,
+      doc: "Most members of one group; a join or put-user past it is refused (blocked: group is full).",
+      reloadable: true,
+    }),
+    default_kinds: key({
+      type: "int[]",
+      default: [],
+      ...KIND,
+      doc: "Kinds a group without a supported_kinds tag accepts; empty = every kind.",
+      reloadable: true,
+    }),
+    late_publication_seconds: key({
+      type: "int",
+      default: 3600,
+      min: 0,
+      doc: "A group event (h tag) whose created_at is more than this many seconds in the past is refused (invalid:); 0 = off.",
+      reloadable: true,
+    }),
+    previous_window: key({
+      type: "int",
+      default: 100,
+      min: 50,
+      max: 100_000,
+      doc: "Event ids kept per group for checking timeline references (previous tags).",
+      reloadable: true,
+    }),
+    max_invites_per_group: key({
+      type: "int",
+      default: 100,
+      min: 0,
+      doc: "Most invite codes (kind 9009) one group keeps.",
+      reloadable: true,
+    }),
+    max_pins: key({ type: "int", default: 50, min: 0, doc: "Most pins (kind 9010) one group keeps.", reloadable: true }),
+    max_members_listed: key({
+      type: "int",
+      default: 1000,
+      min: 1,
+      doc: "Most members the relay's member list (kind 39002) names: admins and moderators first, then the newest members (NIP-29 allows a subset).",
+      reloadable: true,
+    }),
+    former_relay_keys: key({
+      type: "string[]",
+      default: [],
+      ...HEX64,
+      doc: "Pubkeys (hex) of relay keys this relay used before: a rebuild also trusts the moderation events they signed (a group moved here, a key replaced).",
       reloadable: true,
     }),
   },

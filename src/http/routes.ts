@@ -60,7 +60,7 @@ function httpResponse(req: Request, src: StatusSource, version: string): Respons
   if (req.method === "OPTIONS") return new Response(null, { status: 204, headers: CORS });
   if (req.method !== "GET" && req.method !== "HEAD") return new Response("method not allowed", { status: 405, headers: CORS });
   const config = src.config;
-  const info = relayInfo(config, version);
+  const info = relayInfo(config, version, src.relayKey?.pubkey);
   if ((req.headers.get("accept") ?? "").includes("application/nostr+json"))
     return new Response(JSON.stringify(info), { headers: { ...CORS, "Content-Type": "application/nostr+json" } });
   return statusPage(req, src, info);

@@ -9,6 +9,8 @@ export interface StatusSource {
   store: Store;
   readonly startedAt: number;
   connections(): number;
+  /** The relay key (NIP-11 `self`), when the relay has one. */
+  readonly relayKey?: { readonly pubkey: string };
   /** NIP-86 state, when the relay has it: only the sizes are shown. */
   admin?: AdminCounts;
 }

@@ -16,6 +16,8 @@ export function supportedNips(config: Config): number[] {
     [50, n.nip50],
     [59, dmProtection],
     [62, n.nip62],
+    // Relay-based groups; the relay key signs their metadata.
+    [29, config.groups.enabled],
     [70, n.nip70],
     [77, n.nip77],
     // The management API (and its NIP-98 auth) is open once someone may use it.

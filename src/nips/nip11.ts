@@ -4,7 +4,12 @@ import { supportedNips } from "./index.ts";
 
 export const SOFTWARE_URL = "https://github.com/bunstr/bunstr";
 
-export function relayInfo(config: Config, version: string): Record<string, unknown> {
+/**
+ * `selfPubkey`: the relay key's pubkey (cli/relay-key.ts), always advertised as `self`; while
+ * groups are on it is also `pubkey` when [info] pubkey is empty, since nostr-tools' NIP-29 code
+ * looks for the relay's signer there.
+ */
+export function relayInfo(config: Config, version: string, selfPubkey = ""): Record<string, unknown> {
   const i = config.info;
   const l = config.limits;
   const o = config.options;
@@ -14,8 +19,8 @@ export function relayInfo(config: Config, version: string): Record<string, unkno
     description: i.description,
     banner: i.banner,
     icon: i.icon,
-    pubkey: i.pubkey,
-    self: i.self,
+    pubkey: i.pubkey || (config.groups.enabled ? selfPubkey : ""),
+    self: selfPubkey || i.self,
     contact: i.contact,
     supported_nips: supportedNips(config),
     software: SOFTWARE_URL,

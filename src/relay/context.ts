@@ -7,6 +7,7 @@ import type { Config } from "../config/schema.ts";
 import type { RateLimiter } from "../policy/rate-limit.ts";
 import type { Policy } from "../policy/rules.ts";
 import type { NostrEvent } from "../protocol/event.ts";
+import type { RelayKey } from "../protocol/schnorr.ts";
 import type { WriterQueue } from "../store/queue.ts";
 import type { Store } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
@@ -24,6 +25,8 @@ export interface RelayContext extends BudgetState {
    */
   config: Config;
   store: Store;
+  /** The relay's own key: NIP-11 `self`, the signer of what the relay publishes (NIP-29). */
+  readonly relayKey: RelayKey;
   writer: WriterQueue;
   verifier: Verifier;
   /** Verifies NIP-42 AUTH events: always a real check, even when event verification is off. */

@@ -30,6 +30,11 @@ export interface Relay {
   readonly url: string;
   readonly ctx: RelayContext;
   /**
+   * Resolves when the relay's state built from the store at start (the NIP-29 group state) is
+   * ready: at once when groups are off. `serve` says "listening" only then.
+   */
+  readonly ready: Promise<void>;
+  /**
    * Re-reads what is held outside ctx.config after a reload changed it in place: Bun's websocket
    * limits (frame size, backpressure, idle timeout; for open connections too) and the sweep timer.
    */
@@ -115,6 +120,7 @@ export function startRelay(opts: RelayOptions): Relay {
     server,
     url: localUrl(server.hostname ?? config.network.host, server.port!, config.network.path),
     ctx,
+    ready: live.ready,
     reconfigure() {
       if (ctx.closing) return;
       // A reload wrote the file's relay name back; an admin's change (NIP-86) stays in force.

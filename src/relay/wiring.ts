@@ -9,6 +9,7 @@ import { RelayMetrics } from "../observe/metrics.ts";
 import type { History } from "../observe/history.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
 import { RateLimiter } from "../policy/rate-limit.ts";
+import { freshRelayKey, type RelayKey } from "../protocol/schnorr.ts";
 import { canRead, restrictedKinds, writeRules } from "../policy/visibility.ts";
 import { WriterQueue } from "../store/queue.ts";
 import type { Store } from "../store/types.ts";
@@ -28,6 +29,8 @@ export interface RelayOptions {
   config: Config;
   store: Store;
   verifier?: Verifier;
+  /** The relay's own key (NIP-11 `self`; signs NIP-29 group metadata): cli/relay-key.ts. Absent: a fresh one, kept in memory. */
+  relayKey?: RelayKey;
   /**
    * The open-files limit in force: connections that are not websockets are then watched and cut
    * before they exhaust it (connection/fd-guard.ts, Linux). Tests running the relay in-process leave it out.
@@ -59,10 +62,12 @@ export interface Live {
   readonly drain: Drain;
   /** Whether the warning about proxied connections the config does not read (proxyWarning) was printed. */
   proxyWarned?: boolean;
+  /** Relay.ready: the state built from the store at start. */
+  ready: Promise<void>;
 }
 
 /** The relay's context: store, verifier, writer queue, fanout, admin state, wired together. */
-export function buildContext({ config, store, verifier: given }: RelayOptions): Live {
+export function buildContext({ config, store, verifier: given, relayKey }: RelayOptions): Live {
   const verifier = given ?? configuredVerifier(config);
   const sockets = new Set<Socket>();
   const shared: Omit<Live, "ctx"> = {
@@ -74,6 +79,7 @@ export function buildContext({ config, store, verifier: given }: RelayOptions): 
     inflation: new InflationBudget(),
     closing: CLOSING.stop,
     drain: new Drain(),
+    ready: Promise.resolve(),
   };
   const fanout = new Fanout({
     publish: (topic, frame) => shared.server!.publish(topic, frame),
@@ -83,6 +89,7 @@ export function buildContext({ config, store, verifier: given }: RelayOptions): 
   const ctx: RelayContext = {
     config,
     store,
+    relayKey: relayKey ?? freshRelayKey(),
     verifier,
     authVerifier: verifier === noVerifier ? inlineVerifier : verifier,
     fanout,

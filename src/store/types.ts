@@ -158,8 +158,23 @@ export interface NegentropySessions {
   open(job: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle>;
 }
 
+/**
+ * What the NIP-29 group state is rebuilt from (groups/state.ts), and where a Postgres relay keeps
+ * its key. On Store and on BulkStore (import, sync build the state from the target store).
+ */
+export interface GroupRecords {
+  /** Stored events of these kinds with seq > afterSeq, in seq (commit) order, at most `max`. */
+  inOrder(kinds: readonly number[], afterSeq: number, max: number): Promise<{ seq: number; json: string }[]>;
+  /** The newest `perGroup` event ids (newest first) of each `h` value among the newest `scanRows` h-tag rows (for `previous`). */
+  recentByGroup(perGroup: number, scanRows: number): Promise<Map<string, string[]>>;
+  /** Postgres: stores `secretHex` unless a key is stored already; returns the stored one (two nodes starting at once agree). SQLite: absent (the key is a file). */
+  claimRelayKey?(secretHex: string): Promise<string>;
+}
+
 export interface Store {
   readonly admin: AdminStore;
+  /** NIP-29: the group state's rebuild reads (GroupRecords). */
+  readonly groups: GroupRecords;
   /** Capability: every change named (SQLite); absent, the relay answers every REQ from the store. */
   readonly changes?: StoreChanges;
   /** Capability: NIP-77 sessions kept beside the data (SQLite). */
@@ -236,6 +251,13 @@ export interface Visibility {
   restrictedKinds: number[];
   /** Pubkeys the connection authenticated as. */
   viewers: string[];
+  /**
+   * NIP-29: groups whose events this reader may not see. `events`: ids of groups whose
+   * h-tagged events are hidden; `metadata`: ids of groups whose relay-signed 39000-39009 (by
+   * their d tag, signed by `relay`, the relay key's pubkey) are hidden. Absent or both empty:
+   * no group condition.
+   */
+  hiddenGroups?: { events: readonly string[]; metadata: readonly string[]; relay: string };
 }
 
 /** What every read sees: its snapshot, the time for NIP-40, and who asks. */
@@ -443,6 +465,8 @@ export interface BulkWriter {
  * short, each its own statement, so a relay running on the same database is never held up.
  */
 export interface BulkStore {
+  /** NIP-29: what import and sync rebuild the target's group state from. */
+  readonly groups: GroupRecords;
   /** Lowest and highest committed seq: an export covers what was committed when it started. */
   seqRange(): Promise<{ min: number; max: number }>;
   /** Pages in commit order: `page(after, upTo, limit)` is up to `limit` events with after < seq <= upTo. */

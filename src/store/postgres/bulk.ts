@@ -16,6 +16,7 @@ import {
   type EventHead,
   type ExportRow,
   type ExportScope,
+  type GroupRecords,
   type GrowthWatch,
   type NegItems,
   type StoreStats,
@@ -31,6 +32,10 @@ const anyOf = (col: string, n: number, as: "bytea" | "int") =>
   `${col} = ANY(ARRAY(SELECT ${as === "bytea" ? "decode(x, 'hex')" : "x::int"} FROM jsonb_array_elements_text($${n}::text::jsonb) x))`;
 
 export class PostgresBulk implements BulkStore {
+  /** The store's (one set of statements for both). */
+  get groups(): GroupRecords {
+    return this.store.groups;
+  }
   constructor(
     readonly store: PostgresStore,
     /** The connection URL, for pg_dump. */

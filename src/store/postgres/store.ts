@@ -26,6 +26,7 @@ import {
 } from "../types.ts";
 import { newestFirst } from "../semantics.ts";
 import { RedisBus } from "./bus.ts";
+import { PostgresGroups } from "./groups.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
 import { FEED_WINDOW, feedWindowFits, hllRegisters, planFilter, planNeg, planSeqs, type QueryRow } from "./query.ts";
 import { migrate } from "./schema.ts";
@@ -45,6 +46,7 @@ const TIMEOUT = "57014"; // query_canceled (statement_timeout)
 
 export class PostgresStore implements Store {
   readonly admin: PostgresAdmin;
+  readonly groups: PostgresGroups;
   private feed?: CommitFeed;
   private readonly order: CommitOrder;
   private bus?: RedisBus;
@@ -60,6 +62,7 @@ export class PostgresStore implements Store {
       readRange: (from, to) => this.readRange(from, to),
     });
     this.admin = new PostgresAdmin(sql, () => this.bus?.publishAdminChange());
+    this.groups = new PostgresGroups(sql);
   }
 
   static async open(opts: PostgresStoreOptions): Promise<PostgresStore> {

@@ -15,12 +15,14 @@ import type {
   EventHead,
   ExportRow,
   ExportScope,
+  GroupRecords,
   GrowthWatch,
   NegItems,
   PendingWrite,
   StoreStats,
 } from "../types.ts";
 import { SqliteAdmin } from "./admin.ts";
+import { SqliteGroups } from "./groups.ts";
 import {
   checkpoint,
   compactDatabase,
@@ -72,6 +74,7 @@ function fsyncPath(path: string): void {
 const noWatch: GrowthWatch = async () => () => {};
 
 export class SqliteBulk implements BulkStore {
+  readonly groups: GroupRecords = new SqliteGroups(() => this.db);
   constructor(
     /** A connection of the command's own: read-only for export, stats and backup; read-write to import or compact. */
     readonly db: Database,

@@ -6,6 +6,7 @@
 import type { Database } from "bun:sqlite";
 import { toHex } from "../../nips/nip77-wire.ts";
 import { InlineAdmin, SqliteAdmin, ThreadAdmin } from "./admin.ts";
+import { SqliteGroups } from "./groups.ts";
 import { Checkpointer, SOLO_AUTOCHECKPOINT } from "./checkpointer.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { countJob, negJob, queryFrames, runToEnd, StatementCache, type ReadSteps } from "./query.ts";
@@ -15,6 +16,7 @@ import type {
   ChangeWatch,
   CommitFeed,
   CountJob,
+  GroupRecords,
   NegItems,
   NegJob,
   NegSessionHandle,
@@ -50,6 +52,7 @@ const VERSION_CHECK_MS = 10;
 export class SqliteStore implements Store {
   readonly db: Database;
   readonly admin: AdminStore;
+  readonly groups: GroupRecords = new SqliteGroups(() => this.db);
   /** The writer on this thread, or */
   private readonly writer?: SqliteWriter;
   /** the writer thread, and the thread that checkpoints its WAL. */
