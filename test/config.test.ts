@@ -9,6 +9,7 @@ import pkg from "../package.json" with { type: "json" };
 import { parseServeFlags } from "../src/cli/args.ts";
 import { loadConfig } from "../src/cli/options.ts";
 import { ConfigError, loadConfigFile, loadConfigText, override } from "../src/config/load.ts";
+import { describeChanges, diffConfig } from "../src/config/reload.ts";
 import { renderDefaultConfig } from "../src/config/render.ts";
 import { aliases, defaults, schema, type Config } from "../src/config/schema.ts";
 import { spawnBunstr } from "./relay-process.ts";
@@ -684,6 +685,43 @@ describe("value checks beyond the type", () => {
 
   test("an empty info.pubkey is allowed (not advertised)", () => {
     expect(loadConfigText(`[info]\npubkey = ""\n`, "c.toml").config.info.pubkey).toBe("");
+  });
+});
+
+describe("[groups] (NIP-29)", () => {
+  const HEX = "e".repeat(64);
+  test("off by default; creators defaults to anyone", () => {
+    expect(defaults().groups.enabled).toBe(false);
+    expect(defaults().groups.creators).toEqual(["anyone"]);
+  });
+
+  test('creators = "anyone" (a bare string) is a one-item list; a list of pubkeys and "admins" load', () => {
+    expect(loadConfigText(`[groups]\nenabled = true\ncreators = "anyone"\n`, "c.toml").config.groups.creators).toEqual(["anyone"]);
+    expect(loadConfigText(`[groups]\ncreators = ["${HEX}", "admins"]\n`, "c.toml").config.groups.creators).toEqual([HEX, "admins"]);
+  });
+
+  test.each([
+    ["a word that is no rule", `[groups]\ncreators = "x"\n`],
+    ["an npub in a list", `[groups]\ncreators = ["npub1xyz"]\n`],
+    ["a number", `[groups]\ncreators = 5\n`],
+  ])("creators: %s is an error that says what is expected", (_name, text) => {
+    expect(configError(() => loadConfigText(text, "c.toml")).message).toContain(
+      "creators = " +
+        text.split("creators = ")[1]!.trim() +
+        ': expected a string or an array of strings of "anyone", "admins" or 64 lowercase hex pubkeys',
+    );
+  });
+
+  test("relay_secret_key must be 64 lowercase hex; it is never written to the reload log", () => {
+    expect(configError(() => loadConfigText(`[info]\nrelay_secret_key = "abc"\n`, "c.toml")).message).toContain("64 lowercase hex");
+    const a = defaults();
+    const b = defaults();
+    b.info.relay_secret_key = HEX;
+    expect(describeChanges(diffConfig(a, b))).toBe("info.relay_secret_key (hidden) -> (hidden)");
+  });
+
+  test("a previous_window under the NIP's 50 is an error", () => {
+    expect(configError(() => loadConfigText(`[groups]\nprevious_window = 10\n`, "c.toml")).message).toContain("(50..100000)");
   });
 });
 

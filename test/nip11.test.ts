@@ -356,3 +356,36 @@ describe("HTTP", () => {
     await expect(Client.connect(mounted.url.replace(/\/nostr$/, "/"))).rejects.toThrow();
   });
 });
+
+describe("NIP-29 in the document", () => {
+  test("self is always the relay key; with groups on, an empty pubkey is the relay key too (nostr-tools reads it there) and 29 is listed", async () => {
+    const self = plain.ctx.relayKey.pubkey;
+    const off = (await (await getInfo(httpUrl(plain))).json()) as Record<string, any>;
+    expect(off.self).toBe(self);
+    expect(off.pubkey).toBeUndefined();
+    expect(off.supported_nips).not.toContain(29);
+
+    const on = await startTestRelay({ groups: { enabled: true, creators: ["anyone"] } });
+    const operator = await startTestRelay({ groups: { enabled: true, creators: ["anyone"] }, info: { pubkey: ADMIN } });
+    try {
+      const doc = (await (await getInfo(httpUrl(on))).json()) as Record<string, any>;
+      expect(doc.self).toBe(on.ctx.relayKey.pubkey);
+      expect(doc.pubkey).toBe(on.ctx.relayKey.pubkey);
+      expect(doc.supported_nips).toContain(29);
+      // An operator's pubkey stays what it is.
+      const op = (await (await getInfo(httpUrl(operator))).json()) as Record<string, any>;
+      expect(op.pubkey).toBe(ADMIN);
+      expect(op.self).toBe(operator.ctx.relayKey.pubkey);
+    } finally {
+      await Promise.all([on.stop(), operator.stop()]);
+    }
+  });
+
+  test("with groups off, an h-tagged event for a group nobody made is stored like any other", async () => {
+    const c = await connect(plain.url);
+    const s = signer();
+    const e = s.sign({ kind: 9, content: "hello", tags: [["h", "nosuchgroup"]] });
+    expect(await c.publish(e)).toEqual(["OK", e.id, true, ""]);
+    expect((await c.req("h", { "#h": ["nosuchgroup"] })).events).toEqual([e]);
+  });
+});

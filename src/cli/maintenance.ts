@@ -6,6 +6,7 @@ import { backupDatabase, compactDatabase } from "../ops/backup.ts";
 import { bytes, duration, int } from "../ops/progress.ts";
 import { openedElsewhere } from "../store/sqlite/maintenance.ts";
 import { databaseFlags, openBulk, resolveDatabase, UsageError } from "./options.ts";
+import { backupKeyFile, keyFileOf } from "./relay-key.ts";
 
 const BACKUP_USAGE = "usage: bunstr backup FILE [--force] [--config F] [--data-dir D | --db F]";
 const COMPACT_USAGE = "usage: bunstr compact [--online] [--config F] [--data-dir D | --db F]";
@@ -22,14 +23,19 @@ export async function backupCommand(argv: string[]): Promise<number> {
   const { config, dbPath } = await resolveDatabase(values);
   const dest = resolve(positionals[0]!);
   if (dest === dbPath || dest === `${dbPath}-wal` || dest === `${dbPath}-shm`) throw new UsageError(`${dest} is the database itself`);
-  if (existsSync(dest) && !values.force) {
-    console.error(`error: ${dest} exists; use --force to replace it`);
-    return 1;
-  }
+  const keyFile = keyFileOf(config);
+  for (const file of [dest, ...(keyFile && existsSync(keyFile) ? [`${dest}.key`] : [])])
+    if (existsSync(file) && !values.force) {
+      console.error(`error: ${file} exists; use --force to replace it`);
+      return 1;
+    }
   const db = await openBulk(config, dbPath, "readonly");
   try {
     const r = await backupDatabase(db, dest);
     console.log(`backup of ${dbPath} written to ${r.file}: ${bytes(r.bytes)}, ${int(r.events)} events, in ${duration(r.seconds)}`);
+    // The relay key beside it: a restore without it is a relay with another identity (NIP-29 groups).
+    const keyCopy = backupKeyFile(config, r.file);
+    if (keyCopy) console.log(`  relay key ${keyFile} copied to ${keyCopy} (mode 0600; keep it private; restore it beside the database)`);
     // What the Postgres backup ran (BulkStore.backup there hands over to pg_dump).
     if (config.database.engine === "postgres")
       console.log(`  pg_dump --format=custom of one snapshot; restore with: pg_restore --dbname=URL ${r.file}`);

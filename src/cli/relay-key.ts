@@ -2,7 +2,19 @@
 // with. Found in this order: [info] relay_secret_key, [info] relay_key_file, then the engine's
 // place: a file beside the SQLite database (created on first start, 0600), or a row of the
 // Postgres database that every node shares. A relay in memory gets a fresh key each start.
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, statSync, writeSync, constants, fsyncSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fchmodSync,
+  fstatSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  statSync,
+  writeSync,
+} from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { freshRelayKey, relayKeyFromHex, type RelayKey } from "../protocol/schnorr.ts";
@@ -134,4 +146,32 @@ function readKeyFile(path: string): RelayKey {
     if (!HEX64.test(hex)) throw new RelayKeyError(`relay key file ${path} must hold 64 hex characters`);
     return fromHex(hex, path, `relay key file ${path} must hold 64 hex characters`);
   }
+}
+
+/** The file holding a SQLite relay's key, or undefined when the key is in the config or the database (or memory). */
+export function keyFileOf(config: Config): string | undefined {
+  if (config.info.relay_secret_key || config.database.engine === "postgres" || config.database.in_memory) return undefined;
+  return config.info.relay_key_file ? resolve(config.info.relay_key_file) : defaultKeyFile(databasePath(config));
+}
+
+/**
+ * `bunstr backup`: the relay key file copied to `<dest>.key` (mode 0600), so a restore keeps the
+ * relay's identity and its groups. Returns the path written, or undefined when there is no file
+ * to copy (a key in the config is the operator's; Postgres keeps it in the dump).
+ */
+export function backupKeyFile(config: Config, dest: string): string | undefined {
+  const from = keyFileOf(config);
+  if (!from || !existsSync(from)) return undefined;
+  const key = readKeyFile(from);
+  const to = `${dest}.key`;
+  const fd = openSync(to, "w", 0o600);
+  try {
+    // An existing file (--force) keeps its mode through open: set it.
+    fchmodSync(fd, 0o600);
+    writeSync(fd, `${toHex(key.secret)}\n`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  return to;
 }

@@ -8,6 +8,7 @@ import { applyReload, describeChanges } from "../config/reload.ts";
 import type { Config } from "../config/schema.ts";
 import { configWarnings } from "../config/warnings.ts";
 import type { Relay } from "../relay/server.ts";
+import { checkSelf, RelayKeyError } from "./relay-key.ts";
 
 interface ReloaderOptions {
   /** The --config file (absolute), if one was given. */
@@ -69,9 +70,11 @@ export class ConfigReloader {
     let next: Config;
     try {
       next = await this.opts.load();
+      // [info] self must stay the relay key's pubkey, as at start.
+      checkSelf(next, relay.ctx.relayKey);
     } catch (err) {
       // A bad file (ConfigError: each problem with file:line) or an unreadable one; a line each.
-      const problems = err instanceof ConfigError ? err.problems : [`${file}: ${String(err)}`];
+      const problems = err instanceof ConfigError ? err.problems : [`${file}: ${err instanceof RelayKeyError ? err.message : String(err)}`];
       for (const text of problems) this.error(`${why}: config reload failed, keeping the running config: ${text}`);
       return;
     }
