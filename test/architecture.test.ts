@@ -60,6 +60,7 @@ const ORDER = [
   "policy", // what is admitted and who may read what
   "verify", // signature verification: worker pool, native library
   "admin", // NIP-86 admin state
+  "groups", // NIP-29 group state: built from committed events, judged by a policy
   "admit", // the one EVENT admission pipeline
   "http", // plain HTTP: NIP-11, status and admin pages, NIP-86 API, /metrics
   "observe", // the relay's counters and the status page's charts

@@ -8,6 +8,8 @@ import {
   blockedIps,
   createdAtWindow,
   eventRate,
+  groupImports,
+  groupWrites,
   kindLists,
   noAuthEvents,
   notExpired,
@@ -33,6 +35,7 @@ export const defaultPolicies: Policy[] = [
   adminBans,
   kindLists,
   pubkeyLists,
+  groupWrites, // after the relay's own lists: a banned pubkey hears "banned", not a group's reason
   protectedEvents,
 ];
 
@@ -44,7 +47,7 @@ export const defaultPolicies: Policy[] = [
  * window and proof of work (an archive is old by nature) and whether a request to vanish names
  * this relay (it named the relay it came from).
  */
-export const importPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists];
+export const importPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists, groupImports];
 
 function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: NostrEvent): Refusal | undefined {
   for (const p of policies) {

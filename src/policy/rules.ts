@@ -8,6 +8,7 @@ import { namesRelay, VANISH_KIND } from "../nips/nip62.ts";
 import { embedsProtected, isProtected } from "../nips/nip70.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
+import type { GroupView } from "./groups.ts";
 import { chargeRate, rateLimitMessage, type RateLimiter } from "./rate-limit.ts";
 import { writeCost } from "./write-cost.ts";
 
@@ -30,6 +31,8 @@ export interface PolicyContext {
   admin?: AdminView;
   /** The EVENT's write cost (policy/write-cost.ts), found once by admit/admit.ts; absent: found by eventRate. */
   cost?: number;
+  /** NIP-29 group state (groups/state.ts); absent when groups are off or outside a running relay. */
+  groups?: GroupView;
 }
 
 /** What the policies read of the NIP-86 admin state (admin/state.ts): keys are hex or IPs. */
@@ -145,3 +148,9 @@ export const pubkeyLists: Policy = ({ config, admin }, e) => {
     return refuse("restricted", "this pubkey is not allowed to publish here");
   return undefined;
 };
+
+/** NIP-29: who may write what in a group (groups/state.ts judge: the judge order of docs/architecture.md, Groups). */
+export const groupWrites: Policy = (ctx, e) => (ctx.groups && ctx.config.groups.enabled ? ctx.groups.judge(ctx, e) : undefined);
+
+/** NIP-29 for archives (import, sync, stream, mirror): shape, 39000-39009 only from this relay's key, nothing of deleted groups or events. */
+export const groupImports: Policy = (ctx, e) => (ctx.groups && ctx.config.groups.enabled ? ctx.groups.judgeArchive(e) : undefined);

@@ -1,0 +1,766 @@
+import { describe, expect, test } from "bun:test";
+import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
+import { defaults, type Config } from "../config/schema.ts";
+import type { NostrEvent } from "../protocol/event.ts";
+import { refusalText } from "../protocol/reasons.ts";
+import type { GroupRecords } from "../store/types.ts";
+import { GroupState } from "./state.ts";
+
+const NOW = 1_800_000_000;
+const key = () => {
+  const sk = generateSecretKey();
+  return { sk, pk: getPublicKey(sk) };
+};
+const relay = key();
+const owner = key();
+const mod = key();
+const member = key();
+const outsider = key();
+let tick = 0;
+/** A signed event, each one different (its content counts). */
+const sign = (who: { sk: Uint8Array }, kind: number, tags: string[][], created_at = NOW - 100 + (tick % 50)): NostrEvent =>
+  finalizeEvent({ kind, tags, content: `${tick++}`, created_at }, who.sk) as NostrEvent;
+
+function configWith(patch: Partial<Config["groups"]> = {}): Config {
+  const c = defaults();
+  c.groups = { ...c.groups, enabled: true, creators: ["anyone"], ...patch };
+  return c;
+}
+
+/** GroupRecords over a list of committed events (their index is their seq). */
+function recordsOf(events: readonly NostrEvent[]): GroupRecords & { reads: number } {
+  const r = {
+    reads: 0,
+    async inOrder(kinds: readonly number[], afterSeq: number, max: number) {
+      r.reads++;
+      return events
+        .map((e, i) => ({ seq: i + 1, e }))
+        .filter(({ seq, e }) => seq > afterSeq && kinds.includes(e.kind))
+        .slice(0, max)
+        .map(({ seq, e }) => ({ seq, json: JSON.stringify(e) }));
+    },
+    async recentByGroup(perGroup: number) {
+      r.reads++;
+      const out = new Map<string, string[]>();
+      for (const e of [...events].reverse()) {
+        const h = e.tags.find((t) => t[0] === "h")?.[1];
+        if (h === undefined) continue;
+        const ids = out.get(h) ?? [];
+        if (ids.length < perGroup) ids.push(e.id);
+        out.set(h, ids);
+      }
+      return out;
+    },
+  };
+  return r;
+}
+
+/** A ready state, the events it applied (for a replay), and judge-then-apply as the relay does. */
+async function fixture(patch: Partial<Config["groups"]> = {}) {
+  const config = configWith(patch);
+  const state = new GroupState({ config: () => config, relayPubkey: relay.pk });
+  await state.rebuild(recordsOf([]));
+  const log: NostrEvent[] = [];
+  const ctx = (authed: string[] = []) => ({ config, now: NOW, authed: new Set(authed) });
+  /** judge as the author (AUTHed), and apply when it passes: the refusal text, or "ok". */
+  const send = (e: NostrEvent, authed = [e.pubkey]) => {
+    const r = state.judge(ctx(authed), e);
+    if (r) return refusalText(r);
+    log.push(e);
+    state.applyCommitted(e);
+    return "ok";
+  };
+  const commit = (e: NostrEvent) => {
+    log.push(e);
+    return state.applyCommitted(e);
+  };
+  return { config, state, log, ctx, send, commit };
+}
+
+describe("GroupState: create, roles, rights", () => {
+  test("9007 needs AUTH as its author, the creators rule and the limits; the creator is admin", async () => {
+    const { state, send, config } = await fixture({ max_groups_per_pubkey: 2 });
+    expect(send(sign(owner, 9007, [["h", "g1"]]), [])).toBe("auth-required: authenticate to create a group");
+    expect(send(sign(owner, 9007, [["h", "g1"]]))).toBe("ok");
+    expect(send(sign(owner, 9007, [["h", "g1"]]))).toBe('duplicate: group "g1" already exists');
+    expect(send(sign(owner, 9007, [["h", "g2"]]))).toBe("ok");
+    expect(send(sign(owner, 9007, [["h", "g3"]]))).toBe("blocked: you have created the most groups allowed (2)");
+    expect(state.members("g1")).toEqual([{ pubkey: owner.pk, roles: ["admin"] }]);
+    config.groups.creators = ["admins"];
+    expect(send(sign(mod, 9007, [["h", "g4"]]))).toBe("restricted: you may not create groups on this relay");
+    config.admin.pubkeys = [mod.pk];
+    expect(send(sign(mod, 9007, [["h", "g4"]]))).toBe("ok");
+    config.groups.creators = [outsider.pk];
+    expect(send(sign(outsider, 9007, [["h", "g5"]]))).toBe("ok");
+    config.groups.max_groups = 4;
+    expect(send(sign(outsider, 9007, [["h", "g6"]]))).toBe("blocked: this relay hosts the most groups it allows (4)");
+    expect(state.list().map((g) => g.id)).toEqual(["g1", "g2", "g4", "g5"]);
+  });
+
+  test("apply enforces the limits again: creates admitted at once leave max_groups_per_pubkey groups", async () => {
+    const { state, ctx, commit } = await fixture({ max_groups_per_pubkey: 2 });
+    const creates = Array.from({ length: 20 }, (_, i) => sign(owner, 9007, [["h", `c${i}`]]));
+    expect(creates.every((e) => state.judge(ctx([owner.pk]), e) === undefined)).toBe(true); // judged before any commit
+    for (const e of creates) commit(e);
+    expect(state.list().length).toBe(2);
+  });
+
+  test("the rights table: moderators add and remove members, not role holders nor roles; admins all; the last admin stays", async () => {
+    const { state, send } = await fixture();
+    send(sign(owner, 9007, [["h", "g"]]));
+    expect(
+      send(
+        sign(member, 9000, [
+          ["h", "g"],
+          ["p", outsider.pk],
+        ]),
+      ),
+    ).toBe("restricted: only the group's admins and moderators can do this");
+    expect(
+      send(
+        sign(owner, 9000, [
+          ["h", "g"],
+          ["p", mod.pk, "moderator"],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(
+      send(
+        sign(mod, 9000, [
+          ["h", "g"],
+          ["p", member.pk],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(
+      send(
+        sign(mod, 9000, [
+          ["h", "g"],
+          ["p", outsider.pk, "moderator"],
+        ]),
+      ),
+    ).toBe("restricted: a moderator cannot change roles");
+    expect(
+      send(
+        sign(mod, 9001, [
+          ["h", "g"],
+          ["p", owner.pk],
+        ]),
+      ),
+    ).toBe("restricted: a moderator cannot act on an admin");
+    expect(
+      send(
+        sign(mod, 9002, [
+          ["h", "g"],
+          ["name", "x"],
+        ]),
+      ),
+    ).toBe("restricted: your role in this group cannot do this (kind 9002)");
+    expect(send(sign(mod, 9008, [["h", "g"]]))).toBe("restricted: your role in this group cannot do this (kind 9008)");
+    expect(
+      send(
+        sign(mod, 9009, [
+          ["h", "g"],
+          ["code", "c1"],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(
+      send(
+        sign(mod, 9001, [
+          ["h", "g"],
+          ["p", member.pk],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(
+      send(
+        sign(owner, 9001, [
+          ["h", "g"],
+          ["p", owner.pk],
+        ]),
+      ),
+    ).toBe("restricted: the group's last admin cannot be removed");
+    expect(
+      send(
+        sign(owner, 9000, [
+          ["h", "g"],
+          ["p", owner.pk, "moderator"],
+        ]),
+      ),
+    ).toBe("restricted: the group's last admin cannot be removed");
+    expect(
+      send(
+        sign(owner, 9001, [
+          ["h", "g"],
+          ["p", mod.pk],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(state.members("g")).toEqual([{ pubkey: owner.pk, roles: ["admin"] }]);
+    expect(state.render("g", 39001)).toEqual([
+      ["d", "g"],
+      ["p", owner.pk, "admin"],
+    ]);
+  });
+
+  test("apply skips what the author may not do at its commit (a stale admission elsewhere changes nothing)", async () => {
+    const { state, commit } = await fixture();
+    commit(sign(owner, 9007, [["h", "g"]]));
+    expect(
+      commit(
+        sign(member, 9000, [
+          ["h", "g"],
+          ["p", member.pk, "admin"],
+        ]),
+      ),
+    ).toBeUndefined();
+    expect(
+      commit(
+        sign(owner, 9000, [
+          ["h", "g"],
+          ["p", member.pk],
+        ]),
+      ),
+    ).toEqual({ group: "g", regenerate: [39002], followUps: [] });
+    expect(
+      commit(
+        sign(owner, 9000, [
+          ["h", "g"],
+          ["p", member.pk, "moderator"],
+        ]),
+      )?.regenerate,
+    ).toEqual([39001, 39002]);
+    expect(state.members("g")!.find((m) => m.pubkey === member.pk)!.roles).toEqual(["moderator"]);
+  });
+
+  test("the relay key and former relay keys may do anything; 9008 tombstones", async () => {
+    const former = key();
+    const { state, send, commit } = await fixture({ former_relay_keys: [former.pk] });
+    send(sign(owner, 9007, [["h", "g"]]));
+    expect(
+      commit(
+        sign(former, 9000, [
+          ["h", "g"],
+          ["p", member.pk, "admin"],
+        ]),
+      )?.regenerate,
+    ).toEqual([39001, 39002]);
+    expect(commit(sign(relay, 9008, [["h", "g"]]))).toEqual({ group: "g", regenerate: [], followUps: [], deleteGroup: true });
+    expect(state.list()).toEqual([]);
+    expect(state.render("g", 39000)).toBeUndefined();
+    expect(send(sign(member, 9, [["h", "g"]]))).toBe('blocked: group "g" was deleted');
+    expect(send(sign(owner, 9007, [["h", "g"]]))).toBe('blocked: group "g" was deleted');
+    expect(state.judgeArchive(sign(member, 9, [["h", "g"]]))).toMatchObject({ prefix: "blocked" });
+  });
+});
+
+describe("GroupState: joins, leaves, posts", () => {
+  test("open and closed joins, codes, duplicates, removal, full; the relay's answers", async () => {
+    const { state, send, commit } = await fixture({ max_members_per_group: 3 });
+    send(sign(owner, 9007, [["h", "g"]]));
+    const join = sign(member, 9021, [["h", "g"]]);
+    expect(state.judge({ config: configWith(), now: NOW, authed: new Set() }, join)).toBeUndefined(); // no AUTH needed
+    expect(commit(join)).toEqual({
+      group: "g",
+      regenerate: [39002],
+      followUps: [
+        {
+          kind: 9000,
+          content: "",
+          tags: [
+            ["h", "g"],
+            ["p", member.pk],
+          ],
+        },
+      ],
+    });
+    expect(
+      commit(
+        sign(relay, 9000, [
+          ["h", "g"],
+          ["p", member.pk],
+        ]),
+      )?.regenerate,
+    ).toEqual([]); // the answer changes nothing
+    expect(send(sign(member, 9021, [["h", "g"]]))).toBe("duplicate: already a member");
+    const leave = sign(member, 9022, [["h", "g"]]);
+    expect(commit(leave)?.followUps).toEqual([
+      {
+        kind: 9001,
+        content: "",
+        tags: [
+          ["h", "g"],
+          ["p", member.pk],
+          ["e", leave.id],
+        ],
+      },
+    ]);
+    expect(
+      commit(
+        sign(relay, 9001, [
+          ["h", "g"],
+          ["p", member.pk],
+          ["e", leave.id],
+        ]),
+      )?.regenerate,
+    ).toEqual([]);
+    expect(send(sign(member, 9022, [["h", "g"]]))).toBe("invalid: not a member of this group");
+    expect(send(sign(member, 9021, [["h", "g"]]))).toBe("ok"); // who left may come back
+    expect(
+      send(
+        sign(owner, 9001, [
+          ["h", "g"],
+          ["p", member.pk],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(send(sign(member, 9021, [["h", "g"]]))).toBe("blocked: you were removed from this group");
+    expect(send(sign(member, 9, [["h", "g"]]))).toBe("blocked: you were removed from this group");
+    expect(
+      send(
+        sign(owner, 9000, [
+          ["h", "g"],
+          ["p", member.pk],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(send(sign(member, 9, [["h", "g"]]))).toBe("ok");
+    send(sign(owner, 9002, [["h", "g"], ["closed"]]));
+    expect(send(sign(outsider, 9021, [["h", "g"]]))).toBe("restricted: this group is closed: joining needs an invite code");
+    expect(
+      send(
+        sign(outsider, 9021, [
+          ["h", "g"],
+          ["code", "nope"],
+        ]),
+      ),
+    ).toBe("restricted: unknown invite code");
+    send(
+      sign(owner, 9009, [
+        ["h", "g"],
+        ["code", "k"],
+      ]),
+    );
+    expect(
+      send(
+        sign(owner, 9009, [
+          ["h", "g"],
+          ["code", "k"],
+        ]),
+      ),
+    ).toBe("duplicate: invite code exists");
+    expect(
+      send(
+        sign(outsider, 9021, [
+          ["h", "g"],
+          ["code", "k"],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(
+      send(
+        sign(mod, 9021, [
+          ["h", "g"],
+          ["code", "k"],
+        ]),
+      ),
+    ).toBe("blocked: group is full (3 members)"); // the code stays usable
+    expect(
+      send(
+        sign(owner, 9000, [
+          ["h", "g"],
+          ["p", mod.pk],
+        ]),
+      ),
+    ).toBe("blocked: group is full (3 members)");
+    expect(state.invites("g")).toEqual(["k"]);
+  });
+
+  test("posts: restricted, supported_kinds, default_kinds, deleted ids; kind 5 always passes", async () => {
+    const { send, commit } = await fixture({ default_kinds: [9, 11] });
+    send(sign(owner, 9007, [["h", "g"]]));
+    expect(send(sign(outsider, 1, [["h", "g"]]))).toBe("blocked: kind 1 is not accepted in this group");
+    const x = sign(outsider, 9, [["h", "g"]]);
+    expect(send(x)).toBe("ok");
+    send(sign(owner, 9002, [["h", "g"], ["restricted"], ["supported_kinds", "1"]]));
+    expect(send(sign(outsider, 1, [["h", "g"]]))).toBe("restricted: only members can write in this group");
+    expect(send(sign(owner, 9, [["h", "g"]]))).toBe("blocked: kind 9 is not accepted in this group");
+    expect(send(sign(owner, 1, [["h", "g"]]))).toBe("ok");
+    expect(
+      commit(
+        sign(owner, 9005, [
+          ["h", "g"],
+          ["e", x.id],
+        ]),
+      )?.deleteIds,
+    ).toEqual([x.id]);
+    send(
+      sign(owner, 9002, [
+        ["h", "g"],
+        ["supported_kinds", "9"],
+      ]),
+    ); // restricted off again
+    expect(send(x)).toBe("blocked: this event was deleted by the group's moderators");
+    expect(
+      send(
+        sign(outsider, 5, [
+          ["h", "g"],
+          ["e", x.id],
+        ]),
+      ),
+    ).toBe("ok");
+  });
+
+  test("the judge order's shape refusals, loading, late publication", async () => {
+    const { state, send, config } = await fixture();
+    send(sign(owner, 9007, [["h", "g"]]));
+    expect(send(sign(owner, 9000, [["p", member.pk]]))).toBe("invalid: group moderation events need an h tag");
+    expect(
+      send(
+        sign(owner, 9, [
+          ["h", "g"],
+          ["h", "g2"],
+        ]),
+      ),
+    ).toBe("invalid: an event belongs to one group (one h tag)");
+    expect(send(sign(owner, 9, [["h", "no way"]]))).toBe("invalid: group id must be 1-64 characters of a-z, A-Z, 0-9, - and _");
+    expect(send(sign(owner, 39000, [["d", "g"]]))).toBe("blocked: only the relay signs group metadata (kinds 39000-39009)");
+    expect(send(sign(owner, 39002, [["d", "g"]]))).toBe("blocked: only the relay signs group metadata (kinds 39000-39009)");
+    expect(send(sign(owner, 9, [["h", "nope"]]))).toBe('invalid: no group "nope" on this relay');
+    expect(
+      send(
+        sign(owner, 9000, [
+          ["h", "nope"],
+          ["p", member.pk],
+        ]),
+      ),
+    ).toBe('invalid: no group "nope" on this relay');
+    expect(
+      send(
+        sign(owner, 9000, [
+          ["h", "g"],
+          ["p", "x"],
+        ]),
+      ),
+    ).toBe("invalid: 9000 needs a p tag with a 64-hex pubkey");
+    expect(
+      send(
+        sign(owner, 9000, [
+          ["h", "g"],
+          ["p", member.pk, "king"],
+        ]),
+      ),
+    ).toBe('invalid: unknown role "king" (roles: admin, moderator)');
+    expect(send(sign(owner, 9, [["h", "g"]], NOW - 7200))).toBe(
+      "invalid: event is older than this group accepts (late publication, 3600 s)",
+    );
+    expect(
+      send(
+        sign(
+          owner,
+          9001,
+          [
+            ["h", "g"],
+            ["p", member.pk],
+          ],
+          NOW - 3601,
+        ),
+      ),
+    ).toMatch(/^invalid: event is older/);
+    config.groups.late_publication_seconds = 0;
+    expect(send(sign(owner, 9, [["h", "g"]], NOW - 7200))).toBe("ok");
+    expect(send(sign(owner, 1, []))).toBe("ok"); // not a group event
+    const loading = new GroupState({ config: () => config, relayPubkey: relay.pk });
+    expect(refusalText(loading.judge({ config, now: NOW, authed: new Set() }, sign(owner, 9, [["h", "g"]]))!)).toBe(
+      "error: groups are loading, try again",
+    );
+    expect(loading.judge({ config, now: NOW, authed: new Set() }, sign(owner, 1, []))).toBeUndefined();
+    expect(state.ready).toBe(true);
+  });
+
+  test("previous: a recent prefix passes, a random one or a malformed one is refused; cold after a rebuild without the group's events", async () => {
+    const { state, send, config, log } = await fixture();
+    send(sign(owner, 9007, [["h", "g"]]));
+    const x = sign(owner, 9, [["h", "g"]]);
+    send(x);
+    expect(
+      send(
+        sign(owner, 9, [
+          ["h", "g"],
+          ["previous", x.id.slice(0, 8)],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(
+      send(
+        sign(owner, 9, [
+          ["h", "g"],
+          ["previous", x.id],
+        ]),
+      ),
+    ).toBe("ok");
+    expect(
+      send(
+        sign(owner, 9, [
+          ["h", "g"],
+          ["previous", "00000000"],
+        ]),
+      ),
+    ).toBe('invalid: previous reference "00000000" names no recent event of this group');
+    expect(
+      send(
+        sign(owner, 9, [
+          ["h", "g"],
+          ["previous", "XYZ"],
+        ]),
+      ),
+    ).toBe("invalid: malformed previous reference");
+    expect(
+      send(
+        sign(owner, 9, [
+          ["h", "g"],
+          ["previous", ...Array(17).fill(x.id.slice(0, 8))],
+        ]),
+      ),
+    ).toBe("invalid: too many previous references (max 16)");
+    // A window of 50: x falls out after 50 newer events.
+    config.groups.previous_window = 50;
+    const small = new GroupState({ config: () => config, relayPubkey: relay.pk });
+    await small.rebuild(recordsOf(log));
+    const ctx = { config, now: NOW, authed: new Set<string>() };
+    expect(
+      small.judge(
+        ctx,
+        sign(owner, 9, [
+          ["h", "g"],
+          ["previous", x.id.slice(0, 8)],
+        ]),
+      ),
+    ).toBeUndefined();
+    for (let i = 0; i < 50; i++) small.applyCommitted(sign(owner, 9, [["h", "g"]]));
+    expect(
+      small.judge(
+        ctx,
+        sign(owner, 9, [
+          ["h", "g"],
+          ["previous", x.id.slice(0, 8)],
+        ]),
+      ),
+    ).toMatchObject({ prefix: "invalid" });
+    // A rebuild whose scan held none of the group's events: references are not checked (cold).
+    const cold = new GroupState({ config: () => config, relayPubkey: relay.pk });
+    await cold.rebuild({ ...recordsOf(log), recentByGroup: async () => new Map() });
+    expect(
+      cold.judge(
+        ctx,
+        sign(owner, 9, [
+          ["h", "g"],
+          ["previous", "00000000"],
+        ]),
+      ),
+    ).toBeUndefined();
+    expect(state.ready).toBe(true);
+  });
+});
+
+describe("GroupState: reads, replay, operators", () => {
+  test("access and unreadable follow private and hidden; cached per reader until a change", async () => {
+    const { state, send } = await fixture();
+    send(sign(owner, 9007, [["h", "p"]]));
+    send(sign(owner, 9007, [["h", "o"]]));
+    expect(state.gating).toBe(false);
+    send(sign(owner, 9002, [["h", "p"], ["private"], ["hidden"]]));
+    expect(state.gating).toBe(true);
+    expect(state.access("p", new Set(), false)).toBe("auth-required");
+    expect(state.access("p", new Set([outsider.pk]), false)).toBe("restricted");
+    expect(state.access("p", new Set([outsider.pk, owner.pk]), true)).toBe("ok");
+    expect(state.access("o", new Set(), false)).toBe("ok");
+    expect(state.access("unknown", new Set(), false)).toBe("ok");
+    const first = state.unreadable(new Set([outsider.pk]));
+    expect(first).toEqual({ events: ["p"], metadata: ["p"] });
+    expect(state.unreadable(new Set([outsider.pk]))).toBe(first); // the same object: the same JSON for the store
+    expect(state.unreadable(new Set([owner.pk]))).toEqual({ events: [], metadata: [] });
+    send(
+      sign(owner, 9000, [
+        ["h", "p"],
+        ["p", outsider.pk],
+      ]),
+    );
+    expect(state.unreadable(new Set([outsider.pk]))).toEqual({ events: [], metadata: [] });
+    send(sign(owner, 9002, [["h", "p"], ["hidden"]])); // private off, still hidden
+    expect(state.unreadable(new Set())).toEqual({ events: [], metadata: ["p"] });
+    expect(state.access("p", new Set(), false)).toBe("ok");
+  });
+
+  test("replay: a rebuild from the stored events gives the same state as the commits did", async () => {
+    const { state, send, commit, log } = await fixture();
+    send(sign(owner, 9007, [["h", "g"]]));
+    send(sign(owner, 9002, [["h", "g"], ["name", "G"], ["private"], ["closed"]]));
+    send(
+      sign(owner, 9009, [
+        ["h", "g"],
+        ["code", "k"],
+      ]),
+    );
+    send(
+      sign(member, 9021, [
+        ["h", "g"],
+        ["code", "k"],
+      ]),
+    );
+    commit(
+      sign(relay, 9000, [
+        ["h", "g"],
+        ["p", member.pk],
+      ]),
+    );
+    send(
+      sign(owner, 9000, [
+        ["h", "g"],
+        ["p", mod.pk, "moderator"],
+      ]),
+    );
+    send(
+      sign(mod, 9001, [
+        ["h", "g"],
+        ["p", outsider.pk],
+      ]),
+    );
+    send(
+      sign(owner, 9010, [
+        ["h", "g"],
+        ["e", owner.pk],
+      ]),
+    );
+    send(sign(outsider, 9007, [["h", "h2"]]));
+    send(sign(outsider, 9022, [["h", "h2"]]));
+    commit(
+      sign(member, 9000, [
+        ["h", "g"],
+        ["p", member.pk, "admin"],
+      ]),
+    ); // not allowed: skipped both times
+    commit(
+      sign(outsider, 39000, [
+        ["d", "g"],
+        ["name", "fake"],
+      ]),
+    );
+    const relay39000 = sign(relay, 39000, [
+      ["d", "g"],
+      ["name", "G"],
+    ]);
+    commit(relay39000);
+    commit(sign(relay, 9008, [["h", "h2"]])); // its creator left: only the relay can
+    const again = new GroupState({ config: () => configWith(), relayPubkey: relay.pk });
+    const built = await again.rebuild(recordsOf(log));
+    expect(built).toMatchObject({ groups: 1, members: 3, skipped: 1 });
+    expect(again.list()).toEqual(state.list());
+    expect(again.members("g")).toEqual(state.members("g"));
+    expect(again.invites("g")).toEqual(["k"]);
+    for (const kind of [39000, 39001, 39002, 39003, 39005] as const) expect(again.render("g", kind)).toEqual(state.render("g", kind)!);
+    expect(again.published("g", 39000)).toEqual({ tags: relay39000.tags, created_at: relay39000.created_at });
+    expect(again.unreadable(new Set([outsider.pk]))).toEqual(state.unreadable(new Set([outsider.pk])));
+    expect(
+      again.judge({ config: configWith(), now: NOW, authed: new Set([outsider.pk]) }, sign(outsider, 9007, [["h", "h2"]])),
+    ).toMatchObject({
+      prefix: "blocked",
+    });
+  });
+
+  test("events the feed brings during a rebuild are applied after it, once", async () => {
+    const config = configWith();
+    const create = sign(owner, 9007, [["h", "g"]]);
+    const join = sign(member, 9021, [["h", "g"]]);
+    const state = new GroupState({ config: () => config, relayPubkey: relay.pk });
+    const records = recordsOf([create]);
+    const slow: GroupRecords = {
+      async inOrder(kinds, after, max) {
+        const page = await records.inOrder(kinds, after, max);
+        state.applyCommitted(create); // already read: skipped
+        state.applyCommitted(join); // after everything read
+        return page;
+      },
+      recentByGroup: records.recentByGroup,
+    };
+    await state.rebuild(slow);
+    expect(
+      state
+        .members("g")!
+        .map((m) => m.pubkey)
+        .sort(),
+    ).toEqual([owner.pk, member.pk].sort());
+    expect(state.list().length).toBe(1);
+  });
+
+  test("judge, access and unreadable never query the store once built", async () => {
+    const config = configWith();
+    const state = new GroupState({ config: () => config, relayPubkey: relay.pk });
+    const create = sign(owner, 9007, [["h", "g"]]);
+    const base = recordsOf([create]);
+    let built = false;
+    const guard = (): never => {
+      throw new Error("queried the store after the rebuild");
+    };
+    await state.rebuild({
+      inOrder: (...a) => (built ? guard() : base.inOrder(...a)),
+      recentByGroup: (...a) => (built ? guard() : base.recentByGroup(...a)),
+    });
+    built = true;
+    const ctx = { config, now: NOW, authed: new Set([member.pk]) };
+    expect(state.judge(ctx, sign(member, 9021, [["h", "g"]]))).toBeUndefined();
+    state.applyCommitted(sign(member, 9021, [["h", "g"]]));
+    expect(
+      state.judge(
+        ctx,
+        sign(member, 9, [
+          ["h", "g"],
+          ["previous", create.id.slice(0, 8)],
+        ]),
+      ),
+    ).toBeUndefined();
+    expect(state.access("g", ctx.authed, false)).toBe("ok");
+    expect(state.unreadable(ctx.authed)).toEqual({ events: [], metadata: [] });
+    expect(base.reads).toBe(2);
+  });
+
+  test("operator views: list, members, invites, stats", async () => {
+    const { state, send } = await fixture();
+    send(sign(owner, 9007, [["h", "g"]]));
+    send(sign(owner, 9002, [["h", "g"], ["name", "G"], ["picture", "https://p/x.png"], ["closed"]]));
+    send(
+      sign(owner, 9009, [
+        ["h", "g"],
+        ["code", "k"],
+      ]),
+    );
+    send(
+      sign(member, 9021, [
+        ["h", "g"],
+        ["code", "k"],
+      ]),
+    );
+    const [g] = state.list();
+    expect(g).toMatchObject({
+      id: "g",
+      name: "G",
+      picture: "https://p/x.png",
+      closed: true,
+      private: false,
+      members: 2,
+      admins: 1,
+      invites: 1,
+      createdBy: owner.pk,
+    });
+    expect(state.members("g")).toEqual([
+      { pubkey: owner.pk, roles: ["admin"] },
+      { pubkey: member.pk, roles: [] },
+    ]);
+    expect(state.members("nope")).toBeUndefined();
+    expect(state.invites("nope")).toBeUndefined();
+    const s = state.stats();
+    expect(s).toMatchObject({ groups: 1, members: 2 });
+    expect(s.bytes).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,545 @@
+// The NIP-29 group state of this process: Maps derived only from committed events, in commit
+// order (the store's CommitFeed), so every node of a cluster computes the same state; rebuilt at
+// start from the store. Admission reads it synchronously (judge: Map lookups, never a query);
+// apply re-validates each moderation event at its commit, so a stale admission on another node
+// is stored but changes nothing.
+import { setOf, type Config } from "../config/schema.ts";
+import {
+  applyEdit,
+  emptyMetadata,
+  GROUP_ID_RULE,
+  hTags,
+  isGroupActionKind,
+  isGroupId,
+  isRelayGroupKind,
+  parseAction,
+  previousRefs,
+  REBUILD_KINDS,
+  renderTags,
+  type Action,
+  type RelayGroupKind,
+  type Role,
+} from "../nips/nip29.ts";
+import type { GroupJudgeContext, GroupView, ReadAccess } from "../policy/groups.ts";
+import type { NostrEvent } from "../protocol/event.ts";
+import { refuse, type Refusal } from "../protocol/reasons.ts";
+import type { GroupRecords } from "../store/types.ts";
+import { admins, allowed, newGroup, roleOf, type Group } from "./group.ts";
+import { prefixOf } from "./window.ts";
+
+export interface GroupChange {
+  group: string;
+  /** Relay-signed kinds whose content changed and must be republished. */
+  regenerate: RelayGroupKind[];
+  /** Templates the relay signs next: the 9000 after an accepted 9021, the 9001 (with ["e", <9022 id>]) after a 9022. */
+  followUps: { kind: number; content: string; tags: string[][] }[];
+  /** 9005: ids to delete (only those whose h is `group`: checked by the relay against the store). */
+  deleteIds?: string[];
+  /** 9008: every event of the group goes (but the 9008 itself). */
+  deleteGroup?: true;
+}
+
+export interface GroupSummary {
+  id: string;
+  name: string;
+  picture: string;
+  private: boolean;
+  restricted: boolean;
+  hidden: boolean;
+  closed: boolean;
+  members: number;
+  admins: number;
+  invites: number;
+  createdBy: string;
+  createdAt: number;
+}
+
+const PAGE = 5000;
+const MAX_PREVIOUS = 16;
+const PREVIOUS_REF = /^[0-9a-f]{8,64}$/;
+/** Distinct authed sets whose unreadable lists are kept per generation. */
+const MAX_CACHED_READERS = 1024;
+
+type Judged = { id: string } | { refusal: Refusal } | undefined;
+const refused = (prefix: Refusal["prefix"], message: string): Judged => ({ refusal: refuse(prefix, message) });
+
+export class GroupState implements GroupView {
+  private readonly groups = new Map<string, Group>();
+  /** Deleted groups (9008): the id cannot be used again. */
+  private readonly tombstones = new Set<string>();
+  /** Live groups each pubkey created ([groups] max_groups_per_pubkey). */
+  private readonly createdCount = new Map<string, number>();
+  /** The relay's last committed 39000-39005 per `${kind}:${id}`, for reconciliation. */
+  private readonly publishedTags = new Map<string, { tags: string[][]; created_at: number }>();
+  /** Private or hidden groups: those the read rule has to look at. */
+  private readonly gatedIds = new Set<string>();
+  private isReady = false;
+  /** Moves when what some reader may read moves (flags of a group, members of a gated one). */
+  private generation = 0;
+  private cacheGeneration = -1;
+  private readonly unreadableCache = new Map<string, { events: string[]; metadata: string[] }>();
+  /** While rebuilding: the feed's events, applied after the rebuild (skipping those it read). */
+  private rebuilding: { queue: NostrEvent[]; applied: Set<string> } | undefined;
+  /** Moderation events apply skipped (the author lacked the right at their commit, or a limit). */
+  private skipped = 0;
+
+  constructor(private readonly opts: { config: () => Config; relayPubkey: string }) {}
+
+  get ready(): boolean {
+    return this.isReady;
+  }
+
+  get gating(): boolean {
+    return this.gatedIds.size > 0;
+  }
+
+  private get settings(): Config["groups"] {
+    return this.opts.config().groups;
+  }
+
+  /** The relay key, or one this relay had before ([groups] former_relay_keys): may do anything. */
+  private authority(pubkey: string): boolean {
+    return pubkey === this.opts.relayPubkey || setOf(this.settings.former_relay_keys).has(pubkey);
+  }
+
+  // ---- rebuild and apply (the only writers of the Maps) ----
+
+  /** Replays `records` (REBUILD_KINDS in seq order, pages of 5,000) and the `previous` windows; then ready. */
+  async rebuild(records: GroupRecords): Promise<{ groups: number; members: number; events: number; skipped: number; ms: number }> {
+    const started = performance.now();
+    const rebuilding = (this.rebuilding = { queue: [] as NostrEvent[], applied: new Set<string>() });
+    const skippedBefore = this.skipped;
+    let events = 0;
+    try {
+      for (let after = 0; ; ) {
+        const page = await records.inOrder(REBUILD_KINDS, after, PAGE);
+        for (const row of page) {
+          const e = JSON.parse(row.json) as NostrEvent;
+          this.apply(e);
+          rebuilding.applied.add(e.id);
+          after = row.seq;
+        }
+        events += page.length;
+        if (page.length < PAGE) break;
+      }
+      await this.seedWindows(records);
+    } finally {
+      this.rebuilding = undefined;
+      for (const e of rebuilding.queue) if (!rebuilding.applied.has(e.id)) this.apply(e);
+    }
+    this.isReady = true;
+    this.generation++;
+    const { groups, members } = this.stats();
+    return { groups, members, events, skipped: this.skipped - skippedBefore, ms: Math.round(performance.now() - started) };
+  }
+
+  private async seedWindows(records: GroupRecords): Promise<void> {
+    const size = this.settings.previous_window;
+    const recent = await records.recentByGroup(size, Math.max(100_000, this.groups.size * size));
+    for (const g of this.groups.values()) {
+      const ids = recent.get(g.id);
+      if (ids && ids.length > 0) g.window.seed(ids);
+      else g.window.chill();
+    }
+  }
+
+  /** Each committed event, any node's, in commit order (CommitFeed.committed). Moderation events are
+   *  re-validated here against the state at their commit; every h-tagged event enters its group's window. */
+  applyCommitted(e: NostrEvent): GroupChange | undefined {
+    if (this.rebuilding) {
+      this.rebuilding.queue.push(e);
+      return undefined;
+    }
+    return this.apply(e);
+  }
+
+  private apply(e: NostrEvent): GroupChange | undefined {
+    if (isRelayGroupKind(e.kind)) {
+      if (e.pubkey === this.opts.relayPubkey) this.notePublished(e);
+      return undefined;
+    }
+    const h = hTags(e);
+    if (h.length !== 1) return undefined;
+    const change = isGroupActionKind(e.kind) ? this.applyAction(h[0]!, e) : undefined;
+    this.groups.get(h[0]!)?.window.add(e.id);
+    return change;
+  }
+
+  private notePublished(e: NostrEvent): void {
+    const d = e.tags.find((t) => t[0] === "d")?.[1];
+    if (d === undefined) return;
+    const key = `${e.kind}:${d}`;
+    const had = this.publishedTags.get(key);
+    if (!had || e.created_at >= had.created_at) this.publishedTags.set(key, { tags: e.tags, created_at: e.created_at });
+  }
+
+  private skip(): undefined {
+    this.skipped++;
+    return undefined;
+  }
+
+  private applyAction(id: string, e: NostrEvent): GroupChange | undefined {
+    const a = parseAction(e);
+    if (typeof a === "string") return this.skip();
+    if (a.kind === 9007) return this.create(id, e);
+    const g = this.groups.get(id);
+    if (!g) return this.skip();
+    if (a.kind === 9021) return this.joinRefusal(g, e.pubkey, a.code) ? this.skip() : this.join(g, e);
+    if (a.kind === 9022) return g.members.has(e.pubkey) ? this.leave(g, e) : this.skip();
+    const authority = this.authority(e.pubkey);
+    if (allowed(g, e.pubkey, authority, a) || this.limitRefusal(g, a)) return this.skip();
+    return this.act(g, a, authority);
+  }
+
+  private act(g: Group, a: Exclude<Action, { kind: 9007 | 9021 | 9022 }>, authority: boolean): GroupChange {
+    const change: GroupChange = { group: g.id, regenerate: [], followUps: [] };
+    switch (a.kind) {
+      case 9000:
+        change.regenerate = this.putUsers(g, a.targets);
+        break;
+      case 9001:
+        change.regenerate = this.removeUsers(g, a.targets, authority && a.afterLeave !== undefined);
+        break;
+      case 9002:
+        this.edit(g, applyEdit(g.meta, a.edit));
+        change.regenerate = [39000];
+        break;
+      case 9005:
+        for (const id of a.ids) g.deletedIds.add(id);
+        change.deleteIds = a.ids;
+        break;
+      case 9008:
+        this.drop(g);
+        change.deleteGroup = true;
+        break;
+      case 9009:
+        g.invites.add(a.code);
+        break;
+      case 9010:
+        g.pins = a.pins;
+        change.regenerate = [39005];
+        break;
+    }
+    return change;
+  }
+
+  private create(id: string, e: NostrEvent): GroupChange | undefined {
+    const authority = this.authority(e.pubkey);
+    if (this.existsRefusal(id) || this.createLimit(e.pubkey, authority)) return this.skip();
+    const g = newGroup(id, emptyMetadata(), e.pubkey, e.created_at, this.settings.previous_window, false);
+    if (!authority) g.members.set(e.pubkey, ["admin"]);
+    this.groups.set(id, g);
+    this.createdCount.set(e.pubkey, (this.createdCount.get(e.pubkey) ?? 0) + 1);
+    return { group: id, regenerate: [39000, 39001, 39002, 39003], followUps: [] };
+  }
+
+  private drop(g: Group): void {
+    this.groups.delete(g.id);
+    this.tombstones.add(g.id);
+    const n = (this.createdCount.get(g.createdBy) ?? 1) - 1;
+    if (n > 0) this.createdCount.set(g.createdBy, n);
+    else this.createdCount.delete(g.createdBy);
+    for (const kind of [39000, 39001, 39002, 39003, 39005]) this.publishedTags.delete(`${kind}:${g.id}`);
+    if (this.gatedIds.delete(g.id)) this.generation++;
+  }
+
+  private edit(g: Group, meta: Group["meta"]): void {
+    const was = g.meta;
+    g.meta = meta;
+    if (was.private === meta.private && was.hidden === meta.hidden) return;
+    if (meta.private || meta.hidden) this.gatedIds.add(g.id);
+    else this.gatedIds.delete(g.id);
+    this.generation++;
+  }
+
+  /** Who may read a gated group moved. */
+  private membersMoved(g: Group): void {
+    if (this.gatedIds.has(g.id)) this.generation++;
+  }
+
+  private putUsers(g: Group, targets: readonly { pubkey: string; roles: Role[] }[]): RelayGroupKind[] {
+    let listed = false;
+    let roles = false;
+    for (const t of targets) {
+      const before = g.members.get(t.pubkey);
+      if (!before) listed = true;
+      if (before?.[0] !== t.roles[0]) roles = true;
+      g.members.set(t.pubkey, t.roles);
+      g.removed.delete(t.pubkey);
+    }
+    if (listed) this.membersMoved(g);
+    return roles ? [39001, 39002] : listed ? [39002] : [];
+  }
+
+  /** `leaving`: the relay's answer to a 9022, which bans no one. */
+  private removeUsers(g: Group, targets: readonly string[], leaving: boolean): RelayGroupKind[] {
+    let listed = false;
+    let roles = false;
+    for (const pk of targets) {
+      if (roleOf(g, pk)) roles = true;
+      if (g.members.delete(pk)) listed = true;
+      if (!leaving) g.removed.add(pk);
+    }
+    if (listed) this.membersMoved(g);
+    return roles ? [39001, 39002] : listed ? [39002] : [];
+  }
+
+  /** 9021, valid at its commit: a member at once, so the joiner may post as soon as the OK arrives. */
+  private join(g: Group, e: NostrEvent): GroupChange {
+    g.members.set(e.pubkey, []);
+    this.membersMoved(g);
+    const answer = {
+      kind: 9000,
+      content: "",
+      tags: [
+        ["h", g.id],
+        ["p", e.pubkey],
+      ],
+    };
+    return { group: g.id, regenerate: [39002], followUps: [answer] };
+  }
+
+  /** 9022 of a member: gone, not banned; the relay's 9001 names the request. */
+  private leave(g: Group, e: NostrEvent): GroupChange {
+    const hadRole = roleOf(g, e.pubkey) !== undefined;
+    g.members.delete(e.pubkey);
+    this.membersMoved(g);
+    const answer = {
+      kind: 9001,
+      content: "",
+      tags: [
+        ["h", g.id],
+        ["p", e.pubkey],
+        ["e", e.id],
+      ],
+    };
+    return { group: g.id, regenerate: hadRole ? [39001, 39002] : [39002], followUps: [answer] };
+  }
+
+  // ---- rules judge and apply share ----
+
+  private existsRefusal(id: string): Refusal | undefined {
+    if (this.tombstones.has(id)) return refuse("blocked", `group "${id}" was deleted`);
+    if (this.groups.has(id)) return refuse("duplicate", `group "${id}" already exists`);
+    return undefined;
+  }
+
+  private createLimit(author: string, authority: boolean): Refusal | undefined {
+    const { max_groups, max_groups_per_pubkey } = this.settings;
+    if (this.groups.size >= max_groups) return refuse("blocked", `this relay hosts the most groups it allows (${max_groups})`);
+    if (!authority && (this.createdCount.get(author) ?? 0) >= max_groups_per_pubkey)
+      return refuse("blocked", `you have created the most groups allowed (${max_groups_per_pubkey})`);
+    return undefined;
+  }
+
+  private full(g: Group, adding: number): Refusal | undefined {
+    const max = this.settings.max_members_per_group;
+    return g.members.size + adding > max ? refuse("blocked", `group is full (${max} members)`) : undefined;
+  }
+
+  private joinRefusal(g: Group, pubkey: string, code: string | undefined): Refusal | undefined {
+    if (g.members.has(pubkey)) return refuse("duplicate", "already a member");
+    if (g.removed.has(pubkey)) return refuse("blocked", "you were removed from this group");
+    if (g.meta.closed && code === undefined) return refuse("restricted", "this group is closed: joining needs an invite code");
+    if (g.meta.closed && !g.invites.has(code!)) return refuse("restricted", "unknown invite code");
+    return this.full(g, 1);
+  }
+
+  /** The limits of 9000 (members), 9009 (invites), 9010 (pins). */
+  private limitRefusal(g: Group, a: Action): Refusal | undefined {
+    const s = this.settings;
+    if (a.kind === 9000) return this.full(g, new Set(a.targets.map((t) => t.pubkey).filter((pk) => !g.members.has(pk))).size);
+    if (a.kind === 9009 && g.invites.has(a.code)) return refuse("duplicate", "invite code exists");
+    if (a.kind === 9009 && g.invites.size >= s.max_invites_per_group)
+      return refuse("blocked", `this group has the most invite codes allowed (${s.max_invites_per_group})`);
+    if (a.kind === 9010 && a.pins.length > s.max_pins) return refuse("invalid", `too many pins (max ${s.max_pins})`);
+    return undefined;
+  }
+
+  // ---- judge: the write rule (Maps only, never a query) ----
+
+  /** Step 1-2 of the judge order: whose business the event is. undefined: not a group event, or none of ours. */
+  private classify(e: NostrEvent): Judged {
+    if (isRelayGroupKind(e.kind))
+      return e.pubkey === this.opts.relayPubkey ? undefined : refused("blocked", "only the relay signs group metadata (kinds 39000-39009)");
+    const h = hTags(e);
+    if (h.length === 0) return isGroupActionKind(e.kind) ? refused("invalid", "group moderation events need an h tag") : undefined;
+    if (h.length > 1) return refused("invalid", "an event belongs to one group (one h tag)");
+    if (!isGroupId(h[0]!)) return refused("invalid", GROUP_ID_RULE);
+    // NIP-09: an author may always delete their own events in a group (the writer's rule does the rest).
+    return e.kind === 5 ? undefined : { id: h[0]! };
+  }
+
+  judge(ctx: GroupJudgeContext, e: NostrEvent): Refusal | undefined {
+    const c = this.classify(e);
+    if (c === undefined || "refusal" in c) return c?.refusal;
+    if (!this.isReady) return refuse("error", "groups are loading, try again");
+    const late = ctx.config.groups.late_publication_seconds;
+    if (late > 0 && e.created_at < ctx.now - late)
+      return refuse("invalid", `event is older than this group accepts (late publication, ${late} s)`);
+    const r = isGroupActionKind(e.kind) ? this.judgeAction(ctx, c.id, e) : this.judgePost(ctx.config, c.id, e);
+    return r ?? this.judgePrevious(c.id, e);
+  }
+
+  private missing(id: string): Refusal {
+    return this.tombstones.has(id) ? refuse("blocked", `group "${id}" was deleted`) : refuse("invalid", `no group "${id}" on this relay`);
+  }
+
+  private judgeAction(ctx: GroupJudgeContext, id: string, e: NostrEvent): Refusal | undefined {
+    const a = parseAction(e);
+    if (typeof a === "string") return refuse("invalid", a);
+    if (a.kind === 9007) return this.judgeCreate(ctx, id, e);
+    const g = this.groups.get(id);
+    if (!g) return this.missing(id);
+    if (a.kind === 9021) return this.joinRefusal(g, e.pubkey, a.code);
+    if (a.kind === 9022) return g.members.has(e.pubkey) ? undefined : refuse("invalid", "not a member of this group");
+    return allowed(g, e.pubkey, this.authority(e.pubkey), a) ?? this.limitRefusal(g, a);
+  }
+
+  private judgeCreate(ctx: GroupJudgeContext, id: string, e: NostrEvent): Refusal | undefined {
+    const exists = this.existsRefusal(id);
+    if (exists) return exists;
+    const authority = this.authority(e.pubkey);
+    if (!authority && !ctx.authed.has(e.pubkey)) return refuse("auth-required", "authenticate to create a group");
+    if (!authority && !mayCreate(ctx.config, e.pubkey)) return refuse("restricted", "you may not create groups on this relay");
+    return this.createLimit(e.pubkey, authority);
+  }
+
+  /** An ordinary event in a group (a chat message, a note, a reaction). */
+  private judgePost(config: Config, id: string, e: NostrEvent): Refusal | undefined {
+    const g = this.groups.get(id);
+    if (!g) return this.missing(id);
+    if (g.removed.has(e.pubkey)) return refuse("blocked", "you were removed from this group");
+    if (g.meta.restricted && !g.members.has(e.pubkey) && !this.authority(e.pubkey))
+      return refuse("restricted", "only members can write in this group");
+    const defaults = config.groups.default_kinds;
+    const kinds = g.meta.supportedKinds ?? (defaults.length > 0 ? defaults : undefined);
+    if (kinds && !kinds.includes(e.kind)) return refuse("blocked", `kind ${e.kind} is not accepted in this group`);
+    if (g.deletedIds.has(e.id)) return refuse("blocked", "this event was deleted by the group's moderators");
+    return undefined;
+  }
+
+  /** NIP-29 timeline references: each must name (by its first 8 characters) a recent event of the group. */
+  private judgePrevious(id: string, e: NostrEvent): Refusal | undefined {
+    const refs = previousRefs(e);
+    if (refs.length === 0) return undefined;
+    if (refs.length > MAX_PREVIOUS) return refuse("invalid", `too many previous references (max ${MAX_PREVIOUS})`);
+    if (refs.some((r) => !PREVIOUS_REF.test(r))) return refuse("invalid", "malformed previous reference");
+    const window = this.groups.get(id)?.window;
+    if (!window || window.cold) return undefined; // a 9007: no group yet
+    const unknown = refs.find((r) => !window.has(prefixOf(r)!));
+    return unknown === undefined
+      ? undefined
+      : refuse("invalid", `previous reference "${unknown.slice(0, 8)}" names no recent event of this group`);
+  }
+
+  /** The archive rule (import, sync, stream, mirror): no auth, no late publication, no previous. */
+  judgeArchive(e: NostrEvent): Refusal | undefined {
+    const c = this.classify(e);
+    if (c === undefined || "refusal" in c) return c?.refusal;
+    if (this.tombstones.has(c.id) && e.kind !== 9008) return refuse("blocked", `group "${c.id}" was deleted`);
+    if (isGroupActionKind(e.kind)) {
+      const a = parseAction(e);
+      if (typeof a === "string") return refuse("invalid", a);
+    }
+    if (this.groups.get(c.id)?.deletedIds.has(e.id)) return refuse("blocked", "this event was deleted by the group's moderators");
+    return undefined;
+  }
+
+  // ---- reads ----
+
+  private isMember(g: Group, authed: ReadonlySet<string>): boolean {
+    for (const pk of authed) if (g.members.has(pk)) return true;
+    return false;
+  }
+
+  access(id: string, authed: ReadonlySet<string>, metadata: boolean): ReadAccess {
+    if (!this.isReady) return "restricted"; // only until the start finished
+    const g = this.groups.get(id);
+    if (!g || !(metadata ? g.meta.hidden : g.meta.private) || this.isMember(g, authed)) return "ok";
+    return authed.size === 0 ? "auth-required" : "restricted";
+  }
+
+  unreadable(authed: ReadonlySet<string>): { events: readonly string[]; metadata: readonly string[] } {
+    if (this.cacheGeneration !== this.generation || this.unreadableCache.size >= MAX_CACHED_READERS) {
+      this.unreadableCache.clear();
+      this.cacheGeneration = this.generation;
+    }
+    const key = [...authed].sort().join(",");
+    let found = this.unreadableCache.get(key);
+    if (!found) {
+      found = { events: [], metadata: [] };
+      for (const id of this.gatedIds) {
+        const g = this.groups.get(id)!;
+        if (this.isMember(g, authed)) continue;
+        if (g.meta.private) found.events.push(id);
+        if (g.meta.hidden) found.metadata.push(id);
+      }
+      this.unreadableCache.set(key, found);
+    }
+    return found;
+  }
+
+  /** The relay-signed event of `kind` for group `id` as it should be now (undefined: group gone). */
+  render(id: string, kind: RelayGroupKind): string[][] | undefined {
+    const g = this.groups.get(id);
+    return g && renderTags(kind, { id, meta: g.meta, members: g.members, pins: g.pins }, this.settings.max_members_listed);
+  }
+
+  /** Tags of the last committed relay-signed `kind` for `id` (for reconciliation). */
+  published(id: string, kind: number): { tags: string[][]; created_at: number } | undefined {
+    return this.publishedTags.get(`${kind}:${id}`);
+  }
+
+  // ---- operators ----
+
+  list(): GroupSummary[] {
+    return [...this.groups.values()].map((g) => ({
+      id: g.id,
+      name: g.meta.name,
+      picture: g.meta.picture,
+      private: g.meta.private,
+      restricted: g.meta.restricted,
+      hidden: g.meta.hidden,
+      closed: g.meta.closed,
+      members: g.members.size,
+      admins: admins(g),
+      invites: g.invites.size,
+      createdBy: g.createdBy,
+      createdAt: g.createdAt,
+    }));
+  }
+
+  members(id: string): { pubkey: string; roles: readonly Role[] }[] | undefined {
+    const g = this.groups.get(id);
+    return g && [...g.members].map(([pubkey, roles]) => ({ pubkey, roles }));
+  }
+
+  invites(id: string): string[] | undefined {
+    const g = this.groups.get(id);
+    return g && [...g.invites];
+  }
+
+  /** bytes: an estimate of the heap the state holds (for the bench), not a measure. */
+  stats(): { groups: number; members: number; bytes: number } {
+    let members = 0;
+    let bytes = 0;
+    for (const g of this.groups.values()) {
+      members += g.members.size;
+      bytes +=
+        600 +
+        g.window.size * 4 +
+        (g.members.size + g.removed.size) * 150 +
+        (g.invites.size + g.pins.length) * 100 +
+        g.deletedIds.size * 130;
+    }
+    for (const p of this.publishedTags.values()) bytes += 100 + p.tags.length * 120;
+    return { groups: this.groups.size, members, bytes };
+  }
+}
+
+/** [groups] creators: "anyone", "admins" ([admin] pubkeys), or pubkeys. */
+function mayCreate(config: Config, pubkey: string): boolean {
+  const creators = setOf(config.groups.creators);
+  return creators.has("anyone") || creators.has(pubkey) || (creators.has("admins") && setOf(config.admin.pubkeys).has(pubkey));
+}

@@ -1,0 +1,31 @@
+// What the policies and the read rule see of the NIP-29 group state (groups/state.ts): types
+// only, so policy/ depends on no implementation, and rules.ts and this file import nothing of
+// each other's (a circle, even type-only, is refused by test/architecture.test.ts).
+import type { Config } from "../config/schema.ts";
+import type { NostrEvent } from "../protocol/event.ts";
+import type { Refusal } from "../protocol/reasons.ts";
+
+/** May a reader see a group's events: "auth-required" for an anonymous reader, "restricted" for one who is not a member. */
+export type ReadAccess = "ok" | "auth-required" | "restricted";
+
+export interface GroupView {
+  /** False until the rebuild finished: group writes are refused "error: groups are loading, try again", group events unreadable. */
+  readonly ready: boolean;
+  /** Some group is private or hidden (else the read rule adds nothing to a query). */
+  readonly gating: boolean;
+  /** The write rule for one event (sync; Maps only). undefined = no opinion (not a group event) or allowed. */
+  judge(ctx: GroupJudgeContext, e: NostrEvent): Refusal | undefined;
+  /** The archive rule (import/sync/stream/mirror): shape, 39xxx by others, deleted groups/ids; no auth, no window, no previous. */
+  judgeArchive(e: NostrEvent): Refusal | undefined;
+  /** Reading events of group `id` (metadata: the relay's 39000-39009 of it), for these authenticated pubkeys. */
+  access(id: string, authed: ReadonlySet<string>, metadata: boolean): ReadAccess;
+  /** The ids `authed` may not read, cached per distinct authed set until the next change (a generation counter). */
+  unreadable(authed: ReadonlySet<string>): { events: readonly string[]; metadata: readonly string[] };
+}
+
+/** What judge reads of the policy context (PolicyContext satisfies it). */
+export interface GroupJudgeContext {
+  config: Config;
+  now: number;
+  authed: ReadonlySet<string>;
+}
