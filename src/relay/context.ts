@@ -4,6 +4,7 @@
 import type { AdminState } from "../admin/state.ts";
 import type { LogLimiter } from "../log.ts";
 import type { Config } from "../config/schema.ts";
+import type { GroupState } from "../groups/state.ts";
 import type { RateLimiter } from "../policy/rate-limit.ts";
 import type { Policy } from "../policy/rules.ts";
 import type { NostrEvent } from "../protocol/event.ts";
@@ -37,6 +38,8 @@ export interface RelayContext extends BudgetState {
   policies: Policy[];
   /** Sends an ephemeral event to live subscribers: here, and on the other nodes (Postgres). */
   ephemeral(e: NostrEvent, json: string): void;
+  /** NIP-29 group state (groups/state.ts), present while [groups] enabled. */
+  groups?: GroupState;
   /** NIP-86 admin state: bans, allow lists, kinds, blocked IPs, relay info (admin/state.ts). */
   admin: AdminState;
   /** The [options] write_policy_plugin of this relay, started on the first event that needs it (plugin/plugin.ts). */

@@ -7,6 +7,7 @@ import type { Config } from "../config/schema.ts";
 import { LogLimiter } from "../log.ts";
 import { RelayMetrics } from "../observe/metrics.ts";
 import type { History } from "../observe/history.ts";
+import { GroupState } from "../groups/state.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
 import { RateLimiter } from "../policy/rate-limit.ts";
 import { freshRelayKey, type RelayKey } from "../protocol/schnorr.ts";
@@ -137,11 +138,18 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     startedAt: Date.now(),
     connections: () => sockets.size,
   };
+  if (config.groups.enabled) ctx.groups = new GroupState({ config: () => ctx.config, relayPubkey: ctx.relayKey.pubkey });
   // The store's one feed of what is committed, in commit order, whoever wrote it (on Postgres,
   // any node; with the other nodes' ephemeral events and admin changes): to the live
   // subscriptions and memory's answers (relay/read/live.ts).
+  const feed = liveFeed(ctx);
   store.subscribe({
-    ...liveFeed(ctx),
+    ...feed,
+    // The group state first, so the fanout of a 9000/9001/9002 already sees its members and flags.
+    committed(e, json) {
+      ctx.groups?.applyCommitted(e);
+      feed.committed(e, json);
+    },
     adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
   });
   // A store that names every change lets memory answer (relay/answers/); one with other nodes
@@ -150,5 +158,7 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
+  // After the subscription: what the feed brings while the rebuild reads is applied after it.
+  if (ctx.groups) shared.ready = ctx.groups.rebuild(store.groups).then(() => undefined);
   return Object.assign(shared, { ctx });
 }

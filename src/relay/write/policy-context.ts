@@ -18,4 +18,5 @@ export const policyContext = (ctx: RelayContext, s?: Session): PolicyContext => 
   local: s?.local,
   rates: s ? ctx.rates : undefined,
   admin: ctx.admin,
+  groups: ctx.groups,
 });
