@@ -55,6 +55,9 @@ function recordsOf(events: readonly NostrEvent[]): GroupRecords & { reads: numbe
   return r;
 }
 
+/** An event of group "g": ["h", "g"] first. */
+const inG = (who: { sk: Uint8Array }, kind: number, ...tags: string[][]): NostrEvent => sign(who, kind, [["h", "g"], ...tags]);
+
 /** A ready state, the events it applied (for a replay), and judge-then-apply as the relay does. */
 async function fixture(patch: Partial<Config["groups"]> = {}) {
   const config = configWith(patch);
@@ -107,96 +110,19 @@ describe("GroupState: create, roles, rights", () => {
 
   test("the rights table: moderators add and remove members, not role holders nor roles; admins all; the last admin stays", async () => {
     const { state, send } = await fixture();
-    send(sign(owner, 9007, [["h", "g"]]));
-    expect(
-      send(
-        sign(member, 9000, [
-          ["h", "g"],
-          ["p", outsider.pk],
-        ]),
-      ),
-    ).toBe("restricted: only the group's admins and moderators can do this");
-    expect(
-      send(
-        sign(owner, 9000, [
-          ["h", "g"],
-          ["p", mod.pk, "moderator"],
-        ]),
-      ),
-    ).toBe("ok");
-    expect(
-      send(
-        sign(mod, 9000, [
-          ["h", "g"],
-          ["p", member.pk],
-        ]),
-      ),
-    ).toBe("ok");
-    expect(
-      send(
-        sign(mod, 9000, [
-          ["h", "g"],
-          ["p", outsider.pk, "moderator"],
-        ]),
-      ),
-    ).toBe("restricted: a moderator cannot change roles");
-    expect(
-      send(
-        sign(mod, 9001, [
-          ["h", "g"],
-          ["p", owner.pk],
-        ]),
-      ),
-    ).toBe("restricted: a moderator cannot act on an admin");
-    expect(
-      send(
-        sign(mod, 9002, [
-          ["h", "g"],
-          ["name", "x"],
-        ]),
-      ),
-    ).toBe("restricted: your role in this group cannot do this (kind 9002)");
-    expect(send(sign(mod, 9008, [["h", "g"]]))).toBe("restricted: your role in this group cannot do this (kind 9008)");
-    expect(
-      send(
-        sign(mod, 9009, [
-          ["h", "g"],
-          ["code", "c1"],
-        ]),
-      ),
-    ).toBe("ok");
-    expect(
-      send(
-        sign(mod, 9001, [
-          ["h", "g"],
-          ["p", member.pk],
-        ]),
-      ),
-    ).toBe("ok");
-    expect(
-      send(
-        sign(owner, 9001, [
-          ["h", "g"],
-          ["p", owner.pk],
-        ]),
-      ),
-    ).toBe("restricted: the group's last admin cannot be removed");
-    expect(
-      send(
-        sign(owner, 9000, [
-          ["h", "g"],
-          ["p", owner.pk, "moderator"],
-        ]),
-      ),
-    ).toBe("restricted: the group's last admin cannot be removed");
-    expect(
-      send(
-        sign(owner, 9001, [
-          ["h", "g"],
-          ["p", mod.pk],
-        ]),
-      ),
-    ).toBe("ok");
+    send(inG(owner, 9007));
+    expect(send(inG(member, 9000, ["p", outsider.pk]))).toBe("restricted: only the group's admins and moderators can do this");
+    expect(send(inG(owner, 9000, ["p", mod.pk, "moderator"]))).toBe("ok");
+    expect(send(inG(mod, 9000, ["p", member.pk]))).toBe("ok");
+    expect(send(inG(mod, 9000, ["p", outsider.pk, "moderator"]))).toBe("restricted: a moderator cannot change roles");
+    expect(send(inG(mod, 9001, ["p", owner.pk]))).toBe("restricted: a moderator cannot act on an admin");
+    expect(send(inG(mod, 9002, ["name", "x"]))).toBe("restricted: your role in this group cannot do this (kind 9002)");
+    expect(send(inG(mod, 9008))).toBe("restricted: your role in this group cannot do this (kind 9008)");
+    expect(send(inG(mod, 9009, ["code", "c1"]))).toBe("ok");
+    expect(send(inG(mod, 9001, ["p", member.pk]))).toBe("ok");
+    expect(send(inG(owner, 9001, ["p", owner.pk]))).toBe("restricted: the group's last admin cannot be removed");
+    expect(send(inG(owner, 9000, ["p", owner.pk, "moderator"]))).toBe("restricted: the group's last admin cannot be removed");
+    expect(send(inG(owner, 9001, ["p", mod.pk]))).toBe("ok");
     expect(state.members("g")).toEqual([{ pubkey: owner.pk, roles: ["admin"] }]);
     expect(state.render("g", 39001)).toEqual([
       ["d", "g"],
@@ -206,60 +132,32 @@ describe("GroupState: create, roles, rights", () => {
 
   test("apply skips what the author may not do at its commit (a stale admission elsewhere changes nothing)", async () => {
     const { state, commit } = await fixture();
-    commit(sign(owner, 9007, [["h", "g"]]));
-    expect(
-      commit(
-        sign(member, 9000, [
-          ["h", "g"],
-          ["p", member.pk, "admin"],
-        ]),
-      ),
-    ).toBeUndefined();
-    expect(
-      commit(
-        sign(owner, 9000, [
-          ["h", "g"],
-          ["p", member.pk],
-        ]),
-      ),
-    ).toEqual({ group: "g", regenerate: [39002], followUps: [] });
-    expect(
-      commit(
-        sign(owner, 9000, [
-          ["h", "g"],
-          ["p", member.pk, "moderator"],
-        ]),
-      )?.regenerate,
-    ).toEqual([39001, 39002]);
+    commit(inG(owner, 9007));
+    expect(commit(inG(member, 9000, ["p", member.pk, "admin"]))).toBeUndefined();
+    expect(commit(inG(owner, 9000, ["p", member.pk]))).toEqual({ group: "g", regenerate: [39002], followUps: [] });
+    expect(commit(inG(owner, 9000, ["p", member.pk, "moderator"]))?.regenerate).toEqual([39001, 39002]);
     expect(state.members("g")!.find((m) => m.pubkey === member.pk)!.roles).toEqual(["moderator"]);
   });
 
   test("the relay key and former relay keys may do anything; 9008 tombstones", async () => {
     const former = key();
     const { state, send, commit } = await fixture({ former_relay_keys: [former.pk] });
-    send(sign(owner, 9007, [["h", "g"]]));
-    expect(
-      commit(
-        sign(former, 9000, [
-          ["h", "g"],
-          ["p", member.pk, "admin"],
-        ]),
-      )?.regenerate,
-    ).toEqual([39001, 39002]);
-    expect(commit(sign(relay, 9008, [["h", "g"]]))).toEqual({ group: "g", regenerate: [], followUps: [], deleteGroup: true });
+    send(inG(owner, 9007));
+    expect(commit(inG(former, 9000, ["p", member.pk, "admin"]))?.regenerate).toEqual([39001, 39002]);
+    expect(commit(inG(relay, 9008))).toEqual({ group: "g", regenerate: [], followUps: [], deleteGroup: true });
     expect(state.list()).toEqual([]);
     expect(state.render("g", 39000)).toBeUndefined();
-    expect(send(sign(member, 9, [["h", "g"]]))).toBe('blocked: group "g" was deleted');
-    expect(send(sign(owner, 9007, [["h", "g"]]))).toBe('blocked: group "g" was deleted');
-    expect(state.judgeArchive(sign(member, 9, [["h", "g"]]))).toMatchObject({ prefix: "blocked" });
+    expect(send(inG(member, 9))).toBe('blocked: group "g" was deleted');
+    expect(send(inG(owner, 9007))).toBe('blocked: group "g" was deleted');
+    expect(state.judgeArchive(inG(member, 9))).toMatchObject({ prefix: "blocked" });
   });
 });
 
 describe("GroupState: joins, leaves, posts", () => {
   test("open and closed joins, codes, duplicates, removal, full; the relay's answers", async () => {
     const { state, send, commit } = await fixture({ max_members_per_group: 3 });
-    send(sign(owner, 9007, [["h", "g"]]));
-    const join = sign(member, 9021, [["h", "g"]]);
+    send(inG(owner, 9007));
+    const join = inG(member, 9021);
     expect(state.judge({ config: configWith(), now: NOW, authed: new Set() }, join)).toBeUndefined(); // no AUTH needed
     expect(commit(join)).toEqual({
       group: "g",
@@ -275,16 +173,9 @@ describe("GroupState: joins, leaves, posts", () => {
         },
       ],
     });
-    expect(
-      commit(
-        sign(relay, 9000, [
-          ["h", "g"],
-          ["p", member.pk],
-        ]),
-      )?.regenerate,
-    ).toEqual([]); // the answer changes nothing
-    expect(send(sign(member, 9021, [["h", "g"]]))).toBe("duplicate: already a member");
-    const leave = sign(member, 9022, [["h", "g"]]);
+    expect(commit(inG(relay, 9000, ["p", member.pk]))?.regenerate).toEqual([]); // the answer changes nothing
+    expect(send(inG(member, 9021))).toBe("duplicate: already a member");
+    const leave = inG(member, 9022);
     expect(commit(leave)?.followUps).toEqual([
       {
         kind: 9001,
@@ -296,134 +187,46 @@ describe("GroupState: joins, leaves, posts", () => {
         ],
       },
     ]);
-    expect(
-      commit(
-        sign(relay, 9001, [
-          ["h", "g"],
-          ["p", member.pk],
-          ["e", leave.id],
-        ]),
-      )?.regenerate,
-    ).toEqual([]);
-    expect(send(sign(member, 9022, [["h", "g"]]))).toBe("invalid: not a member of this group");
-    expect(send(sign(member, 9021, [["h", "g"]]))).toBe("ok"); // who left may come back
-    expect(
-      send(
-        sign(owner, 9001, [
-          ["h", "g"],
-          ["p", member.pk],
-        ]),
-      ),
-    ).toBe("ok");
-    expect(send(sign(member, 9021, [["h", "g"]]))).toBe("blocked: you were removed from this group");
-    expect(send(sign(member, 9, [["h", "g"]]))).toBe("blocked: you were removed from this group");
-    expect(
-      send(
-        sign(owner, 9000, [
-          ["h", "g"],
-          ["p", member.pk],
-        ]),
-      ),
-    ).toBe("ok");
-    expect(send(sign(member, 9, [["h", "g"]]))).toBe("ok");
-    send(sign(owner, 9002, [["h", "g"], ["closed"]]));
-    expect(send(sign(outsider, 9021, [["h", "g"]]))).toBe("restricted: this group is closed: joining needs an invite code");
-    expect(
-      send(
-        sign(outsider, 9021, [
-          ["h", "g"],
-          ["code", "nope"],
-        ]),
-      ),
-    ).toBe("restricted: unknown invite code");
-    send(
-      sign(owner, 9009, [
-        ["h", "g"],
-        ["code", "k"],
-      ]),
-    );
-    expect(
-      send(
-        sign(owner, 9009, [
-          ["h", "g"],
-          ["code", "k"],
-        ]),
-      ),
-    ).toBe("duplicate: invite code exists");
-    expect(
-      send(
-        sign(outsider, 9021, [
-          ["h", "g"],
-          ["code", "k"],
-        ]),
-      ),
-    ).toBe("ok");
-    expect(
-      send(
-        sign(mod, 9021, [
-          ["h", "g"],
-          ["code", "k"],
-        ]),
-      ),
-    ).toBe("blocked: group is full (3 members)"); // the code stays usable
-    expect(
-      send(
-        sign(owner, 9000, [
-          ["h", "g"],
-          ["p", mod.pk],
-        ]),
-      ),
-    ).toBe("blocked: group is full (3 members)");
+    expect(commit(inG(relay, 9001, ["p", member.pk], ["e", leave.id]))?.regenerate).toEqual([]);
+    expect(send(inG(member, 9022))).toBe("invalid: not a member of this group");
+    expect(send(inG(member, 9021))).toBe("ok"); // who left may come back
+    expect(send(inG(owner, 9001, ["p", member.pk]))).toBe("ok");
+    expect(send(inG(member, 9021))).toBe("blocked: you were removed from this group");
+    expect(send(inG(member, 9))).toBe("blocked: you were removed from this group");
+    expect(send(inG(owner, 9000, ["p", member.pk]))).toBe("ok");
+    expect(send(inG(member, 9))).toBe("ok");
+    send(inG(owner, 9002, ["closed"]));
+    expect(send(inG(outsider, 9021))).toBe("restricted: this group is closed: joining needs an invite code");
+    expect(send(inG(outsider, 9021, ["code", "nope"]))).toBe("restricted: unknown invite code");
+    send(inG(owner, 9009, ["code", "k"]));
+    expect(send(inG(owner, 9009, ["code", "k"]))).toBe("duplicate: invite code exists");
+    expect(send(inG(outsider, 9021, ["code", "k"]))).toBe("ok");
+    expect(send(inG(mod, 9021, ["code", "k"]))).toBe("blocked: group is full (3 members)"); // the code stays usable
+    expect(send(inG(owner, 9000, ["p", mod.pk]))).toBe("blocked: group is full (3 members)");
     expect(state.invites("g")).toEqual(["k"]);
   });
 
   test("posts: restricted, supported_kinds, default_kinds, deleted ids; kind 5 always passes", async () => {
     const { send, commit } = await fixture({ default_kinds: [9, 11] });
-    send(sign(owner, 9007, [["h", "g"]]));
-    expect(send(sign(outsider, 1, [["h", "g"]]))).toBe("blocked: kind 1 is not accepted in this group");
-    const x = sign(outsider, 9, [["h", "g"]]);
+    send(inG(owner, 9007));
+    expect(send(inG(outsider, 1))).toBe("blocked: kind 1 is not accepted in this group");
+    const x = inG(outsider, 9);
     expect(send(x)).toBe("ok");
-    send(sign(owner, 9002, [["h", "g"], ["restricted"], ["supported_kinds", "1"]]));
-    expect(send(sign(outsider, 1, [["h", "g"]]))).toBe("restricted: only members can write in this group");
-    expect(send(sign(owner, 9, [["h", "g"]]))).toBe("blocked: kind 9 is not accepted in this group");
-    expect(send(sign(owner, 1, [["h", "g"]]))).toBe("ok");
-    expect(
-      commit(
-        sign(owner, 9005, [
-          ["h", "g"],
-          ["e", x.id],
-        ]),
-      )?.deleteIds,
-    ).toEqual([x.id]);
-    send(
-      sign(owner, 9002, [
-        ["h", "g"],
-        ["supported_kinds", "9"],
-      ]),
-    ); // restricted off again
+    send(inG(owner, 9002, ["restricted"], ["supported_kinds", "1"]));
+    expect(send(inG(outsider, 1))).toBe("restricted: only members can write in this group");
+    expect(send(inG(owner, 9))).toBe("blocked: kind 9 is not accepted in this group");
+    expect(send(inG(owner, 1))).toBe("ok");
+    expect(commit(inG(owner, 9005, ["e", x.id]))?.deleteIds).toEqual([x.id]);
+    send(inG(owner, 9002, ["supported_kinds", "9"])); // restricted off again
     expect(send(x)).toBe("blocked: this event was deleted by the group's moderators");
-    expect(
-      send(
-        sign(outsider, 5, [
-          ["h", "g"],
-          ["e", x.id],
-        ]),
-      ),
-    ).toBe("ok");
+    expect(send(inG(outsider, 5, ["e", x.id]))).toBe("ok");
   });
 
   test("the judge order's shape refusals, loading, late publication", async () => {
     const { state, send, config } = await fixture();
-    send(sign(owner, 9007, [["h", "g"]]));
+    send(inG(owner, 9007));
     expect(send(sign(owner, 9000, [["p", member.pk]]))).toBe("invalid: group moderation events need an h tag");
-    expect(
-      send(
-        sign(owner, 9, [
-          ["h", "g"],
-          ["h", "g2"],
-        ]),
-      ),
-    ).toBe("invalid: an event belongs to one group (one h tag)");
+    expect(send(inG(owner, 9, ["h", "g2"]))).toBe("invalid: an event belongs to one group (one h tag)");
     expect(send(sign(owner, 9, [["h", "no way"]]))).toBe("invalid: group id must be 1-64 characters of a-z, A-Z, 0-9, - and _");
     expect(send(sign(owner, 39000, [["d", "g"]]))).toBe("blocked: only the relay signs group metadata (kinds 39000-39009)");
     expect(send(sign(owner, 39002, [["d", "g"]]))).toBe("blocked: only the relay signs group metadata (kinds 39000-39009)");
@@ -436,22 +239,8 @@ describe("GroupState: joins, leaves, posts", () => {
         ]),
       ),
     ).toBe('invalid: no group "nope" on this relay');
-    expect(
-      send(
-        sign(owner, 9000, [
-          ["h", "g"],
-          ["p", "x"],
-        ]),
-      ),
-    ).toBe("invalid: 9000 needs a p tag with a 64-hex pubkey");
-    expect(
-      send(
-        sign(owner, 9000, [
-          ["h", "g"],
-          ["p", member.pk, "king"],
-        ]),
-      ),
-    ).toBe('invalid: unknown role "king" (roles: admin, moderator)');
+    expect(send(inG(owner, 9000, ["p", "x"]))).toBe("invalid: 9000 needs a p tag with a 64-hex pubkey");
+    expect(send(inG(owner, 9000, ["p", member.pk, "king"]))).toBe('invalid: unknown role "king" (roles: admin, moderator)');
     expect(send(sign(owner, 9, [["h", "g"]], NOW - 7200))).toBe(
       "invalid: event is older than this group accepts (late publication, 3600 s)",
     );
@@ -472,7 +261,7 @@ describe("GroupState: joins, leaves, posts", () => {
     expect(send(sign(owner, 9, [["h", "g"]], NOW - 7200))).toBe("ok");
     expect(send(sign(owner, 1, []))).toBe("ok"); // not a group event
     const loading = new GroupState({ config: () => config, relayPubkey: relay.pk });
-    expect(refusalText(loading.judge({ config, now: NOW, authed: new Set() }, sign(owner, 9, [["h", "g"]]))!)).toBe(
+    expect(refusalText(loading.judge({ config, now: NOW, authed: new Set() }, inG(owner, 9))!)).toBe(
       "error: groups are loading, try again",
     );
     expect(loading.judge({ config, now: NOW, authed: new Set() }, sign(owner, 1, []))).toBeUndefined();
@@ -481,85 +270,28 @@ describe("GroupState: joins, leaves, posts", () => {
 
   test("previous: a recent prefix passes, a random one or a malformed one is refused; cold after a rebuild without the group's events", async () => {
     const { state, send, config, log } = await fixture();
-    send(sign(owner, 9007, [["h", "g"]]));
-    const x = sign(owner, 9, [["h", "g"]]);
+    send(inG(owner, 9007));
+    const x = inG(owner, 9);
     send(x);
-    expect(
-      send(
-        sign(owner, 9, [
-          ["h", "g"],
-          ["previous", x.id.slice(0, 8)],
-        ]),
-      ),
-    ).toBe("ok");
-    expect(
-      send(
-        sign(owner, 9, [
-          ["h", "g"],
-          ["previous", x.id],
-        ]),
-      ),
-    ).toBe("ok");
-    expect(
-      send(
-        sign(owner, 9, [
-          ["h", "g"],
-          ["previous", "00000000"],
-        ]),
-      ),
-    ).toBe('invalid: previous reference "00000000" names no recent event of this group');
-    expect(
-      send(
-        sign(owner, 9, [
-          ["h", "g"],
-          ["previous", "XYZ"],
-        ]),
-      ),
-    ).toBe("invalid: malformed previous reference");
-    expect(
-      send(
-        sign(owner, 9, [
-          ["h", "g"],
-          ["previous", ...Array(17).fill(x.id.slice(0, 8))],
-        ]),
-      ),
-    ).toBe("invalid: too many previous references (max 16)");
+    expect(send(inG(owner, 9, ["previous", x.id.slice(0, 8)]))).toBe("ok");
+    expect(send(inG(owner, 9, ["previous", x.id]))).toBe("ok");
+    expect(send(inG(owner, 9, ["previous", "00000000"]))).toBe(
+      'invalid: previous reference "00000000" names no recent event of this group',
+    );
+    expect(send(inG(owner, 9, ["previous", "XYZ"]))).toBe("invalid: malformed previous reference");
+    expect(send(inG(owner, 9, ["previous", ...Array(17).fill(x.id.slice(0, 8))]))).toBe("invalid: too many previous references (max 16)");
     // A window of 50: x falls out after 50 newer events.
     config.groups.previous_window = 50;
     const small = new GroupState({ config: () => config, relayPubkey: relay.pk });
     await small.rebuild(recordsOf(log));
     const ctx = { config, now: NOW, authed: new Set<string>() };
-    expect(
-      small.judge(
-        ctx,
-        sign(owner, 9, [
-          ["h", "g"],
-          ["previous", x.id.slice(0, 8)],
-        ]),
-      ),
-    ).toBeUndefined();
-    for (let i = 0; i < 50; i++) small.applyCommitted(sign(owner, 9, [["h", "g"]]));
-    expect(
-      small.judge(
-        ctx,
-        sign(owner, 9, [
-          ["h", "g"],
-          ["previous", x.id.slice(0, 8)],
-        ]),
-      ),
-    ).toMatchObject({ prefix: "invalid" });
+    expect(small.judge(ctx, inG(owner, 9, ["previous", x.id.slice(0, 8)]))).toBeUndefined();
+    for (let i = 0; i < 50; i++) small.applyCommitted(inG(owner, 9));
+    expect(small.judge(ctx, inG(owner, 9, ["previous", x.id.slice(0, 8)]))).toMatchObject({ prefix: "invalid" });
     // A rebuild whose scan held none of the group's events: references are not checked (cold).
     const cold = new GroupState({ config: () => config, relayPubkey: relay.pk });
     await cold.rebuild({ ...recordsOf(log), recentByGroup: async () => new Map() });
-    expect(
-      cold.judge(
-        ctx,
-        sign(owner, 9, [
-          ["h", "g"],
-          ["previous", "00000000"],
-        ]),
-      ),
-    ).toBeUndefined();
+    expect(cold.judge(ctx, inG(owner, 9, ["previous", "00000000"]))).toBeUndefined();
     expect(state.ready).toBe(true);
   });
 });
@@ -595,52 +327,17 @@ describe("GroupState: reads, replay, operators", () => {
 
   test("replay: a rebuild from the stored events gives the same state as the commits did", async () => {
     const { state, send, commit, log } = await fixture();
-    send(sign(owner, 9007, [["h", "g"]]));
-    send(sign(owner, 9002, [["h", "g"], ["name", "G"], ["private"], ["closed"]]));
-    send(
-      sign(owner, 9009, [
-        ["h", "g"],
-        ["code", "k"],
-      ]),
-    );
-    send(
-      sign(member, 9021, [
-        ["h", "g"],
-        ["code", "k"],
-      ]),
-    );
-    commit(
-      sign(relay, 9000, [
-        ["h", "g"],
-        ["p", member.pk],
-      ]),
-    );
-    send(
-      sign(owner, 9000, [
-        ["h", "g"],
-        ["p", mod.pk, "moderator"],
-      ]),
-    );
-    send(
-      sign(mod, 9001, [
-        ["h", "g"],
-        ["p", outsider.pk],
-      ]),
-    );
-    send(
-      sign(owner, 9010, [
-        ["h", "g"],
-        ["e", owner.pk],
-      ]),
-    );
+    send(inG(owner, 9007));
+    send(inG(owner, 9002, ["name", "G"], ["private"], ["closed"]));
+    send(inG(owner, 9009, ["code", "k"]));
+    send(inG(member, 9021, ["code", "k"]));
+    commit(inG(relay, 9000, ["p", member.pk]));
+    send(inG(owner, 9000, ["p", mod.pk, "moderator"]));
+    send(inG(mod, 9001, ["p", outsider.pk]));
+    send(inG(owner, 9010, ["e", owner.pk]));
     send(sign(outsider, 9007, [["h", "h2"]]));
     send(sign(outsider, 9022, [["h", "h2"]]));
-    commit(
-      sign(member, 9000, [
-        ["h", "g"],
-        ["p", member.pk, "admin"],
-      ]),
-    ); // not allowed: skipped both times
+    commit(inG(member, 9000, ["p", member.pk, "admin"])); // not allowed: skipped both times
     commit(
       sign(outsider, 39000, [
         ["d", "g"],
@@ -671,8 +368,8 @@ describe("GroupState: reads, replay, operators", () => {
 
   test("events the feed brings during a rebuild are applied after it, once", async () => {
     const config = configWith();
-    const create = sign(owner, 9007, [["h", "g"]]);
-    const join = sign(member, 9021, [["h", "g"]]);
+    const create = inG(owner, 9007);
+    const join = inG(member, 9021);
     const state = new GroupState({ config: () => config, relayPubkey: relay.pk });
     const records = recordsOf([create]);
     const slow: GroupRecords = {
@@ -697,7 +394,7 @@ describe("GroupState: reads, replay, operators", () => {
   test("judge, access and unreadable never query the store once built", async () => {
     const config = configWith();
     const state = new GroupState({ config: () => config, relayPubkey: relay.pk });
-    const create = sign(owner, 9007, [["h", "g"]]);
+    const create = inG(owner, 9007);
     const base = recordsOf([create]);
     let built = false;
     const guard = (): never => {
@@ -709,17 +406,9 @@ describe("GroupState: reads, replay, operators", () => {
     });
     built = true;
     const ctx = { config, now: NOW, authed: new Set([member.pk]) };
-    expect(state.judge(ctx, sign(member, 9021, [["h", "g"]]))).toBeUndefined();
-    state.applyCommitted(sign(member, 9021, [["h", "g"]]));
-    expect(
-      state.judge(
-        ctx,
-        sign(member, 9, [
-          ["h", "g"],
-          ["previous", create.id.slice(0, 8)],
-        ]),
-      ),
-    ).toBeUndefined();
+    expect(state.judge(ctx, inG(member, 9021))).toBeUndefined();
+    state.applyCommitted(inG(member, 9021));
+    expect(state.judge(ctx, inG(member, 9, ["previous", create.id.slice(0, 8)]))).toBeUndefined();
     expect(state.access("g", ctx.authed, false)).toBe("ok");
     expect(state.unreadable(ctx.authed)).toEqual({ events: [], metadata: [] });
     expect(base.reads).toBe(2);
@@ -727,20 +416,10 @@ describe("GroupState: reads, replay, operators", () => {
 
   test("operator views: list, members, invites, stats", async () => {
     const { state, send } = await fixture();
-    send(sign(owner, 9007, [["h", "g"]]));
-    send(sign(owner, 9002, [["h", "g"], ["name", "G"], ["picture", "https://p/x.png"], ["closed"]]));
-    send(
-      sign(owner, 9009, [
-        ["h", "g"],
-        ["code", "k"],
-      ]),
-    );
-    send(
-      sign(member, 9021, [
-        ["h", "g"],
-        ["code", "k"],
-      ]),
-    );
+    send(inG(owner, 9007));
+    send(inG(owner, 9002, ["name", "G"], ["picture", "https://p/x.png"], ["closed"]));
+    send(inG(owner, 9009, ["code", "k"]));
+    send(inG(member, 9021, ["code", "k"]));
     const [g] = state.list();
     expect(g).toMatchObject({
       id: "g",
