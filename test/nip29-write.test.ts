@@ -141,7 +141,8 @@ describe("bad input (point 8)", () => {
       [mod(9, owner, "not a group id!"), "invalid: group id must be 1-64 characters of a-z, A-Z, 0-9, - and _"],
       [mod(9000, owner, "missing-group", [["p", signer().pubkey]]), 'invalid: no group "missing-group" on this relay'],
       [owner.sign({ kind: 9000, tags: [["p", signer().pubkey]] }), "invalid: group moderation events need an h tag"],
-      [mod(9002, owner, "bad-input", [["parent", "x"]]), "invalid: subgroups are not supported here"],
+      [mod(9002, owner, "bad-input", [["parent", "no-such-parent"]]), 'invalid: no group "no-such-parent" to be the parent'],
+      [mod(9002, owner, "bad-input", [["parent", "bad-input"]]), "invalid: a group cannot be its own parent"],
       [
         owner.sign({
           kind: 39000,

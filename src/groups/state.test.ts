@@ -151,6 +151,41 @@ describe("GroupState: create, roles, rights", () => {
     expect(send(inG(owner, 9007))).toBe('blocked: group "g" was deleted');
     expect(state.judgeArchive(inG(member, 9))).toMatchObject({ prefix: "blocked" });
   });
+  test("subgroups: the parent must exist, be no descendant, and the author must be its admin; the same parent again keeps its attestation", async () => {
+    const { state, send, commit } = await fixture({ max_groups_per_pubkey: 5 });
+    const edit = (who: { sk: Uint8Array }, id: string, ...tags: string[][]) => send(sign(who, 9002, [["h", id], ...tags]));
+    for (const id of ["tech", "nostr", "nip29"]) send(sign(owner, 9007, [["h", id]]));
+    send(sign(mod, 9007, [["h", "music"]]));
+    expect(edit(owner, "nostr", ["parent", "nostr"])).toBe("invalid: a group cannot be its own parent");
+    expect(edit(owner, "nostr", ["parent", "nope"])).toBe('invalid: no group "nope" to be the parent');
+    expect(edit(owner, "nostr", ["parent", "music"])).toBe('restricted: only an admin of group "music" can put a group under it');
+    expect(edit(owner, "nostr", ["parent", "tech"])).toBe("ok");
+    expect(edit(owner, "nip29", ["parent", "nostr"])).toBe("ok");
+    expect(edit(owner, "tech", ["parent", "nip29"])).toBe('invalid: group "nip29" is inside this group: that parent would make a cycle');
+    expect(state.render("nip29", 39000)).toEqual([
+      ["d", "nip29"],
+      ["parent", "nostr", owner.pk],
+    ]);
+    // Another admin of nostr, not of tech, edits it the nostr-tools way (the parent sent again): allowed, attestation kept.
+    send(
+      sign(owner, 9000, [
+        ["h", "nostr"],
+        ["p", mod.pk, "admin"],
+      ]),
+    );
+    expect(edit(mod, "nostr", ["name", "Nostr"], ["parent", "tech"], ["private"])).toBe("ok");
+    expect(state.render("nostr", 39000)).toEqual([["d", "nostr"], ["name", "Nostr"], ["private"], ["parent", "tech", owner.pk]]);
+    // apply checks again: a cycle admitted on a stale view is skipped at its commit.
+    expect(
+      commit(
+        sign(owner, 9002, [
+          ["h", "tech"],
+          ["parent", "nostr"],
+        ]),
+      ),
+    ).toBeUndefined();
+    expect(state.render("tech", 39000)).toEqual([["d", "tech"]]);
+  });
 });
 
 describe("GroupState: joins, leaves, posts", () => {

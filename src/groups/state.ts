@@ -187,7 +187,7 @@ export class GroupState implements GroupView {
     if (a.kind === 9021) return this.joinRefusal(g, e.pubkey, a.code) ? this.skip() : this.join(g, e);
     if (a.kind === 9022) return g.members.has(e.pubkey) ? this.leave(g, e) : this.skip();
     const authority = this.authority(e.pubkey);
-    if (allowed(g, e.pubkey, authority, a) || this.limitRefusal(g, a)) return this.skip();
+    if (allowed(g, e.pubkey, authority, a) || this.stateRefusal(g, a, e.pubkey, authority)) return this.skip();
     return this.act(g, a, authority);
   }
 
@@ -345,14 +345,33 @@ export class GroupState implements GroupView {
     return this.full(g, 1);
   }
 
-  /** The limits of 9000 (members), 9009 (invites), 9010 (pins). */
-  private limitRefusal(g: Group, a: Action): Refusal | undefined {
+  /** What the rest of the state allows: the limits of 9000 (members), 9009 (invites), 9010 (pins); a 9002's new parent. */
+  private stateRefusal(g: Group, a: Action, author: string, authority: boolean): Refusal | undefined {
     const s = this.settings;
+    if (a.kind === 9002) return this.parentRefusal(g, a.edit.flags?.parent, author, authority);
     if (a.kind === 9000) return this.full(g, new Set(a.targets.map((t) => t.pubkey).filter((pk) => !g.members.has(pk))).size);
     if (a.kind === 9009 && g.invites.has(a.code)) return refuse("duplicate", "invite code exists");
     if (a.kind === 9009 && g.invites.size >= s.max_invites_per_group)
       return refuse("blocked", `this group has the most invite codes allowed (${s.max_invites_per_group})`);
     if (a.kind === 9010 && a.pins.length > s.max_pins) return refuse("invalid", `too many pins (max ${s.max_pins})`);
+    return undefined;
+  }
+
+  /**
+   * Subgroups: a new parent must exist, must not be the group or below it (no cycle), and the
+   * 9002's author must be an admin of it (so every parent relation the relay publishes is attested).
+   */
+  private parentRefusal(g: Group, parent: { id: string } | undefined, author: string, authority: boolean): Refusal | undefined {
+    if (!parent || parent.id === g.meta.parent?.id) return undefined;
+    if (parent.id === g.id) return refuse("invalid", "a group cannot be its own parent");
+    const p = this.groups.get(parent.id);
+    if (!p) return refuse("invalid", `no group "${parent.id}" to be the parent`);
+    if (!authority && roleOf(p, author) !== "admin")
+      return refuse("restricted", `only an admin of group "${p.id}" can put a group under it`);
+    for (let up: Group | undefined = p, steps = 0; up && steps <= this.groups.size; steps++) {
+      if (up.id === g.id) return refuse("invalid", `group "${p.id}" is inside this group: that parent would make a cycle`);
+      up = up.meta.parent && this.groups.get(up.meta.parent.id);
+    }
     return undefined;
   }
 
@@ -393,7 +412,8 @@ export class GroupState implements GroupView {
     if (!g) return this.missing(id);
     if (a.kind === 9021) return this.joinRefusal(g, e.pubkey, a.code);
     if (a.kind === 9022) return g.members.has(e.pubkey) ? undefined : refuse("invalid", "not a member of this group");
-    return allowed(g, e.pubkey, this.authority(e.pubkey), a) ?? this.limitRefusal(g, a);
+    const authority = this.authority(e.pubkey);
+    return allowed(g, e.pubkey, authority, a) ?? this.stateRefusal(g, a, e.pubkey, authority);
   }
 
   private judgeCreate(ctx: GroupJudgeContext, id: string, e: NostrEvent): Refusal | undefined {

@@ -67,7 +67,14 @@ describe("NIP-29 pure parts", () => {
     expect(why(9009, [])).toBe("9009 needs a code tag (1-128 characters)");
     expect(why(9009, [["code", ""]])).toBe("9009 needs a code tag (1-128 characters)");
     expect(why(9010, [["a", "nope"]])).toBe("9010 pins must be e tags of 64-hex ids or a tags of kind:pubkey:d");
-    expect(why(9002, [["parent", "p"]])).toBe("subgroups are not supported here");
+    expect(
+      why(9002, [
+        ["parent", "p"],
+        ["parent", "q"],
+      ]),
+    ).toBe("a group has at most one parent tag");
+    expect(why(9002, [["parent", "p q"]])).toBe("parent: group id must be 1-64 characters of a-z, A-Z, 0-9, - and _");
+    expect(why(9002, [["child", ""]])).toBe("child: group id must be 1-64 characters of a-z, A-Z, 0-9, - and _");
     expect(why(9002, [["supported_kinds", "9", "x"]])).toBe("supported_kinds values must be kind numbers");
     expect(why(9003, [])).toBe("kind 9003 is not a group action this relay knows");
   });
@@ -168,5 +175,24 @@ describe("NIP-29 pure parts", () => {
       ["e", B],
       ["a", `1:${A}:x`],
     ]);
+  });
+
+  test("subgroups: parent and children replace when present; a full flag set detaches, a partial edit keeps", () => {
+    const m = applyEdit(emptyMetadata(), edit([["parent", "tech"], ["child", "a", "1"], ["child", "b"], ["closed-children"]]));
+    expect(m).toMatchObject({ parent: { id: "tech", by: A }, children: [["a", "1"], ["b"]], closedChildren: true });
+    expect(renderTags(39000, { id: "g", meta: m, members: new Map(), pins: [] })).toEqual([
+      ["d", "g"],
+      ["parent", "tech", A],
+      ["child", "a", "1"],
+      ["child", "b"],
+      ["closed-children"],
+    ]);
+    expect(applyEdit(m, edit([["name", "x"]]))).toMatchObject({ parent: { id: "tech" }, children: [["a", "1"], ["b"]] });
+    const detached = applyEdit(m, edit([["private"]]));
+    expect(detached.parent).toBeUndefined();
+    expect(detached.children).toBeUndefined();
+    expect(detached.closedChildren).toBe(false);
+    expect(applyEdit(m, edit([["parent", ""]])).parent).toBeUndefined(); // promoted to a root
+    expect(applyEdit(m, edit([["parent"]])).children).toEqual([["a", "1"], ["b"]]);
   });
 });

@@ -62,6 +62,12 @@ export interface GroupMetadata {
   livekit: boolean;
   /** Absent: every kind (or [groups] default_kinds); empty: none. */
   supportedKinds?: number[];
+  /** Subgroups: the parent group, and the admin whose 9002 set it (NIP-29 "admin attestation"). Absent: a root. */
+  parent?: { id: string; by: string };
+  /** The children this group declares (each a child tag without its name: id, then order and flags if given). */
+  children?: string[][];
+  /** Only the declared children are legitimate ("closed-children"). */
+  closedChildren?: boolean;
 }
 
 export const emptyMetadata = (): GroupMetadata => ({
@@ -80,7 +86,7 @@ type Field = "name" | "picture" | "banner" | "about";
 type Flags = Omit<GroupMetadata, Field>;
 export interface MetadataEdit {
   fields: Partial<Pick<GroupMetadata, Field>>;
-  /** A key present (supportedKinds: even as undefined) is set; an absent one kept. */
+  /** A key present (supportedKinds, parent, children: even as undefined) is set; an absent one kept. */
   flags?: Partial<Flags>;
 }
 
@@ -104,7 +110,6 @@ const OFF_TAGS: Record<string, (typeof FLAG_TAGS)[number]> = {
 function parseEdit(e: NostrEvent): MetadataEdit | string {
   const fields: MetadataEdit["fields"] = {};
   const names = new Set(e.tags.map((t) => t[0]));
-  if (names.has("parent") || names.has("child")) return "subgroups are not supported here";
   for (const f of FIELDS) {
     const v = tagValue(e, f);
     if (v !== undefined) fields[f] = v;
@@ -122,7 +127,30 @@ function parseEdit(e: NostrEvent): MetadataEdit | string {
     flags.supportedKinds = [...new Set(values.map(Number))];
   }
   for (const [off, flag] of Object.entries(OFF_TAGS)) if (names.has(off)) flags[flag] = false;
+  const tree = parseTree(e, names, whole, flags);
+  if (tree) return tree;
   return Object.keys(flags).length > 0 ? { fields, flags } : { fields };
+}
+
+/**
+ * Subgroups: `["parent", id]` (empty: a root), `["child", id, order?, flags?]`, `["closed-children"]`.
+ * Present, they replace; absent, a whole flag set (nostr-tools) detaches and clears them, a
+ * partial edit keeps them. Writes into `flags`; returns why the tags are malformed.
+ */
+function parseTree(e: NostrEvent, names: ReadonlySet<string | undefined>, whole: boolean, flags: Partial<Flags>): string | undefined {
+  const parents = e.tags.filter((t) => t[0] === "parent");
+  if (parents.length > 1) return "a group has at most one parent tag";
+  const parent = parents[0]?.[1] ?? "";
+  if (parent !== "" && !isGroupId(parent)) return `parent: ${GROUP_ID_RULE}`;
+  if (parents.length === 1 || whole) flags.parent = parent === "" ? undefined : { id: parent, by: e.pubkey };
+  const children = e.tags.filter((t) => t[0] === "child");
+  if (children.length > MAX_TARGETS) return `too many child tags (max ${MAX_TARGETS})`;
+  if (children.some((t) => !isGroupId(t[1] ?? ""))) return `child: ${GROUP_ID_RULE}`;
+  if (children.length > 0 || names.has("closed-children") || whole) {
+    flags.children = children.length > 0 ? children.map((t) => t.slice(1)) : undefined;
+    flags.closedChildren = names.has("closed-children");
+  }
+  return undefined;
 }
 
 export function applyEdit(m: GroupMetadata, edit: MetadataEdit): GroupMetadata {
@@ -133,6 +161,16 @@ export function applyEdit(m: GroupMetadata, edit: MetadataEdit): GroupMetadata {
     if (flags.supportedKinds === undefined) delete out.supportedKinds;
     else out.supportedKinds = [...flags.supportedKinds];
   }
+  // The same parent named again keeps its attestation (the admin who set it first).
+  if ("parent" in flags && flags.parent?.id !== m.parent?.id) {
+    if (flags.parent === undefined) delete out.parent;
+    else out.parent = { ...flags.parent };
+  }
+  if ("children" in flags) {
+    if (flags.children === undefined) delete out.children;
+    else out.children = flags.children.map((c) => [...c]);
+  }
+  if (flags.closedChildren !== undefined) out.closedChildren = flags.closedChildren;
   return out;
 }
 
@@ -252,6 +290,9 @@ function metadataTags(m: GroupMetadata): string[][] {
   for (const f of FIELDS) if (m[f] !== "") tags.push([f, m[f]]);
   for (const f of FLAG_TAGS) if (m[f]) tags.push([f]);
   if (m.supportedKinds) tags.push(["supported_kinds", ...m.supportedKinds.map(String)]);
+  if (m.parent) tags.push(["parent", m.parent.id, m.parent.by]);
+  for (const c of m.children ?? []) tags.push(["child", ...c]);
+  if (m.closedChildren) tags.push(["closed-children"]);
   return tags;
 }
 
