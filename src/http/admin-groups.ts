@@ -33,24 +33,28 @@ export function randomCode(): string {
 
 /** Runs one group call; the NIP-86 result. Throws AdminError for a call that cannot be done. */
 export async function groupCall(ctx: GroupAdminSource, call: GroupCall): Promise<unknown> {
-  const { groups, groupRelay } = ctx;
-  if (!ctx.config.groups.enabled || !groups || !groupRelay) throw new AdminError("groups are not enabled on this relay ([groups] enabled)");
+  const { groups } = ctx;
+  if (!ctx.config.groups.enabled || !groups) throw new AdminError("groups are not enabled on this relay ([groups] enabled)");
   if (call.method === "listgroups") return groups.list();
   const known = groups.members(call.group);
   if (!known) throw new AdminError(`no group "${call.group}" on this relay`);
   const h = ["h", call.group];
+  const publish = async (t: GroupTemplate): Promise<true> => {
+    if (!ctx.groupRelay) throw new AdminError("this relay cannot publish group events");
+    return published(await ctx.groupRelay.act(t));
+  };
   switch (call.method) {
     case "listgroupmembers":
       return known;
     case "listgroupinvites":
       return groups.invites(call.group) ?? [];
     case "removegroupmember":
-      return published(await groupRelay.act({ kind: 9001, content: call.reason, tags: [h, ["p", call.pubkey]] }));
+      return publish({ kind: 9001, content: call.reason, tags: [h, ["p", call.pubkey]] });
     case "deletegroup":
-      return published(await groupRelay.act({ kind: 9008, content: call.reason, tags: [h] }));
+      return publish({ kind: 9008, content: call.reason, tags: [h] });
     case "creategroupinvite": {
       const code = call.code || randomCode();
-      published(await groupRelay.act({ kind: 9009, content: "", tags: [h, ["code", code]] }));
+      await publish({ kind: 9009, content: "", tags: [h, ["code", code]] });
       return { code };
     }
   }
