@@ -79,7 +79,7 @@ export async function relayWithoutRingAnswers(patch: ConfigPatch = {}): Promise<
 export async function storeIds(r: TestRelay, filter: Filter, viewers: string[] = []): Promise<string[]> {
   const store = r.ctx.store;
   const ids: string[] = [];
-  const visibility = visibilityFor(r.ctx.config, new Set(viewers));
+  const visibility = visibilityFor(r.ctx, new Set(viewers));
   const job = { filters: [filter], limits: [filter.limit ?? 500], maxSeq: store.lastSeq(), now: nowSeconds(), visibility };
   for await (const rows of store.query(job)) for (const json of rows) ids.push((JSON.parse(json) as NostrEvent).id);
   return ids;

@@ -1,31 +1,135 @@
-// Who may read what. Kinds in [authorization] restricted_read_kinds (DMs, gift wraps) are shown
-// only to their author and the pubkeys they p-tag, once the connection authenticated as one of
-// them (NIP-42). The rule is applied wherever an event could leave the relay: stored reads (the
-// store filters by visibilityFor), live fanout and catch-up (canRead), in-memory search
-// matching (filterLimits) and the full-text index, which leaves those kinds out (writeRules).
+// Who may read what, in one place. Kinds in [authorization] restricted_read_kinds (DMs, gift
+// wraps) are shown only to their author and the pubkeys they p-tag, once the connection
+// authenticated as one of them (NIP-42). With [groups] enabled (NIP-29), an event of a private
+// group (its h tag) is shown only to the group's members, and the relay's 39000-39009 of a hidden
+// group (their d tag) too. The rule is applied wherever an event could leave the relay: a
+// request is admitted with one Reader (readerFor), which the stored read (its Visibility: the
+// store filters by it), the catch-up and COUNT and NIP-77 ask; live fanout asks canRead per
+// member at each event (so a member removed gets nothing more at once); memory's answers never
+// serve a gated event (gated); in-memory search matching (filterLimits) and the full-text index
+// leave restricted kinds out (writeRules).
 import { setOf, type Config } from "../config/schema.ts";
+import { groupOf, isRelayGroupKind } from "../nips/nip29.ts";
 import { compileSearch, searchSyntax } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
-import type { FilterLimits } from "../protocol/filter.ts";
+import type { CompiledFilter, FilterLimits } from "../protocol/filter.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
 import type { Visibility } from "../store/types.ts";
 import type { WriteRules } from "../store/types.ts";
+import type { GroupView } from "./groups.ts";
+
+/** What the read rule reads: the config, the group state and the relay's key (RelayContext satisfies it). */
+export interface ReadRules {
+  readonly config: Config;
+  readonly groups?: GroupView;
+  readonly relayKey?: { readonly pubkey: string };
+}
 
 export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(config.authorization.restricted_read_kinds);
 
+/** The group state, while [groups] is enabled. */
+const groupsOn = (r: ReadRules): GroupView | undefined => (r.config.groups.enabled ? r.groups : undefined);
+
+/**
+ * An event of a group (an h tag, or the relay's 39000-39009): only some may read it, now or
+ * after a change of the group. Static per event.
+ */
+export function groupGated(r: ReadRules, e: NostrEvent): boolean {
+  if (!groupsOn(r)) return false;
+  if (isRelayGroupKind(e.kind) && e.pubkey === r.relayKey?.pubkey) return true;
+  for (const t of e.tags) if (t[0] === "h") return true;
+  return false;
+}
+
+/**
+ * Only some may read it: a restricted kind, or a group's event. Fanout sends it member by member;
+ * memory's answers never serve it.
+ */
+export const gated = (r: ReadRules, e: NostrEvent): boolean => restrictedKinds(r.config).has(e.kind) || groupGated(r, e);
+
 /** May a connection authenticated as `authed` read this event? */
-export function canRead(config: Config, authed: ReadonlySet<string>, e: NostrEvent): boolean {
-  if (!restrictedKinds(config).has(e.kind)) return true;
+export function canRead(r: ReadRules, authed: ReadonlySet<string>, e: NostrEvent): boolean {
+  if (restrictedKinds(r.config).has(e.kind) && !addressedTo(authed, e)) return false;
+  const groups = groupsOn(r);
+  if (!groups) return true;
+  const group = groupOf(e, r.relayKey?.pubkey ?? "");
+  if (!group) return true;
+  if (!groups.ready) return false;
+  if (groups.access(group.id, authed, group.metadata) !== "ok") return false;
+  // An h tag beside the first (refused on write with groups on; stored before they were).
+  for (const t of e.tags)
+    if (t[0] === "h" && t[1] !== undefined && t[1] !== group.id && groups.access(t[1], authed, false) !== "ok") return false;
+  return true;
+}
+
+function addressedTo(authed: ReadonlySet<string>, e: NostrEvent): boolean {
   if (authed.has(e.pubkey)) return true;
   for (const t of e.tags) if (t[0] === "p" && t[1] !== undefined && authed.has(t[1])) return true;
   return false;
 }
 
+/** The same hiddenGroups object for the same lists (GroupView.unreadable caches them per generation). */
+const hiddenCache = new WeakMap<object, { events: readonly string[]; metadata: readonly string[]; relay: string }>();
+
 /** What a stored read of this connection may return. */
-export const visibilityFor = (config: Config, authed: ReadonlySet<string>): Visibility => ({
-  restrictedKinds: config.authorization.restricted_read_kinds,
-  viewers: [...authed],
-});
+export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibility {
+  const v: Visibility = { restrictedKinds: r.config.authorization.restricted_read_kinds, viewers: [...authed] };
+  const groups = groupsOn(r);
+  if (!groups || !groups.gating) return v;
+  const lists = groups.unreadable(authed);
+  if (lists.events.length === 0 && lists.metadata.length === 0) return v;
+  let hidden = hiddenCache.get(lists);
+  if (!hidden) hiddenCache.set(lists, (hidden = { events: lists.events, metadata: lists.metadata, relay: r.relayKey?.pubkey ?? "" }));
+  v.hiddenGroups = hidden;
+  return v;
+}
+
+/**
+ * A filter naming a private group in `#h` that this reader may not read: the refusal (CLOSED,
+ * NEG-ERR). Hidden metadata (`#d`) is not refused: a non-member just gets nothing, so existence
+ * is not revealed.
+ */
+export function groupFilterRefusal(r: ReadRules, authed: ReadonlySet<string>, filters: readonly CompiledFilter[]): string | undefined {
+  const groups = groupsOn(r);
+  if (!groups) return undefined;
+  for (const f of filters)
+    for (const [name, values] of f.tags) {
+      if (name !== "h") continue;
+      for (const id of values) {
+        const access = groups.ready ? groups.access(id, authed, false) : authed.size === 0 ? "auth-required" : "restricted";
+        if (access === "auth-required") return "auth-required: this group is private: authenticate as a member";
+        if (access === "restricted") return "restricted: this group is private: members only";
+      }
+    }
+  return undefined;
+}
+
+/**
+ * One request's reader: who asks and what they may read, decided once when the request is
+ * admitted and carried with it (relay/read/req.ts admitFilters) to every stage that sends events:
+ * the stored read (visibility), the catch-up and live checks (canRead, which reads the group
+ * state as it is now, so a member removed meanwhile reads nothing more).
+ */
+export interface Reader {
+  readonly authed: ReadonlySet<string>;
+  /** For the store: restricted kinds and the groups this reader may not read. */
+  readonly visibility: Visibility;
+  /** Kinds only some may read (memory's answers give up on them). */
+  readonly restricted: ReadonlySet<number>;
+  canRead(e: NostrEvent): boolean;
+  /** Needs a per-event check (a restricted kind or a group event): the ring's flag, or the event. */
+  gated(e: NostrEvent): boolean;
+}
+
+export function readerFor(r: ReadRules, authed: ReadonlySet<string>): Reader {
+  return {
+    authed,
+    visibility: visibilityFor(r, authed),
+    restricted: restrictedKinds(r.config),
+    canRead: (e) => canRead(r, authed, e),
+    gated: (e) => gated(r, e),
+  };
+}
 
 /** How REQ filters are compiled: their size limits, and NIP-50 search that never matches a restricted kind. */
 export function filterLimits(config: Config): FilterLimits {

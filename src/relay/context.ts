@@ -10,7 +10,7 @@ import type { Policy } from "../policy/rules.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { RelayKey } from "../protocol/schnorr.ts";
 import type { WriterQueue } from "../store/queue.ts";
-import type { Store } from "../store/types.ts";
+import type { Store, WriteOutcome } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
 import type { MemoryAnswers } from "./answers/memory.ts";
 import type { BudgetState } from "./connection/budget.ts";
@@ -40,6 +40,8 @@ export interface RelayContext extends BudgetState {
   ephemeral(e: NostrEvent, json: string): void;
   /** NIP-29 group state (groups/state.ts), present while [groups] enabled. */
   groups?: GroupState;
+  /** NIP-29, the relay's side (relay/groups.ts GroupRelay), present while [groups] enabled. */
+  groupRelay?: GroupPublisher;
   /** NIP-86 admin state: bans, allow lists, kinds, blocked IPs, relay info (admin/state.ts). */
   admin: AdminState;
   /** The [options] write_policy_plugin of this relay, started on the first event that needs it (plugin/plugin.ts). */
@@ -66,4 +68,21 @@ export interface RelayContext extends BudgetState {
   readonly startedAt: number;
   /** Open websocket connections. */
   connections(): number;
+}
+
+/** An event the relay signs (NIP-29): created_at is set when it is signed. */
+export interface GroupTemplate {
+  kind: number;
+  content: string;
+  tags: string[][];
+}
+
+/** What the handlers ask of relay/groups.ts GroupRelay (the type only: that file imports this one). */
+export interface GroupPublisher {
+  /** After this node's OK true for a group moderation, join or leave event: what follows from it, written and committed. */
+  accepted(e: NostrEvent): Promise<void>;
+  /** A relay-signed moderation event (the console, NIP-86): written, then what follows from it. */
+  act(t: GroupTemplate): Promise<WriteOutcome>;
+  /** Writes again every relay-signed 39xxx whose stored tags differ from the state's; how many. */
+  reconcile(): Promise<number>;
 }

@@ -4,14 +4,14 @@
 import type { Server } from "bun";
 import { AdminState } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
+import { freshRelayKey, type RelayKey } from "../protocol/schnorr.ts";
 import { LogLimiter } from "../log.ts";
 import { RelayMetrics } from "../observe/metrics.ts";
 import type { History } from "../observe/history.ts";
 import { GroupState } from "../groups/state.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
 import { RateLimiter } from "../policy/rate-limit.ts";
-import { freshRelayKey, type RelayKey } from "../protocol/schnorr.ts";
-import { canRead, restrictedKinds, writeRules } from "../policy/visibility.ts";
+import { canRead, gated, groupGated, writeRules } from "../policy/visibility.ts";
 import { WriterQueue } from "../store/queue.ts";
 import type { Store } from "../store/types.ts";
 import { configuredVerifier } from "../verify/configured.ts";
@@ -24,6 +24,7 @@ import type { Session, Socket } from "./connection/session.ts";
 import type { RelayContext } from "./context.ts";
 import { Fanout } from "./fanout/fanout.ts";
 import { pluginSettings, WritePolicyPlugin } from "./plugin/plugin.ts";
+import { GroupRelay } from "./groups.ts";
 import { liveFeed } from "./read/live.ts";
 
 export interface RelayOptions {
@@ -84,8 +85,8 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
   };
   const fanout = new Fanout({
     publish: (topic, frame) => shared.server!.publish(topic, frame),
-    restricted: (e) => restrictedKinds(config).has(e.kind),
-    canRead: (ws, e) => canRead(config, ws.data.authed, e),
+    restricted: (e) => gated(ctx, e),
+    canRead: (ws, e) => canRead(ctx, ws.data.authed, e),
   });
   const ctx: RelayContext = {
     config,
@@ -94,7 +95,7 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     verifier,
     authVerifier: verifier === noVerifier ? inlineVerifier : verifier,
     fanout,
-    answers: new MemoryAnswers(fanout.ring, store),
+    answers: new MemoryAnswers(fanout.ring, store, config.groups.enabled ? (e) => groupGated(ctx, e) : undefined),
     writer: new WriterQueue(
       store,
       () => writeRules(config),
@@ -138,7 +139,7 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     startedAt: Date.now(),
     connections: () => sockets.size,
   };
-  if (config.groups.enabled) ctx.groups = new GroupState({ config: () => ctx.config, relayPubkey: ctx.relayKey.pubkey });
+  const groups = config.groups.enabled ? startGroups(ctx) : undefined;
   // The store's one feed of what is committed, in commit order, whoever wrote it (on Postgres,
   // any node; with the other nodes' ephemeral events and admin changes): to the live
   // subscriptions and memory's answers (relay/read/live.ts).
@@ -147,18 +148,26 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     ...feed,
     // The group state first, so the fanout of a 9000/9001/9002 already sees its members and flags.
     committed(e, json) {
-      ctx.groups?.applyCommitted(e);
+      groups?.committed(e);
       feed.committed(e, json);
     },
     adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
   });
   // A store that names every change lets memory answer (relay/answers/); one with other nodes
   // writing (Postgres) does not.
-  store.changes?.watch(ctx.answers.changes);
+  store.changes?.watch(groups ? groups.watch(ctx.answers.changes) : ctx.answers.changes);
   // Resolves before the first connection is served (SQLite answers synchronously).
   ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
   // After the subscription: what the feed brings while the rebuild reads is applied after it.
-  if (ctx.groups) shared.ready = ctx.groups.rebuild(store.groups).then(() => undefined);
+  if (groups) shared.ready = groups.start();
   return Object.assign(shared, { ctx });
+}
+
+/** NIP-29 ([groups] enabled): the group state and the relay's side of it (relay/groups.ts). */
+function startGroups(ctx: RelayContext): GroupRelay {
+  ctx.groups = new GroupState({ config: () => ctx.config, relayPubkey: ctx.relayKey.pubkey });
+  const groups = new GroupRelay(ctx);
+  ctx.groupRelay = groups;
+  return groups;
 }

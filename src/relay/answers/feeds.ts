@@ -38,6 +38,8 @@ const MAX_STEPS = 1024;
 export interface Slots {
   readonly json: readonly (string | undefined)[];
   readonly kinds: Float64Array;
+  /** 1: only some may read the event (policy/visibility.ts gated). */
+  readonly gated: Uint8Array;
   readonly times: Float64Array;
   /** NIP-40 expiration, NaN without one. */
   readonly expires: Float64Array;
@@ -226,7 +228,7 @@ export class FeedIndex {
       // it is at or below the hashtag floor).
       if (hashtags && f.authors && !this.hashtagKeys[slot]?.some((k) => hashtags.has(k))) continue;
       if (now > 0 && expires[slot]! <= now) continue;
-      if (restricted.has(kinds[slot]!)) return undefined;
+      if (restricted.has(kinds[slot]!) || this.slots.gated[slot] === 1) return undefined;
       out.push(json[slot]!);
       lastTime = t;
     }

@@ -25,6 +25,8 @@ export interface MemoryQuery {
   restricted: ReadonlySet<number>;
   /** The connection has not authenticated (sees no restricted kind). */
   anonymous: boolean;
+  /** The store hides some group's events from this reader (Visibility.hiddenGroups): its answer is not kept for others. */
+  partial?: boolean;
 }
 
 /** Where an answer from memory came from (RelayMetrics.memoryAnswers). */
@@ -55,6 +57,8 @@ export class MemoryAnswers {
   constructor(
     private readonly ring: CatchUpRing,
     private readonly store: StoreState,
+    /** Events of groups (policy/visibility.ts groupGated), which no kept answer holds; absent: groups are off. */
+    private readonly groupEvent?: (e: NostrEvent) => boolean,
   ) {
     this.feeds = new FeedIndex(ring);
     ring.indexedBy(this.feeds);
@@ -62,14 +66,15 @@ export class MemoryAnswers {
 
   /**
    * An event the store committed, just added to the ring at `seq` (Fanout.broadcast), in commit
-   * order. `restricted`: of a kind only some may read.
+   * order. `gated`: only some may read it (a restricted kind, a group's event): no answer holds
+   * it, and those it would be part of give up (the feeds, by the ring's flag) or are dropped.
    */
-  stored(seq: number, e: NostrEvent, json: string, restricted: boolean): void {
+  stored(seq: number, e: NostrEvent, json: string, gated: boolean): void {
     // Not indexed: ephemeral, deleted by its own batch, or in a batch the store could not account for.
     if (!this.feeds.add(seq, json, e)) return;
     const expires = this.ring.expires[seq % this.ring.expires.length]!;
-    this.replaceables.stored(e, json, expires);
-    this.tags.stored(e, json, expires, restricted);
+    this.replaceables.stored(e, json, expires, gated);
+    this.tags.stored(e, json, expires, gated);
   }
 
   /** The events of a write batch have all been stored (CommitFeed.batchEnd). */
@@ -114,7 +119,7 @@ export class MemoryAnswers {
    */
   keeping(q: MemoryQuery): Keeping | undefined {
     const changes = this.store.changes;
-    if (!changes?.known()) return undefined;
+    if (!changes?.known() || q.partial) return undefined;
     const mark = changes.mark();
     const into = mark && this.wants(q);
     return into && mark && { into, mark };
@@ -128,6 +133,8 @@ export class MemoryAnswers {
     const changes = this.store.changes;
     if (!changes?.unchangedSince(k.mark) || !changes.known()) return;
     const jsons = frames.map((frame) => frame.slice(prefix, -1));
+    // An answer read for one reader: a group's event in it is not for every reader.
+    if (this.groupEvent && jsons.some((json) => this.groupEvent!(JSON.parse(json) as NostrEvent))) return;
     if (k.into === "replaceable") this.replaceables.fill(q.f, jsons, q.now);
     else this.tags.fill(q.f, q.limit, jsons, q.restricted);
   }

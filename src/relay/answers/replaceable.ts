@@ -43,8 +43,14 @@ export class ReplaceableIndex {
   private expiry = true;
 
   /** A newly fanned-out event the store holds (not one its own batch deleted), its NIP-40 expiration as the ring read it. */
-  stored(e: NostrEvent, json: string, expires: number): void {
+  stored(e: NostrEvent, json: string, expires: number, gated = false): void {
     if (!isReplaceable(e.kind)) return;
+    // Only some may read it: the pair is no longer known (its readers go to the store).
+    if (gated) {
+      const author = this.authors.get(e.pubkey);
+      if (author?.has(e.kind)) this.unset(author, e.pubkey, e.kind);
+      return;
+    }
     this.set(e.pubkey, e.kind, keptEvent(e, json, expires));
   }
 

@@ -11,7 +11,9 @@
 //   read, relay/answers/keep.ts SecondAsk: most filters are asked once.)
 // - A newly stored event with the tag value (fanout, in commit order; not one its own batch
 //   deleted: FeedIndex.add) goes in at its place, and pushes the oldest out of a full answer.
-//   One of a restricted kind is not shown to anonymous readers and is left out.
+//   One only some may read (a restricted kind, a group's event: policy/visibility.ts gated) drops
+//   the answers it would go in: a group's events are not the same for every anonymous reader
+//   over time (a group turns private), so no answer holds one.
 // - An event the store deletes drops every answer holding it (a full one would be short of the
 //   next older event, which only the store knows); what the store cannot name clears them all.
 // - A NIP-40 expiration past in a full answer sends the REQ to the store; in a short one the
@@ -112,17 +114,21 @@ export class TagAnswers {
   }
 
   /**
-   * A newly fanned-out event the store holds (not one its own batch deleted). `restricted`: of a
-   * kind anonymous readers do not see (relay/read/live.ts liveFeed).
+   * A newly fanned-out event the store holds (not one its own batch deleted). `gated`: only some
+   * may read it (relay/read/live.ts liveFeed): the answers it would go in are dropped.
    */
-  stored(e: NostrEvent, json: string, expires: number, restricted: boolean): void {
-    if (this.answers.size === 0 || restricted) return;
+  stored(e: NostrEvent, json: string, expires: number, gated: boolean): void {
+    if (this.answers.size === 0) return;
     let item: KeptEvent | undefined;
     for (const t of e.tags) {
       // Most tags are of names no answer is kept for (a follow list's hundreds of "p").
       if (t[1] === undefined || t[0] === undefined || !this.names.has(t[0])) continue;
       const same = this.byTag.get(tagKey(t[0], t[1]));
       if (!same) continue;
+      if (gated) {
+        for (const a of [...same]) this.drop(a);
+        continue;
+      }
       item ??= keptEvent(e, json, expires);
       for (const a of same) this.insert(a, item);
     }

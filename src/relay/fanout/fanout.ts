@@ -1,7 +1,8 @@
 // Live fanout through Bun's native pub/sub. Subscriptions with the same id and the same
 // canonical filters, on any connection, form one group = one topic: matched once, serialized
-// once, published once in native code. Events of restricted kinds (DMs) are the exception: they
-// go to each member that may read them, one send per member. A short ring of recent events lets
+// once, published once in native code. Gated events (restricted kinds such as DMs, NIP-29 group
+// events: policy/visibility.ts) are the exception: they go to each member that may read them at
+// that moment, one send per member. A short ring of recent events lets
 // a new subscription catch up on what was committed while its stored query ran (relay/fanout/ring.ts,
 // relay/read/live.ts); the memory answers read it too (relay/answers/).
 import type { NostrEvent } from "../../protocol/event.ts";
@@ -31,9 +32,9 @@ export interface Group {
 
 interface FanoutOptions {
   publish: (topic: string, frame: string) => number;
-  /** Events that may not go to a whole topic (restricted kinds). */
+  /** Events that may not go to a whole topic (policy/visibility.ts gated). */
   restricted: (e: NostrEvent) => boolean;
-  /** Whether one connection may read a restricted event. */
+  /** Whether one connection may read a gated event, now. */
   canRead: (ws: Member, e: NostrEvent) => boolean;
   ringSize?: number;
   /** The ring also keeps at most this many bytes of event JSON (big events push old ones out). */
@@ -93,7 +94,7 @@ export class Fanout {
   broadcast(event: NostrEvent, json: string): number {
     const seq = ++this.seq;
     const restricted = this.opts.restricted(event);
-    this.ring.add(seq, event, json);
+    this.ring.add(seq, event, json, restricted);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
       if (!restricted) {

@@ -17,6 +17,8 @@ export class Recent {
     readonly seq: number,
     readonly kind: number,
     readonly json: string,
+    /** Only some may read it (a restricted kind, a group's event: policy/visibility.ts gated). */
+    readonly gated: boolean,
     parsed?: NostrEvent,
   ) {
     this.parsed = parsed;
@@ -70,6 +72,8 @@ export class CatchUpRing {
   readonly kinds: Float64Array;
   readonly times: Float64Array;
   readonly expires: Float64Array;
+  /** 1: only some may read the event (policy/visibility.ts gated), decided once at broadcast. */
+  readonly gated: Uint8Array;
   /** The index of these slots, told of each event leaving them (indexedBy). */
   private index?: SlotIndex;
   private bytes = 0;
@@ -87,6 +91,7 @@ export class CatchUpRing {
     this.kinds = new Float64Array(size);
     this.times = new Float64Array(size);
     this.expires = new Float64Array(size);
+    this.gated = new Uint8Array(size);
   }
 
   /** The one index that reads these slots (relay/answers/feeds.ts): told of an event before its slot is cleared or reused. */
@@ -94,8 +99,13 @@ export class CatchUpRing {
     this.index = index;
   }
 
-  /** Keeps the event, bounded by count and by bytes of JSON. */
-  add(seq: number, e: NostrEvent, json: string): void {
+  /** Whether the event at `seq` (just added) is gated. */
+  gatedAt(seq: number): boolean {
+    return this.gated[seq % this.gated.length] === 1;
+  }
+
+  /** Keeps the event, bounded by count and by bytes of JSON; `gated`: only some may read it. */
+  add(seq: number, e: NostrEvent, json: string, gated = false): void {
     const size = this.json.length;
     while (this.oldest <= seq - size) this.evict();
     const slot = seq % size;
@@ -107,6 +117,7 @@ export class CatchUpRing {
     this.kinds[slot] = e.kind;
     this.times[slot] = e.created_at;
     this.expires[slot] = expirationOf(e) ?? Number.NaN;
+    this.gated[slot] = gated ? 1 : 0;
     this.newest = seq;
     this.bytes += json.length;
     while (this.bytes > this.maxBytes && this.oldest < seq) this.evict();
@@ -145,10 +156,10 @@ export class CatchUpRing {
         v = pv;
         if (v === YES) break;
       }
-      if (v === YES) events.push(new Recent(s, kind, json));
+      if (v === YES) events.push(new Recent(s, kind, json, this.gated[slot] === 1));
       else if (v === MAYBE) {
         const event = JSON.parse(json) as NostrEvent;
-        if (matchAny(filters, event)) events.push(new Recent(s, kind, json, event));
+        if (matchAny(filters, event)) events.push(new Recent(s, kind, json, this.gated[slot] === 1, event));
       }
     }
     return { events, complete: oldest === afterSeq + 1 };

@@ -2,7 +2,6 @@
 // comes in here, in commit order, and goes out to the live subscriptions (relay/fanout/fanout.ts) and
 // into the answers memory keeps (relay/answers/); a new subscription catches up on what was
 // committed since its snapshot, then joins them.
-import { canRead, restrictedKinds } from "../../policy/visibility.ts";
 import type { CommitFeed } from "../../store/types.ts";
 import type { RelayContext } from "../context.ts";
 import type { Socket } from "../connection/session.ts";
@@ -18,7 +17,7 @@ export function liveFeed(ctx: RelayContext): Omit<CommitFeed, "adminChanged"> {
   return {
     committed(e, json) {
       const seq = fanout.broadcast(e, json);
-      answers.stored(seq, e, json, restrictedKinds(ctx.config).has(e.kind));
+      answers.stored(seq, e, json, fanout.ring.gatedAt(seq));
     },
     batchEnd: () => answers.batchEnd(),
     ephemeral: (e, json) => void fanout.broadcast(e, json),
@@ -39,10 +38,9 @@ export function catchUpAndJoin(ctx: RelayContext, ws: Socket, req: OpenReq, feed
     const { events, complete } = ctx.fanout.recent(feedSeq, sub.filters);
     if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
     let caughtUp = 0;
-    const restricted = restrictedKinds(ctx.config);
     for (const r of events) {
-      // r.event parses the JSON: only a restricted kind needs it here.
-      if (restricted.has(r.kind) && !canRead(ctx.config, s.authed, r.event)) continue;
+      // r.event parses the JSON: only an event the ring marked gated needs it here.
+      if (r.gated && !req.reader.canRead(r.event)) continue;
       ws.send(`${prefix}${r.json}]`, s.deflate);
       caughtUp++;
     }

@@ -3,7 +3,6 @@
 import { NegentropyError, NegentropyServer, NegentropyStorage } from "../../nips/nip77.ts";
 import { tally } from "../../policy/ip.ts";
 import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "../connection/budget.ts";
-import { visibilityFor } from "../../policy/visibility.ts";
 import { nowSeconds } from "../../protocol/event.ts";
 import type { RelayContext } from "../context.ts";
 import { readFailure } from "./stored.ts";
@@ -142,8 +141,9 @@ async function openNeg(
   if (!isHex(message)) return fail(ctx, ws, subId, "invalid: the initial message must be hex");
   if (s.neg.size >= ctx.config.limits.max_subscriptions)
     return fail(ctx, ws, subId, `rate-limited: too many open negentropy sessions (max ${ctx.config.limits.max_subscriptions})`);
-  const filters = admitFilters(ctx, s, "neg_opens", [rawFilter]);
-  if (typeof filters === "string") return fail(ctx, ws, subId, filters);
+  const admitted = admitFilters(ctx, s, "neg_opens", [rawFilter]);
+  if (typeof admitted === "string") return fail(ctx, ws, subId, admitted);
+  const { filters, reader } = admitted;
   const budget = queryBudget(ctx, s);
   if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
   const remote = ctx.store.negentropy;
@@ -175,7 +175,7 @@ async function openNeg(
     max,
     maxSeq: ctx.store.lastSeq(),
     now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-    visibility: visibilityFor(ctx.config, s.authed),
+    visibility: reader.visibility,
   };
   // Registered while its items are read, so that it counts against max_subscriptions.
   const session: NegSession = { items: 0 };

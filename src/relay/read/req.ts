@@ -7,7 +7,7 @@ import { chargeRate, rateLimitMessage } from "../../policy/rate-limit.ts";
 import { ProtocolError } from "../../protocol/reasons.ts";
 import { tally } from "../../policy/ip.ts";
 import { OVER_BUDGET, queryBudget } from "../connection/budget.ts";
-import { filterLimits, restrictedKinds, visibilityFor } from "../../policy/visibility.ts";
+import { filterLimits, groupFilterRefusal, readerFor, restrictedKinds, type Reader } from "../../policy/visibility.ts";
 import { nowSeconds } from "../../protocol/event.ts";
 import type { RelayContext } from "../context.ts";
 import { catchUpAndJoin } from "./live.ts";
@@ -15,16 +15,23 @@ import { readFailure, storedEvents } from "./stored.ts";
 import { dropSubscription, openSubscription } from "./subscriptions.ts";
 import { closedFrame, send, type Session, type Socket } from "../connection/session.ts";
 
+/** A request's filters, admitted, with the one reader every stage of it asks (policy/visibility.ts). */
+export interface Admitted {
+  filters: CompiledFilter[];
+  reader: Reader;
+}
+
 /**
  * Charges a REQ / COUNT / NEG-OPEN to the rate limits, compiles its filters and applies the
- * read-side auth rules. Returns the filters, or the refusal text (for CLOSED or NEG-ERR).
+ * read-side auth rules. Returns the filters and the request's reader, or the refusal text (for
+ * CLOSED or NEG-ERR).
  */
 export function admitFilters(
   ctx: RelayContext,
   s: Session,
   verb: "reqs" | "counts" | "neg_opens",
   rawFilters: unknown[],
-): CompiledFilter[] | string {
+): Admitted | string {
   // First: the cheapest check, and a flood of refused requests must still be charged.
   const wait = chargeRate(ctx.config, ctx.rates, verb, s);
   if (wait > 0) return `rate-limited: ${rateLimitMessage(verb, wait)}`;
@@ -41,13 +48,16 @@ export function admitFilters(
   const restricted = restrictedKinds(ctx.config);
   if (s.authed.size === 0 && filters.some((f) => f.kinds && [...f.kinds].some((k) => restricted.has(k))))
     return "auth-required: authenticate to read direct messages";
-  return filters;
+  // Asking for a private group's events (NIP-29) needs to be one of its members.
+  const refusal = groupFilterRefusal(ctx, s.authed, filters);
+  if (refusal) return refusal;
+  return { filters, reader: readerFor(ctx, s.authed) };
 }
 
-function admit(ctx: RelayContext, ws: Socket, verb: "reqs" | "counts", subId: string, rawFilters: unknown[]): CompiledFilter[] | undefined {
-  const filters = admitFilters(ctx, ws.data, verb, rawFilters);
-  if (typeof filters !== "string") return filters;
-  send(ws, closedFrame(ctx.metrics, subId, filters));
+function admit(ctx: RelayContext, ws: Socket, verb: "reqs" | "counts", subId: string, rawFilters: unknown[]): Admitted | undefined {
+  const admitted = admitFilters(ctx, ws.data, verb, rawFilters);
+  if (typeof admitted !== "string") return admitted;
+  send(ws, closedFrame(ctx.metrics, subId, admitted));
   return undefined;
 }
 
@@ -59,9 +69,9 @@ function admit(ctx: RelayContext, ws: Socket, verb: "reqs" | "counts", subId: st
  */
 export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): Promise<void> {
   const started = performance.now();
-  const filters = admit(ctx, ws, "reqs", subId, rawFilters);
-  if (!filters) return;
-  const req = openSubscription(ctx, ws, subId, filters, started);
+  const admitted = admit(ctx, ws, "reqs", subId, rawFilters);
+  if (!admitted) return;
+  const req = openSubscription(ctx, ws, subId, admitted, started);
   if (typeof req === "string") return send(ws, closedFrame(ctx.metrics, subId, req));
   // The snapshot, taken together: events committed up to here come from the stored answer, later
   // ones from the catch-up, so each is sent once (store/types.ts CommitFeed).
@@ -79,8 +89,9 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
 /** NIP-45: `["COUNT", id, {"count": n}]`, with `hll` for a single filter with a tag condition. */
 export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, rawFilters: unknown[]): Promise<void> {
   if (!ctx.config.nips.nip45) return send(ws, closedFrame(ctx.metrics, subId, "error: COUNT is not supported by this relay"));
-  const filters = admit(ctx, ws, "counts", subId, rawFilters);
-  if (!filters) return;
+  const admitted = admit(ctx, ws, "counts", subId, rawFilters);
+  if (!admitted) return;
+  const { filters, reader } = admitted;
   const s = ws.data;
   const live = filters.filter((f) => !f.neverMatch).map((f) => f.source);
   const offset = filters.length === 1 ? hllOffset(filters[0]!.source) : undefined;
@@ -99,7 +110,7 @@ export async function handleCount(ctx: RelayContext, ws: Socket, subId: string, 
         filters: live,
         maxSeq: ctx.store.lastSeq(),
         now: ctx.config.nips.nip40 ? nowSeconds() : 0,
-        visibility: visibilityFor(ctx.config, s.authed),
+        visibility: reader.visibility,
         hllOffset: offset,
       },
       budget,

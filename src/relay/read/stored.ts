@@ -2,7 +2,6 @@
 // the answer memory holds (relay/answers/), or a read of the store streamed to the socket batch
 // by batch. The last batch is handed on to the live side (relay/read/live.ts), to go out with the
 // catch-up and EOSE in one write.
-import { visibilityFor, restrictedKinds } from "../../policy/visibility.ts";
 import { nowSeconds } from "../../protocol/event.ts";
 import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type QueryJob, type RowBatch } from "../../store/types.ts";
 import type { Keeping, MemoryQuery } from "../answers/memory.ts";
@@ -33,7 +32,14 @@ export async function storedEvents(
   // A single filter may be answered from memory, with no reader and no budget.
   const single: MemoryQuery | undefined =
     filters.length === 1
-      ? { f: filters[0]!, limit: perFilter[0]!, now, restricted: restrictedKinds(ctx.config), anonymous: ws.data.authed.size === 0 }
+      ? {
+          f: filters[0]!,
+          limit: perFilter[0]!,
+          now,
+          restricted: req.reader.restricted,
+          anonymous: req.reader.authed.size === 0,
+          partial: req.reader.visibility.hiddenGroups !== undefined,
+        }
       : undefined;
   const memory = single && ctx.answers.answer(single);
   if (memory) {
@@ -49,7 +55,7 @@ export async function storedEvents(
     limits: perFilter,
     maxSeq,
     now,
-    visibility: visibilityFor(ctx.config, ws.data.authed),
+    visibility: req.reader.visibility,
     frame: req.prefix,
   };
   return readStore(ctx, ws, req, ctx.store.query(job, budget), single && keeping && { q: single, keeping });

@@ -3,6 +3,7 @@
 // or with the connection. What their filters hold is counted per connection and per address.
 import { tally } from "../../policy/ip.ts";
 import type { CompiledFilter } from "../../protocol/filter.ts";
+import type { Reader } from "../../policy/visibility.ts";
 import type { RelayContext } from "../context.ts";
 import type { Session, Socket, Subscription } from "../connection/session.ts";
 
@@ -14,6 +15,8 @@ export interface OpenReq {
   readonly prefix: string;
   /** When the REQ came (performance.now()), for its time to EOSE. */
   readonly started: number;
+  /** Who reads, decided at admission: the stored read and the catch-up ask it (policy/visibility.ts). */
+  readonly reader: Reader;
 }
 
 /**
@@ -26,7 +29,7 @@ export function openSubscription(
   ctx: RelayContext,
   ws: Socket,
   subId: string,
-  filters: CompiledFilter[],
+  { filters, reader }: { filters: CompiledFilter[]; reader: Reader },
   started: number,
 ): OpenReq | string {
   const s = ws.data;
@@ -36,7 +39,7 @@ export function openSubscription(
   if (refusal) return refusal;
   s.subs.set(subId, sub);
   tally(ctx.filterBytes, s.group, sub.bytes);
-  return { subId, sub, prefix: `["EVENT",${JSON.stringify(subId)},`, started };
+  return { subId, sub, prefix: `["EVENT",${JSON.stringify(subId)},`, started, reader };
 }
 
 /** Is the REQ's subscription still open (not closed, nor replaced by a REQ of the same id)? */

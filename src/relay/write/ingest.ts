@@ -7,6 +7,7 @@
 // (A Postgres store fans out from its commit feed instead, which can come after the OK.)
 import { admit, type Source } from "../../admit/admit.ts";
 import { okAccepted, okMessage, type Outcome } from "../../admit/outcome.ts";
+import { isGroupActionKind } from "../../nips/nip29.ts";
 import { refuse, refusalText } from "../../protocol/reasons.ts";
 import { MAX_VERIFY_BACKLOG } from "../../verify/pool.ts";
 import type { RelayContext } from "../context.ts";
@@ -52,6 +53,9 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
     return send(ws, okFrame(ctx.metrics, claimedId(raw), false, okMessage(o)));
   }
   ctx.metrics.countOutcome(o.event.kind, o);
+  // NIP-29: what follows from a group moderation, join or leave event (the relay's 9000 answering
+  // a join, the group's new 39000-39005) is committed before the OK, so the client reads it at once.
+  if (o.fate === "accepted" && ctx.groupRelay && isGroupActionKind(o.event.kind)) await ctx.groupRelay.accepted(o.event);
   // OKs of one committed batch leave in one write per socket (sendSoon corks them).
   sendSoon(ws, okFrame(ctx.metrics, o.event.id, okAccepted(o), okMessage(o)));
 }

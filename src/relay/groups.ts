@@ -1,0 +1,253 @@
+// The relay's side of NIP-29 (groups/state.ts holds the state): the commit feed applies each
+// committed event to the group state first (every node, commit order); after this node answered
+// a group moderation, join or leave event OK true, the relay signs and writes what follows from
+// it (the 9000 that answers a join, the 9001 that answers a leave, then the group's regenerated
+// 39000-39005), and carries out 9005 and 9008 deletions; the client's OK waits for those commits,
+// so a client that got OK reads the new metadata at once. Relay-signed events go straight to the
+// writer queue: no policy may refuse the relay's own event. Publications of one group and kind
+// are coalesced: one in flight, at most one waiting, rendered from the state when it is sent (a
+// burst of 1,000 joins writes a few 39002s). At start: the rebuild, then reconcile() (every
+// 39xxx whose stored tags differ from what the state renders is written again). Commits of other
+// processes on the same SQLite file (a hand-over's old process, `bunstr import` into the served
+// file) reach this one only as ChangeWatch.unknown: they are read by seq and applied then.
+import type { GroupChange } from "../groups/state.ts";
+import { isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
+import { writeCost } from "../policy/write-cost.ts";
+import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.ts";
+import { signEvent } from "../protocol/schnorr.ts";
+import type { Filter } from "../protocol/filter.ts";
+import type { ChangeWatch, WriteOutcome } from "../store/types.ts";
+import type { GroupPublisher, GroupTemplate, RelayContext } from "./context.ts";
+
+/** Changes kept for accepted() to pick up: a bound, since other nodes' events are applied too and never picked up. */
+const MAX_CHANGES = 4096;
+/** How long accepted() waits for its event to come through the commit feed (Postgres: it may follow the OK). */
+const FEED_WAIT_MS = 5000;
+/** Rows read per page: a catch-up by seq, a 9008's deletion. */
+const PAGE = 500;
+/** Ids applied from the feed, kept to skip them in a catch-up by seq; beyond it the oldest go. */
+const MAX_APPLIED_IDS = 100_000;
+
+type Publication = { tail: Promise<void>; pending?: Promise<void> };
+
+export class GroupRelay implements GroupPublisher {
+  /** What each recent commit changed, by event id, for accepted(). */
+  private readonly changes = new Map<string, GroupChange | undefined>();
+  /** accepted() calls waiting for their event's commit to come through the feed. */
+  private readonly waiting = new Map<string, () => void>();
+  private readonly publications = new Map<string, Publication>();
+  /** created_at of the last 39xxx this process signed per `${kind}:${id}` (the feed may not have told it yet). */
+  private readonly lastSigned = new Map<string, number>();
+  /** For the catch-up by seq (unknown): rows after this seq are read; the ids the feed applied since are skipped. */
+  private appliedSeq = 0;
+  private readonly appliedIds = new Set<string>();
+  private catchingUp: Promise<void> | undefined;
+
+  constructor(private readonly ctx: RelayContext) {}
+
+  private get state() {
+    return this.ctx.groups!;
+  }
+
+  /** At start: the group state rebuilt from the store, then reconcile(); Relay.ready resolves after. */
+  async start(): Promise<void> {
+    const seq = this.ctx.store.lastSeq();
+    const built = await this.state.rebuild(this.ctx.store.groups);
+    this.appliedSeq = seq;
+    if (built.skipped > 0)
+      console.warn(`groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then)`);
+    await this.reconcile();
+  }
+
+  /** From the commit feed (every node, commit order): the state first; the change kept for accepted(). */
+  committed(e: NostrEvent): void {
+    const change = this.state.applyCommitted(e);
+    if (!REBUILD_KINDS.includes(e.kind)) return;
+    this.remember(e.id);
+    if (!isGroupActionKind(e.kind)) return;
+    this.changes.set(e.id, change);
+    if (this.changes.size > MAX_CHANGES) this.changes.delete(this.changes.keys().next().value!);
+    this.waiting.get(e.id)?.();
+  }
+
+  /**
+   * After this node's OK true for a group moderation, join or leave event (write/ingest.ts,
+   * act()): the follow-ups and the regenerated 39xxx written and committed, 9005 and 9008
+   * deletions done. Never throws: what fails is logged, and reconcile() mends the metadata.
+   */
+  async accepted(e: NostrEvent): Promise<void> {
+    if (!isGroupActionKind(e.kind)) return;
+    try {
+      const change = await this.changeOf(e.id);
+      if (!change) return;
+      for (const t of change.followUps) await this.write(t);
+      if (change.deleteIds) await this.deleteEvents(change.group, change.deleteIds);
+      if (change.deleteGroup) await this.deleteGroup(change.group);
+      await Promise.all(change.regenerate.map((kind) => this.publish(change.group, kind)));
+    } catch (err) {
+      console.error(`groups: what follows event ${e.id} (kind ${e.kind}) failed:`, err);
+    }
+  }
+
+  /** A relay-signed moderation event (the console, NIP-86): written, then what follows from it, as accepted(). */
+  async act(t: GroupTemplate): Promise<WriteOutcome> {
+    const e = signEvent({ ...t, created_at: nowSeconds() }, this.ctx.relayKey);
+    const outcome = await this.ctx.writer.enqueue({ event: e, json: serializeEvent(e), cost: writeCost(e) });
+    if (outcome.stored) await this.accepted(e);
+    return outcome;
+  }
+
+  /** Writes again every relay-signed 39xxx whose stored tags differ from the state's (start, catch-up). */
+  async reconcile(): Promise<number> {
+    let n = 0;
+    const writes: Promise<void>[] = [];
+    for (const g of this.state.list())
+      for (const kind of RELAY_GROUP_KINDS as RelayGroupKind[]) {
+        if (!this.stale(g.id, kind)) continue;
+        n++;
+        writes.push(this.publish(g.id, kind));
+      }
+    await Promise.all(writes);
+    return n;
+  }
+
+  /**
+   * Beside memory's answers, the store's changes not named one by one (server wiring: one
+   * ChangeWatch per store): another process's commits are read by seq and applied.
+   */
+  watch(next: ChangeWatch): ChangeWatch {
+    return {
+      deleted: (ids) => next.deleted(ids),
+      unknown: (maxCreatedAt, batch) => {
+        next.unknown(maxCreatedAt, batch);
+        if (!batch && this.state.ready) void this.catchUp();
+      },
+    };
+  }
+
+  /** Reads the moderation events committed after appliedSeq that the feed did not bring, applies them, reconciles. */
+  catchUp(): Promise<void> {
+    this.catchingUp ??= (async () => {
+      try {
+        let found = 0;
+        for (;;) {
+          const rows = await this.ctx.store.groups.inOrder(REBUILD_KINDS, this.appliedSeq, PAGE);
+          for (const row of rows) {
+            this.appliedSeq = row.seq;
+            const e = JSON.parse(row.json) as NostrEvent;
+            if (this.appliedIds.delete(e.id)) continue;
+            this.state.applyCommitted(e);
+            found++;
+          }
+          if (rows.length < PAGE) break;
+        }
+        if (found > 0) await this.reconcile();
+      } catch (err) {
+        console.error("groups: catching up on another process's commits failed:", err);
+      } finally {
+        this.catchingUp = undefined;
+      }
+    })();
+    return this.catchingUp;
+  }
+
+  private remember(id: string): void {
+    if (!this.ctx.store.changes) return; // Postgres: every node's commits come through the feed
+    this.appliedIds.add(id);
+    if (this.appliedIds.size > MAX_APPLIED_IDS) this.appliedIds.delete(this.appliedIds.values().next().value!);
+  }
+
+  /** The change its commit made, once the feed told it (at once on SQLite, where the feed comes before the OK). */
+  private async changeOf(id: string): Promise<GroupChange | undefined> {
+    if (!this.changes.has(id)) {
+      const told = new Promise<void>((resolve) => this.waiting.set(id, resolve));
+      const timer = setTimeout(() => this.waiting.get(id)?.(), FEED_WAIT_MS);
+      await told;
+      clearTimeout(timer);
+      this.waiting.delete(id);
+    }
+    const change = this.changes.get(id);
+    this.changes.delete(id);
+    return change;
+  }
+
+  /** Does the stored 39xxx of `id` differ from what the state renders? */
+  private stale(id: string, kind: RelayGroupKind): boolean {
+    const tags = this.state.render(id, kind);
+    if (!tags) return false;
+    const published = this.state.published(id, kind);
+    // A group without pins has no 39005 to write.
+    if (!published) return kind !== 39005 || tags.length > 1;
+    return JSON.stringify(published.tags) !== JSON.stringify(tags);
+  }
+
+  /**
+   * Writes the group's `kind` as the state renders it when its turn comes: one in flight per
+   * group and kind, at most one waiting, which every caller meanwhile shares.
+   */
+  private publish(id: string, kind: RelayGroupKind): Promise<void> {
+    const key = `${kind}:${id}`;
+    let p = this.publications.get(key);
+    if (!p) this.publications.set(key, (p = { tail: Promise.resolve() }));
+    if (p.pending) return p.pending;
+    const pub = p;
+    const run: Promise<void> = pub.tail.then(async () => {
+      if (pub.pending === run) pub.pending = undefined;
+      await this.publishNow(id, kind);
+    });
+    pub.pending = run;
+    pub.tail = run.catch((err) => console.error(`groups: could not write ${kind} of ${id}:`, err));
+    void pub.tail.then(() => {
+      if (this.publications.get(key) === pub && !pub.pending) this.publications.delete(key);
+    });
+    return run;
+  }
+
+  private async publishNow(id: string, kind: RelayGroupKind): Promise<void> {
+    const tags = this.state.render(id, kind);
+    if (!tags || !this.stale(id, kind)) return;
+    const key = `${kind}:${id}`;
+    const after = Math.max(this.state.published(id, kind)?.created_at ?? 0, this.lastSigned.get(key) ?? 0);
+    const created_at = Math.max(nowSeconds(), after + 1);
+    this.lastSigned.set(key, created_at);
+    await this.write({ kind, content: "", tags }, created_at);
+  }
+
+  /** Signs and writes a relay event; resolves after its commit. */
+  private async write(t: GroupTemplate, created_at = nowSeconds()): Promise<void> {
+    const e = signEvent({ ...t, created_at }, this.ctx.relayKey);
+    const outcome = await this.ctx.writer.enqueue({ event: e, json: serializeEvent(e), cost: writeCost(e) });
+    if (!outcome.stored && !outcome.duplicate)
+      console.error(`groups: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);
+  }
+
+  /** Stored events matching `filter`, at most `limit`. */
+  private async stored(filter: Filter, limit: number): Promise<NostrEvent[]> {
+    const out: NostrEvent[] = [];
+    const job = { filters: [filter], limits: [limit], maxSeq: this.ctx.store.lastSeq(), now: 0 };
+    for await (const rows of this.ctx.store.query(job)) for (const json of rows) out.push(JSON.parse(json) as NostrEvent);
+    return out;
+  }
+
+  /** 9005: the named events of this group (an id of another group is left alone). */
+  private async deleteEvents(group: string, ids: readonly string[]): Promise<void> {
+    const found = await this.stored({ ids: [...ids], "#h": [group] }, ids.length);
+    for (const e of found) await this.ctx.store.admin.deleteEvent(e.id);
+  }
+
+  /** 9008: every event of the group but its 9008s, then the relay's 39xxx of it. */
+  private async deleteGroup(group: string): Promise<void> {
+    const seen = new Set<string>();
+    for (;;) {
+      const page = (await this.stored({ "#h": [group] }, PAGE)).filter((e) => e.kind !== 9008 && !seen.has(e.id));
+      if (page.length === 0) break;
+      for (const e of page) {
+        seen.add(e.id);
+        await this.ctx.store.admin.deleteEvent(e.id);
+      }
+    }
+    const relay = this.ctx.relayKey.pubkey;
+    const meta = await this.stored({ authors: [relay], kinds: [39000, 39001, 39002, 39003, 39004, 39005], "#d": [group] }, 100);
+    for (const e of meta) await this.ctx.store.admin.deleteEvent(e.id);
+  }
+}
