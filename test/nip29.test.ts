@@ -1,0 +1,248 @@
+// NIP-29 over the wire, the relay's side (issue 32): every moderation kind and what the relay
+// publishes in answer, signed by its key (NIP-11 self): 39000-39005, the 9000 answering a join,
+// the 9001 answering a leave (point 3); deletions by 9005, 9008, NIP-09 and NIP-62 (point 6);
+// the state surviving a restart.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import type { NostrEvent } from "../src/protocol/event.ts";
+import type { Client, Signer, TestRelay } from "./helpers.ts";
+import { accepted, failOnRelayErrors, refusedWith, relayInfo, signer } from "./helpers.ts";
+import { authAs, connectAs, createGroup, groupRelay, join, mod, relayEvents } from "./groups-helpers.ts";
+
+failOnRelayErrors();
+
+let relay: TestRelay;
+let c: Client;
+let self: string;
+
+beforeAll(async () => {
+  relay = await groupRelay();
+  c = await connectAs(relay);
+  self = (await relayInfo(relay.url)).self;
+});
+afterAll(async () => {
+  c.close();
+  await relay.stop();
+});
+
+const freshId = () => `g-${Math.random().toString(36).slice(2, 10)}`;
+
+/** A fresh group of a fresh owner, the owner AUTHed on `c`. */
+async function freshGroup(flags: string[][] = []): Promise<{ id: string; owner: Signer }> {
+  const owner = signer();
+  const id = freshId();
+  await createGroup(c, relay, owner, id, flags);
+  return { id, owner };
+}
+
+/** The p tags of the relay's latest `kind` of group `id`. */
+async function listed(id: string, kind: number): Promise<string[][]> {
+  const e = (await relayEvents(c, id, self)).get(kind);
+  return e ? e.tags.filter((t) => t[0] === "p") : [];
+}
+
+/** Stored events matching `filter`, read by `reader` (c: AUTHed as every owner so far). */
+async function read(filter: Record<string, unknown>, reader: Client = c): Promise<NostrEvent[]> {
+  const sub = `r-${Math.random().toString(36).slice(2, 10)}`;
+  const { events } = await reader.req(sub, filter);
+  reader.send(["CLOSE", sub]);
+  return events;
+}
+
+describe("every kind: what the relay publishes (point 3)", () => {
+  test("create: 9007 without AUTH auth-required:, with AUTH OK; 39000-39003 appear signed by self", async () => {
+    const owner = signer();
+    const id = freshId();
+    const anonymous = await connectAs(relay);
+    await refusedWith(anonymous, mod(9007, owner, id), "auth-required:");
+    anonymous.close();
+    expect(self).toBe(relay.ctx.relayKey.pubkey);
+    await createGroup(c, relay, owner, id);
+    const events = await relayEvents(c, id, self);
+    expect([...events.keys()].sort()).toEqual([39000, 39001, 39002, 39003]);
+    for (const e of events.values()) {
+      expect(e.pubkey).toBe(self);
+      expect(e.tags[0]).toEqual(["d", id]);
+    }
+    expect(events.get(39001)!.tags.slice(1)).toEqual([["p", owner.pubkey, "admin"]]);
+    expect(events.get(39002)!.tags.slice(1)).toEqual([["p", owner.pubkey]]);
+    expect(events.get(39003)!.tags.filter((t) => t[0] === "role").map((t) => t[1])).toEqual(["admin", "moderator"]);
+  });
+
+  test("put-user with roles updates 39001 and 39002; remove-user updates 39002", async () => {
+    const { id, owner } = await freshGroup();
+    const mod1 = signer();
+    const plain = signer();
+    await accepted(c, mod(9000, owner, id, [["p", mod1.pubkey, "moderator"]]));
+    await accepted(c, mod(9000, owner, id, [["p", plain.pubkey]]));
+    expect(await listed(id, 39001)).toContainEqual(["p", mod1.pubkey, "moderator"]);
+    expect((await listed(id, 39001)).map((t) => t[1])).not.toContain(plain.pubkey);
+    expect((await listed(id, 39002)).map((t) => t[1]).sort()).toEqual([owner.pubkey, mod1.pubkey, plain.pubkey].sort());
+    await accepted(c, mod(9001, owner, id, [["p", plain.pubkey]]));
+    expect((await listed(id, 39002)).map((t) => t[1]).sort()).toEqual([owner.pubkey, mod1.pubkey].sort());
+  });
+
+  test("edit-metadata: a full edit (nostr-tools) sets and clears flags; a partial name-only edit keeps private", async () => {
+    const { id, owner } = await freshGroup();
+    const flags = async () => {
+      const e = (await relayEvents(c, id, self)).get(39000)!;
+      return { name: e.tags.find((t) => t[0] === "name")?.[1], flags: e.tags.map((t) => t[0]).filter((n) => ["private", "closed", "restricted", "hidden"].includes(n!)) };
+    };
+    await accepted(c, mod(9002, owner, id, [["name", "first"], ["private"], ["closed"]]));
+    expect(await flags()).toEqual({ name: "first", flags: ["private", "closed"] });
+    await accepted(c, mod(9002, owner, id, [["name", "second"], ["private"]]));
+    expect(await flags()).toEqual({ name: "second", flags: ["private"] });
+    await accepted(c, mod(9002, owner, id, [["name", "third"]]));
+    expect(await flags()).toEqual({ name: "third", flags: ["private"] });
+  });
+
+  test("9009 then 9021 with the code joins a closed group; the relay publishes a 9000 for the joiner", async () => {
+    const { id, owner } = await freshGroup([["closed"]]);
+    const joiner = signer();
+    await refusedWith(c, mod(9021, joiner, id), "restricted:");
+    await accepted(c, mod(9009, owner, id, [["code", "letmein"]]));
+    expect(await join(c, joiner, id, "letmein")).toEqual(["OK", expect.any(String), true, ""]);
+    const answers = await read({ kinds: [9000], authors: [self], "#h": [id], "#p": [joiner.pubkey] });
+    expect(answers.length).toBe(1);
+    expect((await listed(id, 39002)).map((t) => t[1])).toContain(joiner.pubkey);
+    // Reusable: a second joiner with the same code.
+    const second = signer();
+    expect((await join(c, second, id, "letmein"))[2]).toBe(true);
+  });
+
+  test("9021 by a member: duplicate:", async () => {
+    const { id } = await freshGroup();
+    const user = signer();
+    expect((await join(c, user, id))[2]).toBe(true);
+    const again = await join(c, user, id);
+    expect(again[2]).toBe(false);
+    expect(again[3]).toStartWith("duplicate: ");
+  });
+
+  test("9022: the relay's 9001 names the request; 39002 without the leaver", async () => {
+    const { id, owner } = await freshGroup();
+    const user = signer();
+    expect((await join(c, user, id))[2]).toBe(true);
+    const leave = mod(9022, user, id);
+    await accepted(c, leave);
+    const answers = await read({ kinds: [9001], authors: [self], "#h": [id] });
+    expect(answers.length).toBe(1);
+    expect(answers[0]!.tags).toContainEqual(["p", user.pubkey]);
+    expect(answers[0]!.tags).toContainEqual(["e", leave.id]);
+    expect((await listed(id, 39002)).map((t) => t[1])).toEqual([owner.pubkey]);
+    // Left, not removed: may join again.
+    expect((await join(c, user, id))[2]).toBe(true);
+  });
+
+  test("9010 pins: 39005 lists them in order", async () => {
+    const { id, owner } = await freshGroup();
+    const a = owner.sign({ kind: 9, content: "a", tags: [["h", id]] });
+    const b = owner.sign({ kind: 9, content: "b", tags: [["h", id]] });
+    await accepted(c, a);
+    await accepted(c, b);
+    await accepted(c, mod(9010, owner, id, [["e", b.id], ["e", a.id], ["a", `30023:${owner.pubkey}:x`]]));
+    const pins = (await relayEvents(c, id, self)).get(39005)!;
+    expect(pins.tags).toEqual([["d", id], ["e", b.id], ["e", a.id], ["a", `30023:${owner.pubkey}:x`]]);
+  });
+
+  test("39000-39005 signed by anyone but the relay: blocked:", async () => {
+    const { id } = await freshGroup();
+    const forger = signer();
+    for (const kind of [39000, 39001, 39002, 39003, 39005])
+      await refusedWith(c, forger.sign({ kind, tags: [["d", id]] }), "blocked:");
+  });
+
+  test("a burst of joins writes few 39002s, the last listing everyone", async () => {
+    const { id, owner } = await freshGroup();
+    const users = Array.from({ length: 20 }, () => signer());
+    const oks = await Promise.all(users.map((u) => join(c, u, id)));
+    expect(oks.every((ok) => ok[2])).toBe(true);
+    expect((await listed(id, 39002)).map((t) => t[1]).sort()).toEqual([owner.pubkey, ...users.map((u) => u.pubkey)].sort());
+  });
+});
+
+describe("deletion (point 6)", () => {
+  test("9005 by a moderator: the event is gone, and republishing it is blocked:", async () => {
+    const { id, owner } = await freshGroup();
+    const moderator = signer();
+    const author = signer();
+    await accepted(c, mod(9000, owner, id, [["p", moderator.pubkey, "moderator"]]));
+    expect((await join(c, author, id))[2]).toBe(true);
+    const x = mod(9, author, id);
+    await accepted(c, x);
+    expect((await read({ ids: [x.id] })).length).toBe(1);
+    await accepted(c, mod(9005, moderator, id, [["e", x.id]]));
+    expect(await read({ ids: [x.id] })).toEqual([]);
+    await refusedWith(c, x, "blocked:");
+  });
+
+  test("a 9005 naming an event of another group deletes nothing there", async () => {
+    const one = await freshGroup();
+    const other = await freshGroup();
+    const y = mod(9, other.owner, other.id);
+    await accepted(c, y);
+    await accepted(c, mod(9005, one.owner, one.id, [["e", y.id]]));
+    expect((await read({ ids: [y.id] })).length).toBe(1);
+  });
+
+  test("9008: the group's events and 39xxx go, the 9008 stays; new events refused, the id not reused", async () => {
+    const { id, owner } = await freshGroup();
+    const m = mod(9, owner, id);
+    await accepted(c, m);
+    const gone = mod(9008, owner, id);
+    await accepted(c, gone);
+    expect((await read({ "#h": [id] })).map((e) => e.id)).toEqual([gone.id]);
+    expect((await relayEvents(c, id, self)).size).toBe(0);
+    const after = await c.publish(mod(9, owner, id));
+    expect(after[2]).toBe(false);
+    expect(after[3]).toMatch(/^(invalid|blocked): /);
+    await refusedWith(c, mod(9007, owner, id), "blocked:");
+  });
+
+  test("an author's kind 5 deletes their own group message", async () => {
+    const { id, owner } = await freshGroup();
+    const x = mod(9, owner, id);
+    await accepted(c, x);
+    await accepted(c, owner.sign({ kind: 5, tags: [["e", x.id], ["h", id]] }));
+    expect(await read({ ids: [x.id] })).toEqual([]);
+  });
+
+  test("a NIP-62 request removes the author's group messages", async () => {
+    const { id } = await freshGroup();
+    const author = signer();
+    expect((await join(c, author, id))[2]).toBe(true);
+    const x = mod(9, author, id);
+    await accepted(c, x);
+    await authAs(c, author, relay.url);
+    await accepted(c, author.sign({ kind: 62, tags: [["relay", "ALL_RELAYS"]] }));
+    expect(await read({ ids: [x.id] })).toEqual([]);
+  });
+});
+
+describe("restart (point 3)", () => {
+  test("a restart keeps the state: a member still writes, an outsider is still refused, 39xxx not written again", async () => {
+    const r = await groupRelay();
+    const dir = r.dir;
+    let rc = await connectAs(r);
+    const owner = signer();
+    const member = signer();
+    const id = freshId();
+    await createGroup(rc, r, owner, id, [["restricted"]]);
+    await accepted(rc, mod(9000, owner, id, [["p", member.pubkey]]));
+    const before = await relayEvents(rc, id, r.ctx.relayKey.pubkey);
+    rc.close();
+    await r.close();
+    const again = await groupRelay({}, { dir });
+    try {
+      rc = await connectAs(again);
+      await accepted(rc, mod(9, member, id));
+      await refusedWith(rc, mod(9, signer(), id), "restricted:");
+      const after = await relayEvents(rc, id, again.ctx.relayKey.pubkey);
+      expect([...after.values()].map((e) => e.id).sort()).toEqual([...before.values()].map((e) => e.id).sort());
+      rc.close();
+    } finally {
+      await again.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
