@@ -6,6 +6,7 @@ import { AdminError } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
 import type { GroupState } from "../groups/state.ts";
 import type { GroupCall } from "../nips/nip86.ts";
+import { nowSeconds } from "../protocol/event.ts";
 import { refusalText } from "../protocol/reasons.ts";
 import type { WriteOutcome } from "../store/types.ts";
 
@@ -19,7 +20,8 @@ export interface GroupTemplate {
 /** What the group methods reach (RelayContext has it while [groups] enabled). */
 export interface GroupAdminSource {
   readonly config: Config;
-  readonly groups?: Pick<GroupState, "list" | "members" | "invites">;
+  readonly groups?: Pick<GroupState, "list" | "members" | "invites" | "judge">;
+  readonly relayKey: { readonly pubkey: string };
   readonly groupRelay?: { act(t: GroupTemplate): Promise<WriteOutcome> };
 }
 
@@ -41,6 +43,11 @@ export async function groupCall(ctx: GroupAdminSource, call: GroupCall): Promise
   const h = ["h", call.group];
   const publish = async (t: GroupTemplate): Promise<true> => {
     if (!ctx.groupRelay) throw new AdminError("this relay cannot publish group events");
+    // The write rule a moderator's event meets (an existing invite code, the limits): the relay's
+    // own event goes to the writer without admission, where the state would skip it unsaid.
+    const draft = { ...t, id: "", sig: "", pubkey: ctx.relayKey.pubkey, created_at: nowSeconds() };
+    const refusal = groups.judge({ config: ctx.config, now: draft.created_at, authed: new Set([draft.pubkey]) }, draft);
+    if (refusal) throw new AdminError(refusalText(refusal));
     return published(await ctx.groupRelay.act(t));
   };
   switch (call.method) {
