@@ -23,7 +23,8 @@ function fakeContext(o: { stored?: string[]; badSig?: boolean; write?: (w: Pendi
   const ctx: { -readonly [K in keyof AdmitContext]: AdmitContext[K] } = {
     closing: false,
     inflight: 0,
-    store: { has: (id) => (asked.has++, (o.stored ?? []).includes(id)) },
+    // No early answer (hasNow): the exact check is asked.
+    store: { has: async (id) => (asked.has++, (o.stored ?? []).includes(id)), hasNow: () => undefined },
     verifier: { verify: async () => (asked.verify++, !o.badSig) },
     writer: {
       enqueue: async (w) => {

@@ -19,7 +19,10 @@ let snapshotTaken = () => {};
 let finish: Promise<void> = Promise.resolve();
 const slow: Store = {
   has: (id) => real.has(id),
-  hasNow: (id) => real.has(id),
+  hasNow: (id) => real.hasNow(id),
+  shareEphemeral: (e, json) => real.shareEphemeral(e, json),
+  purgeStep: (ms) => real.purgeStep(ms),
+  watchPurges: (watch) => real.watchPurges(watch),
   writePipeline: Number.POSITIVE_INFINITY,
   cancelReads: (owner) => real.cancelReads(owner),
   ready: () => real.ready(),

@@ -54,7 +54,8 @@ test("committed batches are copied into the database file by the checkpointer, n
 test("when the checkpointer thread is lost, the writer checkpoints alone at SOLO_AUTOCHECKPOINT pages, also in a writer thread started after", async () => {
   const dir = mkdtempSync(join(tmpdir(), "bunstr-ckpt-"));
   const store = new SqliteStore({ path: join(dir, "bunstr.sqlite"), synchronous: "normal", readerWorkers: 1, writerThread: true });
-  const inner = store as unknown as { thread: WriterThread; checkpointer: { worker?: Worker } };
+  const thread = (store as unknown as { writer: WriterThread }).writer;
+  const inner = { thread, checkpointer: (thread as unknown as { checkpointer: { worker?: Worker } }).checkpointer };
   const walPages = () => inner.thread.call<number>({ call: "walPages" });
   try {
     await store.ready();

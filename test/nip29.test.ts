@@ -66,7 +66,12 @@ describe("every kind: what the relay publishes (point 3)", () => {
     }
     expect(events.get(39001)!.tags.slice(1)).toEqual([["p", owner.pubkey, "admin"]]);
     expect(events.get(39002)!.tags.slice(1)).toEqual([["p", owner.pubkey]]);
-    expect(events.get(39003)!.tags.filter((t) => t[0] === "role").map((t) => t[1])).toEqual(["admin", "moderator"]);
+    expect(
+      events
+        .get(39003)!
+        .tags.filter((t) => t[0] === "role")
+        .map((t) => t[1]),
+    ).toEqual(["admin", "moderator"]);
   });
 
   test("put-user with roles updates 39001 and 39002; remove-user updates 39002", async () => {
@@ -86,7 +91,10 @@ describe("every kind: what the relay publishes (point 3)", () => {
     const { id, owner } = await freshGroup();
     const flags = async () => {
       const e = (await relayEvents(c, id, self)).get(39000)!;
-      return { name: e.tags.find((t) => t[0] === "name")?.[1], flags: e.tags.map((t) => t[0]).filter((n) => ["private", "closed", "restricted", "hidden"].includes(n!)) };
+      return {
+        name: e.tags.find((t) => t[0] === "name")?.[1],
+        flags: e.tags.map((t) => t[0]).filter((n) => ["private", "closed", "restricted", "hidden"].includes(n!)),
+      };
     };
     await accepted(c, mod(9002, owner, id, [["name", "first"], ["private"], ["closed"]]));
     expect(await flags()).toEqual({ name: "first", flags: ["private", "closed"] });
@@ -140,16 +148,27 @@ describe("every kind: what the relay publishes (point 3)", () => {
     const b = owner.sign({ kind: 9, content: "b", tags: [["h", id]] });
     await accepted(c, a);
     await accepted(c, b);
-    await accepted(c, mod(9010, owner, id, [["e", b.id], ["e", a.id], ["a", `30023:${owner.pubkey}:x`]]));
+    await accepted(
+      c,
+      mod(9010, owner, id, [
+        ["e", b.id],
+        ["e", a.id],
+        ["a", `30023:${owner.pubkey}:x`],
+      ]),
+    );
     const pins = (await relayEvents(c, id, self)).get(39005)!;
-    expect(pins.tags).toEqual([["d", id], ["e", b.id], ["e", a.id], ["a", `30023:${owner.pubkey}:x`]]);
+    expect(pins.tags).toEqual([
+      ["d", id],
+      ["e", b.id],
+      ["e", a.id],
+      ["a", `30023:${owner.pubkey}:x`],
+    ]);
   });
 
   test("39000-39005 signed by anyone but the relay: blocked:", async () => {
     const { id } = await freshGroup();
     const forger = signer();
-    for (const kind of [39000, 39001, 39002, 39003, 39005])
-      await refusedWith(c, forger.sign({ kind, tags: [["d", id]] }), "blocked:");
+    for (const kind of [39000, 39001, 39002, 39003, 39005]) await refusedWith(c, forger.sign({ kind, tags: [["d", id]] }), "blocked:");
   });
 
   test("a burst of joins writes few 39002s, the last listing everyone", async () => {
@@ -203,7 +222,16 @@ describe("deletion (point 6)", () => {
     const { id, owner } = await freshGroup();
     const x = mod(9, owner, id);
     await accepted(c, x);
-    await accepted(c, owner.sign({ kind: 5, tags: [["e", x.id], ["h", id]] }));
+    await accepted(
+      c,
+      owner.sign({
+        kind: 5,
+        tags: [
+          ["e", x.id],
+          ["h", id],
+        ],
+      }),
+    );
     expect(await read({ ids: [x.id] })).toEqual([]);
   });
 

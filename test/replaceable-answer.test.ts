@@ -165,7 +165,7 @@ describe("what memory cannot know", () => {
     // Our writer has a call in flight: no mark; one answered since the mark: changed.
     const mark2 = store.changes!.mark()!;
     const ok = c.publish(profile(signer(), "y"));
-    const thread = (store as unknown as { thread: { busy: boolean } }).thread;
+    const thread = (store as unknown as { writer: { busy: boolean } }).writer;
     while (!thread.busy) await Bun.sleep(0);
     expect(store.changes!.mark()).toBeUndefined();
     expect(store.changes!.unchangedSince(mark2)).toBe(false);
@@ -181,7 +181,7 @@ describe("what memory cannot know", () => {
       // Another process holds the write lock: our batch waits in the writer thread.
       db.exec("BEGIN IMMEDIATE");
       const ok = c.publish(profile(signer(), "waits for the lock"));
-      const thread = (relay.ctx.store as unknown as { thread: { busy: boolean } }).thread;
+      const thread = (relay.ctx.store as unknown as { writer: { busy: boolean } }).writer;
       while (!thread.busy) await Bun.sleep(1);
       const before = relay.ctx.metrics.memoryAnswers.replaceable;
       expect((await once(c, { authors: [a.pubkey], kinds: [0] })).events).toEqual([]);

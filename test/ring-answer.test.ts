@@ -226,7 +226,7 @@ describe("what the ring cannot know", () => {
       expect(new SqliteWriter(db).removeById(newest!.id)).toBe(true);
       db.exec("BEGIN IMMEDIATE");
       const ok = c.publish(signer().sign({ kind: 1, content: "waits for the lock" }));
-      const thread = (relay.ctx.store as unknown as { thread: { busy: boolean } }).thread;
+      const thread = (relay.ctx.store as unknown as { writer: { busy: boolean } }).writer;
       while (!thread.busy) await Bun.sleep(1);
       await Bun.sleep(30);
       const before = relay.ctx.metrics.memoryAnswers.ring;

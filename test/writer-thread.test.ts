@@ -3,7 +3,7 @@
 import { describe, expect, spyOn, test } from "bun:test";
 import { MAX_BATCH_CHARS, MAX_BATCH_COST, WriterQueue } from "../src/store/queue.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import type { PendingWrite, Store, WriteOutcome } from "../src/store/types.ts";
+import type { PendingWrite, PurgeWatch, Store, WriteOutcome } from "../src/store/types.ts";
 import { Client, now, rowsWithId, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
 describe("writer thread", () => {
@@ -15,7 +15,7 @@ describe("writer thread", () => {
       const author = signer();
       expect((await c.publish(author.sign({ kind: 1, content: "before" })))[2]).toBe(true);
       // The worker is gone as after process.exit in it: Bun fires "close", not "error".
-      const thread = (relay.ctx.store as unknown as { thread: { worker: Worker } }).thread;
+      const thread = (relay.ctx.store as unknown as { writer: { worker: Worker } }).writer;
       thread.worker.terminate();
       const during = await Promise.all(
         Array.from({ length: 5 }, (_, i) => c.publish(author.sign({ kind: 1, content: `during ${i}`, created_at: now() - i }))),
@@ -48,7 +48,7 @@ describe("writer thread", () => {
 interface ThreadInside {
   worker: Worker;
 }
-const threadOf = (relay: TestRelay) => (relay.ctx.store as unknown as { thread: ThreadInside }).thread;
+const threadOf = (relay: TestRelay) => (relay.ctx.store as unknown as { writer: ThreadInside }).writer;
 
 /**
  * The next batch's reply never arrives: the worker ends as it comes, after its COMMIT, without an
@@ -202,6 +202,9 @@ describe("writer queue bounds", () => {
           }),
         );
       },
+      // No purge work.
+      purgeStep: async () => false,
+      watchPurges: () => {},
     } as unknown as Store;
     return { store, batches };
   }
@@ -314,10 +317,12 @@ describe("writer queue bounds", () => {
   test("a purge step that saw nothing to purge does not answer a deletion held while it ran (its purge not done)", async () => {
     // Postgres: a purge step runs beside the batches; one finding nothing awaited answers early.
     const steps: ((more: boolean) => void)[] = [];
+    let purges: PurgeWatch | undefined;
     const store = {
       writePipeline: 1,
       writeBatch: (batch: PendingWrite[]): WriteOutcome[] => batch.map((_, i) => ({ stored: true, seq: i + 1, purge: 7 })),
       purgeStep: () => new Promise<boolean>((resolve) => steps.push(resolve)),
+      watchPurges: (watch: PurgeWatch) => (purges = watch),
     } as unknown as Store;
     const q = new WriterQueue(store, rules, 2000, 1 << 20);
     // The step of what a previous run left undone is under way...
@@ -336,7 +341,7 @@ describe("writer queue bounds", () => {
     expect(q.holding).toBe(1);
     // Its own step finishes it: then it is answered.
     while (steps.length === 0) await Bun.sleep(1);
-    store.onPurged!([7]);
+    purges!.done([7]);
     steps.shift()!(false);
     expect((await deletion).stored).toBe(true);
     expect(q.holding).toBe(0);

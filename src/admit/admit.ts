@@ -18,7 +18,7 @@ import { judgeEvent } from "../policy/defaults.ts";
 import { chargedGroup } from "../policy/rate-limit.ts";
 import type { Policy, PolicyContext } from "../policy/rules.ts";
 import { writeCost } from "../policy/write-cost.ts";
-import type { PendingWrite, WriteOutcome } from "../store/types.ts";
+import type { PendingWrite, Store, WriteOutcome } from "../store/types.ts";
 import type { Outcome, RefusedFate } from "./outcome.ts";
 
 /** Where admitted events go. The relay's context (relay/context.ts) is one as it is. */
@@ -27,7 +27,8 @@ export interface AdmitContext {
   readonly closing: boolean;
   /** Events between their duplicate check and their outcome, from every source; shutdown waits for them. */
   inflight: number;
-  readonly store: { has(id: string): boolean | Promise<boolean>; hasNow?(id: string): boolean | Promise<boolean> };
+  /** The duplicate check (Store.hasNow, then Store.has when that has no answer). */
+  readonly store: Pick<Store, "has" | "hasNow">;
   readonly verifier: { verify(e: NostrEvent): Promise<boolean> };
   /**
    * Resolves once the write is committed (or refused). refusalFor: a refusal when the queue (or
@@ -109,13 +110,12 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
     // Cheaper than a signature check, and the common case for a busy relay. A SQLite store answers
     // at once; a Postgres one over the network, which can fail (the event still gets its outcome).
     // hasNow may say "not known" rather than wait for a commit: the write then finds a stored
-    // event and answers it the same (store/types.ts). The plugin must see only new events, so
-    // with one the answer is the exact one.
+    // event and answers it the same (store/types.ts); or nothing, and has is asked. The plugin
+    // must see only new events, so with one the answer is the exact one.
     let known = false;
     if (!ephemeral) {
       try {
-        const has = src.writePolicy || !ctx.store.hasNow ? ctx.store.has(e.id) : ctx.store.hasNow(e.id);
-        known = typeof has === "boolean" ? has : await has;
+        known = (src.writePolicy ? undefined : ctx.store.hasNow(e.id)) ?? (await ctx.store.has(e.id));
       } catch (err) {
         console.error("event pipeline error:", err);
         return no("refused", CHECK_FAILED);

@@ -106,6 +106,14 @@ describe("GroupState: create, roles, rights", () => {
     expect(creates.every((e) => state.judge(ctx([owner.pk]), e) === undefined)).toBe(true); // judged before any commit
     for (const e of creates) commit(e);
     expect(state.list().length).toBe(2);
+    expect(state.skippedBecause(creates[0]!.id)).toBeUndefined();
+    expect(refusalText(state.skippedBecause(creates[2]!.id)!)).toBe("blocked: you have created the most groups allowed (2)");
+    const joins = Array.from({ length: 5 }, () => sign(member, 9021, [["h", "c0"]]));
+    for (const e of joins) commit(e);
+    expect(joins.map((e) => state.skippedBecause(e.id) && refusalText(state.skippedBecause(e.id)!))).toEqual([
+      undefined,
+      ...Array(4).fill("duplicate: already a member"),
+    ]);
   });
 
   test("the rights table: moderators add and remove members, not role holders nor roles; admins all; the last admin stays", async () => {
@@ -204,11 +212,12 @@ describe("GroupState: joins, leaves, posts", () => {
           tags: [
             ["h", "g"],
             ["p", member.pk],
+            ["e", join.id],
           ],
         },
       ],
     });
-    expect(commit(inG(relay, 9000, ["p", member.pk]))?.regenerate).toEqual([]); // the answer changes nothing
+    expect(commit(inG(relay, 9000, ["p", member.pk], ["e", join.id]))?.regenerate).toEqual([]); // the answer changes nothing
     expect(send(inG(member, 9021))).toBe("duplicate: already a member");
     const leave = inG(member, 9022);
     expect(commit(leave)?.followUps).toEqual([
@@ -239,6 +248,26 @@ describe("GroupState: joins, leaves, posts", () => {
     expect(send(inG(mod, 9021, ["code", "k"]))).toBe("blocked: group is full (3 members)"); // the code stays usable
     expect(send(inG(owner, 9000, ["p", mod.pk]))).toBe("blocked: group is full (3 members)");
     expect(state.invites("g")).toEqual(["k"]);
+  });
+
+  test("the relay's answer arriving after a moderator acted does not undo it", async () => {
+    const { state, commit } = await fixture();
+    commit(inG(owner, 9007));
+    const join = inG(member, 9021);
+    commit(join);
+    commit(inG(owner, 9001, ["p", member.pk])); // removed before the relay's 9000 commits
+    expect(commit(inG(relay, 9000, ["p", member.pk], ["e", join.id]))?.regenerate).toEqual([]);
+    expect(state.members("g")!.map((m) => m.pubkey)).toEqual([owner.pk]);
+    expect(state.judge({ config: configWith(), now: NOW, authed: new Set() }, inG(member, 9))).toMatchObject({ prefix: "blocked" });
+    const leave = inG(mod, 9022);
+    commit(inG(mod, 9021));
+    commit(leave);
+    commit(inG(mod, 9021)); // back before the relay's 9001 commits
+    commit(inG(relay, 9001, ["p", mod.pk], ["e", leave.id]));
+    expect(state.members("g")!.map((m) => m.pubkey)).toEqual([owner.pk, mod.pk]);
+    // Without the e tag the relay's 9000/9001 are moderation like any other (the console's).
+    commit(inG(relay, 9001, ["p", mod.pk]));
+    expect(state.judge({ config: configWith(), now: NOW, authed: new Set() }, inG(mod, 9021))).toMatchObject({ prefix: "blocked" });
   });
 
   test("posts: restricted, supported_kinds, default_kinds, deleted ids; kind 5 always passes", async () => {

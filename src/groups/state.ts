@@ -31,7 +31,7 @@ export interface GroupChange {
   group: string;
   /** Relay-signed kinds whose content changed and must be republished. */
   regenerate: RelayGroupKind[];
-  /** Templates the relay signs next: the 9000 after an accepted 9021, the 9001 (with ["e", <9022 id>]) after a 9022. */
+  /** Templates the relay signs next: the 9000 (with ["e", <9021 id>]) after an accepted 9021, the 9001 (with ["e", <9022 id>]) after a 9022. */
   followUps: { kind: number; content: string; tags: string[][] }[];
   /** 9005: ids to delete (only those whose h is `group`: checked by the relay against the store). */
   deleteIds?: string[];
@@ -57,6 +57,9 @@ export interface GroupSummary {
 const PAGE = 5000;
 const MAX_PREVIOUS = 16;
 const PREVIOUS_REF = /^[0-9a-f]{8,64}$/;
+/** Skipped events whose reason is kept (skippedBecause). */
+const MAX_SKIP_REASONS = 1024;
+const NOT_A_MEMBER = refuse("invalid", "not a member of this group");
 /** Distinct authed sets whose unreadable lists are kept per generation. */
 const MAX_CACHED_READERS = 1024;
 
@@ -82,6 +85,8 @@ export class GroupState implements GroupView {
   private rebuilding: { queue: NostrEvent[]; applied: Set<string> } | undefined;
   /** Moderation events apply skipped (the author lacked the right at their commit, or a limit). */
   private skipped = 0;
+  /** Why the last few skipped events were skipped, by id: what an OK for an event admitted on a stale view can say. */
+  private readonly skipReasons = new Map<string, Refusal>();
 
   constructor(private readonly opts: { config: () => Config; relayPubkey: string }) {}
 
@@ -173,32 +178,42 @@ export class GroupState implements GroupView {
     if (!had || e.created_at >= had.created_at) this.publishedTags.set(key, { tags: e.tags, created_at: e.created_at });
   }
 
-  private skip(): undefined {
+  private skip(e: NostrEvent, why: Refusal): undefined {
     this.skipped++;
+    if (this.skipReasons.size >= MAX_SKIP_REASONS) this.skipReasons.delete(this.skipReasons.keys().next().value!);
+    this.skipReasons.set(e.id, why);
     return undefined;
   }
 
   private applyAction(id: string, e: NostrEvent): GroupChange | undefined {
     const a = parseAction(e);
-    if (typeof a === "string") return this.skip();
+    if (typeof a === "string") return this.skip(e, refuse("invalid", a));
     if (a.kind === 9007) return this.create(id, e);
     const g = this.groups.get(id);
-    if (!g) return this.skip();
-    if (a.kind === 9021) return this.joinRefusal(g, e.pubkey, a.code) ? this.skip() : this.join(g, e);
-    if (a.kind === 9022) return g.members.has(e.pubkey) ? this.leave(g, e) : this.skip();
+    if (!g) return this.skip(e, this.missing(id));
+    if (a.kind === 9021) {
+      const no = this.joinRefusal(g, e.pubkey, a.code);
+      return no ? this.skip(e, no) : this.join(g, e);
+    }
+    if (a.kind === 9022) return g.members.has(e.pubkey) ? this.leave(g, e) : this.skip(e, NOT_A_MEMBER);
     const authority = this.authority(e.pubkey);
-    if (allowed(g, e.pubkey, authority, a) || this.stateRefusal(g, a, e.pubkey, authority)) return this.skip();
+    const no = allowed(g, e.pubkey, authority, a) ?? this.stateRefusal(g, a, e.pubkey, authority);
+    if (no) return this.skip(e, no);
     return this.act(g, a, authority);
   }
 
   private act(g: Group, a: Exclude<Action, { kind: 9007 | 9021 | 9022 }>, authority: boolean): GroupChange {
     const change: GroupChange = { group: g.id, regenerate: [], followUps: [] };
+    // The relay's answer to a join or a leave changes nothing: the user's own 9021/9022 did, at its
+    // commit; a moderator's action between the two (a removal after the join, a join after the
+    // leave) is not undone by the answer arriving later.
+    if (authority && ((a.kind === 9000 && a.afterJoin) || (a.kind === 9001 && a.afterLeave))) return change;
     switch (a.kind) {
       case 9000:
         change.regenerate = this.putUsers(g, a.targets);
         break;
       case 9001:
-        change.regenerate = this.removeUsers(g, a.targets, authority && a.afterLeave !== undefined);
+        change.regenerate = this.removeUsers(g, a.targets);
         break;
       case 9002:
         this.edit(g, applyEdit(g.meta, a.edit));
@@ -225,7 +240,8 @@ export class GroupState implements GroupView {
 
   private create(id: string, e: NostrEvent): GroupChange | undefined {
     const authority = this.authority(e.pubkey);
-    if (this.existsRefusal(id) || this.createLimit(e.pubkey, authority)) return this.skip();
+    const no = this.existsRefusal(id) ?? this.createLimit(e.pubkey, authority);
+    if (no) return this.skip(e, no);
     const g = newGroup(id, emptyMetadata(), e.pubkey, e.created_at, this.settings.previous_window, false);
     if (!authority) g.members.set(e.pubkey, ["admin"]);
     this.groups.set(id, g);
@@ -271,32 +287,24 @@ export class GroupState implements GroupView {
     return roles ? [39001, 39002] : listed ? [39002] : [];
   }
 
-  /** `leaving`: the relay's answer to a 9022, which bans no one. */
-  private removeUsers(g: Group, targets: readonly string[], leaving: boolean): RelayGroupKind[] {
+  /** A removal by a moderator (or the relay's console): the removed may not post nor rejoin until a 9000. */
+  private removeUsers(g: Group, targets: readonly string[]): RelayGroupKind[] {
     let listed = false;
     let roles = false;
     for (const pk of targets) {
       if (roleOf(g, pk)) roles = true;
       if (g.members.delete(pk)) listed = true;
-      if (!leaving) g.removed.add(pk);
+      g.removed.add(pk);
     }
     if (listed) this.membersMoved(g);
     return roles ? [39001, 39002] : listed ? [39002] : [];
   }
 
-  /** 9021, valid at its commit: a member at once, so the joiner may post as soon as the OK arrives. */
+  /** 9021, valid at its commit: a member at once, so the joiner may post as soon as the OK arrives; the relay's 9000 names the request. */
   private join(g: Group, e: NostrEvent): GroupChange {
     g.members.set(e.pubkey, []);
     this.membersMoved(g);
-    const answer = {
-      kind: 9000,
-      content: "",
-      tags: [
-        ["h", g.id],
-        ["p", e.pubkey],
-      ],
-    };
-    return { group: g.id, regenerate: [39002], followUps: [answer] };
+    return { group: g.id, regenerate: [39002], followUps: [answerTo(9000, g, e)] };
   }
 
   /** 9022 of a member: gone, not banned; the relay's 9001 names the request. */
@@ -304,16 +312,7 @@ export class GroupState implements GroupView {
     const hadRole = roleOf(g, e.pubkey) !== undefined;
     g.members.delete(e.pubkey);
     this.membersMoved(g);
-    const answer = {
-      kind: 9001,
-      content: "",
-      tags: [
-        ["h", g.id],
-        ["p", e.pubkey],
-        ["e", e.id],
-      ],
-    };
-    return { group: g.id, regenerate: hadRole ? [39001, 39002] : [39002], followUps: [answer] };
+    return { group: g.id, regenerate: hadRole ? [39001, 39002] : [39002], followUps: [answerTo(9001, g, e)] };
   }
 
   // ---- rules judge and apply share ----
@@ -411,7 +410,7 @@ export class GroupState implements GroupView {
     const g = this.groups.get(id);
     if (!g) return this.missing(id);
     if (a.kind === 9021) return this.joinRefusal(g, e.pubkey, a.code);
-    if (a.kind === 9022) return g.members.has(e.pubkey) ? undefined : refuse("invalid", "not a member of this group");
+    if (a.kind === 9022) return g.members.has(e.pubkey) ? undefined : NOT_A_MEMBER;
     const authority = this.authority(e.pubkey);
     return allowed(g, e.pubkey, authority, a) ?? this.stateRefusal(g, a, e.pubkey, authority);
   }
@@ -500,6 +499,15 @@ export class GroupState implements GroupView {
     return found;
   }
 
+  /**
+   * Why apply skipped this committed moderation event, join or leave (the last 1,024 skipped are
+   * kept): one admitted on a stale view (a burst in flight, another node) is stored but changes
+   * nothing, and the relay can tell its sender so (a join flood: one joins, the rest "duplicate:").
+   */
+  skippedBecause(id: string): Refusal | undefined {
+    return this.skipReasons.get(id);
+  }
+
   /** The relay-signed event of `kind` for group `id` as it should be now (undefined: group gone). */
   render(id: string, kind: RelayGroupKind): string[][] | undefined {
     const g = this.groups.get(id);
@@ -557,6 +565,17 @@ export class GroupState implements GroupView {
     return { groups: this.groups.size, members, bytes };
   }
 }
+
+/** The relay's 9000 or 9001 answering a user's join or leave `e`: names the user and the request. */
+const answerTo = (kind: 9000 | 9001, g: Group, e: NostrEvent) => ({
+  kind,
+  content: "",
+  tags: [
+    ["h", g.id],
+    ["p", e.pubkey],
+    ["e", e.id],
+  ],
+});
 
 /** [groups] creators: "anyone", "admins" ([admin] pubkeys), or pubkeys. */
 function mayCreate(config: Config, pubkey: string): boolean {

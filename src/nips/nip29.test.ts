@@ -89,6 +89,12 @@ describe("NIP-29 pure parts", () => {
         ["e", A],
       ]),
     ).toEqual({ kind: 9001, targets: [B], afterLeave: A });
+    const answer = ev(9000, [
+      ["h", "g"],
+      ["p", B],
+      ["e", A],
+    ]);
+    expect(parseAction(answer)).toEqual({ kind: 9000, targets: [{ pubkey: B, roles: [] }], afterJoin: A });
     expect(p(9005, [["e", B]])).toEqual({ kind: 9005, ids: [B] });
     expect(p(9009, [["code", "x1"]])).toEqual({ kind: 9009, code: "x1" });
     expect(

@@ -175,7 +175,7 @@ export function applyEdit(m: GroupMetadata, edit: MetadataEdit): GroupMetadata {
 }
 
 export type Action =
-  | { kind: 9000; targets: { pubkey: string; roles: Role[] }[] }
+  | { kind: 9000; targets: { pubkey: string; roles: Role[] }[]; afterJoin?: string } // afterJoin: the relay's answer to a 9021 (its e tag)
   | { kind: 9001; targets: string[]; afterLeave?: string } // afterLeave: the relay's answer to a 9022 (its e tag)
   | { kind: 9002; edit: MetadataEdit }
   | { kind: 9005; ids: string[] }
@@ -222,7 +222,9 @@ export function parseAction(e: NostrEvent): Action | string {
   switch (e.kind) {
     case 9000: {
       const targets = parseTargets(e);
-      return typeof targets === "string" ? targets : { kind: 9000, targets };
+      if (typeof targets === "string") return targets;
+      const afterJoin = tagValue(e, "e");
+      return afterJoin !== undefined && isHex64(afterJoin) ? { kind: 9000, targets, afterJoin } : { kind: 9000, targets };
     }
     case 9001: {
       const targets = parseTargets(e);

@@ -144,11 +144,12 @@ async function startImport(into: BulkStore, opts: ImportOptions): Promise<Import
     s.seconds = (performance.now() - started) / 1000;
     opts.onProgress?.(s);
   });
+  const stored = (id: string) => verifier !== undefined && target.has(id);
   const ctx: AdmitContext = {
     closing: false,
     inflight: 0,
     // Cheaper than a signature check; without one, the write's ON CONFLICT finds duplicates anyway.
-    store: { has: verifier ? (id) => target.has(id) : () => false },
+    store: { hasNow: stored, has: async (id) => stored(id) },
     verifier: inOrder(verifier),
     writer,
   };

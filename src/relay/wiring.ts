@@ -105,7 +105,7 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     policies: defaultPolicies,
     ephemeral(e, json) {
       fanout.broadcast(e, json);
-      store.shareEphemeral?.(e, json);
+      store.shareEphemeral(e, json);
     },
     admin: new AdminState(store, config, {
       disconnectIp(ip) {

@@ -175,11 +175,8 @@ export class WriterQueue {
   ) {
     this.maxInFlight = store.writePipeline;
     this.bounds = typeof bounds === "number" ? () => ({ maxChars: bounds, maxGroupChars: 0 }) : bounds;
-    if (store.purgeStep) {
-      store.onPurge = () => this.purgeSoon();
-      store.onPurged = (ids) => this.release(ids);
-      this.purgeSoon(); // what a previous run left undone
-    }
+    store.watchPurges({ more: () => this.purgeSoon(), done: (ids) => this.release(ids) });
+    this.purgeSoon(); // what a previous run left undone
   }
 
   /** Answers the outcomes held for these purges (all of them: none is left). */
@@ -214,7 +211,7 @@ export class WriterQueue {
     const before = [...this.held.keys()];
     let more: boolean;
     try {
-      more = await this.store.purgeStep!(PURGE_STEP_MS);
+      more = await this.store.purgeStep(PURGE_STEP_MS);
       this.purgeRetryMs = 0;
     } catch (e) {
       // A locked database (another process), a lost connection: try again, less often.
@@ -392,8 +389,6 @@ export class WriterQueue {
    * served after its OK. Other writers' batches go on between the purge's steps meanwhile.
    */
   private hold(purge: number, id: string, answer: () => void): void {
-    // A store that runs no steps (a wrapper without purgeStep) cannot say when it is done.
-    if (!this.store.purgeStep) return answer();
     let done = () => {};
     this.deletions.set(id, new Promise<void>((resolve) => (done = resolve)));
     const release = () => {

@@ -39,7 +39,7 @@ export interface PendingWrite {
 export type WriteOutcome =
   /**
    * `purge`: a NIP-09 deletion whose deleting goes on in purge steps (Store.purgeStep); its OK
-   * waits until Store.onPurged names it, so nothing it deletes is served after the OK.
+   * waits until the store names it done (PurgeWatch), so nothing it deletes is served after the OK.
    */
   | { stored: true; seq: number; purge?: number }
   | { stored: false; duplicate: true }
@@ -171,6 +171,17 @@ export interface GroupRecords {
   claimRelayKey?(secretHex: string): Promise<string>;
 }
 
+/** What the writer queue is told of the purges (Store.watchPurges), which it runs in steps (Store.purgeStep). */
+export interface PurgeWatch {
+  /** The store recorded new purge work. */
+  more(): void;
+  /**
+   * The purges a call finished (WriteOutcome.purge), after that call's commit and the deletions
+   * it names (ChangeWatch), before its answer.
+   */
+  done(ids: number[]): void;
+}
+
 export interface Store {
   readonly admin: AdminStore;
   /** NIP-29: the group state's rebuild reads (GroupRecords). */
@@ -181,18 +192,22 @@ export interface Store {
   readonly negentropy?: NegentropySessions;
   /** Tells `feed` what is committed from now on (CommitFeed); the relay subscribes once. */
   subscribe(feed: CommitFeed): void;
-  /** Stores that several nodes write to also carry this node's ephemeral events to the other nodes' subscribers. */
-  shareEphemeral?(event: NostrEvent, json: string): void;
-  /** Is an event with this id stored? */
-  has(id: string): boolean | Promise<boolean>;
   /**
-   * The duplicate check before the signature (admit/admit.ts): has, but false ("not known")
-   * when the exact answer would wait behind writes in flight. Such an event is verified and
-   * goes to the writer, whose write finds it stored and answers it as has would have: a
-   * duplicate, also a request to vanish, whose vanish-only write and tombstone come before the
-   * insert (store/write-steps.ts). A store without writes in flight to wait for: has.
+   * Carries this node's ephemeral events to the other nodes' subscribers, for stores that several
+   * nodes write to (Postgres, over its bus); a store of one node (SQLite) does nothing.
    */
-  hasNow(id: string): boolean | Promise<boolean>;
+  shareEphemeral(event: NostrEvent, json: string): void;
+  /** Is an event with this id stored? (Behind the writes in flight.) */
+  has(id: string): Promise<boolean>;
+  /**
+   * The duplicate check before the signature (admit/admit.ts), answered at once: true stored;
+   * false not stored, or "not known" when the exact answer would wait behind writes in flight;
+   * undefined when there is no answer without waiting (a writer thread that is idle, a database
+   * over the network): ask has. A "not known" event is verified and goes to the writer, whose
+   * write finds it stored and answers it as has would have: a duplicate, also a request to
+   * vanish, whose vanish-only write and tombstone come before the insert (store/write-steps.ts).
+   */
+  hasNow(id: string): boolean | undefined;
   /** Commits a batch atomically; one outcome per write, in order. */
   writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]>;
   /**
@@ -219,17 +234,12 @@ export interface Store {
    * of them, in a transaction of its own; true if some remain. The writer queue calls it between
    * batches (store/queue.ts), so other clients' writes and reads go on meanwhile.
    */
-  purgeStep?(budgetMs: number): Promise<boolean>;
-  /** Set by the writer queue: the store calls it when it records new purge work. */
-  onPurge?: () => void;
-  /**
-   * Set by the writer queue: the store tells it the purges a call finished (WriteOutcome.purge),
-   * after that call's commit and the deletions it names (ChangeWatch), before its answer.
-   */
-  onPurged?: (ids: number[]) => void;
+  purgeStep(budgetMs: number): Promise<boolean>;
+  /** Tells `watch` of the purge work from now on (PurgeWatch); the writer queue watches once. */
+  watchPurges(watch: PurgeWatch): void;
   /**
    * NIP-40: deletes expired events; returns how many. SQLite deletes for a few ms here and the
-   * rest in purge steps (onPurge), between batches.
+   * rest in purge steps (PurgeWatch.more), between batches.
    */
   sweepExpired(now: number): Promise<number>;
   /** Forgets the waiting reads of an owner (a connection) that went away (a store without a read queue: nothing). */
@@ -337,21 +347,23 @@ export class StoreClosedError extends Error {}
 /** ReadContext.stop asked for it; the message is the reason, meant for the client. */
 export class ReadStoppedError extends Error {}
 
-/** A NIP-77 session kept by the store. */
-export interface NegSessionHandle {
-  /** Items the session holds; overflow: more than the job's max (no session then). */
+/** The answer to a NIP-77 message: the reply (hex), or the NEG-ERR text. */
+export type NegReply = { reply: string; error?: undefined } | { error: string; reply?: undefined };
+
+/**
+ * A NIP-77 session kept by the store, with its answer to the initial message; overflow: more
+ * items than the job's max (no session then, and no answer).
+ */
+export type NegSessionHandle = {
+  /** Items the session holds. */
   items: number;
-  overflow: boolean;
-  /** The reply to the last message (hex), or the NEG-ERR text. */
-  reply?: string;
-  error?: string;
   /**
    * Reconciles the next message (its bytes, in a buffer of its own that the store may move to
    * another thread: the caller must not use it after), as a read of the given context.
    */
-  message(message: Uint8Array, ctx?: ReadContext): Promise<{ reply?: string; error?: string }>;
+  message(message: Uint8Array, ctx?: ReadContext): Promise<NegReply>;
   close(): void;
-}
+} & ({ overflow: true } | ({ overflow: false } & NegReply));
 
 /**
  * A batch of query() rows; `last` when no rows follow it, so the caller can send what ends the

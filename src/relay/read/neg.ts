@@ -7,7 +7,7 @@ import { nowSeconds } from "../../protocol/event.ts";
 import type { RelayContext } from "../context.ts";
 import { readFailure } from "./stored.ts";
 import { admitFilters } from "./req.ts";
-import type { NegSessionHandle } from "../../store/types.ts";
+import type { NegReply, NegSessionHandle } from "../../store/types.ts";
 import { send, type NegLane, type NegSession, type Socket } from "../connection/session.ts";
 
 /**
@@ -196,7 +196,7 @@ async function openNeg(
     }
     session.remote = opened;
     hold(ctx, ws, subId, session, opened.items);
-    return send(ws, msgFrame(subId, opened.reply!));
+    return send(ws, msgFrame(subId, opened.reply));
   }
   let items;
   try {
@@ -260,7 +260,7 @@ async function negMessage(ctx: RelayContext, ws: Socket, subId: string, message:
     const budget = queryBudget(ctx, ws.data);
     if (!budget) return fail(ctx, ws, subId, OVER_BUDGET);
     let started = performance.now();
-    let answer: { reply?: string; error?: string };
+    let answer: NegReply;
     try {
       const pending = session.remote.message(hexBytes(message), budget);
       chargeNegTime(ctx, ws.data, performance.now() - started);
@@ -270,7 +270,7 @@ async function negMessage(ctx: RelayContext, ws: Socket, subId: string, message:
     }
     if (answer.error !== undefined) return fail(ctx, ws, subId, answer.error);
     started = performance.now();
-    send(ws, msgFrame(subId, answer.reply!));
+    send(ws, msgFrame(subId, answer.reply));
     return chargeNegTime(ctx, ws.data, performance.now() - started);
   }
   // Reconciliation on the main thread (a store that keeps no sessions) is paid for from the query

@@ -18,6 +18,7 @@ import {
   type NegItems,
   type NegJob,
   type PendingWrite,
+  type PurgeWatch,
   type QueryJob,
   type ReadContext,
   type Store,
@@ -141,9 +142,9 @@ export class PostgresStore implements Store {
     return isStored(this.sql, id);
   }
 
-  /** Nothing to wait behind here: the database serializes the writes. */
-  hasNow(id: string): Promise<boolean> {
-    return this.has(id);
+  /** Only over the network: ask has (nothing to wait behind there, the database serializes the writes). */
+  hasNow(_id: string): undefined {
+    return undefined;
   }
 
   /** No bound: every tick's events start a batch of their own, on the pool. */
@@ -180,9 +181,15 @@ export class PostgresStore implements Store {
     return outcomes;
   }
 
-  /** Set by the writer queue (Store.onPurge, Store.onPurged). */
+  /** What watchPurges was told to tell (the writer queue's; tests set them directly). */
   onPurge?: () => void;
   onPurged?: (ids: number[]) => void;
+
+  watchPurges(watch: PurgeWatch): void {
+    this.onPurge = () => watch.more();
+    this.onPurged = (ids) => watch.done(ids);
+  }
+
   /** Purges of this node's NIP-09 deletions whose OKs wait (WriteOutcome.purge): any node may carry them out. */
   private readonly awaited = new Set<number>();
   /** The purge the last step worked on: the next step takes the one after it (round-robin). */

@@ -13,7 +13,7 @@
 // that: it then copies only what came in since this thread's last pass, and the next batch
 // starts the WAL over. So the WAL stays near WRITER_AUTOCHECKPOINT pages (80 MB with 4 KB pages)
 // while this thread runs. Should it fail, the writer copies everything itself again, at
-// SOLO_AUTOCHECKPOINT pages (40 MB) as before this thread (store.ts sets it through onLost).
+// SOLO_AUTOCHECKPOINT pages (40 MB) as before this thread (writer-thread.ts sets it through onLost).
 import { workerUrl } from "../../workers.ts";
 
 export type CheckpointRequest = { open: string; synchronous: "normal" | "full" } | "checkpoint" | "close";

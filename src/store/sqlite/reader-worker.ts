@@ -5,7 +5,7 @@ import type { Database } from "bun:sqlite";
 import { openDatabase } from "./db.ts";
 import { countJob, negJob, queryFrames, runQuery, StatementCache, type ReadSteps } from "./query.ts";
 import { NegSessions, type NegMsgJob } from "./neg-sessions.ts";
-import type { ReadKind } from "./readers.ts";
+import type { ReadKind } from "./ports.ts";
 
 declare const self: Worker;
 

@@ -11,17 +11,7 @@
 // thread (and no file descriptor) has to be found later, under load.
 import { workerUrl } from "../../workers.ts";
 import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type ReadContext, type RowBatch } from "../types.ts";
-
-export type ReadKind = "query" | "count" | "neg" | "negopen" | "negmsg";
-
-interface RunOptions {
-  /** Run on this worker (a NIP-77 session's). */
-  pin?: object;
-  /** Told which worker ran the job. */
-  onWorker?: (worker: object) => void;
-  /** Buffers of the job to move to the worker instead of copying (the job must not use them after). */
-  transfer?: ArrayBuffer[];
-}
+import type { ReadKind, RunOptions, SqliteReaderPort } from "./ports.ts";
 
 /** What a worker sends back after a slice. */
 interface SliceReply {
@@ -100,7 +90,7 @@ const SLICES_AHEAD = 2;
 /** Respawns of crashed workers allowed per minute before reads fail instead. */
 const MAX_RESPAWNS = 10;
 
-export class ReaderPool {
+export class ReaderPool implements SqliteReaderPort {
   private readonly slots: Slot[] = [];
   /** Jobs ready for a slice, by group and then by owner; Map order is the round-robin order of each. */
   private readonly queues = new Map<string, Map<object, Job[]>>();
@@ -129,7 +119,7 @@ export class ReaderPool {
   }
 
   /** A read with one result (COUNT, NEG-OPEN, NEG-MSG). */
-  run<T>(op: ReadKind, job: unknown, ctx?: ReadContext, opts: RunOptions = {}): Promise<T> {
+  run<T>(op: Exclude<ReadKind, "query">, job: unknown, ctx?: ReadContext, opts: RunOptions = {}): Promise<T> {
     const { pin, onWorker, transfer } = opts;
     if (pin && !this.slots.includes(pin as Slot)) {
       ctx?.onEnd?.(0); // the read never ran: its reservation goes back to the budget

@@ -2,12 +2,15 @@
 // SQLite write connection. A batch crosses as one string message (a small JSON head, then its
 // stored JSONs: no structured clone per event) and comes back as one seq per event; the
 // worker handles messages in order, so replies come in commit order, and a duplicate check
-// (has) sent after a batch is answered after that batch's commit.
+// (has) sent after a batch is answered after that batch's commit. Beside it, the thread that
+// checkpoints its WAL (checkpointer.ts). The store's writer (ports.ts SqliteWriterPort).
+import type { Database } from "bun:sqlite";
 import type { Prefix } from "../../protocol/reasons.ts";
 import { workerUrl } from "../../workers.ts";
 import { StoreClosedError, type PendingWrite, type WriteOutcome, type WriteRules } from "../types.ts";
 import type { Changes } from "./write.ts";
-import { WRITER_AUTOCHECKPOINT } from "./checkpointer.ts";
+import { Checkpointer, SOLO_AUTOCHECKPOINT, WRITER_AUTOCHECKPOINT } from "./checkpointer.ts";
+import type { SqliteWriterPort } from "./ports.ts";
 
 type AdminMethod = "put" | "remove" | "useToken" | "log" | "deleteEvent" | "deleteAuthor";
 
@@ -72,7 +75,7 @@ const LOST_CLOSE_WAIT_MS = 30_000;
 /** A writer thread that died this soon after it was started is started again only after a backoff. */
 const RESTART_BACKOFF_MS = { min: 100, max: 10_000, quick: 1000 };
 
-export class WriterThread {
+export class WriterThread implements SqliteWriterPort {
   /** Undefined while a restart waits for its backoff: calls are then refused at once. */
   private worker: Worker | undefined;
   private readonly pending = new Map<number, Pending>();
@@ -91,7 +94,7 @@ export class WriterThread {
   private lostBatches = new Set<LostBatch>();
   /** Told when the worker records new purge work. */
   onPurge?: () => void;
-  /** Told which purges the worker finished (Store.onPurged). */
+  /** Told which purges the worker finished (Store.watchPurges: PurgeWatch.done). */
   onPurged?: (ids: number[]) => void;
   /** Told what the worker's calls changed beyond their answers, before those answers (ChangeWatch). */
   onChanges?: (c: Changes) => void;
@@ -99,10 +102,13 @@ export class WriterThread {
   onLost?: () => void;
   /** Told each time a thread has opened its connection (at start, after a loss). */
   onOpen?: () => void;
-  /** Told when a batch was committed (the checkpointer's cue). */
-  onCommitted?: () => void;
+  /** Copies the committed WAL into the database file, told of each commit. */
+  private readonly checkpointer: Checkpointer;
   /** The connection's own checkpoint threshold, pages (setWalPages). */
   private walPages = WRITER_AUTOCHECKPOINT;
+  /** "changes" calls sent and not answered (checkChanges), and whether to ask again. */
+  private asking = 0;
+  private askAgain = false;
 
   constructor(
     private readonly path: string,
@@ -115,6 +121,8 @@ export class WriterThread {
     private readonly purgeOf: (seq: number) => number | undefined = () => undefined,
   ) {
     this.worker = this.spawn();
+    this.checkpointer = new Checkpointer(path, synchronous);
+    this.checkpointer.onLost = () => this.setWalPages(SOLO_AUTOCHECKPOINT);
   }
 
   private spawn(): Worker {
@@ -257,7 +265,7 @@ export class WriterThread {
     }
     const p = this.pending.get(r.id);
     this.pending.delete(r.id);
-    if ("seqs" in r) this.onCommitted?.();
+    if ("seqs" in r) this.checkpointer.committed();
     p?.resolve(r);
   }
 
@@ -279,14 +287,9 @@ export class WriterThread {
     });
   }
 
-  /** Calls and batches sent to the worker so far. */
-  get callsSent(): number {
-    return this.sent;
-  }
-
-  /** Open, and no call or batch waiting for its answer (so none being committed). */
-  get idle(): boolean {
-    return this.pending.size === 0 && !this.recovering;
+  /** Calls and batches sent to the worker so far, when it is open and none waits for its answer (so none being committed). */
+  callsIfIdle(): number | undefined {
+    return this.pending.size === 0 && !this.recovering ? this.sent : undefined;
   }
 
   /** Resolves once the worker has opened its connection; rejects when it cannot. */
@@ -295,8 +298,11 @@ export class WriterThread {
     return new Promise((resolve, reject) => this.readyWaiters.push({ resolve: () => resolve(), reject }));
   }
 
-  /** A batch committed in one transaction, or failed as a whole (an error with SQLite's code). */
-  writeBatch(batch: PendingWrite[], rules: WriteRules): Promise<WriteOutcome[]> {
+  /**
+   * A batch committed in one transaction, or failed as a whole (an error with SQLite's code);
+   * `committed` is given its outcomes as the snapshot point moves (see outcomes).
+   */
+  writeBatch(batch: PendingWrite[], rules: WriteRules, committed: (outcomes: WriteOutcome[]) => WriteOutcome[]): Promise<WriteOutcome[]> {
     const id = this.nextId++;
     const lengths = new Array<number>(batch.length);
     const vanishOnly: [number, Prefix, string][] = [];
@@ -321,7 +327,7 @@ export class WriterThread {
     return this.send(parts.join(""), id, ids).then(
       (r) => {
         done();
-        return this.outcomes(r);
+        return committed(this.outcomes(r));
       },
       (err: unknown) => {
         done();
@@ -333,8 +339,8 @@ export class WriterThread {
   private outcomes(r: WriterReply): WriteOutcome[] {
     if ("error" in r) throw Object.assign(new Error(r.error.message), { code: r.error.code, name: r.error.name });
     const { seqs, refusals, purges, seq } = r as Extract<WriterReply, { seqs: Float64Array }>;
-    // The snapshot point moves here, and the caller (store/sqlite/store.ts writeBatch) tells the
-    // commit feed (the fanout) in the continuation of this very promise: no other task runs in
+    // The snapshot point moves here, and writeBatch's `committed` (store/sqlite/store.ts) tells the
+    // commit feed (the fanout) right after, in the same continuation: nothing else runs in
     // between, so a REQ never sees a seq whose events were not fanned out yet (store/types.ts
     // lastSeq, relay/read/req.ts).
     this.seq = Math.max(this.seq, seq);
@@ -364,6 +370,11 @@ export class WriterThread {
       if (this.checks.length === 0) setImmediate(() => this.sendChecks());
       this.checks.push({ id, resolve, reject });
     });
+  }
+
+  /** Store.hasNow: while batches are in flight, "not known" (has would wait behind them); else ask has. */
+  hasNow(_id: string): boolean | undefined {
+    return this.busy ? false : undefined;
   }
 
   private sendChecks(): void {
@@ -398,6 +409,40 @@ export class WriterThread {
     return !this.opened || this.lostBatches.size > 0;
   }
 
+  /** A "changes" question is unanswered, or a lost thread's batches are undecided (or it is not open yet). */
+  get changesPending(): boolean {
+    return this.asking > 0 || this.recovering;
+  }
+
+  /**
+   * data_version moved, which our own commits do too: the thread is asked whether another
+   * connection committed (its answer goes to onChanges). One question at a time; a change seen
+   * meanwhile is asked about once it is answered (the answer may have been read before it).
+   */
+  checkChanges(): void {
+    if (this.asking > 0) {
+      this.askAgain = true;
+      return;
+    }
+    this.asking++;
+    this.call({ call: "changes" })
+      .catch(() => {}) // lost: onLost
+      .finally(() => {
+        this.asking--;
+        if (!this.askAgain) return;
+        this.askAgain = false;
+        this.checkChanges();
+      });
+  }
+
+  purgeStep(budgetMs: number): Promise<boolean> {
+    return this.call<boolean>({ call: "purgeStep", budgetMs });
+  }
+
+  sweepExpired(now: number): Promise<number> {
+    return this.call<number>({ call: "sweepExpired", now });
+  }
+
   async call<T>(c: CallOf<WriterCall>): Promise<T> {
     const id = this.nextId++;
     const r = await this.send({ ...c, id } as WriterCall, id);
@@ -416,8 +461,14 @@ export class WriterThread {
     return this.call<T>({ call: "admin", method, args });
   }
 
-  /** Waits for what was sent, then checkpoints the WAL and closes the connection in the worker. */
-  async close(): Promise<void> {
+  /**
+   * Stops the checkpointer and closes `connection` (the store's), waits for what was sent, then
+   * checkpoints the WAL and closes the connection in the worker: the last one, its checkpoint
+   * folds the WAL in.
+   */
+  async close(connection: Database): Promise<void> {
+    await this.checkpointer.close();
+    connection.close(true);
     if (this.closing) return;
     const worker = this.worker;
     this.closing = true;

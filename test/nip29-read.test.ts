@@ -1,0 +1,244 @@
+// NIP-29 over the wire: who may read a private group's events (issue 32, point 5), each read
+// path its own test: REQ (admission and the stored read), COUNT, NIP-77, search, live fanout,
+// the catch-up, memory's answers, and a hidden group's metadata. Fixture: private group P with
+// member M, outsider O (AUTHed), anonymous A, and event x in P (by M).
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { nip77 } from "nostr-tools";
+import type { NostrEvent } from "../src/protocol/event.ts";
+import type { QueryJob, RowBatch } from "../src/store/types.ts";
+import { type Client, failOnRelayErrors, fence, signer, type Signer, type TestRelay } from "./helpers.ts";
+import { accepted } from "./helpers.ts";
+import { connectAs, createGroup, groupRelay, mod } from "./groups-helpers.ts";
+
+failOnRelayErrors();
+
+const WORD = "zanzibarquokka";
+let relay: TestRelay;
+let owner: Signer;
+let M: Signer;
+let O: Signer;
+let cOwner: Client;
+let cM: Client;
+let cO: Client;
+let cA: Client;
+let P: string;
+let x: NostrEvent;
+
+beforeAll(async () => {
+  relay = await groupRelay();
+  owner = signer();
+  M = signer();
+  O = signer();
+  P = `p-${Math.random().toString(36).slice(2, 10)}`;
+  cOwner = await connectAs(relay);
+  await createGroup(cOwner, relay, owner, P, [["private"]]);
+  await accepted(cOwner, mod(9000, owner, P, [["p", M.pubkey]]));
+  cM = await connectAs(relay, M);
+  cO = await connectAs(relay, O);
+  cA = await connectAs(relay);
+  x = M.sign({
+    kind: 9,
+    content: `hello ${WORD}`,
+    tags: [
+      ["h", P],
+      ["t", WORD],
+    ],
+  });
+  await accepted(cM, x);
+});
+afterAll(async () => {
+  for (const c of [cOwner, cM, cO, cA]) c.close();
+  await relay.stop();
+});
+
+let n = 0;
+const sub = () => `s${++n}`;
+
+/** The ids a REQ of `filter` gets on `c` (the subscription closed after EOSE), and how it ended. */
+async function reqIds(c: Client, filter: Record<string, unknown>): Promise<{ ids: string[]; end: unknown[] }> {
+  const id = sub();
+  const { events, end } = await c.req(id, filter);
+  c.send(["CLOSE", id]);
+  return { ids: events.map((e) => e.id), end };
+}
+
+describe("REQ", () => {
+  test('{"#h":[P]}: anonymous auth-required:, an outsider restricted:, the member gets x', async () => {
+    const a = await reqIds(cA, { "#h": [P] });
+    expect(a.end[0]).toBe("CLOSED");
+    expect(a.end[2]).toStartWith("auth-required: ");
+    const o = await reqIds(cO, { "#h": [P] });
+    expect(o.end[0]).toBe("CLOSED");
+    expect(o.end[2]).toStartWith("restricted: ");
+    expect((await reqIds(cM, { "#h": [P] })).ids).toContain(x.id);
+  });
+
+  for (const [name, filter] of [
+    ["kinds", () => ({ kinds: [9] })],
+    ["ids", () => ({ ids: [x.id] })],
+    ["authors", () => ({ authors: [M.pubkey] })],
+  ] as const)
+    test(`{${name}}: anonymous and the outsider get no x, the member gets it`, async () => {
+      expect((await reqIds(cA, filter())).ids).not.toContain(x.id);
+      expect((await reqIds(cO, filter())).ids).not.toContain(x.id);
+      expect((await reqIds(cM, filter())).ids).toContain(x.id);
+    });
+});
+
+describe("COUNT", () => {
+  test('{"#h":[P]} refused as REQ is; {kinds:[9]} counts x only for the member', async () => {
+    const a = await cA.count(sub(), [{ "#h": [P] }]);
+    expect([a[0], a[2].slice(0, 15)]).toEqual(["CLOSED", "auth-required: "]);
+    const o = await cO.count(sub(), [{ "#h": [P] }]);
+    expect([o[0], o[2].slice(0, 12)]).toEqual(["CLOSED", "restricted: "]);
+    const filter = { kinds: [9], authors: [M.pubkey] };
+    expect((await cO.count(sub(), [filter]))[2]).toEqual({ count: 0 });
+    expect((await cA.count(sub(), [filter]))[2]).toEqual({ count: 0 });
+    expect((await cM.count(sub(), [filter]))[2]).toEqual({ count: 1 });
+  });
+});
+
+describe("NIP-77", () => {
+  /** NEG-OPEN of `filter` against an empty set: NEG-ERR's reason, or the ids the relay has that we need. */
+  async function negNeed(c: Client, filter: Record<string, unknown>): Promise<string | string[]> {
+    const storage = new nip77.NegentropyStorageVector();
+    storage.seal();
+    const neg = new nip77.Negentropy(storage);
+    const id = sub();
+    const from = c.frames.length;
+    c.send(["NEG-OPEN", id, filter, neg.initiate()]);
+    const answer = await c.next((f) => (f[0] === "NEG-MSG" || f[0] === "NEG-ERR") && f[1] === id, 5000, from);
+    if (answer[0] === "NEG-ERR") return answer[2] as string;
+    const need: string[] = [];
+    neg.reconcile(
+      answer[2],
+      () => {},
+      (i: string) => need.push(i),
+    );
+    c.send(["NEG-CLOSE", id]);
+    return need;
+  }
+
+  test('NEG-OPEN {"#h":[P]}: NEG-ERR auth-required: / restricted:; {kinds:[9]}: x is not among the outsider\'s items', async () => {
+    expect(await negNeed(cA, { "#h": [P] })).toStartWith("auth-required: ");
+    expect(await negNeed(cO, { "#h": [P] })).toStartWith("restricted: ");
+    expect(await negNeed(cO, { kinds: [9] })).not.toContain(x.id);
+    expect(await negNeed(cM, { kinds: [9] })).toContain(x.id);
+  });
+});
+
+describe("search", () => {
+  test("a word of x: the outsider gets nothing, the member x", async () => {
+    expect((await reqIds(cO, { search: WORD })).ids).toEqual([]);
+    expect((await reqIds(cA, { search: WORD })).ids).toEqual([]);
+    expect((await reqIds(cM, { search: WORD })).ids).toEqual([x.id]);
+  });
+});
+
+describe("live", () => {
+  test("the outsider's open {kinds:[9]} and {search} get nothing when the member posts; the member's get it", async () => {
+    const [oKinds, oSearch, mKinds, mSearch] = [sub(), sub(), sub(), sub()];
+    await cO.req(oKinds, { kinds: [9], since: x.created_at + 1 });
+    await cO.req(oSearch, { search: WORD, since: x.created_at + 1 });
+    await cM.req(mKinds, { kinds: [9], since: x.created_at + 1 });
+    await cM.req(mSearch, { search: WORD, since: x.created_at + 1 });
+    const y = M.sign({ kind: 9, content: `again ${WORD}`, tags: [["h", P]], created_at: x.created_at + 2 });
+    await accepted(cM, y);
+    await cM.next((f) => f[0] === "EVENT" && f[1] === mKinds && f[2].id === y.id);
+    await cM.next((f) => f[0] === "EVENT" && f[1] === mSearch && f[2].id === y.id);
+    await (await fence(cO))();
+    expect([...cO.eventsFor(oKinds), ...cO.eventsFor(oSearch)].map((e) => e.id)).not.toContain(y.id);
+    for (const [c, id] of [
+      [cO, oKinds],
+      [cO, oSearch],
+      [cM, mKinds],
+      [cM, mSearch],
+    ] as const)
+      c.send(["CLOSE", id]);
+  });
+
+  test("a member removed stops receiving live events at once", async () => {
+    const leaver = signer();
+    await accepted(cOwner, mod(9000, owner, P, [["p", leaver.pubkey]]));
+    const c = await connectAs(relay, leaver);
+    const id = sub();
+    await c.req(id, { "#h": [P], limit: 0 });
+    const before = M.sign({ kind: 9, content: "before", tags: [["h", P]] });
+    await accepted(cM, before);
+    await c.next((f) => f[0] === "EVENT" && f[1] === id && f[2].id === before.id);
+    await accepted(cOwner, mod(9001, owner, P, [["p", leaver.pubkey]]));
+    const after = M.sign({ kind: 9, content: "after", tags: [["h", P]] });
+    await accepted(cM, after);
+    await (await fence(c))();
+    expect(c.eventsFor(id).map((e) => e.id)).not.toContain(after.id);
+    c.close();
+  });
+});
+
+describe("catch-up", () => {
+  test("an event committed while the outsider's stored read runs is not caught up to it; the member's is", async () => {
+    // Each stored read waits for `go`: the events committed meanwhile come by the catch-up ring.
+    const store = relay.ctx.store;
+    const query = store.query.bind(store);
+    let go!: () => void;
+    const gate = new Promise<void>((resolve) => (go = resolve));
+    let waiting = 0;
+    store.query = (job: QueryJob, ctx?: Parameters<typeof store.query>[1]): AsyncIterable<RowBatch> => ({
+      async *[Symbol.asyncIterator]() {
+        waiting++;
+        await gate;
+        yield* query(job, ctx);
+      },
+    });
+    try {
+      const [o, m] = [sub(), sub()];
+      const z = M.sign({ kind: 9, content: "in flight", tags: [["h", P]] });
+      // By id: no answer of memory's, so both go to the (waiting) store.
+      const filter = { ids: [z.id] };
+      const oDone = cO.req(o, filter);
+      const mDone = cM.req(m, filter);
+      while (waiting < 2) await Bun.sleep(5);
+      store.query = query;
+      await accepted(cM, z);
+      go();
+      expect((await oDone).events.map((e) => e.id)).not.toContain(z.id);
+      expect((await mDone).events.map((e) => e.id)).toContain(z.id);
+      cO.send(["CLOSE", o]);
+      cM.send(["CLOSE", m]);
+    } finally {
+      store.query = query;
+      go();
+    }
+  });
+});
+
+describe("memory's answers", () => {
+  test("the same REQ twice (the ring's feeds, a kept tag answer) never serves x to the outsider or anonymous", async () => {
+    for (const filter of [
+      { authors: [M.pubkey], limit: 20 },
+      { "#t": [WORD], limit: 20 },
+    ])
+      for (const c of [cO, cA, cO, cA, cO]) expect((await reqIds(c, filter)).ids).not.toContain(x.id);
+    expect((await reqIds(cM, { authors: [M.pubkey], limit: 20 })).ids).toContain(x.id);
+  });
+});
+
+describe("hidden group", () => {
+  test("{kinds:[39000]}: an outsider has no d=H, a member sees it", async () => {
+    const H = `h-${Math.random().toString(36).slice(2, 10)}`;
+    await createGroup(cOwner, relay, owner, H, [["hidden"]]);
+    await accepted(cOwner, mod(9000, owner, H, [["p", M.pubkey]]));
+    const dOf = async (c: Client) => {
+      const id = sub();
+      const { events } = await c.req(id, { kinds: [39000] });
+      c.send(["CLOSE", id]);
+      return events.map((e) => e.tags.find((t) => t[0] === "d")?.[1]);
+    };
+    expect(await dOf(cO)).not.toContain(H);
+    expect(await dOf(cA)).not.toContain(H);
+    expect(await dOf(cM)).toContain(H);
+    // Not refused either: existence is not revealed.
+    const o = await reqIds(cO, { kinds: [39000], "#d": [H] });
+    expect(o).toEqual({ ids: [], end: ["EOSE", expect.any(String)] });
+  });
+});
