@@ -25,6 +25,7 @@ const SUITE = [
   "nip09",
   "nip11",
   "nip13",
+  "nip29-interop",
   "nip29-write",
   "nip40",
   "nip42",
