@@ -104,11 +104,13 @@ async function writeCorpus(dataDir: string, c: Corpus): Promise<number> {
   const started = performance.now();
   try {
     const w = await bulk.writer({ rules: writeRules(config), batchSize: 1000 });
-    for (let i = 0; i < c.events.length; i += w.txnSize) {
+    // txnSize is the next transaction's (it changes as the writer goes).
+    for (let i = 0; i < c.events.length; ) {
       const chunk = c.events.slice(i, i + w.txnSize).map((event) => ({ event, json: JSON.stringify(event) }));
+      i += chunk.length;
       const outcomes = await w.commit(chunk);
-      const bad = outcomes.find((o) => !o.stored);
-      if (bad) throw new Error(`the corpus did not store: ${JSON.stringify(bad)}`);
+      const bad = outcomes.findIndex((o) => !o.stored);
+      if (bad >= 0) throw new Error(`the corpus did not store: ${JSON.stringify(outcomes[bad])} ${JSON.stringify(chunk[bad]!.event)}`);
     }
   } finally {
     await bulk.close();
