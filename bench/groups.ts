@@ -18,6 +18,7 @@ import { openBulk } from "../src/cli/options.ts";
 import { readOrCreateKeyFile } from "../src/cli/relay-key.ts";
 import { defaults, type Config } from "../src/config/schema.ts";
 import { GroupState } from "../src/groups/state.ts";
+import { REBUILD_KINDS } from "../src/nips/nip29.ts";
 import { writeRules } from "../src/policy/visibility.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import type { GroupRecords } from "../src/store/types.ts";
@@ -60,7 +61,7 @@ function groupsConfig(dataDir: string): Config {
 }
 
 // ---- the corpus: per group a 9007 by its owner (and a 9002 making every other group private),
-// MEMBERS - 1 joins, the relay's 39000 and 39002 ----
+// MEMBERS - 1 joins, the relay's 39000-39003 ----
 
 interface Corpus {
   events: NostrEvent[];
@@ -68,7 +69,7 @@ interface Corpus {
   groups: { id: string; members: string[] }[];
 }
 
-function corpus(relayPubkey: string): Corpus {
+async function corpus(relayPubkey: string, config: Config): Promise<Corpus> {
   const events: NostrEvent[] = [];
   const groups: Corpus["groups"] = [];
   const t = Math.floor(Date.now() / 1000) - 600;
@@ -80,21 +81,14 @@ function corpus(relayPubkey: string): Corpus {
     // Every other group private: the read rule then has work (member or not).
     if (g % 2 === 1) events.push(unsignedEvent(members[0]!, { kind: 9002, created_at: t, tags: [["h", id], ["private"]], content: "" }));
     for (const pk of members.slice(1)) events.push(unsignedEvent(pk, { kind: 9021, created_at: t + 1, tags: [["h", id]], content: "" }));
-    events.push(
-      unsignedEvent(relayPubkey, {
-        kind: 39000,
-        created_at: t + 2,
-        tags: [
-          ["d", id],
-          ["name", `group ${g}`],
-        ],
-        content: "",
-      }),
-    );
-    events.push(
-      unsignedEvent(relayPubkey, { kind: 39002, created_at: t + 2, tags: [["d", id], ...members.map((pk) => ["p", pk])], content: "" }),
-    );
   }
+  // The relay's 39000-39003 as the state renders them (so a relay starting on this data has
+  // nothing to republish), after the users' events as a relay would have written them.
+  const state = new GroupState({ config: () => config, relayPubkey });
+  await state.rebuild(memoryRecords(events));
+  for (const { id } of groups)
+    for (const kind of [39000, 39001, 39002, 39003] as const)
+      events.push(unsignedEvent(relayPubkey, { kind, created_at: t + 2, tags: state.render(id, kind)!, content: "" }));
   return { events, groups };
 }
 
@@ -188,7 +182,7 @@ async function main() {
   log(`bench/groups: ${GROUPS} groups x ${MEMBERS} members, ${EVENTS} messages x ${RUNS} runs; bun ${Bun.version}; load ${load()}`);
   const dataDir = join(root, "groups");
   const key = readOrCreateKeyFile(join(dataDir, "relay.key"), () => {});
-  const c = corpus(key.pubkey);
+  const c = await corpus(key.pubkey, groupsConfig(dataDir));
   const wrote = await writeCorpus(dataDir, c);
   log(`corpus: ${c.events.length} events written by the bulk writer in ${(wrote / 1000).toFixed(1)} s`);
 
@@ -196,12 +190,29 @@ async function main() {
   const config = groupsConfig(dataDir);
   const bulk = await openBulk(config, join(dataDir, "bunstr.sqlite"), "readonly");
   const fromStore = await rebuildFrom(bulk.groups, config, key.pubkey);
+  // Its two reads alone: the moderation kinds along the seq, and the newest h rows per group.
+  let t = performance.now();
+  let storedRows = 0;
+  for (let after = 0; ; ) {
+    const page = await bulk.groups.inOrder(REBUILD_KINDS, after, 5000);
+    storedRows += page.length;
+    if (page.length < 5000) break;
+    after = page.at(-1)!.seq;
+  }
+  const inOrderMs = performance.now() - t;
+  t = performance.now();
+  const recent = await bulk.groups.recentByGroup(config.groups.previous_window, Math.max(100_000, GROUPS * config.groups.previous_window));
+  const recentMs = performance.now() - t;
   await bulk.close();
   const fromMemory = await rebuildFrom(memoryRecords(c.events), config, key.pubkey);
   const stats = fromMemory.state.stats();
   log(
     `rebuild from the store: ${fromStore.r.ms} ms, ${fromStore.r.events} events, ${fromStore.r.groups} groups, ${fromStore.r.members} members` +
       (fromStore.r.groups === GROUPS ? "" : "  (the store returned fewer: its GroupRecords is not filled in on this commit)"),
+  );
+  log(
+    `  of which the store's reads alone: inOrder ${inOrderMs.toFixed(0)} ms (${storedRows} rows, pages of 5,000), ` +
+      `recentByGroup ${recentMs.toFixed(0)} ms (${recent.size} groups)`,
   );
   log(
     `rebuild from memory: ${fromMemory.r.ms} ms, ${fromMemory.r.events} events, ${stats.groups} groups, ${stats.members} members; ` +
@@ -237,8 +248,8 @@ async function main() {
   );
   const plainToml = join(root, "plain.toml");
   writeFileSync(plainToml, RATE_LIMITS_OFF);
-  const withGroups = await RelayProcess.spawn({ verify: false, dataDir, args: ["--config", groupsToml], startTimeoutMs: 120_000 });
-  const without = await RelayProcess.spawn({ verify: false, dataDir: plainDir, args: ["--config", plainToml], startTimeoutMs: 120_000 });
+  const withGroups = await RelayProcess.spawn({ verify: false, dataDir, args: ["--config", groupsToml], startTimeoutMs: 300_000 });
+  const without = await RelayProcess.spawn({ verify: false, dataDir: plainDir, args: ["--config", plainToml], startTimeoutMs: 300_000 });
   const rows: string[] = [];
   try {
     const connsA = await connectAll(withGroups.url, CONNECTIONS, "groups-");
