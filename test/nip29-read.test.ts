@@ -157,6 +157,22 @@ describe("live", () => {
       c.send(["CLOSE", id]);
   });
 
+  test("a public group's events reach an anonymous live subscriber, until the group turns private", async () => {
+    const G = `o-${Math.random().toString(36).slice(2, 10)}`;
+    await createGroup(cOwner, relay, owner, G);
+    const id = sub();
+    await cA.req(id, { "#h": [G], limit: 0 });
+    const open = owner.sign({ kind: 9, content: "open", tags: [["h", G]] });
+    await accepted(cOwner, open);
+    await cA.next((f) => f[0] === "EVENT" && f[1] === id && f[2].id === open.id);
+    await accepted(cOwner, mod(9002, owner, G, [["private"]]));
+    const closed = owner.sign({ kind: 9, content: "closed", tags: [["h", G]] });
+    await accepted(cOwner, closed);
+    await (await fence(cA))();
+    expect(cA.eventsFor(id).map((e) => e.id)).not.toContain(closed.id);
+    cA.send(["CLOSE", id]);
+  });
+
   test("a member removed stops receiving live events at once", async () => {
     const leaver = signer();
     await accepted(cOwner, mod(9000, owner, P, [["p", leaver.pubkey]]));

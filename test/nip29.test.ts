@@ -3,10 +3,16 @@
 // the 9001 answering a leave (point 3); deletions by 9005, 9008, NIP-09 and NIP-62 (point 6);
 // the state surviving a restart.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
-import type { NostrEvent } from "../src/protocol/event.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join as joinPath } from "node:path";
+import { Database } from "bun:sqlite";
+import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
+import { SqliteWriter } from "../src/store/sqlite/write.ts";
+import { RULES } from "./memory-answers.ts";
+import { onPostgres } from "./postgres-env.ts";
 import type { Client, Signer, TestRelay } from "./helpers.ts";
-import { accepted, failOnRelayErrors, refusedWith, relayInfo, signer } from "./helpers.ts";
+import { accepted, failOnRelayErrors, openTestStore, refusedWith, relayInfo, signer, storeEvents, testConfig } from "./helpers.ts";
 import { authAs, connectAs, createGroup, groupRelay, join, mod, relayEvents } from "./groups-helpers.ts";
 
 failOnRelayErrors();
@@ -274,3 +280,91 @@ describe("restart (point 3)", () => {
     }
   });
 });
+
+describe("reconcile at start", () => {
+  test("moderation events stored without the relay's 39xxx (an import): the relay writes them at start", async () => {
+    const dir = mkdtempSync(joinPath(tmpdir(), "bunstr-nip29-"));
+    const owner = signer();
+    const member = signer();
+    const id = freshId();
+    const config = testConfig({ groups: { enabled: true, creators: ["anyone"] } });
+    const store = await openTestStore(dir, config);
+    await storeEvents(store, [mod(9007, owner, id), mod(9000, owner, id, [["p", member.pubkey]])]);
+    await store.close();
+    const r = await groupRelay({}, { dir });
+    try {
+      const rc = await connectAs(r);
+      const events = await relayEvents(rc, id, r.ctx.relayKey.pubkey);
+      expect([...events.keys()].sort()).toEqual([39000, 39001, 39002, 39003]);
+      expect(
+        events
+          .get(39002)!
+          .tags.slice(1)
+          .map((t) => t[1])
+          .sort(),
+      ).toEqual([owner.pubkey, member.pubkey].sort());
+      rc.close();
+    } finally {
+      await r.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("restart after a deletion (point 6)", () => {
+  test("a group deleted (9008, its events purged) stays deleted after a restart", async () => {
+    const r = await groupRelay();
+    const dir = r.dir;
+    let rc = await connectAs(r);
+    const owner = signer();
+    const id = freshId();
+    await createGroup(rc, r, owner, id);
+    await accepted(rc, mod(9008, owner, id));
+    rc.close();
+    await r.close();
+    const again = await groupRelay({}, { dir });
+    try {
+      rc = await connectAs(again);
+      await authAs(rc, owner, again.url);
+      await refusedWith(rc, mod(9007, owner, id), "blocked:");
+      rc.close();
+    } finally {
+      await again.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// Another process on the served SQLite file (the old relay of a hand-over while it drains, `bunstr
+// import`): its commits reach this relay only as "the database changed", and are read by seq.
+if (!onPostgres)
+  describe("another process's commits", () => {
+    test("a 9000 written into the served file by another process makes a member, and the relay lists them", async () => {
+      // A connection of its own: one connection AUTHs as a limited number of pubkeys.
+      const c = await connectAs(relay);
+      const owner = signer();
+      const id = freshId();
+      await createGroup(c, relay, owner, id, [["restricted"]]);
+      const member = signer();
+      await refusedWith(c, mod(9, member, id), "restricted:");
+      const put = mod(9000, owner, id, [["p", member.pubkey]]);
+      const db = new Database(relay.dbPath);
+      try {
+        expect(new SqliteWriter(db).writeBatchImmediate([{ event: put, json: serializeEvent(put) }], RULES)[0]!.stored).toBe(true);
+      } finally {
+        db.close();
+      }
+      // The relay looks for others' commits when it is next asked (store/sqlite/store.ts lastSeq).
+      const deadline = Date.now() + 5000;
+      for (;;) {
+        await Bun.sleep(30);
+        await read({ ids: ["00".repeat(32)] });
+        if (relay.ctx.groups!.members(id)!.some((m) => m.pubkey === member.pubkey) || Date.now() > deadline) break;
+      }
+      await accepted(c, mod(9, member, id));
+      const deadline2 = Date.now() + 5000;
+      while (!(await listed(id, 39002)).some((t) => t[1] === member.pubkey) && Date.now() < deadline2) await Bun.sleep(30);
+      expect((await listed(id, 39002)).map((t) => t[1])).toContain(member.pubkey);
+      c.close();
+    });
+  });

@@ -68,8 +68,8 @@ test("backup while the relay takes writes: opens, passes integrity_check, holds 
     db.close();
     expect(ackedBefore.filter((id) => !ids.has(id))).toEqual([]);
     expect(ids.size).toBeGreaterThanOrEqual(10_000 + ackedBefore.length);
-    // One self-contained file: no WAL beside it, no temporary file left.
-    expect(readdirSync(join(dir, "backups"))).toEqual(["live.sqlite"]);
+    // One self-contained file: no WAL beside it, no temporary file left; and the relay key (NIP-29) beside it.
+    expect(readdirSync(join(dir, "backups")).sort()).toEqual(["live.sqlite", "live.sqlite.key"]);
 
     // It is a bunstr database: stats reads it.
     const st = await bunstr(["stats", "--json", "--db", file]);

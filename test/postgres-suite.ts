@@ -17,6 +17,7 @@ const SUITE = [
   "differential",
   "dm-protection",
   "fuzz",
+  "group-visibility-store",
   "hostile",
   "interop",
   "limits",
@@ -25,7 +26,9 @@ const SUITE = [
   "nip09",
   "nip11",
   "nip13",
+  "nip29",
   "nip29-interop",
+  "nip29-read",
   "nip29-write",
   "nip40",
   "nip42",
@@ -42,7 +45,12 @@ const SUITE = [
   "smoke",
 ].map((f) => `./test/${f}.test.ts`);
 
-const CLUSTER = ["./test/cluster/cluster.pgtest.ts", "./test/postgres/write-parity.pgtest.ts", "./test/postgres/ops.pgtest.ts"];
+const CLUSTER = [
+  "./test/cluster/cluster.pgtest.ts",
+  "./test/postgres/write-parity.pgtest.ts",
+  "./test/postgres/ops.pgtest.ts",
+  "./test/postgres/relay-key.pgtest.ts",
+];
 
 const missing = await servicesMissing();
 if (missing) {

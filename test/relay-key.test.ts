@@ -6,7 +6,9 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pubkeyOf } from "../src/protocol/schnorr.ts";
+import { getPublicKey, verifyEvent } from "nostr-tools/pure";
+import { hasValidId } from "../src/protocol/event.ts";
+import { pubkeyOf, relayKeyFromHex, signEvent, verifySchnorr } from "../src/protocol/schnorr.ts";
 import { readOrCreateKeyFile } from "../src/cli/relay-key.ts";
 import { freePort } from "./process-helpers.ts";
 import { signalAndWait, spawnBunstr, SOURCE, type Bunstr } from "./relay-process.ts";
@@ -118,6 +120,8 @@ test("a reload that sets [info] self to another pubkey is refused; the running c
   writeFileSync(config, `[info]\nname = "before"\n`);
   const { relay, http } = await serve(dir, ["--config", config]);
   try {
+    // Answered from the event loop, so after serve has set its signal handlers.
+    expect((await info(http)).name).toBe("before");
     const other = "d".repeat(64);
     writeFileSync(config, `[info]\nname = "after"\nself = "${other}"\n`);
     const line = await signalAndWait(relay, "SIGHUP", /config reload failed[^\n]*/);
@@ -190,6 +194,31 @@ console.log(readOrCreateKeyFile(${JSON.stringify(file)}, () => {}).pubkey);`;
   // In process, the same file gives the same key again.
   expect(readOrCreateKeyFile(file, () => {}).pubkey).toBe(pubkeys[0]!);
 }, 30_000);
+
+test("signEvent: an event any client accepts (id and signature), signed by the key", () => {
+  const key = relayKeyFromHex("3".repeat(64), "test");
+  const e = signEvent(
+    {
+      kind: 39000,
+      created_at: 1_700_000_000,
+      tags: [
+        ["d", "g"],
+        ["name", "ü ✓"],
+      ],
+      content: "",
+    },
+    key,
+  );
+  expect(e.pubkey).toBe(key.pubkey);
+  expect(e.pubkey).toBe(getPublicKey(key.secret));
+  expect(hasValidId(e)).toBe(true);
+  expect(verifySchnorr(e)).toBe(true);
+  expect(verifyEvent({ ...e })).toBe(true);
+  // The id is NIP-01's serialization, control characters verbatim (what bunstr checks first).
+  const control = signEvent({ kind: 39000, created_at: 1_700_000_000, tags: [["name", "a\u0001b"]], content: "" }, key);
+  expect(hasValidId(control)).toBe(true);
+  expect(verifySchnorr(control)).toBe(true);
+});
 
 test("startTestRelay keeps its key across a restart on the same dir", async () => {
   const first = await startTestRelay();

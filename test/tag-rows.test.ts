@@ -172,7 +172,7 @@ if (!onPostgres)
         old.query("INSERT INTO tags (name, value, created_at, seq, kind) VALUES ('t', 'spoof\uFFFD', 100, 7, 1)").run();
         old.close();
         const again = openDatabase({ path, synchronous: "normal" });
-        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(12);
+        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(13);
         expect(again.query("SELECT count(*) AS n FROM tags").get()).toEqual({ n: 3 });
         again.close();
       } finally {
@@ -258,7 +258,7 @@ if (!onPostgres)
         );
         db.close();
         const again = openDatabase({ path, synchronous: "normal" });
-        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(12);
+        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(13);
         expect(again.query("SELECT typeof(value) AS t, count(*) AS n FROM tags GROUP BY 1 ORDER BY 1").all()).toEqual([
           { t: "blob", n: 4 },
           { t: "text", n: 3 },

@@ -18,6 +18,7 @@ import { fakePubkey, unsignedEvent } from "../bench/lib/events.ts";
 import { RATE_LIMITS_OFF } from "../bench/lib/relay.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { needInCI } from "./ci.ts";
+import { Client, signer } from "./helpers.ts";
 import { freePort } from "./process-helpers.ts";
 import { spawnBunstr } from "./relay-process.ts";
 
@@ -170,6 +171,44 @@ function scenarios(): void {
     ); // only B is left
     expect(events.filter((e) => !stored.has(e.id)).map((e) => e.id)).toEqual([]);
     b.proc.kill("SIGTERM");
+    expect(await b.proc.exited).toBe(0);
+  }, 60_000);
+
+  test("NIP-29: a member added on A while B already serves is a member on B (B reads A's commits by seq)", async () => {
+    const port = freePort();
+    const url = `ws://127.0.0.1:${port}/`;
+    const groups = join(dir, "groups.toml");
+    writeFileSync(groups, `${RATE_LIMITS_OFF}\n[groups]\nenabled = true\ncreators = "anyone"\n`);
+    const args = [...relayArgs(port, join(dir, "groups")).slice(0, -1), groups];
+    const a = await spawnBunstr(args, dir);
+    const onA = await Client.connect(url); // before B exists: certainly on A
+    const [owner, member, outsider] = [signer(), signer(), signer()];
+    const id = "handover";
+    let n = 0;
+    const group = (kind: number, s: typeof owner, tags: string[][] = []) => s.sign({ kind, content: `${++n}`, tags: [["h", id], ...tags] });
+    expect((await onA.auth(owner, url))[2]).toBe(true);
+    for (const e of [group(9007, owner), group(9002, owner, [["restricted"]])]) expect((await onA.publish(e)).slice(2)).toEqual([true, ""]);
+    const b = await spawnBunstr(args, dir);
+    try {
+      expect((await onA.publish(group(9000, owner, [["p", member.pubkey]]))).slice(2)).toEqual([true, ""]);
+      a.proc.kill("SIGUSR2");
+      expect(await a.proc.exited).toBe(0);
+      const onB = await Client.connect(url); // only B is left
+      // B learns of A's commits when it next asks the database (a read): then the member may post.
+      let ok: unknown[] = [];
+      for (const deadline = Date.now() + 5000; Date.now() < deadline; await Bun.sleep(50)) {
+        await onB.req(`r${++n}`, { ids: ["00".repeat(32)] });
+        ok = await onB.publish(group(9, member));
+        if (ok[2] === true) break;
+      }
+      expect(ok.slice(2)).toEqual([true, ""]);
+      expect((await onB.publish(group(9, outsider))).slice(2)).toEqual([false, "restricted: only members can write in this group"]);
+      onA.close();
+      onB.close();
+    } finally {
+      // Failed half-way: neither process outlives the test.
+      for (const p of [a.proc, b.proc]) if (p.exitCode === null) p.kill("SIGTERM");
+    }
     expect(await b.proc.exited).toBe(0);
   }, 60_000);
 }

@@ -80,10 +80,12 @@ export async function serve(argv: string[]): Promise<void> {
   // its own ends the process).
   const verifier = configuredVerifier(config);
   let relayKey;
+  // Said once the relay listens: a start that fails says only why.
+  const keyLines: string[] = [];
   try {
     await Promise.all([verifier.ready?.(), store.ready()]);
     // The relay's own key (NIP-11 self; NIP-29 signatures): said where, the first time it is made.
-    relayKey = await resolveRelayKey(config, store, (line) => console.log(line));
+    relayKey = await resolveRelayKey(config, store, (line) => keyLines.push(line));
   } catch (err) {
     verifier.close();
     await store.close();
@@ -99,6 +101,7 @@ export async function serve(argv: string[]): Promise<void> {
   }
   // State built from the store (NIP-29 groups) before the relay says it listens.
   await relay.ready;
+  for (const line of keyLines) console.log(line);
   if (claims) claimPort(claims, relay.server.port!);
   console.log(
     `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: networkInterfaces() })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,

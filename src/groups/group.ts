@@ -43,6 +43,7 @@ export const newGroup = (
 export const roleOf = (g: Group, pubkey: string): Role | undefined => g.members.get(pubkey)?.[0];
 export const admins = (g: Group): number => [...g.members.values()].filter((r) => r[0] === "admin").length;
 
+const noRole = (pubkey: string) => ({ pubkey, roles: [] });
 const denied = (kind: number): Refusal => refuse("restricted", `your role in this group cannot do this (kind ${kind})`);
 const LAST_ADMIN = refuse("restricted", "the group's last admin cannot be removed");
 
@@ -69,12 +70,7 @@ export function allowed(g: Group, author: string, authority: boolean, a: Action)
       return leavesNoAdmin(g, a.targets) ? LAST_ADMIN : undefined;
     case 9001:
       if (role === "moderator" && a.targets.some((t) => roleOf(g, t))) return refuse("restricted", "a moderator cannot act on an admin");
-      return leavesNoAdmin(
-        g,
-        a.targets.map((pubkey) => ({ pubkey, roles: [] })),
-      )
-        ? LAST_ADMIN
-        : undefined;
+      return leavesNoAdmin(g, a.targets.map(noRole)) ? LAST_ADMIN : undefined;
     case 9002:
     case 9008:
       return role === "admin" ? undefined : denied(a.kind);

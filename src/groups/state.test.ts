@@ -430,6 +430,60 @@ describe("GroupState: reads, replay, operators", () => {
     });
   });
 
+  test("replay of random histories: the rebuilt state equals the live one (seeded)", async () => {
+    for (const seed of [1, 7, 42]) {
+      let x = seed;
+      const rand = (n: number) => {
+        x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+        return (x >>> 16) % n; // the high bits: an LCG's low bits repeat quickly
+      };
+      const actors = [owner, mod, member, outsider, relay].map((k) => k.pk);
+      const groups = ["a", "b", "c", "d", "e"];
+      const { state, commit, log } = await fixture({ max_members_per_group: 4, max_invites_per_group: 3 });
+      let n = 0;
+      const fake = (pubkey: string, kind: number, tags: string[][]): NostrEvent => ({
+        id: (seed * 1_000_000 + n++).toString(16).padStart(64, "0"),
+        pubkey,
+        created_at: NOW,
+        kind,
+        tags,
+        content: "",
+        sig: "",
+      });
+      const kinds = [9000, 9000, 9001, 9002, 9005, 9007, 9008, 9009, 9010, 9021, 9021, 9022, 9];
+      for (let i = 0; i < 400; i++) {
+        const picked = kinds[rand(kinds.length)]!;
+        const kind = picked === 9008 && rand(8) !== 0 ? 9 : picked; // a deletion now and then, not the end of every group
+        const h = ["h", groups[rand(groups.length)]!];
+        const who = actors[rand(actors.length)]!;
+        const target = actors[rand(actors.length)]!;
+        const extra: Record<number, string[][]> = {
+          9000: [["p", target, ...(rand(3) === 0 ? [["admin", "moderator"][rand(2)]!] : [])]],
+          9001: [["p", target]],
+          9002: rand(2) ? [["private"]] : [["closed"], ["name", `n${i}`]],
+          9005: [["e", "e".repeat(64)]],
+          9009: [["code", `k${rand(5)}`]],
+          9010: [["e", "f".repeat(64)]],
+          9021: rand(2) ? [["code", `k${rand(5)}`]] : [],
+        };
+        commit(fake(who, kind, [h, ...(extra[kind] ?? [])]));
+      }
+      const again = new GroupState({
+        config: () => configWith({ max_members_per_group: 4, max_invites_per_group: 3 }),
+        relayPubkey: relay.pk,
+      });
+      await again.rebuild(recordsOf(log));
+      expect(again.list()).toEqual(state.list());
+      for (const g of groups) {
+        expect(again.members(g)).toEqual(state.members(g));
+        expect(again.invites(g)).toEqual(state.invites(g));
+        for (const kind of [39000, 39001, 39002, 39005] as const) expect(again.render(g, kind)).toEqual(state.render(g, kind));
+      }
+      for (const a of actors) expect(again.unreadable(new Set([a]))).toEqual(state.unreadable(new Set([a])));
+      expect(state.list().length).toBeGreaterThan(0); // the history made groups
+    }
+  });
+
   test("events the feed brings during a rebuild are applied after it, once", async () => {
     const config = configWith();
     const create = inG(owner, 9007);

@@ -190,6 +190,8 @@ export class GroupState implements GroupView {
     if (typeof a === "string") return this.skip(e, refuse("invalid", a));
     if (a.kind === 9007) return this.create(id, e);
     const g = this.groups.get(id);
+    // A stored 9008 whose purge deleted its group's events, the 9007 among them: still deleted.
+    if (!g && a.kind === 9008 && this.rebuilding) return void this.tombstones.add(id);
     if (!g) return this.skip(e, this.missing(id));
     if (a.kind === 9021) {
       const no = this.joinRefusal(g, e.pubkey, a.code);

@@ -42,6 +42,18 @@ test("labels read as plain words: list sizes are counts, rate limits are sentenc
   for (const r of rows) expect(r.label.replace("created_at", "the event time")).not.toMatch(/[a-z]_[a-z]|\.[a-z]/);
 });
 
+test("NIP-29 groups: one row while off; on, who may create them and their limits, in words", () => {
+  const config = defaults();
+  const value = (label: string) => policiesInForce(config).find((r) => r.label === label)?.value;
+  expect(value("Relay-based groups (NIP-29)")).toBe("off");
+  expect(value("Most groups")).toBeUndefined();
+  config.groups.enabled = true;
+  expect(value("Relay-based groups (NIP-29)")).toBe("on");
+  expect(value("Who may create a group")).toBe("1 rule");
+  expect(value("Kinds a group accepts unless it lists its own")).toBe("all");
+  expect(value("Oldest group event accepted")).toBe("3600 s");
+});
+
 test("the stored-events count is asked once per ~10 s, and not cached when it fails", async () => {
   let asked = 0;
   let fail = true;

@@ -85,7 +85,19 @@ function list(label: string, values: readonly (string | number)[], empty: string
 const seconds = (n: number) => (n > 0 ? `${n} s` : "no limit");
 
 /** Sections rendered by hand below, or not policy at all (addresses, paths, secrets). */
-const KNOWN_SECTIONS = new Set(["info", "network", "database", "options", "limits", "authorization", "nips", "admin", "metrics", "mirror"]);
+const KNOWN_SECTIONS = new Set([
+  "info",
+  "network",
+  "database",
+  "options",
+  "limits",
+  "authorization",
+  "nips",
+  "admin",
+  "metrics",
+  "mirror",
+  "groups",
+]);
 /** Never shown, whatever section a later key lands in. */
 const SECRET = /token|secret|password|private|credential/i;
 
@@ -111,6 +123,7 @@ export function policiesInForce(config: Config, admin?: AdminCounts): PolicyRow[
     { label: "Largest limit", value: `${l.max_limit}` },
     { label: "Write-policy plugin", value: o.write_policy_plugin ? "on" : "off" },
     { label: "Relay administrators (NIP-86)", value: counted(config.admin.pubkeys.length, "pubkey") },
+    ...groupRows(config.groups),
   ];
   if (admin)
     rows.push(
@@ -129,6 +142,20 @@ export function policiesInForce(config: Config, admin?: AdminCounts): PolicyRow[
     rows.push(...sectionRows(section, keys as Record<string, unknown>));
   }
   return rows.filter((r) => !SECRET.test(r.label));
+}
+
+/** [groups] (NIP-29): off in one row; on, who may create groups and their limits. */
+function groupRows(g: Config["groups"]): PolicyRow[] {
+  if (!g.enabled) return [{ label: "Relay-based groups (NIP-29)", value: "off" }];
+  return [
+    { label: "Relay-based groups (NIP-29)", value: "on" },
+    list("Who may create a group", g.creators, "nobody", "rule"),
+    { label: "Most groups", value: `${g.max_groups}` },
+    { label: "Most groups one pubkey creates", value: `${g.max_groups_per_pubkey}` },
+    { label: "Most members in a group", value: `${g.max_members_per_group}` },
+    list("Kinds a group accepts unless it lists its own", g.default_kinds, "all", "kind"),
+    { label: "Oldest group event accepted", value: seconds(g.late_publication_seconds) },
+  ];
 }
 
 /** What a [rate_limits] bucket counts, in words; a key not named here reads from its name. */

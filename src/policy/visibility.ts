@@ -75,7 +75,7 @@ const hiddenCache = new WeakMap<object, { events: readonly string[]; metadata: r
 export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibility {
   const v: Visibility = { restrictedKinds: r.config.authorization.restricted_read_kinds, viewers: [...authed] };
   const groups = groupsOn(r);
-  if (!groups || !groups.gating) return v;
+  if (!groups?.gating) return v;
   const lists = groups.unreadable(authed);
   if (lists.events.length === 0 && lists.metadata.length === 0) return v;
   let hidden = hiddenCache.get(lists);

@@ -8,6 +8,7 @@ import type { GroupState } from "../groups/state.ts";
 import type { RateLimiter } from "../policy/rate-limit.ts";
 import type { Policy } from "../policy/rules.ts";
 import type { NostrEvent } from "../protocol/event.ts";
+import type { Refusal } from "../protocol/reasons.ts";
 import type { RelayKey } from "../protocol/schnorr.ts";
 import type { WriterQueue } from "../store/queue.ts";
 import type { Store, WriteOutcome } from "../store/types.ts";
@@ -79,8 +80,11 @@ export interface GroupTemplate {
 
 /** What the handlers ask of relay/groups.ts GroupRelay (the type only: that file imports this one). */
 export interface GroupPublisher {
-  /** After this node's OK true for a group moderation, join or leave event: what follows from it, written and committed. */
-  accepted(e: NostrEvent): Promise<void>;
+  /**
+   * After this node stored a group moderation, join or leave event: what follows from it, written
+   * and committed; or, when its commit changed nothing (admitted on a stale view), why (the OK's text).
+   */
+  accepted(e: NostrEvent): Promise<Refusal | undefined>;
   /** A relay-signed moderation event (the console, NIP-86): written, then what follows from it. */
   act(t: GroupTemplate): Promise<WriteOutcome>;
   /** Writes again every relay-signed 39xxx whose stored tags differ from the state's; how many. */

@@ -11,9 +11,10 @@
 // processes on the same SQLite file (a hand-over's old process, `bunstr import` into the served
 // file) reach this one only as ChangeWatch.unknown: they are read by seq and applied then.
 import type { GroupChange } from "../groups/state.ts";
-import { isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
+import { hTags, isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
 import { writeCost } from "../policy/write-cost.ts";
 import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.ts";
+import type { Refusal } from "../protocol/reasons.ts";
 import { signEvent } from "../protocol/schnorr.ts";
 import type { Filter } from "../protocol/filter.ts";
 import type { ChangeWatch, WriteOutcome } from "../store/types.ts";
@@ -25,6 +26,8 @@ const MAX_CHANGES = 4096;
 const FEED_WAIT_MS = 5000;
 /** Rows read per page: a catch-up by seq, a 9008's deletion. */
 const PAGE = 500;
+/** Relay events reconcile() has in the writer queue at once. */
+const RECONCILE_AT_ONCE = 64;
 /** Ids applied from the feed, kept to skip them in a catch-up by seq; beyond it the oldest go. */
 const MAX_APPLIED_IDS = 100_000;
 
@@ -42,6 +45,12 @@ export class GroupRelay implements GroupPublisher {
   private appliedSeq = 0;
   private readonly appliedIds = new Set<string>();
   private catchingUp: Promise<void> | undefined;
+  /** Told of another change while catching up: read again after. */
+  private catchUpAgain = false;
+  /** Per group, the id of its latest committed moderation, join or leave event (any node's). */
+  private readonly latestAction = new Map<string, string>();
+  /** Ids of such events this node stored (accepted), and of the 39xxx it signed: bounded like `changes`. */
+  private readonly mine = new Set<string>();
 
   constructor(private readonly ctx: RelayContext) {}
 
@@ -51,9 +60,10 @@ export class GroupRelay implements GroupPublisher {
 
   /** At start: the group state rebuilt from the store, then reconcile(); Relay.ready resolves after. */
   async start(): Promise<void> {
-    const seq = this.ctx.store.lastSeq();
     const built = await this.state.rebuild(this.ctx.store.groups);
-    this.appliedSeq = seq;
+    // What the rebuild read ends about here; the feed's events since are in appliedIds. (Another
+    // process's commit in the moment between is read at the next start.)
+    this.appliedSeq = this.ctx.store.lastSeq();
     if (built.skipped > 0)
       console.warn(`groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then)`);
     await this.reconcile();
@@ -64,7 +74,9 @@ export class GroupRelay implements GroupPublisher {
     const change = this.state.applyCommitted(e);
     if (!REBUILD_KINDS.includes(e.kind)) return;
     this.remember(e.id);
-    if (!isGroupActionKind(e.kind)) return;
+    if (!isGroupActionKind(e.kind)) return this.mend(e);
+    const group = hTags(e)[0];
+    if (group !== undefined) this.latestAction.set(group, e.id);
     this.changes.set(e.id, change);
     if (this.changes.size > MAX_CHANGES) this.changes.delete(this.changes.keys().next().value!);
     this.waiting.get(e.id)?.();
@@ -75,11 +87,13 @@ export class GroupRelay implements GroupPublisher {
    * act()): the follow-ups and the regenerated 39xxx written and committed, 9005 and 9008
    * deletions done. Never throws: what fails is logged, and reconcile() mends the metadata.
    */
-  async accepted(e: NostrEvent): Promise<void> {
-    if (!isGroupActionKind(e.kind)) return;
+  async accepted(e: NostrEvent): Promise<Refusal | undefined> {
+    // Only the kinds committed() keeps a change for (the others in 9000-9022 are refused anyway).
+    if (!isGroupActionKind(e.kind) || !REBUILD_KINDS.includes(e.kind)) return undefined;
+    this.own(e.id);
     try {
       const change = await this.changeOf(e.id);
-      if (!change) return;
+      if (!change) return this.state.skippedBecause(e.id);
       for (const t of change.followUps) await this.write(t);
       if (change.deleteIds) await this.deleteEvents(change.group, change.deleteIds);
       if (change.deleteGroup) await this.deleteGroup(change.group);
@@ -87,6 +101,7 @@ export class GroupRelay implements GroupPublisher {
     } catch (err) {
       console.error(`groups: what follows event ${e.id} (kind ${e.kind}) failed:`, err);
     }
+    return undefined;
   }
 
   /** A relay-signed moderation event (the console, NIP-86): written, then what follows from it, as accepted(). */
@@ -106,6 +121,8 @@ export class GroupRelay implements GroupPublisher {
         if (!this.stale(g.id, kind)) continue;
         n++;
         writes.push(this.publish(g.id, kind));
+        // A few at a time: thousands at once (a start after an import) would overrun the writer queue's bound.
+        if (writes.length === RECONCILE_AT_ONCE) await Promise.all(writes.splice(0));
       }
     await Promise.all(writes);
     return n;
@@ -127,19 +144,32 @@ export class GroupRelay implements GroupPublisher {
 
   /** Reads the moderation events committed after appliedSeq that the feed did not bring, applies them, reconciles. */
   catchUp(): Promise<void> {
-    this.catchingUp ??= (async () => {
+    if (this.catchingUp) {
+      this.catchUpAgain = true;
+      return this.catchingUp;
+    }
+    this.catchingUp = (async () => {
       try {
         let found = 0;
-        for (;;) {
-          const rows = await this.ctx.store.groups.inOrder(REBUILD_KINDS, this.appliedSeq, PAGE);
-          for (const row of rows) {
-            this.appliedSeq = row.seq;
-            const e = JSON.parse(row.json) as NostrEvent;
-            if (this.appliedIds.delete(e.id)) continue;
-            this.state.applyCommitted(e);
-            found++;
+        for (this.catchUpAgain = true; this.catchUpAgain; ) {
+          this.catchUpAgain = false;
+          // Not past the snapshot seq: an event of this process's writer past it is not told to the feed yet.
+          const upTo = this.ctx.store.lastSeq();
+          for (let more = true; more; ) {
+            const rows = await this.ctx.store.groups.inOrder(REBUILD_KINDS, this.appliedSeq, PAGE);
+            more = rows.length === PAGE;
+            for (const row of rows) {
+              if (row.seq > upTo) {
+                more = false;
+                break;
+              }
+              this.appliedSeq = row.seq;
+              const e = JSON.parse(row.json) as NostrEvent;
+              if (this.appliedIds.delete(e.id)) continue;
+              this.state.applyCommitted(e);
+              found++;
+            }
           }
-          if (rows.length < PAGE) break;
         }
         if (found > 0) await this.reconcile();
       } catch (err) {
@@ -149,6 +179,23 @@ export class GroupRelay implements GroupPublisher {
       }
     })();
     return this.catchingUp;
+  }
+
+  /**
+   * A relay-signed 39xxx of another node (Postgres) committed after this node's moderation of the
+   * group, rendered from a state that had not seen it: this node, the writer of the group's latest
+   * moderation event (exactly one node is), writes it again. Its own never (no loop).
+   */
+  private mend(e: NostrEvent): void {
+    if (e.pubkey !== this.ctx.relayKey.pubkey || this.mine.has(e.id) || !(RELAY_GROUP_KINDS as number[]).includes(e.kind)) return;
+    const group = e.tags.find((t) => t[0] === "d")?.[1];
+    if (group === undefined || !this.mine.has(this.latestAction.get(group) ?? "")) return;
+    if (this.stale(group, e.kind as RelayGroupKind)) void this.publish(group, e.kind as RelayGroupKind);
+  }
+
+  private own(id: string): void {
+    this.mine.add(id);
+    if (this.mine.size > MAX_CHANGES) this.mine.delete(this.mine.values().next().value!);
   }
 
   private remember(id: string): void {
@@ -216,6 +263,7 @@ export class GroupRelay implements GroupPublisher {
   /** Signs and writes a relay event; resolves after its commit. */
   private async write(t: GroupTemplate, created_at = nowSeconds()): Promise<void> {
     const e = signEvent({ ...t, created_at }, this.ctx.relayKey);
+    this.own(e.id);
     const outcome = await this.ctx.writer.enqueue({ event: e, json: serializeEvent(e), cost: writeCost(e) });
     if (!outcome.stored && !outcome.duplicate)
       console.error(`groups: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);

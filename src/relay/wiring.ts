@@ -68,6 +68,9 @@ export interface Live {
   ready: Promise<void>;
 }
 
+/** No one authenticated. */
+const NOBODY: ReadonlySet<string> = new Set();
+
 /** The relay's context: store, verifier, writer queue, fanout, admin state, wired together. */
 export function buildContext({ config, store, verifier: given, relayKey }: RelayOptions): Live {
   const verifier = given ?? configuredVerifier(config);
@@ -85,7 +88,9 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
   };
   const fanout = new Fanout({
     publish: (topic, frame) => shared.server!.publish(topic, frame),
-    restricted: (e) => gated(ctx, e),
+    gated: (e) => gated(ctx, e),
+    // A public group's event goes to the whole topic: anyone may read it (anonymous readers too).
+    restricted: (e) => !canRead(ctx, NOBODY, e),
     canRead: (ws, e) => canRead(ctx, ws.data.authed, e),
   });
   const ctx: RelayContext = {

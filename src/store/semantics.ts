@@ -6,6 +6,7 @@
 // that the two agree.
 import { undeletable, type Address } from "../nips/nip09.ts";
 import { dTag, isHex64, type NostrEvent } from "../protocol/event.ts";
+import type { Filter } from "../protocol/filter.ts";
 import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 
@@ -106,4 +107,27 @@ export function deletionOf(req: NostrEvent, target: DeletionTarget | null): { re
   if (target === null) return { remove: false, tombstone: true };
   if (undeletable(target.kind)) return { remove: false, tombstone: false };
   return { remove: target.pubkey === req.pubkey || (target.kind === GIFT_WRAP && target.tagsRequester), tombstone: true };
+}
+
+/** NIP-29 `previous` windows (GroupRecords.recentByGroup): h rows newest first -> each group's first `perGroup` ids. */
+export function newestPerGroup(rows: readonly { g: string; id: string }[], perGroup: number): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const { g, id } of rows) {
+    let ids = out.get(g);
+    if (!ids) out.set(g, (ids = []));
+    if (ids.length < perGroup) ids.push(id);
+  }
+  return out;
+}
+
+/** The relay-signed group kinds NIP-29 reserves (39000-39009), which carry the group in their d. */
+export const GROUP_METADATA = { min: 39000, max: 39009 } as const;
+
+export const reachesGroupMetadata = (f: Filter): boolean =>
+  !f.kinds || f.kinds.some((k) => k >= GROUP_METADATA.min && k <= GROUP_METADATA.max);
+
+/** A filter naming only values outside `hidden` (its #h, its #d) can only match what the reader may see. */
+export function allReadable(values: readonly string[] | undefined, hidden: { readonly size: number; has(v: string): boolean }): boolean {
+  if (hidden.size === 0) return true;
+  return values?.every((v) => !hidden.has(v)) ?? false;
 }

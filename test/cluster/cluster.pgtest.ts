@@ -1,6 +1,7 @@
 // Two real `bunstr` processes on one Postgres database and one Redis bus, over real websockets:
 // cross-node fanout exactly once and how fast, one winner for concurrent replaceable and
-// addressable writes, admin changes on every node, and a node killed with SIGKILL.
+// addressable writes, admin changes on every node, NIP-29 group state on every node, and a node
+// killed with SIGKILL.
 // Named *.pgtest.ts so that the default `bun test` (SQLite, no services) does not pick it up;
 // test/postgres-suite.ts runs it by path.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -8,7 +9,7 @@ import { SQL } from "bun";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client, now, signer, type Signer } from "../helpers.ts";
+import { Client, now, relayInfo, signer, type Signer } from "../helpers.ts";
 import { createDatabase, dropDatabase, REDIS_URL } from "../postgres-env.ts";
 import { spawnRelay, type RelayProcess } from "../process-helpers.ts";
 import { SOURCE } from "../relay-process.ts";
@@ -35,7 +36,7 @@ beforeAll(async () => {
   const config = join(dir, "bunstr.toml");
   writeFileSync(
     config,
-    `[database]\nengine = "postgres"\npostgres_url = "${dbUrl}"\nbus_url = "${REDIS_URL}"\n\n[admin]\npubkeys = ["${admin.pubkey}"]\n`,
+    `[database]\nengine = "postgres"\npostgres_url = "${dbUrl}"\nbus_url = "${REDIS_URL}"\n\n[admin]\npubkeys = ["${admin.pubkey}"]\n\n[groups]\nenabled = true\ncreators = "anyone"\n`,
   );
   // Both at once: the schema migration runs under an advisory lock.
   const started = await Promise.allSettled([spawnRelay(SOURCE, ["--config", config], dir), spawnRelay(SOURCE, ["--config", config], dir)]);
@@ -285,6 +286,52 @@ describe("admin state", () => {
     expect(took).toBeLessThan(1000);
     expect((await call(b, "listbannedpubkeys", [])).map((e: { pubkey: string }) => e.pubkey)).toContain(x.pubkey);
   });
+});
+
+describe("NIP-29 groups", () => {
+  /** Publishes until the OK is true (the other node's state follows the commit feed within ms), at most 5 s. */
+  async function acceptedSoon(c: Client, make: () => NostrEvent): Promise<void> {
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      const ok = await c.publish(make());
+      if (ok[2] || Date.now() > deadline) return expect(ok.slice(2)).toEqual([true, ""]);
+      await Bun.sleep(50);
+    }
+  }
+
+  test("a group created on A, joined on B: both nodes have the same members; the member's posts are accepted on both", async () => {
+    const owner = signer();
+    const member = signer();
+    const outsider = signer();
+    const id = `c-${crypto.randomUUID().slice(0, 8)}`;
+    const onA = await connect(a);
+    const onB = await connect(b);
+    expect((await onA.auth(owner, a.url))[2]).toBe(true);
+    let n = 0;
+    // Each event its own (two posts in one second would be one event).
+    const group =
+      (kind: number, s: Signer, tags: string[][] = []) =>
+      () =>
+        s.sign({ kind, content: `${++n}`, tags: [["h", id], ...tags] });
+    await acceptedSoon(onA, group(9007, owner));
+    await acceptedSoon(onA, group(9002, owner, [["restricted"]]));
+    await acceptedSoon(onB, group(9021, member));
+    const self = (await relayInfo(a.url)).self;
+    expect((await relayInfo(b.url)).self).toBe(self);
+    // The members as each node lists them (39002, written by B after the join): the same from both.
+    const members = async (c: Client) => {
+      const { events } = await c.req(`m-${Math.random()}`, { kinds: [39002], authors: [self], "#d": [id] });
+      return events.flatMap((e) => e.tags.filter((t) => t[0] === "p").map((t) => t[1])).sort();
+    };
+    expect(await members(onB)).toEqual([owner.pubkey, member.pubkey].sort());
+    expect(await members(onA)).toEqual(await members(onB));
+    await acceptedSoon(onA, group(9, member));
+    await acceptedSoon(onB, group(9, member));
+    for (const c of [onA, onB]) {
+      const ok = await c.publish(group(9, outsider)());
+      expect(ok.slice(2)).toEqual([false, "restricted: only members can write in this group"]);
+    }
+  }, 30_000);
 });
 
 describe("a node killed with SIGKILL", () => {

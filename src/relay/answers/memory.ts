@@ -74,7 +74,7 @@ export class MemoryAnswers {
     if (!this.feeds.add(seq, json, e)) return;
     const expires = this.ring.expires[seq % this.ring.expires.length]!;
     this.replaceables.stored(e, json, expires, gated);
-    this.tags.stored(e, json, expires, gated);
+    this.tags.stored(e, json, expires, gated, gated && this.groupEvent?.(e) === true);
   }
 
   /** The events of a write batch have all been stored (CommitFeed.batchEnd). */

@@ -11,9 +11,9 @@
 //   read, relay/answers/keep.ts SecondAsk: most filters are asked once.)
 // - A newly stored event with the tag value (fanout, in commit order; not one its own batch
 //   deleted: FeedIndex.add) goes in at its place, and pushes the oldest out of a full answer.
-//   One only some may read (a restricted kind, a group's event: policy/visibility.ts gated) drops
-//   the answers it would go in: a group's events are not the same for every anonymous reader
-//   over time (a group turns private), so no answer holds one.
+//   One of a restricted kind is not shown to anonymous readers and is left out. A group's event
+//   (NIP-29: policy/visibility.ts groupGated) drops the answers it would go in: what anonymous
+//   readers may see of a group changes with it (a group turns private), so no answer holds one.
 // - An event the store deletes drops every answer holding it (a full one would be short of the
 //   next older event, which only the store knows); what the store cannot name clears them all.
 // - A NIP-40 expiration past in a full answer sends the REQ to the store; in a short one the
@@ -114,18 +114,19 @@ export class TagAnswers {
   }
 
   /**
-   * A newly fanned-out event the store holds (not one its own batch deleted). `gated`: only some
-   * may read it (relay/read/live.ts liveFeed): the answers it would go in are dropped.
+   * A newly fanned-out event the store holds (not one its own batch deleted). `restricted`: of a
+   * kind anonymous readers do not see (relay/read/live.ts liveFeed); `group`: a group's event,
+   * which drops the answers it would go in.
    */
-  stored(e: NostrEvent, json: string, expires: number, gated: boolean): void {
-    if (this.answers.size === 0) return;
+  stored(e: NostrEvent, json: string, expires: number, restricted: boolean, group = false): void {
+    if (this.answers.size === 0 || (restricted && !group)) return;
     let item: KeptEvent | undefined;
     for (const t of e.tags) {
       // Most tags are of names no answer is kept for (a follow list's hundreds of "p").
       if (t[1] === undefined || t[0] === undefined || !this.names.has(t[0])) continue;
       const same = this.byTag.get(tagKey(t[0], t[1]));
       if (!same) continue;
-      if (gated) {
+      if (group) {
         for (const a of [...same]) this.drop(a);
         continue;
       }

@@ -32,8 +32,13 @@ export interface Group {
 
 interface FanoutOptions {
   publish: (topic: string, frame: string) => number;
-  /** Events that may not go to a whole topic (policy/visibility.ts gated). */
+  /** Of the gated events, those that may not go to a whole topic now: each member is asked (canRead). */
   restricted: (e: NostrEvent) => boolean;
+  /**
+   * Events only some may read, now or later (policy/visibility.ts gated: a restricted kind, a
+   * group's event): flagged in the ring, for the catch-up and memory's answers. Absent: restricted.
+   */
+  gated?: (e: NostrEvent) => boolean;
   /** Whether one connection may read a gated event, now. */
   canRead: (ws: Member, e: NostrEvent) => boolean;
   ringSize?: number;
@@ -93,8 +98,9 @@ export class Fanout {
   /** Sends a newly committed (or ephemeral) event to every matching group; returns its seq in the ring. */
   broadcast(event: NostrEvent, json: string): number {
     const seq = ++this.seq;
-    const restricted = this.opts.restricted(event);
-    this.ring.add(seq, event, json, restricted);
+    const gated = this.opts.gated ? this.opts.gated(event) : this.opts.restricted(event);
+    const restricted = gated && (!this.opts.gated || this.opts.restricted(event));
+    this.ring.add(seq, event, json, gated);
     this.index.match(event, (g) => {
       const frame = `${g.prefix}${json}]`;
       if (!restricted) {

@@ -55,7 +55,10 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
   ctx.metrics.countOutcome(o.event.kind, o);
   // NIP-29: what follows from a group moderation, join or leave event (the relay's 9000 answering
   // a join, the group's new 39000-39005) is committed before the OK, so the client reads it at once.
-  if (o.fate === "accepted" && ctx.groupRelay && isGroupActionKind(o.event.kind)) await ctx.groupRelay.accepted(o.event);
+  // Stored but skipped at its commit (admitted on a view a burst in flight made stale): told why.
+  const skipped =
+    o.fate === "accepted" && ctx.groupRelay && isGroupActionKind(o.event.kind) ? await ctx.groupRelay.accepted(o.event) : undefined;
   // OKs of one committed batch leave in one write per socket (sendSoon corks them).
-  sendSoon(ws, okFrame(ctx.metrics, o.event.id, okAccepted(o), okMessage(o)));
+  if (skipped) sendSoon(ws, okFrame(ctx.metrics, o.event.id, false, refusalText(skipped)));
+  else sendSoon(ws, okFrame(ctx.metrics, o.event.id, okAccepted(o), okMessage(o)));
 }

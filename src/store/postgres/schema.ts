@@ -70,6 +70,12 @@ const migrations: string[] = [
      PRIMARY KEY (purge, seq)
    );
    ALTER TABLE purges ADD COLUMN listed boolean NOT NULL DEFAULT false;`,
+  // 6: NIP-29. The relay's own key (NIP-11 self, group metadata signatures), one row every node
+  // reads (cli/relay-key.ts): the first node to start stores one, the others take it.
+  // And an event's h tags by its seq, for the reads that hide the events of groups a reader may
+  // not see (query.ts groupResidual): an index-only probe per candidate, of group events only.
+  `CREATE TABLE relay_key (id smallint PRIMARY KEY CHECK (id = 1), secret text NOT NULL);
+   CREATE INDEX tags_h ON tags (seq, value) WHERE name = 'h';`,
 ];
 
 /** Any fixed number: the advisory lock that serializes migrations of nodes starting together. */

@@ -250,6 +250,10 @@ const migrations: Migration[] = [
      PRIMARY KEY (purge, seq)
    ) WITHOUT ROWID;
    ALTER TABLE purges ADD COLUMN listed INTEGER NOT NULL DEFAULT 0;`,
+  // 13: NIP-29: an event's h tags by its created_at and seq, so a read that hides the events of
+  // groups a reader may not see (query.ts groupResidual) checks each candidate with one probe
+  // of this index, without reading its row; only h rows (group events) are in it.
+  `CREATE INDEX tags_h ON tags(created_at, seq, value) WHERE name = 'h';`,
 ];
 
 /**

@@ -10,6 +10,7 @@ import type { NostrEvent } from "../../protocol/event.ts";
 import { InlineAdmin, SqliteAdmin, ThreadAdmin } from "./admin.ts";
 import { SqliteGroups } from "./groups.ts";
 import { openDatabase } from "./db.ts";
+import { packGroupLists } from "./query.ts";
 import { InlineReaders, InlineWriter } from "./inline.ts";
 import type { NegAnswer, NegMsgJob, NegOpenJob } from "./neg-sessions.ts";
 import type { SqliteReaderPort, SqliteWriterPort } from "./ports.ts";
@@ -164,16 +165,17 @@ export class SqliteStore implements Store {
     return outcomes;
   }
 
+  // packGroupLists: long NIP-29 lists travel to the reader as one string each.
   query(job: QueryJob, ctx?: ReadContext): AsyncIterable<RowBatch> {
-    return this.readers.stream(job, ctx);
+    return this.readers.stream(packGroupLists(job), ctx);
   }
 
   count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }> {
-    return this.readers.run("count", job, ctx);
+    return this.readers.run("count", packGroupLists(job), ctx);
   }
 
   negentropyItems(job: NegJob, ctx?: ReadContext): Promise<NegItems> {
-    return this.readers.run("neg", job, ctx);
+    return this.readers.run("neg", packGroupLists(job), ctx);
   }
 
   /** Store.negentropy: sessions kept in the reader worker that read their items. */
@@ -190,7 +192,7 @@ export class SqliteStore implements Store {
   private async negentropyOpen(neg: NegJob, message: Uint8Array, frameLimit: number, ctx?: ReadContext): Promise<NegSessionHandle> {
     const key = this.nextSession++;
     let worker: object | undefined;
-    const open: NegOpenJob = { key, neg, message, frameLimit };
+    const open: NegOpenJob = { key, neg: packGroupLists(neg), message, frameLimit };
     const readers = this.readers;
     let first: NegAnswer;
     try {
