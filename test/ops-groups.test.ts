@@ -1,7 +1,8 @@
 // NIP-29 groups through the operator commands: a group relay exported and imported into a fresh
 // data directory with the same relay key file has the same groups, members and relay-signed
 // 39000-39005; `bunstr sync` from the running relay likewise; a 39000 signed by another key in
-// the input is refused. `bunstr import` and `sync` run as real processes.
+// the input is refused, as `bunstr stream` refuses the 39xxx of a relay whose key is not this
+// one's. The commands run as real processes.
 import { afterAll, describe, expect, test } from "bun:test";
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,6 +11,7 @@ import type { NostrEvent } from "../src/protocol/event.ts";
 import { createGroup, connectAs, groupRelay, join as joinGroup, mod, relayEvents } from "./groups-helpers.ts";
 import { Client, signer, type Signer, type TestRelay } from "./helpers.ts";
 import { bunstr, importFile, writeLines } from "./ops-helpers.ts";
+import { spawnBunstr } from "./relay-process.ts";
 
 const root = mkdtempSync(join(tmpdir(), "bunstr-ops-groups-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -138,4 +140,33 @@ describe("groups through export, import and sync", () => {
       await source.stop();
     }
   });
+});
+
+test("bunstr stream into a data directory with another relay key: the source relay's 39xxx are refused, the users' group events stored", async () => {
+  const source = await groupRelay();
+  const dir = mkdtempSync(join(root, "stream-"));
+  const stream = await spawnBunstr(["stream", source.url, "--json", "--config", groupsConfig(), "--data-dir", dir], root, false);
+  try {
+    await stream.waitFor("subscribed to", 15_000);
+    const owner = signer();
+    const c = await connectAs(source, owner);
+    await createGroup(c, source, owner, "streamed");
+    c.close();
+    // The 9007 stored here; the relay's 39000-39003 answering it came before its OK, so with it.
+    const deadline = Date.now() + 15_000;
+    for (let stored = 0; stored < 1 && Date.now() < deadline; await Bun.sleep(200))
+      stored = JSON.parse((await bunstr(["stats", "--json", "--data-dir", dir])).stdout).events;
+    await Bun.sleep(500);
+  } finally {
+    stream.proc.kill("SIGINT");
+    expect(await stream.proc.exited).toBe(0);
+    await source.stop();
+  }
+  const summary = JSON.parse(
+    stream
+      .output()
+      .split("\n")
+      .find((l) => l.startsWith("{"))!,
+  );
+  expect(summary).toMatchObject({ accepted: 1, refused: 4 });
 });
