@@ -6,6 +6,7 @@ import { Exposition, Histogram } from "../src/http/exposition.ts";
 import { metricsResponse } from "../src/http/metrics.ts";
 import { defaults } from "../src/config/schema.ts";
 import { MAX_KIND_LABELS } from "../src/observe/metrics.ts";
+import { createGroup, join, mod } from "./groups-helpers.ts";
 import { accepted, Client, failOnRelayErrors, refusedWith, signer, startTestRelay, type ConfigPatch, type TestRelay } from "./helpers.ts";
 
 failOnRelayErrors();
@@ -207,6 +208,37 @@ describe("metrics move with traffic", () => {
     expect(sampleValue(samples, "nostr_events_received_total", { result: "accepted", reason: "", kind: "other" })).toBeGreaterThanOrEqual(
       10,
     );
+  });
+});
+
+describe("NIP-29 groups", () => {
+  test("bunstr_groups and bunstr_group_members read the group state; refusals of group events are counted by reason", async () => {
+    const r = await start({ groups: { enabled: true, creators: ["anyone"] } });
+    const c = await connect(r);
+    const [owner, other, m1, m2] = [signer(), signer(), signer(), signer()];
+    await createGroup(c, r, owner, "alpha");
+    const c2 = await connect(r);
+    await createGroup(c2, r, other, "beta");
+    for (const m of [m1, m2]) expect((await join(c, m, "alpha"))[2]).toBe(true);
+    expect((await join(c, m1, "beta"))[2]).toBe(true);
+    const before = await scrape(r);
+    expect(sampleValue(before, "bunstr_groups")).toBe(2);
+    expect(sampleValue(before, "bunstr_group_members")).toBe(5); // two owners (admins) and three joins
+    await refusedWith(c, mod(9, m1, "nowhere"), "invalid:");
+    await refusedWith(c, mod(9021, m1, "alpha"), "duplicate:");
+    await refusedWith(c, mod(9, m1, "alpha", [], Math.floor(Date.now() / 1000) - 7200), "invalid:");
+    // Not a group event: not counted here.
+    await refusedWith(c, { ...m1.sign({ kind: 1, content: "x" }), sig: "00".repeat(64) }, "invalid:");
+    const after = await scrape(r);
+    expect(sampleValue(after, "bunstr_group_refusals_total", { reason: "invalid" })).toBe(
+      sampleValue(before, "bunstr_group_refusals_total", { reason: "invalid" }) + 2,
+    );
+    expect(sampleValue(after, "bunstr_group_refusals_total", { reason: "duplicate" })).toBe(1);
+  });
+
+  test("no group metrics while [groups] is off", async () => {
+    const r = await start();
+    expect((await scrape(r)).some((s) => s.name.startsWith("bunstr_group"))).toBe(false);
   });
 });
 

@@ -16,6 +16,7 @@ import {
   type Signer,
   type TestRelay,
 } from "./helpers.ts";
+import { connectAs, createGroup, groupRelay, join as joinGroup, mod } from "./groups-helpers.ts";
 
 failOnRelayErrors();
 
@@ -446,5 +447,95 @@ describe("NIP-86 methods", () => {
     const c = await Client.connect(relay.url);
     await refusedWith(c, x.sign({ kind: 1, content: "still banned" }), "blocked:");
     c.close();
+  });
+});
+
+describe("NIP-29 group methods (bunstr's own)", () => {
+  const owner = signer();
+  const [ann, ben] = [signer(), signer()];
+  let plain: TestRelay;
+  beforeAll(async () => {
+    plain = relay;
+    relay = await groupRelay({ admin: { pubkeys: [admin.pubkey], auth_window_seconds: 60 } });
+    const c = await connectAs(relay, owner);
+    await createGroup(c, relay, owner, "club", [["name", "The club"], ["closed"]]);
+    await createGroup(c, relay, owner, "other");
+    const invite = mod(9009, owner, "club", [["code", "club-code"]]);
+    expect((await c.publish(invite))[2]).toBe(true);
+    for (const m of [ann, ben]) expect((await joinGroup(c, m, "club", "club-code"))[2]).toBe(true);
+    c.close();
+  });
+  afterAll(async () => {
+    await relay.stop();
+    relay = plain;
+  });
+
+  test("supportedmethods lists them while [groups] enabled, not without; unknown group and bad params are errors", async () => {
+    const methods = await ok("supportedmethods");
+    for (const m of ["listgroups", "listgroupmembers", "removegroupmember", "deletegroup", "creategroupinvite", "listgroupinvites"])
+      expect(methods).toContain(m);
+    relay.ctx.config.groups.enabled = false;
+    try {
+      expect(await ok("supportedmethods")).not.toContain("listgroups");
+      expect((await call("listgroups")).body.error).toContain("groups are not enabled");
+    } finally {
+      relay.ctx.config.groups.enabled = true;
+    }
+    expect(await call("listgroupmembers", ["nope"])).toMatchObject({ status: 400, body: { error: 'no group "nope" on this relay' } });
+    expect((await call("listgroupmembers", ["bad id!"])).body.error).toContain("group id must be");
+    expect((await call("removegroupmember", ["club", "xyz"])).body.error).toContain("pubkey must be 64 hex");
+  });
+
+  test("listgroups counts members; listgroupmembers and listgroupinvites read the state", async () => {
+    const groups = await ok("listgroups");
+    expect(groups.find((g: any) => g.id === "club")).toMatchObject({
+      id: "club",
+      name: "The club",
+      closed: true,
+      members: 3,
+      admins: 1,
+      invites: 1,
+    });
+    expect(groups.find((g: any) => g.id === "other")).toMatchObject({ members: 1 });
+    const members = await ok("listgroupmembers", ["club"]);
+    expect(members).toContainEqual({ pubkey: owner.pubkey, roles: ["admin"] });
+    expect(members).toContainEqual({ pubkey: ann.pubkey, roles: [] });
+    expect(await ok("listgroupinvites", ["club"])).toEqual(["club-code"]);
+  });
+
+  test("removegroupmember, creategroupinvite and deletegroup act over the wire as the relay's 9001, 9009 and 9008", async () => {
+    const c = await Client.connect(relay.url);
+    try {
+      expect((await c.publish(mod(9, ben, "club")))[2]).toBe(true);
+      expect(await ok("removegroupmember", ["club", ben.pubkey, "off topic"])).toBe(true);
+      await refusedWith(c, mod(9, ben, "club"), "blocked:");
+      expect((await ok("listgroupmembers", ["club"])).map((m: any) => m.pubkey)).not.toContain(ben.pubkey);
+      const self = relay.ctx.relayKey.pubkey;
+      const { events: removals } = await c.req("r", { kinds: [9001], authors: [self], "#h": ["club"] });
+      expect(removals.map((e) => [e.content, e.tags])).toEqual([
+        [
+          "off topic",
+          [
+            ["h", "club"],
+            ["p", ben.pubkey],
+          ],
+        ],
+      ]);
+
+      const { code } = await ok("creategroupinvite", ["club"]);
+      expect(code).toMatch(/^[a-z2-7]{16}$/);
+      expect(await ok("creategroupinvite", ["club", "chosen"])).toEqual({ code: "chosen" });
+      expect((await call("creategroupinvite", ["club", "chosen"])).body.error).toStartWith("duplicate:");
+      expect((await ok("listgroupinvites", ["club"])).sort()).toEqual(["chosen", "club-code", code].sort());
+      const newcomer = signer();
+      expect((await joinGroup(c, newcomer, "club", code))[2]).toBe(true);
+
+      expect(await ok("deletegroup", ["other", "closing"])).toBe(true);
+      expect((await ok("listgroups")).map((g: any) => g.id)).toEqual(["club"]);
+      expect(await call("deletegroup", ["other"])).toMatchObject({ status: 400, body: { error: 'no group "other" on this relay' } });
+      await refusedWith(c, mod(9, owner, "other"), "blocked:");
+    } finally {
+      c.close();
+    }
   });
 });

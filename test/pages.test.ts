@@ -13,6 +13,7 @@ import { Browser, CHROMIUM, type Page } from "./cdp.ts";
 import { needInCI } from "./ci.ts";
 import { freePort, selfSignedCert } from "./process-helpers.ts";
 import { Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { createGroup, join as joinGroup, mod } from "./groups-helpers.ts";
 
 const haveChromium = needInCI(
   "pages.test: Chromium",
@@ -94,6 +95,8 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     relay = await startTestRelay({
       info: { name: RELAY_NAME, description: "Seen in a real browser." },
       admin: { pubkeys: [ADMIN.pubkey] },
+      // The groups view (harmless to the other views).
+      groups: { enabled: true, creators: ["anyone"] },
     });
     httpBase = relay.url.replace(/^ws/, "http").replace(/\/$/, "");
     // A name that is not localhost: plain http to it is not a secure context (no crypto.subtle).
@@ -727,6 +730,79 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     // Each table says when it is empty.
     expect(await page.evaluate(`document.querySelector("#blocked-ips tbody tr.empty")?.textContent`)).toBe("No blocked address.");
   }
+
+  test("the console's groups view lists groups with member counts, shows members with names and pictures, removes a member and creates an invite; screenshot differs when rows are removed", async () => {
+    const c = await connect();
+    const owner = await author(c, { name: "Group Owner", picture: pngDataUrl([90, 40, 160]) }, []);
+    const ann = await author(c, { name: "Ann Member", picture: pngDataUrl([230, 120, 10]) }, []);
+    const ben = await author(c, { name: "Ben Member", picture: pngDataUrl([10, 170, 170]) }, []);
+    await createGroup(c, relay, owner.s, "garden", [["name", "Garden club"], ["picture", pngDataUrl([40, 140, 40])], ["closed"]]);
+    const c2 = await connect();
+    await createGroup(c2, relay, signer(), "quiet");
+    const invite = mod(9009, owner.s, "garden", [["code", "seeds"]]);
+    expect((await c.publish(invite))[2]).toBe(true);
+    for (const m of [ann.s, ben.s]) expect((await joinGroup(c, m, "garden", "seeds"))[2]).toBe(true);
+
+    signingAs = ADMIN;
+    await page.goto(`${httpBase}/admin`);
+    await page.waitFor(`!document.getElementById("groups-section").hidden`);
+    expect((await click("connect")).state).toBe("ok");
+    const groupRow = (id: string) => `document.querySelector('#groups tr[data-key="${id}"]')`;
+    const listed = await page.waitFor<any>(`(() => { const r = ${groupRow("garden")}; const img = r?.querySelector("img.avatar");
+      return img && img.naturalWidth > 0 && { cells: [...r.cells].map((td) => td.textContent), delete: r.querySelector("button[data-method]")?.dataset.method }; })()`);
+    expect(listed).toEqual({ cells: ["Garden club", "garden", "closed", "3", "Delete group"], delete: "deletegroup" });
+    expect(await page.evaluate(`${groupRow("quiet")}.cells[3].textContent`)).toBe("1");
+    expect(await page.evaluate(`document.getElementById("groups-count").textContent`)).toBe("(2)");
+
+    // The group's members: names and pictures from their kind 0, roles, a Remove each.
+    await page.evaluate(`${groupRow("garden")}.querySelector("button.group-name").click()`);
+    const memberRow = (pk: string) => `document.querySelector('#group-members tr[data-key="${pk}"]')`;
+    const members = await page.waitFor<any>(`(() => { const rows = [...document.querySelectorAll("#group-members tbody tr[data-key]")];
+      return rows.length === 3 && rows.every((r) => r.querySelector("img.avatar")?.naturalWidth > 0) &&
+        rows.map((r) => [r.querySelector(".name")?.textContent, r.cells[1].textContent]).sort(); })()`);
+    expect(members).toEqual([
+      ["Ann Member", "member"],
+      ["Ben Member", "member"],
+      ["Group Owner", "admin"],
+    ]);
+    // Loaded after the members.
+    expect(
+      await page.waitFor(`(() => { const keys = [...document.querySelectorAll("#group-invites tbody tr[data-key]")].map((r) => r.dataset.key);
+      return keys.length > 0 && keys; })()`),
+    ).toEqual(["seeds"]);
+
+    // Pixels, not only markup: the members table's screenshot changes when its rows go.
+    // The live view's rows from the tests before push the table ~7,000 px down, past what a
+    // capture renders: that section is folded away for the shots.
+    await page.evaluate(`document.getElementById("live").style.display = "none"`);
+    const box = await page.evaluate<any>(`(() => { const r = document.getElementById("group-members").getBoundingClientRect();
+      return { x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height, scale: 1 }; })()`);
+    expect(box.height).toBeGreaterThan(60);
+    const shot = async () =>
+      (await page.send("Page.captureScreenshot", { format: "png", clip: box, captureBeyondViewport: true })).data as string;
+    const drawn = await shot();
+    await page.evaluate(`document.querySelector("#group-members tbody").replaceChildren()`);
+    const blank = await shot();
+    expect(drawn).not.toBe(blank);
+    expect(drawn.length).toBeGreaterThan(blank.length + 1000);
+    await page.evaluate(`document.getElementById("live").style.display = ""`);
+    await page.evaluate(`${groupRow("garden")}.querySelector("button.group-name").click()`);
+    await page.waitFor(`!!${memberRow(ben.s.pubkey)}`);
+
+    // Remove: the relay publishes its 9001; Ben's row goes, the count drops, his posts are refused.
+    expect(await clickWhere(`${memberRow(ben.s.pubkey)}.querySelector("button")`)).toEqual({ state: "ok", text: "removegroupmember: ok" });
+    await page.waitFor(`!${memberRow(ben.s.pubkey)} && ${groupRow("garden")}?.cells[3].textContent === "2"`);
+    expect((await c.publish(mod(9, ben.s, "garden")))[3]).toStartWith("blocked:");
+    expect(await page.evaluate(`document.querySelector("#log tbody tr").dataset.method`)).toBe("removegroupmember");
+
+    // Create invite: the relay makes a code up; it shows in the invites.
+    const created = await click("create-invite");
+    expect(created.state).toBe("ok");
+    const code = JSON.parse(created.text.replace(/^creategroupinvite: /, "")).code as string;
+    expect(code).toMatch(/^[a-z2-7]{16}$/);
+    await page.waitFor(`!!document.querySelector('#group-invites tr[data-key="${code}"]')`);
+    expect(relay.ctx.groups!.invites("garden")!.sort()).toEqual([code, "seeds"].sort());
+  }, 40_000);
 
   test("the live view keeps at most 100 rows, newest first, as events keep coming", async () => {
     const c = await connect();

@@ -27,6 +27,7 @@ const SUITE = [
   "nip11",
   "nip13",
   "nip29",
+  "nip29-interop",
   "nip29-read",
   "nip29-write",
   "nip40",

@@ -3,12 +3,14 @@
 import { fstatSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
-import { importEvents, importParsed, type ImportOptions, type ImportSummary } from "../ops/import.ts";
+import { importEvents, importGroupState, importParsed, type ImportOptions, type ImportSummary } from "../ops/import.ts";
+import type { GroupState } from "../groups/state.ts";
 import type { Config } from "../config/schema.ts";
 import { ForeignDatabaseError, openNostrRsRelay, type ForeignSource } from "../store/sqlite/foreign.ts";
 import type { BulkStore } from "../store/types.ts";
 import { importVerifier } from "../verify/configured.ts";
 import { databaseFlags, openBulk, resolveDatabase, UsageError, type DatabaseFlagValues } from "./options.ts";
+import { resolveRelayKey } from "./relay-key.ts";
 
 const IMPORT_USAGE =
   "usage: bunstr import [FILE] [--no-verify] [--json] [--config F] [--data-dir D | --db F] < events.jsonl\n" +
@@ -57,11 +59,13 @@ export async function importCommand(argv: string[]): Promise<number> {
 
   const db = await openTarget(config, dbPath);
   if (!db) return 1;
+  const groups = await groupStateFor(config, db);
   const verifier = values["no-verify"] ? undefined : importVerifier(config);
   const summary = await runImport(db, verifier, undefined, (progress) =>
     importEvents(db, input, {
       config,
       verifier,
+      groups,
       // Lines read run ahead of lines settled (verifying, waiting for their transaction).
       ...busyAndProgress(progress, (s, settled) => {
         const rate = settled / Math.max(s.seconds, 1e-3);
@@ -74,6 +78,16 @@ export async function importCommand(argv: string[]): Promise<number> {
   if (values.json) console.log(JSON.stringify({ database: dbPath, verified: verifier !== undefined, ...summary }));
   else printSummary(summary, dbPath, verifier?.name);
   return 0;
+}
+
+/**
+ * NIP-29 ([groups] enabled): the target's group state, with the relay key found as `serve`
+ * finds it (created if there is none yet, said on stderr: stdout may be --json).
+ */
+export async function groupStateFor(config: Config, db: BulkStore): Promise<GroupState | undefined> {
+  if (!config.groups.enabled) return undefined;
+  const key = await resolveRelayKey(config, db, (line) => console.error(line));
+  return importGroupState(db, config, key.pubkey);
 }
 
 /** The database to import into, or undefined after saying why it cannot be opened. */
@@ -107,6 +121,7 @@ async function importFrom(
   }
   const db = await openTarget(config, dbPath);
   if (!db) return (source.close(), 1);
+  const groups = await groupStateFor(config, db);
   const verifier = values["no-verify"] ? undefined : importVerifier(config);
   const summary = await runImport(db, verifier, source, (progress) =>
     importParsed(db, source.batches(), {
@@ -117,6 +132,7 @@ async function importFrom(
       ),
       config,
       verifier,
+      groups,
     }),
   );
   if (!summary) return 1;

@@ -3,6 +3,7 @@
 import { duration, int, Progress } from "../ops/progress.ts";
 import { streamFromRelay } from "../ops/stream.ts";
 import { importVerifier } from "../verify/configured.ts";
+import { groupStateFor } from "./import.ts";
 import { openBulk, resolveDatabase, UsageError } from "./options.ts";
 import { parseRemoteArgs } from "./remote.ts";
 
@@ -17,6 +18,7 @@ export async function streamCommand(argv: string[]): Promise<number> {
     throw new UsageError(`--since must be a unix time in seconds, not ${JSON.stringify(values.since)}`);
   const { config, dbPath } = await resolveDatabase(values);
   const db = await openBulk(config, dbPath, "create");
+  const groups = await groupStateFor(config, db);
   const verifier = values["no-verify"] ? undefined : importVerifier(config);
   const progress = new Progress("stream");
   const stamp = () => new Date().toISOString().slice(0, 19) + "Z";
@@ -26,6 +28,7 @@ export async function streamCommand(argv: string[]): Promise<number> {
     filter,
     since: values.since !== undefined ? Number(values.since) : filter.since,
     verifier,
+    groups,
     log: (t) => {
       progress.end();
       console.error(`${stamp()} stream: ${t}`);

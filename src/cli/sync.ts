@@ -3,6 +3,7 @@
 import { duration, int, Progress } from "../ops/progress.ts";
 import { syncWithRelay, type Direction, type SyncSummary } from "../ops/sync.ts";
 import { importVerifier } from "../verify/configured.ts";
+import { groupStateFor } from "./import.ts";
 import { openBulk, resolveDatabase, UsageError } from "./options.ts";
 import { parseRemoteArgs } from "./remote.ts";
 
@@ -23,7 +24,8 @@ export async function syncCommand(argv: string[]): Promise<number> {
   const keepAlive = setInterval(() => {}, 1 << 30);
   let s: SyncSummary;
   try {
-    s = await syncWithRelay(db, { config, url, filter, direction, verifier, onProgress: (t) => progress.update(() => t) });
+    const groups = direction === "up" ? undefined : await groupStateFor(config, db);
+    s = await syncWithRelay(db, { config, url, filter, direction, verifier, groups, onProgress: (t) => progress.update(() => t) });
   } catch (e) {
     progress.end();
     console.error(`error: sync stopped: ${(e as Error).message}`);

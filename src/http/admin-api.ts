@@ -2,7 +2,7 @@
 // authorized by a NIP-98 token of an [admin] pubkey. The order: body (bounded) -> token shape ->
 // NIP-98 checks (kind, time, u, method, payload hash) -> id -> signature -> admin? -> not a
 // replay -> call -> log. Any failure of authorization is 401 with WWW-Authenticate: Nostr.
-import { parseAdminCall, RPC_CONTENT_TYPE } from "../nips/nip86.ts";
+import { isGroupCall, parseAdminCall, RPC_CONTENT_TYPE } from "../nips/nip86.ts";
 import { checkHttpAuth, parseAuthorization, relayUrlForms } from "../nips/nip98.ts";
 import { AdminError, type AdminState } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
@@ -10,9 +10,10 @@ import type { LogLimiter } from "../log.ts";
 import { hasValidId, nowSeconds } from "../protocol/event.ts";
 import type { Store } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
+import { groupCall, type GroupAdminSource } from "./admin-groups.ts";
 
 /** What the admin API reads and changes of the relay (RelayContext has it). */
-export interface AdminApiSource {
+export interface AdminApiSource extends GroupAdminSource {
   readonly config: Config;
   readonly store: Store;
   readonly authVerifier: Verifier;
@@ -96,7 +97,7 @@ export async function handleAdminRequest(req: Request, ctx: AdminApiSource): Pro
   if ("error" in call) return logged(ctx, token.pubkey, "?", [], json({ error: call.error }, 400), call.error);
   const params = Object.fromEntries(Object.entries(call).filter(([k]) => k !== "method"));
   try {
-    const result = await ctx.admin.apply(call);
+    const result = isGroupCall(call) ? await groupCall(ctx, call) : await ctx.admin.apply(call);
     return logged(ctx, token.pubkey, call.method, params, json({ result }), "ok");
   } catch (err) {
     if (!(err instanceof AdminError)) console.error(`admin ${call.method} failed:`, err);

@@ -1,5 +1,7 @@
 // NIP-86 relay management API (pure): the method table and the parsing of a call's params.
-// What each method does to the relay is in admin/state.ts.
+// What each method does to the relay is in admin/state.ts; the NIP-29 group methods (bunstr's
+// own) in http/admin-groups.ts, which reaches the group state.
+import { GROUP_ID_RULE, isGroupId } from "./nip29.ts";
 
 export const RPC_CONTENT_TYPE = "application/nostr+json+rpc";
 
@@ -32,9 +34,31 @@ export type AdminCall =
   | { method: "unblockip"; ip: string }
   | { method: "createrole" | "editrole"; role: Role }
   | { method: "deleterole"; id: string }
-  | { method: "assignrole" | "unassignrole"; pubkey: string; role: string };
+  | { method: "assignrole" | "unassignrole"; pubkey: string; role: string }
+  | GroupCall;
+
+/** bunstr's NIP-29 methods: the groups of this relay, read and moderated by its operator. */
+export type GroupCall =
+  | { method: "listgroups" }
+  | { method: "listgroupmembers" | "listgroupinvites"; group: string }
+  | { method: "removegroupmember"; group: string; pubkey: string; reason: string }
+  | { method: "deletegroup"; group: string; reason: string }
+  /** code: "" asks the relay to make one up. */
+  | { method: "creategroupinvite"; group: string; code: string };
 
 type AdminMethod = AdminCall["method"];
+
+/** The group methods, answered only while [groups] enabled (listed by supportedmethods then). */
+export const GROUP_METHODS: readonly GroupCall["method"][] = [
+  "listgroups",
+  "listgroupmembers",
+  "removegroupmember",
+  "deletegroup",
+  "creategroupinvite",
+  "listgroupinvites",
+];
+
+export const isGroupCall = (c: AdminCall): c is GroupCall => (GROUP_METHODS as readonly string[]).includes(c.method);
 
 /**
  * Every method, in the NIP's order (supportedmethods answers with this list). Two are bunstr's
@@ -69,6 +93,7 @@ export const ADMIN_METHODS: readonly AdminMethod[] = [
   "blockip",
   "unblockip",
   "listblockedips",
+  ...GROUP_METHODS,
 ];
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -101,6 +126,19 @@ function iconUrl(v: unknown): string {
   if (!u || (u.protocol !== "http:" && u.protocol !== "https:") || !/^https?:\/\//i.test(s))
     throw new ParamError('icon must be an http:// or https:// URL (or "" for none)');
   return s;
+}
+
+function groupId(v: unknown): string {
+  if (typeof v !== "string" || !isGroupId(v)) throw new ParamError(GROUP_ID_RULE);
+  return v;
+}
+
+/** An invite code as a 9009's code tag carries it: printable, no spaces, at most 64 characters. */
+function inviteCode(v: unknown): string {
+  if (v === undefined || v === "") return "";
+  if (typeof v !== "string" || !/^[\x21-\x7e]{1,64}$/.test(v))
+    throw new ParamError("invite code must be 1-64 printable characters without spaces");
+  return v;
 }
 
 function ip(v: unknown): string {
@@ -166,6 +204,17 @@ function call(method: string, p: unknown[]): AdminCall {
     case "assignrole":
     case "unassignrole":
       return { method, pubkey: hex64(p[0], "pubkey"), role: text(p[1], "role id") };
+    case "listgroups":
+      return { method };
+    case "listgroupmembers":
+    case "listgroupinvites":
+      return { method, group: groupId(p[0]) };
+    case "removegroupmember":
+      return { method, group: groupId(p[0]), pubkey: hex64(p[1], "pubkey"), reason: text(p[2], "reason", true) };
+    case "deletegroup":
+      return { method, group: groupId(p[0]), reason: text(p[1], "reason", true) };
+    case "creategroupinvite":
+      return { method, group: groupId(p[0]), code: inviteCode(p[1]) };
     default:
       throw new ParamError(`unsupported method: ${method.slice(0, 64)}`);
   }

@@ -7,6 +7,8 @@ import { Exposition, Histogram } from "../http/exposition.ts";
 import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
 import type { Store } from "../store/types.ts";
 import type { Outcome } from "../admit/outcome.ts";
+import { isGroupActionKind, isRelayGroupKind } from "../nips/nip29.ts";
+import type { NostrEvent } from "../protocol/event.ts";
 
 const CLIENT_VERBS = ["EVENT", "REQ", "CLOSE", "COUNT", "AUTH", "NEG-OPEN", "NEG-MSG", "NEG-CLOSE", "invalid"] as const;
 const RELAY_VERBS = ["EVENT", "EOSE", "OK", "CLOSED", "NOTICE"] as const;
@@ -73,6 +75,9 @@ interface RecentRefusal {
   message: string;
 }
 
+/** A NIP-29 group's event: a moderation, join or leave kind, the relay's 39000-39009, or one with an h tag. */
+const isGroupEvent = (e: NostrEvent): boolean => isGroupActionKind(e.kind) || isRelayGroupKind(e.kind) || e.tags.some((t) => t[0] === "h");
+
 /** One relay's counters. */
 export class RelayMetrics {
   /** Client frames by verb; `invalid` = unparseable, binary, oversize or of an unknown verb. */
@@ -108,6 +113,8 @@ export class RelayMetrics {
   private readonly refusedReason = new Uint8Array(RECENT_REFUSALS);
   private readonly refusedText: string[] = new Array<string>(RECENT_REFUSALS).fill("");
   private refusals = 0;
+  /** Refusals of group events (NIP-29), by REASONS index: counted on the refusal path only. */
+  readonly groupRefusals = new Float64Array(R);
 
   /** Counts one OK answer to an EVENT whose text is all there is (a write-policy plugin's, a refusal before the pipeline); kind undefined when the event never parsed. */
   countEventResult(kind: number | undefined, accepted: boolean, message: string): void {
@@ -123,6 +130,7 @@ export class RelayMetrics {
     if ("refusal" in o) {
       const reason = REASON_INDEX.get(o.refusal.prefix)!;
       this.noteRefusal(kind, reason, o.refusal.message);
+      if (o.event && isGroupEvent(o.event)) this.groupRefusals[reason]!++;
       return this.count(kind, 2, reason);
     }
     if (o.fate === "plugin") return this.countEventResult(kind, o.accepted, o.message);
@@ -213,6 +221,8 @@ export interface MetricsSource {
   readonly inflight: number;
   readonly startedAt: number;
   connections(): number;
+  /** The NIP-29 group state, while [groups] enabled. */
+  readonly groups?: { stats(): { groups: number; members: number } };
 }
 
 /** What only the running relay can see (relay/server.ts). */
@@ -325,6 +335,8 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
     m.messageQueue.deferred,
   );
 
+  if (ctx.groups) renderGroups(x, ctx.groups.stats(), m.groupRefusals);
+
   const mem = process.memoryUsage();
   const cpu = process.cpuUsage();
   x.single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", mem.rss);
@@ -333,4 +345,17 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
   x.single("process_start_time_seconds", "gauge", "When the relay started, seconds since the Unix epoch.", ctx.startedAt / 1000);
   x.single("bunstr_uptime_seconds", "gauge", "Seconds since the relay started.", (Date.now() - ctx.startedAt) / 1000);
   return x.text();
+}
+
+/** NIP-29: gauges read from the group state at the scrape, and the refusals of group events. */
+function renderGroups(x: Exposition, stats: { groups: number; members: number }, refusals: Float64Array): void {
+  x.single("bunstr_groups", "gauge", "NIP-29 groups on this relay (deleted ones not counted).", stats.groups);
+  x.single("bunstr_group_members", "gauge", "Memberships of NIP-29 groups (a pubkey in two groups counts twice).", stats.members);
+  x.family(
+    "bunstr_group_refusals_total",
+    "counter",
+    "EVENTs of NIP-29 groups (an h tag, kinds 9000-9022, 39000-39009) refused, by NIP-01 reason prefix.",
+  );
+  // Every prefix but "" (accepted): a join of a member is refused "duplicate:".
+  for (let i = 1; i < R; i++) x.sample("bunstr_group_refusals_total", refusals[i]!, [["reason", REASONS[i]!]]);
 }

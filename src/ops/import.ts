@@ -12,6 +12,7 @@
 // (measured at 100k events: 2.8 WAL pages per event in 1,000-event transactions, 0.7 in 10,000).
 import { adminViewOf } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
+import { GroupState } from "../groups/state.ts";
 import { admit, type AdmitContext, type Source } from "../admit/admit.ts";
 import { countOutcome, newCounts, problemOf, type Counts } from "../admit/outcome.ts";
 import { importPolicies } from "../policy/defaults.ts";
@@ -51,6 +52,24 @@ export interface ImportOptions {
   onProgress?: (s: ImportSummary) => void;
   /** Once, the first time the database stays locked past busy_timeout. */
   onBusy?: () => void;
+  /**
+   * NIP-29 ([groups] enabled): the target's group state (importGroupState), for the groupImports
+   * policy; each event the import stores is applied to it in commit order, so a 9008 earlier in
+   * the input keeps the group's later events out as the relay would.
+   */
+  groups?: GroupState;
+}
+
+/**
+ * The group state of the database an import writes to, rebuilt from its stored events, with
+ * `relayPubkey` (cli/relay-key.ts resolveRelayKey, as `serve` finds it) as this relay's key: only
+ * its 39000-39009 are taken. The import never publishes relay-signed events itself: a relay
+ * serving the database catches the new rows up, a stopped one rebuilds at its next start.
+ */
+export async function importGroupState(into: BulkStore, config: Config, relayPubkey: string): Promise<GroupState> {
+  const state = new GroupState({ config: () => config, relayPubkey });
+  await state.rebuild(into.groups);
+  return state;
 }
 
 /** Batches verifying at least (more when a transaction is larger than this): keeps the workers busy. */
@@ -140,6 +159,7 @@ async function startImport(into: BulkStore, opts: ImportOptions): Promise<Import
     authed: new Set<string>(),
     relayUrl: config.info.relay_url,
     admin,
+    groups: opts.groups,
   };
   const src: Source = { policies: importPolicies, policy };
 
@@ -169,6 +189,7 @@ async function startImport(into: BulkStore, opts: ImportOptions): Promise<Import
       open++;
       admit(ctx, raw, src).then(
         (o) => {
+          if (o.fate === "accepted") opts.groups?.applyCommitted(o.event);
           countOutcome(s, o);
           const p = problemOf(o);
           if (p !== undefined) problem(line, p);

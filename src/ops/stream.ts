@@ -9,6 +9,7 @@ import type { Filter } from "../protocol/filter.ts";
 import type { Verifier } from "../verify/pool.ts";
 import type { BulkStore } from "../store/types.ts";
 import { addCounts, newCounts } from "../admit/outcome.ts";
+import type { GroupState } from "../groups/state.ts";
 import { importParsed, type ImportCounts } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
 
@@ -27,6 +28,8 @@ interface StreamOptions {
   /** First subscription's since (seconds); default now. */
   since?: number;
   verifier?: Verifier;
+  /** NIP-29: the local group state (import.ts importGroupState), built once, for every batch. */
+  groups?: GroupState;
   /** Called with each line of news (connected, dropped, ...). */
   log?: (text: string) => void;
   onProgress?: (s: StreamSummary) => void;
@@ -64,12 +67,12 @@ export interface Streamer {
 export type Ingest = (events: NostrEvent[]) => Promise<ImportCounts & { problems: { reason: string }[] }>;
 
 /** The import pipeline into `db` (bunstr stream). */
-export function importInto(db: BulkStore, config: Config, verifier: Verifier | undefined): Ingest {
-  return (events) => importParsed(db, [events], { config, verifier, batchSize: 1000 });
+export function importInto(db: BulkStore, config: Config, verifier: Verifier | undefined, groups?: GroupState): Ingest {
+  return (events) => importParsed(db, [events], { config, verifier, batchSize: 1000, groups });
 }
 
 export function streamFromRelay(db: BulkStore, opts: StreamOptions): Streamer {
-  return followRelay(opts, importInto(db, opts.config, opts.verifier));
+  return followRelay(opts, importInto(db, opts.config, opts.verifier, opts.groups));
 }
 
 /** The subscription, reconnection and batching of a stream; `ingest` stores what arrives. */

@@ -13,6 +13,7 @@ import { isAddressable, isReplaceable } from "../protocol/kinds.ts";
 import type { BulkStore, EventHead } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
 import { parseExportFilter } from "./export.ts";
+import type { GroupState } from "../groups/state.ts";
 import { importParsed, type ImportSummary } from "./import.ts";
 import { RelayClient } from "./relay-client.ts";
 
@@ -34,6 +35,8 @@ interface SyncOptions {
   filter: Filter;
   direction: Direction;
   verifier?: Verifier;
+  /** NIP-29: the local group state (import.ts importGroupState), for what is downloaded. */
+  groups?: GroupState;
   /** Short texts of what is happening, for a progress line. */
   onProgress?: (text: string) => void;
 }
@@ -150,6 +153,14 @@ function negotiate(relay: RelayClient, filter: Filter, storage: NegentropyStorag
   });
 }
 
+/**
+ * A relay answers newest first; stored here oldest first (a group's 9007 before its 9000s: the
+ * group state is rebuilt in commit order), a create before the other kinds of its second. The
+ * chunks come in the negentropy's order, which is by time already.
+ */
+const oldestFirst = (events: NostrEvent[]): NostrEvent[] =>
+  events.sort((a, b) => a.created_at - b.created_at || Number(b.kind === 9007) - Number(a.kind === 9007));
+
 export async function syncWithRelay(db: BulkStore, opts: SyncOptions): Promise<SyncSummary> {
   const started = performance.now();
   const { filter, direction } = opts;
@@ -194,7 +205,7 @@ export async function syncWithRelay(db: BulkStore, opts: SyncOptions): Promise<S
           if (down && fresh.length > 0) yield fresh;
         }
       })();
-      if (down) s.imported = await importParsed(db, downloads, { config: opts.config, verifier: opts.verifier });
+      if (down) s.imported = await importParsed(db, downloads, { config: opts.config, verifier: opts.verifier, groups: opts.groups });
       else for await (const _ of downloads);
       const local = new Set<string>();
       const ids = storage.idBytes(0, storage.size);
@@ -216,10 +227,10 @@ export async function syncWithRelay(db: BulkStore, opts: SyncOptions): Promise<S
             if (end !== "eose") throw new Error(`${opts.url} refused the download: ${end}`);
             s.received += got.length;
             progress(`downloading: ${s.received} of ${need.length}`);
-            if (got.length > 0) yield got;
+            if (got.length > 0) yield oldestFirst(got);
           }
         })();
-        s.imported = await importParsed(db, downloads, { config: opts.config, verifier: opts.verifier });
+        s.imported = await importParsed(db, downloads, { config: opts.config, verifier: opts.verifier, groups: opts.groups });
         s.notReceived = s.need - s.received;
       }
     }

@@ -17,6 +17,13 @@ export function onChange(listener) {
 /** What a call acts on, for the log. @param {string} method @param {unknown[]} args @returns {Node | string} */
 function targetOf(method, args) {
   const a = String(args[0] ?? "");
+  // NIP-29: [group, pubkey?, …]
+  if (/group/.test(method)) {
+    const b = String(args[1] ?? "");
+    const span = el("span", "", "group " + a + " ");
+    if (HEX64.test(b)) span.append(authorEl(b));
+    return span;
+  }
   if (/pubkey$/.test(method) && HEX64.test(a)) return authorEl(a);
   if (/event$/.test(method) && HEX64.test(a)) return eventEl(a);
   if (/kind$/.test(method)) return "kind " + a;

@@ -11,6 +11,7 @@
 // This module binds them: who signs shows in the bar, a change reloads its tables, and the page
 // starts once it knows the relay (NIP-11).
 import { wireForms } from "./forms.js";
+import { refreshGroups, reloadGroupsAffected, setGroupsEnabled, wireGroups } from "./groups.js";
 import { setSearchable, startLive, wireLive } from "./live.js";
 import { onChange } from "./log.js";
 import { $, input, message, RELAY_PATH, show } from "./page.js";
@@ -23,12 +24,16 @@ import { refreshAll, reloadAffected, wireTables } from "./tables.js";
 onSigner((pk, changed) => {
   $("signer-pubkey").textContent = pk;
   $("signer-profile").replaceChildren(authorEl(pk));
-  if (changed) void refreshAll();
+  if (changed) void refreshAll().then(() => refreshGroups().catch(() => {}));
 });
-onChange(reloadAffected);
+onChange((method) => {
+  reloadAffected(method);
+  reloadGroupsAffected(method);
+});
 
 wireForms();
 wireTables();
+wireGroups();
 $("connect").addEventListener("click", async () => {
   try {
     show("ok", "signer: " + (await connectSigner()));
@@ -39,7 +44,7 @@ $("connect").addEventListener("click", async () => {
 $("refresh").addEventListener("click", async () => {
   try {
     if (!connected()) await connectSigner();
-    else await refreshAll();
+    else await refreshAll().then(() => refreshGroups().catch(() => {}));
   } catch (err) {
     show("error", "signer: " + message(err));
   }
@@ -53,6 +58,9 @@ fetch(RELAY_PATH, { headers: { Accept: "application/nostr+json" } })
   .then((r) => r.json())
   .then((info) => {
     setSearchable(Array.isArray(info.supported_nips) && info.supported_nips.includes(50));
+    setGroupsEnabled(Array.isArray(info.supported_nips) && info.supported_nips.includes(29));
+    // The signer may have connected before this answer: the groups load now.
+    if (connected()) refreshGroups().catch(() => {});
     /** @type {[string, string][]} */
     const fields = [
       ["name-input", "name"],

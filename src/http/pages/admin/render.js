@@ -89,6 +89,12 @@ function paintAuthor(span, pk) {
   span.title = npub(pk) + "\n" + pk;
 }
 
+/** A picture (a group's) where the page may show it (as for profiles), else the label's initial. @param {string} src @param {string} label */
+export function pictureEl(src, label) {
+  const shown = showable(safePicture(src));
+  return shown ? avatar(shown, label) : initial(label);
+}
+
 /** A pubkey as its profile name and picture (when the relay has its kind 0), else a short npub. @param {string} pk */
 export function authorEl(pk) {
   const span = el("span", "author");

@@ -23,8 +23,8 @@ function actionButton(label, method, args, outcome) {
   return b;
 }
 
-/** @param {string} id @param {Row[]} rows */
-function fillTable(id, rows) {
+/** A table's rows (the groups view fills its tables the same way). @param {string} id @param {Row[]} rows */
+export function fillTable(id, rows) {
   const table = /** @type {HTMLTableElement} */ ($(id));
   const trs = rows.map((r) => {
     const tr = el("tr");
