@@ -396,8 +396,11 @@ describe("a client streaming heavy REQs", () => {
     // the probes, and a probe that waited for one would take most of one.
     // (With 100 probes the p99 is the second slowest: one stall of the host is tolerated.)
     expect(report.heavy.p99).toBeLessThanOrEqual(Math.max(300, 2 * report.baseline.p99 + 50, heavyMs / 2));
-    // 2.5 s of 20 ms-spaced probes: a fair relay answers ~100 of them.
-    expect(loaded.length).toBeGreaterThanOrEqual(30);
+    // 2.5 s of 20 ms-spaced probes, each waiting for its answer: a fair relay answers ~100 of them
+    // on a quiet box, and at least half as many as it answered unloaded in this run (beside a CPU
+    // hog at load 7.8: 35 unloaded, 28 loaded); a probe stuck behind heavy queries (0.3-3 s each)
+    // lets only a handful through.
+    expect(loaded.length).toBeGreaterThanOrEqual(Math.max(10, Math.min(30, base.length / 2)));
     // Publishing does not wait for the reader workers: a publish stuck behind a heavy query would
     // take seconds. The verify worker and the event loop share the 2 cores with 2 busy readers
     // (and this host with other jobs: event-loop stalls of ~300 ms were seen here), so: a typical
