@@ -17,7 +17,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { loadCorpus } from "./corpus.ts";
 import { Oracle } from "./lib/oracle.ts";
-import { RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";
+import { RATE_LIMITS_OFF, RELAY_BUN_FLAGS, RelayProcess } from "./lib/relay.ts";
 import { type Buckets, quantileMs, scrapeReqSeconds } from "./lib/req-seconds.ts";
 import { summarize } from "./lib/stats.ts";
 import { QueryRun } from "./scenarios/query.ts";
@@ -83,7 +83,8 @@ async function start(name: string, main: string, data: string): Promise<Side> {
     // --lenient: RATE_LIMITS_OFF lists this tree's rate-limit keys; an older build refuses the
     // ones it does not know (issue 36 added auths_per_minute), and lifts the rest all the same.
     args: ["--config", config, "--lenient"],
-    command: [process.execPath, resolve(main)],
+    // BUNSTR_RELAY_BUN_FLAGS (lib/relay.ts), e.g. "--cpu-prof --cpu-prof-dir=D": both relays profiled alike.
+    command: [process.execPath, ...RELAY_BUN_FLAGS, resolve(main)],
   });
   return { name, relay, dir, cpu: new Map(), reqs: 0, seconds: 0, latencies: [], failures: [] };
 }
@@ -119,7 +120,13 @@ try {
   for (const side of sides) {
     const end = await scrapeReqSeconds(side.relay.url);
     const q = (p: number) => quantileMs(side.warm ?? [], end, p).toFixed(2);
-    side.relaySide = `relay's own p50 ${q(0.5)} p99 ${q(0.99)} ms`;
+    const metrics = await (await fetch(`${side.relay.url.replace(/^ws/, "http")}/metrics`)).text();
+    const counter = (name: string) => new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1];
+    // REQs answered from memory (relay/answers/), no reader asked; messages the message turns
+    // (relay/connection/fair.ts, issue 36; absent before it) held for a later event-loop turn.
+    const memory = ["ring", "replaceable", "tag"].map((k) => `${k} ${counter(`bunstr_req_${k}_answers_total`)}`).join(", ");
+    const deferred = counter("bunstr_deferred_messages_total");
+    side.relaySide = `relay's own p50 ${q(0.5)} p99 ${q(0.99)} ms; from memory: ${memory}${deferred === undefined ? "" : `; ${deferred} messages deferred`}`;
   }
 } finally {
   for (const side of sides) {

@@ -15,7 +15,7 @@ export const RELAY_MAIN = process.env.BUNSTR_RELAY_MAIN ? resolve(process.env.BU
  * --cpu-prof-dir=/tmp/prof" profiles the relay and not the load generator (bench/cpuprofile-top.ts
  * reads the profile).
  */
-const RELAY_BUN_FLAGS = (process.env.BUNSTR_RELAY_BUN_FLAGS ?? "").split(" ").filter(Boolean);
+export const RELAY_BUN_FLAGS = (process.env.BUNSTR_RELAY_BUN_FLAGS ?? "").split(" ").filter(Boolean);
 /**
  * Environment for the spawned relay alone, space-separated K=V: BUNSTR_RELAY_ENV="BUN_JSC_numberOfGCMarkers=1"
  * tries a JSC option on the relay without changing the load generator's.
