@@ -95,7 +95,12 @@ export class GroupState implements GroupView {
   }
 
   get gating(): boolean {
-    return this.gatedIds.size > 0;
+    return this.gatedIds.size > 0 || this.tombstones.size > 0;
+  }
+
+  /** Deleted groups (9008): their events are unreadable to all, during the purge and after it (relay/groups.ts purges them again at start). */
+  deleted(): readonly string[] {
+    return [...this.tombstones];
   }
 
   private get settings(): Config["groups"] {
@@ -258,7 +263,9 @@ export class GroupState implements GroupView {
     if (n > 0) this.createdCount.set(g.createdBy, n);
     else this.createdCount.delete(g.createdBy);
     for (const kind of [39000, 39001, 39002, 39003, 39005]) this.publishedTags.delete(`${kind}:${g.id}`);
-    if (this.gatedIds.delete(g.id)) this.generation++;
+    this.gatedIds.delete(g.id);
+    // Its events become unreadable to all (a tombstone), not public, while the purge deletes them.
+    this.generation++;
   }
 
   private edit(g: Group, meta: Group["meta"]): void {
@@ -476,6 +483,8 @@ export class GroupState implements GroupView {
 
   access(id: string, authed: ReadonlySet<string>, metadata: boolean): ReadAccess {
     if (!this.isReady) return "restricted"; // only until the start finished
+    // A deleted group (9008): what its purge has not deleted yet (or a crash left) is read by no one.
+    if (this.tombstones.has(id)) return authed.size === 0 ? "auth-required" : "restricted";
     const g = this.groups.get(id);
     if (!g || !(metadata ? g.meta.hidden : g.meta.private) || this.isMember(g, authed)) return "ok";
     return authed.size === 0 ? "auth-required" : "restricted";
@@ -495,6 +504,10 @@ export class GroupState implements GroupView {
         if (this.isMember(g, authed)) continue;
         if (g.meta.private) found.events.push(id);
         if (g.meta.hidden) found.metadata.push(id);
+      }
+      for (const id of this.tombstones) {
+        found.events.push(id);
+        found.metadata.push(id);
       }
       this.unreadableCache.set(key, found);
     }

@@ -51,6 +51,8 @@ export class GroupRelay implements GroupPublisher {
   private readonly latestAction = new Map<string, string>();
   /** Ids of such events this node stored (accepted), and of the 39xxx it signed: bounded like `changes`. */
   private readonly mine = new Set<string>();
+  /** The start's purge of deleted groups' remains (tests wait for it). */
+  purged: Promise<void> = Promise.resolve();
 
   constructor(private readonly ctx: RelayContext) {}
 
@@ -67,6 +69,18 @@ export class GroupRelay implements GroupPublisher {
     if (built.skipped > 0)
       console.warn(`groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then)`);
     await this.reconcile();
+    // A purge cut short (a crash, a hand-over mid-9008) is finished now; until then the state reads the rows as no one's.
+    this.purged = this.purgeDeleted();
+  }
+
+  /** At start, after the rebuild: what remains of each deleted group (tombstone) goes, as its 9008's purge would have done. */
+  private async purgeDeleted(): Promise<void> {
+    try {
+      for (const id of this.state.deleted()) if (!this.ctx.closing) await this.deleteGroup(id);
+    } catch (err) {
+      // Stopped meanwhile: the next start purges again.
+      if (!this.ctx.closing) console.error("groups: purging what remains of deleted groups failed:", err);
+    }
   }
 
   /** From the commit feed (every node, commit order): the state first; the change kept for accepted(). */
