@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join as joinPath } from "node:path";
 import { Database } from "bun:sqlite";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
+import type { Filter } from "../src/protocol/filter.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { RULES } from "./memory-answers.ts";
 import { onPostgres } from "./postgres-env.ts";
@@ -48,7 +49,7 @@ async function listed(id: string, kind: number): Promise<string[][]> {
 }
 
 /** Stored events matching `filter`, read from the store itself (no read rule: what the relay holds). */
-async function stored(r: TestRelay, filter: Record<string, unknown>): Promise<NostrEvent[]> {
+async function stored(r: TestRelay, filter: Filter): Promise<NostrEvent[]> {
   const out: NostrEvent[] = [];
   for await (const rows of r.ctx.store.query({ filters: [filter], limits: [1000], maxSeq: r.ctx.store.lastSeq(), now: 0 }))
     for (const json of rows) out.push(JSON.parse(json) as NostrEvent);
