@@ -326,6 +326,43 @@ describe("reconcile at start", () => {
 });
 
 describe("restart after a deletion (point 6)", () => {
+  test("an admin's kind 5 of its own 9007, 9001, 9002 and its request to vanish change nothing, then or after a restart", async () => {
+    const r = await groupRelay();
+    const dir = r.dir;
+    let rc = await connectAs(r);
+    const [owner, member, removed, stranger] = [signer(), signer(), signer(), signer()];
+    const id = freshId();
+    const created = mod(9007, owner, id);
+    await authAs(rc, owner, r.url);
+    await accepted(rc, created);
+    const edit = mod(9002, owner, id, [["private"], ["closed"]]);
+    await accepted(rc, edit);
+    await accepted(rc, mod(9000, owner, id, [["p", member.pubkey]]));
+    const removal = mod(9001, owner, id, [["p", removed.pubkey]]);
+    await accepted(rc, removal);
+    const post = mod(9, member, id);
+    await accepted(rc, post);
+    await accepted(rc, owner.sign({ kind: 5, tags: [created, edit, removal].map((e) => ["e", e.id]) }));
+    await accepted(rc, owner.sign({ kind: 62, tags: [["relay", "ALL_RELAYS"]] }));
+    expect((await stored(r, { ids: [created.id, edit.id, removal.id] })).length).toBe(3);
+    rc.close();
+    await r.close();
+    const again = await groupRelay({}, { dir });
+    try {
+      expect(again.ctx.groups!.list().find((g) => g.id === id)).toMatchObject({ private: true, closed: true });
+      const anon = await connectAs(again);
+      expect(await read({ ids: [post.id] }, anon)).toEqual([]);
+      const x = await connectAs(again, stranger);
+      await refusedWith(x, mod(9007, stranger, id), "duplicate:");
+      await authAs(x, removed, again.url);
+      await refusedWith(x, mod(9021, removed, id), "blocked:");
+      for (const y of [anon, x]) y.close();
+    } finally {
+      await again.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a deleted private group's rows a purge has not reached are read by no one, and go at the next start", async () => {
     const r = await groupRelay();
     const dir = r.dir;
