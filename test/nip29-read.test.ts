@@ -6,9 +6,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { nip77 } from "nostr-tools";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import type { QueryJob, RowBatch } from "../src/store/types.ts";
-import { type Client, failOnRelayErrors, fence, signer, type Signer, type TestRelay } from "./helpers.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { readOrCreateKeyFile } from "../src/cli/relay-key.ts";
+import { startRelay } from "../src/relay/server.ts";
+import { Client, failOnRelayErrors, fence, openTestStore, signer, testConfig, type Signer, type TestRelay } from "./helpers.ts";
 import { accepted } from "./helpers.ts";
-import { connectAs, createGroup, groupRelay, mod } from "./groups-helpers.ts";
+import { authAs, connectAs, createGroup, groupRelay, mod } from "./groups-helpers.ts";
 
 failOnRelayErrors();
 
@@ -256,5 +261,49 @@ describe("hidden group", () => {
     // Not refused either: existence is not revealed.
     const o = await reqIds(cO, { kinds: [39000], "#d": [H] });
     expect(o).toEqual({ ids: [], end: ["EOSE", expect.any(String)] });
+  });
+});
+
+describe("at start (review of issue 32, finding 3)", () => {
+  test("until the group state is rebuilt, a websocket upgrade is answered 503 starting; then served, the private group hidden", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bunstr-nip29-start-"));
+    const config = testConfig({ groups: { enabled: true, creators: ["anyone"] } });
+    const first = await groupRelay({}, { dir });
+    const [o, m] = [signer(), signer()];
+    const id = `s-${Math.random().toString(36).slice(2, 10)}`;
+    const c = await connectAs(first);
+    await createGroup(c, first, o, id, [["private"]]);
+    await accepted(c, mod(9000, o, id, [["p", m.pubkey]]));
+    const post = mod(9, m, id);
+    await authAs(c, m, first.url);
+    await accepted(c, post);
+    c.close();
+    await first.close();
+    // The rebuild's first page waits for the gate: the state is not ready meanwhile.
+    const store = await openTestStore(dir, config);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const inOrder = store.groups.inOrder.bind(store.groups);
+    store.groups.inOrder = async (...args) => {
+      await gate;
+      return inOrder(...args);
+    };
+    const relay = startRelay({ config, store, relayKey: readOrCreateKeyFile(join(dir, "relay.key"), () => {}) });
+    try {
+      const http = relay.url.replace(/^ws/, "http");
+      const headers = { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13" };
+      const during = await fetch(http, { headers });
+      expect(during.status).toBe(503);
+      expect(await during.text()).toBe("starting");
+      release();
+      await relay.ready;
+      const anon = await Client.connect(relay.url);
+      const { events } = await anon.req("s", { kinds: [9] });
+      expect(events.map((e) => e.id)).not.toContain(post.id);
+      anon.close();
+    } finally {
+      await relay.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
