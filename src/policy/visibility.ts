@@ -25,7 +25,26 @@ export interface ReadRules {
   readonly relayKey?: { readonly pubkey: string };
 }
 
-export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(config.authorization.restricted_read_kinds);
+/**
+ * NIP-29 invite codes: a 9009 (create-invite) and a 9021 (join request) carry a group's code, so
+ * with groups on they are read only as a direct message is, by their author (the moderator who
+ * made the code, the joiner; the relay's admin lists codes over NIP-86 listgroupinvites). A
+ * closed group's code is otherwise anyone's to join with; the relay's 9000 answering a join says
+ * who joined.
+ */
+const INVITE_KINDS = [9009, 9021];
+const withInvites = new WeakMap<readonly number[], number[]>();
+
+/** The kinds only their author and the pubkeys they p-tag may read, as a list (the store's Visibility). */
+export function restrictedKindList(config: Config): number[] {
+  const base = config.authorization.restricted_read_kinds;
+  if (!config.groups.enabled) return base;
+  let kinds = withInvites.get(base);
+  if (!kinds) withInvites.set(base, (kinds = [...new Set([...base, ...INVITE_KINDS])]));
+  return kinds;
+}
+
+export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(restrictedKindList(config));
 
 /** The group state, while [groups] is enabled. */
 const groupsOn = (r: ReadRules): GroupView | undefined => (r.config.groups.enabled ? r.groups : undefined);
@@ -73,7 +92,7 @@ const hiddenCache = new WeakMap<object, { events: readonly string[]; metadata: r
 
 /** What a stored read of this connection may return. */
 export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibility {
-  const v: Visibility = { restrictedKinds: r.config.authorization.restricted_read_kinds, viewers: [...authed] };
+  const v: Visibility = { restrictedKinds: restrictedKindList(r.config), viewers: [...authed] };
   const groups = groupsOn(r);
   if (!groups?.gating) return v;
   const lists = groups.unreadable(authed);
