@@ -291,7 +291,12 @@ describe("at start (review of issue 32, finding 3)", () => {
     const relay = startRelay({ config, store, relayKey: readOrCreateKeyFile(join(dir, "relay.key"), () => {}) });
     try {
       const http = relay.url.replace(/^ws/, "http");
-      const headers = { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13" };
+      const headers = {
+        Upgrade: "websocket",
+        Connection: "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+      };
       const during = await fetch(http, { headers });
       expect(during.status).toBe(503);
       expect(await during.text()).toBe("starting");

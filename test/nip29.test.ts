@@ -329,7 +329,7 @@ describe("restart after a deletion (point 6)", () => {
   test("an admin's kind 5 of its own 9007, 9001, 9002 and its request to vanish change nothing, then or after a restart", async () => {
     const r = await groupRelay();
     const dir = r.dir;
-    let rc = await connectAs(r);
+    const rc = await connectAs(r);
     const [owner, member, removed, stranger] = [signer(), signer(), signer(), signer()];
     const id = freshId();
     const created = mod(9007, owner, id);
@@ -366,7 +366,7 @@ describe("restart after a deletion (point 6)", () => {
   test("a deleted private group's rows a purge has not reached are read by no one, and go at the next start", async () => {
     const r = await groupRelay();
     const dir = r.dir;
-    let rc = await connectAs(r);
+    const rc = await connectAs(r);
     const [owner, member, outsider] = [signer(), signer(), signer()];
     const id = freshId();
     await createGroup(rc, r, owner, id, [["private"]]);

@@ -157,7 +157,10 @@ describe("deletionOf", () => {
     expect(deletionOf(req, { kind: 1, pubkey: B, tagsRequester: true, inGroup: false })).toEqual({ remove: false, tombstone: true }));
   test("a gift wrap addressed to the requester: removed; to someone else: kept", () => {
     expect(deletionOf(req, { kind: GIFT_WRAP, pubkey: B, tagsRequester: true, inGroup: false })).toEqual({ remove: true, tombstone: true });
-    expect(deletionOf(req, { kind: GIFT_WRAP, pubkey: B, tagsRequester: false, inGroup: false })).toEqual({ remove: false, tombstone: true });
+    expect(deletionOf(req, { kind: GIFT_WRAP, pubkey: B, tagsRequester: false, inGroup: false })).toEqual({
+      remove: false,
+      tombstone: true,
+    });
   });
   test("a deletion or request to vanish, even the requester's own: left alone", () => {
     for (const kind of [5, 62])

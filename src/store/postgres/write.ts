@@ -10,7 +10,16 @@ import { VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable } from "../../protocol/kinds.ts";
-import { addressOf, deletionOf, GIFT_WRAP, GROUP_ACTIONS, giftWrapRecipients, OUTDATED, replacement, tombstoneRefusal } from "../semantics.ts";
+import {
+  addressOf,
+  deletionOf,
+  GIFT_WRAP,
+  GROUP_ACTIONS,
+  giftWrapRecipients,
+  OUTDATED,
+  replacement,
+  tombstoneRefusal,
+} from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 import { indexedTag, runStepsAsync, writeSteps } from "../write-steps.ts";
 import { pgSafe, pgText } from "./text.ts";

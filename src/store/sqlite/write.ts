@@ -536,7 +536,10 @@ export class SqliteWriter {
         tagsRequester: number;
         inGroup: number;
       } | null;
-      const { remove, tombstone } = deletionOf(req, target && { ...target, tagsRequester: target.tagsRequester === 1, inGroup: target.inGroup === 1 });
+      const { remove, tombstone } = deletionOf(
+        req,
+        target && { ...target, tagsRequester: target.tagsRequester === 1, inGroup: target.inGroup === 1 },
+      );
       if (remove && target) doomed.push({ seq: target.seq, id });
       if (tombstone) this.st.tombstoneId.run(id, req.pubkey);
     }
