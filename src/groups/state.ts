@@ -461,10 +461,20 @@ export class GroupState implements GroupView {
       : refuse("invalid", `previous reference "${unknown.slice(0, 8)}" names no recent event of this group`);
   }
 
-  /** The archive rule (import, sync, stream, mirror): no auth, no late publication, no previous. */
-  judgeArchive(e: NostrEvent): Refusal | undefined {
+  /**
+   * The archive rule (import, sync, stream, mirror): no auth, no late publication, no previous.
+   * `posts` (the [mirror]: anyone's events, live, from another relay): a post passes the checks
+   * a direct one does (the group exists, its author not removed, a member of a restricted group,
+   * a supported kind). An archive (import, sync, stream) is the operator's, and its posts may
+   * precede, in one batch, the 9007 or 9000 that makes them valid (judged before that commit).
+   */
+  judgeArchive(e: NostrEvent, posts = false): Refusal | undefined {
     const c = this.classify(e);
     if (c === undefined || "refusal" in c) return c?.refusal;
+    if (posts && !isGroupActionKind(e.kind)) {
+      if (!this.isReady) return refuse("error", "groups are loading, try again");
+      return this.judgePost(this.opts.config(), c.id, e);
+    }
     if (this.tombstones.has(c.id) && e.kind !== 9008) return refuse("blocked", `group "${c.id}" was deleted`);
     if (isGroupActionKind(e.kind)) {
       const a = parseAction(e);
