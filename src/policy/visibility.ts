@@ -26,13 +26,13 @@ export interface ReadRules {
 }
 
 /**
- * NIP-29 invite codes: a 9009 (create-invite) and a 9021 (join request) carry a group's code, so
- * with groups on they are read only as a direct message is, by their author (the moderator who
- * made the code, the joiner; the relay's admin lists codes over NIP-86 listgroupinvites). A
- * closed group's code is otherwise anyone's to join with; the relay's 9000 answering a join says
- * who joined.
+ * NIP-29 invite codes: a 9009 (create-invite) carries a group's code, so with groups on it is read
+ * only as a direct message is, by its author (the moderator who made the code) and the pubkeys it
+ * p-tags; the relay's admin lists codes over NIP-86 listgroupinvites. A closed group's code is
+ * otherwise anyone's to join with. (A 9021 that used a code stays readable: the state is rebuilt
+ * from the 9021s, and a sync or an export must carry them.)
  */
-const INVITE_KINDS = [9009, 9021];
+const INVITE_KINDS = [9009];
 const withInvites = new WeakMap<readonly number[], number[]>();
 
 /** The kinds only their author and the pubkeys they p-tag may read, as a list (the store's Visibility). */
