@@ -326,6 +326,29 @@ describe("reconcile at start", () => {
 });
 
 describe("restart after a deletion (point 6)", () => {
+  test("an event a 9005 deleted that is stored again (its deletion never ran) goes at the next start", async () => {
+    const r = await groupRelay();
+    const dir = r.dir;
+    const rc = await connectAs(r);
+    const owner = signer();
+    const id = freshId();
+    await createGroup(rc, r, owner, id);
+    const x = mod(9, owner, id);
+    await accepted(rc, x);
+    await accepted(rc, mod(9005, owner, id, [["e", x.id]]));
+    await storeRaw(r, x);
+    rc.close();
+    await r.close();
+    const again = await groupRelay({}, { dir });
+    try {
+      await (again.ctx.groupRelay as unknown as { purged: Promise<void> }).purged;
+      expect(await stored(again, { ids: [x.id] })).toEqual([]);
+    } finally {
+      await again.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("an admin's kind 5 of its own 9007, 9001, 9002 and its request to vanish change nothing, then or after a restart", async () => {
     const r = await groupRelay();
     const dir = r.dir;

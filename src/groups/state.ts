@@ -103,6 +103,13 @@ export class GroupState implements GroupView {
     return [...this.tombstones];
   }
 
+  /** Per live group, the ids its 9005s deleted (relay/groups.ts deletes those still stored again at start). */
+  deletedByModerators(): { group: string; ids: string[] }[] {
+    const out: { group: string; ids: string[] }[] = [];
+    for (const g of this.groups.values()) if (g.deletedIds.size > 0) out.push({ group: g.id, ids: [...g.deletedIds] });
+    return out;
+  }
+
   private get settings(): Config["groups"] {
     return this.opts.config().groups;
   }

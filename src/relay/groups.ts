@@ -73,10 +73,16 @@ export class GroupRelay implements GroupPublisher {
     this.purged = this.purgeDeleted();
   }
 
-  /** At start, after the rebuild: what remains of each deleted group (tombstone) goes, as its 9008's purge would have done. */
+  /**
+   * At start, after the rebuild: what remains of each deleted group (tombstone) goes, as its 9008's
+   * purge would have done, and so do the events a 9005 deleted that are still stored (its node
+   * died after the commit, or on Postgres its change came after accepted() gave up waiting).
+   */
   private async purgeDeleted(): Promise<void> {
     try {
       for (const id of this.state.deleted()) if (!this.ctx.closing) await this.deleteGroup(id);
+      for (const { group, ids } of this.state.deletedByModerators())
+        for (let i = 0; i < ids.length && !this.ctx.closing; i += PAGE) await this.deleteEvents(group, ids.slice(i, i + PAGE));
     } catch (err) {
       // Stopped meanwhile: the next start purges again.
       if (!this.ctx.closing) console.error("groups: purging what remains of deleted groups failed:", err);
@@ -91,6 +97,8 @@ export class GroupRelay implements GroupPublisher {
     if (!isGroupActionKind(e.kind)) return this.mend(e);
     const group = hTags(e)[0];
     if (group !== undefined) this.latestAction.set(group, e.id);
+    // A deleted group is written to no more: what this relay kept per group goes with it.
+    if (change?.deleteGroup) this.forget(change.group);
     this.changes.set(e.id, change);
     if (this.changes.size > MAX_CHANGES) this.changes.delete(this.changes.keys().next().value!);
     this.waiting.get(e.id)?.();
@@ -205,6 +213,11 @@ export class GroupRelay implements GroupPublisher {
     const group = e.tags.find((t) => t[0] === "d")?.[1];
     if (group === undefined || !this.mine.has(this.latestAction.get(group) ?? "")) return;
     if (this.stale(group, e.kind as RelayGroupKind)) void this.publish(group, e.kind as RelayGroupKind);
+  }
+
+  private forget(group: string): void {
+    this.latestAction.delete(group);
+    for (const kind of RELAY_GROUP_KINDS) this.lastSigned.delete(`${kind}:${group}`);
   }
 
   private own(id: string): void {
