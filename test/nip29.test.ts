@@ -326,6 +326,30 @@ describe("reconcile at start", () => {
 });
 
 describe("restart after a deletion (point 6)", () => {
+  test("9008 deletes the group's 39xxx a former relay key signed too", async () => {
+    const former = signer();
+    const r = await groupRelay({ groups: { former_relay_keys: [former.pubkey] } });
+    const rc = await connectAs(r);
+    try {
+      const owner = signer();
+      const id = freshId();
+      await createGroup(rc, r, owner, id, [["hidden"]]);
+      const old = former.sign({
+        kind: 39002,
+        tags: [
+          ["d", id],
+          ["p", owner.pubkey],
+        ],
+      });
+      await storeRaw(r, old);
+      await accepted(rc, mod(9008, owner, id));
+      expect(await stored(r, { ids: [old.id] })).toEqual([]);
+    } finally {
+      rc.close();
+      await r.stop();
+    }
+  });
+
   test("an event a 9005 deleted that is stored again (its deletion never ran) goes at the next start", async () => {
     const r = await groupRelay();
     const dir = r.dir;

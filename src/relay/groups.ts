@@ -321,8 +321,12 @@ export class GroupRelay implements GroupPublisher {
         await this.ctx.store.admin.deleteEvent(e.id);
       }
     }
-    const relay = this.ctx.relayKey.pubkey;
-    const meta = await this.stored({ authors: [relay], kinds: [39000, 39001, 39002, 39003, 39004, 39005], "#d": [group] }, 100);
+    // The group's 39xxx, signed by this key or one the relay had before (they are never replaced).
+    const relay = [this.ctx.relayKey.pubkey, ...this.ctx.config.groups.former_relay_keys];
+    const meta = await this.stored(
+      { authors: relay, kinds: [39000, 39001, 39002, 39003, 39004, 39005], "#d": [group] },
+      100 * relay.length,
+    );
     for (const e of meta) await this.ctx.store.admin.deleteEvent(e.id);
   }
 }
