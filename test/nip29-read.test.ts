@@ -341,3 +341,21 @@ describe("invite codes (review of issue 32, finding 4)", () => {
     for (const x of [cAdmin, cOut, cAnon, cJoin]) x.close();
   });
 });
+
+describe("a hidden group's existence (review of issue 32, finding 10)", () => {
+  test('{"#h":[hidden private group]}: an anonymous reader and an outsider get EOSE and nothing, as for an unknown id', async () => {
+    const id = `h-${Math.random().toString(36).slice(2, 10)}`;
+    const admin = signer();
+    const cAdmin = await connectAs(relay);
+    await createGroup(cAdmin, relay, admin, id, [["private"], ["hidden"]]);
+    const post = mod(9, admin, id);
+    await accepted(cAdmin, post);
+    for (const reader of [cA, cO]) {
+      const known = await reqIds(reader, { "#h": [id] });
+      expect(known.end[0]).toBe("EOSE");
+      expect(known.ids).toEqual([]);
+    }
+    expect((await reqIds(cAdmin, { "#h": [id] })).ids).toContain(post.id);
+    cAdmin.close();
+  });
+});

@@ -105,8 +105,8 @@ export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibi
 
 /**
  * A filter naming a private group in `#h` that this reader may not read: the refusal (CLOSED,
- * NEG-ERR). Hidden metadata (`#d`) is not refused: a non-member just gets nothing, so existence
- * is not revealed.
+ * NEG-ERR). Hidden metadata (`#d`) and a hidden group's `#h` are not refused: a non-member just
+ * gets nothing, so existence is not revealed.
  */
 export function groupFilterRefusal(r: ReadRules, authed: ReadonlySet<string>, filters: readonly CompiledFilter[]): string | undefined {
   const groups = groupsOn(r);
@@ -116,6 +116,9 @@ export function groupFilterRefusal(r: ReadRules, authed: ReadonlySet<string>, fi
       if (name !== "h") continue;
       for (const id of values) {
         const access = groups.ready ? groups.access(id, authed, false) : authed.size === 0 ? "auth-required" : "restricted";
+        // A hidden group (or a deleted one) is answered as an unknown one: nothing, no refusal
+        // (the store's residual hides its rows), so its existence is not revealed.
+        if (access !== "ok" && groups.ready && groups.access(id, authed, true) !== "ok") continue;
         if (access === "auth-required") return "auth-required: this group is private: authenticate as a member";
         if (access === "restricted") return "restricted: this group is private: members only";
       }
