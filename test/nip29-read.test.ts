@@ -6,9 +6,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { nip77 } from "nostr-tools";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import type { QueryJob, RowBatch } from "../src/store/types.ts";
-import { type Client, failOnRelayErrors, fence, signer, type Signer, type TestRelay } from "./helpers.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { readOrCreateKeyFile } from "../src/cli/relay-key.ts";
+import { startRelay } from "../src/relay/server.ts";
+import { Client, failOnRelayErrors, fence, openTestStore, signer, testConfig, type Signer, type TestRelay } from "./helpers.ts";
 import { accepted } from "./helpers.ts";
-import { connectAs, createGroup, groupRelay, mod } from "./groups-helpers.ts";
+import { authAs, connectAs, createGroup, groupRelay, mod } from "./groups-helpers.ts";
 
 failOnRelayErrors();
 
@@ -256,5 +261,101 @@ describe("hidden group", () => {
     // Not refused either: existence is not revealed.
     const o = await reqIds(cO, { kinds: [39000], "#d": [H] });
     expect(o).toEqual({ ids: [], end: ["EOSE", expect.any(String)] });
+  });
+});
+
+describe("at start (review of issue 32, finding 3)", () => {
+  test("until the group state is rebuilt, a websocket upgrade is answered 503 starting; then served, the private group hidden", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bunstr-nip29-start-"));
+    const config = testConfig({ groups: { enabled: true, creators: ["anyone"] } });
+    const first = await groupRelay({}, { dir });
+    const [o, m] = [signer(), signer()];
+    const id = `s-${Math.random().toString(36).slice(2, 10)}`;
+    const c = await connectAs(first);
+    await createGroup(c, first, o, id, [["private"]]);
+    await accepted(c, mod(9000, o, id, [["p", m.pubkey]]));
+    const post = mod(9, m, id);
+    await authAs(c, m, first.url);
+    await accepted(c, post);
+    c.close();
+    await first.close();
+    // The rebuild's first page waits for the gate: the state is not ready meanwhile.
+    const store = await openTestStore(dir, config);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const inOrder = store.groups.inOrder.bind(store.groups);
+    store.groups.inOrder = async (...args) => {
+      await gate;
+      return inOrder(...args);
+    };
+    const relay = startRelay({ config, store, relayKey: readOrCreateKeyFile(join(dir, "relay.key"), () => {}) });
+    try {
+      const http = relay.url.replace(/^ws/, "http");
+      const headers = {
+        Upgrade: "websocket",
+        Connection: "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+      };
+      const during = await fetch(http, { headers });
+      expect(during.status).toBe(503);
+      expect(await during.text()).toBe("starting");
+      release();
+      await relay.ready;
+      const anon = await Client.connect(relay.url);
+      const { events } = await anon.req("s", { kinds: [9] });
+      expect(events.map((e) => e.id)).not.toContain(post.id);
+      anon.close();
+    } finally {
+      await relay.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("invite codes (review of issue 32, finding 4)", () => {
+  test("a closed group's 9009: read by its author only, stored or live; the 9021 that used it stays readable", async () => {
+    const id = `c-${Math.random().toString(36).slice(2, 10)}`;
+    const [admin, joiner, outsider] = [signer(), signer(), signer()];
+    const cAdmin = await connectAs(relay);
+    await createGroup(cAdmin, relay, admin, id, [["closed"]]);
+    const cOut = await connectAs(relay, outsider);
+    const cAnon = await connectAs(relay);
+    const live = sub();
+    cOut.send(["REQ", live, { kinds: [9009], "#h": [id] }]);
+    await cOut.next((f) => f[0] === "EOSE" && f[1] === live);
+    const pass = await fence(cOut);
+    const invite = mod(9009, admin, id, [["code", "s3cret-code"]]);
+    await accepted(cAdmin, invite);
+    for (const reader of [cOut, cAnon]) {
+      expect((await reqIds(reader, { kinds: [9009] })).ids).toEqual([]);
+      expect((await reqIds(reader, { ids: [invite.id] })).ids).toEqual([]);
+    }
+    expect((await reqIds(cAdmin, { kinds: [9009], "#h": [id] })).ids).toEqual([invite.id]);
+    await pass();
+    expect(cOut.frames.filter((f) => f[0] === "EVENT" && f[1] === live)).toEqual([]);
+    const cJoin = await connectAs(relay, joiner);
+    const joinReq = mod(9021, joiner, id, [["code", "s3cret-code"]]);
+    await accepted(cJoin, joinReq);
+    expect((await reqIds(cOut, { ids: [joinReq.id] })).ids).toEqual([joinReq.id]);
+    for (const x of [cAdmin, cOut, cAnon, cJoin]) x.close();
+  });
+});
+
+describe("a hidden group's existence (review of issue 32, finding 10)", () => {
+  test('{"#h":[hidden private group]}: an anonymous reader and an outsider get EOSE and nothing, as for an unknown id', async () => {
+    const id = `h-${Math.random().toString(36).slice(2, 10)}`;
+    const admin = signer();
+    const cAdmin = await connectAs(relay);
+    await createGroup(cAdmin, relay, admin, id, [["private"], ["hidden"]]);
+    const post = mod(9, admin, id);
+    await accepted(cAdmin, post);
+    for (const reader of [cA, cO]) {
+      const known = await reqIds(reader, { "#h": [id] });
+      expect(known.end[0]).toBe("EOSE");
+      expect(known.ids).toEqual([]);
+    }
+    expect((await reqIds(cAdmin, { "#h": [id] })).ids).toContain(post.id);
+    cAdmin.close();
   });
 });

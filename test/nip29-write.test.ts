@@ -1,12 +1,12 @@
 // NIP-29 over the wire: who may write what in a group (issue 32, point 4), what malformed or
 // flooding input does (point 8), and that a restart rebuilds what the writes decided. The answers
 // are OK frames; the state is read in-process (relay.ctx.groups), where listgroups reads it.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import type { Client, Signer, TestRelay } from "./helpers.ts";
-import { accepted, failOnRelayErrors, now, refusedWith, signer } from "./helpers.ts";
+import { accepted, failOnRelayErrors, now, refusedWith, signer, startTestRelay } from "./helpers.ts";
 import { authAs, connectAs, createGroup, groupRelay, join, mod } from "./groups-helpers.ts";
 import { databaseFor, dropDatabase, onPostgres } from "./postgres-env.ts";
 
@@ -261,4 +261,37 @@ describe("after a restart (the state rebuilt from the store)", () => {
       if (onPostgres) await dropDatabase(databaseFor(dir));
     }
   });
+});
+
+describe("[mirror] (review of issue 32, finding 5)", () => {
+  test("posts arriving from a mirrored relay pass a direct post's checks: no group, restricted, removed are not stored; a member's is", async () => {
+    const source = await startTestRelay({});
+    const logs = spyOn(console, "log");
+    const local = await groupRelay({ mirror: { relays: [source.url] } });
+    try {
+      for (let i = 0; i < 200 && !logs.mock.calls.some((x) => String(x[0]).includes("subscribed to")); i++) await Bun.sleep(50);
+      const [admin, member, removed, outsider] = [signer(), signer(), signer(), signer()];
+      const id = `m-${Math.random().toString(36).slice(2, 10)}`;
+      const a = await connectAs(local, admin);
+      await createGroup(a, local, admin, id, [["restricted"]]);
+      await accepted(a, mod(9000, admin, id, [["p", member.pubkey]]));
+      await accepted(a, mod(9000, admin, id, [["p", removed.pubkey]]));
+      await accepted(a, mod(9001, admin, id, [["p", removed.pubkey]]));
+      const w = await connectAs(source);
+      const refused = [mod(9, outsider, id), mod(9, removed, id), mod(9, outsider, `none-${id}`)];
+      const fine = mod(9, member, id);
+      for (const e of [...refused, fine]) await accepted(w, e);
+      let seen: string[] = [];
+      for (let i = 0; i < 200 && !seen.includes(fine.id); i++) {
+        await Bun.sleep(50);
+        seen = (await a.req(`s${i}`, { ids: [...refused, fine].map((e) => e.id) })).events.map((e) => e.id);
+      }
+      expect(seen).toEqual([fine.id]);
+      for (const x of [a, w]) x.close();
+    } finally {
+      logs.mockRestore();
+      await local.stop();
+      await source.stop();
+    }
+  }, 30_000);
 });

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join as joinPath } from "node:path";
 import { Database } from "bun:sqlite";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
+import type { Filter } from "../src/protocol/filter.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { RULES } from "./memory-answers.ts";
 import { onPostgres } from "./postgres-env.ts";
@@ -45,6 +46,19 @@ async function freshGroup(flags: string[][] = []): Promise<{ id: string; owner: 
 async function listed(id: string, kind: number): Promise<string[][]> {
   const e = (await relayEvents(c, id, self)).get(kind);
   return e ? e.tags.filter((t) => t[0] === "p") : [];
+}
+
+/** Stored events matching `filter`, read from the store itself (no read rule: what the relay holds). */
+async function stored(r: TestRelay, filter: Filter): Promise<NostrEvent[]> {
+  const out: NostrEvent[] = [];
+  for await (const rows of r.ctx.store.query({ filters: [filter], limits: [1000], maxSeq: r.ctx.store.lastSeq(), now: 0 }))
+    for (const json of rows) out.push(JSON.parse(json) as NostrEvent);
+  return out;
+}
+
+/** Writes `e` as the relay's own writer does (no policy): a row a purge has not reached yet. */
+async function storeRaw(r: TestRelay, e: NostrEvent): Promise<void> {
+  expect((await r.ctx.writer.enqueue({ event: e, json: serializeEvent(e), cost: 1 })).stored).toBe(true);
 }
 
 /** Stored events matching `filter`, read by `reader` (c: AUTHed as every owner so far). */
@@ -216,8 +230,8 @@ describe("deletion (point 6)", () => {
     await accepted(c, m);
     const gone = mod(9008, owner, id);
     await accepted(c, gone);
-    expect((await read({ "#h": [id] })).map((e) => e.id)).toEqual([gone.id]);
-    expect((await relayEvents(c, id, self)).size).toBe(0);
+    expect((await stored(relay, { "#h": [id] })).map((e) => e.id)).toEqual([gone.id]);
+    expect((await stored(relay, { kinds: [39000, 39001, 39002, 39003], "#d": [id] })).length).toBe(0);
     const after = await c.publish(mod(9, owner, id));
     expect(after[2]).toBe(false);
     expect(after[3]).toMatch(/^(invalid|blocked): /);
@@ -312,6 +326,121 @@ describe("reconcile at start", () => {
 });
 
 describe("restart after a deletion (point 6)", () => {
+  test("9008 deletes the group's 39xxx a former relay key signed too", async () => {
+    const former = signer();
+    const r = await groupRelay({ groups: { former_relay_keys: [former.pubkey] } });
+    const rc = await connectAs(r);
+    try {
+      const owner = signer();
+      const id = freshId();
+      await createGroup(rc, r, owner, id, [["hidden"]]);
+      const old = former.sign({
+        kind: 39002,
+        tags: [
+          ["d", id],
+          ["p", owner.pubkey],
+        ],
+      });
+      await storeRaw(r, old);
+      await accepted(rc, mod(9008, owner, id));
+      expect(await stored(r, { ids: [old.id] })).toEqual([]);
+    } finally {
+      rc.close();
+      await r.stop();
+    }
+  });
+
+  test("an event a 9005 deleted that is stored again (its deletion never ran) goes at the next start", async () => {
+    const r = await groupRelay();
+    const dir = r.dir;
+    const rc = await connectAs(r);
+    const owner = signer();
+    const id = freshId();
+    await createGroup(rc, r, owner, id);
+    const x = mod(9, owner, id);
+    await accepted(rc, x);
+    await accepted(rc, mod(9005, owner, id, [["e", x.id]]));
+    await storeRaw(r, x);
+    rc.close();
+    await r.close();
+    const again = await groupRelay({}, { dir });
+    try {
+      await (again.ctx.groupRelay as unknown as { purged: Promise<void> }).purged;
+      expect(await stored(again, { ids: [x.id] })).toEqual([]);
+    } finally {
+      await again.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("an admin's kind 5 of its own 9007, 9001, 9002 and its request to vanish change nothing, then or after a restart", async () => {
+    const r = await groupRelay();
+    const dir = r.dir;
+    const rc = await connectAs(r);
+    const [owner, member, removed, stranger] = [signer(), signer(), signer(), signer()];
+    const id = freshId();
+    const created = mod(9007, owner, id);
+    await authAs(rc, owner, r.url);
+    await accepted(rc, created);
+    const edit = mod(9002, owner, id, [["private"], ["closed"]]);
+    await accepted(rc, edit);
+    await accepted(rc, mod(9000, owner, id, [["p", member.pubkey]]));
+    const removal = mod(9001, owner, id, [["p", removed.pubkey]]);
+    await accepted(rc, removal);
+    const post = mod(9, member, id);
+    await accepted(rc, post);
+    await accepted(rc, owner.sign({ kind: 5, tags: [created, edit, removal].map((e) => ["e", e.id]) }));
+    await accepted(rc, owner.sign({ kind: 62, tags: [["relay", "ALL_RELAYS"]] }));
+    expect((await stored(r, { ids: [created.id, edit.id, removal.id] })).length).toBe(3);
+    rc.close();
+    await r.close();
+    const again = await groupRelay({}, { dir });
+    try {
+      expect(again.ctx.groups!.list().find((g) => g.id === id)).toMatchObject({ private: true, closed: true });
+      const anon = await connectAs(again);
+      expect(await read({ ids: [post.id] }, anon)).toEqual([]);
+      const x = await connectAs(again, stranger);
+      await refusedWith(x, mod(9007, stranger, id), "duplicate:");
+      await authAs(x, removed, again.url);
+      await refusedWith(x, mod(9021, removed, id), "blocked:");
+      for (const y of [anon, x]) y.close();
+    } finally {
+      await again.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a deleted private group's rows a purge has not reached are read by no one, and go at the next start", async () => {
+    const r = await groupRelay();
+    const dir = r.dir;
+    const rc = await connectAs(r);
+    const [owner, member, outsider] = [signer(), signer(), signer()];
+    const id = freshId();
+    await createGroup(rc, r, owner, id, [["private"]]);
+    await accepted(rc, mod(9000, owner, id, [["p", member.pubkey]]));
+    await accepted(rc, mod(9008, owner, id));
+    // What a purge still running (or cut short by a crash) leaves: the group's rows after its 9008.
+    const left = mod(9, member, id);
+    await storeRaw(r, left);
+    const anon = await connectAs(r);
+    const out = await connectAs(r, outsider);
+    const mem = await connectAs(r, member);
+    for (const reader of [anon, out, mem]) {
+      expect(await read({ ids: [left.id] }, reader)).toEqual([]);
+      expect(await read({ kinds: [9], authors: [member.pubkey] }, reader)).toEqual([]);
+    }
+    for (const x of [rc, anon, out, mem]) x.close();
+    await r.close();
+    const again = await groupRelay({}, { dir });
+    try {
+      await (again.ctx.groupRelay as unknown as { purged: Promise<void> }).purged;
+      expect(await stored(again, { ids: [left.id] })).toEqual([]);
+    } finally {
+      await again.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a group deleted (9008, its events purged) stays deleted after a restart", async () => {
     const r = await groupRelay();
     const dir = r.dir;

@@ -95,7 +95,19 @@ export class GroupState implements GroupView {
   }
 
   get gating(): boolean {
-    return this.gatedIds.size > 0;
+    return this.gatedIds.size > 0 || this.tombstones.size > 0;
+  }
+
+  /** Deleted groups (9008): their events are unreadable to all, during the purge and after it (relay/groups.ts purges them again at start). */
+  deleted(): readonly string[] {
+    return [...this.tombstones];
+  }
+
+  /** Per live group, the ids its 9005s deleted (relay/groups.ts deletes those still stored again at start). */
+  deletedByModerators(): { group: string; ids: string[] }[] {
+    const out: { group: string; ids: string[] }[] = [];
+    for (const g of this.groups.values()) if (g.deletedIds.size > 0) out.push({ group: g.id, ids: [...g.deletedIds] });
+    return out;
   }
 
   private get settings(): Config["groups"] {
@@ -258,7 +270,9 @@ export class GroupState implements GroupView {
     if (n > 0) this.createdCount.set(g.createdBy, n);
     else this.createdCount.delete(g.createdBy);
     for (const kind of [39000, 39001, 39002, 39003, 39005]) this.publishedTags.delete(`${kind}:${g.id}`);
-    if (this.gatedIds.delete(g.id)) this.generation++;
+    this.gatedIds.delete(g.id);
+    // Its events become unreadable to all (a tombstone), not public, while the purge deletes them.
+    this.generation++;
   }
 
   private edit(g: Group, meta: Group["meta"]): void {
@@ -454,10 +468,20 @@ export class GroupState implements GroupView {
       : refuse("invalid", `previous reference "${unknown.slice(0, 8)}" names no recent event of this group`);
   }
 
-  /** The archive rule (import, sync, stream, mirror): no auth, no late publication, no previous. */
-  judgeArchive(e: NostrEvent): Refusal | undefined {
+  /**
+   * The archive rule (import, sync, stream, mirror): no auth, no late publication, no previous.
+   * `posts` (the [mirror]: anyone's events, live, from another relay): a post passes the checks
+   * a direct one does (the group exists, its author not removed, a member of a restricted group,
+   * a supported kind). An archive (import, sync, stream) is the operator's, and its posts may
+   * precede, in one batch, the 9007 or 9000 that makes them valid (judged before that commit).
+   */
+  judgeArchive(e: NostrEvent, posts = false): Refusal | undefined {
     const c = this.classify(e);
     if (c === undefined || "refusal" in c) return c?.refusal;
+    if (posts && !isGroupActionKind(e.kind)) {
+      if (!this.isReady) return refuse("error", "groups are loading, try again");
+      return this.judgePost(this.opts.config(), c.id, e);
+    }
     if (this.tombstones.has(c.id) && e.kind !== 9008) return refuse("blocked", `group "${c.id}" was deleted`);
     if (isGroupActionKind(e.kind)) {
       const a = parseAction(e);
@@ -476,6 +500,8 @@ export class GroupState implements GroupView {
 
   access(id: string, authed: ReadonlySet<string>, metadata: boolean): ReadAccess {
     if (!this.isReady) return "restricted"; // only until the start finished
+    // A deleted group (9008): what its purge has not deleted yet (or a crash left) is read by no one.
+    if (this.tombstones.has(id)) return authed.size === 0 ? "auth-required" : "restricted";
     const g = this.groups.get(id);
     if (!g || !(metadata ? g.meta.hidden : g.meta.private) || this.isMember(g, authed)) return "ok";
     return authed.size === 0 ? "auth-required" : "restricted";
@@ -495,6 +521,10 @@ export class GroupState implements GroupView {
         if (this.isMember(g, authed)) continue;
         if (g.meta.private) found.events.push(id);
         if (g.meta.hidden) found.metadata.push(id);
+      }
+      for (const id of this.tombstones) {
+        found.events.push(id);
+        found.metadata.push(id);
       }
       this.unreadableCache.set(key, found);
     }

@@ -9,6 +9,7 @@ import {
   createdAtWindow,
   eventRate,
   groupImports,
+  groupMirror,
   groupWrites,
   kindLists,
   noAuthEvents,
@@ -48,6 +49,9 @@ export const defaultPolicies: Policy[] = [
  * this relay (it named the relay it came from).
  */
 export const importPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists, groupImports];
+
+/** The [mirror]'s: an import's, but a post into a group is judged as if published here (its group, membership, removal, kinds). */
+export const mirrorPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists, groupMirror];
 
 function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: NostrEvent): Refusal | undefined {
   for (const p of policies) {

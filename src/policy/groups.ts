@@ -15,8 +15,8 @@ export interface GroupView {
   readonly gating: boolean;
   /** The write rule for one event (sync; Maps only). undefined = no opinion (not a group event) or allowed. */
   judge(ctx: GroupJudgeContext, e: NostrEvent): Refusal | undefined;
-  /** The archive rule (import/sync/stream/mirror): shape, 39xxx by others, deleted groups/ids; no auth, no window, no previous. */
-  judgeArchive(e: NostrEvent): Refusal | undefined;
+  /** The archive rule (import/sync/stream/mirror): shape, 39xxx by others, deleted groups/ids; no auth, no window, no previous; `posts` (the mirror): a post's membership, removal, kind and group checks too. */
+  judgeArchive(e: NostrEvent, posts?: boolean): Refusal | undefined;
   /** Reading events of group `id` (metadata: the relay's 39000-39009 of it), for these authenticated pubkeys. */
   access(id: string, authed: ReadonlySet<string>, metadata: boolean): ReadAccess;
   /** The ids `authed` may not read, cached per distinct authed set until the next change (a generation counter). */

@@ -154,3 +154,5 @@ export const groupWrites: Policy = (ctx, e) => (ctx.groups && ctx.config.groups.
 
 /** NIP-29 for archives (import, sync, stream, mirror): shape, 39000-39009 only from this relay's key, nothing of deleted groups or events. */
 export const groupImports: Policy = (ctx, e) => (ctx.groups && ctx.config.groups.enabled ? ctx.groups.judgeArchive(e) : undefined);
+/** NIP-29 for the [mirror]: the archive rule, and a post's checks as if published here (anyone publishes to the mirrored relay). */
+export const groupMirror: Policy = (ctx, e) => (ctx.groups && ctx.config.groups.enabled ? ctx.groups.judgeArchive(e, true) : undefined);

@@ -25,7 +25,26 @@ export interface ReadRules {
   readonly relayKey?: { readonly pubkey: string };
 }
 
-export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(config.authorization.restricted_read_kinds);
+/**
+ * NIP-29 invite codes: a 9009 (create-invite) carries a group's code, so with groups on it is read
+ * only as a direct message is, by its author (the moderator who made the code) and the pubkeys it
+ * p-tags; the relay's admin lists codes over NIP-86 listgroupinvites. A closed group's code is
+ * otherwise anyone's to join with. (A 9021 that used a code stays readable: the state is rebuilt
+ * from the 9021s, and a sync or an export must carry them.)
+ */
+const INVITE_KINDS = [9009];
+const withInvites = new WeakMap<readonly number[], number[]>();
+
+/** The kinds only their author and the pubkeys they p-tag may read, as a list (the store's Visibility). */
+export function restrictedKindList(config: Config): number[] {
+  const base = config.authorization.restricted_read_kinds;
+  if (!config.groups.enabled) return base;
+  let kinds = withInvites.get(base);
+  if (!kinds) withInvites.set(base, (kinds = [...new Set([...base, ...INVITE_KINDS])]));
+  return kinds;
+}
+
+export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(restrictedKindList(config));
 
 /** The group state, while [groups] is enabled. */
 const groupsOn = (r: ReadRules): GroupView | undefined => (r.config.groups.enabled ? r.groups : undefined);
@@ -73,7 +92,7 @@ const hiddenCache = new WeakMap<object, { events: readonly string[]; metadata: r
 
 /** What a stored read of this connection may return. */
 export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibility {
-  const v: Visibility = { restrictedKinds: r.config.authorization.restricted_read_kinds, viewers: [...authed] };
+  const v: Visibility = { restrictedKinds: restrictedKindList(r.config), viewers: [...authed] };
   const groups = groupsOn(r);
   if (!groups?.gating) return v;
   const lists = groups.unreadable(authed);
@@ -86,8 +105,8 @@ export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibi
 
 /**
  * A filter naming a private group in `#h` that this reader may not read: the refusal (CLOSED,
- * NEG-ERR). Hidden metadata (`#d`) is not refused: a non-member just gets nothing, so existence
- * is not revealed.
+ * NEG-ERR). Hidden metadata (`#d`) and a hidden group's `#h` are not refused: a non-member just
+ * gets nothing, so existence is not revealed.
  */
 export function groupFilterRefusal(r: ReadRules, authed: ReadonlySet<string>, filters: readonly CompiledFilter[]): string | undefined {
   const groups = groupsOn(r);
@@ -97,6 +116,9 @@ export function groupFilterRefusal(r: ReadRules, authed: ReadonlySet<string>, fi
       if (name !== "h") continue;
       for (const id of values) {
         const access = groups.ready ? groups.access(id, authed, false) : authed.size === 0 ? "auth-required" : "restricted";
+        // A hidden group (or a deleted one) is answered as an unknown one: nothing, no refusal
+        // (the store's residual hides its rows), so its existence is not revealed.
+        if (access !== "ok" && groups.ready && groups.access(id, authed, true) !== "ok") continue;
         if (access === "auth-required") return "auth-required: this group is private: authenticate as a member";
         if (access === "restricted") return "restricted: this group is private: members only";
       }

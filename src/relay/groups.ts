@@ -51,6 +51,8 @@ export class GroupRelay implements GroupPublisher {
   private readonly latestAction = new Map<string, string>();
   /** Ids of such events this node stored (accepted), and of the 39xxx it signed: bounded like `changes`. */
   private readonly mine = new Set<string>();
+  /** The start's purge of deleted groups' remains (tests wait for it). */
+  purged: Promise<void> = Promise.resolve();
 
   constructor(private readonly ctx: RelayContext) {}
 
@@ -67,6 +69,24 @@ export class GroupRelay implements GroupPublisher {
     if (built.skipped > 0)
       console.warn(`groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then)`);
     await this.reconcile();
+    // A purge cut short (a crash, a hand-over mid-9008) is finished now; until then the state reads the rows as no one's.
+    this.purged = this.purgeDeleted();
+  }
+
+  /**
+   * At start, after the rebuild: what remains of each deleted group (tombstone) goes, as its 9008's
+   * purge would have done, and so do the events a 9005 deleted that are still stored (its node
+   * died after the commit, or on Postgres its change came after accepted() gave up waiting).
+   */
+  private async purgeDeleted(): Promise<void> {
+    try {
+      for (const id of this.state.deleted()) if (!this.ctx.closing) await this.deleteGroup(id);
+      for (const { group, ids } of this.state.deletedByModerators())
+        for (let i = 0; i < ids.length && !this.ctx.closing; i += PAGE) await this.deleteEvents(group, ids.slice(i, i + PAGE));
+    } catch (err) {
+      // Stopped meanwhile: the next start purges again.
+      if (!this.ctx.closing) console.error("groups: purging what remains of deleted groups failed:", err);
+    }
   }
 
   /** From the commit feed (every node, commit order): the state first; the change kept for accepted(). */
@@ -77,6 +97,8 @@ export class GroupRelay implements GroupPublisher {
     if (!isGroupActionKind(e.kind)) return this.mend(e);
     const group = hTags(e)[0];
     if (group !== undefined) this.latestAction.set(group, e.id);
+    // A deleted group is written to no more: what this relay kept per group goes with it.
+    if (change?.deleteGroup) this.forget(change.group);
     this.changes.set(e.id, change);
     if (this.changes.size > MAX_CHANGES) this.changes.delete(this.changes.keys().next().value!);
     this.waiting.get(e.id)?.();
@@ -193,6 +215,11 @@ export class GroupRelay implements GroupPublisher {
     if (this.stale(group, e.kind as RelayGroupKind)) void this.publish(group, e.kind as RelayGroupKind);
   }
 
+  private forget(group: string): void {
+    this.latestAction.delete(group);
+    for (const kind of RELAY_GROUP_KINDS) this.lastSigned.delete(`${kind}:${group}`);
+  }
+
   private own(id: string): void {
     this.mine.add(id);
     if (this.mine.size > MAX_CHANGES) this.mine.delete(this.mine.values().next().value!);
@@ -294,8 +321,12 @@ export class GroupRelay implements GroupPublisher {
         await this.ctx.store.admin.deleteEvent(e.id);
       }
     }
-    const relay = this.ctx.relayKey.pubkey;
-    const meta = await this.stored({ authors: [relay], kinds: [39000, 39001, 39002, 39003, 39004, 39005], "#d": [group] }, 100);
+    // The group's 39xxx, signed by this key or one the relay had before (they are never replaced).
+    const relay = [this.ctx.relayKey.pubkey, ...this.ctx.config.groups.former_relay_keys];
+    const meta = await this.stored(
+      { authors: relay, kinds: [39000, 39001, 39002, 39003, 39004, 39005], "#d": [group] },
+      100 * relay.length,
+    );
     for (const e of meta) await this.ctx.store.admin.deleteEvent(e.id);
   }
 }

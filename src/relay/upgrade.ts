@@ -17,6 +17,10 @@ export function upgrade(live: Live, req: Request, srv: Server<Session>): Respons
   if (!live.proxyWarned) live.proxyWarned = warnIfProxied(config, req, srv);
   // Refusals close the connection: a client kept alive would hold a descriptor for nothing.
   if (ctx.admin.blockedIps.has(ip)) return new Response("this address is blocked", { status: 403, headers: CLOSE });
+  // Until the group state is rebuilt (at start, on every hand-over) the read rule cannot tell a
+  // private group's events: nobody is let in to ask (the old process of a hand-over still serves).
+  if (config.groups.enabled && ctx.groups && !ctx.groups.ready)
+    return new Response("starting", { status: 503, headers: { ...CLOSE, "Retry-After": "1" } });
   // While closing, a connection accepted before the listener closed is still upgraded, then
   // told to reconnect (in open): a close code clients act on rather than a failed connect, and
   // whatever it sends before it reads the NOTICE is answered first (connection/drain.ts).

@@ -152,15 +152,24 @@ describe("deletionOf", () => {
   const req = ev({ kind: 5, pubkey: A });
   test("an id not stored: only the tombstone", () => expect(deletionOf(req, null)).toEqual({ remove: false, tombstone: true }));
   test("the requester's own event: removed and tombstoned", () =>
-    expect(deletionOf(req, { kind: 1, pubkey: A, tagsRequester: false })).toEqual({ remove: true, tombstone: true }));
+    expect(deletionOf(req, { kind: 1, pubkey: A, tagsRequester: false, inGroup: false })).toEqual({ remove: true, tombstone: true }));
   test("another's event: kept, the id tombstoned for the requester only", () =>
-    expect(deletionOf(req, { kind: 1, pubkey: B, tagsRequester: true })).toEqual({ remove: false, tombstone: true }));
+    expect(deletionOf(req, { kind: 1, pubkey: B, tagsRequester: true, inGroup: false })).toEqual({ remove: false, tombstone: true }));
   test("a gift wrap addressed to the requester: removed; to someone else: kept", () => {
-    expect(deletionOf(req, { kind: GIFT_WRAP, pubkey: B, tagsRequester: true })).toEqual({ remove: true, tombstone: true });
-    expect(deletionOf(req, { kind: GIFT_WRAP, pubkey: B, tagsRequester: false })).toEqual({ remove: false, tombstone: true });
+    expect(deletionOf(req, { kind: GIFT_WRAP, pubkey: B, tagsRequester: true, inGroup: false })).toEqual({ remove: true, tombstone: true });
+    expect(deletionOf(req, { kind: GIFT_WRAP, pubkey: B, tagsRequester: false, inGroup: false })).toEqual({
+      remove: false,
+      tombstone: true,
+    });
   });
   test("a deletion or request to vanish, even the requester's own: left alone", () => {
     for (const kind of [5, 62])
-      expect(deletionOf(req, { kind, pubkey: A, tagsRequester: false })).toEqual({ remove: false, tombstone: false });
+      expect(deletionOf(req, { kind, pubkey: A, tagsRequester: false, inGroup: false })).toEqual({ remove: false, tombstone: false });
+  });
+  test("a group's moderation record (9000-9022 with an h tag), the requester's own: left alone; without h, or a post: removed", () => {
+    for (const kind of [9000, 9001, 9002, 9007, 9021, 9022])
+      expect(deletionOf(req, { kind, pubkey: A, tagsRequester: false, inGroup: true })).toEqual({ remove: false, tombstone: false });
+    expect(deletionOf(req, { kind: 9007, pubkey: A, tagsRequester: false, inGroup: false })).toEqual({ remove: true, tombstone: true });
+    expect(deletionOf(req, { kind: 9, pubkey: A, tagsRequester: false, inGroup: true })).toEqual({ remove: true, tombstone: true });
   });
 });

@@ -95,17 +95,31 @@ interface DeletionTarget {
   pubkey: string;
   /** Is it p-tagged to the requester (a gift wrap addressed to it)? */
   tagsRequester: boolean;
+  /** Has it an h tag (with its kind: a NIP-29 group's moderation record)? */
+  inGroup: boolean;
 }
+
+/** NIP-29 moderation, join and leave events (9000-9022). */
+export const GROUP_ACTIONS = { min: 9000, max: 9022 } as const;
+
+/**
+ * A group's moderation record (9000-9022 with an h tag): the group's state is rebuilt from these,
+ * so neither its author's NIP-09 deletion nor a request to vanish removes it (9005 and 9008 are
+ * the group's own deletion path); else a kind 5 of one's own 9007 or 9001 would, at the next
+ * start, free the id or lift a removal. Both backends' vanish purges skip them too.
+ */
+export const groupRecord = (kind: number, inGroup: boolean): boolean => inGroup && kind >= GROUP_ACTIONS.min && kind <= GROUP_ACTIONS.max;
 
 /**
  * What a NIP-09 deletion request does with an id it names (`target`: the stored event, or null):
  * `remove` the stored event when it is the requester's own or a gift wrap addressed to the
  * requester (NIP-59: signed by random keys), and `tombstone` the id for the requester, so it is
- * kept out from now on. A stored deletion or request to vanish is left alone (neither).
+ * kept out from now on. A stored deletion or request to vanish, or a group's moderation record, is
+ * left alone (neither).
  */
 export function deletionOf(req: NostrEvent, target: DeletionTarget | null): { remove: boolean; tombstone: boolean } {
   if (target === null) return { remove: false, tombstone: true };
-  if (undeletable(target.kind)) return { remove: false, tombstone: false };
+  if (undeletable(target.kind) || groupRecord(target.kind, target.inGroup)) return { remove: false, tombstone: false };
   return { remove: target.pubkey === req.pubkey || (target.kind === GIFT_WRAP && target.tagsRequester), tombstone: true };
 }
 

@@ -5,7 +5,7 @@
 import { ConfigError } from "../../config/load.ts";
 import { admit, type Source } from "../../admit/admit.ts";
 import { countOutcome, newCounts, problemOf } from "../../admit/outcome.ts";
-import { importPolicies } from "../../policy/defaults.ts";
+import { mirrorPolicies } from "../../policy/defaults.ts";
 import { followRelay, type Ingest, type Streamer } from "../../ops/stream.ts";
 import { parseSyncFilter } from "../../ops/sync.ts";
 import type { RelayContext } from "../context.ts";
@@ -39,7 +39,7 @@ export function startMirrors(ctx: RelayContext): Mirrors {
 function ingestInto(ctx: RelayContext): Ingest {
   return async (events) => {
     const r = { ...newCounts(), problems: [] as { reason: string }[] };
-    const src: Source = { policies: importPolicies, policy: policyContext(ctx) };
+    const src: Source = { policies: mirrorPolicies, policy: policyContext(ctx) };
     await Promise.all(
       events.map(async (raw) => {
         r.lines++;

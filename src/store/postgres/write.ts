@@ -10,7 +10,16 @@ import { VANISH_KIND } from "../../nips/nip62.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable } from "../../protocol/kinds.ts";
-import { addressOf, deletionOf, GIFT_WRAP, giftWrapRecipients, OUTDATED, replacement, tombstoneRefusal } from "../semantics.ts";
+import {
+  addressOf,
+  deletionOf,
+  GIFT_WRAP,
+  GROUP_ACTIONS,
+  giftWrapRecipients,
+  OUTDATED,
+  replacement,
+  tombstoneRefusal,
+} from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 import { indexedTag, runStepsAsync, writeSteps } from "../write-steps.ts";
 import { pgSafe, pgText } from "./text.ts";
@@ -332,7 +341,8 @@ async function applyDeletion(tx: Tx, req: NostrEvent, seq: number): Promise<numb
   const doomed: { seq: number; id: string }[] = [];
   for (const id of ids) {
     const [target] = await tx`SELECT seq, kind, encode(pubkey, 'hex') AS pubkey,
-                                     EXISTS (SELECT 1 FROM tags t WHERE t.seq = events.seq AND t.name = 'p' AND t.value = ${req.pubkey}) AS "tagsRequester"
+                                     EXISTS (SELECT 1 FROM tags t WHERE t.seq = events.seq AND t.name = 'p' AND t.value = ${req.pubkey}) AS "tagsRequester",
+                                     EXISTS (SELECT 1 FROM tags h WHERE h.seq = events.seq AND h.name = 'h') AS "inGroup"
                               FROM events WHERE id = decode(${id}, 'hex')`;
     const { remove, tombstone } = deletionOf(req, target ?? null);
     if (remove) doomed.push({ seq: Number(target.seq), id });
@@ -400,7 +410,9 @@ async function purgeChunk(tx: Tx, p: Purge, rows = PG_PURGE_ROWS): Promise<boole
   const keep = p.keep ?? -1;
   const authored = await deleteSized(
     tx,
-    "SELECT seq FROM events WHERE pubkey = decode($1, 'hex') AND created_at <= $2 AND seq <> $3 AND seq <= $4 ORDER BY created_at LIMIT $5",
+    `SELECT seq FROM events WHERE pubkey = decode($1, 'hex') AND created_at <= $2 AND seq <> $3 AND seq <= $4
+       AND NOT (kind BETWEEN ${GROUP_ACTIONS.min} AND ${GROUP_ACTIONS.max} AND EXISTS (SELECT 1 FROM tags h WHERE h.seq = events.seq AND h.name = 'h'))
+     ORDER BY created_at LIMIT $5`,
     [p.pubkey, until, keep, upto, rows],
     rows,
   );

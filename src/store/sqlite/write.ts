@@ -12,10 +12,13 @@ import { indexText } from "../../nips/nip50.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable } from "../../protocol/kinds.ts";
-import { deletionOf, tombstoneRefusal, type Tombstones } from "../semantics.ts";
+import { deletionOf, GROUP_ACTIONS, tombstoneRefusal, type Tombstones } from "../semantics.ts";
 import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 import { indexedTag, runSteps, writeSteps } from "../write-steps.ts";
 import { storedJson, tagValue } from "./db.ts";
+
+/** A group's moderation record (semantics.ts groupRecord): a purge of its author leaves it. */
+const GROUP_RECORD_SQL = `kind BETWEEN ${GROUP_ACTIONS.min} AND ${GROUP_ACTIONS.max} AND EXISTS (SELECT 1 FROM tags h INDEXED BY tags_h WHERE h.name = 'h' AND h.created_at = events.created_at AND h.seq = events.seq)`;
 
 /** Rows a purge selects at a time. */
 const PURGE_ROWS = 32;
@@ -109,7 +112,7 @@ function writerStatements(db: Database) {
     eventById: q("SELECT seq, kind, lower(hex(pubkey)) AS pubkey FROM events WHERE id = unhex(?)"),
     // A stored event a deletion names (?1), and whether it is p-tagged to the requester (?2).
     deletionTarget: q(
-      "SELECT e.seq, e.kind, lower(hex(e.pubkey)) AS pubkey, EXISTS (SELECT 1 FROM tags t WHERE t.name = 'p' AND t.value = unhex(?2) AND t.created_at = e.created_at AND t.seq = e.seq) AS tagsRequester FROM events e WHERE e.id = unhex(?1)",
+      "SELECT e.seq, e.kind, lower(hex(e.pubkey)) AS pubkey, EXISTS (SELECT 1 FROM tags t WHERE t.name = 'p' AND t.value = unhex(?2) AND t.created_at = e.created_at AND t.seq = e.seq) AS tagsRequester, EXISTS (SELECT 1 FROM tags h INDEXED BY tags_h WHERE h.name = 'h' AND h.created_at = e.created_at AND h.seq = e.seq) AS inGroup FROM events e WHERE e.id = unhex(?1)",
     ),
     addressUpTo: q(
       "SELECT seq, lower(hex(id)) AS id FROM events WHERE pubkey = unhex(?) AND kind = ? AND coalesce(d, '') = ? AND created_at <= ?",
@@ -131,7 +134,7 @@ function writerStatements(db: Database) {
     // Oldest first, about ascending seq: FTS5 was measured here deleting descending rowids
     // up to 5x slower than ascending ones.
     purgeAuthored: q(
-      `SELECT seq, created_at, json, ${keySql("events")} FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 ORDER BY created_at LIMIT ?5`,
+      `SELECT seq, created_at, json, ${keySql("events")} FROM events WHERE pubkey = unhex(?1) AND created_at <= ?2 AND seq <> ?3 AND seq <= ?4 AND NOT (${GROUP_RECORD_SQL}) ORDER BY created_at LIMIT ?5`,
     ),
     // The join skips a tag row without its event, were there one: a purge never loops on it.
     purgeWraps: q(
@@ -531,8 +534,12 @@ export class SqliteWriter {
         kind: number;
         pubkey: string;
         tagsRequester: number;
+        inGroup: number;
       } | null;
-      const { remove, tombstone } = deletionOf(req, target && { ...target, tagsRequester: target.tagsRequester === 1 });
+      const { remove, tombstone } = deletionOf(
+        req,
+        target && { ...target, tagsRequester: target.tagsRequester === 1, inGroup: target.inGroup === 1 },
+      );
       if (remove && target) doomed.push({ seq: target.seq, id });
       if (tombstone) this.st.tombstoneId.run(id, req.pubkey);
     }
