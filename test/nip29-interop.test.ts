@@ -82,9 +82,14 @@ describe("nostr-tools nip29", () => {
       };
       const edit = await owner.publish(generateEditGroupMetadataEventTemplate(group));
       await owner.publish(generateCreateInviteEventTemplate(id, "open-sesame"));
+      await owner.publish(generateCreateInviteEventTemplate(id, "open-sesame-2"));
       expect(await refusal(joiner.publish(generateGroupJoinRequestEventTemplate(id)))).toStartWith("restricted:");
       await joiner.publish(generateGroupJoinRequestEventTemplate(id, "open-sesame"));
-      await second.publish(generateGroupJoinRequestEventTemplate(id, "open-sesame"));
+      // A code admits one join.
+      expect(await refusal(second.publish(generateGroupJoinRequestEventTemplate(id, "open-sesame")))).toBe(
+        "restricted: unknown invite code",
+      );
+      await second.publish(generateGroupJoinRequestEventTemplate(id, "open-sesame-2"));
 
       // NIP-11 `pubkey` is the relay key (none configured): loadGroup finds the relay's 39000-39002.
       const loaded = await loadGroup({ pool: owner.pool, groupReference: group.reference, normalizedRelayURL: relay.url });

@@ -45,10 +45,9 @@ async function populate(relay: TestRelay): Promise<Fixture> {
   for (const m of members.slice(0, 2)) expect((await joinGroup(c, m, "pub"))[2]).toBe(true);
   const roles = mod(9000, owner, "pub", [["p", members[0]!.pubkey, "moderator"]]);
   expect((await c.publish(roles))[2]).toBe(true);
-  const invite = mod(9009, owner, "priv", [["code", "letmein"]]);
-  expect((await c.publish(invite))[2]).toBe(true);
+  for (const code of ["letmein", "letmein2", "unused"]) expect((await c.publish(mod(9009, owner, "priv", [["code", code]])))[2]).toBe(true);
   expect((await joinGroup(c, members[2]!, "priv", "letmein"))[2]).toBe(true);
-  expect((await joinGroup(c, members[1]!, "priv", "letmein"))[2]).toBe(true);
+  expect((await joinGroup(c, members[1]!, "priv", "letmein2"))[2]).toBe(true);
   const removal = mod(9001, owner, "priv", [["p", members[1]!.pubkey]]);
   expect((await c.publish(removal))[2]).toBe(true);
   expect((await c.publish(mod(9, members[0]!, "pub")))[2]).toBe(true);

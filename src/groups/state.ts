@@ -207,7 +207,11 @@ export class GroupState implements GroupView {
     if (!g) return this.skip(e, this.missing(id));
     if (a.kind === 9021) {
       const no = this.joinRefusal(g, e.pubkey, a.code);
-      return no ? this.skip(e, no) : this.join(g, e);
+      if (no) return this.skip(e, no);
+      // An invite code admits one join: a 9021 is readable by anyone who may read the group, so a
+      // code it used is known from then on.
+      if (a.code !== undefined) g.invites.delete(a.code);
+      return this.join(g, e);
     }
     if (a.kind === 9022) return g.members.has(e.pubkey) ? this.leave(g, e) : this.skip(e, NOT_A_MEMBER);
     const authority = this.authority(e.pubkey);
