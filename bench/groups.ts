@@ -10,6 +10,7 @@
 //   npx bun bench/groups.ts [--groups 10000] [--members 10] [--events 20000] [--runs 3]
 // Relays run with --no-verify (events get valid ids and dummy signatures): what is compared is
 // the group work, not the signature check both would do alike.
+import { heapStats } from "bun:jsc";
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -236,6 +237,21 @@ async function main() {
   log(
     `judge: ${judgeNs.toFixed(0)} ns/op; access (half the groups private): member ${accessNs.toFixed(0)} ns/op, anonymous ${outsiderNs.toFixed(0)} ns/op; ` +
       `unreadable(one pubkey), cached per reader: ${unreadableNs.toFixed(0)} ns/op`,
+  );
+  // What fresh AUTH keys (members of nothing) cost the unreadable cache: each such reader sees what
+  // an anonymous one sees (every private group's id).
+  Bun.gc(true);
+  Bun.gc(true);
+  const heap0 = heapStats().heapSize;
+  const strangers = Array.from({ length: 1000 }, () => new Set([fakePubkey()]));
+  const tStrangers = performance.now();
+  for (const a of strangers) state.unreadable(a);
+  const strangersMs = performance.now() - tStrangers;
+  Bun.gc(true);
+  Bun.gc(true);
+  log(
+    `unreadable for 1,000 fresh keys: ${strangersMs.toFixed(0)} ms, heap +${MiB(heapStats().heapSize - heap0)} MiB ` +
+      `(${state.unreadable(strangers[0]!).events.length} private ids each)`,
   );
 
   // 3. Ingest: groups on (h-tagged messages from members) against groups off (the same events; without h; a t tag instead), same data.

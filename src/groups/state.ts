@@ -60,6 +60,8 @@ const PREVIOUS_REF = /^[0-9a-f]{8,64}$/;
 /** Skipped events whose reason is kept (skippedBecause). */
 const MAX_SKIP_REASONS = 1024;
 const NOT_A_MEMBER = refuse("invalid", "not a member of this group");
+/** No one authenticated. */
+const NOBODY: ReadonlySet<string> = new Set();
 /** Distinct authed sets whose unreadable lists are kept per generation. */
 const MAX_CACHED_READERS = 1024;
 
@@ -519,20 +521,39 @@ export class GroupState implements GroupView {
     const key = [...authed].sort().join(",");
     let found = this.unreadableCache.get(key);
     if (!found) {
-      found = { events: [], metadata: [] };
-      for (const id of this.gatedIds) {
-        const g = this.groups.get(id)!;
-        if (this.isMember(g, authed)) continue;
-        if (g.meta.private) found.events.push(id);
-        if (g.meta.hidden) found.metadata.push(id);
-      }
-      for (const id of this.tombstones) {
-        found.events.push(id);
-        found.metadata.push(id);
-      }
+      found = this.unreadableFor(authed);
+      // A reader who is a member of no gated group sees what an anonymous one sees: it shares that
+      // one list (and so the readers' packed list and temp table), not a copy of every gated id per
+      // fresh AUTH key.
+      if (found.events.length + found.metadata.length === this.anonymousLength()) found = this.unreadableFor(NOBODY, "");
       this.unreadableCache.set(key, found);
     }
     return found;
+  }
+
+  /** The lists for `authed`, built (or, given `cacheKey`, taken from the cache and kept there). */
+  private unreadableFor(authed: ReadonlySet<string>, cacheKey?: string): { events: string[]; metadata: string[] } {
+    const cached = cacheKey === undefined ? undefined : this.unreadableCache.get(cacheKey);
+    if (cached) return cached;
+    const found = { events: [] as string[], metadata: [] as string[] };
+    for (const id of this.gatedIds) {
+      const g = this.groups.get(id)!;
+      if (this.isMember(g, authed)) continue;
+      if (g.meta.private) found.events.push(id);
+      if (g.meta.hidden) found.metadata.push(id);
+    }
+    for (const id of this.tombstones) {
+      found.events.push(id);
+      found.metadata.push(id);
+    }
+    if (cacheKey !== undefined) this.unreadableCache.set(cacheKey, found);
+    return found;
+  }
+
+  /** How many ids an anonymous reader's lists hold (every private group, every hidden one, each tombstone twice). */
+  private anonymousLength(): number {
+    const anonymous = this.unreadableFor(NOBODY, "");
+    return anonymous.events.length + anonymous.metadata.length;
   }
 
   /**
