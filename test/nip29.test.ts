@@ -441,6 +441,45 @@ describe("restart after a deletion (point 6)", () => {
     }
   });
 
+  test("a change the commit feed tells after accepted() stopped waiting (Postgres: a late feed) is carried out when it comes", async () => {
+    const r = await groupRelay();
+    try {
+      const rc = await connectAs(r);
+      const [owner, user] = [signer(), signer()];
+      const id = freshId();
+      const key = (await relayInfo(r.url)).self;
+      await createGroup(rc, r, owner, id);
+      const post = mod(9, owner, id);
+      await accepted(rc, post);
+      const del = mod(9005, owner, id, [["e", post.id]]);
+      const joined = mod(9021, user, id);
+      // The feed tells these two past FEED_WAIT_MS (5 s): the OKs go first, true.
+      const groups = r.ctx.groupRelay as unknown as { committed(e: NostrEvent): void };
+      const feed = groups.committed.bind(groups);
+      groups.committed = (e) => (e.id === del.id || e.id === joined.id ? void setTimeout(() => feed(e), 5_500) : feed(e));
+      await authAs(rc, user, r.url);
+      const ok = (e: NostrEvent) => {
+        const from = rc.frames.length;
+        rc.send(["EVENT", e]);
+        return rc.next((f) => f[0] === "OK" && f[1] === e.id, 10_000, from);
+      };
+      const oks = await Promise.all([ok(del), ok(joined)]);
+      expect(oks.map((ok) => ok[2])).toEqual([true, true]);
+      let done = false;
+      for (const until = Date.now() + 15_000; !done && Date.now() < until; await Bun.sleep(100)) {
+        const left = await stored(r, { ids: [post.id] });
+        const answers = await stored(r, { kinds: [9000], authors: [key], "#e": [joined.id] });
+        done = left.length === 0 && answers.length === 1;
+      }
+      expect(done).toBe(true);
+      const members = (await relayEvents(rc, id, key)).get(39002)!;
+      expect(members.tags.filter((t) => t[0] === "p").map((t) => t[1])).toContain(user.pubkey);
+      rc.close();
+    } finally {
+      await r.stop();
+    }
+  }, 30_000);
+
   test("a group deleted (9008, its events purged) stays deleted after a restart", async () => {
     const r = await groupRelay();
     const dir = r.dir;

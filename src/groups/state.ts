@@ -65,8 +65,8 @@ const NOBODY: ReadonlySet<string> = new Set();
 const MAX_CACHED_READERS = 1024;
 /**
  * 9005 targets kept per group for refusing their republication; beyond it the oldest are
- * forgotten. A forgotten one stays out all the same: its stored copy was deleted with a NIP-09
- * tombstone (relay/groups-purge.ts), and a direct publication of it is late by then.
+ * forgotten (memory bounded by this, not by the moderators' write rate). A forgotten target
+ * published again directly is refused only when it is older than late_publication_seconds.
  */
 export const MAX_DELETED_IDS = 10_000;
 
