@@ -535,4 +535,27 @@ if (!onPostgres)
       expect((await listed(id, 39002)).map((t) => t[1])).toContain(member.pubkey);
       c.close();
     });
+
+    test("a 9005 written into the served file by another process (which deletes nothing) has its targets deleted here", async () => {
+      const c = await connectAs(relay);
+      const owner = signer();
+      const id = freshId();
+      await createGroup(c, relay, owner, id);
+      const post = mod(9, owner, id);
+      await accepted(c, post);
+      const del = mod(9005, owner, id, [["e", post.id]]);
+      const db = new Database(relay.dbPath);
+      try {
+        expect(new SqliteWriter(db).writeBatchImmediate([{ event: del, json: serializeEvent(del) }], RULES)[0]!.stored).toBe(true);
+      } finally {
+        db.close();
+      }
+      const deadline = Date.now() + 5000;
+      while ((await stored(relay, { ids: [post.id] })).length > 0 && Date.now() < deadline) {
+        await read({ ids: ["00".repeat(32)] }); // the relay looks for others' commits when next asked
+        await Bun.sleep(30);
+      }
+      expect(await stored(relay, { ids: [post.id] })).toEqual([]);
+      c.close();
+    });
   });
