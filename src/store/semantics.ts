@@ -140,7 +140,11 @@ export const GROUP_METADATA = { min: 39000, max: 39009 } as const;
 export const reachesGroupMetadata = (f: Filter): boolean =>
   !f.kinds || f.kinds.some((k) => k >= GROUP_METADATA.min && k <= GROUP_METADATA.max);
 
-/** A filter naming only values outside `hidden` (its #h, its #d) can only match what the reader may see. */
+/**
+ * A filter naming only values outside `hidden` in its #d can only match the relay metadata the
+ * reader may see (one d per event). Not for #h: an event stored with two h tags (before groups
+ * were on) matches a readable one and may name a hidden one beside.
+ */
 export function allReadable(values: readonly string[] | undefined, hidden: { readonly size: number; has(v: string): boolean }): boolean {
   if (hidden.size === 0) return true;
   return values?.every((v) => !hidden.has(v)) ?? false;

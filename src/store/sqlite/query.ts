@@ -186,7 +186,8 @@ function groupResidual(r: Residual, f: Filter, v: Visibility | undefined): void 
   const long = longLists.get(v!);
   const events = long?.events ?? inlineList(g.events);
   const metadata = long?.metadata ?? inlineList(g.metadata);
-  if (events.size > 0 && !allReadable(f["#h"], events)) {
+  // Not skipped for a #h of readable groups only: an event stored with two h tags (before groups were on) may name a hidden one beside.
+  if (events.size > 0) {
     r.selective = true;
     const sub: Residual = { where: [], params: [] };
     // `+`: the value is checked on the entry the seek found, not used to seek once per value.
