@@ -63,8 +63,16 @@ const secretMeta = meta("secret", 0);
 const openMeta = meta("open", 1);
 /** Someone else's 39000 with d = secret: not the relay's, so not hidden by the metadata list. */
 const forged = alice.sign({ kind: 39000, content: "", created_at: t + 20, tags: [["d", "secret"]] });
-const all: NostrEvent[] = [...secret, ...open, ...plain, secretMeta, openMeta, forged];
-const hiddenIds = new Set([...secret, secretMeta].map((e) => e.id));
+/**
+ * Hidden groups (their metadata hidden, not their posts): "hid", and one with a 64-hex id; their
+ * records (9000-9022) name members, so they are hidden as the metadata is.
+ */
+const HEXHID = "cd".repeat(32);
+const record = (kind: number, g: string, i: number) => bob.sign({ kind, content: "", created_at: t + 30 + i, tags: [["h", g]] });
+const hidRecords = [record(9021, "hid", 0), record(9022, HEXHID, 1), record(9000, "hid", 2)];
+const hidPosts = [inGroup("hid", 40), inGroup(HEXHID, 41)];
+const all: NostrEvent[] = [...secret, ...open, ...plain, secretMeta, openMeta, forged, ...hidRecords, ...hidPosts];
+const hiddenIds = new Set([...secret, secretMeta, ...hidRecords].map((e) => e.id));
 const visible = all.filter((e) => !hiddenIds.has(e.id));
 
 beforeAll(async () => {
@@ -84,7 +92,7 @@ function hidden(pad: number): Visibility {
   return {
     restrictedKinds: [4, 1059],
     viewers: [],
-    hiddenGroups: { events: [...filler, "secret", HEXGROUP], metadata: [...filler, "secret"], relay: relay.pubkey },
+    hiddenGroups: { events: [...filler, "secret", HEXGROUP], metadata: [...filler, "secret", "hid", HEXHID], relay: relay.pubkey },
   };
 }
 
@@ -109,6 +117,8 @@ const FILTERS: [string, Record<string, unknown>, (e: NostrEvent) => boolean][] =
   ],
   ["group metadata", { kinds: [39000] }, (e) => e.kind === 39000],
   ["metadata by d", { kinds: [39000], "#d": ["secret", "open"] }, (e) => e.kind === 39000],
+  ["records of hidden groups by #h", { "#h": ["hid", HEXHID] }, (e) => e.tags.some((x) => x[0] === "h" && ["hid", HEXHID].includes(x[1]!))],
+  ["records by kind", { kinds: [9000, 9021, 9022] }, (e) => e.kind >= 9000 && e.kind <= 9022],
 ];
 
 for (const [size, pad] of [

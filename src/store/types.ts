@@ -264,7 +264,8 @@ export interface Visibility {
   /**
    * NIP-29: groups whose events this reader may not see. `events`: ids of groups whose
    * h-tagged events are hidden; `metadata`: ids of groups whose relay-signed 39000-39009 (by
-   * their d tag, signed by `relay`, the relay key's pubkey) are hidden. Absent or both empty:
+   * their d tag, signed by `relay`, the relay key's pubkey) are hidden, and their records
+   * (kinds 9000-9022 by their h tag: the member list they spell out). Absent or both empty:
    * no group condition.
    */
   hiddenGroups?: { events: readonly string[]; metadata: readonly string[]; relay: string };

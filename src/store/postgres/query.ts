@@ -3,7 +3,7 @@
 // filter's shape. NIP-50 search uses Postgres full text over the same token stream as SQLite.
 import { searchTerms } from "../../nips/nip50.ts";
 import type { Filter } from "../../protocol/filter.ts";
-import { allReadable, GROUP_METADATA, reachesGroupMetadata, SEARCH_WINDOW } from "../semantics.ts";
+import { allReadable, GROUP_ACTIONS, GROUP_METADATA, reachesGroupMetadata, reachesGroupRecords, SEARCH_WINDOW } from "../semantics.ts";
 import type { ReadScope, Visibility } from "../types.ts";
 import { pgSafe } from "./text.ts";
 
@@ -136,6 +136,11 @@ function groupResidual(q: Sql, f: Filter, g: Visibility["hiddenGroups"]): void {
   if (reachesGroupMetadata(f) && !allReadable(f["#d"], idSet(g.metadata)))
     q.where.push(
       `NOT (e.kind BETWEEN ${GROUP_METADATA.min} AND ${GROUP_METADATA.max} AND e.pubkey = decode(${q.p(g.relay)}, 'hex') AND coalesce(e.d IN ${list(g.metadata)}, false))`,
+    );
+  // The records (9000-9022) of a group whose metadata is hidden: they name its members too.
+  if (g.metadata.length > 0 && reachesGroupRecords(f))
+    q.where.push(
+      `NOT (e.kind BETWEEN ${GROUP_ACTIONS.min} AND ${GROUP_ACTIONS.max} AND coalesce((SELECT bool_or(coalesce(y.value IN ${list(g.metadata)}, false)) FROM tags y WHERE y.seq = e.seq AND y.name = 'h'), false))`,
     );
 }
 

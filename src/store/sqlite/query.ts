@@ -16,7 +16,15 @@ import { ftsExpression, searchableText, searchTerms, tokens } from "../../nips/n
 import { Hll } from "../../nips/nip45.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import type { Filter } from "../../protocol/filter.ts";
-import { allReadable, GROUP_METADATA, newestFirst, reachesGroupMetadata, SEARCH_WINDOW } from "../semantics.ts";
+import {
+  allReadable,
+  GROUP_ACTIONS,
+  GROUP_METADATA,
+  newestFirst,
+  reachesGroupMetadata,
+  reachesGroupRecords,
+  SEARCH_WINDOW,
+} from "../semantics.ts";
 import { type EventColumns, eventBytesSql, eventColsSql, eventJson, rowJson, tagValue, tagValueSql } from "./db.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
@@ -206,6 +214,17 @@ function groupResidual(r: Residual, f: Filter, v: Visibility | undefined): void 
     r.where.push(`NOT (e.kind BETWEEN ${GROUP_METADATA.min} AND ${GROUP_METADATA.max} AND e.pubkey = unhex(?) AND ${sub.where[0]})`);
     r.params.push(g.relay, ...sub.params);
   }
+  // The records (9000-9022) of a group whose metadata is hidden: they name its members too.
+  if (metadata.size > 0 && reachesGroupRecords(f)) {
+    r.selective = true;
+    const sub: Residual = { where: [], params: [] };
+    if (long?.records) sub.where.push(`+y.value IN ${long.records.table}`);
+    else inList(sub, "+y.value", g.metadata, "tag");
+    r.where.push(
+      `NOT (e.kind BETWEEN ${GROUP_ACTIONS.min} AND ${GROUP_ACTIONS.max} AND EXISTS (SELECT 1 FROM tags y INDEXED BY tags_h WHERE y.name = 'h' AND y.created_at = e.created_at AND y.seq = e.seq AND ${sub.where[0]}))`,
+    );
+    r.params.push(...sub.params);
+  }
 }
 
 /** A hidden-group list as the residual uses it: its size, a membership test, and its temp table when long. */
@@ -222,7 +241,7 @@ function inlineList(ids: readonly string[]): GroupIds {
 }
 
 /** A job's long hidden-group lists, in the temp tables holding them while it runs (withGroupLists). */
-const longLists = new WeakMap<Visibility, { events?: GroupIds; metadata?: GroupIds }>();
+const longLists = new WeakMap<Visibility, { events?: GroupIds; metadata?: GroupIds; records?: GroupIds }>();
 
 /**
  * A long list travels to the reader as one string, its ids after a space each (packGroupLists;
@@ -259,13 +278,16 @@ function* withGroupLists<T>(cache: StatementCache, scope: ReadScope, steps: () =
     isPacked(ids) || ids.length > MAX_INLINE_LIST ? cache.groupList(isPacked(ids) ? ids[0]! : PACKED + ids.join(PACKED), bind) : undefined;
   const events = g && long(g.events, "tag");
   const metadata = g && long(g.metadata, "as-is");
+  // The same ids as tag rows hold them, for the records' h.
+  const records = g && long(g.metadata, "tag");
   if (!events && !metadata) return yield* steps();
-  longLists.set(v!, { events, metadata });
+  longLists.set(v!, { events, metadata, records });
   try {
     return yield* steps();
   } finally {
     if (events) cache.releaseList(events);
     if (metadata) cache.releaseList(metadata);
+    if (records) cache.releaseList(records);
   }
 }
 
