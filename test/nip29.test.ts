@@ -9,6 +9,7 @@ import { join as joinPath } from "node:path";
 import { Database } from "bun:sqlite";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import type { Filter } from "../src/protocol/filter.ts";
+import { writeCost } from "../src/policy/write-cost.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { RULES } from "./memory-answers.ts";
 import { onPostgres } from "./postgres-env.ts";
@@ -213,6 +214,19 @@ describe("deletion (point 6)", () => {
     await accepted(c, mod(9005, moderator, id, [["e", x.id]]));
     expect(await read({ ids: [x.id] })).toEqual([]);
     await refusedWith(c, x, "blocked:");
+  });
+
+  test("a 9005's target is kept out by the store too (the state forgets a group's oldest targets past 10,000)", async () => {
+    const { id, owner } = await freshGroup();
+    const x = mod(9, owner, id);
+    await accepted(c, x);
+    await accepted(c, mod(9005, owner, id, [["e", x.id]]));
+    expect(await read({ ids: [x.id] })).toEqual([]);
+    // Past the group state's judge, as an archive or a forgotten id would be: the writer refuses it.
+    const outcome = await relay.ctx.writer.enqueue({ event: x, json: serializeEvent(x), cost: writeCost(x) });
+    expect(outcome.stored).toBe(false);
+    expect(!outcome.stored && !outcome.duplicate && outcome.refusal.prefix).toBe("blocked");
+    expect(await read({ ids: [x.id] })).toEqual([]);
   });
 
   test("a 9005 naming an event of another group deletes nothing there", async () => {

@@ -65,8 +65,9 @@ const NOBODY: ReadonlySet<string> = new Set();
 const MAX_CACHED_READERS = 1024;
 /**
  * 9005 targets kept per group for refusing their republication; beyond it the oldest are
- * forgotten (memory bounded by this, not by the moderators' write rate). A forgotten target
- * published again directly is refused only when it is older than late_publication_seconds.
+ * forgotten (memory bounded by this, not by the moderators' write rate). A forgotten target stays
+ * out all the same when it was stored: its deletion tombstoned its id in the store
+ * (relay/groups-purge.ts), whose writer refuses it as it does an id its author deleted.
  */
 export const MAX_DELETED_IDS = 10_000;
 

@@ -34,10 +34,14 @@ export class GroupPurge {
     }
   }
 
-  /** 9005: the named events of this group still stored (an id of another group is left alone). */
+  /**
+   * 9005: the named events of this group still stored (an id of another group is left alone),
+   * each kept out by the store as well (a tombstone): the group state keeps only the newest
+   * 10,000 targets of a group (MAX_DELETED_IDS).
+   */
   async deleteEvents(group: string, ids: readonly string[]): Promise<void> {
     const found = await this.stored({ ids: [...ids], "#h": [group] }, ids.length);
-    for (const e of found) await this.ctx.store.admin.deleteEvent(e.id);
+    for (const e of found) await this.ctx.store.admin.deleteEvent(e.id, true);
   }
 
   /** 9008: every event of the group but its 9008s, then the relay's 39xxx of it. */

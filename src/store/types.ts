@@ -73,8 +73,12 @@ export interface AdminStore {
   useToken(id: string, expires: number, now: number): Promise<boolean>;
   log(e: AdminLogEntry): Promise<void>;
   recentLog(limit: number): Promise<AdminLogEntry[]>;
-  /** Deletes a stored event (banevent); false if it was not stored. */
-  deleteEvent(id: string): Promise<boolean>;
+  /**
+   * Deletes a stored event (banevent); false if it was not stored. `keepOut`: its id is also
+   * tombstoned as its author's NIP-09 deletion would, so the event is refused if sent again (a
+   * NIP-29 moderator's 9005: the group state forgets old targets, the store does not).
+   */
+  deleteEvent(id: string, keepOut?: boolean): Promise<boolean>;
   /**
    * Deletes every stored event of an author (banpubkey): a big one in steps (Store.purgeStep),
    * after the call returns; how many were deleted at once.
