@@ -654,16 +654,19 @@ export class GroupState implements GroupView {
     let bytes = 0;
     for (const g of this.groups.values()) {
       members += g.members.size;
+      // Measured (heap after a forced GC, 2,000 groups of 100): ~1.2 KB a group with a window of
+      // 100, ~250 B a member, ~160 B a removed pubkey or a 9005 target.
       bytes +=
-        600 +
+        800 +
         g.window.size * 4 +
-        (g.members.size + g.removed.size) * 150 +
+        g.members.size * 250 +
+        g.removed.size * 160 +
         (g.invites.size + g.pins.length) * 100 +
-        g.deletedIds.size * 130;
+        g.deletedIds.size * 160;
     }
     for (const p of this.publishedTags.values()) bytes += 100 + p.tags.length * 120;
-    // A deleted group's id (kept for good) and its deleter's count.
-    bytes += this.tombstones.size * 100 + this.deletedCount.size * 150;
+    // A deleted group's id (kept for good) and its deleter's count: ~360 B measured, a deleter each.
+    bytes += this.tombstones.size * 120 + this.deletedCount.size * 240;
     return { groups: this.groups.size, members, bytes, deleted: this.tombstones.size };
   }
 }
