@@ -1,0 +1,330 @@
+// Paid admission: invoices made with the payment node, and pubkeys admitted once the node itself
+// says an invoice is paid. Three things lead to that question, all through `check` (coalesced per
+// invoice): the webhook (only a hint: its body is never read for a status, so a forged or replayed
+// one admits nobody), /join/status (the page turns "paid" without a webhook) and the poller (a
+// payment whose webhook never came). Every path into the node is bounded: invoice creations per
+// address group, open invoices, webhook hints per second, checks per invoice, the poller's page.
+import type { InvoiceRow } from "../store/types.ts";
+import { RateLimiter } from "../policy/rate-limit.ts";
+import { LogLimiter } from "../log.ts";
+import type { Ledger } from "./ledger.ts";
+import { HASH, NodeFaults, type NodeCallName, type NodeStatus, type PaymentNode } from "./lightning.ts";
+
+export type Purpose = InvoiceRow["purpose"];
+
+/** What payments need of the store (`Store.admission`). */
+export type InvoiceStore = Pick<
+  import("../store/types.ts").AdmissionStore,
+  "putInvoice" | "invoice" | "openInvoice" | "dueInvoices" | "settleInvoice"
+>;
+
+/** What payments need of the registry. */
+export interface Admitter {
+  /** Whether `pubkey` may write now on any enabled basis. */
+  admitted(pubkey: string): boolean;
+  admitPaid(pubkey: string, evidence: { payment_hash: string; amount_sats: number; paid_at: number }): Promise<void>;
+}
+
+/** The counters payments move (`/metrics`). */
+export interface PaymentCounters {
+  invoice(event: "created" | "paid" | "expired"): void;
+  nodeError(call: NodeCallName): void;
+  webhook(result: "checked" | "unknown" | "dropped"): void;
+  joinLimited(): void;
+}
+
+/** The [pay_to_relay] keys payments read, at each use (a reload changes the reloadable ones). */
+export interface PayKeys {
+  admission_cost: number;
+  sign_ups: boolean;
+  invoice_expiry_seconds: number;
+  poll_seconds: number;
+  max_open_invoices: number;
+  join_attempts_per_hour: number;
+}
+
+export interface PaymentsOptions {
+  node: PaymentNode;
+  store: InvoiceStore;
+  admitter: Admitter;
+  ledger: Ledger;
+  keys: () => PayKeys;
+  /** Where the node posts its webhook; undefined: none (CLN, or no relay_url). */
+  webhookUrl?: string;
+  counters?: PaymentCounters;
+  /** The memo's short name of a pubkey (no user text goes into a memo). */
+  shortName?: (pubkey: string) => string;
+  now?: () => number;
+  /** Milliseconds, for the spacing of checks (tests move it). */
+  nowMs?: () => number;
+}
+
+export type InvoiceAnswer =
+  | { kind: "admitted" }
+  | { kind: "invoice"; invoice: string; payment_hash: string; amount_sats: number }
+  | { kind: "closed" }
+  | { kind: "limited"; retryAfterS: number }
+  | { kind: "full" }
+  | { kind: "node-error" };
+
+/** An invoice with less than this left is replaced rather than handed out again. */
+export const MIN_LEFT_S = 60;
+/** How long after its expiry an unpaid invoice is still asked about (a payment made at the last second). */
+export const EXPIRY_GRACE_S = 120;
+/** One node check per invoice at most this often, whoever asks. */
+export const CHECK_EVERY_MS = 2_000;
+/** Webhook hints turned into checks, per second, over all senders. */
+export const WEBHOOK_CHECKS_PER_S = 20;
+/** The poller's page and how many of its checks run at once. */
+export const POLL_PAGE = 100;
+export const POLL_CONCURRENCY = 4;
+/** Address groups remembered by the join bucket (least recently used dropped). */
+export const JOIN_GROUPS = 10_000;
+/** Largest webhook body read (POST /lnbits). */
+export const MAX_WEBHOOK_BYTES = 8 * 1024;
+
+export class Payments {
+  readonly faults: NodeFaults;
+  private readonly creating = new Map<string, Promise<InvoiceAnswer>>();
+  private readonly checking = new Map<string, Promise<NodeStatus["state"] | undefined>>();
+  private readonly checkedAt = new Map<string, number>();
+  /** Unpaid invoices this node made or found, hash -> expires_at: the max_open_invoices count. */
+  private readonly open = new Map<string, number>();
+  private readonly joins = new RateLimiter({ maxKeys: JOIN_GROUPS });
+  private readonly hints = new RateLimiter({ maxKeys: 1 });
+  private readonly lines = new LogLimiter();
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private polling: Promise<void> | undefined;
+  private stopped = false;
+  private readonly now: () => number;
+  private readonly nowMs: () => number;
+
+  constructor(private readonly o: PaymentsOptions) {
+    this.now = o.now ?? (() => Math.floor(Date.now() / 1000));
+    this.nowMs = o.nowMs ?? Date.now;
+    this.faults = new NodeFaults(o.node.name, (call) => o.counters?.nodeError(call));
+  }
+
+  /** Open invoices counted from the store (at start; the poller keeps the count after). */
+  async load(): Promise<void> {
+    const now = this.now();
+    for (const row of await this.o.store.dueInvoices(now, 0, this.o.keys().max_open_invoices))
+      if (row.status === "unpaid" && row.expires_at > now) this.open.set(row.payment_hash, row.expires_at);
+  }
+
+  /** Polls every poll_seconds until stop(). */
+  start(): void {
+    this.stopped = false;
+    const next = () => {
+      if (this.stopped) return;
+      this.timer = setTimeout(() => {
+        this.polling = this.poll().finally(() => {
+          this.polling = undefined;
+          next();
+        });
+      }, this.o.keys().poll_seconds * 1000);
+    };
+    next();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.polling;
+    await Promise.allSettled([...this.checking.values(), ...this.creating.values()]);
+  }
+
+  /**
+   * The invoice a pubkey pays: for admission (at admission_cost) when not admitted, or a top-up of
+   * `amount` sats when admitted (with `amount`). `group` is the asker's address group (policy/ip.ts),
+   * whose bucket of join_attempts_per_hour only a new invoice takes from.
+   */
+  invoiceFor(pubkey: string, group: string, amount?: number): Promise<InvoiceAnswer> {
+    const admitted = this.o.admitter.admitted(pubkey);
+    if (admitted && amount === undefined) return Promise.resolve({ kind: "admitted" });
+    if (!admitted && !this.o.keys().sign_ups) return Promise.resolve({ kind: "closed" });
+    const purpose: Purpose = admitted ? "topup" : "admission";
+    const sats = admitted ? amount! : this.o.keys().admission_cost;
+    const key = `${purpose}:${pubkey}:${sats}`;
+    let p = this.creating.get(key);
+    if (!p) {
+      p = this.make(pubkey, purpose, sats, group).finally(() => this.creating.delete(key));
+      this.creating.set(key, p);
+    }
+    return p;
+  }
+
+  private async make(pubkey: string, purpose: Purpose, sats: number, group: string): Promise<InvoiceAnswer> {
+    const now = this.now();
+    const open = await this.o.store.openInvoice(pubkey, purpose, now);
+    if (open && open.amount_sats === sats && open.expires_at - now > MIN_LEFT_S) return shown(open);
+    // An open invoice about to expire (or expired) is replaced; it is asked about once more first.
+    if (open) {
+      const state = await this.check(open.payment_hash, true);
+      if (state === "paid") return purpose === "admission" ? { kind: "admitted" } : this.make(pubkey, purpose, sats, group);
+    }
+    if (sats === 0) {
+      await this.o.admitter.admitPaid(pubkey, { payment_hash: "", amount_sats: 0, paid_at: now });
+      return { kind: "admitted" };
+    }
+    const perHour = this.o.keys().join_attempts_per_hour;
+    const waitMs = this.joins.take([{ key: group, rate: { perMinute: perHour / 60, burst: perHour } }]);
+    if (waitMs > 0) {
+      this.o.counters?.joinLimited();
+      const held = this.lines.take("join-limited");
+      if (held)
+        console.warn(
+          `payments: join attempts limited for an address group${held.count ? ` (${held.count} more since the last line)` : ""}`,
+        );
+      return { kind: "limited", retryAfterS: Math.ceil(waitMs / 1000) };
+    }
+    this.pruneOpen(now);
+    if (this.open.size >= this.o.keys().max_open_invoices) return { kind: "full" };
+    const expiry = this.o.keys().invoice_expiry_seconds;
+    const memo = `bunstr ${purpose === "admission" ? "admission" : "top-up"} ${this.o.shortName?.(pubkey) ?? pubkey.slice(0, 12)}`;
+    let made: { bolt11: string; payment_hash: string };
+    try {
+      made = await this.o.node.create(sats, memo, this.o.webhookUrl, expiry);
+    } catch (err) {
+      this.fault("create", err);
+      return { kind: "node-error" };
+    }
+    const row: InvoiceRow = {
+      payment_hash: made.payment_hash,
+      pubkey,
+      purpose,
+      amount_sats: sats,
+      bolt11: made.bolt11,
+      status: "unpaid",
+      created_at: now,
+      expires_at: now + expiry,
+      paid_at: null,
+      checked_at: null,
+    };
+    await this.o.store.putInvoice(row);
+    this.open.set(row.payment_hash, row.expires_at);
+    this.o.counters?.invoice("created");
+    return shown(row);
+  }
+
+  /**
+   * Asks the node about an invoice of the store and acts on the answer; coalesced (one call in
+   * flight per invoice, at most one per CHECK_EVERY_MS unless `force`). Resolves with the state
+   * acted on, or undefined when skipped, unknown to the store, or the node failed.
+   */
+  check(hash: string, force = false): Promise<NodeStatus["state"] | undefined> {
+    if (!HASH.test(hash)) return Promise.resolve(undefined);
+    const inflight = this.checking.get(hash);
+    if (inflight) return inflight;
+    const at = this.nowMs();
+    if (!force && at - (this.checkedAt.get(hash) ?? 0) < CHECK_EVERY_MS) return Promise.resolve(undefined);
+    this.checkedAt.set(hash, at);
+    if (this.checkedAt.size > 4 * JOIN_GROUPS) for (const [h, t] of this.checkedAt) if (at - t >= CHECK_EVERY_MS) this.checkedAt.delete(h);
+    const p = this.ask(hash).finally(() => this.checking.delete(hash));
+    this.checking.set(hash, p);
+    return p;
+  }
+
+  private async ask(hash: string): Promise<NodeStatus["state"] | undefined> {
+    const row = await this.o.store.invoice(hash);
+    if (!row) return undefined;
+    if (row.status !== "unpaid") {
+      this.open.delete(hash);
+      return row.status;
+    }
+    let status: NodeStatus;
+    try {
+      status = await this.o.node.check(hash);
+    } catch (err) {
+      this.fault("check", err);
+      return undefined;
+    }
+    const now = this.now();
+    if (status.state === "paid") {
+      if (status.receivedSats !== undefined && status.receivedSats < row.amount_sats) {
+        const held = this.lines.take("short");
+        if (held) console.warn(`payments: invoice ${hash} paid ${status.receivedSats} of ${row.amount_sats} sats: not admitted`);
+        return "unpaid";
+      }
+      if (await this.o.store.settleInvoice(hash, "paid", now)) await this.paid(row, now);
+      this.open.delete(hash);
+      return "paid";
+    }
+    // Not paid by its expiry: no payment can arrive any more (the grace only let a last-second payment be seen).
+    const lapsed = status.state === "expired" || now > row.expires_at;
+    if (lapsed) {
+      if (await this.o.store.settleInvoice(hash, "expired", now)) this.o.counters?.invoice("expired");
+      this.open.delete(hash);
+      return "expired";
+    }
+    return status.state;
+  }
+
+  private async paid(row: InvoiceRow, now: number): Promise<void> {
+    this.o.counters?.invoice("paid");
+    if (row.purpose === "topup") this.o.ledger.credit(row.pubkey, row.amount_sats);
+    else await this.o.admitter.admitPaid(row.pubkey, { payment_hash: row.payment_hash, amount_sats: row.amount_sats, paid_at: now });
+  }
+
+  /**
+   * /join/status: whether `pubkey` may write; when not, its open admission invoice is checked
+   * (coalesced), so a payment shows without a webhook.
+   */
+  async status(pubkey: string): Promise<boolean> {
+    if (this.o.admitter.admitted(pubkey)) return true;
+    const open = await this.o.store.openInvoice(pubkey, "admission", this.now());
+    if (!open) return false;
+    return (await this.check(open.payment_hash)) === "paid" && this.o.admitter.admitted(pubkey);
+  }
+
+  /**
+   * POST /lnbits: the body's payment_hash, if any, names an invoice to ask the node about; nothing
+   * else of the body is read. The caller answers 200 {} at once whatever happens here.
+   */
+  webhook(body: string): void {
+    let hash: unknown;
+    try {
+      hash = (JSON.parse(body) as { payment_hash?: unknown })?.payment_hash;
+    } catch {
+      hash = undefined;
+    }
+    if (typeof hash !== "string" || !HASH.test(hash)) {
+      this.o.counters?.webhook("unknown");
+      return;
+    }
+    if (this.hints.take([{ key: "webhook", rate: { perMinute: WEBHOOK_CHECKS_PER_S * 60, burst: WEBHOOK_CHECKS_PER_S } }]) > 0) {
+      this.o.counters?.webhook("dropped");
+      return;
+    }
+    void this.check(hash).then(
+      (state) => this.o.counters?.webhook(state === undefined ? "unknown" : "checked"),
+      () => this.o.counters?.webhook("unknown"),
+    );
+  }
+
+  /** One pass of the poller: the unpaid invoices checked longest ago, POLL_CONCURRENCY at a time. */
+  async poll(): Promise<void> {
+    const rows = await this.o.store.dueInvoices(this.now(), EXPIRY_GRACE_S, POLL_PAGE);
+    let i = 0;
+    const worker = async () => {
+      while (i < rows.length && !this.stopped) await this.check(rows[i++]!.payment_hash, true).catch(() => undefined);
+    };
+    await Promise.all(Array.from({ length: POLL_CONCURRENCY }, worker));
+  }
+
+  private pruneOpen(now: number): void {
+    for (const [hash, expires] of this.open) if (expires <= now) this.open.delete(hash);
+  }
+
+  /** A NodeError, or a bug in a client: counted and logged the same way, never thrown at the asker. */
+  private fault(call: NodeCallName, err: unknown): void {
+    this.faults.record(call, err);
+  }
+}
+
+const shown = (row: InvoiceRow): InvoiceAnswer => ({
+  kind: "invoice",
+  invoice: row.bolt11,
+  payment_hash: row.payment_hash,
+  amount_sats: row.amount_sats,
+});
