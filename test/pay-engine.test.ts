@@ -36,6 +36,13 @@ class MemoryInvoices implements InvoiceStore {
         best = r;
     return best && { ...best };
   }
+  async openInvoices(now: number) {
+    return [...this.rows.values()].filter((r) => r.status === "unpaid" && r.expires_at > now).length;
+  }
+  async checkedInvoice(hash: string, at: number) {
+    const r = this.rows.get(hash);
+    if (r) r.checked_at = at;
+  }
   async dueInvoices(now: number, graceS: number, max: number) {
     return [...this.rows.values()]
       .filter((r) => r.status === "unpaid" && r.expires_at + graceS > now)

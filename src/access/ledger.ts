@@ -59,6 +59,11 @@ export class Ledger {
     return this.sats.get(pubkey) ?? 0;
   }
 
+  /** The balance less what events in flight hold. */
+  available(pubkey: string): number {
+    return this.balance(pubkey) - (this.held.get(pubkey) ?? 0) * this.opts.cost();
+  }
+
   /** Whether `pubkey` pays for its events now. */
   charges(pubkey: string): boolean {
     return this.opts.cost() > 0 && this.opts.payer(pubkey);
@@ -68,10 +73,8 @@ export class Ledger {
   reserve(pubkey: string): Refusal | undefined {
     if (!this.charges(pubkey)) return undefined;
     const cost = this.opts.cost();
-    const held = this.held.get(pubkey) ?? 0;
-    const balance = this.balance(pubkey);
-    if (balance - (held + 1) * cost < 0) return this.opts.short(pubkey, balance, cost);
-    this.held.set(pubkey, held + 1);
+    if (this.available(pubkey) < cost) return this.opts.short(pubkey, this.balance(pubkey), cost);
+    this.held.set(pubkey, (this.held.get(pubkey) ?? 0) + 1);
     return undefined;
   }
 

@@ -15,7 +15,7 @@ export type Purpose = InvoiceRow["purpose"];
 /** What payments need of the store (`Store.admission`). */
 export type InvoiceStore = Pick<
   import("../store/types.ts").AdmissionStore,
-  "putInvoice" | "invoice" | "openInvoice" | "dueInvoices" | "settleInvoice"
+  "putInvoice" | "invoice" | "openInvoice" | "openInvoices" | "dueInvoices" | "checkedInvoice" | "settleInvoice"
 >;
 
 /** What payments need of the registry. */
@@ -67,7 +67,7 @@ export type InvoiceAnswer =
   | { kind: "full" }
   | { kind: "node-error" };
 
-/** An invoice with less than this left is replaced rather than handed out again. */
+/** An invoice with less than this left (or a quarter of invoice_expiry_seconds) is replaced rather than handed out again. */
 export const MIN_LEFT_S = 60;
 /** How long after its expiry an unpaid invoice is still asked about (a payment made at the last second). */
 export const EXPIRY_GRACE_S = 120;
@@ -88,14 +88,13 @@ export class Payments {
   private readonly creating = new Map<string, Promise<InvoiceAnswer>>();
   private readonly checking = new Map<string, Promise<NodeStatus["state"] | undefined>>();
   private readonly checkedAt = new Map<string, number>();
-  /** Unpaid invoices this node made or found, hash -> expires_at: the max_open_invoices count. */
-  private readonly open = new Map<string, number>();
   private readonly joins = new RateLimiter({ maxKeys: JOIN_GROUPS });
   private readonly hints = new RateLimiter({ maxKeys: 1 });
   private readonly lines = new LogLimiter();
   private timer: ReturnType<typeof setTimeout> | undefined;
   private polling: Promise<void> | undefined;
   private stopped = false;
+  private loaded = false;
   private readonly now: () => number;
   private readonly nowMs: () => number;
 
@@ -105,11 +104,19 @@ export class Payments {
     this.faults = new NodeFaults(o.node.name, (call) => o.counters?.nodeError(call));
   }
 
-  /** Open invoices counted from the store (at start; the poller keeps the count after). */
+  /** Writers paying per event are refused "loading" until the balances are read. */
+  get ready(): boolean {
+    return this.loaded;
+  }
+
   async load(): Promise<void> {
-    const now = this.now();
-    for (const row of await this.o.store.dueInvoices(now, 0, this.o.keys().max_open_invoices))
-      if (row.status === "unpaid" && row.expires_at > now) this.open.set(row.payment_hash, row.expires_at);
+    await this.o.ledger.load();
+    this.loaded = true;
+  }
+
+  /** Sats left for a pubkey that pays per event (less what its events in flight hold); else undefined. */
+  balance(pubkey: string): number | undefined {
+    return this.o.ledger.charges(pubkey) ? this.o.ledger.available(pubkey) : undefined;
   }
 
   /** Polls every poll_seconds until stop(). */
@@ -157,9 +164,10 @@ export class Payments {
   private async make(pubkey: string, purpose: Purpose, sats: number, group: string): Promise<InvoiceAnswer> {
     const now = this.now();
     const open = await this.o.store.openInvoice(pubkey, purpose, now);
-    if (open && open.amount_sats === sats && open.expires_at - now > MIN_LEFT_S) return shown(open);
-    // An open invoice about to expire (or expired) is replaced; it is asked about once more first.
-    if (open) {
+    const keep = Math.min(MIN_LEFT_S, Math.floor(this.o.keys().invoice_expiry_seconds / 4));
+    if (open && open.amount_sats === sats && open.expires_at - now > keep) return shown(open);
+    // An open invoice about to expire is replaced; it is asked about once more first (paid at the last minute?).
+    if (open && open.amount_sats === sats) {
       const state = await this.check(open.payment_hash, true);
       if (state === "paid") return purpose === "admission" ? { kind: "admitted" } : this.make(pubkey, purpose, sats, group);
     }
@@ -178,8 +186,7 @@ export class Payments {
         );
       return { kind: "limited", retryAfterS: Math.ceil(waitMs / 1000) };
     }
-    this.pruneOpen(now);
-    if (this.open.size >= this.o.keys().max_open_invoices) return { kind: "full" };
+    if ((await this.o.store.openInvoices(now)) >= this.o.keys().max_open_invoices) return { kind: "full" };
     const expiry = this.o.keys().invoice_expiry_seconds;
     const memo = `bunstr ${purpose === "admission" ? "admission" : "top-up"} ${this.o.shortName?.(pubkey) ?? pubkey.slice(0, 12)}`;
     let made: { bolt11: string; payment_hash: string };
@@ -202,7 +209,6 @@ export class Payments {
       checked_at: null,
     };
     await this.o.store.putInvoice(row);
-    this.open.set(row.payment_hash, row.expires_at);
     this.o.counters?.invoice("created");
     return shown(row);
   }
@@ -228,10 +234,7 @@ export class Payments {
   private async ask(hash: string): Promise<NodeStatus["state"] | undefined> {
     const row = await this.o.store.invoice(hash);
     if (!row) return undefined;
-    if (row.status !== "unpaid") {
-      this.open.delete(hash);
-      return row.status;
-    }
+    if (row.status !== "unpaid") return row.status;
     let status: NodeStatus;
     try {
       status = await this.o.node.check(hash);
@@ -244,19 +247,20 @@ export class Payments {
       if (status.receivedSats !== undefined && status.receivedSats < row.amount_sats) {
         const held = this.lines.take("short");
         if (held) console.warn(`payments: invoice ${hash} paid ${status.receivedSats} of ${row.amount_sats} sats: not admitted`);
+        await this.o.store.checkedInvoice(hash, this.now());
         return "unpaid";
       }
       if (await this.o.store.settleInvoice(hash, "paid", now)) await this.paid(row, now);
-      this.open.delete(hash);
       return "paid";
     }
     // Not paid by its expiry: no payment can arrive any more (the grace only let a last-second payment be seen).
     const lapsed = status.state === "expired" || now > row.expires_at;
     if (lapsed) {
       if (await this.o.store.settleInvoice(hash, "expired", now)) this.o.counters?.invoice("expired");
-      this.open.delete(hash);
       return "expired";
     }
+    // Still unpaid: to the back of the poller's queue.
+    await this.o.store.checkedInvoice(hash, now);
     return status.state;
   }
 
@@ -310,10 +314,6 @@ export class Payments {
       while (i < rows.length && !this.stopped) await this.check(rows[i++]!.payment_hash, true).catch(() => undefined);
     };
     await Promise.all(Array.from({ length: POLL_CONCURRENCY }, worker));
-  }
-
-  private pruneOpen(now: number): void {
-    for (const [hash, expires] of this.open) if (expires <= now) this.open.delete(hash);
   }
 
   /** A NodeError, or a bug in a client: counted and logged the same way, never thrown at the asker. */
