@@ -4,6 +4,7 @@
 import { afterAll, afterEach, beforeEach, expect, spyOn, test } from "bun:test";
 import { Ledger } from "../src/access/ledger.ts";
 import { Lnbits } from "../src/access/lnbits.ts";
+import { AccessMetrics } from "../src/access/metrics.ts";
 import { Payments, type InvoiceStore, type PayKeys } from "../src/access/payments.ts";
 import { refuse } from "../src/protocol/reasons.ts";
 import type { InvoiceRow } from "../src/store/types.ts";
@@ -51,7 +52,7 @@ class MemoryInvoices implements InvoiceStore {
   }
   async settleInvoice(hash: string, status: "paid" | "expired", at: number) {
     const r = this.rows.get(hash);
-    if (!r || r.status !== "unpaid") return false;
+    if (r?.status !== "unpaid") return false;
     r.status = status;
     if (status === "paid") r.paid_at = at;
     return true;
@@ -71,8 +72,7 @@ let clock: number;
 let clockMs = 1e12;
 let payments: Payments;
 let ledger: Ledger;
-const counts: Record<string, number> = {};
-const bump = (k: string) => (counts[k] = (counts[k] ?? 0) + 1);
+let metrics: AccessMetrics;
 const PK = "a".repeat(64);
 const pk = (i: number) => i.toString(16).padStart(64, "0");
 
@@ -82,11 +82,11 @@ function make(opts: { timeoutMs?: number } = {}) {
     { cost: () => 10, payer: (p) => admitted.has(p), short: (_p, b, c) => refuse("blocked", `balance ${b} < ${c}`) },
   );
   payments = new Payments({
-    node: new Lnbits({ nodeUrl: lnbits.url, apiKey: "k", timeoutMs: opts.timeoutMs ?? 300 }),
+    node: new Lnbits({ nodeUrl: lnbits.url, apiKey: "k", timeoutMs: () => opts.timeoutMs ?? 300 }),
     store,
     ledger,
     keys: () => keys,
-    webhookUrl: "http://127.0.0.1:1/lnbits",
+    webhookUrl: () => "http://127.0.0.1:1/lnbits",
     now: () => clock,
     nowMs: () => clockMs,
     admitter: {
@@ -95,12 +95,7 @@ function make(opts: { timeoutMs?: number } = {}) {
         admitted.set(p, (admitted.get(p) ?? 0) + 1);
       },
     },
-    counters: {
-      invoice: (e) => bump(`invoice.${e}`),
-      nodeError: (c) => bump(`node.${c}`),
-      webhook: (r) => bump(`webhook.${r}`),
-      joinLimited: () => bump("limited"),
-    },
+    metrics,
   });
 }
 
@@ -117,7 +112,7 @@ beforeEach(() => {
     join_attempts_per_hour: 20,
   };
   clock = Math.floor(Date.now() / 1000);
-  for (const k of Object.keys(counts)) delete counts[k];
+  metrics = new AccessMetrics();
   lnbits.mode = "ok";
   make();
   warn = spyOn(console, "warn").mockImplementation(() => {});
@@ -140,8 +135,8 @@ test("an invoice, handed out again while open; paid only when the node says so",
   expect(await payments.check(a.payment_hash, true)).toBe("paid");
   expect(admitted.get(PK)).toBe(1);
   expect(await payments.invoiceFor(PK, "g")).toEqual({ kind: "admitted" });
-  expect(counts["invoice.created"]).toBe(1);
-  expect(counts["invoice.paid"]).toBe(1);
+  expect(metrics.invoices.created).toBe(1);
+  expect(metrics.invoices.paid).toBe(1);
 });
 
 test("forged and replayed webhooks admit nobody twice; the node is asked once per hint", async () => {
@@ -189,7 +184,7 @@ test("an expired invoice is replaced by a new one", async () => {
   clock += 90;
   await payments.poll();
   expect(store.rows.get(a.payment_hash)!.status).toBe("expired");
-  expect(counts["invoice.expired"]).toBeGreaterThanOrEqual(1);
+  expect(metrics.invoices.expired).toBeGreaterThanOrEqual(1);
 });
 
 test.each(["down", "slow", "garbage", "500"] as const)("node %s: node-error, nobody admitted, one log line", async (mode) => {
@@ -203,8 +198,8 @@ test.each(["down", "slow", "garbage", "500"] as const)("node %s: node-error, nob
   expect(await payments.check(a.payment_hash, true)).toBeUndefined();
   expect(admitted.has(PK)).toBe(false);
   expect(admitted.has(pk(7))).toBe(true);
-  expect(warn.mock.calls.filter((c) => String(c[0]).startsWith("payments: LNBits create")).length).toBe(1);
-  expect(counts["node.create"]).toBe(2);
+  expect(warn.mock.calls.filter((c: unknown[]) => String(c[0]).startsWith("payments: LNBits create")).length).toBe(1);
+  expect(metrics.nodeErrors.create).toBe(2);
 });
 
 test("10,000 join attempts from one address group: at most 20 node calls, the rest limited", async () => {
@@ -215,7 +210,7 @@ test("10,000 join attempts from one address group: at most 20 node calls, the re
   const limited = answers.find((a) => a.kind === "limited");
   expect(limited && limited.kind === "limited" && limited.retryAfterS).toBeGreaterThan(0);
   expect((await payments.invoiceFor(pk(20_001), "5.6.7.8")).kind).toBe("invoice");
-  expect(warn.mock.calls.filter((c) => String(c[0]).includes("join attempts limited")).length).toBe(1);
+  expect(warn.mock.calls.filter((c: unknown[]) => String(c[0]).includes("join attempts limited")).length).toBe(1);
 });
 
 test("a webhook flood of 5,000 hints: node checks bounded by the hint bucket", async () => {
@@ -228,7 +223,7 @@ test("a webhook flood of 5,000 hints: node checks bounded by the hint bucket", a
   for (let i = 0; i < 5_000; i++) payments.webhook(JSON.stringify({ payment_hash: hashes[i % hashes.length] }));
   await Bun.sleep(300);
   expect(lnbits.calls.check - before).toBeLessThanOrEqual(30);
-  expect(counts["webhook.dropped"]).toBeGreaterThanOrEqual(4_970);
+  expect(metrics.webhooks.dropped).toBeGreaterThanOrEqual(4_970);
 });
 
 test("max_open_invoices, sign_ups = false, a short payment", async () => {

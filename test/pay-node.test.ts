@@ -26,17 +26,17 @@ const clients: [string, FakeNodeBase, () => PaymentNode, () => PaymentNode][] = 
   [
     "LNbits",
     lnbits,
-    () => new Lnbits({ nodeUrl: `${lnbits.url}/`, apiKey: "invoice-key", timeoutMs: TIMEOUT }),
-    () => new Lnbits({ nodeUrl: lnbits.url, apiKey: "wrong", timeoutMs: TIMEOUT }),
+    () => new Lnbits({ nodeUrl: `${lnbits.url}/`, apiKey: "invoice-key", timeoutMs: () => TIMEOUT }),
+    () => new Lnbits({ nodeUrl: lnbits.url, apiKey: "wrong", timeoutMs: () => TIMEOUT }),
   ],
   [
     "CLN REST",
     cln,
     () => {
       writeFileSync(join(dir, "rune"), "rune-abc\n");
-      return new ClnRest({ nodeUrl: cln.url, rune: readRune(join(dir, "rune")), timeoutMs: TIMEOUT });
+      return new ClnRest({ nodeUrl: cln.url, rune: readRune(join(dir, "rune")), timeoutMs: () => TIMEOUT });
     },
-    () => new ClnRest({ nodeUrl: cln.url, rune: "rune-other", timeoutMs: TIMEOUT }),
+    () => new ClnRest({ nodeUrl: cln.url, rune: "rune-other", timeoutMs: () => TIMEOUT }),
   ],
 ];
 
@@ -131,7 +131,7 @@ test("an answer past 64 KiB is refused without being read whole", async () => {
       ),
   });
   try {
-    const node = new Lnbits({ nodeUrl: `http://127.0.0.1:${huge.port}`, apiKey: "k", timeoutMs: 5000 });
+    const node = new Lnbits({ nodeUrl: `http://127.0.0.1:${huge.port}`, apiKey: "k", timeoutMs: () => 5000 });
     const err = await node.check("ab".repeat(32)).catch((e) => e);
     expect(err).toBeInstanceOf(NodeError);
     expect(err.message).toContain("larger than 64 KiB");

@@ -8,7 +8,8 @@ import { baseUrl, field, HASH, isBolt11, NodeError, nodeFetch, type NodeInvoice,
 export interface ClnRestOptions {
   nodeUrl: string;
   rune: string;
-  timeoutMs: number;
+  /** Read at each call (node_timeout_ms is reloadable). */
+  timeoutMs: () => number;
 }
 
 /** The rune in `path`, trimmed; throws (at start) when the file is missing or empty. */
@@ -33,7 +34,7 @@ export class ClnRest implements PaymentNode {
       call,
       `${this.base}/v1/${method}`,
       { method: "POST", headers: { Rune: this.opts.rune, "Content-Type": "application/json" }, body: JSON.stringify(body) },
-      this.opts.timeoutMs,
+      this.opts.timeoutMs(),
     );
   }
 

@@ -5,7 +5,8 @@ import { baseUrl, field, HASH, isBolt11, NodeError, nodeFetch, type NodeInvoice,
 export interface LnbitsOptions {
   nodeUrl: string;
   apiKey: string;
-  timeoutMs: number;
+  /** Read at each call (node_timeout_ms is reloadable). */
+  timeoutMs: () => number;
 }
 
 export class Lnbits implements PaymentNode {
@@ -24,7 +25,7 @@ export class Lnbits implements PaymentNode {
       "create",
       `${this.base}/api/v1/payments`,
       { method: "POST", headers: { "X-Api-Key": this.opts.apiKey, "Content-Type": "application/json" }, body: JSON.stringify(body) },
-      this.opts.timeoutMs,
+      this.opts.timeoutMs(),
     );
     if (reply.status !== 200 && reply.status !== 201) throw new NodeError("create", `HTTP ${reply.status}${detail(reply.body)}`);
     const hash = field(reply.body, "payment_hash");
@@ -41,7 +42,7 @@ export class Lnbits implements PaymentNode {
       "check",
       `${this.base}/api/v1/payments/${hash}`,
       { headers: { "X-Api-Key": this.opts.apiKey } },
-      this.opts.timeoutMs,
+      this.opts.timeoutMs(),
     );
     if (reply.status === 404) return { state: "unknown" };
     if (reply.status !== 200) throw new NodeError("check", `HTTP ${reply.status}${detail(reply.body)}`);

@@ -7,7 +7,9 @@
 import type { InvoiceRow } from "../store/types.ts";
 import { RateLimiter } from "../policy/rate-limit.ts";
 import { LogLimiter } from "../log.ts";
+import { encodeNpub } from "../nips/nip19.ts";
 import type { Ledger } from "./ledger.ts";
+import type { AccessMetrics } from "./metrics.ts";
 import { HASH, NodeFaults, type NodeCallName, type NodeStatus, type PaymentNode } from "./lightning.ts";
 
 export type Purpose = InvoiceRow["purpose"];
@@ -23,14 +25,6 @@ export interface Admitter {
   /** Whether `pubkey` may write now on any enabled basis. */
   admitted(pubkey: string): boolean;
   admitPaid(pubkey: string, evidence: { payment_hash: string; amount_sats: number; paid_at: number }): Promise<void>;
-}
-
-/** The counters payments move (`/metrics`). */
-export interface PaymentCounters {
-  invoice(event: "created" | "paid" | "expired"): void;
-  nodeError(call: NodeCallName): void;
-  webhook(result: "checked" | "unknown" | "dropped"): void;
-  joinLimited(): void;
 }
 
 /** The [pay_to_relay] keys payments read, at each use (a reload changes the reloadable ones). */
@@ -49,11 +43,10 @@ export interface PaymentsOptions {
   admitter: Admitter;
   ledger: Ledger;
   keys: () => PayKeys;
-  /** Where the node posts its webhook; undefined: none (CLN, or no relay_url). */
-  webhookUrl?: string;
-  counters?: PaymentCounters;
-  /** The memo's short name of a pubkey (no user text goes into a memo). */
-  shortName?: (pubkey: string) => string;
+  /** Where the node posts its webhook, read at each invoice; undefined: none (CLN, or no relay_url). */
+  webhookUrl?: () => string | undefined;
+  /** The /metrics counters (registry.metrics). */
+  metrics?: AccessMetrics;
   now?: () => number;
   /** Milliseconds, for the spacing of checks (tests move it). */
   nowMs?: () => number;
@@ -101,7 +94,7 @@ export class Payments {
   constructor(private readonly o: PaymentsOptions) {
     this.now = o.now ?? (() => Math.floor(Date.now() / 1000));
     this.nowMs = o.nowMs ?? Date.now;
-    this.faults = new NodeFaults(o.node.name, (call) => o.counters?.nodeError(call));
+    this.faults = new NodeFaults(o.node.name, (call) => o.metrics && o.metrics.nodeErrors[call]++);
   }
 
   /** Writers paying per event are refused "loading" until the balances are read. */
@@ -122,6 +115,7 @@ export class Payments {
   /** Polls every poll_seconds until stop(). */
   start(): void {
     this.stopped = false;
+    this.o.ledger.start();
     const next = () => {
       if (this.stopped) return;
       this.timer = setTimeout(() => {
@@ -130,15 +124,18 @@ export class Payments {
           next();
         });
       }, this.o.keys().poll_seconds * 1000);
+      this.timer.unref?.();
     };
     next();
   }
 
+  /** Stops polling, waits for the calls in flight, writes the balances. */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.polling;
     await Promise.allSettled([...this.checking.values(), ...this.creating.values()]);
+    await this.o.ledger.stop();
   }
 
   /**
@@ -178,7 +175,7 @@ export class Payments {
     const perHour = this.o.keys().join_attempts_per_hour;
     const waitMs = this.joins.take([{ key: group, rate: { perMinute: perHour / 60, burst: perHour } }]);
     if (waitMs > 0) {
-      this.o.counters?.joinLimited();
+      if (this.o.metrics) this.o.metrics.joinLimited++;
       const held = this.lines.take("join-limited");
       if (held)
         console.warn(
@@ -188,10 +185,11 @@ export class Payments {
     }
     if ((await this.o.store.openInvoices(now)) >= this.o.keys().max_open_invoices) return { kind: "full" };
     const expiry = this.o.keys().invoice_expiry_seconds;
-    const memo = `bunstr ${purpose === "admission" ? "admission" : "top-up"} ${this.o.shortName?.(pubkey) ?? pubkey.slice(0, 12)}`;
+    const npub = encodeNpub(pubkey);
+    const memo = `bunstr ${purpose === "admission" ? "admission" : "top-up"} ${npub.slice(0, 12)}…${npub.slice(-6)}`;
     let made: { bolt11: string; payment_hash: string };
     try {
-      made = await this.o.node.create(sats, memo, this.o.webhookUrl, expiry);
+      made = await this.o.node.create(sats, memo, this.o.webhookUrl?.(), expiry);
     } catch (err) {
       this.fault("create", err);
       return { kind: "node-error" };
@@ -209,7 +207,7 @@ export class Payments {
       checked_at: null,
     };
     await this.o.store.putInvoice(row);
-    this.o.counters?.invoice("created");
+    this.count("invoices", "created");
     return shown(row);
   }
 
@@ -256,7 +254,7 @@ export class Payments {
     // Not paid by its expiry: no payment can arrive any more (the grace only let a last-second payment be seen).
     const lapsed = status.state === "expired" || now > row.expires_at;
     if (lapsed) {
-      if (await this.o.store.settleInvoice(hash, "expired", now)) this.o.counters?.invoice("expired");
+      if (await this.o.store.settleInvoice(hash, "expired", now)) this.count("invoices", "expired");
       return "expired";
     }
     // Still unpaid: to the back of the poller's queue.
@@ -265,7 +263,7 @@ export class Payments {
   }
 
   private async paid(row: InvoiceRow, now: number): Promise<void> {
-    this.o.counters?.invoice("paid");
+    this.count("invoices", "paid");
     if (row.purpose === "topup") this.o.ledger.credit(row.pubkey, row.amount_sats);
     else await this.o.admitter.admitPaid(row.pubkey, { payment_hash: row.payment_hash, amount_sats: row.amount_sats, paid_at: now });
   }
@@ -293,16 +291,16 @@ export class Payments {
       hash = undefined;
     }
     if (typeof hash !== "string" || !HASH.test(hash)) {
-      this.o.counters?.webhook("unknown");
+      this.count("webhooks", "unknown");
       return;
     }
     if (this.hints.take([{ key: "webhook", rate: { perMinute: WEBHOOK_CHECKS_PER_S * 60, burst: WEBHOOK_CHECKS_PER_S } }]) > 0) {
-      this.o.counters?.webhook("dropped");
+      this.count("webhooks", "dropped");
       return;
     }
     void this.check(hash).then(
-      (state) => this.o.counters?.webhook(state === undefined ? "unknown" : "checked"),
-      () => this.o.counters?.webhook("unknown"),
+      (state) => this.count("webhooks", state === undefined ? "unknown" : "checked"),
+      () => this.count("webhooks", "unknown"),
     );
   }
 
@@ -314,6 +312,10 @@ export class Payments {
       while (i < rows.length && !this.stopped) await this.check(rows[i++]!.payment_hash, true).catch(() => undefined);
     };
     await Promise.all(Array.from({ length: POLL_CONCURRENCY }, worker));
+  }
+
+  private count<F extends "invoices" | "webhooks">(family: F, key: keyof AccessMetrics[F]): void {
+    if (this.o.metrics) (this.o.metrics[family][key] as number)++;
   }
 
   /** A NodeError, or a bug in a client: counted and logged the same way, never thrown at the asker. */

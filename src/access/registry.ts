@@ -11,13 +11,14 @@ import type { AdminView } from "../policy/rules.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { AdmissionRow, AdmissionStore } from "../store/types.ts";
 import { AccessMetrics } from "./metrics.ts";
+import type { Payments } from "./payments.ts";
 
-/** Paid admission (access/payments.ts, WP1), as the registry and the admin API see it. */
-export interface PaymentsEngine {
-  readonly ready: boolean;
-  /** Sats left of a pubkey (the ledger, less what is reserved); undefined when it has no balance kept. */
-  balance(pubkey: string): number | undefined;
-}
+/**
+ * Paid admission (access/payments.ts, WP1), as the registry, the admin API and http/join.ts see
+ * it: ready, balance (sats left, less what is reserved; undefined when it has no balance kept),
+ * the join endpoints' calls, and stop (at shutdown: the poller, then the balances written).
+ */
+export type PaymentsEngine = Pick<Payments, "ready" | "balance" | "invoiceFor" | "status" | "webhook" | "stop">;
 
 /** NIP-05 checks (access/nip05.ts, WP2). */
 export interface Nip05Engine {

@@ -4,6 +4,7 @@
 import { relayInfo } from "../nips/nip11.ts";
 import { type AdminApiSource, handleAdminRequest, isAdminRequest } from "./admin-api.ts";
 import { adminCsp, adminPage } from "./admin-page.ts";
+import { accessRoutes, type JoinSource } from "./join.ts";
 import { landingPage, STATUS_CSP } from "./landing.ts";
 import { metricsResponse, wantsMetrics } from "./metrics.ts";
 import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "./status.ts";
@@ -11,7 +12,7 @@ import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "
 /** What the routes read: the relay's state, and the texts only the relay can make. */
 export interface HttpSources {
   /** For NIP-11, the status page and the NIP-86 API. */
-  readonly relay: StatusSource & AdminApiSource;
+  readonly relay: StatusSource & AdminApiSource & JoinSource;
   readonly version: string;
   /** The /metrics text (observe/metrics.ts). */
   readonly metrics: () => Promise<string>;
@@ -31,6 +32,8 @@ export function httpRoutes(src: HttpSources): HttpRoute {
   const { config } = src.relay;
   // Not reloadable: read once.
   const path = config.network.path;
+  // Paid admission: /join, /join/invoice, /join/status, /lnbits (404 while pay is off).
+  const access = accessRoutes(src.relay);
   return (req, peer) => {
     // Without a Host header (HTTP/1.0) Bun cannot build the URL: read the path from the request line.
     if (!URL.canParse(req.url)) return new Response("bad request", { status: 400 });
@@ -38,6 +41,8 @@ export function httpRoutes(src: HttpSources): HttpRoute {
     if (wantsMetrics(req, url.pathname, path, config)) return metricsResponse(req, config, src.metrics, peer());
     if (url.pathname === adminPagePath(path)) return adminPageResponse(req, path);
     if (url.pathname === statusJsonPath(path)) return statusJsonResponse(req, src.statusJson);
+    const joined = access(req, url, peer);
+    if (joined) return joined;
     if (url.pathname !== path) return new Response("not found", { status: 404 });
     if (isAdminRequest(req)) return handleAdminRequest(req, src.relay);
     if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, src.relay, src.version);

@@ -63,7 +63,7 @@ export function startFakeClnRest(opts: { rune: string }): FakeClnRest {
       }
       return json({ code: -32601, message: "Unknown command" }, 404);
     },
-    (req, url) => (url.pathname === "/v1/invoice" ? "create" : url.pathname === "/v1/listinvoices" ? "check" : "other"),
+    (_req, url) => (url.pathname === "/v1/invoice" ? "create" : url.pathname === "/v1/listinvoices" ? "check" : "other"),
   );
   return Object.assign(base, { labels });
 }

@@ -36,6 +36,8 @@ export interface FakeNodeBase {
   /** How long "slow" waits before answering (beyond the relay's node_timeout_ms). */
   delayMs: number;
   readonly calls: { create: number; check: number; unauthorized: number };
+  /** Checks per payment hash (a test tells the webhook's check from others). */
+  readonly checksOf: Map<string, number>;
   readonly log: NodeCall[];
   readonly invoices: Map<string, FakeInvoice>;
   markPaid(hash: string, receivedSats?: number): void;
@@ -67,6 +69,14 @@ export function startFakeNode(
     const url = new URL(req.url);
     const kind = classify(req, url);
     if (kind !== "other") node.calls[kind]++;
+    if (kind === "check") {
+      const body = (await req
+        .clone()
+        .json()
+        .catch(() => ({}))) as { payment_hash?: unknown };
+      const hash = /[0-9a-f]{64}/.exec(url.pathname)?.[0] ?? body.payment_hash;
+      if (typeof hash === "string") node.checksOf.set(hash, (node.checksOf.get(hash) ?? 0) + 1);
+    }
     node.log.push({ kind, at: Date.now() });
     if (mode === "500") return json({ detail: "internal error" }, 500);
     if (mode === "garbage") return new Response("<html>502 Bad Gateway</html>{", { status: 200 });
@@ -96,6 +106,7 @@ export function startFakeNode(
     },
     delayMs: 30_000,
     calls: { create: 0, check: 0, unauthorized: 0 },
+    checksOf: new Map(),
     log: [],
     invoices: new Map(),
     markPaid(hash, receivedSats) {

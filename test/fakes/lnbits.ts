@@ -50,7 +50,7 @@ export function startFakeLnbits(opts: { apiKey: string }): FakeLnbits {
       }
       if (req.method === "POST" && url.pathname === "/api/v1/payments") {
         const body = (await req.json().catch(() => null)) as Record<string, unknown> | null;
-        if (!body || body.out !== false || typeof body.amount !== "number" || body.amount <= 0) return json({ detail: "bad request" }, 400);
+        if (body?.out !== false || typeof body.amount !== "number" || body.amount <= 0) return json({ detail: "bad request" }, 400);
         const hash = randomHex(32);
         const inv: FakeInvoice = {
           hash,
