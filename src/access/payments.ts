@@ -73,8 +73,8 @@ export const POLL_PAGE = 100;
 export const POLL_CONCURRENCY = 4;
 /** Address groups remembered by the join bucket (least recently used dropped). */
 export const JOIN_GROUPS = 10_000;
-/** Largest webhook body read (POST /lnbits). */
-export const MAX_WEBHOOK_BYTES = 8 * 1024;
+/** /join/status asks per address group and minute (each may start a node check, coalesced per invoice). */
+export const STATUS_PER_MINUTE = 60;
 
 export class Payments {
   readonly faults: NodeFaults;
@@ -83,6 +83,7 @@ export class Payments {
   private readonly checkedAt = new Map<string, number>();
   private readonly joins = new RateLimiter({ maxKeys: JOIN_GROUPS });
   private readonly hints = new RateLimiter({ maxKeys: 1 });
+  private readonly statusAsks = new RateLimiter({ maxKeys: JOIN_GROUPS });
   private readonly lines = new LogLimiter();
   private timer: ReturnType<typeof setTimeout> | undefined;
   private polling: Promise<void> | undefined;
@@ -266,6 +267,12 @@ export class Payments {
     this.count("invoices", "paid");
     if (row.purpose === "topup") this.o.ledger.credit(row.pubkey, row.amount_sats);
     else await this.o.admitter.admitPaid(row.pubkey, { payment_hash: row.payment_hash, amount_sats: row.amount_sats, paid_at: now });
+  }
+
+  /** Seconds an address group must wait before its next /join/status; 0: it may ask now. */
+  statusWait(group: string): number {
+    const ms = this.statusAsks.take([{ key: group, rate: { perMinute: STATUS_PER_MINUTE, burst: STATUS_PER_MINUTE } }]);
+    return Math.ceil(ms / 1000);
   }
 
   /**

@@ -18,7 +18,7 @@ import type { Payments } from "./payments.ts";
  * it: ready, balance (sats left, less what is reserved; undefined when it has no balance kept),
  * the join endpoints' calls, and stop (at shutdown: the poller, then the balances written).
  */
-export type PaymentsEngine = Pick<Payments, "ready" | "balance" | "invoiceFor" | "status" | "webhook" | "stop">;
+export type PaymentsEngine = Pick<Payments, "ready" | "balance" | "invoiceFor" | "status" | "statusWait" | "webhook" | "stop">;
 
 /** NIP-05 checks (access/nip05.ts, WP2). */
 export interface Nip05Engine {

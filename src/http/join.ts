@@ -1,138 +1,159 @@
-// Issue 33, paid admission over HTTP, under the relay path like /admin: `GET /join` (the page),
-// `GET /join/invoice` and `GET /join/status` (JSON, for the page and for clients that automate
-// joining), and `POST /lnbits` (LNbits' webhook: a hint, answered 200 {} whatever it says). 404
-// while pay is off. The decisions are access/payments.ts's; this file reads the request, bounds
-// what one address can ask, and writes the answers (docs/operations.md, Paid admission).
-import type { PaymentsEngine } from "../access/registry.ts";
+// Paid admission over HTTP (issue 33, design §10), under the relay path like /admin: the /join
+// page, /join/invoice, /join/status and POST /lnbits (the node's webhook). Not found while
+// [pay_to_relay] is off. This file routes and checks what every answer shares (the pubkey, bans,
+// the amount, the client's address group); the invoices, the node, the bounds on both and the
+// webhook's hint are the payments engine's (access/payments.ts), reached through
+// registry.engines.payments (docs/operations.md, Paid admission).
 import type { InvoiceAnswer } from "../access/payments.ts";
-import { MAX_WEBHOOK_BYTES } from "../access/payments.ts";
+import type { AdmissionRegistry } from "../access/registry.ts";
 import { setOf, type Config } from "../config/schema.ts";
 import { pubkeyOf } from "../nips/nip19.ts";
+import { ADMISSION_TEXTS } from "../policy/admission.ts";
 import { clientAddress, ipGroup } from "../policy/ip.ts";
-import { RateLimiter } from "../policy/rate-limit.ts";
+import type { AdminView } from "../policy/rules.ts";
 
-/** What the join routes read of the relay. */
+/** What the join routes read (RelayContext has it). */
 export interface JoinSource {
   readonly config: Config;
-  readonly admin: { readonly bannedPubkeys: ReadonlyMap<string, unknown> };
-  readonly access?: { readonly engines: { readonly payments?: PaymentsEngine } };
+  readonly access?: AdmissionRegistry;
+  readonly admin: Pick<AdminView, "bannedPubkeys">;
 }
 
-/** The /join page; WP5's page replaces the plain one below (http/join-page.ts). */
-export type JoinPage = (req: Request, src: JoinSource) => Response | Promise<Response>;
+/** The paths, under the relay path ("/" -> "/join", "/nostr" -> "/nostr/join"). */
+export const joinPaths = (relayPath: string) => {
+  const base = relayPath.replace(/\/+$/, "");
+  return { page: `${base}/join`, invoice: `${base}/join/invoice`, status: `${base}/join/status`, webhook: `${base}/lnbits` };
+};
 
-/** Exact texts (docs/operations.md; test/pay.test.ts asserts them). */
+/** The webhook's body is small (LNbits' payment JSON); larger is refused unread. */
+export const MAX_WEBHOOK_BYTES = 8 * 1024;
+
+const JSON_HEADERS = { "Content-Type": "application/json", "Cache-Control": "no-store" };
+const CORS_GET = { ...JSON_HEADERS, "Access-Control-Allow-Origin": "*" };
+export const jsonAnswer = (body: unknown, status = 200, headers: Record<string, string> = {}): Response =>
+  new Response(JSON.stringify(body), { status, headers: { ...CORS_GET, ...headers } });
+
+/** Exact texts of the JSON errors (docs/operations.md; test/pay.test.ts asserts them). */
 export const JOIN_TEXTS = {
   badPubkey: "invalid: pubkey must be 64 hex characters or an npub",
   badAmount: "invalid: amount must be a whole number of sats from 1 to 100000000",
-  closed: "restricted: this relay is not taking new sign-ups",
   banned: "blocked: this pubkey is banned from this relay",
+  closed: `restricted: ${ADMISSION_TEXTS.noSignUps}`,
+  notRunning: "error: payments are not running on this relay yet",
   full: "error: too many open invoices, try again later",
   node: "error: the payment node did not answer, try again",
   joins: (s: number) => `rate-limited: too many join attempts, try again in ${s} s`,
   checks: (s: number) => `rate-limited: too many status checks, try again in ${s} s`,
 } as const;
 
-/** /join/status asks per address group and minute (each may start a node check, coalesced per invoice). */
-export const STATUS_PER_MINUTE = 60;
+/** The largest top-up asked for in one invoice (1 BTC). */
 const MAX_TOP_UP = 100_000_000;
 
-const JSON_HEADERS = { "Content-Type": "application/json", "Cache-Control": "no-store" };
-const CORS = {
-  "Access-Control-Allow-Origin": "*",
-  "Access-Control-Allow-Methods": "GET, OPTIONS",
-  "Access-Control-Allow-Headers": "Accept",
-};
+/**
+ * The join routes, matched before the relay-path check (routes.ts): an answer for one of their
+ * paths while pay is on, else undefined (the caller's 404).
+ */
+export function accessRoutes(req: Request, url: URL, src: JoinSource, peer: () => string): Response | Promise<Response> | undefined {
+  if (!src.config.pay_to_relay.enabled) return undefined;
+  const paths = joinPaths(src.config.network.path);
+  switch (url.pathname) {
+    case paths.page:
+      return onlyGet(req) ?? joinPage(req, url, src);
+    case paths.invoice:
+      return onlyGet(req) ?? invoice(url, src, group(req, src, peer));
+    case paths.status:
+      return onlyGet(req) ?? status(url, src, group(req, src, peer));
+    case paths.webhook:
+      return req.method === "POST" ? webhook(req, src) : new Response("method not allowed", { status: 405, headers: { Allow: "POST" } });
+    default:
+      return undefined;
+  }
+}
 
-const json = (status: number, body: unknown, headers: Record<string, string> = {}): Response =>
-  new Response(JSON.stringify(body), { status, headers: { ...JSON_HEADERS, ...headers } });
+const onlyGet = (req: Request): Response | undefined =>
+  req.method === "GET" || req.method === "HEAD"
+    ? undefined
+    : new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD" } });
 
-/** The join paths under the relay path ("/" -> "/join", "/nostr" -> "/nostr/join"). */
-export const joinPaths = (relayPath: string) => {
-  const base = relayPath.replace(/\/+$/, "");
-  return { page: `${base}/join`, invoice: `${base}/join/invoice`, status: `${base}/join/status`, webhook: `${base}/lnbits` };
-};
+/** The asker's address group (policy/ip.ts), behind a trusted proxy the address it names: what the join bounds count by. */
+const group = (req: Request, src: JoinSource, peer: () => string): string =>
+  ipGroup(clientAddress(peer(), req.headers, src.config.network));
+
+/** The `pubkey` parameter as hex (64 hex or an npub), or the 400 answer. */
+function pubkeyParam(url: URL): string | Response {
+  const pk = pubkeyOf(url.searchParams.get("pubkey") ?? "");
+  return pk ?? jsonAnswer({ error: JOIN_TEXTS.badPubkey }, 400);
+}
+
+/** GET /join: the page (WP5: http/join-page.ts), prefilled with ?pubkey=. */
+function joinPage(_req: Request, _url: URL, _src: JoinSource): Response {
+  return new Response("<!doctype html><title>Join</title><p>The join page is not built yet.</p>", {
+    headers: { "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store" },
+  });
+}
 
 /**
- * The routes of paid admission: a Response for its paths, undefined for any other path. `page`
- * answers GET /join (WP5's page; a plain one until then).
+ * GET /join/invoice?pubkey=&amount=: 200 {invoice, payment_hash, amount_sats} or {admitted: true};
+ * 400 bad pubkey or amount, 403 banned or no sign-ups, 429 join attempts of the address group,
+ * 503 too many open invoices, 502 the node did not answer. `amount` (sats) with an admitted pubkey
+ * is a top-up; without, admission at admission_cost.
  */
-export function accessRoutes(
-  src: JoinSource,
-  page: JoinPage = plainPage,
-): (req: Request, url: URL, peer: () => string) => Response | Promise<Response> | undefined {
-  const paths = joinPaths(src.config.network.path);
-  const statusChecks = new RateLimiter({ maxKeys: 10_000 });
-  return (req, url, peer) => {
-    const p = url.pathname;
-    if (p !== paths.page && p !== paths.invoice && p !== paths.status && p !== paths.webhook) return undefined;
-    const payments = src.config.pay_to_relay.enabled ? src.access?.engines.payments : undefined;
-    if (!payments) return new Response("not found", { status: 404 });
-    if (p === paths.webhook) return webhook(req, payments);
-    if (req.method === "OPTIONS") return new Response(null, { status: 204, headers: CORS });
-    if (req.method !== "GET" && req.method !== "HEAD")
-      return new Response("method not allowed", { status: 405, headers: { Allow: "GET, HEAD, OPTIONS" } });
-    if (p === paths.page) return page(req, src);
-    const group = ipGroup(clientAddress(peer(), req.headers, src.config.network));
-    if (p === paths.invoice) return invoice(url, src, payments, group);
-    const wait = statusChecks.take([{ key: group, rate: { perMinute: STATUS_PER_MINUTE, burst: STATUS_PER_MINUTE } }]);
-    if (wait > 0) {
-      const s = Math.ceil(wait / 1000);
-      return json(429, { error: JOIN_TEXTS.checks(s) }, { ...CORS, "Retry-After": String(s) });
-    }
-    return status(url, payments);
-  };
-}
-
-async function invoice(url: URL, src: JoinSource, payments: PaymentsEngine, group: string): Promise<Response> {
-  const pubkey = pubkeyOf(url.searchParams.get("pubkey") ?? "");
-  if (!pubkey) return json(400, { error: JOIN_TEXTS.badPubkey }, CORS);
+async function invoice(url: URL, src: JoinSource, from: string): Promise<Response> {
+  const pk = pubkeyParam(url);
+  if (pk instanceof Response) return pk;
   const amountParam = url.searchParams.get("amount");
-  let amount: number | undefined;
-  if (amountParam !== null) {
-    amount = /^\d{1,9}$/.test(amountParam) ? Number(amountParam) : 0;
-    if (amount < 1 || amount > MAX_TOP_UP) return json(400, { error: JOIN_TEXTS.badAmount }, CORS);
-  }
-  if (src.admin.bannedPubkeys.has(pubkey) || setOf(src.config.authorization.pubkey_denylist).has(pubkey))
-    return json(403, { error: JOIN_TEXTS.banned }, CORS);
-  return invoiceResponse(await payments.invoiceFor(pubkey, group, amount));
+  const amount = amountParam === null ? undefined : /^\d{1,9}$/.test(amountParam) ? Number(amountParam) : 0;
+  if (amount !== undefined && (amount < 1 || amount > MAX_TOP_UP)) return jsonAnswer({ error: JOIN_TEXTS.badAmount }, 400);
+  if (src.admin.bannedPubkeys.has(pk) || setOf(src.config.authorization.pubkey_denylist).has(pk))
+    return jsonAnswer({ error: JOIN_TEXTS.banned }, 403);
+  const payments = src.access?.engines.payments;
+  if (!payments) return jsonAnswer({ error: JOIN_TEXTS.notRunning }, 503);
+  return invoiceAnswer(await payments.invoiceFor(pk, from, amount));
 }
 
-/** Each answer of Payments.invoiceFor as the design's status and body (exactly these keys). */
-function invoiceResponse(a: InvoiceAnswer): Response {
+/** Each answer of Payments.invoiceFor as its status and body (exactly these keys). */
+function invoiceAnswer(a: InvoiceAnswer): Response {
   switch (a.kind) {
     case "admitted":
-      return json(200, { admitted: true }, CORS);
+      return jsonAnswer({ admitted: true });
     case "invoice":
-      return json(200, { invoice: a.invoice, payment_hash: a.payment_hash, amount_sats: a.amount_sats }, CORS);
+      return jsonAnswer({ invoice: a.invoice, payment_hash: a.payment_hash, amount_sats: a.amount_sats });
     case "closed":
-      return json(403, { error: JOIN_TEXTS.closed }, CORS);
+      return jsonAnswer({ error: JOIN_TEXTS.closed }, 403);
     case "limited":
-      return json(429, { error: JOIN_TEXTS.joins(a.retryAfterS) }, { ...CORS, "Retry-After": String(a.retryAfterS) });
+      return jsonAnswer({ error: JOIN_TEXTS.joins(a.retryAfterS) }, 429, { "Retry-After": String(a.retryAfterS) });
     case "full":
-      return json(503, { error: JOIN_TEXTS.full }, CORS);
+      return jsonAnswer({ error: JOIN_TEXTS.full }, 503);
     case "node-error":
-      return json(502, { error: JOIN_TEXTS.node }, CORS);
+      return jsonAnswer({ error: JOIN_TEXTS.node }, 502);
   }
 }
 
-async function status(url: URL, payments: PaymentsEngine): Promise<Response> {
-  const pubkey = pubkeyOf(url.searchParams.get("pubkey") ?? "");
-  if (!pubkey) return json(400, { error: JOIN_TEXTS.badPubkey }, CORS);
-  return json(200, { admitted: await payments.status(pubkey) }, CORS);
+/**
+ * GET /join/status?pubkey=: 200 {admitted}; while not, its open invoice is checked at the node
+ * (coalesced per invoice), so the page turns "paid" without a webhook. 60 a minute per address group.
+ */
+async function status(url: URL, src: JoinSource, from: string): Promise<Response> {
+  const pk = pubkeyParam(url);
+  if (pk instanceof Response) return pk;
+  const payments = src.access?.engines.payments;
+  if (!payments) return jsonAnswer({ error: JOIN_TEXTS.notRunning }, 503);
+  const wait = payments.statusWait(from);
+  if (wait > 0) return jsonAnswer({ error: JOIN_TEXTS.checks(wait) }, 429, { "Retry-After": String(wait) });
+  return jsonAnswer({ admitted: await payments.status(pk) });
 }
 
 /**
- * POST /lnbits: 200 {} for anything (a sender learns nothing), 413 past 8 KiB. The body goes to
- * payments as a hint; the answer does not wait for the node.
+ * POST /lnbits: 200 {} at once whatever the body says (a sender learns nothing), 413 past
+ * MAX_WEBHOOK_BYTES. The body is a hint: payments asks the node about the invoice it names.
  */
-async function webhook(req: Request, payments: PaymentsEngine): Promise<Response> {
-  if (req.method !== "POST") return new Response("method not allowed", { status: 405, headers: { Allow: "POST" } });
-  if (Number(req.headers.get("content-length") ?? 0) > MAX_WEBHOOK_BYTES) return json(413, { error: "invalid: body too large" });
+async function webhook(req: Request, src: JoinSource): Promise<Response> {
+  const tooBig = () => new Response("{}", { status: 413, headers: JSON_HEADERS });
+  if (Number(req.headers.get("content-length") ?? 0) > MAX_WEBHOOK_BYTES) return tooBig();
   const body = await readCapped(req);
-  if (body === undefined) return json(413, { error: "invalid: body too large" });
-  payments.webhook(body);
-  return json(200, {});
+  if (body === undefined) return tooBig();
+  src.access?.engines.payments?.webhook(body);
+  return new Response("{}", { headers: JSON_HEADERS });
 }
 
 /** The body as text, or undefined past MAX_WEBHOOK_BYTES (not read further). */
@@ -150,17 +171,4 @@ async function readCapped(req: Request): Promise<string | undefined> {
     return "";
   }
   return new TextDecoder().decode(Buffer.concat(chunks));
-}
-
-/** Until WP5's page: the terms, the cost and where the JSON is, as plain HTML with no script. */
-function plainPage(_req: Request, src: JoinSource): Response {
-  const pay = src.config.pay_to_relay;
-  const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const html = `<!doctype html><meta charset="utf-8"><title>Join ${esc(src.config.info.name)}</title>
-<h1>Join ${esc(src.config.info.name)}</h1><p>${esc(pay.terms_message)}</p>
-<p>Admission: ${pay.admission_cost} sats${pay.cost_per_event > 0 ? `, then ${pay.cost_per_event} sats per event` : ""}.</p>
-<p>GET <code>join/invoice?pubkey=&lt;hex or npub&gt;</code> with <code>Accept: application/json</code> for an invoice; <code>join/status?pubkey=…</code> says when it is paid.</p>`;
-  return new Response(html, {
-    headers: { "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store", "Content-Security-Policy": "default-src 'none'" },
-  });
 }

@@ -1,12 +1,12 @@
-// Plain HTTP on the relay path (httpRoutes): /metrics, the admin page and its NIP-86 API,
+// Plain HTTP on the relay path (httpRoutes): /metrics, the admin page and its NIP-86 API, /join,
 // status.json, NIP-11 for Accept: application/nostr+json (with CORS, also on OPTIONS) and a status
 // page for browsers. A websocket upgrade on the relay path is the relay's (relay/upgrade.ts).
 import { relayInfo } from "../nips/nip11.ts";
 import { type AdminApiSource, handleAdminRequest, isAdminRequest } from "./admin-api.ts";
 import { adminCsp, adminPage } from "./admin-page.ts";
-import { accessRoutes, type JoinSource } from "./join.ts";
 import { landingPage, STATUS_CSP } from "./landing.ts";
 import { metricsResponse, wantsMetrics } from "./metrics.ts";
+import { accessRoutes, type JoinSource } from "./join.ts";
 import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "./status.ts";
 
 /** What the routes read: the relay's state, and the texts only the relay can make. */
@@ -32,8 +32,6 @@ export function httpRoutes(src: HttpSources): HttpRoute {
   const { config } = src.relay;
   // Not reloadable: read once.
   const path = config.network.path;
-  // Paid admission: /join, /join/invoice, /join/status, /lnbits (404 while pay is off).
-  const access = accessRoutes(src.relay);
   return (req, peer) => {
     // Without a Host header (HTTP/1.0) Bun cannot build the URL: read the path from the request line.
     if (!URL.canParse(req.url)) return new Response("bad request", { status: 400 });
@@ -41,7 +39,8 @@ export function httpRoutes(src: HttpSources): HttpRoute {
     if (wantsMetrics(req, url.pathname, path, config)) return metricsResponse(req, config, src.metrics, peer());
     if (url.pathname === adminPagePath(path)) return adminPageResponse(req, path);
     if (url.pathname === statusJsonPath(path)) return statusJsonResponse(req, src.statusJson);
-    const joined = access(req, url, peer);
+    // Paid admission (issue 33): /join, /join/invoice, /join/status, POST /lnbits; not found while pay is off.
+    const joined = accessRoutes(req, url, src.relay, peer);
     if (joined) return joined;
     if (url.pathname !== path) return new Response("not found", { status: 404 });
     if (isAdminRequest(req)) return handleAdminRequest(req, src.relay);
