@@ -44,16 +44,6 @@ export interface AdmitContext {
   };
   /** Fans an ephemeral event out to live subscribers; without it (an import) ephemeral events are dropped before their signature is checked. */
   ephemeral?(e: NostrEvent, json: string): void;
-  /**
-   * Issue 33, paid per event (access/ledger.ts): asked after the signature (a forged event never
-   * touches a balance) and before the plugin; `reserve` refuses when the balance less what is
-   * reserved does not cover the event; each reserve that did not refuse is settled once, with
-   * whether the event was stored (charged) or not (released). Absent: nothing is charged.
-   */
-  readonly ledger?: {
-    reserve(pubkey: string): Refusal | undefined;
-    settle(pubkey: string, stored: boolean): void;
-  };
 }
 
 /** The write-policy plugin's answer (relay/plugin/plugin.ts); undefined: accepted. */
@@ -78,6 +68,17 @@ export interface Source {
    * is the OK (fate "answered"); it is never fanned out.
    */
   relayRequest?(e: NostrEvent): Promise<PluginVerdict> | undefined;
+  /**
+   * Issue 33, paid per event (access/ledger.ts): asked after the signature (a forged event never
+   * touches a balance) and before the plugin; `reserve` refuses when the balance less what is
+   * reserved does not cover the event; each reserve that did not refuse is settled once, with
+   * whether the event was stored (charged) or not (released). On a client's Source only: a
+   * mirror's or an import's events are the operator's choice, never charged. Absent: nothing is.
+   */
+  readonly ledger?: {
+    reserve(pubkey: string): Refusal | undefined;
+    settle(pubkey: string, stored: boolean): void;
+  };
 }
 
 const INVALID_ID = refuse("invalid", "event id does not match the event");
@@ -153,7 +154,7 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
       return no("refused", o.stored || o.duplicate ? refusal : o.refusal);
     }
     // Paid per event: reserved now, charged once stored (released otherwise).
-    const held = ctx.ledger?.reserve(e.pubkey);
+    const held = src.ledger?.reserve(e.pubkey);
     if (held) return no("refused", held);
     let stored = false;
     try {
@@ -171,7 +172,7 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
       stored = o.fate === "accepted";
       return o;
     } finally {
-      ctx.ledger?.settle(e.pubkey, stored);
+      src.ledger?.settle(e.pubkey, stored);
     }
   } finally {
     src.session && src.session.inflight--;

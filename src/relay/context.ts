@@ -2,7 +2,7 @@
 // write-policy plugin and the metrics. The interface only: the decisions made from it live with
 // their subject (policy/visibility.ts, connection/budget.ts, write/policy-context.ts).
 import type { AdmissionRegistry } from "../access/registry.ts";
-import type { AdmitContext } from "../admit/admit.ts";
+import type { Source } from "../admit/admit.ts";
 import type { AdminState } from "../admin/state.ts";
 import type { LogLimiter } from "../log.ts";
 import type { Config } from "../config/schema.ts";
@@ -51,7 +51,7 @@ export interface RelayContext extends BudgetState {
   /** Issue 33: who is admitted and why (access/registry.ts), present while an admission model is on or read = "members". */
   access?: AdmissionRegistry;
   /** Issue 33, paid per event (access/ledger.ts): admit's reserve and settle; absent while nothing is charged. */
-  ledger?: AdmitContext["ledger"];
+  ledger?: Source["ledger"];
   /** Issue 33, NIP-43 (relay/membership.ts): the relay's side of its members, present while [membership] enabled. */
   membership?: MembershipHooks;
   /** The [options] write_policy_plugin of this relay, started on the first event that needs it (plugin/plugin.ts). */

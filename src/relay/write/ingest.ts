@@ -37,6 +37,8 @@ function clientSource(ctx: RelayContext, ws: Socket): Source {
     writePolicy: (e, json) => askWritePolicy(ctx, s, e, json),
     // NIP-43 join and leave, answered by the relay (relay/membership.ts).
     relayRequest: ctx.membership && ((e) => ctx.membership?.relayRequest(e, s.authed)),
+    // Paid per event (access/ledger.ts): a client's events only, never a mirror's.
+    ledger: ctx.ledger,
   };
 }
 
