@@ -175,9 +175,12 @@ describe("LNbits", () => {
     const s = signer();
     const inv = await invoiceOf(main, s.pubkey);
     lnbits.markPaid(inv.body.payment_hash);
-    await lnbits.sendWebhook(inv.body.payment_hash);
+    expect(await lnbits.sendWebhook(inv.body.payment_hash, { delayMs: 300 })).toBe(200);
     expect((await acceptedWithin(main, s, 5_000))[2]).toBe(true);
+    const paid = main.relay.ctx.access!.metrics.invoices.paid;
     for (let i = 0; i < 3; i++) expect(await lnbits.sendWebhook(inv.body.payment_hash)).toBe(200);
+    await Bun.sleep(100);
+    expect(main.relay.ctx.access!.metrics.invoices.paid).toBe(paid);
     const rows = (await main.relay.ctx.store.admission.rows()).filter((r: any) => r.pubkey === s.pubkey);
     expect(rows.map((r: any) => r.basis)).toEqual(["paid"]);
     expect(JSON.parse(rows[0]!.evidence).payment_hash).toBe(inv.body.payment_hash);
@@ -227,6 +230,21 @@ describe("LNbits", () => {
     } finally {
       main.relay.ctx.config.pay_to_relay.sign_ups = true;
     }
+  });
+
+  test("max_open_invoices reached: 503 with its text, and no node call", async () => {
+    const creates = lnbits.calls.create;
+    main.relay.ctx.config.pay_to_relay.max_open_invoices = 1;
+    try {
+      expect(await invoiceOf(main, signer().pubkey)).toMatchObject({
+        status: 503,
+        body: { error: "error: too many open invoices, try again later" },
+      });
+    } finally {
+      main.relay.ctx.config.pay_to_relay.max_open_invoices = 10_000;
+    }
+    expect(lnbits.calls.create).toBe(creates);
+    expect((await invoiceOf(main, signer().pubkey)).status).toBe(200);
   });
 
   test.each(["down", "slow", "garbage", "500"] as const)(
