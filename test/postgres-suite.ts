@@ -38,6 +38,7 @@ const SUITE = [
   "nip50",
   "nip62",
   "nip70",
+  "pay",
   "nip77",
   "nip86",
   "pages",
