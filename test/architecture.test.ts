@@ -61,6 +61,7 @@ const ORDER = [
   "verify", // signature verification: worker pool, native library
   "admin", // NIP-86 admin state
   "groups", // NIP-29 group state: built from committed events, judged by a policy
+  "access", // who is admitted and why (issue 33): the registry and the admission engines
   "admit", // the one EVENT admission pipeline
   "http", // plain HTTP: NIP-11, status and admin pages, NIP-86 API, /metrics
   "observe", // the relay's counters and the status page's charts
@@ -130,6 +131,9 @@ const RELAY_ORDER = [
   "write", // EVENT into admit/, and the mirrors
   "groups-purge.ts", // NIP-29: the deletions of 9005 and 9008, run again where one could be missed
   "groups.ts", // NIP-29: the relay's side of the group state (what it signs and deletes)
+  "membership.ts", // NIP-43: the relay's side of its members (join, leave, invites, 13534) (issue 33, WP4)
+  "wot-refresh.ts", // the web of trust's follow lists fetched from other relays (issue 33, WP3)
+  "admission.ts", // issue 33: the admission registry and its engines, started
   "auth.ts", // NIP-42
   "wiring.ts", // the context built, the store's commit feed to live subscriptions
   "upgrade.ts", // who is let in: the websocket upgrade and its limits

@@ -61,6 +61,18 @@ interface ProxySettings {
 }
 
 /**
+ * The client's address: the socket's peer (an IPv4 peer on a dual-stack socket, ::ffff:a.b.c.d,
+ * read as a.b.c.d), or what remote_ip_header says when the peer is a trusted proxy (its last
+ * entry: the one our proxy appended). Every per-address limit counts by this address.
+ */
+export function clientAddress(socketPeer: string, headers: Headers, network: ProxySettings): string {
+  const peer = socketPeer.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, "");
+  const header = network.remote_ip_header;
+  if (!header || !network.trusted_proxies.includes(peer)) return peer;
+  return headers.get(header)?.split(",").at(-1)?.trim() || peer;
+}
+
+/**
  * A warning when a websocket upgrade looks proxied but the relay is not set up to read the
  * client's address from it: a loopback or private peer sending X-Forwarded-For, X-Real-IP,
  * Forwarded (or the configured remote_ip_header) while remote_ip_header is unset or the peer is

@@ -43,6 +43,8 @@ export async function shutdown(live: Live): Promise<void> {
   drain.running = false;
   // Bounded: a writer thread that hangs must not keep the process from exiting.
   await Promise.race([ctx.writer.drain(), Bun.sleep(30_000)]);
+  // Paid admission: the poller stopped, the balances written (the events above are settled).
+  await ctx.access?.engines.payments?.stop();
   for (const ws of sockets) if (!told.has(ws)) ws.close(closing.code, closing.reason);
   // Let the close handshakes finish before cutting what is left.
   await Promise.race([gone, Bun.sleep(1000)]);

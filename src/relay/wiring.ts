@@ -25,6 +25,7 @@ import type { RelayContext } from "./context.ts";
 import { Fanout } from "./fanout/fanout.ts";
 import { pluginSettings, WritePolicyPlugin } from "./plugin/plugin.ts";
 import { GroupRelay } from "./groups.ts";
+import { admissionWanted, startAdmission } from "./admission.ts";
 import { liveFeed } from "./read/live.ts";
 
 export interface RelayOptions {
@@ -145,6 +146,7 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     connections: () => sockets.size,
   };
   const groups = config.groups.enabled ? startGroups(ctx) : undefined;
+  const access = admissionWanted(config) ? startAdmission(ctx) : undefined;
   // The store's one feed of what is committed, in commit order, whoever wrote it (on Postgres,
   // any node; with the other nodes' ephemeral events and admin changes): to the live
   // subscriptions and memory's answers (relay/read/live.ts).
@@ -154,9 +156,13 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     // The group state first, so the fanout of a 9000/9001/9002 already sees its members and flags.
     committed(e, json) {
       groups?.committed(e);
+      access?.committed(e);
       feed.committed(e, json);
     },
-    adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
+    adminChanged() {
+      ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err));
+      access?.load().catch((err) => console.error("could not reload the admissions:", err));
+    },
   });
   // A store that names every change lets memory answer (relay/answers/); one with other nodes
   // writing (Postgres) does not.
@@ -166,6 +172,11 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
   // After the subscription: what the feed brings while the rebuild reads is applied after it.
   if (groups) shared.ready = groups.start();
+  // Writers are refused "loading" until the rows are read (policy/admission.ts).
+  if (access) {
+    const loading = access.load().catch((err) => console.error("could not load the admissions:", err));
+    shared.ready = Promise.all([shared.ready, loading]).then(() => {});
+  }
   return Object.assign(shared, { ctx });
 }
 

@@ -2,7 +2,7 @@
 // remote_ip_header names ([network]). Every per-address limit counts by this address.
 import type { Server } from "bun";
 import type { Config } from "../../config/schema.ts";
-import { proxyWarning } from "../../policy/ip.ts";
+import { clientAddress, proxyWarning } from "../../policy/ip.ts";
 import type { Session } from "./session.ts";
 
 /** The socket's peer address; an IPv4 peer on a dual-stack socket shows as ::ffff:a.b.c.d, read as a.b.c.d. */
@@ -11,12 +11,7 @@ const peerAddress = (req: Request, srv: Server<Session>): string =>
 
 /** The socket's peer, or what remote_ip_header says when the peer is a trusted proxy. */
 export function clientIp(req: Request, srv: Server<Session>, config: Config): string {
-  const peer = peerAddress(req, srv);
-  const header = config.network.remote_ip_header;
-  if (!header || !config.network.trusted_proxies.includes(peer)) return peer;
-  // The proxy appends the address it saw; the last entry is the one our proxy vouches for.
-  const forwarded = req.headers.get(header)?.split(",").at(-1)?.trim();
-  return forwarded || peer;
+  return clientAddress(peerAddress(req, srv), req.headers, config.network);
 }
 
 /**

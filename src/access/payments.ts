@@ -1,0 +1,339 @@
+// Paid admission: invoices made with the payment node, and pubkeys admitted once the node itself
+// says an invoice is paid. Three things lead to that question, all through `check` (coalesced per
+// invoice): the webhook (only a hint: its body is never read for a status, so a forged or replayed
+// one admits nobody), /join/status (the page turns "paid" without a webhook) and the poller (a
+// payment whose webhook never came). Every path into the node is bounded: invoice creations per
+// address group, open invoices, webhook hints per second, checks per invoice, the poller's page.
+import type { InvoiceRow } from "../store/types.ts";
+import { RateLimiter } from "../policy/rate-limit.ts";
+import { LogLimiter } from "../log.ts";
+import { encodeNpub } from "../nips/nip19.ts";
+import type { Ledger } from "./ledger.ts";
+import type { AccessMetrics } from "./metrics.ts";
+import { HASH, NodeFaults, type NodeCallName, type NodeStatus, type PaymentNode } from "./lightning.ts";
+
+export type Purpose = InvoiceRow["purpose"];
+
+/** What payments need of the store (`Store.admission`). */
+export type InvoiceStore = Pick<
+  import("../store/types.ts").AdmissionStore,
+  "putInvoice" | "invoice" | "openInvoice" | "openInvoices" | "dueInvoices" | "checkedInvoice" | "settleInvoice"
+>;
+
+/** What payments need of the registry. */
+export interface Admitter {
+  /** Whether `pubkey` may write now on any enabled basis. */
+  admitted(pubkey: string): boolean;
+  admitPaid(pubkey: string, evidence: { payment_hash: string; amount_sats: number; paid_at: number }): Promise<void>;
+}
+
+/** The [pay_to_relay] keys payments read, at each use (a reload changes the reloadable ones). */
+export interface PayKeys {
+  admission_cost: number;
+  sign_ups: boolean;
+  invoice_expiry_seconds: number;
+  poll_seconds: number;
+  max_open_invoices: number;
+  join_attempts_per_hour: number;
+}
+
+export interface PaymentsOptions {
+  node: PaymentNode;
+  store: InvoiceStore;
+  admitter: Admitter;
+  ledger: Ledger;
+  keys: () => PayKeys;
+  /** Where the node posts its webhook, read at each invoice; undefined: none (CLN, or no relay_url). */
+  webhookUrl?: () => string | undefined;
+  /** The /metrics counters (registry.metrics). */
+  metrics?: AccessMetrics;
+  now?: () => number;
+  /** Milliseconds, for the spacing of checks (tests move it). */
+  nowMs?: () => number;
+}
+
+export type InvoiceAnswer =
+  | { kind: "admitted" }
+  | { kind: "invoice"; invoice: string; payment_hash: string; amount_sats: number }
+  | { kind: "closed" }
+  | { kind: "limited"; retryAfterS: number }
+  | { kind: "full" }
+  | { kind: "node-error" };
+
+/** An invoice with less than this left (or a quarter of invoice_expiry_seconds) is replaced rather than handed out again. */
+export const MIN_LEFT_S = 60;
+/** How long after its expiry an unpaid invoice is still asked about (a payment made at the last second). */
+export const EXPIRY_GRACE_S = 120;
+/** One node check per invoice at most this often, whoever asks. */
+export const CHECK_EVERY_MS = 2_000;
+/** Webhook hints turned into checks, per second, over all senders. */
+export const WEBHOOK_CHECKS_PER_S = 20;
+/** The poller's page and how many of its checks run at once. */
+export const POLL_PAGE = 100;
+export const POLL_CONCURRENCY = 4;
+/** Address groups remembered by the join bucket (least recently used dropped). */
+export const JOIN_GROUPS = 10_000;
+/** /join/status asks per address group and minute (each may start a node check, coalesced per invoice). */
+export const STATUS_PER_MINUTE = 60;
+
+export class Payments {
+  readonly faults: NodeFaults;
+  private readonly creating = new Map<string, Promise<InvoiceAnswer>>();
+  private readonly checking = new Map<string, Promise<NodeStatus["state"] | undefined>>();
+  private readonly checkedAt = new Map<string, number>();
+  private readonly joins = new RateLimiter({ maxKeys: JOIN_GROUPS });
+  private readonly hints = new RateLimiter({ maxKeys: 1 });
+  private readonly statusAsks = new RateLimiter({ maxKeys: JOIN_GROUPS });
+  private readonly lines = new LogLimiter();
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private polling: Promise<void> | undefined;
+  private stopped = false;
+  private loaded = false;
+  private readonly now: () => number;
+  private readonly nowMs: () => number;
+
+  constructor(private readonly o: PaymentsOptions) {
+    this.now = o.now ?? (() => Math.floor(Date.now() / 1000));
+    this.nowMs = o.nowMs ?? Date.now;
+    this.faults = new NodeFaults(o.node.name, (call) => o.metrics && o.metrics.nodeErrors[call]++);
+  }
+
+  /** Writers paying per event are refused "loading" until the balances are read. */
+  get ready(): boolean {
+    return this.loaded;
+  }
+
+  async load(): Promise<void> {
+    await this.o.ledger.load();
+    this.loaded = true;
+  }
+
+  /** Sats left for a pubkey that pays per event (less what its events in flight hold); else undefined. */
+  balance(pubkey: string): number | undefined {
+    return this.o.ledger.charges(pubkey) ? this.o.ledger.available(pubkey) : undefined;
+  }
+
+  /** Polls every poll_seconds until stop(). */
+  start(): void {
+    this.stopped = false;
+    this.o.ledger.start();
+    const next = () => {
+      if (this.stopped) return;
+      this.timer = setTimeout(() => {
+        this.polling = this.poll().finally(() => {
+          this.polling = undefined;
+          next();
+        });
+      }, this.o.keys().poll_seconds * 1000);
+      this.timer.unref?.();
+    };
+    next();
+  }
+
+  /** Stops polling, waits for the calls in flight, writes the balances. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.polling;
+    await Promise.allSettled([...this.checking.values(), ...this.creating.values()]);
+    await this.o.ledger.stop();
+  }
+
+  /**
+   * The invoice a pubkey pays: for admission (at admission_cost) when not admitted, or a top-up of
+   * `amount` sats when admitted (with `amount`). `group` is the asker's address group (policy/ip.ts),
+   * whose bucket of join_attempts_per_hour only a new invoice takes from.
+   */
+  invoiceFor(pubkey: string, group: string, amount?: number): Promise<InvoiceAnswer> {
+    const admitted = this.o.admitter.admitted(pubkey);
+    if (admitted && amount === undefined) return Promise.resolve({ kind: "admitted" });
+    if (!admitted && !this.o.keys().sign_ups) return Promise.resolve({ kind: "closed" });
+    const purpose: Purpose = admitted ? "topup" : "admission";
+    const sats = admitted ? amount! : this.o.keys().admission_cost;
+    const key = `${purpose}:${pubkey}:${sats}`;
+    let p = this.creating.get(key);
+    if (!p) {
+      p = this.make(pubkey, purpose, sats, group).finally(() => this.creating.delete(key));
+      this.creating.set(key, p);
+    }
+    return p;
+  }
+
+  private async make(pubkey: string, purpose: Purpose, sats: number, group: string): Promise<InvoiceAnswer> {
+    const now = this.now();
+    const open = await this.o.store.openInvoice(pubkey, purpose, now);
+    const keep = Math.min(MIN_LEFT_S, Math.floor(this.o.keys().invoice_expiry_seconds / 4));
+    if (open && open.amount_sats === sats && open.expires_at - now > keep) return shown(open);
+    // An open invoice about to expire is replaced; it is asked about once more first (paid at the last minute?).
+    if (open && open.amount_sats === sats) {
+      const state = await this.check(open.payment_hash, true);
+      if (state === "paid") return purpose === "admission" ? { kind: "admitted" } : this.make(pubkey, purpose, sats, group);
+    }
+    if (sats === 0) {
+      await this.o.admitter.admitPaid(pubkey, { payment_hash: "", amount_sats: 0, paid_at: now });
+      return { kind: "admitted" };
+    }
+    const perHour = this.o.keys().join_attempts_per_hour;
+    const waitMs = this.joins.take([{ key: group, rate: { perMinute: perHour / 60, burst: perHour } }]);
+    if (waitMs > 0) {
+      if (this.o.metrics) this.o.metrics.joinLimited++;
+      const held = this.lines.take("join-limited");
+      if (held)
+        console.warn(
+          `payments: join attempts limited for an address group${held.count ? ` (${held.count} more since the last line)` : ""}`,
+        );
+      return { kind: "limited", retryAfterS: Math.ceil(waitMs / 1000) };
+    }
+    if ((await this.o.store.openInvoices(now)) >= this.o.keys().max_open_invoices) return { kind: "full" };
+    const expiry = this.o.keys().invoice_expiry_seconds;
+    const npub = encodeNpub(pubkey);
+    const memo = `bunstr ${purpose === "admission" ? "admission" : "top-up"} ${npub.slice(0, 12)}…${npub.slice(-6)}`;
+    let made: { bolt11: string; payment_hash: string };
+    try {
+      made = await this.o.node.create(sats, memo, this.o.webhookUrl?.(), expiry);
+    } catch (err) {
+      this.fault("create", err);
+      return { kind: "node-error" };
+    }
+    const row: InvoiceRow = {
+      payment_hash: made.payment_hash,
+      pubkey,
+      purpose,
+      amount_sats: sats,
+      bolt11: made.bolt11,
+      status: "unpaid",
+      created_at: now,
+      expires_at: now + expiry,
+      paid_at: null,
+      checked_at: null,
+    };
+    await this.o.store.putInvoice(row);
+    this.count("invoices", "created");
+    return shown(row);
+  }
+
+  /**
+   * Asks the node about an invoice of the store and acts on the answer; coalesced (one call in
+   * flight per invoice, at most one per CHECK_EVERY_MS unless `force`). Resolves with the state
+   * acted on, or undefined when skipped, unknown to the store, or the node failed.
+   */
+  check(hash: string, force = false): Promise<NodeStatus["state"] | undefined> {
+    if (!HASH.test(hash)) return Promise.resolve(undefined);
+    const inflight = this.checking.get(hash);
+    if (inflight) return inflight;
+    const at = this.nowMs();
+    if (!force && at - (this.checkedAt.get(hash) ?? 0) < CHECK_EVERY_MS) return Promise.resolve(undefined);
+    this.checkedAt.set(hash, at);
+    if (this.checkedAt.size > 4 * JOIN_GROUPS) for (const [h, t] of this.checkedAt) if (at - t >= CHECK_EVERY_MS) this.checkedAt.delete(h);
+    const p = this.ask(hash).finally(() => this.checking.delete(hash));
+    this.checking.set(hash, p);
+    return p;
+  }
+
+  private async ask(hash: string): Promise<NodeStatus["state"] | undefined> {
+    const row = await this.o.store.invoice(hash);
+    if (!row) return undefined;
+    if (row.status !== "unpaid") return row.status;
+    let status: NodeStatus;
+    try {
+      status = await this.o.node.check(hash);
+    } catch (err) {
+      this.fault("check", err);
+      return undefined;
+    }
+    const now = this.now();
+    if (status.state === "paid") {
+      if (status.receivedSats !== undefined && status.receivedSats < row.amount_sats) {
+        const held = this.lines.take("short");
+        if (held) console.warn(`payments: invoice ${hash} paid ${status.receivedSats} of ${row.amount_sats} sats: not admitted`);
+        await this.o.store.checkedInvoice(hash, this.now());
+        return "unpaid";
+      }
+      if (await this.o.store.settleInvoice(hash, "paid", now)) await this.paid(row, now);
+      return "paid";
+    }
+    // Not paid by its expiry: no payment can arrive any more (the grace only let a last-second payment be seen).
+    const lapsed = status.state === "expired" || now > row.expires_at;
+    if (lapsed) {
+      if (await this.o.store.settleInvoice(hash, "expired", now)) this.count("invoices", "expired");
+      return "expired";
+    }
+    // Still unpaid: to the back of the poller's queue.
+    await this.o.store.checkedInvoice(hash, now);
+    return status.state;
+  }
+
+  private async paid(row: InvoiceRow, now: number): Promise<void> {
+    this.count("invoices", "paid");
+    if (row.purpose === "topup") this.o.ledger.credit(row.pubkey, row.amount_sats);
+    else await this.o.admitter.admitPaid(row.pubkey, { payment_hash: row.payment_hash, amount_sats: row.amount_sats, paid_at: now });
+  }
+
+  /** Seconds an address group must wait before its next /join/status; 0: it may ask now. */
+  statusWait(group: string): number {
+    const ms = this.statusAsks.take([{ key: group, rate: { perMinute: STATUS_PER_MINUTE, burst: STATUS_PER_MINUTE } }]);
+    return Math.ceil(ms / 1000);
+  }
+
+  /**
+   * /join/status: whether `pubkey` may write; when not, its open admission invoice is checked
+   * (coalesced), so a payment shows without a webhook.
+   */
+  async status(pubkey: string): Promise<boolean> {
+    if (this.o.admitter.admitted(pubkey)) return true;
+    const open = await this.o.store.openInvoice(pubkey, "admission", this.now());
+    if (!open) return false;
+    return (await this.check(open.payment_hash)) === "paid" && this.o.admitter.admitted(pubkey);
+  }
+
+  /**
+   * POST /lnbits: the body's payment_hash, if any, names an invoice to ask the node about; nothing
+   * else of the body is read. The caller answers 200 {} at once whatever happens here.
+   */
+  webhook(body: string): void {
+    let hash: unknown;
+    try {
+      hash = (JSON.parse(body) as { payment_hash?: unknown })?.payment_hash;
+    } catch {
+      hash = undefined;
+    }
+    if (typeof hash !== "string" || !HASH.test(hash)) {
+      this.count("webhooks", "unknown");
+      return;
+    }
+    if (this.hints.take([{ key: "webhook", rate: { perMinute: WEBHOOK_CHECKS_PER_S * 60, burst: WEBHOOK_CHECKS_PER_S } }]) > 0) {
+      this.count("webhooks", "dropped");
+      return;
+    }
+    void this.check(hash).then(
+      (state) => this.count("webhooks", state === undefined ? "unknown" : "checked"),
+      () => this.count("webhooks", "unknown"),
+    );
+  }
+
+  /** One pass of the poller: the unpaid invoices checked longest ago, POLL_CONCURRENCY at a time. */
+  async poll(): Promise<void> {
+    const rows = await this.o.store.dueInvoices(this.now(), EXPIRY_GRACE_S, POLL_PAGE);
+    let i = 0;
+    const worker = async () => {
+      while (i < rows.length && !this.stopped) await this.check(rows[i++]!.payment_hash, true).catch(() => undefined);
+    };
+    await Promise.all(Array.from({ length: POLL_CONCURRENCY }, worker));
+  }
+
+  private count<F extends "invoices" | "webhooks">(family: F, key: keyof AccessMetrics[F]): void {
+    if (this.o.metrics) (this.o.metrics[family][key] as number)++;
+  }
+
+  /** A NodeError, or a bug in a client: counted and logged the same way, never thrown at the asker. */
+  private fault(call: NodeCallName, err: unknown): void {
+    this.faults.record(call, err);
+  }
+}
+
+const shown = (row: InvoiceRow): InvoiceAnswer => ({
+  kind: "invoice",
+  invoice: row.bolt11,
+  payment_hash: row.payment_hash,
+  amount_sats: row.amount_sats,
+});

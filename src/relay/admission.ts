@@ -1,0 +1,92 @@
+// Issue 33: the admission registry and the engines of the models that are on, built at start
+// (relay/wiring.ts calls startAdmission). Each engine has its own function below, filled by its
+// package (paid: WP1, NIP-05: WP2, web of trust: WP3, NIP-43 members: WP4), so they merge apart:
+// each sets its `registry.engines.*` (and what else the relay asks of it: ctx.ledger,
+// ctx.membership) and hears the commit feed through registry.onCommitted.
+import { ClnRest, readRune } from "../access/clnrest.ts";
+import { Ledger } from "../access/ledger.ts";
+import { Lnbits } from "../access/lnbits.ts";
+import { Payments } from "../access/payments.ts";
+import { AdmissionRegistry } from "../access/registry.ts";
+import { httpBase } from "../config/admission.ts";
+import type { Config } from "../config/schema.ts";
+import { ADMISSION_TEXTS, admissionOn, BASIS_BIT, joinUrl } from "../policy/admission.ts";
+import { refuse } from "../protocol/reasons.ts";
+import type { RelayContext } from "./context.ts";
+
+/** An admission model is on (or passive NIP-05 checks, which record), or only members read. */
+export const admissionWanted = (c: Config): boolean =>
+  admissionOn(c) || c.verified_users.mode !== "disabled" || c.authorization.read === "members";
+
+/** The registry (ctx.access) and the engines of the models that are on. */
+export function startAdmission(ctx: RelayContext): AdmissionRegistry {
+  const registry = new AdmissionRegistry({
+    store: ctx.store.admission,
+    config: () => ctx.config,
+    admin: ctx.admin,
+    relayPubkey: ctx.relayKey.pubkey,
+  });
+  ctx.access = registry;
+  const c = ctx.config;
+  if (c.pay_to_relay.enabled) startPayments(ctx, registry);
+
+  if (c.verified_users.mode !== "disabled") startNip05(ctx, registry);
+
+  if (c.web_of_trust.enabled) startWebOfTrust(ctx, registry);
+
+  if (c.membership.enabled) startMembers(ctx, registry);
+
+  return registry;
+}
+
+/**
+ * Paid admission (WP1: access/payments.ts, access/ledger.ts): registry.engines.payments, and
+ * ctx.ledger (a no-op while cost_per_event is 0: it is reloadable). The node client is chosen
+ * once (processor, node_url, api_secret and rune_path are not reloadable; the timeout is).
+ */
+function startPayments(ctx: RelayContext, registry: AdmissionRegistry): void {
+  const pay = () => ctx.config.pay_to_relay;
+  const timeoutMs = () => pay().node_timeout_ms;
+  const nodeUrl = pay().node_url;
+  const node =
+    pay().processor === "ClnRest"
+      ? new ClnRest({ nodeUrl, rune: readRune(pay().rune_path), timeoutMs })
+      : new Lnbits({ nodeUrl, apiKey: pay().api_secret, timeoutMs });
+  const ledger = new Ledger(ctx.store.admission, {
+    cost: () => pay().cost_per_event,
+    // Paid per event: admitted by payment and nothing else (bits are masked to the enabled models).
+    payer: (pubkey) => registry.bits(pubkey) === BASIS_BIT.paid,
+    short: (pubkey, balance, cost) => refuse("blocked", ADMISSION_TEXTS.balance(balance, cost, joinUrl(ctx.config, pubkey))),
+  });
+  const payments = new Payments({
+    node,
+    store: ctx.store.admission,
+    ledger,
+    keys: pay,
+    metrics: registry.metrics,
+    admitter: {
+      admitted: (pubkey) => registry.bits(pubkey) !== 0,
+      admitPaid: (pubkey, evidence) => registry.admit(pubkey, "paid", evidence),
+    },
+    // LNbits posts to /lnbits under info.relay_url unless webhook_url says otherwise; CLN has no webhook.
+    webhookUrl: () =>
+      node instanceof Lnbits ? pay().webhook_url || (httpBase(ctx.config) && `${httpBase(ctx.config)}/lnbits`) || undefined : undefined,
+  });
+  registry.engines.payments = payments;
+  ctx.ledger = ledger;
+  payments
+    .load()
+    .then(() => {
+      if (!ctx.closing) payments.start();
+    })
+    .catch((err) => console.error("payments: could not load the balances:", err));
+}
+
+/** NIP-05 verified writers (WP2: access/nip05.ts): registry.engines.nip05, kind 0 through registry.onCommitted. */
+function startNip05(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
+
+/** The web of trust (WP3: access/wot.ts, relay/wot-refresh.ts): registry.engines.wot, kind 3 through registry.onCommitted. */
+function startWebOfTrust(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
+
+/** NIP-43 members (WP4: access/members.ts, relay/membership.ts): registry.engines.members, ctx.membership. */
+function startMembers(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
