@@ -64,13 +64,13 @@ describe("fetchNostrJson", () => {
     expect((await fetchNostrJson(wellKnownUrl({ name: "bob", domain: fake.domain }, false), off)).kind).toBe("refused");
     expect(await fetchNostrJson("https://localhost/.well-known/nostr.json?name=bob", off)).toMatchObject({
       kind: "refused",
-      error: expect.stringContaining("localhost is a private or loopback address"),
+      error: expect.stringContaining("localhost resolves to a private or loopback address"),
     });
     // A public-looking name resolving into the LAN (or any of its addresses doing so).
     const lan = { ...off, resolve: async () => ["93.184.215.14", "10.0.0.7"] };
     expect(await fetchNostrJson("https://example.com/.well-known/nostr.json?name=bob", lan)).toEqual({
       kind: "refused",
-      error: "example.com is a private or loopback address (10.0.0.7): not fetched",
+      error: "example.com resolves to a private or loopback address (10.0.0.7): not fetched",
     });
     for (const host of ["[::1]", "0.0.0.0", "192.168.1.1", "[::ffff:7f00:1]"])
       expect((await fetchNostrJson(`https://${host}/.well-known/nostr.json?name=bob`, off)).kind).toBe("refused");

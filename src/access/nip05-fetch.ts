@@ -6,7 +6,7 @@
 // `http_loopback` test switch is on.
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { hostOf, isLoopbackHost } from "../nips/nip05.ts";
+import { isLoopbackHost } from "../nips/nip05.ts";
 import { isPrivateAddress } from "../policy/ip.ts";
 
 export interface FetchLimits {
@@ -65,17 +65,13 @@ async function refusal(url: URL, limits: FetchLimits, signal: AbortSignal): Prom
   }
   if (url.protocol !== "https:") return "only https addresses are fetched";
   if (limits.loopback) return undefined;
-  const literal = hostOf(host).replace(/^\[|\]$/g, "");
-  let addresses: string[];
-  if (isIP(literal)) addresses = [literal];
-  else {
-    const looked = (limits.resolve ?? systemResolve)(host);
-    const aborted = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }));
-    addresses = await Promise.race([looked, aborted]);
-  }
+  const literal = host.replace(/^\[|\]$/g, "");
+  if (isIP(literal)) return isInternalAddress(literal) ? `${host} is a private or loopback address: not fetched` : undefined;
+  const looked = (limits.resolve ?? systemResolve)(host);
+  const aborted = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }));
   // Every address, not just the first: the connection may use any of them.
-  const internal = addresses.find(isInternalAddress);
-  return internal === undefined ? undefined : `${host} is a private or loopback address (${internal}): not fetched`;
+  const internal = (await Promise.race([looked, aborted])).find(isInternalAddress);
+  return internal === undefined ? undefined : `${host} resolves to a private or loopback address (${internal}): not fetched`;
 }
 
 /** The body as text, cut at `max` bytes: undefined when it is longer (the rest is never read). */

@@ -2,6 +2,7 @@
 // fanout, memory's answers, admin state, plugin, metrics), the store's commit feed to the live
 // subscriptions, and what the running relay keeps of its connections (Live).
 import type { Server } from "bun";
+import { startNip05Checks } from "../access/nip05.ts";
 import { AdmissionRegistry } from "../access/registry.ts";
 import { AdminState } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
@@ -197,6 +198,8 @@ function startAdmission(ctx: RelayContext): AdmissionRegistry {
     relayPubkey: ctx.relayKey.pubkey,
   });
   ctx.access = registry;
+  if (ctx.config.verified_users.mode !== "disabled")
+    startNip05Checks(registry, { config: () => ctx.config, store: ctx.store.admission, closing: () => ctx.closing });
   return registry;
 }
 
