@@ -4,7 +4,7 @@
 // events wait for the background check, and every way a domain can fail is bounded.
 import { afterAll, afterEach, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import type { Nip05Checks } from "../src/access/nip05.ts";
-import { Client, failOnRelayErrors, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
+import { Client, failOnRelayErrors, signer, startTestRelay, waitUntil, type Signer, type TestRelay } from "./helpers.ts";
 import { startFakeNostrJson, type FakeNostrJson } from "./fakes/nostr-json.ts";
 
 failOnRelayErrors();
@@ -102,6 +102,11 @@ describe("NIP-05 verified writers", () => {
     const row = await relay.ctx.store.admission.nip05(w.s.pubkey);
     expect(row).toMatchObject({ address: w.address, failures: 0, error: "" });
     expect(row!.verified_at).toBeNumber();
+    // A profile that no longer names the address gives the verification up (and the row goes).
+    expect((await c.publish(profile(w.s)))[2]).toBe(true);
+    await waitUntil("the verification withdrawn", () => relay.ctx.access!.bits(w.s.pubkey) === 0, 5000);
+    expect(await noteOk(w.s)).toEqual([false, "restricted: publish a kind 0 with a NIP-05 address this relay can verify first"]);
+    expect(await relay.ctx.store.admission.nip05(w.s.pubkey)).toBeUndefined();
   });
 
   test("failing: another pubkey, or no such name, with the exact texts", async () => {
