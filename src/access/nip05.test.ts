@@ -185,6 +185,25 @@ describe("Nip05Checks", () => {
     await r.checks.checkDue(2_000_000);
     await r.settle();
     expect(r.calls).toHaveLength(1);
+    // A domain blacklisted after its writer was verified (a reload): the schedule withdraws it, and it stays withdrawn.
+    r.calls[0]!.answer(r.names("bob", pk(4)));
+    await r.settle();
+    expect(r.admitted.has(pk(4))).toBe(true);
+    r.settings.domain_blacklist = ["bad.example", "good.example"];
+    await r.checks.checkDue(3_000_000);
+    await r.checks.checkDue(4_000_000);
+    expect(r.admitted.has(pk(4))).toBe(false);
+    expect(r.rows.get(pk(4))).toMatchObject({
+      verified_at: null,
+      checked_at: 4_000_000,
+      error: "good.example is on the relay's domain blacklist",
+    });
+    expect(r.calls).toHaveLength(1);
+    // What is not an address is kept short.
+    r.checks.committed(profile(pk(5), "x".repeat(10_000)));
+    await r.settle();
+    expect(r.checks.state(pk(5))!.address).toHaveLength(64);
+    expect(r.rows.get(pk(5))!.address).toHaveLength(64);
   });
 
   test("one fetch per domain at a time, domain_interval_ms apart, FETCHES_AT_ONCE in all", async () => {

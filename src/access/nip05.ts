@@ -71,6 +71,9 @@ export function startNip05Checks(
   return checks;
 }
 
+/** At most 64 characters of a text from a profile. */
+const cut = (text: string): string => (text.length > 64 ? `${text.slice(0, 63)}…` : text);
+
 interface Task {
   pubkey: string;
   address: Nip05Address;
@@ -155,13 +158,14 @@ export class Nip05Checks implements Nip05Engine {
     if (e.kind !== 0 || this.closed) return;
     const written = addressOfProfile(e.content);
     const address = written === undefined ? undefined : parseAddress(written);
-    const shown = address ? formatAddress(address) : (written ?? "");
+    // What is not an address is kept (row, state, refusal text) cut short: a profile may carry any length.
+    const shown = address ? formatAddress(address) : written === undefined ? "" : cut(written);
     const refused = address ? this.listRefusal(address) : undefined;
     const pubkey = e.pubkey;
     this.latest.set(pubkey, shown);
     this.dequeue(pubkey);
     if (written === undefined) this.setState(pubkey, undefined);
-    else if (!address) this.setState(pubkey, { address: written, state: "failed", error: "not a NIP-05 address" });
+    else if (!address) this.setState(pubkey, { address: shown, state: "failed", error: "not a NIP-05 address" });
     else if (refused) {
       this.setState(pubkey, { address: shown, state: "refused", error: refused });
       this.count("refused");
@@ -210,8 +214,10 @@ export class Nip05Checks implements Nip05Engine {
       const stopped = row.failures >= s.max_consecutive_failures;
       const refused = address ? this.listRefusal(address) : "not a NIP-05 address";
       // Not checked any more: a verification goes when it expires, or at once when the lists now refuse its domain.
-      if (row.verified_at !== null && (refused || ((stopped || !address) && now >= row.verified_at + expiration)))
+      if (row.verified_at !== null && (refused || ((stopped || !address) && now >= row.verified_at + expiration))) {
         await this.serial(row.pubkey, () => this.expire(row, now, refused));
+        continue;
+      }
       if (address && !stopped && !refused) {
         this.latest.set(row.pubkey, row.address);
         if (!this.enqueue({ pubkey: row.pubkey, address })) this.latest.delete(row.pubkey);
@@ -358,7 +364,7 @@ export class Nip05Checks implements Nip05Engine {
     }
     const failures = row.failures + 1;
     const gaveUp = failures >= s.max_consecutive_failures;
-    const shownError = gaveUp && result === "failed" ? `${error}; not checked again until a new kind 0` : error;
+    const shownError = gaveUp ? `${error}; not checked again until a new kind 0` : error;
     // A mismatch is the domain's answer: the verification goes now. A fault or a refusal keeps it until it expires.
     let verifiedAt = row.verified_at;
     if (verifiedAt !== null && (result === "mismatch" || now >= verifiedAt + durationSeconds(s.verify_expiration))) {
