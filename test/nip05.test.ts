@@ -285,6 +285,19 @@ describe("NIP-05 verified writers", () => {
   });
 });
 
+test("/metrics counts the checks by result, and the queue", async () => {
+  const text = await (await fetch(`http://127.0.0.1:${relay.server.port}/metrics`)).text();
+  const value = (series: string) => Number(new RegExp(`^${series.replace(/[{}"]/g, "\\$&")} (\\d+)$`, "m").exec(text)?.[1]);
+  const counted = checks().metrics.nip05Checks;
+  expect(counted.verified).toBeGreaterThanOrEqual(5);
+  expect(counted.mismatch).toBeGreaterThanOrEqual(3);
+  expect(counted.failed).toBeGreaterThanOrEqual(6);
+  expect(counted.refused).toBeGreaterThanOrEqual(3);
+  for (const result of ["verified", "mismatch", "failed", "refused"] as const)
+    expect(value(`bunstr_nip05_checks_total{result="${result}"}`)).toBe(counted[result]);
+  expect(value("bunstr_nip05_queue")).toBe(checks().queued);
+});
+
 describe("passive mode", () => {
   test("checks and records, and never refuses", async () => {
     const passive = await startTestRelay({ verified_users: { ...settings, mode: "passive" } });

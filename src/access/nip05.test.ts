@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import type { Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Nip05Row } from "../store/types.ts";
-import { FETCHES_AT_ONCE, Nip05Checks, QUEUE_MAX, type Nip05Result } from "./nip05.ts";
+import { FETCHES_AT_ONCE, Nip05Checks, QUEUE_MAX } from "./nip05.ts";
 import type { FetchOutcome } from "./nip05-fetch.ts";
 
 const pk = (i: number) => i.toString(16).padStart(64, "0");
@@ -42,7 +42,6 @@ function rig(settings: Partial<Config["verified_users"]> = {}) {
   const admitted = new Map<string, number | undefined>();
   const log: string[] = [];
   const calls: Call[] = [];
-  const counts: Nip05Result[] = [];
   const checks = new Nip05Checks({
     config: () => ({ verified_users }) as Config,
     store: {
@@ -65,13 +64,12 @@ function rig(settings: Partial<Config["verified_users"]> = {}) {
         admitted.delete(p);
       },
     },
-    counted: (r) => counts.push(r),
     fetch: (url) => new Promise<FetchOutcome>((answer) => calls.push({ url, at: Date.now(), answer })),
   });
   checks.clock = () => 1_000_000;
   const names = (name: string, pubkey: string): FetchOutcome => ({ kind: "json", json: { names: { [name]: pubkey } } });
   const settle = () => Bun.sleep(5);
-  return { checks, rows, admitted, log, calls, counts, names, settle, settings: verified_users };
+  return { checks, rows, admitted, log, calls, names, settle, settings: verified_users };
 }
 
 describe("Nip05Checks", () => {
@@ -94,7 +92,7 @@ describe("Nip05Checks", () => {
     expect(r.admitted.has(pk(1))).toBe(false);
     expect(r.log.at(-1)).toBe("revoke verified 01: bob@example.com does not name this pubkey");
     expect(r.checks.state(pk(1))).toMatchObject({ state: "failed", error: "bob@example.com does not name this pubkey" });
-    expect(r.counts).toEqual(["verified", "mismatch"]);
+    expect(r.checks.metrics.nip05Checks).toEqual({ verified: 1, mismatch: 1, failed: 0, refused: 0 });
   });
 
   test("a fault keeps a verification until it expires; max failures stop the checks until a new kind 0", async () => {
@@ -214,6 +212,7 @@ describe("Nip05Checks", () => {
     // d0..d19 and one.example: 21 domains ready, 8 started.
     expect(r.calls).toHaveLength(FETCHES_AT_ONCE);
     expect(r.checks.queued).toBe(23);
+    expect(r.checks.metrics.nip05Queue).toBe(23);
     for (const c of [...r.calls]) c.answer({ kind: "fault", error: "x" });
     await Bun.sleep(50);
     for (let round = 0; round < 10 && r.calls.length < 23; round++) {

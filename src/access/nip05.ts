@@ -35,6 +35,12 @@ const STATES_MAX = 100_000;
 /** What a check came to (bunstr_nip05_checks_total{result}). */
 export type Nip05Result = "verified" | "mismatch" | "failed" | "refused";
 
+/** The engine's counters (access/metrics.ts AccessMetrics has them): checks by result, and the queue gauge. */
+export interface Nip05Metrics {
+  readonly nip05Checks: Record<Nip05Result, number>;
+  nip05Queue: number;
+}
+
 /** The registry's side the engine writes (access/registry.ts AdmissionRegistry satisfies it). */
 export interface VerifiedAdmissions {
   admit(pubkey: string, basis: Basis, evidence: object, until?: number): Promise<void>;
@@ -47,8 +53,8 @@ export interface Nip05Deps {
   registry: VerifiedAdmissions;
   /** True once the relay is closing: the engine stops (its store is about to close). */
   closing?: () => boolean;
-  /** A check's result, told (tests); counted in `results` either way. */
-  counted?: (result: Nip05Result) => void;
+  /** Where the checks are counted (the registry's AccessMetrics); the engine's own by default. */
+  metrics?: Nip05Metrics;
   /** The fetch; access/nip05-fetch.ts by default. */
   fetch?: (url: string, limits: FetchLimits) => Promise<FetchOutcome>;
 }
@@ -60,11 +66,12 @@ export interface Nip05Deps {
 export function startNip05Checks(
   registry: VerifiedAdmissions & {
     engines: { nip05?: Nip05Engine };
+    metrics: Nip05Metrics;
     onCommitted(kinds: readonly number[], fn: (e: NostrEvent) => void): void;
   },
   deps: Omit<Nip05Deps, "registry">,
 ): Nip05Checks {
-  const checks = new Nip05Checks({ ...deps, registry });
+  const checks = new Nip05Checks({ metrics: registry.metrics, ...deps, registry });
   registry.onCommitted([0], (e) => checks.committed(e));
   registry.engines.nip05 = checks;
   checks.start();
@@ -82,8 +89,8 @@ interface Task {
 export class Nip05Checks implements Nip05Engine {
   /** Nothing to load: what a restart left undone the schedule's first look finds. */
   readonly ready = true;
-  /** Checks by result since start (bunstr_nip05_checks_total{result}); `queued` is bunstr_nip05_queue. */
-  readonly results: Record<Nip05Result, number> = { verified: 0, mismatch: 0, failed: 0, refused: 0 };
+  /** Checks by result since start (bunstr_nip05_checks_total), pending checks (bunstr_nip05_queue). */
+  readonly metrics: Nip05Metrics;
   /** Domain (host) -> its waiting checks, pubkey -> task, in arrival order; the domains in turn. */
   private readonly waiting = new Map<string, Map<string, Task>>();
   /** Pubkey -> the domain it waits under (one entry per pubkey: a newer kind 0 replaces it). */
@@ -106,7 +113,9 @@ export class Nip05Checks implements Nip05Engine {
   /** Seconds now; tests move it on to reach an expiry. Exported for tests. */
   clock: () => number = () => Math.floor(Date.now() / 1000);
 
-  constructor(private readonly deps: Nip05Deps) {}
+  constructor(private readonly deps: Nip05Deps) {
+    this.metrics = deps.metrics ?? { nip05Checks: { verified: 0, mismatch: 0, failed: 0, refused: 0 }, nip05Queue: 0 };
+  }
 
   /** Stopped, or the relay is closing (then it stops at the next look). */
   private get closed(): boolean {
@@ -115,8 +124,7 @@ export class Nip05Checks implements Nip05Engine {
   }
 
   private count(result: Nip05Result): void {
-    this.results[result]++;
-    this.deps.counted?.(result);
+    this.metrics.nip05Checks[result]++;
   }
 
   private get settings() {
@@ -249,6 +257,7 @@ export class Nip05Checks implements Nip05Engine {
     const tasks = this.waiting.get(domain);
     tasks?.delete(pubkey);
     if (tasks?.size === 0) this.waiting.delete(domain);
+    this.metrics.nip05Queue = this.queued;
   }
 
   /**
@@ -286,6 +295,7 @@ export class Nip05Checks implements Nip05Engine {
     }
     clearTimeout(this.wake);
     if (nextAt !== Number.POSITIVE_INFINITY) this.wake = setTimeout(() => this.pump(), nextAt - now);
+    this.metrics.nip05Queue = this.queued;
   }
 
   private launch(domain: string, task: Task, now: number): void {

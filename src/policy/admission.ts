@@ -5,6 +5,7 @@
 // write; with none on, nothing here refuses (and policy/rules.ts pubkeyLists is as before).
 // rules.ts imports this file, never the other way (a circle, even type-only, is refused by
 // test/architecture.test.ts): the policies here take AdmissionContext, which PolicyContext satisfies.
+import { admissionOn, joinPage } from "../config/admission.ts";
 import { setOf, type Config } from "../config/schema.ts";
 import { hostOf } from "../nips/nip05.ts";
 import type { NostrEvent } from "../protocol/event.ts";
@@ -44,9 +45,7 @@ export interface AdmissionContext {
   relayPubkey?: string;
 }
 
-/** A model that refuses writers is on. Passive NIP-05 checks refuse nobody. */
-export const admissionOn = (c: Config): boolean =>
-  c.pay_to_relay.enabled || c.verified_users.mode === "enabled" || c.web_of_trust.enabled || c.membership.enabled;
+export { admissionOn };
 
 /** The bases that admit under this config: the enabled models' and manual; 0 while no model is on. */
 export function enabledMask(c: Config): number {
@@ -62,18 +61,8 @@ export function enabledMask(c: Config): number {
 /** Is `pubkey` admitted now by an enabled basis? */
 export const isAdmitted = (c: Config, access: AdmissionView, pubkey: string): boolean => (access.bits(pubkey) & enabledMask(c)) !== 0;
 
-/** The relay's address for people: info.relay_url with ws -> http, wss -> https; "" without one. */
-export function httpBase(c: Config): string {
-  const url = c.info.relay_url;
-  if (!url) return "";
-  return url.replace(/^ws(s?):\/\//i, "http$1://").replace(/\/+$/, "");
-}
-
 /** Where a pubkey pays to join (http/join.ts): `<http base>/join?pubkey=<hex>`, relative without info.relay_url. */
-export function joinUrl(c: Config, pubkey: string): string {
-  const base = httpBase(c) || c.network.path.replace(/\/+$/, "");
-  return `${base}/join?pubkey=${pubkey}`;
-}
+export const joinUrl = (c: Config, pubkey: string): string => `${joinPage(c)}?pubkey=${pubkey}`;
 
 /** NIP-43 kinds only the relay signs: member list, add, remove, invite. */
 export const RELAY_SIGNED_KINDS: ReadonlySet<number> = new Set([13534, 8000, 8001, 28935]);
@@ -95,6 +84,9 @@ export const ADMISSION_TEXTS = {
     `only NIP-05 addresses of ${domains.slice(0, 3).join(", ")}${domains.length > 3 ? ", …" : ""} may publish here`,
   trusted: (depth: number) => `only the owner's web of trust (follows, depth ${depth}) may publish here`,
   trustLoading: "the web of trust is loading, try again",
+  /** Reads with [authorization] read = "members" (CLOSED, NEG-ERR). */
+  readAuth: "this relay is for its members: authenticate first",
+  readMembers: "this relay is for its members",
 } as const;
 
 /** NIP-43: kinds 13534, 8000, 8001 and 28935 are the relay's own; from any other key they are refused (every policy list, imports too). */
