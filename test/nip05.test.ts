@@ -151,6 +151,22 @@ describe("NIP-05 verified writers", () => {
     );
   });
 
+  test("an operator's revoke holds until the author's next kind 0", async () => {
+    const w = writer();
+    fake.names.set(w.name, w.s.pubkey);
+    await claim(w, "verified");
+    // What NIP-86 revokeadmission and the console call.
+    await relay.ctx.access!.revoke(w.s.pubkey, "verified", "spam");
+    const text = `restricted: your NIP-05 address ${w.address} could not be verified (revoked by an operator; not checked again until a new kind 0)`;
+    expect(await noteOk(w.s)).toEqual([false, text]);
+    await checks().checkDue(Math.floor(Date.now() / 1000) + 2 * day);
+    await Bun.sleep(100);
+    expect(fake.requestsFor(w.name)).toHaveLength(1);
+    expect(await noteOk(w.s)).toEqual([false, text]);
+    await claim(w, "verified");
+    expect(await noteOk(w.s)).toEqual([true, ""]);
+  });
+
   test("a 50 MB nostr.json is cut at the size cap", async () => {
     const w = writer();
     fake.modes.set(w.name, "huge");

@@ -68,11 +68,15 @@ export function startNip05Checks(
     engines: { nip05?: Nip05Engine };
     metrics: Nip05Metrics;
     onCommitted(kinds: readonly number[], fn: (e: NostrEvent) => void): void;
+    onChange(fn: (pubkey: string, basis: Basis, admitted: boolean) => void): void;
   },
   deps: Omit<Nip05Deps, "registry">,
 ): Nip05Checks {
   const checks = new Nip05Checks({ metrics: registry.metrics, ...deps, registry });
   registry.onCommitted([0], (e) => checks.committed(e));
+  registry.onChange((pubkey, basis, admitted) => {
+    if (basis === "verified" && !admitted) checks.revoked(pubkey);
+  });
   registry.engines.nip05 = checks;
   checks.start();
   return checks;
@@ -103,6 +107,8 @@ export class Nip05Checks implements Nip05Engine {
   /** Pubkeys with a fetch in flight. */
   private readonly running = new Set<string>();
   private readonly started = new Map<string, number>();
+  /** Pubkeys the engine itself is revoking now (an operator's revoke is told apart from them). */
+  private readonly revoking = new Set<string>();
   /** Per pubkey, the row's reads and writes one after the other. */
   private readonly chains = new Map<string, Promise<void>>();
   private inFlight = 0;
@@ -189,7 +195,7 @@ export class Nip05Checks implements Nip05Engine {
       const row = await this.deps.store.nip05(pubkey);
       if (this.latest.get(pubkey) !== shown) return; // a newer kind 0's change is queued behind this one
       if (row?.verified_at != null && (row.address !== shown || refused) && this.admits)
-        await this.deps.registry.revoke(
+        await this.withdraw(
           pubkey,
           "verified",
           refused ?? `the profile names ${shown ? `another address (${shown})` : "no NIP-05 address"}`,
@@ -378,8 +384,7 @@ export class Nip05Checks implements Nip05Engine {
     // A mismatch is the domain's answer: the verification goes now. A fault or a refusal keeps it until it expires.
     let verifiedAt = row.verified_at;
     if (verifiedAt !== null && (result === "mismatch" || now >= verifiedAt + durationSeconds(s.verify_expiration))) {
-      if (this.admits)
-        await this.deps.registry.revoke(pubkey, "verified", result === "mismatch" ? error : `verification expired (${error})`);
+      if (this.admits) await this.withdraw(pubkey, "verified", result === "mismatch" ? error : `verification expired (${error})`);
       verifiedAt = null;
     }
     await this.deps.store.putNip05({ pubkey, address: shown, verified_at: verifiedAt, checked_at: now, failures, error: shownError });
@@ -393,9 +398,39 @@ export class Nip05Checks implements Nip05Engine {
   /** The schedule's withdrawal of a verification past its expiry that is not being checked any more. */
   private async expire(row: Nip05Row, now: number, refused: string | undefined): Promise<void> {
     const error = refused ?? (row.error || "verification expired");
-    if (this.admits) await this.deps.registry.revoke(row.pubkey, "verified", refused ?? `verification expired (${error})`);
+    if (this.admits) await this.withdraw(row.pubkey, "verified", refused ?? `verification expired (${error})`);
     await this.deps.store.putNip05({ ...row, verified_at: null, checked_at: now, error });
     this.setState(row.pubkey, { address: row.address, state: refused ? "refused" : "failed", error });
+  }
+
+  /** The registry's revoke, marked as the engine's own. */
+  private async withdraw(pubkey: string, basis: "verified", reason: string): Promise<void> {
+    this.revoking.add(pubkey);
+    try {
+      await this.deps.registry.revoke(pubkey, basis, reason);
+    } finally {
+      this.revoking.delete(pubkey);
+    }
+  }
+
+  /**
+   * A verification revoked by an operator (NIP-86 revokeadmission, the console): not given back by
+   * the next check; the address is left alone until its author sends a new kind 0.
+   */
+  revoked(pubkey: string): void {
+    if (this.revoking.has(pubkey) || this.closed) return;
+    this.dequeue(pubkey);
+    // An answer in flight for the address is dropped.
+    this.latest.set(pubkey, "");
+    const error = "revoked by an operator; not checked again until a new kind 0";
+    this.serial(pubkey, async () => {
+      const row = await this.deps.store.nip05(pubkey);
+      if (row) {
+        await this.deps.store.putNip05({ ...row, verified_at: null, failures: this.settings.max_consecutive_failures, error });
+        this.setState(pubkey, { address: row.address, state: "failed", error });
+      }
+      this.settled(pubkey, "");
+    });
   }
 
   /** Why the domain lists refuse the address, or undefined ([verified_users] domain_blacklist, domain_whitelist; hosts without a port). */
