@@ -22,7 +22,7 @@ describe("fetchNostrJson", () => {
     fake.modes.set("huge", "huge");
     const t0 = performance.now();
     expect(await fetchNostrJson(urlOf("huge"), limits)).toEqual({ kind: "fault", error: "response larger than 64 KiB" });
-    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(performance.now() - t0).toBeLessThan(2000);
     // The server wrote far less than its 50 MB before the reader went away (socket buffers aside).
     await Bun.sleep(100);
     expect(fake.hugeBytesSent()).toBeLessThan(20 * 1024 * 1024);
@@ -43,7 +43,7 @@ describe("fetchNostrJson", () => {
       expect(await fetchNostrJson(urlOf(name), { ...limits, timeoutMs: 300 })).toEqual({ kind: "fault", error: "no answer within 300 ms" });
       const took = performance.now() - t0;
       expect(took).toBeGreaterThanOrEqual(290);
-      expect(took).toBeLessThan(1500);
+      expect(took).toBeLessThan(3000);
     }
   });
 

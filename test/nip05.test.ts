@@ -199,7 +199,7 @@ describe("NIP-05 verified writers", () => {
     fake.names.set(t.name, t.s.pubkey);
     const t0 = performance.now();
     await Promise.all([claim(w, "failed"), claim(t, "failed")]);
-    expect(performance.now() - t0).toBeLessThan(3000);
+    expect(performance.now() - t0).toBeLessThan(4500);
     for (const x of [w, t])
       expect(await noteOk(x.s)).toEqual([
         false,
@@ -208,12 +208,13 @@ describe("NIP-05 verified writers", () => {
   });
 
   test("one domain is fetched domain_interval_ms apart", async () => {
-    relay.ctx.config.verified_users.domain_interval_ms = 250;
+    // Starts are 500 ms apart; arrivals at the domain a little less under load (a request may be slower to arrive than the next).
+    relay.ctx.config.verified_users.domain_interval_ms = 500;
     const ws = [writer(), writer(), writer(), writer()];
     for (const w of ws) fake.names.set(w.name, w.s.pubkey);
     await Promise.all(ws.map((w) => claim(w, "verified")));
     const times = ws.map((w) => fake.requestsFor(w.name)[0]!.at).sort((a, b) => a - b);
-    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(245);
+    for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(400);
   });
 
   test("the domain lists refuse with their texts, without a fetch", async () => {

@@ -219,27 +219,29 @@ export class Nip05Checks implements Nip05Engine {
    */
   async checkDue(now = this.clock()): Promise<void> {
     const s = this.settings;
-    const rows = await this.deps.store.dueNip05(now - durationSeconds(s.verify_update_frequency), SCHEDULE_PAGE);
+    const before = now - durationSeconds(s.verify_update_frequency);
     const expiration = durationSeconds(s.verify_expiration);
-    for (const row of rows) {
+    for (const due of await this.deps.store.dueNip05(before, SCHEDULE_PAGE)) {
       if (this.closed) return;
-      if (this.latest.has(row.pubkey)) continue; // a kind 0's check is already on its way
-      const address = parseAddress(row.address);
-      const stopped = row.failures >= s.max_consecutive_failures;
-      const refused = address ? this.listRefusal(address) : "not a NIP-05 address";
-      // Not checked any more: a verification goes when it expires, or at once when the lists now refuse its domain.
-      if (row.verified_at !== null && (refused || ((stopped || !address) && now >= row.verified_at + expiration))) {
-        await this.serial(row.pubkey, () => this.expire(row, now, refused));
-        continue;
-      }
-      if (address && !stopped && !refused) {
-        this.latest.set(row.pubkey, row.address);
-        if (!this.enqueue({ pubkey: row.pubkey, address })) this.latest.delete(row.pubkey);
-      } else if (row.checked_at < now) {
+      if (this.latest.has(due.pubkey)) continue; // a kind 0's check is already on its way
+      // Read again in the pubkey's turn: a kind 0 or an operator may have changed the row since the page was read.
+      await this.serial(due.pubkey, async () => {
+        const row = this.latest.has(due.pubkey) ? undefined : await this.deps.store.nip05(due.pubkey);
+        if (!row || row.checked_at >= before || this.latest.has(row.pubkey)) return;
+        const address = parseAddress(row.address);
+        const stopped = row.failures >= s.max_consecutive_failures;
+        const refused = address ? this.listRefusal(address) : "not a NIP-05 address";
+        // Not checked any more: a verification goes when it expires, or at once when the lists now refuse its domain.
+        if (row.verified_at !== null && (refused || ((stopped || !address) && now >= row.verified_at + expiration)))
+          return this.expire(row, now, refused);
+        if (address && !stopped && !refused) {
+          this.latest.set(row.pubkey, row.address);
+          if (!this.enqueue({ pubkey: row.pubkey, address })) this.latest.delete(row.pubkey);
+        }
         // Left alone (given up on, or its domain now refused): its check time moves on, so it does
         // not fill the schedule's page; it is looked at again a period later.
-        await this.serial(row.pubkey, () => this.deps.store.putNip05({ ...row, checked_at: now }));
-      }
+        else await this.deps.store.putNip05({ ...row, checked_at: now });
+      });
     }
   }
 
@@ -423,6 +425,8 @@ export class Nip05Checks implements Nip05Engine {
     // An answer in flight for the address is dropped.
     this.latest.set(pubkey, "");
     const error = "revoked by an operator; not checked again until a new kind 0";
+    const known = this.states.get(pubkey);
+    if (known) this.setState(pubkey, { address: known.address, state: "failed", error });
     this.serial(pubkey, async () => {
       const row = await this.deps.store.nip05(pubkey);
       if (row) {
