@@ -4,11 +4,12 @@
 // events wait for the background check, and every way a domain can fail is bounded.
 import { afterAll, afterEach, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import type { Nip05Checks } from "../src/access/nip05.ts";
-import { Client, failOnRelayErrors, signer, startTestRelay, waitUntil, type Signer, type TestRelay } from "./helpers.ts";
+import { adminCall, Client, failOnRelayErrors, signer, startTestRelay, waitUntil, type Signer, type TestRelay } from "./helpers.ts";
 import { startFakeNostrJson, type FakeNostrJson } from "./fakes/nostr-json.ts";
 
 failOnRelayErrors();
 
+const admin = signer();
 let fake: FakeNostrJson;
 let relay: TestRelay;
 let c: Client;
@@ -22,7 +23,7 @@ beforeAll(async () => {
   // The registry logs each withdrawal; the engine warns of refused addresses: both asserted below.
   logs = spyOn(console, "log").mockImplementation(() => {});
   warns = spyOn(console, "warn").mockImplementation(() => {});
-  relay = await startTestRelay({ verified_users: { ...settings } });
+  relay = await startTestRelay({ verified_users: { ...settings }, admin: { pubkeys: [admin.pubkey] } });
   c = await Client.connect(relay.url);
 });
 
@@ -155,8 +156,22 @@ describe("NIP-05 verified writers", () => {
     const w = writer();
     fake.names.set(w.name, w.s.pubkey);
     await claim(w, "verified");
-    // What NIP-86 revokeadmission and the console call.
-    await relay.ctx.access!.revoke(w.s.pubkey, "verified", "spam");
+    // NIP-86 lists the verification with its evidence, and revokes it.
+    const listed = await adminCall(relay.url, admin, "listadmissions", ["verified"]);
+    const mine = listed.body.result.find((x: { pubkey: string }) => x.pubkey === w.s.pubkey);
+    expect(mine.bases).toEqual([
+      {
+        basis: "verified",
+        since: expect.any(Number),
+        until: expect.any(Number),
+        evidence: { address: w.address, verified_at: expect.any(Number), checked_at: expect.any(Number) },
+      },
+    ]);
+    expect(mine.bases[0].until - mine.bases[0].evidence.verified_at).toBe(7 * day);
+    expect(await adminCall(relay.url, admin, "revokeadmission", [w.s.pubkey, "verified", "spam"])).toEqual({
+      status: 200,
+      body: { result: true },
+    });
     const text = `restricted: your NIP-05 address ${w.address} could not be verified (revoked by an operator; not checked again until a new kind 0)`;
     expect(await noteOk(w.s)).toEqual([false, text]);
     await checks().checkDue(Math.floor(Date.now() / 1000) + 2 * day);
