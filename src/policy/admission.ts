@@ -7,6 +7,7 @@
 // test/architecture.test.ts): the policies here take AdmissionContext, which PolicyContext satisfies.
 import { admissionOn, joinPage } from "../config/admission.ts";
 import { setOf, type Config } from "../config/schema.ts";
+import { hostOf } from "../nips/nip05.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 
@@ -164,7 +165,8 @@ function otherModel(c: Config, access: AdmissionView, pubkey: string): Refusal {
 
 function nip05Refusal(c: Config, s: Nip05State | undefined): Refusal {
   if (!s) return refuse("restricted", ADMISSION_TEXTS.nip05Unknown);
-  const domain = s.address.slice(s.address.lastIndexOf("@") + 1).toLowerCase();
+  // The host without a port: the lists hold hosts (config HOST), an address may name a port.
+  const domain = hostOf(s.address.slice(s.address.lastIndexOf("@") + 1).toLowerCase());
   const { domain_blacklist: black, domain_whitelist: white } = c.verified_users;
   if (black.some((d) => d.toLowerCase() === domain)) return refuse("blocked", ADMISSION_TEXTS.nip05Blacklisted(domain));
   if (white.length > 0 && !white.some((d) => d.toLowerCase() === domain))

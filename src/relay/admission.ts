@@ -7,6 +7,7 @@ import { ClnRest, readRune } from "../access/clnrest.ts";
 import { Ledger } from "../access/ledger.ts";
 import { Lnbits } from "../access/lnbits.ts";
 import { Payments } from "../access/payments.ts";
+import { startNip05Checks } from "../access/nip05.ts";
 import { AdmissionRegistry } from "../access/registry.ts";
 import { httpBase } from "../config/admission.ts";
 import type { Config } from "../config/schema.ts";
@@ -83,7 +84,9 @@ function startPayments(ctx: RelayContext, registry: AdmissionRegistry): void {
 }
 
 /** NIP-05 verified writers (WP2: access/nip05.ts): registry.engines.nip05, kind 0 through registry.onCommitted. */
-function startNip05(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
+function startNip05(ctx: RelayContext, registry: AdmissionRegistry): void {
+  startNip05Checks(registry, { config: () => ctx.config, store: ctx.store.admission, closing: () => ctx.closing });
+}
 
 /** The web of trust (WP3: access/wot.ts, relay/wot-refresh.ts): registry.engines.wot, kind 3 through registry.onCommitted. */
 function startWebOfTrust(_ctx: RelayContext, _registry: AdmissionRegistry): void {}

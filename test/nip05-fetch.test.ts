@@ -1,0 +1,114 @@
+// The NIP-05 fetch against a real HTTP server that misbehaves in each way the relay must bound:
+// a 50 MB body, a redirect loop, no answer, a trickle, garbage, a 500; and the hosts it refuses.
+import { afterAll, describe, expect, test } from "bun:test";
+import { fetchNostrJson, isInternalAddress, sizeText, type FetchLimits } from "../src/access/nip05-fetch.ts";
+import { wellKnownUrl } from "../src/nips/nip05.ts";
+import { startFakeNostrJson } from "./fakes/nostr-json.ts";
+
+const pk = "ab".repeat(32);
+const fake = startFakeNostrJson();
+afterAll(() => fake.close());
+const limits: FetchLimits = { timeoutMs: 1000, maxBytes: 65536, loopback: true };
+const urlOf = (name: string, domain = fake.domain) => wellKnownUrl({ name, domain }, true);
+
+describe("fetchNostrJson", () => {
+  test("a listed name comes back as the JSON", async () => {
+    fake.names.set("bob", pk);
+    expect(await fetchNostrJson(urlOf("bob"), limits)).toEqual({ kind: "json", json: { names: { bob: pk } } });
+    expect(await fetchNostrJson(urlOf("nobody"), limits)).toEqual({ kind: "json", json: { names: {} } });
+  });
+
+  test("a 50 MB body is cut at the cap, having read little of it", async () => {
+    fake.modes.set("huge", "huge");
+    const t0 = performance.now();
+    expect(await fetchNostrJson(urlOf("huge"), limits)).toEqual({ kind: "fault", error: "response larger than 64 KiB" });
+    expect(performance.now() - t0).toBeLessThan(2000);
+    // The server wrote far less than its 50 MB before the reader went away (socket buffers aside).
+    await Bun.sleep(100);
+    expect(fake.hugeBytesSent()).toBeLessThan(20 * 1024 * 1024);
+  });
+
+  test("a redirect is not followed: one request, a fault", async () => {
+    fake.modes.set("loop", "redirect-loop");
+    expect(await fetchNostrJson(urlOf("loop"), limits)).toEqual({ kind: "fault", error: "redirects are not followed" });
+    expect(fake.requestsFor("loop")).toHaveLength(1);
+  });
+
+  test("a server that never answers, or trickles, times out at the deadline", async () => {
+    fake.modes.set("hang", "hang");
+    fake.modes.set("slow", "trickle");
+    fake.names.set("slow", pk);
+    for (const name of ["hang", "slow"]) {
+      const t0 = performance.now();
+      expect(await fetchNostrJson(urlOf(name), { ...limits, timeoutMs: 300 })).toEqual({ kind: "fault", error: "no answer within 300 ms" });
+      const took = performance.now() - t0;
+      expect(took).toBeGreaterThanOrEqual(290);
+      expect(took).toBeLessThan(3000);
+    }
+  });
+
+  test("garbage and a 500 are faults", async () => {
+    fake.modes.set("junk", "garbage");
+    fake.modes.set("err", "500");
+    expect(await fetchNostrJson(urlOf("junk"), limits)).toEqual({ kind: "fault", error: "the answer is not JSON" });
+    expect(await fetchNostrJson(urlOf("err"), limits)).toEqual({ kind: "fault", error: "HTTP 500" });
+  });
+
+  test("without http_loopback: http is refused, and so are loopback and private addresses over https", async () => {
+    const off = { ...limits, loopback: false };
+    const before = fake.requests.length;
+    expect(await fetchNostrJson(`http://${fake.domain}/.well-known/nostr.json?name=bob`, off)).toEqual({
+      kind: "refused",
+      error: "only https addresses are fetched",
+    });
+    expect((await fetchNostrJson(wellKnownUrl({ name: "bob", domain: fake.domain }, false), off)).kind).toBe("refused");
+    expect(await fetchNostrJson("https://localhost/.well-known/nostr.json?name=bob", off)).toMatchObject({
+      kind: "refused",
+      error: expect.stringContaining("localhost resolves to a private or loopback address"),
+    });
+    // A public-looking name resolving into the LAN (or any of its addresses doing so).
+    const lan = { ...off, resolve: async () => ["93.184.215.14", "10.0.0.7"] };
+    expect(await fetchNostrJson("https://example.com/.well-known/nostr.json?name=bob", lan)).toEqual({
+      kind: "refused",
+      error: "example.com resolves to a private or loopback address (10.0.0.7): not fetched",
+    });
+    for (const host of ["[::1]", "0.0.0.0", "192.168.1.1", "[::ffff:7f00:1]"])
+      expect((await fetchNostrJson(`https://${host}/.well-known/nostr.json?name=bob`, off)).kind).toBe("refused");
+    // With the switch on, http goes to loopback hosts only.
+    expect((await fetchNostrJson("http://example.com/.well-known/nostr.json?name=bob", limits)).kind).toBe("refused");
+    expect(fake.requests.length).toBe(before);
+  });
+
+  test("a name that does not resolve is a fault", async () => {
+    const off = { ...limits, loopback: false, resolve: () => Promise.reject(Object.assign(new Error("nx"), { code: "ENOTFOUND" })) };
+    expect(await fetchNostrJson("https://nowhere.invalid/.well-known/nostr.json?name=bob", off)).toEqual({
+      kind: "fault",
+      error: "nowhere.invalid does not resolve",
+    });
+  });
+
+  test("internal addresses and sizes", () => {
+    for (const ip of [
+      "127.0.0.1",
+      "10.1.2.3",
+      "172.16.0.1",
+      "192.168.0.1",
+      "169.254.1.1",
+      "0.0.0.0",
+      "100.64.0.1",
+      "224.0.0.1",
+      "::1",
+      "::",
+      "fd00::1",
+      "fe80::1",
+      "ff02::1",
+      "::ffff:127.0.0.1",
+      "::ffff:a00:1",
+    ])
+      expect(isInternalAddress(ip)).toBe(true);
+    for (const ip of ["93.184.215.14", "1.1.1.1", "100.128.0.1", "2606:4700::1111", "::ffff:101:101"])
+      expect(isInternalAddress(ip)).toBe(false);
+    expect(sizeText(65536)).toBe("64 KiB");
+    expect(sizeText(1000)).toBe("1000 bytes");
+  });
+});
