@@ -126,6 +126,11 @@ export class TrustGraphBuilder {
     return i === undefined ? undefined : this.depths[i];
   }
 
+  /** The pubkeys added at a depth, in the order they came. */
+  *keysAtDepth(depth: number): Generator<string> {
+    for (let i = 0; i < this.pubkeys.length; i++) if (this.depths[i] === depth) yield this.pubkeys[i]!;
+  }
+
   /**
    * Adds a pubkey (lowercase 64 hex) brought in by `parent` (a pubkey added before; undefined for
    * a seed), with the followers counted so far; false if it was already there or is not a pubkey.
