@@ -55,6 +55,8 @@ describe("TrustGraph", () => {
     expect(g.depth(c!)).toBe(2);
     expect(g.depth(seed!)).toBe(0);
     expect(g.depth(other!)).toBeUndefined();
+    expect([...g.keysAtDepth(1)]).toEqual([a!, b2!]); // byte order
+    expect([...g.keysAtDepth(0)]).toEqual([seed!]);
     expect(g.followers(a!)).toBe(2);
     expect(g.followers(c!)).toBe(2);
     expect(g.has(other!)).toBe(false);

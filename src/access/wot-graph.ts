@@ -67,6 +67,11 @@ export class TrustGraph {
     return out.reverse();
   }
 
+  /** The pubkeys at a depth, in byte order. */
+  *keysAtDepth(depth: number): Generator<string> {
+    for (let i = 0; i < this.size; i++) if (this.depths[i] === depth) yield this.keyAt(i);
+  }
+
   /** The pubkey at an index (0 <= i < size), in byte order: for listing the graph a page at a time. */
   keyAt(i: number): string {
     return Buffer.from(this.keys.buffer, this.keys.byteOffset + i * 32, 32).toString("hex");
