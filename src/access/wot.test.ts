@@ -110,6 +110,12 @@ describe("WebOfTrust", () => {
     expect(wot.has(pk(1))).toBe(false);
     await wot.rebuild();
     expect(wot.ready && wot.has(pk(10)) && !wot.has(pk(11))).toBe(true);
+    expect(wot.size).toBe(2);
+    expect(wot.path(pk(10))).toEqual({ path: [pk(1), pk(10)], depth: 1 });
+    expect(wot.path(pk(11))).toBeUndefined();
+    expect(wot.pubkeys(0, 10)).toEqual([pk(1), pk(10)]);
+    expect(wot.pubkeys(1, 10)).toEqual([pk(10)]);
+    expect(wot.pubkeys(0, 1)).toEqual([pk(1)]);
     events.push(follows(pk(1), [pk(10), pk(11)]));
     wot.committed(events.at(-1)!);
     wot.committed(events.at(-1)!); // a burst: one rebuild

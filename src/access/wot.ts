@@ -162,8 +162,28 @@ export class WebOfTrust {
     return this.graph ?? EMPTY;
   }
 
+  /** Pubkeys in the graph (the gauge bunstr_wot_graph_pubkeys; the registry's trusted count). */
+  get size(): number {
+    return this.current.size;
+  }
+
   has(pubkey: string): boolean {
     return this.graph?.has(pubkey) ?? false;
+  }
+
+  /** How a pubkey came in (seed -> … -> pubkey) and its depth: the console's evidence. */
+  path(pubkey: string): { path: string[]; depth: number } | undefined {
+    const g = this.current;
+    const path = g.path(pubkey);
+    return path && { path, depth: path.length - 1 };
+  }
+
+  /** A page of the graph's pubkeys, in byte order (NIP-86 listadmissions, basis trusted). */
+  pubkeys(offset: number, limit: number): string[] {
+    const g = this.current;
+    const out: string[] = [];
+    for (let i = Math.max(0, offset); i < g.size && out.length < limit; i++) out.push(g.keyAt(i));
+    return out;
   }
 
   /**
