@@ -5,9 +5,11 @@
 // Rebuilt on a schedule (relay/wot-refresh.ts, which first fetches follow lists from the relays
 // the config names) and ~1 s after a follow list that shapes the graph is committed, so being
 // followed by the owner lets a pubkey write within about a second.
+import type { Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { nowSeconds } from "../protocol/event.ts";
 import type { Store } from "../store/types.ts";
+import type { TrustEngine } from "./registry.ts";
 import { TrustGraph, TrustGraphBuilder } from "./wot-graph.ts";
 
 export const FOLLOW_LIST_KIND = 3;
@@ -28,6 +30,12 @@ export interface WotSettings {
   min_followers: number;
   /** The graph stops here (seeds, then depth 1, then depth 2 most followed first). */
   max_pubkeys: number;
+}
+
+/** The settings of a build from the config: the seeds, else the operator's pubkey. */
+export function wotSettings(c: Config): WotSettings {
+  const { seeds, depth, min_followers, max_pubkeys } = c.web_of_trust;
+  return { seeds: seeds.length > 0 ? seeds : c.info.pubkey ? [c.info.pubkey] : [], depth, min_followers, max_pubkeys };
 }
 
 /** The store as a build reads it. */
@@ -131,10 +139,12 @@ export interface WebOfTrustOptions {
   onBuilt?: (graph: TrustGraph, seconds: number) => void;
   log?: (line: string) => void;
   debounceMs?: number;
+  /** True once the relay is closing: nothing more is built (its timers do not hold the process either). */
+  closed?: () => boolean;
 }
 
 /** The engine: the current graph, rebuilt on demand, one build at a time. */
-export class WebOfTrust {
+export class WebOfTrust implements TrustEngine {
   /** The graph lookups see; undefined until the first build. */
   private graph?: TrustGraph;
   /** The last build's duration, in seconds (the gauge bunstr_wot_build_seconds). */
@@ -167,6 +177,11 @@ export class WebOfTrust {
     return this.current.size;
   }
 
+  /** Bytes the graph holds (the gauge bunstr_wot_graph_bytes). */
+  get bytes(): number {
+    return this.current.bytes;
+  }
+
   has(pubkey: string): boolean {
     return this.graph?.has(pubkey) ?? false;
   }
@@ -197,7 +212,7 @@ export class WebOfTrust {
     }
     this.building = this.buildOnce().finally(() => {
       this.building = undefined;
-      if (this.again && !this.stopped) {
+      if (this.again && !this.halted) {
         this.again = false;
         void this.rebuild();
       }
@@ -210,7 +225,7 @@ export class WebOfTrust {
    * pubkey's) asks for a rebuild in debounceMs, so a burst of them is read once.
    */
   committed(e: NostrEvent): void {
-    if (e.kind !== FOLLOW_LIST_KIND || this.stopped) return;
+    if (e.kind !== FOLLOW_LIST_KIND || this.halted) return;
     const s = this.options.settings();
     const d = this.graph?.depth(e.pubkey);
     const shapes = s.seeds.includes(e.pubkey) || (s.depth >= 2 && d === 1);
@@ -219,6 +234,11 @@ export class WebOfTrust {
       this.debounce = undefined;
       void this.rebuild();
     }, this.options.debounceMs ?? REBUILD_DEBOUNCE_MS);
+    this.debounce.unref();
+  }
+
+  private get halted(): boolean {
+    return this.stopped || (this.options.closed?.() ?? false);
   }
 
   stop(): void {
@@ -228,6 +248,7 @@ export class WebOfTrust {
   }
 
   private async buildOnce(): Promise<void> {
+    if (this.halted) return;
     const log = this.options.log ?? console.log;
     const t0 = performance.now();
     let built: BuiltGraph;
@@ -235,10 +256,11 @@ export class WebOfTrust {
       built = await buildTrustGraph(this.store, this.options.settings());
     } catch (e) {
       // The old graph stays; a store that is closing is not a failure worth a retry.
-      if (this.stopped) return;
+      if (this.halted) return;
       log(`wot: the graph could not be built (${(e as Error).message}); trying again in ${RETRY_MS / 1000} s`);
       clearTimeout(this.retry);
       this.retry = setTimeout(() => void this.rebuild(), RETRY_MS);
+      this.retry.unref();
       return;
     }
     this.graph = built.graph;
