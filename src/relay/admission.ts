@@ -4,9 +4,11 @@
 // each sets its `registry.engines.*` (and what else the relay asks of it: ctx.ledger,
 // ctx.membership) and hears the commit feed through registry.onCommitted.
 import { AdmissionRegistry } from "../access/registry.ts";
+import { FOLLOW_LIST_KIND, WebOfTrust, wotSettings } from "../access/wot.ts";
 import type { Config } from "../config/schema.ts";
 import { admissionOn } from "../policy/admission.ts";
 import type { RelayContext } from "./context.ts";
+import { startWotRefresh } from "./wot-refresh.ts";
 
 /** An admission model is on (or passive NIP-05 checks, which record), or only members read. */
 export const admissionWanted = (c: Config): boolean =>
@@ -39,8 +41,17 @@ function startPayments(_ctx: RelayContext, _registry: AdmissionRegistry): void {
 /** NIP-05 verified writers (WP2: access/nip05.ts): registry.engines.nip05, kind 0 through registry.onCommitted. */
 function startNip05(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
 
-/** The web of trust (WP3: access/wot.ts, relay/wot-refresh.ts): registry.engines.wot, kind 3 through registry.onCommitted. */
-function startWebOfTrust(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
+/**
+ * The web of trust (WP3: access/wot.ts, relay/wot-refresh.ts): registry.engines.wot (the
+ * `trusted` bit asks its graph), rebuilt ~1 s after a committed kind 3 that shapes it and on the
+ * refresh schedule. Its timers end when the relay closes (ctx.closing).
+ */
+function startWebOfTrust(ctx: RelayContext, registry: AdmissionRegistry): void {
+  const wot = new WebOfTrust(ctx.store, { settings: () => wotSettings(ctx.config), closed: () => ctx.closing });
+  registry.engines.wot = wot;
+  registry.onCommitted([FOLLOW_LIST_KIND], (e) => wot.committed(e));
+  startWotRefresh(ctx, wot);
+}
 
 /** NIP-43 members (WP4: access/members.ts, relay/membership.ts): registry.engines.members, ctx.membership. */
 function startMembers(_ctx: RelayContext, _registry: AdmissionRegistry): void {}

@@ -5,8 +5,8 @@
 // back goes through the pipeline as a [mirror]'s events do (write/mirror.ts ingestInto), so it
 // is stored, and fanned out, like any follow list. NIP-77 would fetch less, but needs a BulkStore
 // (ops/sync.ts); a REQ per chunk is what runs inside the relay.
-import type { AdmissionRegistry } from "../access/registry.ts";
-import { FOLLOW_LIST_KIND, WebOfTrust, wotSettings } from "../access/wot.ts";
+import type { WebOfTrust } from "../access/wot.ts";
+import { FOLLOW_LIST_KIND } from "../access/wot.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { RelayClient } from "../ops/relay-client.ts";
 import type { Ingest } from "../ops/stream.ts";
@@ -25,21 +25,6 @@ export interface WotRefresh {
   /** Runs one refresh now (fetch, then rebuild); tests and the timer. */
   refresh(): Promise<void>;
   stop(): void;
-}
-
-/**
- * [web_of_trust] enabled: the engine, as registry.engines.wot (the registry's `trusted` bit asks
- * its graph), rebuilt ~1 s after a committed follow list that shapes it (registry.onCommitted)
- * and on the schedule below. Its timers end when the relay closes.
- */
-export function startWebOfTrust(ctx: RelayContext, registry: AdmissionRegistry): WotRefresh {
-  const wot = new WebOfTrust(ctx.store, {
-    settings: () => wotSettings(ctx.config),
-    closed: () => ctx.closing,
-  });
-  registry.engines.wot = wot;
-  registry.onCommitted([FOLLOW_LIST_KIND], (e) => wot.committed(e));
-  return startWotRefresh(ctx, wot);
 }
 
 /** Builds the first graph now and refreshes it on the schedule until stop() or the relay closes. */
