@@ -160,18 +160,23 @@ export class TrustGraphBuilder {
 
   build(): TrustGraph {
     const n = this.pubkeys.length;
-    const pubkeys = this.pubkeys;
-    // Lowercase hex sorts as its bytes do.
-    const order = Uint32Array.from({ length: n }, (_, i) => i).sort((a, b) => (pubkeys[a]! < pubkeys[b]! ? -1 : 1));
+    // Lowercase hex sorts as its bytes do; the native sort of strings is some 3 times faster at
+    // 100,000 than a comparator over indices, and this runs on the relay's main thread.
+    const sorted = this.pubkeys.slice().sort();
+    const order = new Uint32Array(n);
     const rank = new Uint32Array(n);
-    for (let r = 0; r < n; r++) rank[order[r]!] = r;
+    for (let r = 0; r < n; r++) {
+      const i = this.index.get(sorted[r]!)!;
+      order[r] = i;
+      rank[i] = r;
+    }
     const keys = Buffer.alloc(n * 32);
     const parent = new Uint32Array(n);
     const depths = new Uint8Array(n);
     const followers = new Uint16Array(n);
     for (let r = 0; r < n; r++) {
       const i = order[r]!;
-      keys.write(pubkeys[i]!, r * 32, 32, "hex");
+      keys.write(sorted[r]!, r * 32, 32, "hex");
       const p = this.parents[i]!;
       parent[r] = p === NO_PARENT ? NO_PARENT : rank[p]!;
       depths[r] = this.depths[i]!;

@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { FollowStore, WotSettings } from "./wot.ts";
-import { buildTrustGraph, WebOfTrust } from "./wot.ts";
+import { defaults } from "../config/schema.ts";
+import { buildTrustGraph, WebOfTrust, wotSettings } from "./wot.ts";
 
 const pk = (n: number): string => n.toString(16).padStart(64, "0");
 let tick = 1_800_000_000;
@@ -101,6 +102,16 @@ describe("buildTrustGraph", () => {
   });
 });
 
+test("wotSettings: the seeds, else [info] pubkey, else none", () => {
+  const c = defaults();
+  expect(wotSettings(c).seeds).toEqual([]);
+  c.info.pubkey = pk(7);
+  expect(wotSettings(c).seeds).toEqual([pk(7)]);
+  c.web_of_trust.seeds = [pk(8), pk(9)];
+  c.web_of_trust.depth = 2;
+  expect(wotSettings(c)).toEqual({ seeds: [pk(8), pk(9)], depth: 2, min_followers: 1, max_pubkeys: 200_000 });
+});
+
 describe("WebOfTrust", () => {
   test("not ready until built; a seed's follow list rebuilds once after the debounce; others do not", async () => {
     const events = [follows(pk(1), [pk(10)])];
@@ -137,6 +148,29 @@ describe("WebOfTrust", () => {
     await first;
     expect(wot.has(pk(11))).toBe(true);
     expect(wot.has(pk(10))).toBe(false);
+    wot.stop();
+  });
+
+  test("rebuilds asked for by commits are ten build times apart (a follow list a second cannot keep it building)", async () => {
+    const events = [follows(pk(1), [pk(10)])];
+    const base = storeOf(events);
+    // Each build takes ~40 ms: the next one asked for by a commit waits ~400 ms after it.
+    const slow: FollowStore = {
+      lastSeq: base.lastSeq,
+      async *query(job) {
+        await Bun.sleep(40);
+        yield* base.query(job);
+      },
+    };
+    const wot = new WebOfTrust(slow, { settings: () => settings({}), debounceMs: 10 });
+    await wot.rebuild();
+    expect(wot.buildSeconds).toBeGreaterThanOrEqual(0.035);
+    events.push(follows(pk(1), [pk(11)]));
+    wot.committed(events.at(-1)!);
+    await Bun.sleep(200);
+    expect(wot.has(pk(11))).toBe(false);
+    await Bun.sleep(600);
+    expect(wot.has(pk(11))).toBe(true);
     wot.stop();
   });
 

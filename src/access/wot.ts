@@ -17,6 +17,12 @@ export const FOLLOW_LIST_KIND = 3;
 const AUTHORS_PER_READ = 500;
 /** After a follow list that shapes the graph is committed, the rebuild waits this long for more. */
 export const REBUILD_DEBOUNCE_MS = 1000;
+/**
+ * Rebuilds asked for by commits are at least this many build times apart: a depth-1 author
+ * publishing a follow list every second cannot keep the main thread building (a 100,000-pubkey
+ * graph takes ~1 s, so those rebuilds come at most every 10 s; a small graph's at once).
+ */
+const BUILD_TIMES_APART = 10;
 /** A build that failed (a store error) is tried again after this long. */
 const RETRY_MS = 10_000;
 
@@ -155,6 +161,8 @@ export class WebOfTrust implements TrustEngine {
   private debounce?: ReturnType<typeof setTimeout>;
   private retry?: ReturnType<typeof setTimeout>;
   private lastCut = 0;
+  /** performance.now() when the last build ended. */
+  private builtAt = -Infinity;
   private stopped = false;
 
   constructor(
@@ -230,10 +238,14 @@ export class WebOfTrust implements TrustEngine {
     const d = this.graph?.depth(e.pubkey);
     const shapes = s.seeds.includes(e.pubkey) || (s.depth >= 2 && d === 1);
     if (!shapes || this.debounce) return;
-    this.debounce = setTimeout(() => {
-      this.debounce = undefined;
-      void this.rebuild();
-    }, this.options.debounceMs ?? REBUILD_DEBOUNCE_MS);
+    const spacing = BUILD_TIMES_APART * this.buildSeconds * 1000 - (performance.now() - this.builtAt);
+    this.debounce = setTimeout(
+      () => {
+        this.debounce = undefined;
+        void this.rebuild();
+      },
+      Math.max(this.options.debounceMs ?? REBUILD_DEBOUNCE_MS, spacing),
+    );
     this.debounce.unref();
   }
 
@@ -264,7 +276,8 @@ export class WebOfTrust implements TrustEngine {
       return;
     }
     this.graph = built.graph;
-    this.buildSeconds = (performance.now() - t0) / 1000;
+    this.builtAt = performance.now();
+    this.buildSeconds = (this.builtAt - t0) / 1000;
     if (built.cut !== this.lastCut && built.cut > 0)
       log(`wot: the graph stops at [web_of_trust] max_pubkeys = ${built.graph.size}; ${built.cut} pubkeys left out`);
     this.lastCut = built.cut;
