@@ -105,7 +105,29 @@ describe("depth 1", () => {
   });
 });
 
+/** A NIP-86 call with a NIP-98 token of `as`: the result, or the error. */
+async function nip86(relay: TestRelay, as: Signer, method: string, params: unknown[]): Promise<any> {
+  const url = relay.url.replace(/^ws/, "http");
+  const body = JSON.stringify({ method, params });
+  const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+  const token = as.sign({
+    kind: 27235,
+    tags: [
+      ["u", url],
+      ["method", "POST"],
+      ["payload", payload],
+    ],
+  });
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
+    body,
+  });
+  return res.json();
+}
+
 describe("depth 2 with min_followers", () => {
+  const admin = signer();
   const seed = signer();
   const [a, b] = [signer(), signer()];
   const [both, one] = [signer(), signer()];
@@ -113,7 +135,10 @@ describe("depth 2 with min_followers", () => {
   let c: Client;
 
   beforeAll(async () => {
-    relay = await startTestRelay({ web_of_trust: { enabled: true, seeds: [seed.pubkey], depth: 2, min_followers: 2 } });
+    relay = await startTestRelay({
+      web_of_trust: { enabled: true, seeds: [seed.pubkey], depth: 2, min_followers: 2 },
+      admin: { pubkeys: [admin.pubkey] },
+    });
     c = await Client.connect(relay.url);
     await acceptedWithin(c, seed, 5000);
   });
@@ -132,6 +157,23 @@ describe("depth 2 with min_followers", () => {
     // A second depth-1 follower brings it in.
     await accepted(c, followList(b, [both.pubkey, one.pubkey]));
     await acceptedWithin(c, one, 2500);
+  });
+
+  test("operators see it: NIP-86 listadmissions trusted with the follow path, /metrics the graph", async () => {
+    const { result } = await nip86(relay, admin, "listadmissions", ["trusted"]);
+    const byKey = new Map<string, any>(result.map((r: any) => [r.pubkey, r.bases[0]]));
+    expect(byKey.size).toBe(5); // seed, a, b, both, one
+    expect(byKey.get(seed.pubkey).evidence).toEqual({ path: [seed.pubkey], depth: 0 });
+    expect(byKey.get(a.pubkey).evidence).toEqual({ path: [seed.pubkey, a.pubkey], depth: 1 });
+    const { path, depth } = byKey.get(both.pubkey).evidence;
+    expect(depth).toBe(2);
+    expect([a.pubkey, b.pubkey]).toContain(path[1]);
+    expect([path[0], path[2]]).toEqual([seed.pubkey, both.pubkey]);
+    expect((await nip86(relay, admin, "revokeadmission", [a.pubkey, "trusted", "no"])).error).toContain("ban it instead");
+    const metrics = await (await fetch(`${relay.url.replace(/^ws/, "http")}/metrics`)).text();
+    expect(metrics).toContain("bunstr_wot_graph_pubkeys 5\n");
+    expect(metrics).toContain(`bunstr_wot_graph_bytes ${5 * 39}\n`);
+    expect(metrics).toMatch(/bunstr_wot_build_seconds 0\.\d+/);
   });
 });
 

@@ -47,7 +47,11 @@ function startNip05(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
  * refresh schedule. Its timers end when the relay closes (ctx.closing).
  */
 function startWebOfTrust(ctx: RelayContext, registry: AdmissionRegistry): void {
-  const wot = new WebOfTrust(ctx.store, { settings: () => wotSettings(ctx.config), closed: () => ctx.closing });
+  const wot = new WebOfTrust(ctx.store, {
+    settings: () => wotSettings(ctx.config),
+    closed: () => ctx.closing,
+    onBuilt: (graph, seconds) => Object.assign(registry.metrics.wot, { pubkeys: graph.size, bytes: graph.bytes, buildSeconds: seconds }),
+  });
   registry.engines.wot = wot;
   registry.onCommitted([FOLLOW_LIST_KIND], (e) => wot.committed(e));
   startWotRefresh(ctx, wot);
