@@ -16,7 +16,7 @@ export const FOLLOW_LIST_KIND = 3;
 /** Authors per read of follow lists (one filter each). */
 const AUTHORS_PER_READ = 500;
 /** After a follow list that shapes the graph is committed, the rebuild waits this long for more. */
-export const REBUILD_DEBOUNCE_MS = 1000;
+const REBUILD_DEBOUNCE_MS = 1000;
 /**
  * Rebuilds asked for by commits are at least this many build times apart: a depth-1 author
  * publishing a follow list every second cannot keep the main thread building (a 100,000-pubkey
@@ -129,7 +129,7 @@ async function forEachFollowList(
 const HEX64 = /^[0-9a-f]{64}$/;
 
 /** The pubkeys a kind 3 follows: its p tags' values that are pubkeys, once each, not its author. */
-export function followsOf(e: NostrEvent): Set<string> {
+function followsOf(e: NostrEvent): Set<string> {
   const out = new Set<string>();
   for (const t of e.tags) {
     const v = t[1];

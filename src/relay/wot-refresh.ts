@@ -19,70 +19,43 @@ const CONNECT_TIMEOUT_MS = 10_000;
 /** A REQ whose relay says nothing for this long is given up. */
 const REQ_TIMEOUT_MS = 30_000;
 
-export interface WotRefresh {
-  /** Resolves when the first graph (from the store alone) is built. */
-  readonly first: Promise<void>;
-  /** Runs one refresh now (fetch, then rebuild); tests and the timer. */
-  refresh(): Promise<void>;
-  stop(): void;
-}
-
-/** Builds the first graph now and refreshes it on the schedule until stop() or the relay closes. */
-export function startWotRefresh(ctx: RelayContext, wot: WebOfTrust, log: (line: string) => void = console.log): WotRefresh {
+/**
+ * Builds the first graph now, fetches from the relays right after it (a fresh relay learns its
+ * web at once), then refreshes on the schedule until the relay closes (ctx.closing: the engine
+ * stops building, the timer does not hold the process, a fetch under way stores nothing more).
+ */
+export function startWotRefresh(ctx: RelayContext, wot: WebOfTrust, log: (line: string) => void = console.log): void {
   // Read at each use: a reload changes the config in place.
   const settings = () => ctx.config.web_of_trust;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let halted = false;
-  const stopped = () => halted || ctx.closing;
-  let running: Promise<void> | undefined;
-  const clients = new Set<RelayClient>();
-
-  const refresh = (): Promise<void> =>
-    (running ??= (async () => {
-      for (const url of settings().relays) {
-        if (stopped()) return;
-        await fetchFrom(ctx, wot, url, clients).catch((e) => log(`wot: ${url}: ${(e as Error).message}`));
-      }
-      if (!stopped()) await wot.rebuild();
-    })().finally(() => (running = undefined)));
-
+  const refresh = async (): Promise<void> => {
+    for (const url of settings().relays) {
+      if (ctx.closing) return;
+      await fetchFrom(ctx, wot, url).catch((e) => log(`wot: ${url}: ${(e as Error).message}`));
+    }
+    await wot.rebuild();
+  };
   const schedule = () => {
-    if (stopped()) return;
-    timer = setTimeout(() => void refresh().finally(schedule), settings().refresh_seconds * 1000);
-    timer.unref();
+    if (!ctx.closing) setTimeout(() => void refresh().finally(schedule), settings().refresh_seconds * 1000).unref();
   };
-
-  const first = wot.rebuild();
-  // The relays' follow lists right after the first graph: a fresh relay learns its web at once.
-  void first.then(() => (settings().relays.length > 0 ? refresh() : undefined)).finally(schedule);
-  return {
-    first,
-    refresh,
-    stop() {
-      halted = true;
-      wot.stop();
-      clearTimeout(timer);
-      for (const c of clients) c.close();
-    },
-  };
+  void wot
+    .rebuild()
+    .then(() => (settings().relays.length > 0 ? refresh() : undefined))
+    .finally(schedule);
 }
 
 /**
  * The follow lists of the seeds, then (depth 2) of the depth-1 pubkeys, from one relay into this
  * one. The depth-1 pubkeys are those of a graph rebuilt after the seeds' lists came in.
  */
-async function fetchFrom(ctx: RelayContext, wot: WebOfTrust, url: string, clients: Set<RelayClient>): Promise<void> {
+async function fetchFrom(ctx: RelayContext, wot: WebOfTrust, url: string): Promise<void> {
   const client = await RelayClient.connect(url, CONNECT_TIMEOUT_MS);
-  clients.add(client);
   try {
     const ingest = ingestInto(ctx);
-    const seeds = [...wot.current.keysAtDepth(0)];
-    await fetchLists(client, seeds, ingest);
+    await fetchLists(ctx, client, [...wot.current.keysAtDepth(0)], ingest);
     if (ctx.config.web_of_trust.depth < 2) return;
     await wot.rebuild();
-    await fetchLists(client, [...wot.current.keysAtDepth(1)], ingest);
+    await fetchLists(ctx, client, [...wot.current.keysAtDepth(1)], ingest);
   } finally {
-    clients.delete(client);
     client.close();
   }
 }
@@ -92,8 +65,8 @@ async function fetchFrom(ctx: RelayContext, wot: WebOfTrust, url: string, client
  * what was asked for is kept (a kind 3 of an author of the chunk): the other relay's word is
  * taken for nothing else, and admit checks each signature.
  */
-async function fetchLists(client: RelayClient, authors: readonly string[], ingest: Ingest): Promise<void> {
-  for (let i = 0; i < authors.length; i += AUTHORS_PER_REQ) {
+async function fetchLists(ctx: RelayContext, client: RelayClient, authors: readonly string[], ingest: Ingest): Promise<void> {
+  for (let i = 0; i < authors.length && !ctx.closing; i += AUTHORS_PER_REQ) {
     const chunk = authors.slice(i, i + AUTHORS_PER_REQ);
     const asked = new Set(chunk);
     const events: NostrEvent[] = [];
@@ -105,7 +78,7 @@ async function fetchLists(client: RelayClient, authors: readonly string[], inges
       },
       REQ_TIMEOUT_MS,
     );
-    if (events.length > 0) await ingest(events);
+    if (events.length > 0 && !ctx.closing) await ingest(events);
     if (end !== "eose") throw new Error(`the relay closed the REQ: ${end}`);
   }
 }
