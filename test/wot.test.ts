@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Signer, TestRelay } from "./helpers.ts";
+import { startFakeRelay, type FakeRelay } from "./fakes/nostr-relay.ts";
 import { accepted, Client, failOnRelayErrors, now, openTestStore, refusedWith, signer, startTestRelay, storeEvents } from "./helpers.ts";
 
 failOnRelayErrors();
@@ -204,5 +205,42 @@ describe("refresh from a relay named in [web_of_trust] relays", () => {
     await acceptedWithin(c, remoteFriend, 10_000);
     const { events } = await c.req("lists", { kinds: [3] });
     expect(events.map((e) => e.pubkey)).toEqual([seed.pubkey]);
+  });
+});
+
+describe("refresh at depth 2 from a relay that sends more than it is asked", () => {
+  const seed = signer();
+  const [friend, theirFriend] = [signer(), signer()];
+  const [stranger, strangersFriend] = [signer(), signer()];
+  let fake: FakeRelay;
+  let relay: TestRelay;
+  let c: Client;
+
+  beforeAll(async () => {
+    fake = startFakeRelay([
+      followList(seed, [friend.pubkey]),
+      followList(friend, [theirFriend.pubkey]),
+      // Not asked for: a stranger's follow list and a note of the seed.
+      followList(stranger, [strangersFriend.pubkey]),
+      note(seed, "not asked for"),
+    ]);
+    relay = await startTestRelay({ web_of_trust: { enabled: true, seeds: [seed.pubkey], depth: 2, relays: [fake.url] } });
+    c = await Client.connect(relay.url);
+  });
+  afterAll(async () => {
+    c.close();
+    await relay.stop();
+    fake.close();
+  });
+
+  test("the seeds' lists, then the depth-1 pubkeys'; only the kind 3s asked for are stored", async () => {
+    await acceptedWithin(c, theirFriend, 10_000);
+    expect(fake.filters.slice(0, 2)).toEqual([
+      { kinds: [3], authors: [seed.pubkey], limit: 1 },
+      { kinds: [3], authors: [friend.pubkey], limit: 1 },
+    ]);
+    await refusedWith(c, note(strangersFriend), DEPTH2_TEXT);
+    const { events } = await c.req("stored", { kinds: [1, 3], authors: [seed.pubkey, friend.pubkey, stranger.pubkey] });
+    expect(events.map((e) => `${e.kind}:${e.pubkey}`).sort()).toEqual([`3:${friend.pubkey}`, `3:${seed.pubkey}`].sort());
   });
 });

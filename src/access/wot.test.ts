@@ -153,23 +153,22 @@ describe("WebOfTrust", () => {
 
   test("rebuilds asked for by commits are ten build times apart (a follow list a second cannot keep it building)", async () => {
     const events = [follows(pk(1), [pk(10)])];
-    const base = storeOf(events);
-    // Each build takes ~40 ms: the next one asked for by a commit waits ~400 ms after it.
-    const slow: FollowStore = {
-      lastSeq: base.lastSeq,
-      async *query(job) {
-        await Bun.sleep(40);
-        yield* base.query(job);
-      },
+    // Each build spends ~40 ms on this thread (the settings read at its start spin): the next
+    // one asked for by a commit waits ~400 ms after it.
+    const spin = () => {
+      const end = performance.now() + 40;
+      while (performance.now() < end);
+      return settings({});
     };
-    const wot = new WebOfTrust(slow, { settings: () => settings({}), debounceMs: 10 });
+    const wot = new WebOfTrust(storeOf(events), { settings: spin, debounceMs: 10 });
     await wot.rebuild();
     expect(wot.buildSeconds).toBeGreaterThanOrEqual(0.035);
     events.push(follows(pk(1), [pk(11)]));
+    const t0 = performance.now();
     wot.committed(events.at(-1)!);
-    await Bun.sleep(200);
-    expect(wot.has(pk(11))).toBe(false);
-    await Bun.sleep(600);
+    while (!wot.has(pk(11)) && performance.now() - t0 < 5000) await Bun.sleep(5);
+    // At least ten times the 35+ ms spun (a loaded box only makes it later), not the 10 ms debounce.
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(350);
     expect(wot.has(pk(11))).toBe(true);
     wot.stop();
   });

@@ -18,9 +18,10 @@ const AUTHORS_PER_READ = 500;
 /** After a follow list that shapes the graph is committed, the rebuild waits this long for more. */
 const REBUILD_DEBOUNCE_MS = 1000;
 /**
- * Rebuilds asked for by commits are at least this many build times apart: a depth-1 author
- * publishing a follow list every second cannot keep the main thread building (a 100,000-pubkey
- * graph takes ~1 s, so those rebuilds come at most every 10 s; a small graph's at once).
+ * Rebuilds asked for by commits are at least this many build times apart, counting this thread's
+ * part of a build (not the wait for the store's reader): a depth-1 author publishing a follow
+ * list every second cannot keep the main thread building (a 100,000-pubkey graph takes ~0.5 s,
+ * so those rebuilds come at most every ~5 s; a small graph's after the debounce alone).
  */
 const BUILD_TIMES_APART = 10;
 /** A build that failed (a store error) is tried again after this long. */
@@ -51,6 +52,8 @@ export interface BuiltGraph {
   graph: TrustGraph;
   /** Pubkeys that max_pubkeys left out. */
   cut: number;
+  /** Time spent waiting for the store's reads (a reader thread's work, not this thread's). */
+  readSeconds: number;
 }
 
 /**
@@ -61,23 +64,24 @@ export interface BuiltGraph {
 export async function buildTrustGraph(store: FollowStore, s: WotSettings): Promise<BuiltGraph> {
   const b = new TrustGraphBuilder();
   let cut = 0;
+  const reads = { seconds: 0 };
   const room = () => s.max_pubkeys - b.size;
   for (const seed of s.seeds) if (room() > 0) b.add(seed, 0);
   const seeds = s.seeds.filter((k) => b.depth(k) === 0);
   // Depth 1: whom the seeds follow; a seed followed by a seed stays a seed, counted as followed.
-  await forEachFollowList(store, seeds, (author, follows) => {
+  await forEachFollowList(store, reads, seeds, (author, follows) => {
     for (const p of follows) {
       if (b.has(p)) b.followed(p);
       else if (room() > 0) b.add(p, 1, author, 1);
       else cut++;
     }
   });
-  if (s.depth < 2) return { graph: b.build(), cut };
+  if (s.depth < 2) return { graph: b.build(), cut, readSeconds: reads.seconds };
   // Depth 2: counted first (min_followers), added after.
   const depth1 = [...b.keysAtDepth(1)];
   const counts = new Map<string, number>();
   const firstParent = new Map<string, string>();
-  await forEachFollowList(store, depth1, (author, follows) => {
+  await forEachFollowList(store, reads, depth1, (author, follows) => {
     for (const p of follows) {
       if (b.has(p)) b.followed(p);
       else {
@@ -94,15 +98,17 @@ export async function buildTrustGraph(store: FollowStore, s: WotSettings): Promi
     kept.length = Math.max(0, room());
   }
   for (const p of kept) b.add(p, 2, firstParent.get(p), counts.get(p));
-  return { graph: b.build(), cut };
+  return { graph: b.build(), cut, readSeconds: reads.seconds };
 }
 
 /**
  * Calls `each` once per author with a stored follow list (its newest), with the distinct pubkeys
- * it follows (64 lowercase hex, not the author). Reads AUTHORS_PER_READ authors at a time.
+ * it follows (64 lowercase hex, not the author). Reads AUTHORS_PER_READ authors at a time; the
+ * time spent waiting for them is added to `reads`.
  */
 async function forEachFollowList(
   store: FollowStore,
+  reads: { seconds: number },
   authors: readonly string[],
   each: (author: string, follows: Set<string>) => void,
 ): Promise<void> {
@@ -115,14 +121,20 @@ async function forEachFollowList(
       maxSeq: store.lastSeq(),
       now: nowSeconds(),
     };
-    for await (const rows of store.query(job))
-      for (const json of rows) {
+    const batches = store.query(job)[Symbol.asyncIterator]();
+    for (;;) {
+      const t0 = performance.now();
+      const next = await batches.next();
+      reads.seconds += (performance.now() - t0) / 1000;
+      if (next.done) break;
+      for (const json of next.value) {
         const e = JSON.parse(json) as NostrEvent;
         // Newest first: a second row of an author (a store keeping two) is older.
         if (seen.has(e.pubkey)) continue;
         seen.add(e.pubkey);
         each(e.pubkey, followsOf(e));
       }
+    }
   }
 }
 
@@ -155,6 +167,8 @@ export class WebOfTrust implements TrustEngine {
   private graph?: TrustGraph;
   /** The last build's duration, in seconds (the gauge bunstr_wot_build_seconds). */
   buildSeconds = 0;
+  /** Of which on this thread (the build less the wait for the store's reads). */
+  private ownSeconds = 0;
   private building?: Promise<void>;
   /** Another build was asked for while one ran: it runs after, reading what committed since. */
   private again = false;
@@ -238,7 +252,7 @@ export class WebOfTrust implements TrustEngine {
     const d = this.graph?.depth(e.pubkey);
     const shapes = s.seeds.includes(e.pubkey) || (s.depth >= 2 && d === 1);
     if (!shapes || this.debounce) return;
-    const spacing = BUILD_TIMES_APART * this.buildSeconds * 1000 - (performance.now() - this.builtAt);
+    const spacing = BUILD_TIMES_APART * this.ownSeconds * 1000 - (performance.now() - this.builtAt);
     this.debounce = setTimeout(
       () => {
         this.debounce = undefined;
@@ -278,6 +292,7 @@ export class WebOfTrust implements TrustEngine {
     this.graph = built.graph;
     this.builtAt = performance.now();
     this.buildSeconds = (this.builtAt - t0) / 1000;
+    this.ownSeconds = Math.max(0, this.buildSeconds - built.readSeconds);
     if (built.cut !== this.lastCut && built.cut > 0)
       log(`wot: the graph stops at [web_of_trust] max_pubkeys = ${built.graph.size}; ${built.cut} pubkeys left out`);
     this.lastCut = built.cut;
