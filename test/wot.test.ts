@@ -7,7 +7,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Signer, TestRelay } from "./helpers.ts";
 import { startFakeRelay, type FakeRelay } from "./fakes/nostr-relay.ts";
-import { accepted, Client, failOnRelayErrors, now, openTestStore, refusedWith, signer, startTestRelay, storeEvents } from "./helpers.ts";
+import {
+  accepted,
+  adminCall,
+  Client,
+  failOnRelayErrors,
+  now,
+  openTestStore,
+  refusedWith,
+  signer,
+  startTestRelay,
+  storeEvents,
+} from "./helpers.ts";
 
 failOnRelayErrors();
 
@@ -106,27 +117,6 @@ describe("depth 1", () => {
   });
 });
 
-/** A NIP-86 call with a NIP-98 token of `as`: the result, or the error. */
-async function nip86(relay: TestRelay, as: Signer, method: string, params: unknown[]): Promise<any> {
-  const url = relay.url.replace(/^ws/, "http");
-  const body = JSON.stringify({ method, params });
-  const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-  const token = as.sign({
-    kind: 27235,
-    tags: [
-      ["u", url],
-      ["method", "POST"],
-      ["payload", payload],
-    ],
-  });
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
-    body,
-  });
-  return res.json();
-}
-
 describe("depth 2 with min_followers", () => {
   const admin = signer();
   const seed = signer();
@@ -161,7 +151,7 @@ describe("depth 2 with min_followers", () => {
   });
 
   test("operators see it: NIP-86 listadmissions trusted with the follow path, /metrics the graph", async () => {
-    const { result } = await nip86(relay, admin, "listadmissions", ["trusted"]);
+    const { result } = (await adminCall(relay.url, admin, "listadmissions", ["trusted"])).body;
     const byKey = new Map<string, any>(result.map((r: any) => [r.pubkey, r.bases[0]]));
     expect(byKey.size).toBe(5); // seed, a, b, both, one
     expect(byKey.get(seed.pubkey).evidence).toEqual({ path: [seed.pubkey], depth: 0 });
@@ -170,7 +160,7 @@ describe("depth 2 with min_followers", () => {
     expect(depth).toBe(2);
     expect([a.pubkey, b.pubkey]).toContain(path[1]);
     expect([path[0], path[2]]).toEqual([seed.pubkey, both.pubkey]);
-    expect((await nip86(relay, admin, "revokeadmission", [a.pubkey, "trusted", "no"])).error).toContain("ban it instead");
+    expect((await adminCall(relay.url, admin, "revokeadmission", [a.pubkey, "trusted", "no"])).body.error).toContain("ban it instead");
     const metrics = await (await fetch(`${relay.url.replace(/^ws/, "http")}/metrics`)).text();
     expect(metrics).toContain("bunstr_wot_graph_pubkeys 5\n");
     expect(metrics).toContain(`bunstr_wot_graph_bytes ${5 * 39}\n`);
