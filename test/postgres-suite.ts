@@ -46,6 +46,7 @@ const SUITE = [
   "rate-limits",
   "security",
   "smoke",
+  "wot",
 ].map((f) => `./test/${f}.test.ts`);
 
 const CLUSTER = [

@@ -10,10 +10,12 @@ import { Payments } from "../access/payments.ts";
 import { startNip05Checks } from "../access/nip05.ts";
 import { AdmissionRegistry } from "../access/registry.ts";
 import { httpBase } from "../config/admission.ts";
+import { FOLLOW_LIST_KIND, WebOfTrust, wotSettings } from "../access/wot.ts";
 import type { Config } from "../config/schema.ts";
 import { ADMISSION_TEXTS, admissionOn, BASIS_BIT, joinUrl } from "../policy/admission.ts";
 import { refuse } from "../protocol/reasons.ts";
 import type { RelayContext } from "./context.ts";
+import { startWotRefresh } from "./wot-refresh.ts";
 
 /** An admission model is on (or passive NIP-05 checks, which record), or only members read. */
 export const admissionWanted = (c: Config): boolean =>
@@ -88,8 +90,21 @@ function startNip05(ctx: RelayContext, registry: AdmissionRegistry): void {
   startNip05Checks(registry, { config: () => ctx.config, store: ctx.store.admission, closing: () => ctx.closing });
 }
 
-/** The web of trust (WP3: access/wot.ts, relay/wot-refresh.ts): registry.engines.wot, kind 3 through registry.onCommitted. */
-function startWebOfTrust(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
+/**
+ * The web of trust (WP3: access/wot.ts, relay/wot-refresh.ts): registry.engines.wot (the
+ * `trusted` bit asks its graph), rebuilt ~1 s after a committed kind 3 that shapes it and on the
+ * refresh schedule. Its timers end when the relay closes (ctx.closing).
+ */
+function startWebOfTrust(ctx: RelayContext, registry: AdmissionRegistry): void {
+  const wot = new WebOfTrust(ctx.store, {
+    settings: () => wotSettings(ctx.config),
+    closed: () => ctx.closing,
+    onBuilt: (graph, seconds) => Object.assign(registry.metrics.wot, { pubkeys: graph.size, bytes: graph.bytes, buildSeconds: seconds }),
+  });
+  registry.engines.wot = wot;
+  registry.onCommitted([FOLLOW_LIST_KIND], (e) => wot.committed(e));
+  startWotRefresh(ctx, wot);
+}
 
 /** NIP-43 members (WP4: access/members.ts, relay/membership.ts): registry.engines.members, ctx.membership. */
 function startMembers(_ctx: RelayContext, _registry: AdmissionRegistry): void {}

@@ -35,8 +35,11 @@ export function startMirrors(ctx: RelayContext): Mirrors {
   };
 }
 
-/** A burst from a mirror through the pipeline (admit/admit.ts) into this relay's writer queue. */
-function ingestInto(ctx: RelayContext): Ingest {
+/**
+ * A burst from a mirror through the pipeline (admit/admit.ts) into this relay's writer queue;
+ * also the web of trust's follow lists fetched from other relays (relay/wot-refresh.ts).
+ */
+export function ingestInto(ctx: RelayContext): Ingest {
   return async (events) => {
     const r = { ...newCounts(), problems: [] as { reason: string }[] };
     const src: Source = { policies: mirrorPolicies, policy: policyContext(ctx) };
