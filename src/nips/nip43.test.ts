@@ -14,7 +14,6 @@ import {
   memberChangeTemplate,
   memberListTemplate,
   membersOf,
-  RELAY_SIGNED_KINDS,
   REMOVE,
 } from "./nip43.ts";
 
@@ -24,7 +23,6 @@ const B = "b".repeat(64);
 describe("NIP-43 kinds and templates", () => {
   test("the kinds of the NIP", () => {
     expect([MEMBER_LIST, ADD, REMOVE, JOIN, INVITE, LEAVE]).toEqual([13534, 8000, 8001, 28934, 28935, 28936]);
-    expect([...RELAY_SIGNED_KINDS].sort()).toEqual([13534, 28935, 8000, 8001].sort());
   });
 
   test("the member list carries - and one member tag per pubkey, in order", () => {

@@ -18,9 +18,6 @@ export const INVITE = 28935;
 /** A user asks to leave. */
 export const LEAVE = 28936;
 
-/** The kinds only the relay's key may sign (policy/admission.ts relayKinds refuses them from any other). */
-export const RELAY_SIGNED_KINDS: readonly number[] = [MEMBER_LIST, ADD, REMOVE, INVITE];
-
 /** An event for the relay to sign: created_at is set when it is signed. */
 export interface Nip43Template {
   kind: number;
