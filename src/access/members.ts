@@ -13,6 +13,8 @@ export interface MemberEvidence {
   /** The first 4 characters of the code used: enough to tell codes apart, not to reuse one. */
   code_prefix: string;
   via: "invite" | "admin";
+  /** An admin's reason (addmember). */
+  reason?: string;
 }
 
 export interface Member {
@@ -97,9 +99,9 @@ export class Members {
   }
 
   /** An admin adds `pubkey`; false when it was a member already. */
-  async add(pubkey: string, by: string, now: number): Promise<boolean> {
+  async add(pubkey: string, by: string, now: number, reason = ""): Promise<boolean> {
     if (this.has(pubkey)) return false;
-    await this.admitted(pubkey, now, { invited_by: by, code_prefix: "", via: "admin" });
+    await this.admitted(pubkey, now, { invited_by: by, code_prefix: "", via: "admin", ...(reason ? { reason } : {}) });
     return true;
   }
 

@@ -65,6 +65,7 @@ export class MembershipRelay {
   private readonly list: Publication = { tail: Promise.resolve() };
   /** created_at of the last 13534 this process signed (the store may not have it yet). */
   private lastListAt = 0;
+  private started = false;
 
   constructor(private readonly ctx: RelayContext) {
     this.members = new Members(ctx.access!, ctx.store.admission, () => ctx.config);
@@ -77,6 +78,7 @@ export class MembershipRelay {
   /** At start: the members read, then the 13534 written again if the stored one differs. */
   async start(): Promise<void> {
     await this.members.load();
+    this.started = true;
     await this.reconcile();
   }
 
@@ -144,27 +146,31 @@ export class MembershipRelay {
     return matchAny(filters, invite) ? invite : undefined;
   }
 
-  // ---- NIP-86 (http/admin-access.ts) ----
+  // ---- NIP-86 (http/admin-access.ts, through registry.engines.members) ----
 
-  /** addmember: admitted and announced; false when it was a member already. */
-  async addMember(pubkey: string, by: string): Promise<boolean> {
-    if (!(await this.members.add(pubkey, by, nowSeconds()))) return false;
+  /** Members are read (start() done): until then writers hear "loading" (registry.ready). */
+  get ready(): boolean {
+    return this.started;
+  }
+
+  /** addmember: admitted and announced (8000, 13534); nothing when it was a member already. */
+  async add(pubkey: string, reason: string): Promise<void> {
+    if (!(await this.members.add(pubkey, this.ctx.relayKey.pubkey, nowSeconds(), reason))) return;
     await this.changed(ADD, pubkey);
-    return true;
   }
 
-  /** removemember: revoked and announced; false when it was not a member. */
-  async removeMember(pubkey: string, reason: string): Promise<boolean> {
-    if (!(await this.members.remove(pubkey, reason || "removed by an admin"))) return false;
+  /** removemember: revoked and announced (8001, 13534); nothing when it was not a member. */
+  async remove(pubkey: string, reason: string): Promise<void> {
+    if (!(await this.members.remove(pubkey, reason || "removed by an admin"))) return;
     await this.changed(REMOVE, pubkey);
-    return true;
   }
 
-  listMembers(): Member[] {
+  /** listmembers: oldest first, with their evidence. */
+  list(): Member[] {
     return this.members.list();
   }
 
-  /** createinvitecode: a new code (or the caller's open one) issued by `issuer` as an admin. */
+  /** createinvitecode: the caller's open code, or a new one, issued as an admin (no quota). */
   async createInvite(issuer: string): Promise<{ code: string; expires_at: number }> {
     const r = await this.members.invite(issuer, true, nowSeconds(), randomCode);
     if (r === "none-left") throw new Error("unreachable: admins have no quota");
@@ -202,6 +208,8 @@ export class MembershipRelay {
     if (pub.pending) return pub.pending;
     const run: Promise<void> = pub.tail.then(async () => {
       if (pub.pending === run) pub.pending = undefined;
+      // Postgres: other nodes admit and revoke members too; their rows are read before the list is rendered.
+      if (!this.ctx.store.changes) await this.members.load();
       const created_at = Math.max(nowSeconds(), this.lastListAt + 1);
       this.lastListAt = created_at;
       await this.write(memberListTemplate(this.members.listed(this.ctx.config.membership.max_members_listed)), created_at);
