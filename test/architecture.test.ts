@@ -61,6 +61,7 @@ const ORDER = [
   "verify", // signature verification: worker pool, native library
   "admin", // NIP-86 admin state
   "groups", // NIP-29 group state: built from committed events, judged by a policy
+  "access", // who is admitted and why (issue 33): the registry and the admission engines
   "admit", // the one EVENT admission pipeline
   "http", // plain HTTP: NIP-11, status and admin pages, NIP-86 API, /metrics
   "observe", // the relay's counters and the status page's charts

@@ -33,6 +33,7 @@ const slow: Store = {
   lastSeq: () => real.lastSeq(),
   sizeBytes: () => real.sizeBytes(),
   admin: real.admin,
+  admission: real.admission,
   groups: real.groups,
   subscribe: (feed) => real.subscribe(feed),
   close: () => real.close(),

@@ -11,6 +11,7 @@ import { loadConfig } from "../src/cli/options.ts";
 import { ConfigError, loadConfigFile, loadConfigText, override } from "../src/config/load.ts";
 import { describeChanges, diffConfig } from "../src/config/reload.ts";
 import { renderDefaultConfig } from "../src/config/render.ts";
+import { configErrors, configWarnings } from "../src/config/warnings.ts";
 import { aliases, defaults, schema, type Config } from "../src/config/schema.ts";
 import { spawnBunstr } from "./relay-process.ts";
 import { spawnRelay } from "./process-helpers.ts";
@@ -303,6 +304,13 @@ describe("loading nostr-rs-relay's config.toml", () => {
     want.authorization.kind_denylist = [70202]; // limits.event_kind_blacklist
     want.authorization.kind_allowlist = [0, 1, 2, 3, 7, 40, 41, 42, 43, 44, 30023]; // limits.event_kind_allowlist
     want.authorization.pubkey_allowlist = RS_ALLOWED; // authorization.pubkey_whitelist
+    // Issue 33: its [verified_users] and [pay_to_relay] keys are ours now.
+    want.verified_users.domain_whitelist = ["example.com"];
+    want.pay_to_relay.node_url = "https://demo.lnbits.com";
+    want.pay_to_relay.api_secret = "<ln bits api>";
+    want.pay_to_relay.terms_message =
+      'This service (and supporting services) are provided "as is", without warranty of any kind, express or implied.\n';
+    want.pay_to_relay.sign_ups = false;
     expect(config).toEqual(want);
     expect([...ignored].sort()).toEqual(
       [
@@ -317,20 +325,7 @@ describe("loading nostr-rs-relay's config.toml", () => {
         "limits.limit_scrapers",
         "authorization.nip42_auth",
         "authorization.nip42_dms",
-        "verified_users.mode",
-        "verified_users.domain_whitelist",
-        "verified_users.verify_expiration",
-        "verified_users.verify_update_frequency",
-        "verified_users.max_consecutive_failures",
-        "pay_to_relay.enabled",
-        "pay_to_relay.admission_cost",
-        "pay_to_relay.cost_per_event",
-        "pay_to_relay.node_url",
-        "pay_to_relay.api_secret",
-        "pay_to_relay.terms_message",
-        "pay_to_relay.sign_ups",
-        "pay_to_relay.secret_key",
-        "pay_to_relay.processor",
+        "pay_to_relay.secret_key", // its DMs to payers: the /join page replaces them
       ].sort(),
     );
   });
@@ -548,7 +543,8 @@ describe("CLI", () => {
     const r2 = await cli(["config", "check", rs]);
     expect(r2.code).toBe(0);
     expect(r2.stdout).toContain(`${rs}: ok`);
-    expect(r2.stderr).toContain("pay_to_relay.enabled");
+    expect(r2.stderr).toContain("pay_to_relay.secret_key");
+    expect(r2.stderr).not.toContain("pay_to_relay.enabled");
     expect(r2.stderr).toContain("network.ping_interval");
   }, 20_000);
 
@@ -723,6 +719,78 @@ describe("[groups] (NIP-29)", () => {
   test("a previous_window under the NIP's 50 is an error", () => {
     expect(configError(() => loadConfigText(`[groups]\nprevious_window = 10\n`, "c.toml")).message).toContain("(50..100000)");
   });
+});
+
+describe("admission (issue 33)", () => {
+  test("every model is off by default; sign_ups is on; everyone reads", () => {
+    const d = defaults();
+    expect([d.pay_to_relay.enabled, d.verified_users.mode, d.web_of_trust.enabled, d.membership.enabled]).toEqual([
+      false,
+      "disabled",
+      false,
+      false,
+    ]);
+    expect(d.pay_to_relay.sign_ups).toBe(true);
+    expect(d.authorization.read).toBe("everyone");
+    expect(d.authorization.accept_dms_to_members).toBe(true);
+    expect(configErrors(d)).toEqual([]);
+    expect(configWarnings(d)).toEqual([]);
+  });
+
+  test("durations take nostr-rs-relay's words, at least 60 s", () => {
+    const c = loadConfigText(`[verified_users]\nverify_expiration = "2 days"\nverify_update_frequency = "90 minutes"\n`, "c.toml").config;
+    expect([c.verified_users.verify_expiration, c.verified_users.verify_update_frequency]).toEqual(["2 days", "90 minutes"]);
+    expect(configError(() => loadConfigText(`[verified_users]\nverify_expiration = "30s"\n`, "c.toml")).message).toContain(
+      'verify_expiration = "30s": expected a string of a duration of at least 60 s',
+    );
+    expect(configError(() => loadConfigText(`[verified_users]\nverify_update_frequency = "1 fortnight"\n`, "c.toml")).message).toContain(
+      "a duration of at least 60 s",
+    );
+  });
+
+  test("pay without a node, a key or a rune, and a web of trust without seeds, cannot start", () => {
+    const c = defaults();
+    c.pay_to_relay.enabled = true;
+    c.web_of_trust.enabled = true;
+    expect(configErrors(c)).toEqual([
+      "[pay_to_relay] enabled needs node_url (the Lightning node's API)",
+      '[pay_to_relay] processor = "LNBits" needs api_secret (the wallet\'s invoice key)',
+      "[web_of_trust] enabled needs seeds or [info] pubkey (whose follows the web starts from)",
+    ]);
+    c.pay_to_relay.processor = "ClnRest";
+    c.pay_to_relay.node_url = "https://node.example";
+    c.info.pubkey = "e".repeat(64);
+    expect(configErrors(c)).toEqual(['[pay_to_relay] processor = "ClnRest" needs rune_path (a file holding the rune)']);
+    c.pay_to_relay.rune_path = "/etc/rune";
+    expect(configErrors(c)).toEqual([]);
+    c.verified_users.mode = "passive";
+    c.verified_users.verify_expiration = "";
+    expect(configErrors(c)).toEqual([
+      '[verified_users] verify_expiration is empty: give a duration of at least 60 s (the default: "1 week")',
+    ]);
+  });
+
+  test("warnings: members-only reading with nobody admitted, pay without relay_url, http_loopback", () => {
+    const c = defaults();
+    c.authorization.read = "members";
+    c.pay_to_relay.enabled = true;
+    c.verified_users.http_loopback = true;
+    expect(configWarnings(c)).toEqual([
+      'warning: [pay_to_relay] is enabled but [info] relay_url is not set: the node gets no webhook (payments are found by polling) and refusals say "join at /join" without the relay\'s address',
+      "warning: [verified_users] http_loopback is for tests only: NIP-05 addresses on this machine are fetched over http",
+    ]);
+    c.pay_to_relay.enabled = false;
+    expect(configWarnings(c)[0]).toBe(
+      'warning: [authorization] read = "members" with no admission model on and an empty pubkey_allowlist: only admins and allow-listed pubkeys can read',
+    );
+  });
+
+  test("config check says what stops serve", async () => {
+    const bad = file("unpaid.toml", `[pay_to_relay]\nenabled = true\n`);
+    const r = await cli(["config", "check", bad]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`error: ${bad}: [pay_to_relay] enabled needs node_url`);
+  }, 20_000);
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 // (relay/write/ingest.ts), a [mirror] relay (relay/write/mirror.ts), and `bunstr import`, `sync` and
 // `stream` (ops/import.ts). The order of the steps is the specification:
 //   shape -> throttle -> policies -> writer queue full? -> id hash -> duplicate -> signature
-//   -> write-policy plugin -> store (or fan out ephemeral) -> the outcome (the caller answers OK, or counts it)
+//   -> ledger reserve -> write-policy plugin -> store (or a relay request answered, or fan out
+//   ephemeral) -> ledger settle -> the outcome (the caller answers OK, or counts it)
 // What differs between the entry points is handed in, never tested for here: the policies and
 // what they see, a throttle, the plugin (Source); where ephemeral events go and which writer
 // stores (AdmitContext). Whoever answers a client answers from the outcome only after the writer
@@ -43,6 +44,16 @@ export interface AdmitContext {
   };
   /** Fans an ephemeral event out to live subscribers; without it (an import) ephemeral events are dropped before their signature is checked. */
   ephemeral?(e: NostrEvent, json: string): void;
+  /**
+   * Issue 33, paid per event (access/ledger.ts): asked after the signature (a forged event never
+   * touches a balance) and before the plugin; `reserve` refuses when the balance less what is
+   * reserved does not cover the event; each reserve that did not refuse is settled once, with
+   * whether the event was stored (charged) or not (released). Absent: nothing is charged.
+   */
+  readonly ledger?: {
+    reserve(pubkey: string): Refusal | undefined;
+    settle(pubkey: string, stored: boolean): void;
+  };
 }
 
 /** The write-policy plugin's answer (relay/plugin/plugin.ts); undefined: accepted. */
@@ -61,6 +72,12 @@ export interface Source {
   readonly session?: { inflight: number };
   /** The last check, of valid new events to be stored or fanned out: the operator's plugin. */
   writePolicy?(e: NostrEvent, json: string): PluginVerdict | undefined | Promise<PluginVerdict | undefined>;
+  /**
+   * Issue 33, NIP-43 (relay/membership.ts): an ephemeral event the relay answers itself (join
+   * 28934, leave 28936 with [membership] on); undefined: not one, fanned out as usual. Its answer
+   * is the OK (fate "answered"); it is never fanned out.
+   */
+  relayRequest?(e: NostrEvent): Promise<PluginVerdict> | undefined;
 }
 
 const INVALID_ID = refuse("invalid", "event id does not match the event");
@@ -135,15 +152,27 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
       const o = await ctx.writer.enqueue({ event: e, json, vanishOnly: refusal, group });
       return no("refused", o.stored || o.duplicate ? refusal : o.refusal);
     }
-    // The operator's plugin (strfry's protocol) is the costliest check: it sees only valid, new events.
-    const verdict = src.writePolicy && (await src.writePolicy(e, json));
-    if (verdict) return { event: e, fate: "plugin", ...verdict }; // a shadow reject is OK true, never stored
-    if (ephemeral) {
-      ctx.ephemeral!(e, json);
-      return { event: e, fate: "ephemeral" };
+    // Paid per event: reserved now, charged once stored (released otherwise).
+    const held = ctx.ledger?.reserve(e.pubkey);
+    if (held) return no("refused", held);
+    let stored = false;
+    try {
+      // The operator's plugin (strfry's protocol) is the costliest check: it sees only valid, new events.
+      const verdict = src.writePolicy && (await src.writePolicy(e, json));
+      if (verdict) return { event: e, fate: "plugin", ...verdict }; // a shadow reject is OK true, never stored
+      if (ephemeral) {
+        const answer = src.relayRequest?.(e);
+        if (answer) return { event: e, fate: "answered", ...(await answer) };
+        ctx.ephemeral!(e, json);
+        return { event: e, fate: "ephemeral" };
+      }
+      // The writer queue is fair between the addresses charged for their events, and cuts its batches by cost.
+      const o = written(e, await ctx.writer.enqueue({ event: e, json, group, cost }));
+      stored = o.fate === "accepted";
+      return o;
+    } finally {
+      ctx.ledger?.settle(e.pubkey, stored);
     }
-    // The writer queue is fair between the addresses charged for their events, and cuts its batches by cost.
-    return written(e, await ctx.writer.enqueue({ event: e, json, group, cost }));
   } finally {
     src.session && src.session.inflight--;
     ctx.inflight--;

@@ -23,20 +23,22 @@ export type Outcome =
   /** `event`: undefined when it had no event's shape. */
   | { event: NostrEvent | undefined; fate: RefusedFate; refusal: Refusal }
   /** The write-policy plugin's answer, its text passed through as strfry does (a shadow reject is OK true). */
-  | { event: NostrEvent; fate: "plugin"; accepted: boolean; message: string };
+  | { event: NostrEvent; fate: "plugin"; accepted: boolean; message: string }
+  /** A request the relay answered itself (NIP-43 join and leave, Source.relayRequest): never stored nor fanned out. */
+  | { event: NostrEvent; fate: "answered"; accepted: boolean; message: string };
 
 const DUPLICATE = "duplicate: already have this event";
 
 /** The OK message's accepted flag. */
 export function okAccepted(o: Outcome): boolean {
   if ("refusal" in o) return false;
-  return o.fate === "plugin" ? o.accepted : true;
+  return o.fate === "plugin" || o.fate === "answered" ? o.accepted : true;
 }
 
 /** The OK message's text: "" when stored, else the NIP-01 prefixed reason. */
 export function okMessage(o: Outcome): string {
   if ("refusal" in o) return refusalText(o.refusal);
-  if (o.fate === "plugin") return o.message;
+  if (o.fate === "plugin" || o.fate === "answered") return o.message;
   return o.fate === "duplicate" ? DUPLICATE : "";
 }
 
@@ -100,7 +102,7 @@ export function addCounts(into: Counts, from: Counts): void {
 
 /** Counts one outcome (not its line: the reader counts what it read). */
 export function countOutcome(c: Counts, o: Outcome): void {
-  c[o.fate === "plugin" ? (o.accepted ? "accepted" : "refused") : o.fate]++;
+  c[o.fate === "plugin" || o.fate === "answered" ? (o.accepted ? "accepted" : "refused") : o.fate]++;
 }
 
 /** What to report about an outcome that is a problem (a refusal; not an older version of a replaceable event), else undefined. */

@@ -1,7 +1,7 @@
 // `bunstr config init|check`.
 import { ConfigError, loadConfigFile } from "../config/load.ts";
 import { renderDefaultConfig } from "../config/render.ts";
-import { configWarnings } from "../config/warnings.ts";
+import { configErrors, configWarnings } from "../config/warnings.ts";
 
 /**
  * `config check [--lenient] FILE`: every problem of the file, one `error: file:line: …` line each,
@@ -10,6 +10,8 @@ import { configWarnings } from "../config/warnings.ts";
 async function check(file: string, lenient: boolean): Promise<number> {
   try {
     const { config, ignored, unknown } = await loadConfigFile(file, { lenient });
+    const errors = configErrors(config);
+    if (errors.length > 0) throw new ConfigError(errors.map((e) => `${file}: ${e}`));
     for (const line of unknown) console.warn(`warning: ${line}`);
     if (ignored.length > 0) console.warn(`warning: ${file}: not used by bunstr: ${ignored.join(", ")}`);
     // The same warnings `serve` prints at start.

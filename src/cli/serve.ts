@@ -2,8 +2,9 @@
 // SIGTERM/SIGINT stop cleanly, SIGUSR2 drains for a zero-downtime restart (docs/operations.md).
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { ConfigError } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
-import { configWarnings } from "../config/warnings.ts";
+import { configErrors, configWarnings } from "../config/warnings.ts";
 import { startRelay, type Relay, type Shutdown } from "../relay/server.ts";
 import { configuredVerifier } from "../verify/configured.ts";
 import { VERSION } from "../version.ts";
@@ -60,6 +61,8 @@ export async function serve(argv: string[]): Promise<void> {
   const files = raiseOpenFileLimit();
   const config = settle(await loadServeConfig(flags), files);
   for (const line of configWarnings(config)) console.warn(line);
+  const errors = configErrors(config);
+  if (errors.length > 0) throw new ConfigError(errors);
   // The address and the port before the database: a relay that cannot listen leaves no file behind.
   await checkHost(config.network.host);
   const dbPath = databasePath(config);

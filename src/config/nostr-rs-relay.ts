@@ -44,26 +44,7 @@ export const nostrRsRelayKeys: Record<string, readonly string[]> = {
     "event_persist_buffer",
     "limit_scrapers",
   ],
-  verified_users: [
-    "mode",
-    "domain_whitelist",
-    "domain_blacklist",
-    "verify_expiration",
-    "verify_update_frequency",
-    "max_consecutive_failures",
-  ],
-  pay_to_relay: [
-    "enabled",
-    "admission_cost",
-    "cost_per_event",
-    "node_url",
-    "api_secret",
-    "terms_message",
-    "sign_ups",
-    "direct_message",
-    "secret_key",
-    "processor",
-    "rune_path",
-  ],
+  // Its pay_to_relay DMs (the /join page replaces them): a warning when set (config/warnings.ts).
+  pay_to_relay: ["direct_message", "secret_key"],
   retention: ["max_events", "max_bytes", "persist_days", "whitelist_addresses"],
 };

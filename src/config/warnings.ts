@@ -2,7 +2,7 @@
 // start and after each reload, and by `config check`: the three never disagree.
 import { isIP } from "node:net";
 import { MAX_KIND } from "../protocol/kinds.ts";
-import type { Config } from "./schema.ts";
+import { defaults, type Config } from "./schema.ts";
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "::1", "localhost"]);
 
@@ -32,6 +32,49 @@ export function configWarnings(config: Config): string[] {
         `behind a proxy every client shares the proxy's rate limits; set remote_ip_header and trusted_proxies`,
     );
   out.push(...kindWarnings(config));
+  out.push(...admissionWarnings(config));
+  return out;
+}
+
+/** Any admission model that refuses writers is on (policy/admission.ts admissionOn has the same rule). */
+const modelOn = (c: Config): boolean =>
+  c.pay_to_relay.enabled || c.verified_users.mode === "enabled" || c.web_of_trust.enabled || c.membership.enabled;
+
+/** Admission settings that leave a feature half-working (docs/architecture.md, Admission). */
+function admissionWarnings(config: Config): string[] {
+  const { authorization, pay_to_relay, verified_users, info } = config;
+  const out: string[] = [];
+  if (authorization.read === "members" && !modelOn(config) && authorization.pubkey_allowlist.length === 0)
+    out.push(
+      `warning: [authorization] read = "members" with no admission model on and an empty pubkey_allowlist: only admins and allow-listed pubkeys can read`,
+    );
+  if (pay_to_relay.enabled && !info.relay_url)
+    out.push(
+      `warning: [pay_to_relay] is enabled but [info] relay_url is not set: the node gets no webhook (payments are found by polling) and refusals say "join at /join" without the relay's address`,
+    );
+  if (verified_users.http_loopback)
+    out.push(`warning: [verified_users] http_loopback is for tests only: NIP-05 addresses on this machine are fetched over http`);
+  return out;
+}
+
+/** Settings that cannot work: `serve` stops at start with these (config check prints them as errors too). */
+export function configErrors(config: Config): string[] {
+  const { pay_to_relay: pay, web_of_trust: wot } = config;
+  const out: string[] = [];
+  if (pay.enabled && !pay.node_url) out.push("[pay_to_relay] enabled needs node_url (the Lightning node's API)");
+  if (pay.enabled && pay.processor === "LNBits" && !pay.api_secret)
+    out.push('[pay_to_relay] processor = "LNBits" needs api_secret (the wallet\'s invoice key)');
+  if (pay.enabled && pay.processor === "ClnRest" && !pay.rune_path)
+    out.push('[pay_to_relay] processor = "ClnRest" needs rune_path (a file holding the rune)');
+  if (wot.enabled && wot.seeds.length === 0 && !config.info.pubkey)
+    out.push("[web_of_trust] enabled needs seeds or [info] pubkey (whose follows the web starts from)");
+  // The schema lets a patterned string be empty; a NIP-05 engine needs both durations.
+  if (config.verified_users.mode !== "disabled")
+    for (const k of ["verify_expiration", "verify_update_frequency"] as const)
+      if (!config.verified_users[k])
+        out.push(
+          `[verified_users] ${k} is empty: give a duration of at least 60 s (the default: ${JSON.stringify(defaults().verified_users[k])})`,
+        );
   return out;
 }
 

@@ -97,6 +97,10 @@ const KNOWN_SECTIONS = new Set([
   "metrics",
   "mirror",
   "groups",
+  "pay_to_relay",
+  "verified_users",
+  "web_of_trust",
+  "membership",
 ]);
 /** Never shown, whatever section a later key lands in. */
 const SECRET = /token|secret|password|private|credential/i;
@@ -124,6 +128,7 @@ export function policiesInForce(config: Config, admin?: AdminCounts): PolicyRow[
     { label: "Write-policy plugin", value: o.write_policy_plugin ? "on" : "off" },
     { label: "Relay administrators (NIP-86)", value: counted(config.admin.pubkeys.length, "pubkey") },
     ...groupRows(config.groups),
+    ...admissionRows(config),
   ];
   if (admin)
     rows.push(
@@ -135,13 +140,38 @@ export function policiesInForce(config: Config, admin?: AdminCounts): PolicyRow[
       { label: "Kinds disallowed by an admin", value: counted(admin.disallowedKinds.size, "kind") },
     );
   // Keys other modules add later (rate limits, …) show without a change here.
-  const known = new Set(["pubkey_allowlist", "pubkey_denylist", "kind_allowlist", "kind_denylist", "restricted_read_kinds"]);
+  const known = new Set([
+    "pubkey_allowlist",
+    "pubkey_denylist",
+    "kind_allowlist",
+    "kind_denylist",
+    "restricted_read_kinds",
+    "read",
+    "accept_dms_to_members",
+  ]);
   for (const [k, v] of Object.entries(a)) if (!known.has(k)) rows.push(generic(`authorization.${k}`, v));
   for (const [section, keys] of Object.entries(config as Record<string, unknown>)) {
     if (KNOWN_SECTIONS.has(section) || typeof keys !== "object" || keys === null) continue;
     rows.push(...sectionRows(section, keys as Record<string, unknown>));
   }
   return rows.filter((r) => !SECRET.test(r.label));
+}
+
+/** Issue 33: who may write (the admission models, each off in one row) and who may read. */
+function admissionRows(c: Config): PolicyRow[] {
+  const pay = c.pay_to_relay;
+  const wot = c.web_of_trust;
+  return [
+    { label: "Who may read", value: c.authorization.read === "members" ? "admitted pubkeys, authenticated" : "everyone" },
+    {
+      label: "Paid admission",
+      value: pay.enabled ? `${pay.admission_cost} sats${pay.cost_per_event > 0 ? `, then ${pay.cost_per_event} per event` : ""}` : "off",
+    },
+    { label: "NIP-05 verified writers", value: c.verified_users.mode },
+    { label: "Web of trust", value: wot.enabled ? `follows to depth ${wot.depth}` : "off" },
+    { label: "Members only (NIP-43)", value: c.membership.enabled ? "on" : "off" },
+    { label: "DMs to admitted pubkeys accepted from anyone", value: c.authorization.accept_dms_to_members ? "on" : "off" },
+  ];
 }
 
 /** [groups] (NIP-29): off in one row; on, who may create groups and their limits. */

@@ -133,7 +133,7 @@ export class RelayMetrics {
       if (o.event && isGroupEvent(o.event)) this.groupRefusals[reason]!++;
       return this.count(kind, 2, reason);
     }
-    if (o.fate === "plugin") return this.countEventResult(kind, o.accepted, o.message);
+    if (o.fate === "plugin" || o.fate === "answered") return this.countEventResult(kind, o.accepted, o.message);
     if (o.fate === "duplicate") return this.count(kind, 1, DUPLICATE);
     this.count(kind, 0, 0);
   }

@@ -2,6 +2,7 @@
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Refusal } from "../protocol/reasons.ts";
 import { VANISH_KIND } from "../nips/nip62.ts";
+import { admission, relayKinds } from "./admission.ts";
 import {
   adminBans,
   authToWrite,
@@ -36,6 +37,8 @@ export const defaultPolicies: Policy[] = [
   adminBans,
   kindLists,
   pubkeyLists,
+  admission, // after the lists (a banned pubkey hears "banned"), before the groups
+  relayKinds,
   groupWrites, // after the relay's own lists: a banned pubkey hears "banned", not a group's reason
   protectedEvents,
 ];
@@ -48,10 +51,28 @@ export const defaultPolicies: Policy[] = [
  * window and proof of work (an archive is old by nature) and whether a request to vanish names
  * this relay (it named the relay it came from).
  */
-export const importPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists, groupImports];
+export const importPolicies: readonly Policy[] = [
+  noAuthEvents,
+  sizeLimits,
+  notExpired,
+  adminBans,
+  kindLists,
+  pubkeyLists,
+  relayKinds,
+  groupImports,
+];
 
 /** The [mirror]'s: an import's, but a post into a group is judged as if published here (its group, membership, removal, kinds). */
-export const mirrorPolicies: readonly Policy[] = [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists, groupMirror];
+export const mirrorPolicies: readonly Policy[] = [
+  noAuthEvents,
+  sizeLimits,
+  notExpired,
+  adminBans,
+  kindLists,
+  pubkeyLists,
+  relayKinds,
+  groupMirror,
+];
 
 function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: NostrEvent): Refusal | undefined {
   for (const p of policies) {
@@ -63,10 +84,11 @@ function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: NostrEv
 
 /**
  * The policies that judge the sender's standing (AUTH, bans, allow and deny lists, kind lists)
- * rather than the event. NIP-62: "relays that have restrictions on who can post MUST also follow
- * the request regardless of the user's status".
+ * rather than the event, and admission (issue 33: paid, verified, trusted, member). NIP-62:
+ * "relays that have restrictions on who can post MUST also follow the request regardless of the
+ * user's status".
  */
-const standingPolicies: ReadonlySet<Policy> = new Set([authToWrite, adminBans, kindLists, pubkeyLists]);
+const standingPolicies: ReadonlySet<Policy> = new Set([authToWrite, adminBans, kindLists, pubkeyLists, admission]);
 
 interface Verdict {
   /** The first refusal, in policy order (the OK answer); undefined: the event may be stored. */

@@ -8,6 +8,7 @@ import { namesRelay, VANISH_KIND } from "../nips/nip62.ts";
 import { embedsProtected, isProtected } from "../nips/nip70.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
+import { admissionOn, type AdmissionView } from "./admission.ts";
 import type { GroupView } from "./groups.ts";
 import { chargeRate, rateLimitMessage, type RateLimiter } from "./rate-limit.ts";
 import { writeCost } from "./write-cost.ts";
@@ -33,6 +34,10 @@ export interface PolicyContext {
   cost?: number;
   /** NIP-29 group state (groups/state.ts); absent when groups are off or outside a running relay. */
   groups?: GroupView;
+  /** Who is admitted and why (access/registry.ts); absent while no admission model is on or outside a running relay. */
+  access?: AdmissionView;
+  /** This relay's own pubkey (NIP-43: the only signer of 13534, 8000, 8001, 28935). */
+  relayPubkey?: string;
 }
 
 /** What the policies read of the NIP-86 admin state (admin/state.ts): keys are hex or IPs. */
@@ -139,10 +144,15 @@ export const kindLists: Policy = ({ config, admin }, e) => {
   return undefined;
 };
 
-/** Config pubkey lists and the admin's allow list (NIP-86 allowpubkey): any allow list makes the relay allow-only. */
+/**
+ * Config pubkey lists and the admin's allow list (NIP-86 allowpubkey): any allow list makes the
+ * relay allow-only. While an admission model is on, the allow lists are the manual basis of the
+ * registry instead (listed pubkeys write free; policy/admission.ts judges the others).
+ */
 export const pubkeyLists: Policy = ({ config, admin }, e) => {
   const a = config.authorization;
   if (setOf(a.pubkey_denylist).has(e.pubkey)) return refuse("blocked", "this pubkey may not publish here");
+  if (admissionOn(config)) return undefined;
   const allowOnly = a.pubkey_allowlist.length > 0 || (admin?.allowedPubkeys.size ?? 0) > 0;
   if (allowOnly && !setOf(a.pubkey_allowlist).has(e.pubkey) && !admin?.allowedPubkeys.has(e.pubkey))
     return refuse("restricted", "this pubkey is not allowed to publish here");

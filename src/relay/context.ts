@@ -1,6 +1,7 @@
 // What the message handlers share: config, store, writer, verifier, fanout, memory's answers, admin state, the
 // write-policy plugin and the metrics. The interface only: the decisions made from it live with
 // their subject (policy/visibility.ts, connection/budget.ts, write/policy-context.ts).
+import type { AdmissionRegistry } from "../access/registry.ts";
 import type { AdminState } from "../admin/state.ts";
 import type { LogLimiter } from "../log.ts";
 import type { Config } from "../config/schema.ts";
@@ -45,6 +46,8 @@ export interface RelayContext extends BudgetState {
   groupRelay?: GroupPublisher;
   /** NIP-86 admin state: bans, allow lists, kinds, blocked IPs, relay info (admin/state.ts). */
   admin: AdminState;
+  /** Issue 33: who is admitted and why (access/registry.ts), present while an admission model is on or read = "members". */
+  access?: AdmissionRegistry;
   /** The [options] write_policy_plugin of this relay, started on the first event that needs it (plugin/plugin.ts). */
   plugin: WritePolicyPlugin;
   /** This relay's counters and histograms for /metrics (observe/metrics.ts). */

@@ -2,6 +2,7 @@
 // fanout, memory's answers, admin state, plugin, metrics), the store's commit feed to the live
 // subscriptions, and what the running relay keeps of its connections (Live).
 import type { Server } from "bun";
+import { AdmissionRegistry } from "../access/registry.ts";
 import { AdminState } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
 import { freshRelayKey, type RelayKey } from "../protocol/schnorr.ts";
@@ -9,6 +10,7 @@ import { LogLimiter } from "../log.ts";
 import { RelayMetrics } from "../observe/metrics.ts";
 import type { History } from "../observe/history.ts";
 import { GroupState } from "../groups/state.ts";
+import { admissionOn } from "../policy/admission.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
 import { RateLimiter } from "../policy/rate-limit.ts";
 import { canRead, gated, groupGated, writeRules } from "../policy/visibility.ts";
@@ -145,6 +147,7 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     connections: () => sockets.size,
   };
   const groups = config.groups.enabled ? startGroups(ctx) : undefined;
+  const access = admissionWanted(config) ? startAdmission(ctx) : undefined;
   // The store's one feed of what is committed, in commit order, whoever wrote it (on Postgres,
   // any node; with the other nodes' ephemeral events and admin changes): to the live
   // subscriptions and memory's answers (relay/read/live.ts).
@@ -154,9 +157,13 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     // The group state first, so the fanout of a 9000/9001/9002 already sees its members and flags.
     committed(e, json) {
       groups?.committed(e);
+      access?.committed(e);
       feed.committed(e, json);
     },
-    adminChanged: () => void ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err)),
+    adminChanged() {
+      ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err));
+      access?.load().catch((err) => console.error("could not reload the admissions:", err));
+    },
   });
   // A store that names every change lets memory answer (relay/answers/); one with other nodes
   // writing (Postgres) does not.
@@ -166,7 +173,31 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
   // After the subscription: what the feed brings while the rebuild reads is applied after it.
   if (groups) shared.ready = groups.start();
+  // Writers are refused "loading" until the rows are read (policy/admission.ts).
+  if (access) {
+    const loading = access.load().catch((err) => console.error("could not load the admissions:", err));
+    shared.ready = Promise.all([shared.ready, loading]).then(() => {});
+  }
   return Object.assign(shared, { ctx });
+}
+
+/** Issue 33: an admission model is on (or passive NIP-05 checks, which record), or only members read. */
+const admissionWanted = (c: Config): boolean =>
+  admissionOn(c) || c.verified_users.mode !== "disabled" || c.authorization.read === "members";
+
+/**
+ * The admission registry (access/registry.ts), fed by the commit feed. The engines of the models
+ * that are on are built here and set in `registry.engines` (docs/architecture.md, Admission).
+ */
+function startAdmission(ctx: RelayContext): AdmissionRegistry {
+  const registry = new AdmissionRegistry({
+    store: ctx.store.admission,
+    config: () => ctx.config,
+    admin: ctx.admin,
+    relayPubkey: ctx.relayKey.pubkey,
+  });
+  ctx.access = registry;
+  return registry;
 }
 
 /** NIP-29 ([groups] enabled): the group state and the relay's side of it (relay/groups.ts). */

@@ -82,6 +82,89 @@ export interface AdminStore {
   deleteAuthor(pubkey: string): Promise<number>;
 }
 
+/** Issue 33: one stored admission of a pubkey on one basis (policy/admission.ts Basis: paid, verified, member). */
+export interface AdmissionRow {
+  pubkey: string;
+  basis: string;
+  /** When admitted (seconds). */
+  since: number;
+  /** Admitted until (seconds; a NIP-05 verification expires); null: until revoked. */
+  until: number | null;
+  /** JSON: why (paid: payment_hash, amount_sats, paid_at; verified: address, verified_at, checked_at; member: invited_by, code_prefix, via). */
+  evidence: string;
+}
+
+/** A Lightning invoice for admission or a top-up (access/payments.ts). */
+export interface InvoiceRow {
+  payment_hash: string;
+  pubkey: string;
+  purpose: "admission" | "topup";
+  amount_sats: number;
+  bolt11: string;
+  status: "unpaid" | "paid" | "expired";
+  created_at: number;
+  expires_at: number;
+  paid_at: number | null;
+  checked_at: number | null;
+}
+
+/** A pubkey's NIP-05 address and its checks (access/nip05.ts). */
+export interface Nip05Row {
+  pubkey: string;
+  address: string;
+  verified_at: number | null;
+  checked_at: number;
+  failures: number;
+  error: string;
+}
+
+/** A NIP-43 invite code (access/members.ts). */
+export interface InviteRow {
+  code: string;
+  issuer: string;
+  created_at: number;
+  expires_at: number;
+  used_by: string | null;
+  used_at: number | null;
+}
+
+/**
+ * Issue 33: who is admitted and why, in the event database (both backends). Rows, invoices,
+ * balances, NIP-05 checks and invite codes; the trust graph is rebuilt, never stored. Times in
+ * seconds. Postgres: put and remove bump admin_version, so other nodes reload the registry.
+ */
+export interface AdmissionStore {
+  rows(): Promise<AdmissionRow[]>;
+  /** Upserts; a row already there keeps its `since`. */
+  put(r: AdmissionRow): Promise<void>;
+  remove(pubkey: string, basis: string): Promise<void>;
+  putInvoice(i: InvoiceRow): Promise<void>;
+  invoice(hash: string): Promise<InvoiceRow | undefined>;
+  /** The newest unpaid, unexpired invoice of a pubkey for a purpose. */
+  openInvoice(pubkey: string, purpose: string, now: number): Promise<InvoiceRow | undefined>;
+  /** How many invoices are unpaid and unexpired (max_open_invoices). */
+  openInvoices(now: number): Promise<number>;
+  /** Unpaid, oldest check first: the poller's page (including those expired less than `graceS` ago). */
+  dueInvoices(now: number, graceS: number, max: number): Promise<InvoiceRow[]>;
+  /** Records a check of an unpaid invoice (the poller's order). */
+  checkedInvoice(hash: string, at: number): Promise<void>;
+  /** unpaid -> paid (or expired), once: true only for the call that moved it (webhook and poller race safely). */
+  settleInvoice(hash: string, status: "paid" | "expired", at: number): Promise<boolean>;
+  recentInvoices(limit: number): Promise<InvoiceRow[]>;
+  balances(): Promise<{ pubkey: string; sats: number }[]>;
+  /** Adds deltas (may be negative), additive so several nodes can flush. */
+  addBalances(deltas: { pubkey: string; sats: number }[]): Promise<void>;
+  nip05(pubkey: string): Promise<Nip05Row | undefined>;
+  putNip05(r: Nip05Row): Promise<void>;
+  removeNip05(pubkey: string): Promise<void>;
+  /** Checked before `before`, oldest check first. */
+  dueNip05(before: number, max: number): Promise<Nip05Row[]>;
+  putInvite(i: InviteRow): Promise<void>;
+  /** Marks an unused, unexpired code used by `pubkey` atomically; the row as it was, or why not. */
+  takeInvite(code: string, pubkey: string, now: number): Promise<InviteRow | "unknown" | "expired" | "used">;
+  invitesBy(issuer: string): Promise<InviteRow[]>;
+}
+
 /**
  * The one feed of what a store commits, which the relay subscribes to once (Store.subscribe) and
  * fans out from: whoever wrote, by this process's writer queue or (Postgres) another node.
@@ -184,6 +267,8 @@ export interface PurgeWatch {
 
 export interface Store {
   readonly admin: AdminStore;
+  /** Issue 33: admissions, invoices, balances, NIP-05 checks, invite codes (AdmissionStore). */
+  readonly admission: AdmissionStore;
   /** NIP-29: the group state's rebuild reads (GroupRecords). */
   readonly groups: GroupRecords;
   /** Capability: every change named (SQLite); absent, the relay answers every REQ from the store. */

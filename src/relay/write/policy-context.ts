@@ -19,4 +19,6 @@ export const policyContext = (ctx: RelayContext, s?: Session): PolicyContext => 
   rates: s ? ctx.rates : undefined,
   admin: ctx.admin,
   groups: ctx.groups,
+  access: ctx.access,
+  relayPubkey: ctx.relayKey.pubkey,
 });

@@ -76,6 +76,21 @@ const migrations: string[] = [
   // not see (query.ts groupResidual): an index-only probe per candidate, of group events only.
   `CREATE TABLE relay_key (id smallint PRIMARY KEY CHECK (id = 1), secret text NOT NULL);
    CREATE INDEX tags_h ON tags (seq, value) WHERE name = 'h';`,
+  // 7: issue 33, who may write and why (postgres/admission.ts), as SQLite's (store/sqlite/db.ts, schema 14).
+  `CREATE TABLE admissions (pubkey text NOT NULL, basis text NOT NULL, since bigint NOT NULL, until bigint,
+     evidence text NOT NULL, PRIMARY KEY (pubkey, basis));
+   CREATE TABLE invoices (payment_hash text PRIMARY KEY, pubkey text NOT NULL, purpose text NOT NULL,
+     amount_sats bigint NOT NULL, bolt11 text NOT NULL, status text NOT NULL, created_at bigint NOT NULL,
+     expires_at bigint NOT NULL, paid_at bigint, checked_at bigint);
+   CREATE INDEX invoices_pubkey ON invoices (pubkey, created_at);
+   CREATE INDEX invoices_unpaid ON invoices (checked_at) WHERE status = 'unpaid';
+   CREATE TABLE balances (pubkey text PRIMARY KEY, sats bigint NOT NULL);
+   CREATE TABLE nip05 (pubkey text PRIMARY KEY, address text NOT NULL, verified_at bigint, checked_at bigint NOT NULL,
+     failures bigint NOT NULL, error text NOT NULL);
+   CREATE INDEX nip05_due ON nip05 (checked_at);
+   CREATE TABLE invites (code text PRIMARY KEY, issuer text NOT NULL, created_at bigint NOT NULL, expires_at bigint NOT NULL,
+     used_by text, used_at bigint);
+   CREATE INDEX invites_issuer ON invites (issuer);`,
 ];
 
 /** Any fixed number: the advisory lock that serializes migrations of nodes starting together. */

@@ -26,6 +26,7 @@ import {
   type WriteRules,
 } from "../types.ts";
 import { newestFirst } from "../semantics.ts";
+import { PostgresAdmission } from "./admission.ts";
 import { RedisBus } from "./bus.ts";
 import { PostgresGroups } from "./groups.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
@@ -47,6 +48,7 @@ const TIMEOUT = "57014"; // query_canceled (statement_timeout)
 
 export class PostgresStore implements Store {
   readonly admin: PostgresAdmin;
+  readonly admission: PostgresAdmission;
   readonly groups: PostgresGroups;
   private feed?: CommitFeed;
   private readonly order: CommitOrder;
@@ -63,6 +65,7 @@ export class PostgresStore implements Store {
       readRange: (from, to) => this.readRange(from, to),
     });
     this.admin = new PostgresAdmin(sql, () => this.bus?.publishAdminChange());
+    this.admission = new PostgresAdmission(sql, () => this.bus?.publishAdminChange());
     this.groups = new PostgresGroups(sql);
   }
 

@@ -254,6 +254,22 @@ const migrations: Migration[] = [
   // groups a reader may not see (query.ts groupResidual) checks each candidate with one probe
   // of this index, without reading its row; only h rows (group events) are in it.
   `CREATE INDEX tags_h ON tags(created_at, seq, value) WHERE name = 'h';`,
+  // 14: issue 33, who may write and why (store/sqlite/admission.ts): admissions per basis,
+  // Lightning invoices, balances, NIP-05 checks, NIP-43 invite codes.
+  `CREATE TABLE admissions (pubkey TEXT NOT NULL, basis TEXT NOT NULL, since INTEGER NOT NULL, until INTEGER,
+     evidence TEXT NOT NULL, PRIMARY KEY (pubkey, basis)) WITHOUT ROWID;
+   CREATE TABLE invoices (payment_hash TEXT PRIMARY KEY, pubkey TEXT NOT NULL, purpose TEXT NOT NULL,
+     amount_sats INTEGER NOT NULL, bolt11 TEXT NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL,
+     expires_at INTEGER NOT NULL, paid_at INTEGER, checked_at INTEGER) WITHOUT ROWID;
+   CREATE INDEX invoices_pubkey ON invoices (pubkey, created_at);
+   CREATE INDEX invoices_unpaid ON invoices (checked_at) WHERE status = 'unpaid';
+   CREATE TABLE balances (pubkey TEXT PRIMARY KEY, sats INTEGER NOT NULL) WITHOUT ROWID;
+   CREATE TABLE nip05 (pubkey TEXT PRIMARY KEY, address TEXT NOT NULL, verified_at INTEGER, checked_at INTEGER NOT NULL,
+     failures INTEGER NOT NULL, error TEXT NOT NULL) WITHOUT ROWID;
+   CREATE INDEX nip05_due ON nip05 (checked_at);
+   CREATE TABLE invites (code TEXT PRIMARY KEY, issuer TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+     used_by TEXT, used_at INTEGER) WITHOUT ROWID;
+   CREATE INDEX invites_issuer ON invites (issuer);`,
 ];
 
 /**

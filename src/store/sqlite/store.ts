@@ -8,6 +8,7 @@ import type { Database } from "bun:sqlite";
 import { toHex } from "../../nips/nip77-wire.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import { InlineAdmin, SqliteAdmin, ThreadAdmin } from "./admin.ts";
+import { inlineAdmission, threadAdmission } from "./admission.ts";
 import { SqliteGroups } from "./groups.ts";
 import { openDatabase } from "./db.ts";
 import { packGroupLists } from "./query.ts";
@@ -16,6 +17,7 @@ import type { NegAnswer, NegMsgJob, NegOpenJob } from "./neg-sessions.ts";
 import type { SqliteReaderPort, SqliteWriterPort } from "./ports.ts";
 import type {
   AdminStore,
+  AdmissionStore,
   ChangeWatch,
   CommitFeed,
   CountJob,
@@ -57,6 +59,7 @@ const VERSION_CHECK_MS = 10;
 export class SqliteStore implements Store {
   readonly db: Database;
   readonly admin: AdminStore;
+  readonly admission: AdmissionStore;
   readonly groups: GroupRecords = new SqliteGroups(() => this.db);
   /** The writer thread (with the thread that checkpoints its WAL), or the writer on this thread. */
   private readonly writer: SqliteWriterPort;
@@ -99,11 +102,13 @@ export class SqliteStore implements Store {
       const thread = new WriterThread(opts.path, opts.synchronous, committed, seqsOf, purgeOfSeq);
       this.writer = thread;
       this.admin = new ThreadAdmin(this.db, thread);
+      this.admission = threadAdmission(this.db, thread);
       this.writePipeline = 1;
     } else {
       const writer = new SqliteWriter(this.db);
       this.writer = new InlineWriter(writer);
       this.admin = new InlineAdmin(new SqliteAdmin(this.db, writer));
+      this.admission = inlineAdmission(this.db);
     }
     this.dataVersion = this.db.prepare("PRAGMA data_version");
     this.maxSeq = this.db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");

@@ -13,11 +13,24 @@ import { Checkpointer, SOLO_AUTOCHECKPOINT, WRITER_AUTOCHECKPOINT } from "./chec
 import type { SqliteWriterPort } from "./ports.ts";
 
 type AdminMethod = "put" | "remove" | "useToken" | "log" | "deleteEvent" | "deleteAuthor";
+/** The writes of store/sqlite/admission.ts SqliteAdmission. */
+export type AdmissionWrite =
+  | "put"
+  | "remove"
+  | "putInvoice"
+  | "checkedInvoice"
+  | "settleInvoice"
+  | "addBalances"
+  | "putNip05"
+  | "removeNip05"
+  | "putInvite"
+  | "takeInvite";
 
 export type WriterCall =
   | { id: number; call: "purgeStep"; budgetMs: number }
   | { id: number; call: "sweepExpired"; now: number }
   | { id: number; call: "admin"; method: AdminMethod; args: unknown[] }
+  | { id: number; call: "admission"; method: AdmissionWrite; args: unknown[] }
   /** Tells (a changes reply) whether another connection committed since the last call. */
   | { id: number; call: "changes" }
   /** Sets the connection's own checkpoint threshold (pages) when given; answers the one in force. */
@@ -459,6 +472,11 @@ export class WriterThread implements SqliteWriterPort {
 
   admin<T>(method: AdminMethod, ...args: unknown[]): Promise<T> {
     return this.call<T>({ call: "admin", method, args });
+  }
+
+  /** Issue 33: an admission write (store/sqlite/admission.ts SqliteAdmission), between batches. */
+  admission<T>(method: AdmissionWrite, args: unknown[]): Promise<T> {
+    return this.call<T>({ call: "admission", method, args });
   }
 
   /**

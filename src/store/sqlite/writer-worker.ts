@@ -9,6 +9,7 @@ import type { Prefix } from "../../protocol/reasons.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import type { PendingWrite } from "../types.ts";
 import { SqliteAdmin } from "./admin.ts";
+import { SqliteAdmission } from "./admission.ts";
 import { walBytes } from "./checkpointer.ts";
 import { checkpointAndClose, openDatabase } from "./db.ts";
 import { SqliteWriter } from "./write.ts";
@@ -19,6 +20,7 @@ declare const self: Worker;
 let db: Database | undefined;
 let writer: SqliteWriter | undefined;
 let admin: SqliteAdmin | undefined;
+let admission: SqliteAdmission | undefined;
 
 const reply = (r: WriterReply, transfer?: ArrayBuffer[]) => self.postMessage(r, transfer ?? []);
 
@@ -67,6 +69,8 @@ function call(c: WriterCall): unknown {
       return w.sweepExpired(c.now);
     case "admin":
       return (admin![c.method] as (...a: unknown[]) => unknown)(...c.args);
+    case "admission":
+      return (admission![c.method] as (...a: unknown[]) => unknown).apply(admission, c.args);
     case "changes":
       return w.checkChanges();
     case "walPages":
@@ -119,6 +123,7 @@ function open(path: string, synchronous: "normal" | "full", walPages: number): v
   // Deletions and others' commits, each told before the answer of the call that found it.
   writer.onChanges = (changes) => reply({ changes });
   admin = new SqliteAdmin(db, writer);
+  admission = new SqliteAdmission(db);
   reply({ ready: true, seq: writer.seq });
 }
 
@@ -143,7 +148,7 @@ self.onmessage = (msg: MessageEvent) => {
     if ("close" in m) {
       clearInterval(idleTimer);
       const warnings = db ? checkpointAndClose(db) : [];
-      db = writer = admin = undefined;
+      db = writer = admin = admission = undefined;
       return reply({ closed: true, warnings });
     }
     id = m.id;
