@@ -10,11 +10,10 @@
 // refuse the relay's own event, and other keys' 13534/8000/8001/28935 are refused by the
 // `relayKinds` policy. The 13534 is coalesced (one in flight, at most one waiting, rendered
 // when its turn comes) and written again at start when the stored one differs (reconcile).
-import { Members, type Member } from "../access/members.ts";
+import { Members, type Member, type MemberRegistry } from "../access/members.ts";
 import {
   ADD,
   claimOf,
-  INVITE,
   inviteTemplate,
   isFresh,
   JOIN,
@@ -29,7 +28,7 @@ import {
 import { isProtected } from "../nips/nip70.ts";
 import { writeCost } from "../policy/write-cost.ts";
 import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.ts";
-import { matchAny, type CompiledFilter } from "../protocol/filter.ts";
+import type { Reader } from "../policy/visibility.ts";
 import { signEvent } from "../protocol/schnorr.ts";
 import { randomCode } from "../http/admin-groups.ts";
 import type { RelayContext } from "./context.ts";
@@ -58,17 +57,24 @@ export const INVITE_AUTH = "auth-required: invite codes are for members: authent
 export const INVITE_MEMBERS = "restricted: invite codes are for members of this relay";
 export const NO_INVITES_LEFT = "restricted: you have no invites left";
 
+type InviteResultLabel = "issued" | "claimed" | "invalid" | "expired";
 type Publication = { tail: Promise<void>; pending?: Promise<void> };
 
 export class MembershipRelay {
   readonly members: Members;
-  private readonly list: Publication = { tail: Promise.resolve() };
+  private readonly listPublication: Publication = { tail: Promise.resolve() };
   /** created_at of the last 13534 this process signed (the store may not have it yet). */
   private lastListAt = 0;
   private started = false;
 
-  constructor(private readonly ctx: RelayContext) {
-    this.members = new Members(ctx.access!, ctx.store.admission, () => ctx.config);
+  /** bunstr_member_invites_total{result}. */
+  readonly invites: Record<InviteResultLabel, number> = { issued: 0, claimed: 0, invalid: 0, expired: 0 };
+
+  constructor(
+    private readonly ctx: RelayContext,
+    registry: MemberRegistry,
+  ) {
+    this.members = new Members(registry, ctx.store.admission, () => ctx.config);
   }
 
   private get on(): boolean {
@@ -83,15 +89,16 @@ export class MembershipRelay {
   }
 
   /**
-   * admit's relayRequest hook: a join or leave, answered here (never fanned out or stored);
-   * undefined for every other event, or while membership is off.
+   * admit's relayRequest hook (write/ingest.ts): a join or leave, answered here, never fanned out
+   * or stored; undefined for every other event, or while membership is off. The NIP-70 policy has
+   * already made the sender authenticate as the author of a request that carries `-`.
    */
-  request(e: NostrEvent, relayUrl: string): Promise<RequestAnswer> | undefined {
+  relayRequest(e: NostrEvent, _authed: ReadonlySet<string>): Promise<RequestAnswer> | undefined {
     if (!this.on || (e.kind !== JOIN && e.kind !== LEAVE)) return undefined;
-    return e.kind === JOIN ? this.join(e, relayUrl) : this.leave(e);
+    return e.kind === JOIN ? this.join(e) : this.leave(e);
   }
 
-  private async join(e: NostrEvent, relayUrl: string): Promise<RequestAnswer> {
+  private async join(e: NostrEvent): Promise<RequestAnswer> {
     const now = nowSeconds();
     if (!isProtected(e)) return no(NOT_PROTECTED.join);
     if (!isFresh(e.created_at, now, this.ctx.config.membership.request_window_seconds)) return no(NOT_NOW.join);
@@ -110,7 +117,7 @@ export class MembershipRelay {
     }
     this.count("claimed");
     await this.changed(ADD, e.pubkey);
-    return yes(welcome(this.ctx.config.info.relay_url || relayUrl));
+    return yes(welcome(this.ctx.config.info.relay_url || "this relay"));
   }
 
   private invalid(): RequestAnswer {
@@ -128,11 +135,11 @@ export class MembershipRelay {
 
   /**
    * A REQ asking for kind 28935 (relay/read/req.ts): the relay-signed invite to send on that
-   * subscription (when one of `filters` matches it), or the CLOSED text. `authed`: the
-   * connection's authenticated pubkeys; the first admin, else the first member, is the issuer.
+   * subscription, or the CLOSED text. The issuer is the reader's first authenticated admin, else
+   * its first authenticated member.
    */
-  async inviteFor(authed: ReadonlySet<string>, filters: readonly CompiledFilter[]): Promise<NostrEvent | string | undefined> {
-    if (!this.on) return undefined;
+  async inviteFor(reader: Reader): Promise<NostrEvent | string> {
+    const { authed } = reader;
     if (authed.size === 0) return INVITE_AUTH;
     const admins = this.ctx.config.admin.pubkeys;
     const admin = [...authed].find((pk) => admins.includes(pk));
@@ -142,8 +149,7 @@ export class MembershipRelay {
     const r = await this.members.invite(issuer, admin !== undefined, now, randomCode);
     if (r === "none-left") return NO_INVITES_LEFT;
     if (r.fresh) this.count("issued");
-    const invite = signEvent({ ...inviteTemplate(r.row.code), created_at: now }, this.ctx.relayKey);
-    return matchAny(filters, invite) ? invite : undefined;
+    return signEvent({ ...inviteTemplate(r.row.code), created_at: now }, this.ctx.relayKey);
   }
 
   // ---- NIP-86 (http/admin-access.ts, through registry.engines.members) ----
@@ -204,7 +210,7 @@ export class MembershipRelay {
 
   /** The 13534 rendered when its turn comes: one in flight, at most one waiting, shared by the callers meanwhile. */
   publishList(): Promise<void> {
-    const pub = this.list;
+    const pub = this.listPublication;
     if (pub.pending) return pub.pending;
     const run: Promise<void> = pub.tail.then(async () => {
       if (pub.pending === run) pub.pending = undefined;
@@ -233,13 +239,10 @@ export class MembershipRelay {
     return undefined;
   }
 
-  private count(result: "issued" | "claimed" | "invalid" | "expired"): void {
-    this.ctx.metrics.access?.invite(result);
+  private count(result: InviteResultLabel): void {
+    this.invites[result]++;
   }
 }
 
 const no = (message: string): RequestAnswer => ({ accepted: false, message });
 const yes = (message: string): RequestAnswer => ({ accepted: true, message });
-
-/** The kind a REQ must ask for to be handed an invite. */
-export const asksForInvite = (filters: readonly CompiledFilter[]): boolean => filters.some((f) => f.kinds?.has(INVITE) ?? false);
