@@ -130,6 +130,9 @@ const RELAY_ORDER = [
   "read", // REQ, COUNT, CLOSE, NEG-*: the stored events, catch-up, live subscriptions
   "write", // EVENT into admit/, and the mirrors
   "groups.ts", // NIP-29: the relay's side of the group state (what it signs and deletes)
+  "membership.ts", // NIP-43: the relay's side of its members (join, leave, invites, 13534) (issue 33, WP4)
+  "wot-refresh.ts", // the web of trust's follow lists fetched from other relays (issue 33, WP3)
+  "admission.ts", // issue 33: the admission registry and its engines, started
   "auth.ts", // NIP-42
   "wiring.ts", // the context built, the store's commit feed to live subscriptions
   "upgrade.ts", // who is let in: the websocket upgrade and its limits

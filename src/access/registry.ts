@@ -118,7 +118,7 @@ export class AdmissionRegistry implements AdmissionView {
     );
   }
 
-  /** Every basis admitting `pubkey` now, disabled models masked out. */
+  /** Every basis admitting `pubkey` now, disabled models masked out (manual never is: read = "members" asks it with no model on). */
   bits(pubkey: string): number {
     let b = this.rows.get(pubkey) ?? 0;
     const timed = this.timed.get(pubkey);
@@ -128,7 +128,7 @@ export class AdmissionRegistry implements AdmissionView {
     }
     if (this.engines.wot?.has(pubkey)) b |= BASIS_BIT.trusted;
     if (this.isManual(pubkey)) b |= BASIS_BIT.manual;
-    return b & enabledMask(this.config);
+    return b & (enabledMask(this.config) | BASIS_BIT.manual);
   }
 
   balance(pubkey: string): number | undefined {

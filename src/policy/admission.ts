@@ -94,6 +94,9 @@ export const ADMISSION_TEXTS = {
     `only NIP-05 addresses of ${domains.slice(0, 3).join(", ")}${domains.length > 3 ? ", …" : ""} may publish here`,
   trusted: (depth: number) => `only the owner's web of trust (follows, depth ${depth}) may publish here`,
   trustLoading: "the web of trust is loading, try again",
+  /** Reads with [authorization] read = "members" (CLOSED, NEG-ERR). */
+  readAuth: "this relay is for its members: authenticate first",
+  readMembers: "this relay is for its members",
 } as const;
 
 /** NIP-43: kinds 13534, 8000, 8001 and 28935 are the relay's own; from any other key they are refused (every policy list, imports too). */

@@ -7,7 +7,9 @@
 // store filters by it), the catch-up and COUNT and NIP-77 ask; live fanout asks canRead per
 // member at each event (so a member removed gets nothing more at once); memory's answers never
 // serve a gated event (gated); in-memory search matching (filterLimits) and the full-text index
-// leave restricted kinds out (writeRules).
+// leave restricted kinds out (writeRules). With [authorization] read = "members" (issue 33) only
+// connections authenticated as an admitted pubkey read (memberRefusal, canRead), but for the
+// restricted kinds addressed to them: every event is gated then, asked member by member.
 import { setOf, type Config } from "../config/schema.ts";
 import { groupOf, isRelayGroupKind } from "../nips/nip29.ts";
 import { compileSearch, searchSyntax } from "../nips/nip50.ts";
@@ -16,13 +18,43 @@ import type { CompiledFilter, FilterLimits } from "../protocol/filter.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
 import type { Visibility } from "../store/types.ts";
 import type { WriteRules } from "../store/types.ts";
+import { ADMISSION_TEXTS, joinUrl, type AdmissionView } from "./admission.ts";
 import type { GroupView } from "./groups.ts";
 
-/** What the read rule reads: the config, the group state and the relay's key (RelayContext satisfies it). */
+/** What the read rule reads: the config, the group state, the relay's key and the admissions (RelayContext satisfies it). */
 export interface ReadRules {
   readonly config: Config;
   readonly groups?: GroupView;
   readonly relayKey?: { readonly pubkey: string };
+  /** Issue 33: who is admitted (access/registry.ts), for read = "members". */
+  readonly access?: AdmissionView;
+}
+
+/** [authorization] read = "members": only admitted pubkeys read. */
+const membersOnly = (r: ReadRules): boolean => r.config.authorization.read === "members";
+
+/** One of these pubkeys is admitted now (any enabled model, or manual: the allow lists, [admin] pubkeys, the relay key). */
+export function isMember(r: ReadRules, authed: ReadonlySet<string>): boolean {
+  if (!r.access) return false;
+  for (const pk of authed) if (r.access.bits(pk) !== 0) return true;
+  return false;
+}
+
+/**
+ * read = "members": the refusal of a request (CLOSED, NEG-ERR) from a reader who is not a member,
+ * unless every filter asks only for restricted kinds (DMs, gift wraps), left to their own rule so
+ * that a members' inbox still delivers to its recipients.
+ */
+export function memberRefusal(r: ReadRules, authed: ReadonlySet<string>, filters: readonly CompiledFilter[]): string | undefined {
+  if (!membersOnly(r)) return undefined;
+  const restricted = restrictedKinds(r.config);
+  if (filters.length > 0 && filters.every((f) => f.kinds && f.kinds.size > 0 && [...f.kinds].every((k) => restricted.has(k))))
+    return undefined;
+  if (authed.size === 0) return `auth-required: ${ADMISSION_TEXTS.readAuth}`;
+  if (isMember(r, authed)) return undefined;
+  const pay = r.config.pay_to_relay;
+  const join = pay.enabled && pay.sign_ups ? `: join at ${joinUrl(r.config, [...authed][0]!)}` : "";
+  return `restricted: ${ADMISSION_TEXTS.readMembers}${join}`;
 }
 
 /**
@@ -64,11 +96,14 @@ export function groupGated(r: ReadRules, e: NostrEvent): boolean {
  * Only some may read it: a restricted kind, or a group's event. Fanout sends it member by member;
  * memory's answers never serve it.
  */
-export const gated = (r: ReadRules, e: NostrEvent): boolean => restrictedKinds(r.config).has(e.kind) || groupGated(r, e);
+export const gated = (r: ReadRules, e: NostrEvent): boolean => membersOnly(r) || restrictedKinds(r.config).has(e.kind) || groupGated(r, e);
 
 /** May a connection authenticated as `authed` read this event? */
 export function canRead(r: ReadRules, authed: ReadonlySet<string>, e: NostrEvent): boolean {
-  if (restrictedKinds(r.config).has(e.kind) && !addressedTo(authed, e)) return false;
+  const restricted = restrictedKinds(r.config).has(e.kind);
+  if (restricted && !addressedTo(authed, e)) return false;
+  // Members only: asked at each event, so a revoked member gets nothing more at once.
+  if (!restricted && membersOnly(r) && !isMember(r, authed)) return false;
   const groups = groupsOn(r);
   if (!groups) return true;
   const group = groupOf(e, r.relayKey?.pubkey ?? "");
@@ -134,6 +169,8 @@ export function groupFilterRefusal(r: ReadRules, authed: ReadonlySet<string>, fi
  */
 export interface Reader {
   readonly authed: ReadonlySet<string>;
+  /** Issue 33: authenticated as an admitted pubkey when the request was admitted (read = "members"). */
+  readonly member: boolean;
   /** For the store: restricted kinds and the groups this reader may not read. */
   readonly visibility: Visibility;
   /** Kinds only some may read (memory's answers give up on them). */
@@ -146,6 +183,7 @@ export interface Reader {
 export function readerFor(r: ReadRules, authed: ReadonlySet<string>): Reader {
   return {
     authed,
+    member: isMember(r, authed),
     visibility: visibilityFor(r, authed),
     restricted: restrictedKinds(r.config),
     canRead: (e) => canRead(r, authed, e),

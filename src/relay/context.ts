@@ -2,11 +2,13 @@
 // write-policy plugin and the metrics. The interface only: the decisions made from it live with
 // their subject (policy/visibility.ts, connection/budget.ts, write/policy-context.ts).
 import type { AdmissionRegistry } from "../access/registry.ts";
+import type { AdmitContext } from "../admit/admit.ts";
 import type { AdminState } from "../admin/state.ts";
 import type { LogLimiter } from "../log.ts";
 import type { Config } from "../config/schema.ts";
 import type { GroupState } from "../groups/state.ts";
 import type { RateLimiter } from "../policy/rate-limit.ts";
+import type { Reader } from "../policy/visibility.ts";
 import type { Policy } from "../policy/rules.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Refusal } from "../protocol/reasons.ts";
@@ -48,6 +50,10 @@ export interface RelayContext extends BudgetState {
   admin: AdminState;
   /** Issue 33: who is admitted and why (access/registry.ts), present while an admission model is on or read = "members". */
   access?: AdmissionRegistry;
+  /** Issue 33, paid per event (access/ledger.ts): admit's reserve and settle; absent while nothing is charged. */
+  ledger?: AdmitContext["ledger"];
+  /** Issue 33, NIP-43 (relay/membership.ts): the relay's side of its members, present while [membership] enabled. */
+  membership?: MembershipHooks;
   /** The [options] write_policy_plugin of this relay, started on the first event that needs it (plugin/plugin.ts). */
   plugin: WritePolicyPlugin;
   /** This relay's counters and histograms for /metrics (observe/metrics.ts). */
@@ -72,6 +78,21 @@ export interface RelayContext extends BudgetState {
   readonly startedAt: number;
   /** Open websocket connections. */
   connections(): number;
+}
+
+/** What the handlers ask of relay/membership.ts (NIP-43; the type only, as GroupPublisher). */
+export interface MembershipHooks {
+  /**
+   * A join (28934) or leave (28936) request, after its signature: the OK's answer (admit's fate
+   * "answered"; never fanned out); undefined for any other event. `authed`: the sender's AUTH.
+   */
+  relayRequest(e: NostrEvent, authed: ReadonlySet<string>): Promise<{ accepted: boolean; message: string }> | undefined;
+  /**
+   * A REQ whose filters ask for kind 28935, once admitted: the relay-signed invite to send as an
+   * EVENT of the subscription before the normal read, or the CLOSED text (not authenticated, no
+   * invites left).
+   */
+  inviteFor(reader: Reader): Promise<NostrEvent | string>;
 }
 
 /** An event the relay signs (NIP-29): created_at is set when it is signed. */

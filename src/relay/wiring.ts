@@ -2,7 +2,6 @@
 // fanout, memory's answers, admin state, plugin, metrics), the store's commit feed to the live
 // subscriptions, and what the running relay keeps of its connections (Live).
 import type { Server } from "bun";
-import { AdmissionRegistry } from "../access/registry.ts";
 import { AdminState } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
 import { freshRelayKey, type RelayKey } from "../protocol/schnorr.ts";
@@ -10,7 +9,6 @@ import { LogLimiter } from "../log.ts";
 import { RelayMetrics } from "../observe/metrics.ts";
 import type { History } from "../observe/history.ts";
 import { GroupState } from "../groups/state.ts";
-import { admissionOn } from "../policy/admission.ts";
 import { defaultPolicies } from "../policy/defaults.ts";
 import { RateLimiter } from "../policy/rate-limit.ts";
 import { canRead, gated, groupGated, writeRules } from "../policy/visibility.ts";
@@ -27,6 +25,7 @@ import type { RelayContext } from "./context.ts";
 import { Fanout } from "./fanout/fanout.ts";
 import { pluginSettings, WritePolicyPlugin } from "./plugin/plugin.ts";
 import { GroupRelay } from "./groups.ts";
+import { admissionWanted, startAdmission } from "./admission.ts";
 import { liveFeed } from "./read/live.ts";
 
 export interface RelayOptions {
@@ -179,25 +178,6 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     shared.ready = Promise.all([shared.ready, loading]).then(() => {});
   }
   return Object.assign(shared, { ctx });
-}
-
-/** Issue 33: an admission model is on (or passive NIP-05 checks, which record), or only members read. */
-const admissionWanted = (c: Config): boolean =>
-  admissionOn(c) || c.verified_users.mode !== "disabled" || c.authorization.read === "members";
-
-/**
- * The admission registry (access/registry.ts), fed by the commit feed. The engines of the models
- * that are on are built here and set in `registry.engines` (docs/architecture.md, Admission).
- */
-function startAdmission(ctx: RelayContext): AdmissionRegistry {
-  const registry = new AdmissionRegistry({
-    store: ctx.store.admission,
-    config: () => ctx.config,
-    admin: ctx.admin,
-    relayPubkey: ctx.relayKey.pubkey,
-  });
-  ctx.access = registry;
-  return registry;
 }
 
 /** NIP-29 ([groups] enabled): the group state and the relay's side of it (relay/groups.ts). */

@@ -7,13 +7,16 @@ import { chargeRate, rateLimitMessage } from "../../policy/rate-limit.ts";
 import { ProtocolError } from "../../protocol/reasons.ts";
 import { tally } from "../../policy/ip.ts";
 import { OVER_BUDGET, queryBudget } from "../connection/budget.ts";
-import { filterLimits, groupFilterRefusal, readerFor, restrictedKinds, type Reader } from "../../policy/visibility.ts";
+import { filterLimits, groupFilterRefusal, memberRefusal, readerFor, restrictedKinds, type Reader } from "../../policy/visibility.ts";
 import { nowSeconds } from "../../protocol/event.ts";
 import type { RelayContext } from "../context.ts";
 import { catchUpAndJoin } from "./live.ts";
 import { readFailure, storedEvents } from "./stored.ts";
 import { dropSubscription, openSubscription } from "./subscriptions.ts";
 import { closedFrame, send, type Session, type Socket } from "../connection/session.ts";
+
+/** NIP-43: a REQ for it asks the relay for an invite code. */
+const INVITE_KIND = 28935;
 
 /** A request's filters, admitted, with the one reader every stage of it asks (policy/visibility.ts). */
 export interface Admitted {
@@ -44,6 +47,9 @@ export function admitFilters(
     if (!(err instanceof ProtocolError)) throw err;
     return err.text;
   }
+  // [authorization] read = "members" (issue 33): only admitted pubkeys read, DMs to them aside.
+  const closed = memberRefusal(ctx, s.authed, filters);
+  if (closed) return closed;
   // Asking for DMs by kind needs an identity to show them to; without kinds they are just hidden.
   const restricted = restrictedKinds(ctx.config);
   if (s.authed.size === 0 && filters.some((f) => f.kinds && [...f.kinds].some((k) => restricted.has(k))))
@@ -71,6 +77,12 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   const started = performance.now();
   const admitted = admit(ctx, ws, "reqs", subId, rawFilters);
   if (!admitted) return;
+  if (ctx.membership && admitted.filters.some((f) => f.kinds?.has(INVITE_KIND))) {
+    // NIP-43: the relay's invite for this reader (relay/membership.ts), then the normal read.
+    const invite = await ctx.membership.inviteFor(admitted.reader);
+    if (typeof invite === "string") return send(ws, closedFrame(ctx.metrics, subId, invite));
+    send(ws, `["EVENT",${JSON.stringify(subId)},${JSON.stringify(invite)}]`);
+  }
   const req = openSubscription(ctx, ws, subId, admitted, started);
   if (typeof req === "string") return send(ws, closedFrame(ctx.metrics, subId, req));
   // The snapshot, taken together: events committed up to here come from the stored answer, later

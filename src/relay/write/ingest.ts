@@ -35,6 +35,8 @@ function clientSource(ctx: RelayContext, ws: Socket): Source {
       s.inflight >= ctx.config.limits.max_pending_events ? TOO_MANY : ctx.verifier.depth >= MAX_VERIFY_BACKLOG ? OVERLOADED : undefined,
     session: s,
     writePolicy: (e, json) => askWritePolicy(ctx, s, e, json),
+    // NIP-43 join and leave, answered by the relay (relay/membership.ts).
+    relayRequest: ctx.membership && ((e) => ctx.membership?.relayRequest(e, s.authed)),
   };
 }
 
