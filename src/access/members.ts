@@ -40,7 +40,7 @@ export type JoinResult =
 export type InviteResult = { row: InviteRow; fresh: boolean } | "none-left";
 
 export class Members {
-  /** Members by pubkey, in the order they came (since, then the order the relay saw them). */
+  /** Members by pubkey. */
   private readonly byPubkey = new Map<string, Member>();
   /** Pubkeys with a join in flight: one at a time each. */
   private readonly joining = new Set<string>();
@@ -55,7 +55,7 @@ export class Members {
 
   /** At start (and on Postgres after another node's change): the member rows, oldest first. */
   async load(): Promise<void> {
-    const rows = (await this.store.rows()).filter((r) => r.basis === "member").sort((a, b) => a.since - b.since);
+    const rows = (await this.store.rows()).filter((r) => r.basis === "member");
     this.byPubkey.clear();
     for (const r of rows) this.byPubkey.set(r.pubkey, { pubkey: r.pubkey, since: r.since, evidence: parseEvidence(r.evidence) });
   }
@@ -68,19 +68,16 @@ export class Members {
     return this.byPubkey.size;
   }
 
-  /** Oldest first. */
+  /** Oldest first, then by pubkey (a restart reads them in the same order). */
   list(): Member[] {
-    return [...this.byPubkey.values()];
+    return [...this.byPubkey.values()].sort((a, b) => a.since - b.since || (a.pubkey < b.pubkey ? -1 : 1));
   }
 
   /** The first `max` members, oldest first: what the 13534 lists. */
   listed(max: number): string[] {
-    const out: string[] = [];
-    for (const pk of this.byPubkey.keys()) {
-      if (out.length >= max) break;
-      out.push(pk);
-    }
-    return out;
+    return this.list()
+      .slice(0, max)
+      .map((m) => m.pubkey);
   }
 
   /** A join with `code` (checked fresh and well-formed by the caller): the code taken, then the member admitted. */

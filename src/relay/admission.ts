@@ -7,6 +7,7 @@ import { AdmissionRegistry } from "../access/registry.ts";
 import type { Config } from "../config/schema.ts";
 import { admissionOn } from "../policy/admission.ts";
 import type { RelayContext } from "./context.ts";
+import { MembershipRelay } from "./membership.ts";
 
 /** An admission model is on (or passive NIP-05 checks, which record), or only members read. */
 export const admissionWanted = (c: Config): boolean =>
@@ -42,5 +43,14 @@ function startNip05(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
 /** The web of trust (WP3: access/wot.ts, relay/wot-refresh.ts): registry.engines.wot, kind 3 through registry.onCommitted. */
 function startWebOfTrust(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
 
-/** NIP-43 members (WP4: access/members.ts, relay/membership.ts): registry.engines.members, ctx.membership. */
-function startMembers(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
+/**
+ * NIP-43 members (access/members.ts, relay/membership.ts): registry.engines.members (the NIP-86
+ * methods; writers hear "loading" until its members are read), ctx.membership (join, leave,
+ * invites). Its start reads the members and mends the member list (13534); Relay.ready waits for it.
+ */
+function startMembers(ctx: RelayContext, registry: AdmissionRegistry): void {
+  const m = new MembershipRelay(ctx, registry);
+  registry.engines.members = m;
+  ctx.membership = m;
+  m.started = m.start().catch((err) => console.error("membership: could not start:", err));
+}

@@ -31,7 +31,8 @@ import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.t
 import type { Reader } from "../policy/visibility.ts";
 import { signEvent } from "../protocol/schnorr.ts";
 import { randomCode } from "../http/admin-groups.ts";
-import type { RelayContext } from "./context.ts";
+import type { MembersEngine } from "../access/registry.ts";
+import type { MembershipHooks, RelayContext } from "./context.ts";
 
 /** The OK a join or leave is answered with (admit's fate `answered`). */
 export interface RequestAnswer {
@@ -60,12 +61,14 @@ export const NO_INVITES_LEFT = "restricted: you have no invites left";
 type InviteResultLabel = "issued" | "claimed" | "invalid" | "expired";
 type Publication = { tail: Promise<void>; pending?: Promise<void> };
 
-export class MembershipRelay {
+export class MembershipRelay implements MembersEngine, MembershipHooks {
   readonly members: Members;
   private readonly listPublication: Publication = { tail: Promise.resolve() };
   /** created_at of the last 13534 this process signed (the store may not have it yet). */
   private lastListAt = 0;
-  private started = false;
+  private loaded = false;
+  /** start(), begun by relay/admission.ts: Relay.ready waits for it. */
+  started: Promise<void> = Promise.resolve();
 
   /** bunstr_member_invites_total{result}. */
   readonly invites: Record<InviteResultLabel, number> = { issued: 0, claimed: 0, invalid: 0, expired: 0 };
@@ -84,7 +87,7 @@ export class MembershipRelay {
   /** At start: the members read, then the 13534 written again if the stored one differs. */
   async start(): Promise<void> {
     await this.members.load();
-    this.started = true;
+    this.loaded = true;
     await this.reconcile();
   }
 
@@ -156,7 +159,7 @@ export class MembershipRelay {
 
   /** Members are read (start() done): until then writers hear "loading" (registry.ready). */
   get ready(): boolean {
-    return this.started;
+    return this.loaded;
   }
 
   /** addmember: admitted and announced (8000, 13534); nothing when it was a member already. */
