@@ -2,6 +2,7 @@
 // landing page, 404s elsewhere, and a relay mounted on a non-root path.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { fetchRelayInformation } from "nostr-tools/nip11";
+import { admissionOn } from "../src/config/admission.ts";
 import { defaults, type Config } from "../src/config/schema.ts";
 import { pubkeyOf } from "../src/protocol/schnorr.ts";
 import { VERSION } from "../src/version.ts";
@@ -60,8 +61,8 @@ function expectedLimitation(c: Config): Record<string, unknown> {
     max_event_tags: c.limits.max_event_tags,
     max_content_length: c.limits.max_content_length,
     auth_required: c.options.auth === "always",
-    payment_required: false,
-    restricted_writes: c.authorization.pubkey_allowlist.length > 0 || c.authorization.kind_allowlist.length > 0,
+    payment_required: c.pay_to_relay.enabled,
+    restricted_writes: c.authorization.pubkey_allowlist.length > 0 || c.authorization.kind_allowlist.length > 0 || admissionOn(c),
     min_pow_difficulty: 0,
     // Seconds into the past / future an event's created_at may be. 0 in the config means
     // "no limit", which must not be advertised as a zero-second window: omitted instead.

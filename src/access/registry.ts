@@ -10,6 +10,7 @@ import { BASES, BASIS_BIT, enabledMask, type AdmissionView, type Basis, type Nip
 import type { AdminView } from "../policy/rules.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { AdmissionRow, AdmissionStore } from "../store/types.ts";
+import { AccessMetrics } from "./metrics.ts";
 
 /** Paid admission (access/payments.ts, WP1), as the registry and the admin API see it. */
 export interface PaymentsEngine {
@@ -85,8 +86,8 @@ export class AdmissionRegistry implements AdmissionView {
   private readonly changeListeners: ChangeListener[] = [];
   private readonly byKind = new Map<number, ((e: NostrEvent) => void)[]>();
   readonly engines: Engines = {};
-  /** Refusals by the model whose text was sent (bunstr_admission_refusals_total). */
-  readonly refusals: Record<Basis, number> = { paid: 0, verified: 0, trusted: 0, member: 0, manual: 0 };
+  /** The admission counters for /metrics; the engines increment theirs. */
+  readonly metrics = new AccessMetrics();
 
   constructor(private readonly opts: RegistryOptions) {}
 
@@ -140,7 +141,7 @@ export class AdmissionRegistry implements AdmissionView {
   }
 
   refused(basis: Basis): void {
-    this.refusals[basis]++;
+    if (basis !== "manual") this.metrics.refusals[basis]++;
   }
 
   /** Stores the admission, then shows it: the Map changes only after the store's write. */

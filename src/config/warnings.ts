@@ -2,6 +2,7 @@
 // start and after each reload, and by `config check`: the three never disagree.
 import { isIP } from "node:net";
 import { MAX_KIND } from "../protocol/kinds.ts";
+import { admissionOn } from "./admission.ts";
 import { defaults, type Config } from "./schema.ts";
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -36,15 +37,11 @@ export function configWarnings(config: Config): string[] {
   return out;
 }
 
-/** Any admission model that refuses writers is on (policy/admission.ts admissionOn has the same rule). */
-const modelOn = (c: Config): boolean =>
-  c.pay_to_relay.enabled || c.verified_users.mode === "enabled" || c.web_of_trust.enabled || c.membership.enabled;
-
 /** Admission settings that leave a feature half-working (docs/architecture.md, Admission). */
 function admissionWarnings(config: Config): string[] {
   const { authorization, pay_to_relay, verified_users, info } = config;
   const out: string[] = [];
-  if (authorization.read === "members" && !modelOn(config) && authorization.pubkey_allowlist.length === 0)
+  if (authorization.read === "members" && !admissionOn(config) && authorization.pubkey_allowlist.length === 0)
     out.push(
       `warning: [authorization] read = "members" with no admission model on and an empty pubkey_allowlist: only admins and allow-listed pubkeys can read`,
     );

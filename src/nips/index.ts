@@ -18,6 +18,8 @@ export function supportedNips(config: Config): number[] {
     [62, n.nip62],
     // Relay-based groups; the relay key signs their metadata.
     [29, config.groups.enabled],
+    // NIP-43 relay membership (issue 33): members, invites, the relay's member list.
+    [43, config.membership.enabled],
     [70, n.nip70],
     [77, n.nip77],
     // The management API (and its NIP-98 auth) is open once someone may use it.

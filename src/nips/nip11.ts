@@ -1,8 +1,17 @@
 // NIP-11 relay information document, built from config.
+import { admissionOn, joinPage } from "../config/admission.ts";
 import type { Config } from "../config/schema.ts";
 import { supportedNips } from "./index.ts";
 
 export const SOFTWARE_URL = "https://github.com/bunstr/bunstr";
+
+/** Paid admission: what it costs (NIP-11 fees, in msats) and where to pay (the /join page, http/join.ts). */
+function payment(c: Config): Record<string, unknown> {
+  const pay = c.pay_to_relay;
+  const fees: Record<string, unknown> = { admission: [{ amount: pay.admission_cost * 1000, unit: "msats" }] };
+  if (pay.cost_per_event > 0) fees.publication = [{ amount: pay.cost_per_event * 1000, unit: "msats" }];
+  return { fees, payments_url: joinPage(c) };
+}
 
 /**
  * `selfPubkey`: the relay key's pubkey (cli/relay-key.ts), always advertised as `self`; while
@@ -38,8 +47,8 @@ export function relayInfo(config: Config, version: string, selfPubkey = ""): Rec
       max_content_length: l.max_content_length,
       min_pow_difficulty: o.min_pow_difficulty,
       auth_required: o.auth === "always",
-      payment_required: false,
-      restricted_writes: a.pubkey_allowlist.length > 0 || a.kind_allowlist.length > 0,
+      payment_required: config.pay_to_relay.enabled,
+      restricted_writes: a.pubkey_allowlist.length > 0 || a.kind_allowlist.length > 0 || admissionOn(config),
       default_limit: l.default_limit,
     } as Record<string, unknown>,
   };
@@ -47,6 +56,7 @@ export function relayInfo(config: Config, version: string, selfPubkey = ""): Rec
   const limitation = doc.limitation as Record<string, unknown>;
   if (l.created_at_lower_limit > 0) limitation.created_at_lower_limit = l.created_at_lower_limit;
   if (l.created_at_upper_limit > 0) limitation.created_at_upper_limit = l.created_at_upper_limit;
+  if (config.pay_to_relay.enabled) Object.assign(doc, payment(config));
   // Omit empty optional strings rather than advertising "".
   for (const [k, v] of Object.entries(doc)) if (v === "") delete doc[k];
   return doc;

@@ -3,6 +3,7 @@
 // built until a scrape. Gauges are read from existing state at scrape time rather than
 // maintained on the way. Names follow strfry's where they overlap (nostr_client_messages_total,
 // nostr_relay_messages_total).
+import type { AccessMetrics } from "../access/metrics.ts";
 import { Exposition, Histogram } from "../http/exposition.ts";
 import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
 import type { Store } from "../store/types.ts";
@@ -223,6 +224,8 @@ export interface MetricsSource {
   connections(): number;
   /** The NIP-29 group state, while [groups] enabled. */
   readonly groups?: { stats(): { groups: number; members: number } };
+  /** Issue 33: the admission registry, while a model is on (access/registry.ts). */
+  readonly access?: { counts(): Record<string, number>; readonly metrics: AccessMetrics };
 }
 
 /** What only the running relay can see (relay/server.ts). */
@@ -336,6 +339,7 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
   );
 
   if (ctx.groups) renderGroups(x, ctx.groups.stats(), m.groupRefusals);
+  if (ctx.access) renderAccess(x, ctx.access.counts(), ctx.access.metrics);
 
   const mem = process.memoryUsage();
   const cpu = process.cpuUsage();
@@ -358,4 +362,55 @@ function renderGroups(x: Exposition, stats: { groups: number; members: number },
   );
   // Every prefix but "" (accepted): a join of a member is refused "duplicate:".
   for (let i = 1; i < R; i++) x.sample("bunstr_group_refusals_total", refusals[i]!, [["reason", REASONS[i]!]]);
+}
+
+/** One family of counters, a sample per key of `values` under `label`. */
+function counters(x: Exposition, name: string, help: string, label: string, values: Record<string, number>): void {
+  x.family(name, "counter", help);
+  for (const [k, v] of Object.entries(values)) x.sample(name, v, [[label, k]]);
+}
+
+/** Issue 33: who is admitted, per basis, and what the admission engines did (access/metrics.ts). */
+function renderAccess(x: Exposition, counts: Record<string, number>, a: AccessMetrics): void {
+  x.family(
+    "bunstr_admitted_pubkeys",
+    "gauge",
+    "Pubkeys admitted to write, by basis (trusted: the web of trust's graph; manual: the allow lists, admins, the relay key).",
+  );
+  for (const [basis, n] of Object.entries(counts)) x.sample("bunstr_admitted_pubkeys", n, [["basis", basis]]);
+  counters(
+    x,
+    "bunstr_admission_refusals_total",
+    "EVENTs refused by an admission model, by the model whose text was sent.",
+    "basis",
+    a.refusals,
+  );
+  counters(
+    x,
+    "bunstr_invoices_total",
+    "Lightning invoices for admission and top-ups: created at the node, paid, expired.",
+    "event",
+    a.invoices,
+  );
+  counters(
+    x,
+    "bunstr_payment_node_errors_total",
+    "Calls to the Lightning node that failed (timeout, error, unreadable answer).",
+    "call",
+    a.nodeErrors,
+  );
+  counters(
+    x,
+    "bunstr_webhooks_total",
+    "Payment webhooks: a check queued, an unknown or settled invoice, dropped past the rate.",
+    "result",
+    a.webhooks,
+  );
+  x.single("bunstr_join_limited_total", "counter", "Invoice creations refused: too many join attempts from one address.", a.joinLimited);
+  counters(x, "bunstr_nip05_checks_total", "NIP-05 checks, by outcome.", "result", a.nip05Checks);
+  x.single("bunstr_nip05_queue", "gauge", "NIP-05 addresses waiting for a check.", a.nip05Queue);
+  x.single("bunstr_wot_graph_pubkeys", "gauge", "Pubkeys in the web of trust's graph.", a.wot.pubkeys);
+  x.single("bunstr_wot_graph_bytes", "gauge", "Bytes the web of trust's graph holds.", a.wot.bytes);
+  x.single("bunstr_wot_build_seconds", "gauge", "Time the last web of trust build took.", a.wot.buildSeconds);
+  counters(x, "bunstr_member_invites_total", "NIP-43 invite codes: issued, claimed, invalid, expired.", "result", a.memberInvites);
 }

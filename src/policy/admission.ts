@@ -5,6 +5,7 @@
 // write; with none on, nothing here refuses (and policy/rules.ts pubkeyLists is as before).
 // rules.ts imports this file, never the other way (a circle, even type-only, is refused by
 // test/architecture.test.ts): the policies here take AdmissionContext, which PolicyContext satisfies.
+import { admissionOn, joinPage } from "../config/admission.ts";
 import { setOf, type Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
@@ -43,9 +44,7 @@ export interface AdmissionContext {
   relayPubkey?: string;
 }
 
-/** A model that refuses writers is on. Passive NIP-05 checks refuse nobody. */
-export const admissionOn = (c: Config): boolean =>
-  c.pay_to_relay.enabled || c.verified_users.mode === "enabled" || c.web_of_trust.enabled || c.membership.enabled;
+export { admissionOn };
 
 /** The bases that admit under this config: the enabled models' and manual; 0 while no model is on. */
 export function enabledMask(c: Config): number {
@@ -61,18 +60,8 @@ export function enabledMask(c: Config): number {
 /** Is `pubkey` admitted now by an enabled basis? */
 export const isAdmitted = (c: Config, access: AdmissionView, pubkey: string): boolean => (access.bits(pubkey) & enabledMask(c)) !== 0;
 
-/** The relay's address for people: info.relay_url with ws -> http, wss -> https; "" without one. */
-export function httpBase(c: Config): string {
-  const url = c.info.relay_url;
-  if (!url) return "";
-  return url.replace(/^ws(s?):\/\//i, "http$1://").replace(/\/+$/, "");
-}
-
 /** Where a pubkey pays to join (http/join.ts): `<http base>/join?pubkey=<hex>`, relative without info.relay_url. */
-export function joinUrl(c: Config, pubkey: string): string {
-  const base = httpBase(c) || c.network.path.replace(/\/+$/, "");
-  return `${base}/join?pubkey=${pubkey}`;
-}
+export const joinUrl = (c: Config, pubkey: string): string => `${joinPage(c)}?pubkey=${pubkey}`;
 
 /** NIP-43 kinds only the relay signs: member list, add, remove, invite. */
 export const RELAY_SIGNED_KINDS: ReadonlySet<number> = new Set([13534, 8000, 8001, 28935]);
