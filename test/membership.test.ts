@@ -250,6 +250,17 @@ describe("invitations", () => {
   });
 });
 
+describe("metrics", () => {
+  test("bunstr_member_invites_total counts codes issued, claimed, invalid and expired; members are a basis of the gauge", async () => {
+    const text = await (await fetch(`${httpUrl(relay)}metrics`)).text();
+    const value = (result: string) => Number(text.match(new RegExp(`^bunstr_member_invites_total\\{result="${result}"\\} (\\d+)$`, "m"))?.[1] ?? 0);
+    // The tests above issued codes, claimed them, tried invalid and expired ones.
+    for (const result of ["issued", "claimed", "invalid", "expired"]) expect(value(result), result).toBeGreaterThan(0);
+    expect(value("claimed")).toBeLessThanOrEqual(value("issued") + 1);
+    expect(text).toMatch(/^bunstr_admitted_pubkeys\{basis="member"\} [1-9]\d*$/m);
+  });
+});
+
 describe("leaving and removal", () => {
   test("leave (28936): 8001, a 13534 without them, writes refused; leaving again says so", async () => {
     const { s, c } = await member();
@@ -368,7 +379,7 @@ describe("a real client (nostr-tools)", () => {
     const tools = await ToolsRelay.connect(relay.url);
     try {
       // The 28934 is protected (NIP-70): its author authenticates first, to the challenge sent at connect.
-      await waitUntil("the AUTH challenge", () => tools.challenge !== undefined, 5000);
+      await waitUntil("the AUTH challenge", () => (tools as unknown as { challenge?: string }).challenge !== undefined, 5000);
       await tools.auth(onauth);
       const reason = await tools.publish(finalizeEvent({ kind: 28934, created_at: now(), tags: [["-"], ["claim", code!]], content: "" }, s.sk));
       expect(reason).toBe(`info: welcome to ${RELAY_URL}`);

@@ -10,7 +10,8 @@
 // refuse the relay's own event, and other keys' 13534/8000/8001/28935 are refused by the
 // `relayKinds` policy. The 13534 is coalesced (one in flight, at most one waiting, rendered
 // when its turn comes) and written again at start when the stored one differs (reconcile).
-import { Members, type Member, type MemberRegistry } from "../access/members.ts";
+import type { AccessMetrics } from "../access/metrics.ts";
+import { Members, type Member } from "../access/members.ts";
 import {
   ADD,
   claimOf,
@@ -31,7 +32,7 @@ import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.t
 import type { Reader } from "../policy/visibility.ts";
 import { signEvent } from "../protocol/schnorr.ts";
 import { randomCode } from "../http/admin-groups.ts";
-import type { MembersEngine } from "../access/registry.ts";
+import type { AdmissionRegistry, MembersEngine } from "../access/registry.ts";
 import type { MembershipHooks, RelayContext } from "./context.ts";
 
 /** The OK a join or leave is answered with (admit's fate `answered`). */
@@ -58,7 +59,6 @@ export const INVITE_AUTH = "auth-required: invite codes are for members: authent
 export const INVITE_MEMBERS = "restricted: invite codes are for members of this relay";
 export const NO_INVITES_LEFT = "restricted: you have no invites left";
 
-type InviteResultLabel = "issued" | "claimed" | "invalid" | "expired";
 type Publication = { tail: Promise<void>; pending?: Promise<void> };
 
 export class MembershipRelay implements MembersEngine, MembershipHooks {
@@ -70,12 +70,9 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
   /** start(), begun by relay/admission.ts: Relay.ready waits for it. */
   started: Promise<void> = Promise.resolve();
 
-  /** bunstr_member_invites_total{result}. */
-  readonly invites: Record<InviteResultLabel, number> = { issued: 0, claimed: 0, invalid: 0, expired: 0 };
-
   constructor(
     private readonly ctx: RelayContext,
-    registry: MemberRegistry,
+    private readonly registry: AdmissionRegistry,
   ) {
     this.members = new Members(registry, ctx.store.admission, () => ctx.config);
   }
@@ -242,8 +239,9 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
     return undefined;
   }
 
-  private count(result: InviteResultLabel): void {
-    this.invites[result]++;
+  /** bunstr_member_invites_total{result}. */
+  private count(result: keyof AccessMetrics["memberInvites"]): void {
+    this.registry.metrics.memberInvites[result]++;
   }
 }
 
