@@ -6,7 +6,11 @@ import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { SimplePool } from "nostr-tools/pool";
 import { finalizeEvent, type EventTemplate } from "nostr-tools/pure";
 import { Relay as ToolsRelay } from "nostr-tools/relay";
+import { Members } from "../src/access/members.ts";
+import { AdmissionRegistry } from "../src/access/registry.ts";
+import { BASIS_BIT } from "../src/policy/admission.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
+import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { verifySchnorr } from "../src/protocol/schnorr.ts";
 import {
   ALREADY_MEMBER,
@@ -19,7 +23,7 @@ import {
   NOT_MEMBER,
   NOT_NOW,
 } from "../src/relay/membership.ts";
-import { accepted, Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, waitUntil, type Signer, type TestRelay } from "./helpers.ts";
+import { accepted, Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, testConfig, waitUntil, type Signer, type TestRelay } from "./helpers.ts";
 import { connectAs } from "./groups-helpers.ts";
 
 failOnRelayErrors();
@@ -391,6 +395,90 @@ describe("a real client (nostr-tools)", () => {
       expect(got.map((e) => e.id)).toEqual([posted.id]);
     } finally {
       tools.close();
+    }
+  });
+});
+
+describe("access/members.ts against a store", () => {
+  const open = async () => {
+    const store = new SqliteStore({ path: ":memory:", synchronous: "normal", readerWorkers: 1 });
+    const config = testConfig({ membership: { enabled: true, invites_per_member: 2 } });
+    const registry = new AdmissionRegistry({ store: store.admission, config: () => config });
+    await registry.load();
+    return { store, registry, members: new Members(registry, store.admission, () => config) };
+  };
+  let n = 0;
+  const code = () => `code${(++n).toString().padStart(12, "0")}`;
+
+  test("two joins racing for one code: one member, the other told the code is used", async () => {
+    const { store, registry, members } = await open();
+    try {
+      const t = now();
+      const { row } = (await members.invite(admin.pubkey, true, t, code)) as { row: { code: string } };
+      const [x, y] = [signer().pubkey, signer().pubkey];
+      const results = await Promise.all([members.join(x, row.code, t), members.join(y, row.code, t)]);
+      expect(results.filter((r) => r.joined)).toHaveLength(1);
+      expect(results.filter((r) => !r.joined)).toEqual([{ joined: false, why: "used" }]);
+      expect([x, y].filter((pk) => members.has(pk) && (registry.bits(pk) & BASIS_BIT.member) !== 0)).toHaveLength(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("one join per pubkey at once; a member joining again is told so and uses no code", async () => {
+    const { store, members } = await open();
+    try {
+      const t = now();
+      const a = (await members.invite(admin.pubkey, true, t, code)) as { row: { code: string } };
+      const s = signer().pubkey;
+      const [first, second] = await Promise.all([members.join(s, a.row.code, t), members.join(s, a.row.code, t)]);
+      expect(first).toEqual({ joined: true, issuer: admin.pubkey });
+      expect(second).toEqual({ joined: false, why: "busy" });
+      const b = (await members.invite(admin.pubkey, true, t, code)) as { row: { code: string } };
+      expect(await members.join(s, b.row.code, t)).toEqual({ joined: false, why: "member" });
+      // b is still open: the admin is handed it again.
+      expect(((await members.invite(admin.pubkey, true, t, code)) as { row: { code: string } }).row.code).toBe(b.row.code);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("quota: codes a member issued, used or open; asked at once, one code made; admins have none", async () => {
+    const { store, members } = await open();
+    try {
+      const t = now();
+      const m = signer().pubkey;
+      await members.add(m, admin.pubkey, t);
+      const asked = await Promise.all([1, 2, 3].map(() => members.invite(m, false, t, code)));
+      const codes = new Set(asked.map((r) => (r as { row: { code: string } }).row.code));
+      expect(codes.size).toBe(1);
+      for (let i = 0; i < 2; i++) {
+        const r = (await members.invite(m, false, t, code)) as { row: { code: string } };
+        expect((await members.join(signer().pubkey, r.row.code, t)).joined).toBe(true);
+      }
+      expect(await members.invite(m, false, t, code)).toBe("none-left");
+      expect((await store.admission.invitesBy(m)).length).toBe(2);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("load reads the member rows only, oldest first; remove revokes", async () => {
+    const { store, registry, members } = await open();
+    try {
+      const [x, y] = [signer().pubkey, signer().pubkey];
+      await registry.admit(x, "paid", {});
+      await members.add(y, admin.pubkey, now());
+      const fresh = new Members(registry, store.admission, () => testConfig({ membership: { enabled: true } }));
+      await fresh.load();
+      expect(fresh.list().map((m) => m.pubkey)).toEqual([y]);
+      expect(fresh.list()[0]!.evidence).toMatchObject({ via: "admin", invited_by: admin.pubkey });
+      expect(await fresh.remove(y, "test")).toBe(true);
+      expect(await fresh.remove(y, "test")).toBe(false);
+      expect(registry.bits(y) & BASIS_BIT.member).toBe(0);
+      expect(members.has(y)).toBe(true); // another instance: it reads the rows again at its next load
+    } finally {
+      await store.close();
     }
   });
 });
