@@ -443,12 +443,14 @@ describe("access/members.ts against a store", () => {
     }
   });
 
-  test("quota: codes a member issued, used or open; asked at once, one code made; admins have none", async () => {
+  test("quota: a member's codes that were used (expired unused ones do not count); asked at once, one code made", async () => {
     const { store, members } = await open();
     try {
       const t = now();
       const m = signer().pubkey;
       await members.add(m, admin.pubkey, t);
+      // A code that expired unused admitted nobody: it does not count.
+      await store.admission.putInvite({ code: code(), issuer: m, created_at: t - 7200, expires_at: t - 3600, used_by: null, used_at: null });
       const asked = await Promise.all([1, 2, 3].map(() => members.invite(m, false, t, code)));
       const codes = new Set(asked.map((r) => (r as { row: { code: string } }).row.code));
       expect(codes.size).toBe(1);
@@ -457,7 +459,7 @@ describe("access/members.ts against a store", () => {
         expect((await members.join(signer().pubkey, r.row.code, t)).joined).toBe(true);
       }
       expect(await members.invite(m, false, t, code)).toBe("none-left");
-      expect((await store.admission.invitesBy(m)).length).toBe(2);
+      expect((await store.admission.invitesBy(m)).length).toBe(3);
     } finally {
       await store.close();
     }

@@ -112,8 +112,8 @@ export class Members {
 
   /**
    * An invite code for `issuer` (a member, or an admin when `admin`): an unused, unexpired code it
-   * issued before, else a new one while its quota (`invites_per_member`: every code it issued,
-   * used or open) allows; admins have no quota. `newCode` makes a code nobody guesses.
+   * issued before, else a new one while its quota (`invites_per_member`: the codes it issued that
+   * were used, and the open one) allows; admins have no quota. `newCode` makes a code nobody guesses.
    */
   invite(issuer: string, admin: boolean, now: number, newCode: () => string): Promise<InviteResult> {
     const running = this.inviting.get(issuer);
@@ -126,9 +126,10 @@ export class Members {
   private async makeInvite(issuer: string, admin: boolean, now: number, newCode: () => string): Promise<InviteResult> {
     const { invites_per_member: quota, invite_expiry_seconds: expiry } = this.config().membership;
     const issued = await this.store.invitesBy(issuer);
-    const open = issued.find((i) => i.used_by === null && i.expires_at > now + 60);
+    const open = issued.find((i) => i.used_by === null && i.expires_at > now);
     if (open) return { row: open, fresh: false };
-    if (!admin && issued.length >= quota) return "none-left";
+    // A code that expired unused admitted nobody: it does not count.
+    if (!admin && issued.filter((i) => i.used_by !== null).length >= quota) return "none-left";
     const row: InviteRow = { code: newCode(), issuer, created_at: now, expires_at: now + expiry, used_by: null, used_at: null };
     await this.store.putInvite(row);
     return { row, fresh: true };
