@@ -23,7 +23,19 @@ import {
   NOT_MEMBER,
   NOT_NOW,
 } from "../src/relay/membership.ts";
-import { accepted, Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, testConfig, waitUntil, type Signer, type TestRelay } from "./helpers.ts";
+import {
+  accepted,
+  Client,
+  failOnRelayErrors,
+  now,
+  relayInfo,
+  signer,
+  startTestRelay,
+  testConfig,
+  waitUntil,
+  type Signer,
+  type TestRelay,
+} from "./helpers.ts";
 import { connectAs } from "./groups-helpers.ts";
 
 failOnRelayErrors();
@@ -66,7 +78,10 @@ async function adminCall(r: TestRelay, method: string, params: unknown[] = [], a
   });
   const res = await fetch(httpUrl(r), {
     method: "POST",
-    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${Buffer.from(JSON.stringify(token)).toString("base64")}` },
+    headers: {
+      "Content-Type": "application/nostr+json+rpc",
+      Authorization: `Nostr ${Buffer.from(JSON.stringify(token)).toString("base64")}`,
+    },
     body,
   });
   return res.json();
@@ -257,7 +272,8 @@ describe("invitations", () => {
 describe("metrics", () => {
   test("bunstr_member_invites_total counts codes issued, claimed, invalid and expired; members are a basis of the gauge", async () => {
     const text = await (await fetch(`${httpUrl(relay)}metrics`)).text();
-    const value = (result: string) => Number(text.match(new RegExp(`^bunstr_member_invites_total\\{result="${result}"\\} (\\d+)$`, "m"))?.[1] ?? 0);
+    const value = (result: string) =>
+      Number(text.match(new RegExp(`^bunstr_member_invites_total\\{result="${result}"\\} (\\d+)$`, "m"))?.[1] ?? 0);
     // The tests above issued codes, claimed them, tried invalid and expired ones.
     for (const result of ["issued", "claimed", "invalid", "expired"]) expect(value(result), result).toBeGreaterThan(0);
     expect(value("claimed")).toBeLessThanOrEqual(value("issued") + 1);
@@ -326,7 +342,11 @@ describe("reading restricted to members", () => {
     await accepted(mc, posted);
 
     const anon = await Client.connect(r.url);
-    expect((await anon.req("a", { kinds: [1] })).end).toEqual(["CLOSED", "a", "auth-required: this relay is for its members: authenticate first"]);
+    expect((await anon.req("a", { kinds: [1] })).end).toEqual([
+      "CLOSED",
+      "a",
+      "auth-required: this relay is for its members: authenticate first",
+    ]);
     const outsider = signer();
     const oc = await connectAs(r, outsider);
     expect((await oc.req("o", { kinds: [1] })).end).toEqual(["CLOSED", "o", "restricted: this relay is for its members"]);
@@ -385,7 +405,9 @@ describe("a real client (nostr-tools)", () => {
       // The 28934 is protected (NIP-70): its author authenticates first, to the challenge sent at connect.
       await waitUntil("the AUTH challenge", () => (tools as unknown as { challenge?: string }).challenge !== undefined, 5000);
       await tools.auth(onauth);
-      const reason = await tools.publish(finalizeEvent({ kind: 28934, created_at: now(), tags: [["-"], ["claim", code!]], content: "" }, s.sk));
+      const reason = await tools.publish(
+        finalizeEvent({ kind: 28934, created_at: now(), tags: [["-"], ["claim", code!]], content: "" }, s.sk),
+      );
       expect(reason).toBe(`info: welcome to ${RELAY_URL}`);
       const posted = finalizeEvent({ kind: 1, created_at: now(), tags: [], content: "via nostr-tools" }, s.sk);
       expect(await tools.publish(posted)).toBe("");
@@ -450,7 +472,14 @@ describe("access/members.ts against a store", () => {
       const m = signer().pubkey;
       await members.add(m, admin.pubkey, t);
       // A code that expired unused admitted nobody: it does not count.
-      await store.admission.putInvite({ code: code(), issuer: m, created_at: t - 7200, expires_at: t - 3600, used_by: null, used_at: null });
+      await store.admission.putInvite({
+        code: code(),
+        issuer: m,
+        created_at: t - 7200,
+        expires_at: t - 3600,
+        used_by: null,
+        used_at: null,
+      });
       const asked = await Promise.all([1, 2, 3].map(() => members.invite(m, false, t, code)));
       const codes = new Set(asked.map((r) => (r as { row: { code: string } }).row.code));
       expect(codes.size).toBe(1);

@@ -32,9 +32,7 @@ export interface MemberRegistry {
 export type MemberStore = Pick<AdmissionStore, "rows" | "putInvite" | "takeInvite" | "invitesBy">;
 
 /** A join's result: admitted (by whom's code), or why not. */
-export type JoinResult =
-  | { joined: true; issuer: string }
-  | { joined: false; why: "member" | "unknown" | "used" | "expired" | "busy" };
+export type JoinResult = { joined: true; issuer: string } | { joined: false; why: "member" | "unknown" | "used" | "expired" | "busy" };
 
 /** An invite for `issuer`: a code (reused while unused and unexpired), or none left under the quota. */
 export type InviteResult = { row: InviteRow; fresh: boolean } | "none-left";

@@ -229,12 +229,18 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
   private async write(t: Nip43Template, created_at = nowSeconds()): Promise<void> {
     const e = signEvent({ ...t, created_at }, this.ctx.relayKey);
     const outcome = await this.ctx.writer.enqueue({ event: e, json: serializeEvent(e), cost: writeCost(e) });
-    if (!outcome.stored && !outcome.duplicate) console.error(`membership: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);
+    if (!outcome.stored && !outcome.duplicate)
+      console.error(`membership: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);
   }
 
   /** The relay key's newest stored 13534. */
   private async storedList(): Promise<NostrEvent | undefined> {
-    const job = { filters: [{ kinds: [MEMBER_LIST], authors: [this.ctx.relayKey.pubkey] }], limits: [1], maxSeq: this.ctx.store.lastSeq(), now: 0 };
+    const job = {
+      filters: [{ kinds: [MEMBER_LIST], authors: [this.ctx.relayKey.pubkey] }],
+      limits: [1],
+      maxSeq: this.ctx.store.lastSeq(),
+      now: 0,
+    };
     for await (const rows of this.ctx.store.query(job)) for (const json of rows) return JSON.parse(json) as NostrEvent;
     return undefined;
   }
