@@ -5,6 +5,7 @@
 // atomically in the store (`takeInvite`), so two joins racing for one code admit one pubkey, on
 // one node or several.
 import type { Config } from "../config/schema.ts";
+import { BASIS_BIT } from "../policy/admission.ts";
 import type { AdmissionStore, InviteRow } from "../store/types.ts";
 
 /** What a member row's evidence says (console, listmembers). */
@@ -25,6 +26,7 @@ export interface Member {
 
 /** The registry as members use it (access/registry.ts AdmissionRegistry). */
 export interface MemberRegistry {
+  bits(pubkey: string): number;
   admit(pubkey: string, basis: "member", evidence: object, until?: number): Promise<void>;
   revoke(pubkey: string, basis: "member", reason: string): Promise<void>;
 }
@@ -58,8 +60,9 @@ export class Members {
     for (const r of rows) this.byPubkey.set(r.pubkey, { pubkey: r.pubkey, since: r.since, evidence: parseEvidence(r.evidence) });
   }
 
+  /** The registry's answer, which on Postgres follows other nodes' joins and removals too (it reloads). */
   has(pubkey: string): boolean {
-    return this.byPubkey.has(pubkey);
+    return (this.registry.bits(pubkey) & BASIS_BIT.member) !== 0;
   }
 
   get size(): number {
