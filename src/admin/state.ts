@@ -2,7 +2,7 @@
 // memory for the policies (policy/rules.ts reads it as an AdminView) and written through to the
 // store, where it survives restarts. Every change takes effect at once.
 import type { Config } from "../config/schema.ts";
-import { ADMIN_METHODS, GROUP_METHODS, type AdminCall, type GroupCall } from "../nips/nip86.ts";
+import { accessMethodsOff, ADMIN_METHODS, GROUP_METHODS, type AccessCall, type AdminCall, type GroupCall } from "../nips/nip86.ts";
 import type { AdminView } from "../policy/rules.ts";
 import { nowSeconds } from "../protocol/event.ts";
 import type { AdminEntry, AdminStore, Store } from "../store/types.ts";
@@ -112,11 +112,11 @@ export class AdminState implements AdminView {
    * Runs one call; the NIP-86 result. Throws AdminError for a call that cannot be done. The group
    * methods act on the group state (http/admin-groups.ts), listed only while [groups] enabled.
    */
-  async apply(call: Exclude<AdminCall, GroupCall>): Promise<unknown> {
+  async apply(call: Exclude<AdminCall, GroupCall | AccessCall>): Promise<unknown> {
     switch (call.method) {
       case "supportedmethods": {
-        const groups: readonly string[] = this.config.groups.enabled ? [] : GROUP_METHODS;
-        return ADMIN_METHODS.filter((m) => m !== "supportedmethods" && !groups.includes(m));
+        const off: readonly string[] = [...(this.config.groups.enabled ? [] : GROUP_METHODS), ...accessMethodsOff(this.config)];
+        return ADMIN_METHODS.filter((m) => m !== "supportedmethods" && !off.includes(m));
       }
       case "banpubkey":
         await this.put("banned_pubkeys", call.pubkey, call.reason);

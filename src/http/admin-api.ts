@@ -2,7 +2,7 @@
 // authorized by a NIP-98 token of an [admin] pubkey. The order: body (bounded) -> token shape ->
 // NIP-98 checks (kind, time, u, method, payload hash) -> id -> signature -> admin? -> not a
 // replay -> call -> log. Any failure of authorization is 401 with WWW-Authenticate: Nostr.
-import { isGroupCall, parseAdminCall, RPC_CONTENT_TYPE } from "../nips/nip86.ts";
+import { isAccessCall, isGroupCall, parseAdminCall, RPC_CONTENT_TYPE } from "../nips/nip86.ts";
 import { checkHttpAuth, parseAuthorization, relayUrlForms } from "../nips/nip98.ts";
 import { AdminError, type AdminState } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
@@ -10,10 +10,11 @@ import type { LogLimiter } from "../log.ts";
 import { hasValidId, nowSeconds } from "../protocol/event.ts";
 import type { Store } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
+import { accessCall, type AccessAdminSource } from "./admin-access.ts";
 import { groupCall, type GroupAdminSource } from "./admin-groups.ts";
 
 /** What the admin API reads and changes of the relay (RelayContext has it). */
-export interface AdminApiSource extends GroupAdminSource {
+export interface AdminApiSource extends GroupAdminSource, AccessAdminSource {
   readonly config: Config;
   readonly store: Store;
   readonly authVerifier: Verifier;
@@ -97,7 +98,11 @@ export async function handleAdminRequest(req: Request, ctx: AdminApiSource): Pro
   if ("error" in call) return logged(ctx, token.pubkey, "?", [], json({ error: call.error }, 400), call.error);
   const params = Object.fromEntries(Object.entries(call).filter(([k]) => k !== "method"));
   try {
-    const result = isGroupCall(call) ? await groupCall(ctx, call) : await ctx.admin.apply(call);
+    const result = isGroupCall(call)
+      ? await groupCall(ctx, call)
+      : isAccessCall(call)
+        ? await accessCall(ctx, call, token.pubkey)
+        : await ctx.admin.apply(call);
     return logged(ctx, token.pubkey, call.method, params, json({ result }), "ok");
   } catch (err) {
     if (!(err instanceof AdminError)) console.error(`admin ${call.method} failed:`, err);

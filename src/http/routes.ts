@@ -1,4 +1,4 @@
-// Plain HTTP on the relay path (httpRoutes): /metrics, the admin page and its NIP-86 API,
+// Plain HTTP on the relay path (httpRoutes): /metrics, the admin page and its NIP-86 API, /join,
 // status.json, NIP-11 for Accept: application/nostr+json (with CORS, also on OPTIONS) and a status
 // page for browsers. A websocket upgrade on the relay path is the relay's (relay/upgrade.ts).
 import { relayInfo } from "../nips/nip11.ts";
@@ -6,12 +6,13 @@ import { type AdminApiSource, handleAdminRequest, isAdminRequest } from "./admin
 import { adminCsp, adminPage } from "./admin-page.ts";
 import { landingPage, STATUS_CSP } from "./landing.ts";
 import { metricsResponse, wantsMetrics } from "./metrics.ts";
+import { accessRoutes, type JoinSource } from "./join.ts";
 import { eventsStored, formatUptime, policiesInForce, type StatusSource } from "./status.ts";
 
 /** What the routes read: the relay's state, and the texts only the relay can make. */
 export interface HttpSources {
   /** For NIP-11, the status page and the NIP-86 API. */
-  readonly relay: StatusSource & AdminApiSource;
+  readonly relay: StatusSource & AdminApiSource & JoinSource;
   readonly version: string;
   /** The /metrics text (observe/metrics.ts). */
   readonly metrics: () => Promise<string>;
@@ -38,6 +39,9 @@ export function httpRoutes(src: HttpSources): HttpRoute {
     if (wantsMetrics(req, url.pathname, path, config)) return metricsResponse(req, config, src.metrics, peer());
     if (url.pathname === adminPagePath(path)) return adminPageResponse(req, path);
     if (url.pathname === statusJsonPath(path)) return statusJsonResponse(req, src.statusJson);
+    // Paid admission (issue 33): /join, /join/invoice, /join/status, POST /lnbits; not found while pay is off.
+    const joined = accessRoutes(req, url, src.relay, peer);
+    if (joined) return joined;
     if (url.pathname !== path) return new Response("not found", { status: 404 });
     if (isAdminRequest(req)) return handleAdminRequest(req, src.relay);
     if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") return httpResponse(req, src.relay, src.version);

@@ -1,6 +1,8 @@
 // NIP-86 relay management API (pure): the method table and the parsing of a call's params.
 // What each method does to the relay is in admin/state.ts; the NIP-29 group methods (bunstr's
-// own) in http/admin-groups.ts, which reaches the group state.
+// own) in http/admin-groups.ts, which reaches the group state; the admission methods (bunstr's,
+// issue 33) in http/admin-access.ts, which reaches the registry.
+import type { Config } from "../config/schema.ts";
 import { GROUP_ID_RULE, isGroupId } from "./nip29.ts";
 
 export const RPC_CONTENT_TYPE = "application/nostr+json+rpc";
@@ -35,7 +37,8 @@ export type AdminCall =
   | { method: "createrole" | "editrole"; role: Role }
   | { method: "deleterole"; id: string }
   | { method: "assignrole" | "unassignrole"; pubkey: string; role: string }
-  | GroupCall;
+  | GroupCall
+  | AccessCall;
 
 /** bunstr's NIP-29 methods: the groups of this relay, read and moderated by its operator. */
 export type GroupCall =
@@ -45,6 +48,40 @@ export type GroupCall =
   | { method: "deletegroup"; group: string; reason: string }
   /** code: "" asks the relay to make one up. */
   | { method: "creategroupinvite"; group: string; code: string };
+
+/**
+ * bunstr's admission methods (issue 33; http/admin-access.ts): who is admitted and why, and the
+ * NIP-43 members. Listed by supportedmethods only while their model is on (accessMethodsOff).
+ */
+export type AccessCall =
+  /** basis "": the stored admissions (paid, verified, member); "trusted": the web of trust; "manual": the allow lists. */
+  | { method: "listadmissions"; basis: string; offset: number }
+  | { method: "revokeadmission"; pubkey: string; basis: string; reason: string }
+  | { method: "listinvoices" | "listmembers" | "createinvitecode" }
+  | { method: "addmember" | "removemember"; pubkey: string; reason: string };
+
+export const ACCESS_METHODS: readonly AccessCall["method"][] = [
+  "listadmissions",
+  "revokeadmission",
+  "listinvoices",
+  "addmember",
+  "removemember",
+  "listmembers",
+  "createinvitecode",
+];
+
+export const isAccessCall = (c: AdminCall): c is AccessCall => (ACCESS_METHODS as readonly string[]).includes(c.method);
+
+/** The admission methods whose model is off (supportedmethods leaves them out; a call answers why). */
+export function accessMethodsOff(config: Config): readonly string[] {
+  const pay = config.pay_to_relay.enabled;
+  const members = config.membership.enabled;
+  const any = pay || members || config.verified_users.mode !== "disabled" || config.web_of_trust.enabled;
+  return ACCESS_METHODS.filter((m) => (m === "listinvoices" ? !pay : m === "listadmissions" || m === "revokeadmission" ? !any : !members));
+}
+
+/** The admission bases a call may name (policy/admission.ts BASES; nips/ sits above policy/). */
+const BASES = ["paid", "verified", "trusted", "member", "manual"];
 
 type AdminMethod = AdminCall["method"];
 
@@ -94,6 +131,7 @@ export const ADMIN_METHODS: readonly AdminMethod[] = [
   "unblockip",
   "listblockedips",
   ...GROUP_METHODS,
+  ...ACCESS_METHODS,
 ];
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -138,6 +176,18 @@ function inviteCode(v: unknown): string {
   if (v === undefined || v === "") return "";
   if (typeof v !== "string" || !/^[\x21-\x7e]{1,64}$/.test(v))
     throw new ParamError("invite code must be 1-64 printable characters without spaces");
+  return v;
+}
+
+function basis(v: unknown, optional: boolean): string {
+  if ((v === undefined || v === "") && optional) return "";
+  if (typeof v !== "string" || !BASES.includes(v)) throw new ParamError(`basis must be one of ${BASES.join(", ")}`);
+  return v;
+}
+
+function offset(v: unknown): number {
+  if (v === undefined) return 0;
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) throw new ParamError("offset must be a whole number");
   return v;
 }
 
@@ -215,6 +265,17 @@ function call(method: string, p: unknown[]): AdminCall {
       return { method, group: groupId(p[0]), reason: text(p[1], "reason", true) };
     case "creategroupinvite":
       return { method, group: groupId(p[0]), code: inviteCode(p[1]) };
+    case "listadmissions":
+      return { method, basis: basis(p[0], true), offset: offset(p[1]) };
+    case "revokeadmission":
+      return { method, pubkey: hex64(p[0], "pubkey"), basis: basis(p[1], false), reason: text(p[2], "reason", true) };
+    case "listinvoices":
+    case "listmembers":
+    case "createinvitecode":
+      return { method };
+    case "addmember":
+    case "removemember":
+      return { method, pubkey: hex64(p[0], "pubkey"), reason: text(p[1], "reason", true) };
     default:
       throw new ParamError(`unsupported method: ${method.slice(0, 64)}`);
   }
