@@ -70,7 +70,7 @@ async function adminCall(r: TestRelay, method: string, params: unknown[] = [], a
   const token = as.sign({
     kind: 27235,
     tags: [
-      ["u", httpUrl(r)],
+      ["u", r.ctx.config.info.relay_url || httpUrl(r)], // NIP-98 names the relay as it calls itself
       ["method", "POST"],
       ["payload", payload],
       ["nonce", crypto.randomUUID()],
