@@ -21,6 +21,7 @@ const SUITE = [
   "hostile",
   "interop",
   "limits",
+  "membership",
   "metrics",
   "nip01",
   "nip09",
