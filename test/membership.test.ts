@@ -163,6 +163,23 @@ describe("members and the relay's announcements", () => {
   });
 });
 
+describe("the member list under a burst", () => {
+  test("30 members added at once: a few 13534s (one in flight, one waiting), the last lists them all", async () => {
+    const watcher = await Client.connect(relay.url);
+    const sub = "lists";
+    expect((await watcher.req(sub, { kinds: [13534], authors: [self], limit: 0 })).end).toEqual(["EOSE", sub]);
+    const added = Array.from({ length: 30 }, () => signer().pubkey);
+    const answers = await Promise.all(added.map((pk) => adminCall(relay, "addmember", [pk, "burst"])));
+    expect(answers.every((a) => a.result === true)).toBe(true);
+    // The list naming them all reaches the live subscription (on Postgres its fanout may follow the answers).
+    const namesAll = (l: NostrEvent) => added.every((pk) => l.tags.some((t) => t[0] === "member" && t[1] === pk));
+    await waitUntil("a member list naming all 30", () => watcher.eventsFor(sub).some(namesAll), 5000);
+    const lists = watcher.eventsFor(sub);
+    expect(lists.length).toBeLessThan(30);
+    watcher.close();
+  });
+});
+
 describe("invitations", () => {
   test("a member's REQ for 28935 gets one relay-signed code; a stranger joins with it, then writes", async () => {
     const { s: inviter, c } = await member();

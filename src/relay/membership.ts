@@ -214,8 +214,12 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
     if (pub.pending) return pub.pending;
     const run: Promise<void> = pub.tail.then(async () => {
       if (pub.pending === run) pub.pending = undefined;
-      // Postgres: other nodes admit and revoke members too; their rows are read before the list is rendered.
-      if (!this.ctx.store.changes) await this.members.load();
+      // Postgres: other nodes admit, revoke and sign lists too; their rows are read before the list
+      // is rendered, and their newest list, so this one comes after it (else it would be "older").
+      if (!this.ctx.store.changes) {
+        await this.members.load();
+        this.lastListAt = Math.max(this.lastListAt, (await this.storedList())?.created_at ?? 0);
+      }
       const created_at = Math.max(nowSeconds(), this.lastListAt + 1);
       this.lastListAt = created_at;
       await this.write(memberListTemplate(this.members.listed(this.ctx.config.membership.max_members_listed)), created_at);
