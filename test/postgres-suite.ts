@@ -11,6 +11,8 @@ import { PG_URL, REDIS_URL, servicesMissing } from "./postgres-env.ts";
  * query itself), so they prove the same behaviour on Postgres.
  */
 const SUITE = [
+  "admission",
+  "admission-store",
   "auth-modes",
   "backpressure",
   "created-at",
