@@ -10,6 +10,7 @@ import { startRelay } from "../src/relay/server.ts";
 import type { AdmissionStore, Store } from "../src/store/types.ts";
 import {
   accepted,
+  adminCall as callAsAdmin,
   Client,
   failOnRelayErrors,
   now,
@@ -58,30 +59,8 @@ async function connect(relay: { url: string }, as?: Signer): Promise<Client> {
 const note = (s = signer(), content = `hello ${Math.random()}`) => s.sign({ kind: 1, content });
 const okText = async (c: Client, e: ReturnType<typeof note>) => (await c.publish(e)).slice(2);
 
-/** A NIP-86 call over HTTP with a NIP-98 token of the relay's admin. */
-async function adminCall(relay: TestRelay, method: string, params: unknown[] = []): Promise<{ status: number; body: any }> {
-  const url = relay.url.replace(/^ws/, "http");
-  const body = JSON.stringify({ method, params });
-  const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-  const token = admin.sign({
-    kind: 27235,
-    tags: [
-      ["u", url],
-      ["method", "POST"],
-      ["payload", payload],
-      ["nonce", crypto.randomUUID()],
-    ],
-  });
-  const res = await fetch(url, {
-    method: "POST",
-    headers: {
-      "Content-Type": "application/nostr+json+rpc",
-      Authorization: `Nostr ${Buffer.from(JSON.stringify(token)).toString("base64")}`,
-    },
-    body,
-  });
-  return { status: res.status, body: await res.json() };
-}
+/** A NIP-86 call with a NIP-98 token of the relay's admin. */
+const adminCall = (relay: TestRelay, method: string, params: unknown[] = []) => callAsAdmin(relay.url, admin, method, params);
 
 describe("writes while a model is on (membership, no engine)", () => {
   test("a stranger hears the model's text; a member, an allow-listed and an admin-allowed pubkey write; revoking stops it", async () => {

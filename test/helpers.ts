@@ -234,6 +234,28 @@ export async function relayInfo(wsUrl: string): Promise<Record<string, any>> {
   return (await res.json()) as Record<string, any>;
 }
 
+/** A NIP-86 call over HTTP to the relay at `wsUrl`, with a NIP-98 token signed by `as` (an [admin] pubkey). */
+export async function adminCall(wsUrl: string, as: Signer, method: string, params: unknown[] = []): Promise<{ status: number; body: any }> {
+  const url = wsUrl.replace(/^ws/, "http");
+  const body = JSON.stringify({ method, params });
+  const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+  const token = as.sign({
+    kind: 27235,
+    tags: [
+      ["u", url],
+      ["method", "POST"],
+      ["payload", payload],
+      ["nonce", crypto.randomUUID()],
+    ],
+  });
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
+    body,
+  });
+  return { status: res.status, body: await res.json() };
+}
+
 export interface Signer {
   sk: Uint8Array;
   pubkey: string;

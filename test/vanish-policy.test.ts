@@ -8,6 +8,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import {
   accepted,
+  adminCall,
   Client,
   failOnRelayErrors,
   now,
@@ -47,24 +48,7 @@ async function connect(r: TestRelay, as?: Signer): Promise<Client> {
 
 /** A NIP-86 call over HTTP with a NIP-98 token of the admin. */
 async function nip86(r: TestRelay, method: string, params: unknown[]): Promise<void> {
-  const url = r.url.replace(/^ws/, "http");
-  const body = JSON.stringify({ method, params });
-  const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-  const token = admin.sign({
-    kind: 27235,
-    tags: [
-      ["u", url],
-      ["method", "POST"],
-      ["payload", payload],
-      ["nonce", crypto.randomUUID()],
-    ],
-  });
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
-    body,
-  });
-  expect(await res.json()).toEqual({ result: true });
+  expect((await adminCall(r.url, admin, method, params)).body).toEqual({ result: true });
 }
 
 let n = 0;

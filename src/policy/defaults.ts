@@ -51,28 +51,15 @@ export const defaultPolicies: Policy[] = [
  * window and proof of work (an archive is old by nature) and whether a request to vanish names
  * this relay (it named the relay it came from).
  */
-export const importPolicies: readonly Policy[] = [
-  noAuthEvents,
-  sizeLimits,
-  notExpired,
-  adminBans,
-  kindLists,
-  pubkeyLists,
-  relayKinds,
-  groupImports,
-];
+export const importPolicies: readonly Policy[] = [...archivePolicies(), groupImports];
 
 /** The [mirror]'s: an import's, but a post into a group is judged as if published here (its group, membership, removal, kinds). */
-export const mirrorPolicies: readonly Policy[] = [
-  noAuthEvents,
-  sizeLimits,
-  notExpired,
-  adminBans,
-  kindLists,
-  pubkeyLists,
-  relayKinds,
-  groupMirror,
-];
+export const mirrorPolicies: readonly Policy[] = [...archivePolicies(), groupMirror];
+
+/** What an import and the [mirror] share: the lists (config and admin bans) and the relay's own NIP-43 kinds. */
+function archivePolicies(): Policy[] {
+  return [noAuthEvents, sizeLimits, notExpired, adminBans, kindLists, pubkeyLists, relayKinds];
+}
 
 function runPolicies(policies: readonly Policy[], ctx: PolicyContext, e: NostrEvent): Refusal | undefined {
   for (const p of policies) {
