@@ -40,7 +40,7 @@ export type JoinResult = { joined: true; issuer: string } | { joined: false; why
 export type InviteResult = { row: InviteRow; fresh: boolean } | "none-left";
 
 export class Members {
-  /** Members by pubkey. */
+  /** Each member's since and evidence, for the list's order and listmembers (membership itself is the registry's bit). */
   private readonly byPubkey = new Map<string, Member>();
   /** Pubkeys with a join in flight: one at a time each. */
   private readonly joining = new Set<string>();
@@ -53,7 +53,7 @@ export class Members {
     private readonly config: () => Config,
   ) {}
 
-  /** At start (and on Postgres after another node's change): the member rows, oldest first. */
+  /** The member rows: at start, and on Postgres before each member list (other nodes change them too). */
   async load(): Promise<void> {
     const rows = (await this.store.rows()).filter((r) => r.basis === "member");
     this.byPubkey.clear();
@@ -63,10 +63,6 @@ export class Members {
   /** The registry's answer, which on Postgres follows other nodes' joins and removals too (it reloads). */
   has(pubkey: string): boolean {
     return (this.registry.bits(pubkey) & BASIS_BIT.member) !== 0;
-  }
-
-  get size(): number {
-    return this.byPubkey.size;
   }
 
   /** Oldest first, then by pubkey (a restart reads them in the same order). */
