@@ -23,6 +23,7 @@ const SUITE = [
   "hostile",
   "interop",
   "limits",
+  "membership",
   "metrics",
   "nip01",
   "nip09",

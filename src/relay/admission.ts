@@ -16,6 +16,7 @@ import { ADMISSION_TEXTS, admissionOn, BASIS_BIT, joinUrl } from "../policy/admi
 import { refuse } from "../protocol/reasons.ts";
 import type { RelayContext } from "./context.ts";
 import { startWotRefresh } from "./wot-refresh.ts";
+import { MembershipRelay } from "./membership.ts";
 
 /** An admission model is on (or passive NIP-05 checks, which record), or only members read. */
 export const admissionWanted = (c: Config): boolean =>
@@ -106,5 +107,14 @@ function startWebOfTrust(ctx: RelayContext, registry: AdmissionRegistry): void {
   startWotRefresh(ctx, wot);
 }
 
-/** NIP-43 members (WP4: access/members.ts, relay/membership.ts): registry.engines.members, ctx.membership. */
-function startMembers(_ctx: RelayContext, _registry: AdmissionRegistry): void {}
+/**
+ * NIP-43 members (access/members.ts, relay/membership.ts): registry.engines.members (the NIP-86
+ * methods; writers hear "loading" until its members are read), ctx.membership (join, leave,
+ * invites). Its start reads the members and mends the member list (13534); Relay.ready waits for it.
+ */
+function startMembers(ctx: RelayContext, registry: AdmissionRegistry): void {
+  const m = new MembershipRelay(ctx, registry);
+  registry.engines.members = m;
+  ctx.membership = m;
+  m.started = m.start().catch((err) => console.error("membership: could not start:", err));
+}

@@ -82,6 +82,8 @@ export interface RelayContext extends BudgetState {
 
 /** What the handlers ask of relay/membership.ts (NIP-43; the type only, as GroupPublisher). */
 export interface MembershipHooks {
+  /** Its start (members read, the member list mended): Relay.ready waits for it. */
+  readonly started: Promise<void>;
   /**
    * A join (28934) or leave (28936) request, after its signature: the OK's answer (admit's fate
    * "answered"; never fanned out); undefined for any other event. `authed`: the sender's AUTH.

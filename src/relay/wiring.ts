@@ -175,7 +175,7 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
   // Writers are refused "loading" until the rows are read (policy/admission.ts).
   if (access) {
     const loading = access.load().catch((err) => console.error("could not load the admissions:", err));
-    shared.ready = Promise.all([shared.ready, loading]).then(() => {});
+    shared.ready = Promise.all([shared.ready, loading, ctx.membership?.started]).then(() => {});
   }
   return Object.assign(shared, { ctx });
 }
