@@ -120,10 +120,14 @@ export class Payments {
     const next = () => {
       if (this.stopped) return;
       this.timer = setTimeout(() => {
-        this.polling = this.poll().finally(() => {
-          this.polling = undefined;
-          next();
-        });
+        this.polling = this.poll()
+          .catch((err) => {
+            if (this.lines.take("poll")) console.error("payments: the poller could not read the invoices:", err);
+          })
+          .finally(() => {
+            this.polling = undefined;
+            next();
+          });
       }, this.o.keys().poll_seconds * 1000);
       this.timer.unref?.();
     };
