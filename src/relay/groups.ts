@@ -11,6 +11,7 @@
 // processes on the same SQLite file (a hand-over's old process, `bunstr import` into the served
 // file) reach this one only as ChangeWatch.unknown: they are read by seq and applied then.
 import type { GroupChange } from "../groups/state.ts";
+import { GroupGates } from "./group-gates.ts";
 import { hTags, isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
 import { writeCost } from "../policy/write-cost.ts";
 import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.ts";
@@ -53,8 +54,12 @@ export class GroupRelay implements GroupPublisher {
   private readonly mine = new Set<string>();
   /** The start's purge of deleted groups' remains (tests wait for it). */
   purged: Promise<void> = Promise.resolve();
+  /** The store's group_gates, kept equal to the state (relay/group-gates.ts). */
+  private readonly gates: GroupGates;
 
-  constructor(private readonly ctx: RelayContext) {}
+  constructor(private readonly ctx: RelayContext) {
+    this.gates = new GroupGates(ctx.groups!, ctx.store);
+  }
 
   private get state() {
     return this.ctx.groups!;
@@ -68,6 +73,8 @@ export class GroupRelay implements GroupPublisher {
     this.appliedSeq = this.ctx.store.lastSeq();
     if (built.skipped > 0)
       console.warn(`groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then)`);
+    // Before the first read: the store's gates as the state says (Relay.ready waits for start).
+    await this.gates.reconcile();
     await this.reconcile();
     // A purge cut short (a crash, a hand-over mid-9008) is finished now; until then the state reads the rows as no one's.
     this.purged = this.purgeDeleted();
@@ -91,7 +98,7 @@ export class GroupRelay implements GroupPublisher {
 
   /** From the commit feed (every node, commit order): the state first; the change kept for accepted(). */
   committed(e: NostrEvent): void {
-    const change = this.state.applyCommitted(e);
+    const change = this.gates.apply(e);
     if (!REBUILD_KINDS.includes(e.kind)) return;
     this.remember(e.id);
     if (!isGroupActionKind(e.kind)) return this.mend(e);
@@ -188,7 +195,7 @@ export class GroupRelay implements GroupPublisher {
               this.appliedSeq = row.seq;
               const e = JSON.parse(row.json) as NostrEvent;
               if (this.appliedIds.delete(e.id)) continue;
-              this.state.applyCommitted(e);
+              this.gates.apply(e);
               found++;
             }
           }

@@ -139,9 +139,3 @@ export const GROUP_METADATA = { min: 39000, max: 39009 } as const;
 
 export const reachesGroupMetadata = (f: Filter): boolean =>
   !f.kinds || f.kinds.some((k) => k >= GROUP_METADATA.min && k <= GROUP_METADATA.max);
-
-/** A filter naming only values outside `hidden` (its #h, its #d) can only match what the reader may see. */
-export function allReadable(values: readonly string[] | undefined, hidden: { readonly size: number; has(v: string): boolean }): boolean {
-  if (hidden.size === 0) return true;
-  return values?.every((v) => !hidden.has(v)) ?? false;
-}

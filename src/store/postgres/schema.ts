@@ -76,6 +76,18 @@ const migrations: string[] = [
   // not see (query.ts groupResidual): an index-only probe per candidate, of group events only.
   `CREATE TABLE relay_key (id smallint PRIMARY KEY CHECK (id = 1), secret text NOT NULL);
    CREATE INDEX tags_h ON tags (seq, value) WHERE name = 'h';`,
+  // 7: NIP-29: the groups the read rule gates, as SQLite's (store/sqlite/db.ts, schema 14): kept
+  // by the writer in the transaction of the 9002 or 9008 that gates (nips/nip29.ts raisedGate),
+  // corrected by the group state (setGroupGates), reconciled with it at each node's start. A
+  // read's residual asks it for each h value instead of being sent the id of every group its
+  // reader may not read. Filled at the first start after this (relay/groups.ts), before a read
+  // is served.
+  `CREATE TABLE group_gates (
+     value    text    PRIMARY KEY,   -- the group id (its h rows' value, its 39xxx's d)
+     events   boolean NOT NULL,      -- its events (h) for members only (private, or deleted)
+     metadata boolean NOT NULL,      -- the relay's 39000-39009 of it (d) for members only (hidden, or deleted)
+     seq      bigint  NOT NULL       -- the commit that set it last (raised, or corrected as of)
+   );`,
 ];
 
 /** Any fixed number: the advisory lock that serializes migrations of nodes starting together. */
