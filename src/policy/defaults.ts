@@ -10,6 +10,7 @@ import {
   eventRate,
   groupImports,
   groupMirror,
+  groupCreateRate,
   groupWrites,
   kindLists,
   noAuthEvents,
@@ -37,6 +38,7 @@ export const defaultPolicies: Policy[] = [
   kindLists,
   pubkeyLists,
   groupWrites, // after the relay's own lists: a banned pubkey hears "banned", not a group's reason
+  groupCreateRate, // after the group rule: only a create it accepts is charged
   protectedEvents,
 ];
 
