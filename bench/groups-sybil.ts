@@ -34,7 +34,10 @@ const KEYS = intOption("keys", values.keys);
 const root = mkdtempSync(join(tmpdir(), "bunstr-bench-sybil-"));
 process.on("exit", () => rmSync(root, { recursive: true, force: true }));
 const MiB = (b: number) => (b / 1048576).toFixed(1);
-const load = () => loadavg().map((x) => x.toFixed(2)).join(" ");
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
 
 const config = defaults();
 config.database.data_directory = root;
@@ -57,7 +60,8 @@ for (let g = 0; g < GROUPS; g++) {
   events.push(unsignedEvent(owner, { kind: 9007, created_at: t0, tags: [["h", id]], content: "" }));
   events.push(unsignedEvent(owner, { kind: 9002, created_at: t0, tags: [["h", id], ["private"]], content: "" }));
   events.push(unsignedEvent(owner, { kind: 9, created_at: t0 + 1 + g, tags: [["h", id]], content: `private ${g}` }));
-  if (g % 50 === 0) events.push(unsignedEvent(keys[0]!, { kind: 9, created_at: t0 + 1 + g, tags: [["h", "lobby"]], content: `public ${g}` }));
+  if (g % 50 === 0)
+    events.push(unsignedEvent(keys[0]!, { kind: 9, created_at: t0 + 1 + g, tags: [["h", "lobby"]], content: `public ${g}` }));
 }
 let started = performance.now();
 for (let i = 0; i < events.length; i += 5000)

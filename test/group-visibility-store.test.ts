@@ -243,7 +243,9 @@ test("an in-memory SQLite store (its reads on the calling thread) hides the same
 
 test("a member of every gated group that holds events here reads everything", async () => {
   const v = reader(["secret", HEXGROUP]);
-  expect(await query({ authors: [alice.pubkey, bob.pubkey] }, v)).toEqual(ids(all.filter((e) => e.pubkey !== relay.pubkey && e.pubkey !== formerRelay.pubkey)));
+  expect(await query({ authors: [alice.pubkey, bob.pubkey] }, v)).toEqual(
+    ids(all.filter((e) => e.pubkey !== relay.pubkey && e.pubkey !== formerRelay.pubkey)),
+  );
   expect(await query({ kinds: [39000, 39001] }, v)).toEqual(ids(all.filter((e) => e.kind >= 39000)));
 });
 

@@ -240,7 +240,12 @@ describe("creates per address (review of issue 32, finding 6)", () => {
       await refusedWith(conns[1]!, mod(9007, sybils[1]!, "sybil-1"), "duplicate:");
       await accepted(conns[1]!, mod(9007, sybils[1]!, "sybil-2"));
       await refusedWith(conns[2]!, mod(9007, sybils[2]!, "sybil-3"), "rate-limited: too many groups created from this address");
-      expect(r.ctx.groups!.list().map((g) => g.id).sort()).toEqual(["sybil-1", "sybil-2"]);
+      expect(
+        r.ctx
+          .groups!.list()
+          .map((g) => g.id)
+          .sort(),
+      ).toEqual(["sybil-1", "sybil-2"]);
       // Other group events from the address are not charged to it.
       await accepted(conns[0]!, mod(9002, sybils[0]!, "sybil-1", [["private"]]));
     } finally {

@@ -350,6 +350,34 @@ describe("restart after a deletion (point 6)", () => {
     }
   });
 
+  test("a hidden group's 39xxx a former relay key signed is read by its members only, as the current key's (review finding 8)", async () => {
+    const former = signer();
+    const r = await groupRelay({ groups: { former_relay_keys: [former.pubkey] } });
+    const rc = await connectAs(r);
+    const anon = await connectAs(r);
+    try {
+      const owner = signer();
+      const id = freshId();
+      await createGroup(rc, r, owner, id, [["hidden"]]);
+      const old = former.sign({
+        kind: 39002,
+        tags: [
+          ["d", id],
+          ["p", owner.pubkey],
+        ],
+      });
+      await storeRaw(r, old);
+      const read = async (c: typeof rc) =>
+        (await c.req(`f8-${Math.random()}`, { kinds: [39002], authors: [former.pubkey] })).events.map((e) => e.id);
+      expect(await read(anon)).toEqual([]);
+      expect(await read(rc)).toEqual([old.id]); // rc is AUTHed as the owner, a member
+    } finally {
+      rc.close();
+      anon.close();
+      await r.stop();
+    }
+  });
+
   test("an event a 9005 deleted that is stored again (its deletion never ran) goes at the next start", async () => {
     const r = await groupRelay();
     const dir = r.dir;

@@ -17,6 +17,7 @@ const SUITE = [
   "differential",
   "dm-protection",
   "fuzz",
+  "group-gates",
   "group-visibility-store",
   "hostile",
   "interop",

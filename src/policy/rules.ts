@@ -165,7 +165,9 @@ export const groupCreateRate: Policy = (ctx, e) => {
   const group = chargedGroup(ctx.config, ctx);
   if (group === undefined) return undefined;
   const wait = ctx.rates.take([{ key: `group creates ip ${group}`, rate: { perMinute: perHour / 60, burst: perHour } }]);
-  return wait > 0 ? refuse("rate-limited", `too many groups created from this address, try again in ${Math.ceil(wait / 1000)} s`) : undefined;
+  return wait > 0
+    ? refuse("rate-limited", `too many groups created from this address, try again in ${Math.ceil(wait / 1000)} s`)
+    : undefined;
 };
 
 /** NIP-29 for archives (import, sync, stream, mirror): shape, 39000-39009 only from this relay's key, nothing of deleted groups or events. */

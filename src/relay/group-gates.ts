@@ -16,6 +16,9 @@ import type { Store } from "../store/types.ts";
 const RECONCILE_ROWS = 5000;
 
 export class GroupGates {
+  /** Corrections not yet committed (written() waits for them). */
+  private readonly writing = new Set<Promise<void>>();
+
   constructor(
     private readonly state: GroupState,
     private readonly store: Store,
@@ -55,8 +58,17 @@ export class GroupGates {
     return differ.length;
   }
 
+  /** The corrections sent so far are committed (tests). */
+  async written(): Promise<void> {
+    await Promise.all(this.writing);
+  }
+
   private write(gates: GroupGate[], asOf: { id: string }): void {
     // A lost write leaves a gate up (a group's events hidden from non-members, never shown): the next start mends it.
-    this.store.admin.setGroupGates(gates, asOf).catch((err) => console.error("groups: correcting a group's read gate failed:", err));
+    const w = this.store.admin
+      .setGroupGates(gates, asOf)
+      .catch((err) => console.error("groups: correcting a group's read gate failed:", err))
+      .finally(() => this.writing.delete(w));
+    this.writing.add(w);
   }
 }

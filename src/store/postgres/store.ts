@@ -421,7 +421,7 @@ class PostgresAdmin implements AdminStore {
       `INSERT INTO group_gates (value, events, metadata, seq)
        SELECT x->>0, (x->>1)::boolean, (x->>2)::boolean, ${seq} FROM jsonb_array_elements($1::text::jsonb) x
        ON CONFLICT (value) DO UPDATE SET events = excluded.events, metadata = excluded.metadata, seq = excluded.seq
-       WHERE group_gates.seq <= excluded.seq`,
+       WHERE group_gates.seq <= excluded.seq OR group_gates.seq > (SELECT coalesce(max(seq), 0) FROM events)`,
       [rows, "seq" in asOf ? asOf.seq : asOf.id],
     );
   }

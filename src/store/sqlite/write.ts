@@ -144,11 +144,14 @@ function writerStatements(db: Database) {
     maxSeq: q("SELECT coalesce(max(seq), 0) AS s FROM events"),
     maxCreatedAt: q("SELECT coalesce(max(created_at), -1) AS t FROM events"),
     dataVersion: q("PRAGMA data_version"),
-    // NIP-29 (db.ts schema 14): raised with the event that gates; set by the state, unless a later commit raised it since.
+    // NIP-29 (db.ts schema 14): raised with the event that gates; set by the state, unless a later
+    // commit raised it since (a row set at a seq past every stored event is stale: the newest
+    // events deleted since, or a tool).
     raiseGate: q(RAISE_GATE_SQL),
     setGate: q(
       `INSERT INTO group_gates (value, events, metadata, seq) VALUES (?1, ?2, ?3, ?4)
-       ON CONFLICT DO UPDATE SET events = excluded.events, metadata = excluded.metadata, seq = excluded.seq WHERE seq <= excluded.seq`,
+       ON CONFLICT DO UPDATE SET events = excluded.events, metadata = excluded.metadata, seq = excluded.seq
+       WHERE seq <= excluded.seq OR seq > (SELECT coalesce(max(seq), 0) FROM events)`,
     ),
     // NIP-40
     expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? ORDER BY expiration LIMIT ?"),
@@ -229,10 +232,12 @@ export class SqliteWriter {
 
   /** NIP-29: the group state's gates (AdminStore.setGroupGates), each unless a commit after `asOf` raised it since. */
   setGates(gates: readonly GroupGate[], asOf: GateAsOf): void {
-    this.db.transaction(() => {
-      const seq = "seq" in asOf ? asOf.seq : ((this.st.eventById.get(asOf.id) as { seq: number } | null)?.seq ?? 0);
-      for (const g of gates) this.st.setGate.run(tagValue(g.group), g.events ? 1 : 0, g.metadata ? 1 : 0, seq);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        const seq = "seq" in asOf ? asOf.seq : ((this.st.eventById.get(asOf.id) as { seq: number } | null)?.seq ?? 0);
+        for (const g of gates) this.st.setGate.run(tagValue(g.group), g.events ? 1 : 0, g.metadata ? 1 : 0, seq);
+      })
+      .immediate();
   }
 
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
