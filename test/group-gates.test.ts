@@ -3,6 +3,7 @@
 // what it did not accept (a 9002 by someone without the right, stored on a stale view) and what
 // opened the group; at start every row that differs is written as the state says. Against a real
 // store (SQLite here, Postgres in test/postgres-suite.ts): what an anonymous read returns follows.
+import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,6 +13,8 @@ import { GroupState } from "../src/groups/state.ts";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import { freshRelayKey } from "../src/protocol/schnorr.ts";
 import { GroupGates } from "../src/relay/group-gates.ts";
+import { openDatabase } from "../src/store/sqlite/db.ts";
+import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { allRows, type Store, type WriteRules } from "../src/store/types.ts";
 import { databaseFor, dropDatabase, onPostgres } from "./postgres-env.ts";
 import { now, openTestStore, signer } from "./helpers.ts";
@@ -114,3 +117,34 @@ test("at start: every row that differs from the state is written as the state sa
   expect(await anonymous("h2")).toBe(0);
   expect(await gates.reconcile()).toBe(0);
 });
+
+// The SQLite file's own migration (Postgres creates the table empty: its relay fills it at start, as the test above).
+if (!onPostgres)
+  test("SQLite schema 14: a database of schema 13 gets the gates its stored 9002s and 9008s raise", () => {
+    const migrated = mkdtempSync(join(tmpdir(), "bunstr-group-gates-14-"));
+    const path = join(migrated, "bunstr.sqlite");
+    try {
+      const db = openDatabase({ path, synchronous: "normal" });
+      const w = new SqliteWriter(db);
+      const write = (e: NostrEvent) => expect(w.writeBatch([{ event: e, json: serializeEvent(e) }], RULES)[0]!.stored).toBe(true);
+      write(ev(owner, 9002, "was-private", [["private"]]));
+      write(ev(owner, 9002, "was-hidden", [["hidden"]]));
+      write(ev(owner, 9008, "was-deleted"));
+      write(ev(owner, 9002, "never", [["public"]]));
+      db.close();
+      // Back to schema 13: no table.
+      const old = new Database(path);
+      old.exec("DROP TABLE group_gates; PRAGMA user_version = 13");
+      old.close();
+      const again = openDatabase({ path, synchronous: "normal" });
+      expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(14);
+      expect(again.query("SELECT value, events, metadata FROM group_gates ORDER BY value").all()).toEqual([
+        { value: "was-deleted", events: 1, metadata: 1 },
+        { value: "was-hidden", events: 0, metadata: 1 },
+        { value: "was-private", events: 1, metadata: 0 },
+      ]);
+      again.close();
+    } finally {
+      rmSync(migrated, { recursive: true, force: true });
+    }
+  });
