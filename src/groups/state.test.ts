@@ -364,7 +364,7 @@ describe("GroupState: joins, leaves, posts", () => {
 });
 
 describe("GroupState: reads, replay, operators", () => {
-  test("access and unreadable follow private and hidden; cached per reader until a change", async () => {
+  test("access, memberships and gates follow private, hidden and deleted", async () => {
     const { state, send } = await fixture();
     send(sign(owner, 9007, [["h", "p"]]));
     send(sign(owner, 9007, [["h", "o"]]));

@@ -65,6 +65,15 @@ export function relayKeys(r: ReadRules): ReadonlySet<string> {
   return keys;
 }
 
+const relayLists = new WeakMap<ReadonlySet<string>, readonly string[]>();
+/** relayKeys as a list (the store's Visibility), one per set. */
+function relayKeyList(r: ReadRules): readonly string[] {
+  const keys = relayKeys(r);
+  let list = relayLists.get(keys);
+  if (!list) relayLists.set(keys, (list = [...keys]));
+  return list;
+}
+
 /**
  * An event of a group (an h tag, or the relay's 39000-39009, by any of its keys): only some may
  * read it, now or after a change of the group. Static per event.
@@ -114,7 +123,7 @@ export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibi
   // The store knows which groups are gated (group_gates); the reader sends only its own
   // memberships in them, never the list of what it may not read.
   const members = authed.size === 0 ? NO_MEMBERS : groups.memberships(authed);
-  v.groups = { members, relays: [...relayKeys(r)] };
+  v.groups = { members, relays: relayKeyList(r) };
   return v;
 }
 
@@ -149,7 +158,7 @@ export function groupFilterRefusal(r: ReadRules, authed: ReadonlySet<string>, fi
  */
 export interface Reader {
   readonly authed: ReadonlySet<string>;
-  /** For the store: restricted kinds and the groups this reader may not read. */
+  /** For the store: restricted kinds, and the reader's memberships in gated groups (the store knows which are gated). */
   readonly visibility: Visibility;
   /** Kinds only some may read (memory's answers give up on them). */
   readonly restricted: ReadonlySet<number>;
