@@ -129,6 +129,7 @@ const RELAY_ORDER = [
   "read", // REQ, COUNT, CLOSE, NEG-*: the stored events, catch-up, live subscriptions
   "write", // EVENT into admit/, and the mirrors
   "group-gates.ts", // NIP-29: the store's read gates kept equal to the group state
+  "groups-purge.ts", // NIP-29: the deletions of 9005 and 9008, run again where one could be missed
   "groups.ts", // NIP-29: the relay's side of the group state (what it signs and deletes)
   "auth.ts", // NIP-42
   "wiring.ts", // the context built, the store's commit feed to live subscriptions

@@ -40,7 +40,9 @@ const HEXGROUP = "ab".repeat(32);
 
 const inGroup = (g: string, i: number, extra: string[][] = []) =>
   alice.sign({ kind: 9, content: `message ${i} in ${g} zebra`, created_at: t + i, tags: [["h", g], ...extra] });
-const secret = [inGroup("secret", 1), inGroup("secret", 2, [["t", "news"]]), inGroup(HEXGROUP, 3)];
+/** Stored with two h tags (before groups were on: refused on write since), one of them hidden: hidden. */
+const twoGroups = inGroup("open", 0, [["h", "secret"]]);
+const secret = [inGroup("secret", 1), inGroup("secret", 2, [["t", "news"]]), inGroup(HEXGROUP, 3), twoGroups];
 const open = [inGroup("open", 4), inGroup("open", 5, [["t", "news"]])];
 const plain = [
   bob.sign({ kind: 1, content: "no group zebra", created_at: t + 6, tags: [["t", "news"]] }),
@@ -66,9 +68,24 @@ const openMeta = meta("open", 1);
 const formerMeta = signEvent({ kind: 39001, created_at: t + 12, tags: [["d", "secret"]], content: "" }, formerRelay);
 /** Someone else's 39000 with d = secret: not the relay's, so not hidden by the metadata list. */
 const forged = alice.sign({ kind: 39000, content: "", created_at: t + 20, tags: [["d", "secret"]] });
-const all: NostrEvent[] = [...secret, ...open, ...plain, secretMeta, openMeta, forged, formerMeta];
-const hiddenIds = new Set([...secret, secretMeta, formerMeta].map((e) => e.id));
+/**
+ * Hidden groups (their metadata hidden, not their posts): "hid", and one with a 64-hex id; their
+ * records (9000-9022) name members, so they are hidden as the metadata is.
+ */
+const HEXHID = "cd".repeat(32);
+const record = (kind: number, g: string, i: number) => bob.sign({ kind, content: "", created_at: t + 30 + i, tags: [["h", g]] });
+const hidRecords = [record(9021, "hid", 0), record(9022, HEXHID, 1), record(9000, "hid", 2)];
+const hidPosts = [inGroup("hid", 40), inGroup(HEXHID, 41)];
+const all: NostrEvent[] = [...secret, ...open, ...plain, secretMeta, openMeta, forged, formerMeta, ...hidRecords, ...hidPosts];
+const hiddenIds = new Set([...secret, secretMeta, formerMeta, ...hidRecords].map((e) => e.id));
 const visible = all.filter((e) => !hiddenIds.has(e.id));
+/** The gated groups that hold events here: private (events and metadata), private, hidden, hidden. */
+const GATES = [
+  { group: "secret", events: true, metadata: true },
+  { group: HEXGROUP, events: true, metadata: false },
+  { group: "hid", events: false, metadata: true },
+  { group: HEXHID, events: false, metadata: true },
+];
 /** Gated groups that hold nothing here (the sybil's 10,000 private groups). */
 const FILLER = Array.from({ length: 10_000 }, (_, i) => ({ group: `g${i}`, events: true, metadata: true }));
 
@@ -76,10 +93,7 @@ beforeAll(async () => {
   store = await openTestStore(dir);
   await store.ready();
   await writeEvents(store, all);
-  await store.admin.setGroupGates(
-    [{ group: "secret", events: true, metadata: true }, { group: HEXGROUP, events: true, metadata: false }, ...FILLER],
-    { seq: store.lastSeq() },
-  );
+  await store.admin.setGroupGates([...GATES, ...FILLER], { seq: store.lastSeq() });
 });
 afterAll(async () => {
   await store.close();
@@ -119,6 +133,8 @@ const FILTERS: [string, Record<string, unknown>, (e: NostrEvent) => boolean][] =
   ],
   ["group metadata", { kinds: [39000] }, (e) => e.kind === 39000],
   ["metadata by d", { kinds: [39000], "#d": ["secret", "open"] }, (e) => e.kind === 39000],
+  ["records of hidden groups by #h", { "#h": ["hid", HEXHID] }, (e) => e.tags.some((x) => x[0] === "h" && ["hid", HEXHID].includes(x[1]!))],
+  ["records by kind", { kinds: [9000, 9021, 9022] }, (e) => e.kind >= 9000 && e.kind <= 9022],
 ];
 
 for (const [size, pad] of [
@@ -155,8 +171,8 @@ for (const [size, pad] of [
     });
   });
 
-test("a filter naming only readable groups in #h gets them all", async () => {
-  expect(await query({ "#h": ["open"] }, hidden(0))).toEqual(ids(open));
+test("a filter naming only readable groups in #h gets them all, but not an event that names a hidden group beside", async () => {
+  for (const pad of [0, 300]) expect(await query({ "#h": ["open"] }, hidden(pad))).toEqual(ids(open));
 });
 
 describe("a member reads its gated groups", () => {
@@ -166,7 +182,9 @@ describe("a member reads its gated groups", () => {
   ] as const) {
     test(`of secret, ${size}: its events and metadata, not HEXGROUP's`, async () => {
       const v = reader(["secret"], pad);
-      const seen = all.filter((e) => !secret.includes(e) || e.tags.some((x) => x[0] === "h" && x[1] === "secret"));
+      const seen = all.filter(
+        (e) => (!secret.includes(e) && !hidRecords.includes(e)) || e.tags.some((x) => x[0] === "h" && x[1] === "secret"),
+      );
       expect(await query({}, v)).toEqual(ids(seen));
       expect((await store.count({ ...scope(v), filters: [{ kinds: [9] }] })).count).toBe(seen.filter((e) => e.kind === 9).length);
     });
@@ -225,10 +243,7 @@ test("an in-memory SQLite store (its reads on the calling thread) hides the same
   try {
     await mem.ready();
     await writeEvents(mem, all);
-    await mem.admin.setGroupGates(
-      [{ group: "secret", events: true, metadata: true }, { group: HEXGROUP, events: true, metadata: false }, ...FILLER],
-      { seq: mem.lastSeq() },
-    );
+    await mem.admin.setGroupGates([...GATES, ...FILLER], { seq: mem.lastSeq() });
     for (const v of [hidden(0), hidden(300)]) {
       const rows = await allRows(mem.query({ maxSeq: mem.lastSeq(), now: 0, visibility: v, filters: [{}], limits: [1000] }));
       expect(rows.map((j) => (JSON.parse(j) as NostrEvent).id).sort()).toEqual(ids(visible));
@@ -242,7 +257,7 @@ test("an in-memory SQLite store (its reads on the calling thread) hides the same
 });
 
 test("a member of every gated group that holds events here reads everything", async () => {
-  const v = reader(["secret", HEXGROUP]);
+  const v = reader(["secret", HEXGROUP, "hid", HEXHID]);
   expect(await query({ authors: [alice.pubkey, bob.pubkey] }, v)).toEqual(
     ids(all.filter((e) => e.pubkey !== relay.pubkey && e.pubkey !== formerRelay.pubkey)),
   );
@@ -313,6 +328,6 @@ describe("GroupRecords", () => {
     expect(recent.get("open")).toEqual([open[1]!.id]);
     expect(recent.get(HEXGROUP)).toEqual([secret[2]!.id]);
     const two = await store.groups.recentByGroup(5, 100_000);
-    expect(two.get("secret")).toEqual([secret[1]!.id, secret[0]!.id]);
+    expect(two.get("secret")).toEqual([secret[1]!.id, secret[0]!.id, twoGroups.id]);
   });
 });

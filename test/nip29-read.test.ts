@@ -264,6 +264,46 @@ describe("hidden group", () => {
   });
 });
 
+describe("a hidden (not private) group's members (review of issue 32, finding 11)", () => {
+  test("its records (9000-9022) are read as its metadata: members only, stored and live; its posts stay public", async () => {
+    const H = `h-${Math.random().toString(36).slice(2, 10)}`;
+    await createGroup(cOwner, relay, owner, H, [["hidden"]]);
+    const joinerA = signer();
+    const cJ = await connectAs(relay, joinerA);
+    const joined = mod(9021, joinerA, H);
+    await accepted(cJ, joined);
+    const post = mod(9, owner, H);
+    await accepted(cOwner, post);
+    // Live: an outsider's and an anonymous subscription to joins get none of this group's.
+    const live = [cA, cO].map((c) => {
+      const id = sub();
+      c.send(["REQ", id, { kinds: [9000, 9021], limit: 0 }]);
+      return { c, id };
+    });
+    for (const { c, id } of live) await c.next((f) => f[0] === "EOSE" && f[1] === id);
+    const second = signer();
+    const cS = await connectAs(relay, second);
+    const joined2 = mod(9021, second, H);
+    await accepted(cS, joined2);
+    for (const { c, id } of live) {
+      await (await fence(c))();
+      expect(c.eventsFor(id).map((e) => e.id)).not.toContain(joined2.id);
+      c.send(["CLOSE", id]);
+    }
+    for (const reader of [cA, cO]) {
+      const byH = await reqIds(reader, { "#h": [H] });
+      expect(byH.ids).toEqual([post.id]);
+      const byKind = await reqIds(reader, { kinds: [9000, 9001, 9007, 9021], authors: [owner.pubkey, joinerA.pubkey, second.pubkey] });
+      expect(byKind.ids).toEqual([]);
+    }
+    const member = await reqIds(cJ, { "#h": [H] });
+    expect(member.ids).toContain(joined.id);
+    expect(member.ids).toContain(joined2.id);
+    expect(member.ids).toContain(post.id);
+    for (const c of [cJ, cS]) c.close();
+  });
+});
+
 describe("at start (review of issue 32, finding 3)", () => {
   test("until the group state is rebuilt, a websocket upgrade is answered 503 starting; then served, the private group hidden", async () => {
     const dir = mkdtempSync(join(tmpdir(), "bunstr-nip29-start-"));

@@ -697,14 +697,14 @@ export const schema = {
       type: "int",
       default: 100_000,
       min: 0,
-      doc: "Most groups this relay hosts; a create past it is refused (blocked:).",
+      doc: "Most groups this relay hosts, deleted ones included (their ids stay taken, in memory too); a create past it is refused (blocked:).",
       reloadable: true,
     }),
     max_groups_per_pubkey: key({
       type: "int",
       default: 10,
       min: 0,
-      doc: "Most live groups one pubkey may have created.",
+      doc: "Most groups one pubkey may have: those it created that live, plus those it deleted (9008), so a create-and-delete loop stops here.",
       reloadable: true,
     }),
     creates_per_address_per_hour: key({
@@ -718,7 +718,7 @@ export const schema = {
       type: "int",
       default: 10_000,
       min: 1,
-      doc: "Most members of one group; a join or put-user past it is refused (blocked: group is full).",
+      doc: "Most members of one group; a join or put-user past it is refused (blocked: group is full). Also the most removed pubkeys (9001) a group keeps: a removal past it is refused (blocked:) until a 9000 puts some back.",
       reloadable: true,
     }),
     default_kinds: key({

@@ -4,7 +4,7 @@ import { defaults, type Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refusalText } from "../protocol/reasons.ts";
 import type { GroupRecords } from "../store/types.ts";
-import { GroupState } from "./state.ts";
+import { GroupState, MAX_DELETED_IDS } from "./state.ts";
 
 const NOW = 1_800_000_000;
 const key = () => {
@@ -136,6 +136,54 @@ describe("GroupState: create, roles, rights", () => {
       ["d", "g"],
       ["p", owner.pk, "admin"],
     ]);
+  });
+
+  test("the last admin may not leave (9022) either; another admin may", async () => {
+    const { state, send, commit } = await fixture();
+    send(inG(owner, 9007));
+    const leave = inG(owner, 9022);
+    expect(send(leave)).toBe("restricted: the group's last admin cannot leave: make another member admin (kind 9000) first");
+    expect(commit(leave)).toBeUndefined(); // apply holds the same rule
+    expect(state.members("g")).toEqual([{ pubkey: owner.pk, roles: ["admin"] }]);
+    expect(send(inG(owner, 9000, ["p", mod.pk, "admin"]))).toBe("ok");
+    expect(send(inG(owner, 9022))).toBe("ok");
+    expect(send(inG(outsider, 9022))).toBe("invalid: not a member of this group");
+    expect(state.members("g")).toEqual([{ pubkey: mod.pk, roles: ["admin"] }]);
+  });
+
+  test("bounded state: removals capped by max_members_per_group, 9005 ids per group, deleted groups count against the limits", async () => {
+    const { state, send } = await fixture({ max_members_per_group: 150, max_groups_per_pubkey: 3, max_groups: 6 });
+    send(inG(owner, 9007));
+    const hex = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex"); // any 64-hex pubkey or id
+    const random = (n: number) => Array.from({ length: n }, () => ["p", hex()]);
+    expect(send(inG(owner, 9001, ...random(100)))).toBe("ok");
+    expect(send(inG(owner, 9001, ...random(100)))).toBe(
+      "blocked: this group's list of removed users is full (150): put some back (kind 9000) first",
+    );
+    // A member's removal is refused too past it (never an old removal forgotten: the removed stay out).
+    expect(send(inG(owner, 9000, ["p", member.pk]))).toBe("ok");
+    expect(send(inG(owner, 9001, ["p", member.pk], ...random(50)))).toMatch(/^blocked: this group's list of removed users is full/);
+    expect(send(inG(owner, 9001, ["p", member.pk], ...random(49)))).toBe("ok");
+    expect(send(inG(member, 9021))).toBe("blocked: you were removed from this group");
+
+    const first = hex();
+    expect(send(inG(owner, 9005, ["e", first]))).toBe("ok");
+    for (let n = 0; n < MAX_DELETED_IDS; n += 100) send(inG(owner, 9005, ...Array.from({ length: 100 }, () => ["e", hex()])));
+    const kept = state.deletedByModerators()[0]!.ids;
+    expect(kept.length).toBe(MAX_DELETED_IDS);
+    expect(kept).not.toContain(first);
+
+    // A create-then-delete loop: each deleted group counts against its deleter's and the relay's limits.
+    expect(send(sign(outsider, 9007, [["h", "x1"]]))).toBe("ok");
+    expect(send(sign(outsider, 9008, [["h", "x1"]]))).toBe("ok");
+    expect(send(sign(outsider, 9007, [["h", "x2"]]))).toBe("ok");
+    expect(send(sign(outsider, 9008, [["h", "x2"]]))).toBe("ok");
+    expect(send(sign(outsider, 9007, [["h", "x3"]]))).toBe("ok");
+    expect(send(sign(outsider, 9007, [["h", "x4"]]))).toBe("blocked: you have created the most groups allowed (3)");
+    expect(state.stats()).toMatchObject({ groups: 2, deleted: 2 });
+    expect(send(sign(member, 9007, [["h", "y1"]]))).toBe("ok");
+    expect(send(sign(mod, 9007, [["h", "y2"]]))).toBe("ok");
+    expect(send(sign(mod, 9007, [["h", "y3"]]))).toBe("blocked: this relay hosts the most groups it allows (6)");
   });
 
   test("apply skips what the author may not do at its commit (a stale admission elsewhere changes nothing)", async () => {

@@ -2,7 +2,8 @@
 // wraps) are shown only to their author and the pubkeys they p-tag, once the connection
 // authenticated as one of them (NIP-42). With [groups] enabled (NIP-29), an event of a private
 // group (its h tag) is shown only to the group's members, and the relay's 39000-39009 of a hidden
-// group (their d tag) too. The rule is applied wherever an event could leave the relay: a
+// group (their d tag) too, and its records (9000-9022, by h: they name its members). The rule is
+// applied wherever an event could leave the relay: a
 // request is admitted with one Reader (readerFor), which the stored read (its Visibility: the
 // store filters by it), the catch-up and COUNT and NIP-77 ask; live fanout asks canRead per
 // member at each event (so a member removed gets nothing more at once); memory's answers never
@@ -14,6 +15,7 @@ import { compileSearch, searchSyntax } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter, FilterLimits } from "../protocol/filter.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
+import { groupRecord } from "../store/semantics.ts";
 import type { Visibility } from "../store/types.ts";
 import type { WriteRules } from "../store/types.ts";
 import type { GroupView } from "./groups.ts";
@@ -100,6 +102,8 @@ export function canRead(r: ReadRules, authed: ReadonlySet<string>, e: NostrEvent
   if (!group) return true;
   if (!groups.ready) return false;
   if (groups.access(group.id, authed, group.metadata) !== "ok") return false;
+  // A hidden group's records (9000-9022) spell out its members: read as its metadata is.
+  if (!group.metadata && groupRecord(e.kind, true) && groups.access(group.id, authed, true) !== "ok") return false;
   // An h tag beside the first (refused on write with groups on; stored before they were).
   for (const t of e.tags)
     if (t[0] === "h" && t[1] !== undefined && t[1] !== group.id && groups.access(t[1], authed, false) !== "ok") return false;

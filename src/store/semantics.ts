@@ -139,3 +139,7 @@ export const GROUP_METADATA = { min: 39000, max: 39009 } as const;
 
 export const reachesGroupMetadata = (f: Filter): boolean =>
   !f.kinds || f.kinds.some((k) => k >= GROUP_METADATA.min && k <= GROUP_METADATA.max);
+
+/** A filter that may match a group's records (9000-9022: who joined, left, was put or removed), which a hidden group hides as its metadata. */
+export const reachesGroupRecords = (f: Filter): boolean =>
+  !f.kinds || f.kinds.some((k) => k >= GROUP_ACTIONS.min && k <= GROUP_ACTIONS.max);

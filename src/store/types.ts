@@ -74,8 +74,12 @@ export interface AdminStore {
   useToken(id: string, expires: number, now: number): Promise<boolean>;
   log(e: AdminLogEntry): Promise<void>;
   recentLog(limit: number): Promise<AdminLogEntry[]>;
-  /** Deletes a stored event (banevent); false if it was not stored. */
-  deleteEvent(id: string): Promise<boolean>;
+  /**
+   * Deletes a stored event (banevent); false if it was not stored. `keepOut`: its id is also
+   * tombstoned as its author's NIP-09 deletion would, so the event is refused if sent again (a
+   * NIP-29 moderator's 9005: the group state forgets old targets, the store does not).
+   */
+  deleteEvent(id: string, keepOut?: boolean): Promise<boolean>;
   /**
    * Deletes every stored event of an author (banpubkey): a big one in steps (Store.purgeStep),
    * after the call returns; how many were deleted at once.
@@ -278,7 +282,8 @@ export interface Visibility {
    * NIP-29, present while some group is gated (the store's group_gates, GroupGate): an event
    * with an h tag naming a group whose events are gated is hidden unless that group is one of
    * `members`, and so is a 39000-39009 signed by one of `relays` (the relay's keys, the current
-   * one and former ones) whose d names a group whose metadata is gated. `members`: the gated
+   * one and former ones) whose d names a group whose metadata is gated, and a record (kinds
+   * 9000-9022: the member list they spell out) whose h names such a group. `members`: the gated
    * groups this reader is a member of (an anonymous reader: none), short, whatever the number of
    * gated groups.
    */

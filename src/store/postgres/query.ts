@@ -3,7 +3,7 @@
 // filter's shape. NIP-50 search uses Postgres full text over the same token stream as SQLite.
 import { searchTerms } from "../../nips/nip50.ts";
 import type { Filter } from "../../protocol/filter.ts";
-import { GROUP_METADATA, reachesGroupMetadata, SEARCH_WINDOW } from "../semantics.ts";
+import { GROUP_ACTIONS, GROUP_METADATA, reachesGroupMetadata, reachesGroupRecords, SEARCH_WINDOW } from "../semantics.ts";
 import type { ReadScope, Visibility } from "../types.ts";
 import { pgSafe } from "./text.ts";
 
@@ -113,7 +113,8 @@ function planCore(f: Filter, scope: ReadScope): Core {
 
 /**
  * NIP-29, as SQLite's (store/sqlite/query.ts groupResidual): an event with an h value naming a
- * group whose events are gated (group_gates) and not among the reader's `members`, and the
+ * group whose events are gated (group_gates) and not among the reader's `members` (or, for a
+ * record, 9000-9022, one whose metadata is gated), and the
  * relay's 39000-39009 (signed by one of `relays`) whose d names a group whose metadata is gated
  * and not among them, are left out. A candidate costs a probe of the h rows' index (tags_h, by
  * seq) and, for an h row, one of group_gates' key. Written as an aggregate of a correlated
@@ -125,8 +126,12 @@ function groupResidual(q: Sql, f: Filter, g: Visibility["groups"]): void {
   // Group ids hold no newline (nips/nip29.ts): the list travels as one string split on it.
   const notMember = (col: string) =>
     g.members.length === 0 ? "true" : `NOT coalesce(${col} = ANY(string_to_array(${q.p(g.members.join("\n"))}, chr(10))), false)`;
+  // A group whose metadata is gated gates its records too (9000-9022: they spell out its members).
+  const gated = reachesGroupRecords(f)
+    ? `(gg.events OR (gg.metadata AND e.kind BETWEEN ${GROUP_ACTIONS.min} AND ${GROUP_ACTIONS.max}))`
+    : "gg.events";
   q.where.push(
-    `NOT coalesce((SELECT bool_or(${notMember("y.value")}) FROM tags y JOIN group_gates gg ON gg.value = y.value WHERE y.seq = e.seq AND y.name = 'h' AND gg.events), false)`,
+    `NOT coalesce((SELECT bool_or(${notMember("y.value")}) FROM tags y JOIN group_gates gg ON gg.value = y.value WHERE y.seq = e.seq AND y.name = 'h' AND ${gated}), false)`,
   );
   if (!reachesGroupMetadata(f) || g.relays.length === 0) return;
   q.where.push(

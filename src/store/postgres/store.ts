@@ -399,8 +399,12 @@ class PostgresAdmin implements AdminStore {
     return [...rows] as AdminLogEntry[];
   }
 
-  async deleteEvent(id: string): Promise<boolean> {
-    return (await this.sql`DELETE FROM events WHERE id = decode(${id}, 'hex') RETURNING seq`).length > 0;
+  async deleteEvent(id: string, keepOut = false): Promise<boolean> {
+    if (!keepOut) return (await this.sql`DELETE FROM events WHERE id = decode(${id}, 'hex') RETURNING seq`).length > 0;
+    const [row] = await this.sql`WITH d AS (DELETE FROM events WHERE id = decode(${id}, 'hex') RETURNING id, pubkey),
+      t AS (INSERT INTO deleted_ids (id, pubkey) SELECT id, pubkey FROM d ON CONFLICT DO NOTHING)
+      SELECT count(*)::int AS n FROM d`;
+    return (row as { n: number }).n > 0;
   }
 
   async deleteAuthor(pubkey: string): Promise<number> {

@@ -72,8 +72,8 @@ export class SqliteAdmin extends AdminReads {
     this.st.log.run(e.at, e.pubkey, e.method, e.params, e.result);
   }
 
-  deleteEvent(id: string): boolean {
-    return this.writer.removeById(id);
+  deleteEvent(id: string, keepOut = false): boolean {
+    return this.writer.removeById(id, keepOut);
   }
 
   deleteAuthor(pubkey: string): number {
@@ -120,8 +120,8 @@ export class ThreadAdmin implements AdminStore {
     return this.thread.admin("log", e);
   }
 
-  deleteEvent(id: string): Promise<boolean> {
-    return this.thread.admin("deleteEvent", id);
+  deleteEvent(id: string, keepOut = false): Promise<boolean> {
+    return this.thread.admin("deleteEvent", id, keepOut);
   }
 
   deleteAuthor(pubkey: string): Promise<number> {
@@ -161,8 +161,8 @@ export class InlineAdmin implements AdminStore {
     this.a.log(e);
   }
 
-  async deleteEvent(id: string): Promise<boolean> {
-    return this.a.deleteEvent(id);
+  async deleteEvent(id: string, keepOut = false): Promise<boolean> {
+    return this.a.deleteEvent(id, keepOut);
   }
 
   async deleteAuthor(pubkey: string): Promise<number> {

@@ -16,7 +16,7 @@ import { ftsExpression, searchableText, searchTerms, tokens } from "../../nips/n
 import { Hll } from "../../nips/nip45.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import type { Filter } from "../../protocol/filter.ts";
-import { GROUP_METADATA, newestFirst, reachesGroupMetadata, SEARCH_WINDOW } from "../semantics.ts";
+import { GROUP_ACTIONS, GROUP_METADATA, newestFirst, reachesGroupMetadata, reachesGroupRecords, SEARCH_WINDOW } from "../semantics.ts";
 import { type EventColumns, eventBytesSql, eventColsSql, eventJson, rowJson, tagValue, tagValueSql } from "./db.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
@@ -175,7 +175,8 @@ function visibilityResidual(r: Residual, f: Filter, v: Visibility | undefined): 
 
 /**
  * NIP-29 (Visibility.groups): an event with an h value naming a group whose events are gated
- * (group_gates, kept by the writer) and not among the reader's `members`, and the relay's own
+ * (group_gates, kept by the writer) and not among the reader's `members` (or, for a record,
+ * 9000-9022, one whose metadata is gated), and the relay's own
  * 39000-39009 (signed by one of `relays`) whose d names a group whose metadata is gated and not
  * among them, are left out. Each candidate costs one probe of the h rows' index (tags_h, by
  * created_at and seq: no row read) and, for an h row, one of group_gates' key: the reader sends
@@ -199,8 +200,12 @@ function groupResidual(r: Residual, f: Filter, v: Visibility | undefined): void 
   };
   // `+`: the value is checked on the entry the seek found, not used to seek once per value.
   const notMember = members("+y.value", "tag");
+  // A group whose metadata is gated gates its records too (9000-9022: they spell out its members).
+  const gated = reachesGroupRecords(f)
+    ? `(gg.events = 1 OR (gg.metadata = 1 AND e.kind BETWEEN ${GROUP_ACTIONS.min} AND ${GROUP_ACTIONS.max}))`
+    : "gg.events = 1";
   r.where.push(
-    `NOT EXISTS (SELECT 1 FROM tags y INDEXED BY tags_h JOIN group_gates gg ON gg.value = y.value WHERE y.name = 'h' AND y.created_at = e.created_at AND y.seq = e.seq AND gg.events = 1${notMember.where.map((w) => ` AND ${w}`).join("")})`,
+    `NOT EXISTS (SELECT 1 FROM tags y INDEXED BY tags_h JOIN group_gates gg ON gg.value = y.value WHERE y.name = 'h' AND y.created_at = e.created_at AND y.seq = e.seq AND ${gated}${notMember.where.map((w) => ` AND ${w}`).join("")})`,
   );
   r.params.push(...notMember.params);
   if (!reachesGroupMetadata(f) || g.relays.length === 0) return;

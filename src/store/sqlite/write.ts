@@ -351,13 +351,14 @@ export class SqliteWriter {
     }
   }
 
-  /** NIP-86 banevent: deletes the event with this id; false if it was not stored. */
-  removeById(id: string): boolean {
+  /** NIP-86 banevent: deletes the event with this id; false if it was not stored. `keepOut`: and tombstones it (AdminStore.deleteEvent). */
+  removeById(id: string, keepOut = false): boolean {
     return this.told(() =>
       this.db
         .transaction(() => {
-          const target = this.st.eventById.get(id) as { seq: number } | null;
+          const target = this.st.eventById.get(id) as { seq: number; pubkey: string } | null;
           if (target) this.remove(target.seq);
+          if (target && keepOut) this.st.tombstoneId.run(id, target.pubkey);
           return target !== null;
         })
         .immediate(),
