@@ -345,10 +345,11 @@ describe("reconcile at start", () => {
 });
 
 describe("restart after a deletion (point 6)", () => {
-  test("9008 deletes the group's 39xxx a former relay key signed too", async () => {
+  test("a hidden group's 39xxx a former relay key signed is read by its members only, as the current key's (review finding 8); 9008 deletes it too", async () => {
     const former = signer();
     const r = await groupRelay({ groups: { former_relay_keys: [former.pubkey] } });
     const rc = await connectAs(r);
+    const anon = await connectAs(r);
     try {
       const owner = signer();
       const id = freshId();
@@ -361,10 +362,15 @@ describe("restart after a deletion (point 6)", () => {
         ],
       });
       await storeRaw(r, old);
+      const read = async (c: typeof rc) =>
+        (await c.req(`f8-${Math.random()}`, { kinds: [39002], authors: [former.pubkey] })).events.map((e) => e.id);
+      expect(await read(anon)).toEqual([]);
+      expect(await read(rc)).toEqual([old.id]); // rc is AUTHed as the owner, a member
       await accepted(rc, mod(9008, owner, id));
       expect(await stored(r, { ids: [old.id] })).toEqual([]);
     } finally {
       rc.close();
+      anon.close();
       await r.stop();
     }
   });

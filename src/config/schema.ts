@@ -722,6 +722,13 @@ export const schema = {
       doc: "Most groups one pubkey may have: those it created that live, plus those it deleted (9008), so a create-and-delete loop stops here.",
       reloadable: true,
     }),
+    creates_per_address_per_hour: key({
+      type: "int",
+      default: 10,
+      min: 0,
+      doc: "Groups (kind 9007) one client address (an IPv6 /64) may create per hour, on average, in a burst of as many; past it `rate-limited:`. Fresh keys cost nothing, so max_groups_per_pubkey alone lets one address fill max_groups with private groups. Addresses [rate_limits] does not charge (exempt_private_addresses), [admin] pubkeys and the relay's own key are not limited. 0 = unlimited.",
+      reloadable: true,
+    }),
     max_members_per_group: key({
       type: "int",
       default: 10_000,

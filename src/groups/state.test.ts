@@ -412,7 +412,7 @@ describe("GroupState: joins, leaves, posts", () => {
 });
 
 describe("GroupState: reads, replay, operators", () => {
-  test("access and unreadable follow private and hidden; cached per reader until a change", async () => {
+  test("access, memberships and gates follow private, hidden and deleted", async () => {
     const { state, send } = await fixture();
     send(sign(owner, 9007, [["h", "p"]]));
     send(sign(owner, 9007, [["h", "o"]]));
@@ -424,20 +424,30 @@ describe("GroupState: reads, replay, operators", () => {
     expect(state.access("p", new Set([outsider.pk, owner.pk]), true)).toBe("ok");
     expect(state.access("o", new Set(), false)).toBe("ok");
     expect(state.access("unknown", new Set(), false)).toBe("ok");
-    const first = state.unreadable(new Set([outsider.pk]));
-    expect(first).toEqual({ events: ["p"], metadata: ["p"] });
-    expect(state.unreadable(new Set([outsider.pk]))).toBe(first); // the same object: the same JSON for the store
-    expect(state.unreadable(new Set([owner.pk]))).toEqual({ events: [], metadata: [] });
+    // What the store is told: the reader's memberships in gated groups; which are gated, its group_gates (gates()).
+    expect(state.memberships(new Set([outsider.pk]))).toEqual([]);
+    expect(state.memberships(new Set([owner.pk]))).toEqual(["p"]);
+    expect(state.memberships(new Set([outsider.pk, owner.pk]))).toEqual(["p"]);
+    expect(state.gates()).toEqual([{ group: "p", events: true, metadata: true }]);
     send(
       sign(owner, 9000, [
         ["h", "p"],
         ["p", outsider.pk],
       ]),
     );
-    expect(state.unreadable(new Set([outsider.pk]))).toEqual({ events: [], metadata: [] });
+    expect(state.memberships(new Set([outsider.pk]))).toEqual(["p"]);
     send(sign(owner, 9002, [["h", "p"], ["hidden"]])); // private off, still hidden
-    expect(state.unreadable(new Set())).toEqual({ events: [], metadata: ["p"] });
+    expect(state.gates()).toEqual([{ group: "p", events: false, metadata: true }]);
     expect(state.access("p", new Set(), false)).toBe("ok");
+    send(sign(owner, 9002, [["h", "p"], ["visible"]])); // open: its members are no one's gated memberships
+    expect(state.gates()).toEqual([]);
+    expect(state.memberships(new Set([outsider.pk]))).toEqual([]);
+    expect(state.gateOf("p")).toEqual({ group: "p", events: false, metadata: false });
+    send(sign(owner, 9002, [["h", "p"], ["private"]])); // gated again: its members are indexed again
+    expect(state.memberships(new Set([outsider.pk]))).toEqual(["p"]);
+    send(sign(owner, 9008, [["h", "p"]])); // deleted: gated for all, a member of it no one
+    expect(state.gates()).toEqual([{ group: "p", events: true, metadata: true }]);
+    expect(state.memberships(new Set([outsider.pk, owner.pk]))).toEqual([]);
   });
 
   test("replay: a rebuild from the stored events gives the same state as the commits did", async () => {
@@ -473,7 +483,8 @@ describe("GroupState: reads, replay, operators", () => {
     expect(again.invites("g")).toEqual(state.invites("g")!);
     for (const kind of [39000, 39001, 39002, 39003, 39005] as const) expect(again.render("g", kind)).toEqual(state.render("g", kind)!);
     expect(again.published("g", 39000)).toEqual({ tags: relay39000.tags, created_at: relay39000.created_at });
-    expect(again.unreadable(new Set([outsider.pk]))).toEqual(state.unreadable(new Set([outsider.pk])));
+    expect(again.memberships(new Set([outsider.pk]))).toEqual(state.memberships(new Set([outsider.pk])));
+    expect(again.gates()).toEqual(state.gates());
     expect(
       again.judge({ config: configWith(), now: NOW, authed: new Set([outsider.pk]) }, sign(outsider, 9007, [["h", "h2"]])),
     ).toMatchObject({
@@ -530,7 +541,8 @@ describe("GroupState: reads, replay, operators", () => {
         expect(again.invites(g)).toEqual(state.invites(g));
         for (const kind of [39000, 39001, 39002, 39005] as const) expect(again.render(g, kind)).toEqual(state.render(g, kind));
       }
-      for (const a of actors) expect(again.unreadable(new Set([a]))).toEqual(state.unreadable(new Set([a])));
+      for (const a of actors) expect(again.memberships(new Set([a])).toSorted()).toEqual(state.memberships(new Set([a])).toSorted());
+      expect(again.gates()).toEqual(state.gates());
       expect(state.list().length).toBeGreaterThan(0); // the history made groups
     }
   });
@@ -560,7 +572,7 @@ describe("GroupState: reads, replay, operators", () => {
     expect(state.list().length).toBe(1);
   });
 
-  test("judge, access and unreadable never query the store once built", async () => {
+  test("judge, access and memberships never query the store once built", async () => {
     const config = configWith();
     const state = new GroupState({ config: () => config, relayPubkey: relay.pk });
     const create = inG(owner, 9007);
@@ -579,7 +591,7 @@ describe("GroupState: reads, replay, operators", () => {
     state.applyCommitted(inG(member, 9021));
     expect(state.judge(ctx, inG(member, 9, ["previous", create.id.slice(0, 8)]))).toBeUndefined();
     expect(state.access("g", ctx.authed, false)).toBe("ok");
-    expect(state.unreadable(ctx.authed)).toEqual({ events: [], metadata: [] });
+    expect(state.memberships(ctx.authed)).toEqual([]);
     expect(base.reads).toBe(2);
   });
 

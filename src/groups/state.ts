@@ -14,6 +14,7 @@ import {
   isRelayGroupKind,
   parseAction,
   previousRefs,
+  type GroupGate,
   REBUILD_KINDS,
   renderTags,
   type Action,
@@ -24,6 +25,7 @@ import type { GroupJudgeContext, GroupView, ReadAccess } from "../policy/groups.
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 import type { GroupRecords } from "../store/types.ts";
+import { GatedMembers } from "./gated-members.ts";
 import { admins, allowed, leaveRefusal, newGroup, roleOf, type Group } from "./group.ts";
 import { prefixOf } from "./window.ts";
 
@@ -59,10 +61,6 @@ const MAX_PREVIOUS = 16;
 const PREVIOUS_REF = /^[0-9a-f]{8,64}$/;
 /** Skipped events whose reason is kept (skippedBecause). */
 const MAX_SKIP_REASONS = 1024;
-/** No one authenticated. */
-const NOBODY: ReadonlySet<string> = new Set();
-/** Distinct authed sets whose unreadable lists are kept per generation. */
-const MAX_CACHED_READERS = 1024;
 /**
  * 9005 targets kept per group for refusing their republication; beyond it the oldest are
  * forgotten (memory bounded by this, not by the moderators' write rate). A forgotten target stays
@@ -91,11 +89,9 @@ export class GroupState implements GroupView {
   private readonly publishedTags = new Map<string, { tags: string[][]; created_at: number }>();
   /** Private or hidden groups: those the read rule has to look at. */
   private readonly gatedIds = new Set<string>();
+  /** Their members, by pubkey (memberships). */
+  private readonly gatedMembers = new GatedMembers();
   private isReady = false;
-  /** Moves when what some reader may read moves (flags of a group, members of a gated one). */
-  private generation = 0;
-  private cacheGeneration = -1;
-  private readonly unreadableCache = new Map<string, { events: string[]; metadata: string[] }>();
   /** While rebuilding: the feed's events, applied after the rebuild (skipping those it read). */
   private rebuilding: { queue: NostrEvent[]; applied: Set<string> } | undefined;
   /** Moderation events apply skipped (the author lacked the right at their commit, or a limit). */
@@ -160,7 +156,6 @@ export class GroupState implements GroupView {
       for (const e of rebuilding.queue) if (!rebuilding.applied.has(e.id)) this.apply(e);
     }
     this.isReady = true;
-    this.generation++;
     const { groups, members } = this.stats();
     return { groups, members, events, skipped: this.skipped - skippedBefore, ms: Math.round(performance.now() - started) };
   }
@@ -303,23 +298,23 @@ export class GroupState implements GroupView {
     if (n > 0) this.createdCount.set(g.createdBy, n);
     else this.createdCount.delete(g.createdBy);
     for (const kind of [39000, 39001, 39002, 39003, 39005]) this.publishedTags.delete(`${kind}:${g.id}`);
-    this.gatedIds.delete(g.id);
-    // Its events become unreadable to all (a tombstone), not public, while the purge deletes them.
-    this.generation++;
+    // Its events become unreadable to all (a tombstone: no members), not public, while the purge deletes them.
+    if (this.gatedIds.delete(g.id)) for (const pk of g.members.keys()) this.gatedMembers.delete(pk, g.id);
   }
 
   private edit(g: Group, meta: Group["meta"]): void {
-    const was = g.meta;
     g.meta = meta;
-    if (was.private === meta.private && was.hidden === meta.hidden) return;
-    if (meta.private || meta.hidden) this.gatedIds.add(g.id);
+    const gated = meta.private || meta.hidden;
+    if (gated === this.gatedIds.has(g.id)) return;
+    if (gated) this.gatedIds.add(g.id);
     else this.gatedIds.delete(g.id);
-    this.generation++;
+    for (const pk of g.members.keys()) this.membership(g, pk, gated);
   }
 
-  /** Who may read a gated group moved. */
-  private membersMoved(g: Group): void {
-    if (this.gatedIds.has(g.id)) this.generation++;
+  /** A member of `g` came (or went): kept in gatedMembers while `g` is gated. */
+  private membership(g: Group, pubkey: string, member: boolean): void {
+    if (member && this.gatedIds.has(g.id)) this.gatedMembers.add(pubkey, g.id);
+    else this.gatedMembers.delete(pubkey, g.id);
   }
 
   private putUsers(g: Group, targets: readonly { pubkey: string; roles: Role[] }[]): RelayGroupKind[] {
@@ -330,9 +325,9 @@ export class GroupState implements GroupView {
       if (!before) listed = true;
       if (before?.[0] !== t.roles[0]) roles = true;
       g.members.set(t.pubkey, t.roles);
+      this.membership(g, t.pubkey, true);
       g.removed.delete(t.pubkey);
     }
-    if (listed) this.membersMoved(g);
     return roles ? [39001, 39002] : listed ? [39002] : [];
   }
 
@@ -343,16 +338,16 @@ export class GroupState implements GroupView {
     for (const pk of targets) {
       if (roleOf(g, pk)) roles = true;
       if (g.members.delete(pk)) listed = true;
+      this.membership(g, pk, false);
       g.removed.add(pk);
     }
-    if (listed) this.membersMoved(g);
     return roles ? [39001, 39002] : listed ? [39002] : [];
   }
 
   /** 9021, valid at its commit: a member at once, so the joiner may post as soon as the OK arrives; the relay's 9000 names the request. */
   private join(g: Group, e: NostrEvent): GroupChange {
     g.members.set(e.pubkey, []);
-    this.membersMoved(g);
+    this.membership(g, e.pubkey, true);
     return { group: g.id, regenerate: [39002], followUps: [answerTo(9000, g, e)] };
   }
 
@@ -360,7 +355,7 @@ export class GroupState implements GroupView {
   private leave(g: Group, e: NostrEvent): GroupChange {
     const hadRole = roleOf(g, e.pubkey) !== undefined;
     g.members.delete(e.pubkey);
-    this.membersMoved(g);
+    this.membership(g, e.pubkey, false);
     return { group: g.id, regenerate: hadRole ? [39001, 39002] : [39002], followUps: [answerTo(9001, g, e)] };
   }
 
@@ -556,47 +551,20 @@ export class GroupState implements GroupView {
     return authed.size === 0 ? "auth-required" : "restricted";
   }
 
-  unreadable(authed: ReadonlySet<string>): { events: readonly string[]; metadata: readonly string[] } {
-    if (this.cacheGeneration !== this.generation || this.unreadableCache.size >= MAX_CACHED_READERS) {
-      this.unreadableCache.clear();
-      this.cacheGeneration = this.generation;
-    }
-    const key = [...authed].sort().join(",");
-    let found = this.unreadableCache.get(key);
-    if (!found) {
-      found = this.unreadableFor(authed);
-      // A reader who is a member of no gated group sees what an anonymous one sees: it shares that
-      // one list (and so the readers' packed list and temp table), not a copy of every gated id per
-      // fresh AUTH key.
-      if (found.events.length + found.metadata.length === this.anonymousLength()) found = this.unreadableFor(NOBODY, "");
-      this.unreadableCache.set(key, found);
-    }
-    return found;
+  memberships(authed: ReadonlySet<string>): readonly string[] {
+    return this.gatedMembers.of(authed);
   }
 
-  /** The lists for `authed`, built (or, given `cacheKey`, taken from the cache and kept there). */
-  private unreadableFor(authed: ReadonlySet<string>, cacheKey?: string): { events: string[]; metadata: string[] } {
-    const cached = cacheKey === undefined ? undefined : this.unreadableCache.get(cacheKey);
-    if (cached) return cached;
-    const found = { events: [] as string[], metadata: [] as string[] };
-    for (const id of this.gatedIds) {
-      const g = this.groups.get(id)!;
-      if (this.isMember(g, authed)) continue;
-      if (g.meta.private) found.events.push(id);
-      if (g.meta.hidden) found.metadata.push(id);
-    }
-    for (const id of this.tombstones) {
-      found.events.push(id);
-      found.metadata.push(id);
-    }
-    if (cacheKey !== undefined) this.unreadableCache.set(cacheKey, found);
-    return found;
+  /** What the read rule gates of group `id` now (the store's group_gates row: relay/groups.ts keeps it so). */
+  gateOf(id: string): GroupGate {
+    if (this.tombstones.has(id)) return { group: id, events: true, metadata: true };
+    const g = this.groups.get(id);
+    return { group: id, events: g?.meta.private ?? false, metadata: g?.meta.hidden ?? false };
   }
 
-  /** How many ids an anonymous reader's lists hold (every private group, every hidden one, each tombstone twice). */
-  private anonymousLength(): number {
-    const anonymous = this.unreadableFor(NOBODY, "");
-    return anonymous.events.length + anonymous.metadata.length;
+  /** Every group the read rule gates now: the private and hidden ones, and the deleted ones. */
+  gates(): GroupGate[] {
+    return [...this.gatedIds, ...this.tombstones].map((id) => this.gateOf(id));
   }
 
   /**

@@ -83,13 +83,38 @@ export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(re
 /** The group state, while [groups] is enabled. */
 const groupsOn = (r: ReadRules): GroupView | undefined => (r.config.groups.enabled ? r.groups : undefined);
 
+const relaySets = new WeakMap<readonly string[], Map<string, ReadonlySet<string>>>();
+
 /**
- * An event of a group (an h tag, or the relay's 39000-39009): only some may read it, now or
- * after a change of the group. Static per event.
+ * The relay's keys: its own and those it had before ([groups] former_relay_keys), whose 39xxx are
+ * a group's metadata too (a hidden group's name and members stay hidden after a key change).
+ */
+export function relayKeys(r: ReadRules): ReadonlySet<string> {
+  const former = r.config.groups.former_relay_keys;
+  const current = r.relayKey?.pubkey ?? "";
+  let byCurrent = relaySets.get(former);
+  if (!byCurrent) relaySets.set(former, (byCurrent = new Map()));
+  let keys = byCurrent.get(current);
+  if (!keys) byCurrent.set(current, (keys = new Set([current, ...former].filter((k) => k !== ""))));
+  return keys;
+}
+
+const relayLists = new WeakMap<ReadonlySet<string>, readonly string[]>();
+/** relayKeys as a list (the store's Visibility), one per set. */
+function relayKeyList(r: ReadRules): readonly string[] {
+  const keys = relayKeys(r);
+  let list = relayLists.get(keys);
+  if (!list) relayLists.set(keys, (list = [...keys]));
+  return list;
+}
+
+/**
+ * An event of a group (an h tag, or the relay's 39000-39009, by any of its keys): only some may
+ * read it, now or after a change of the group. Static per event.
  */
 export function groupGated(r: ReadRules, e: NostrEvent): boolean {
   if (!groupsOn(r)) return false;
-  if (isRelayGroupKind(e.kind) && e.pubkey === r.relayKey?.pubkey) return true;
+  if (isRelayGroupKind(e.kind) && relayKeys(r).has(e.pubkey)) return true;
   for (const t of e.tags) if (t[0] === "h") return true;
   return false;
 }
@@ -108,7 +133,7 @@ export function canRead(r: ReadRules, authed: ReadonlySet<string>, e: NostrEvent
   if (!restricted && membersOnly(r) && !isMember(r, authed)) return false;
   const groups = groupsOn(r);
   if (!groups) return true;
-  const group = groupOf(e, r.relayKey?.pubkey ?? "");
+  const group = groupOf(e, relayKeys(r));
   if (!group) return true;
   if (!groups.ready) return false;
   if (groups.access(group.id, authed, group.metadata) !== "ok") return false;
@@ -126,19 +151,18 @@ function addressedTo(authed: ReadonlySet<string>, e: NostrEvent): boolean {
   return false;
 }
 
-/** The same hiddenGroups object for the same lists (GroupView.unreadable caches them per generation). */
-const hiddenCache = new WeakMap<object, { events: readonly string[]; metadata: readonly string[]; relay: string }>();
+/** An anonymous reader's memberships: none (one object for every such read). */
+const NO_MEMBERS: readonly string[] = Object.freeze([]);
 
 /** What a stored read of this connection may return. */
 export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibility {
   const v: Visibility = { restrictedKinds: restrictedKindList(r.config), viewers: [...authed] };
   const groups = groupsOn(r);
   if (!groups?.gating) return v;
-  const lists = groups.unreadable(authed);
-  if (lists.events.length === 0 && lists.metadata.length === 0) return v;
-  let hidden = hiddenCache.get(lists);
-  if (!hidden) hiddenCache.set(lists, (hidden = { events: lists.events, metadata: lists.metadata, relay: r.relayKey?.pubkey ?? "" }));
-  v.hiddenGroups = hidden;
+  // The store knows which groups are gated (group_gates); the reader sends only its own
+  // memberships in them, never the list of what it may not read.
+  const members = authed.size === 0 ? NO_MEMBERS : groups.memberships(authed);
+  v.groups = { members, relays: relayKeyList(r) };
   return v;
 }
 
@@ -175,7 +199,7 @@ export interface Reader {
   readonly authed: ReadonlySet<string>;
   /** Issue 33: authenticated as an admitted pubkey when the request was admitted (read = "members"). */
   readonly member: boolean;
-  /** For the store: restricted kinds and the groups this reader may not read. */
+  /** For the store: restricted kinds, and the reader's memberships in gated groups (the store knows which are gated). */
   readonly visibility: Visibility;
   /** Kinds only some may read (memory's answers give up on them). */
   readonly restricted: ReadonlySet<number>;

@@ -11,6 +11,7 @@
 // processes on the same SQLite file (a hand-over's old process, `bunstr import` into the served
 // file) reach this one only as ChangeWatch.unknown: they are read by seq and applied then.
 import type { GroupChange } from "../groups/state.ts";
+import { GroupGates } from "./group-gates.ts";
 import { isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
 import { writeCost } from "../policy/write-cost.ts";
 import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.ts";
@@ -61,9 +62,12 @@ export class GroupRelay implements GroupPublisher {
   private readonly purge: GroupPurge;
   /** The start's purge of deleted groups' remains, and the last sweep of another node's deletion (tests wait for it). */
   purged: Promise<void> = Promise.resolve();
+  /** The store's group_gates, kept equal to the state (relay/group-gates.ts). */
+  private readonly gates: GroupGates;
 
   constructor(private readonly ctx: RelayContext) {
     this.purge = new GroupPurge(ctx);
+    this.gates = new GroupGates(ctx.groups!, ctx.store);
   }
 
   private get state() {
@@ -80,6 +84,8 @@ export class GroupRelay implements GroupPublisher {
       console.warn(
         `groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then, their group was gone, or a limit held)`,
       );
+    // Before the first read: the store's gates as the state says (Relay.ready waits for start).
+    await this.gates.reconcile();
     await this.reconcile();
     // A purge cut short (a crash, a hand-over mid-9008), a 9005 whose node died after the commit:
     // finished now; until then the state reads a deleted group's rows as no one's.
@@ -88,7 +94,7 @@ export class GroupRelay implements GroupPublisher {
 
   /** From the commit feed (every node, commit order): the state first; the change kept for accepted(). */
   committed(e: NostrEvent): void {
-    const change = this.state.applyCommitted(e);
+    const change = this.gates.apply(e);
     if (!REBUILD_KINDS.includes(e.kind)) return;
     this.remember(e.id);
     if (!isGroupActionKind(e.kind)) return this.mend(e);
@@ -226,7 +232,7 @@ export class GroupRelay implements GroupPublisher {
               this.appliedSeq = row.seq;
               const e = JSON.parse(row.json) as NostrEvent;
               if (this.appliedIds.delete(e.id)) continue;
-              const change = this.state.applyCommitted(e);
+              const change = this.gates.apply(e);
               this.deletedBy(change);
               if (change && (change.deleteIds || change.deleteGroup)) deletions.push(change);
               found++;

@@ -143,13 +143,3 @@ export const reachesGroupMetadata = (f: Filter): boolean =>
 /** A filter that may match a group's records (9000-9022: who joined, left, was put or removed), which a hidden group hides as its metadata. */
 export const reachesGroupRecords = (f: Filter): boolean =>
   !f.kinds || f.kinds.some((k) => k >= GROUP_ACTIONS.min && k <= GROUP_ACTIONS.max);
-
-/**
- * A filter naming only values outside `hidden` in its #d can only match the relay metadata the
- * reader may see (one d per event). Not for #h: an event stored with two h tags (before groups
- * were on) matches a readable one and may name a hidden one beside.
- */
-export function allReadable(values: readonly string[] | undefined, hidden: { readonly size: number; has(v: string): boolean }): boolean {
-  if (hidden.size === 0) return true;
-  return values?.every((v) => !hidden.has(v)) ?? false;
-}

@@ -5,7 +5,8 @@
 // batches, and the lists are read on this thread's connection; without one (InlineAdmin), the
 // writer's SqliteAdmin behind the same promises.
 import type { Database } from "bun:sqlite";
-import type { AdminEntry, AdminLogEntry, AdminStore } from "../types.ts";
+import type { GroupGate } from "../../nips/nip29.ts";
+import type { AdminEntry, AdminLogEntry, AdminStore, GateAsOf } from "../types.ts";
 import type { SqliteWriter } from "./write.ts";
 import type { WriterThread } from "./writer-thread.ts";
 
@@ -78,6 +79,10 @@ export class SqliteAdmin extends AdminReads {
   deleteAuthor(pubkey: string): number {
     return this.writer.removeByAuthor(pubkey);
   }
+
+  setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): void {
+    this.writer.setGates(gates, asOf);
+  }
 }
 
 /** The admin state when the writer connection is in the writer thread (store/sqlite/writer-worker.ts). */
@@ -122,6 +127,10 @@ export class ThreadAdmin implements AdminStore {
   deleteAuthor(pubkey: string): Promise<number> {
     return this.thread.admin("deleteAuthor", pubkey);
   }
+
+  setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): Promise<void> {
+    return this.thread.admin("setGroupGates", gates, asOf);
+  }
 }
 
 /** The admin state when the writer is on this thread (an in-memory database, tools): SqliteAdmin behind AdminStore's promises. */
@@ -158,5 +167,9 @@ export class InlineAdmin implements AdminStore {
 
   async deleteAuthor(pubkey: string): Promise<number> {
     return this.a.deleteAuthor(pubkey);
+  }
+
+  async setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): Promise<void> {
+    this.a.setGroupGates(gates, asOf);
   }
 }
