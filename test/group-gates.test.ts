@@ -134,7 +134,9 @@ if (!onPostgres)
       db.close();
       // Back to schema 13: no table.
       const old = new Database(path);
-      old.exec("DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; PRAGMA user_version = 13");
+      old.exec(
+        "DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; PRAGMA user_version = 13",
+      );
       old.close();
       const again = openDatabase({ path, synchronous: "normal" });
       expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(15);
