@@ -229,6 +229,32 @@ describe("bad input (point 8)", () => {
   });
 });
 
+describe("creates per address (review of issue 32, finding 6)", () => {
+  test("fresh keys from one address: past creates_per_address_per_hour, rate-limited:; a refused create is not charged", async () => {
+    const r = await groupRelay({ groups: { creates_per_address_per_hour: 2 }, rate_limits: { exempt_private_addresses: false } });
+    const sybils = [signer(), signer(), signer()];
+    const conns = await Promise.all(sybils.map((s) => connectAs(r, s)));
+    try {
+      await accepted(conns[0]!, mod(9007, sybils[0]!, "sybil-1"));
+      // The group rule refuses it first (the id exists): no token taken.
+      await refusedWith(conns[1]!, mod(9007, sybils[1]!, "sybil-1"), "duplicate:");
+      await accepted(conns[1]!, mod(9007, sybils[1]!, "sybil-2"));
+      await refusedWith(conns[2]!, mod(9007, sybils[2]!, "sybil-3"), "rate-limited: too many groups created from this address");
+      expect(
+        r.ctx
+          .groups!.list()
+          .map((g) => g.id)
+          .sort(),
+      ).toEqual(["sybil-1", "sybil-2"]);
+      // Other group events from the address are not charged to it.
+      await accepted(conns[0]!, mod(9002, sybils[0]!, "sybil-1", [["private"]]));
+    } finally {
+      for (const x of conns) x.close();
+      await r.close();
+    }
+  });
+});
+
 describe("after a restart (the state rebuilt from the store)", () => {
   test("members, removals, invites and the previous windows are as before", async () => {
     const dir = mkdtempSync(pathJoin(tmpdir(), "bunstr-groups-"));

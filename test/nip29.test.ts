@@ -9,6 +9,7 @@ import { join as joinPath } from "node:path";
 import { Database } from "bun:sqlite";
 import { serializeEvent, type NostrEvent } from "../src/protocol/event.ts";
 import type { Filter } from "../src/protocol/filter.ts";
+import { writeCost } from "../src/policy/write-cost.ts";
 import { SqliteWriter } from "../src/store/sqlite/write.ts";
 import { RULES } from "./memory-answers.ts";
 import { onPostgres } from "./postgres-env.ts";
@@ -215,6 +216,24 @@ describe("deletion (point 6)", () => {
     await refusedWith(c, x, "blocked:");
   });
 
+  test("a 9005's target is kept out by the store too (the state forgets a group's oldest targets past 10,000)", async () => {
+    // A connection of its own: `c` AUTHs as a limited number of pubkeys.
+    const own = await connectAs(relay);
+    const owner = signer();
+    const id = freshId();
+    await createGroup(own, relay, owner, id);
+    const x = mod(9, owner, id);
+    await accepted(own, x);
+    await accepted(own, mod(9005, owner, id, [["e", x.id]]));
+    own.close();
+    expect(await read({ ids: [x.id] })).toEqual([]);
+    // Past the group state's judge, as an archive or a forgotten id would be: the writer refuses it.
+    const outcome = await relay.ctx.writer.enqueue({ event: x, json: serializeEvent(x), cost: writeCost(x) });
+    expect(outcome.stored).toBe(false);
+    expect(!outcome.stored && !outcome.duplicate && outcome.refusal.prefix).toBe("blocked");
+    expect(await read({ ids: [x.id] })).toEqual([]);
+  });
+
   test("a 9005 naming an event of another group deletes nothing there", async () => {
     const one = await freshGroup();
     const other = await freshGroup();
@@ -326,10 +345,11 @@ describe("reconcile at start", () => {
 });
 
 describe("restart after a deletion (point 6)", () => {
-  test("9008 deletes the group's 39xxx a former relay key signed too", async () => {
+  test("a hidden group's 39xxx a former relay key signed is read by its members only, as the current key's (review finding 8); 9008 deletes it too", async () => {
     const former = signer();
     const r = await groupRelay({ groups: { former_relay_keys: [former.pubkey] } });
     const rc = await connectAs(r);
+    const anon = await connectAs(r);
     try {
       const owner = signer();
       const id = freshId();
@@ -342,15 +362,20 @@ describe("restart after a deletion (point 6)", () => {
         ],
       });
       await storeRaw(r, old);
+      const read = async (c: typeof rc) =>
+        (await c.req(`f8-${Math.random()}`, { kinds: [39002], authors: [former.pubkey] })).events.map((e) => e.id);
+      expect(await read(anon)).toEqual([]);
+      expect(await read(rc)).toEqual([old.id]); // rc is AUTHed as the owner, a member
       await accepted(rc, mod(9008, owner, id));
       expect(await stored(r, { ids: [old.id] })).toEqual([]);
     } finally {
       rc.close();
+      anon.close();
       await r.stop();
     }
   });
 
-  test("an event a 9005 deleted that is stored again (its deletion never ran) goes at the next start", async () => {
+  test("an event a 9005 deleted that is still stored (its deletion never ran) goes at the next start", async () => {
     const r = await groupRelay();
     const dir = r.dir;
     const rc = await connectAs(r);
@@ -359,8 +384,9 @@ describe("restart after a deletion (point 6)", () => {
     await createGroup(rc, r, owner, id);
     const x = mod(9, owner, id);
     await accepted(rc, x);
-    await accepted(rc, mod(9005, owner, id, [["e", x.id]]));
-    await storeRaw(r, x);
+    // Committed, but not carried out: as when its node dies right after the commit.
+    await storeRaw(r, mod(9005, owner, id, [["e", x.id]]));
+    expect((await stored(r, { ids: [x.id] })).length).toBe(1);
     rc.close();
     await r.close();
     const again = await groupRelay({}, { dir });
@@ -441,6 +467,45 @@ describe("restart after a deletion (point 6)", () => {
     }
   });
 
+  test("a change the commit feed tells after accepted() stopped waiting (Postgres: a late feed) is carried out when it comes", async () => {
+    const r = await groupRelay();
+    try {
+      const rc = await connectAs(r);
+      const [owner, user] = [signer(), signer()];
+      const id = freshId();
+      const key = (await relayInfo(r.url)).self;
+      await createGroup(rc, r, owner, id);
+      const post = mod(9, owner, id);
+      await accepted(rc, post);
+      const del = mod(9005, owner, id, [["e", post.id]]);
+      const joined = mod(9021, user, id);
+      // The feed tells these two past FEED_WAIT_MS (5 s): the OKs go first, true.
+      const groups = r.ctx.groupRelay as unknown as { committed(e: NostrEvent): void };
+      const feed = groups.committed.bind(groups);
+      groups.committed = (e) => (e.id === del.id || e.id === joined.id ? void setTimeout(() => feed(e), 5_500) : feed(e));
+      await authAs(rc, user, r.url);
+      const ok = (e: NostrEvent) => {
+        const from = rc.frames.length;
+        rc.send(["EVENT", e]);
+        return rc.next((f) => f[0] === "OK" && f[1] === e.id, 10_000, from);
+      };
+      const oks = await Promise.all([ok(del), ok(joined)]);
+      expect(oks.map((ok) => ok[2])).toEqual([true, true]);
+      let done = false;
+      for (const until = Date.now() + 15_000; !done && Date.now() < until; await Bun.sleep(100)) {
+        const left = await stored(r, { ids: [post.id] });
+        const answers = await stored(r, { kinds: [9000], authors: [key], "#e": [joined.id] });
+        done = left.length === 0 && answers.length === 1;
+      }
+      expect(done).toBe(true);
+      const members = (await relayEvents(rc, id, key)).get(39002)!;
+      expect(members.tags.filter((t) => t[0] === "p").map((t) => t[1])).toContain(user.pubkey);
+      rc.close();
+    } finally {
+      await r.stop();
+    }
+  }, 30_000);
+
   test("a group deleted (9008, its events purged) stays deleted after a restart", async () => {
     const r = await groupRelay();
     const dir = r.dir;
@@ -494,6 +559,29 @@ if (!onPostgres)
       const deadline2 = Date.now() + 5000;
       while (!(await listed(id, 39002)).some((t) => t[1] === member.pubkey) && Date.now() < deadline2) await Bun.sleep(30);
       expect((await listed(id, 39002)).map((t) => t[1])).toContain(member.pubkey);
+      c.close();
+    });
+
+    test("a 9005 written into the served file by another process (which deletes nothing) has its targets deleted here", async () => {
+      const c = await connectAs(relay);
+      const owner = signer();
+      const id = freshId();
+      await createGroup(c, relay, owner, id);
+      const post = mod(9, owner, id);
+      await accepted(c, post);
+      const del = mod(9005, owner, id, [["e", post.id]]);
+      const db = new Database(relay.dbPath);
+      try {
+        expect(new SqliteWriter(db).writeBatchImmediate([{ event: del, json: serializeEvent(del) }], RULES)[0]!.stored).toBe(true);
+      } finally {
+        db.close();
+      }
+      const deadline = Date.now() + 5000;
+      while ((await stored(relay, { ids: [post.id] })).length > 0 && Date.now() < deadline) {
+        await read({ ids: ["00".repeat(32)] }); // the relay looks for others' commits when next asked
+        await Bun.sleep(30);
+      }
+      expect(await stored(relay, { ids: [post.id] })).toEqual([]);
       c.close();
     });
   });

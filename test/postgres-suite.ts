@@ -19,6 +19,7 @@ const SUITE = [
   "differential",
   "dm-protection",
   "fuzz",
+  "group-gates",
   "group-visibility-store",
   "hostile",
   "interop",

@@ -3,16 +3,16 @@
 // others may read it or when [info] self names another pubkey, taken from the config when given
 // there, copied by `bunstr backup`. NIP-11 advertises it, and NIP-29 only while groups are on.
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { getPublicKey, verifyEvent } from "nostr-tools/pure";
 import { hasValidId } from "../src/protocol/event.ts";
 import { pubkeyOf, relayKeyFromHex, signEvent, verifySchnorr } from "../src/protocol/schnorr.ts";
-import { readOrCreateKeyFile } from "../src/cli/relay-key.ts";
+import { backupKeyFile, readOrCreateKeyFile } from "../src/cli/relay-key.ts";
 import { freePort } from "./process-helpers.ts";
 import { signalAndWait, spawnBunstr, SOURCE, type Bunstr } from "./relay-process.ts";
-import { startTestRelay } from "./helpers.ts";
+import { startTestRelay, testConfig } from "./helpers.ts";
 
 const root = mkdtempSync(join(tmpdir(), "bunstr-relay-key-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -182,6 +182,37 @@ test("bunstr backup writes <dest>.key (0600) holding the relay key", async () =>
   expect(mode(`${dest}.key`)).toBe(0o600);
   expect(readFileSync(`${dest}.key`, "utf8")).toBe(readFileSync(join(dir, "relay.key"), "utf8"));
 }, 30_000);
+
+test("a key file that is not a regular file, or is another user's, is refused; backup does not follow a symlink at <dest>.key", () => {
+  const dir = join(root, "odd");
+  mkdirSync(dir);
+  const fifo = join(dir, "fifo.key");
+  expect(Bun.spawnSync(["mkfifo", "-m", "600", fifo]).exitCode).toBe(0);
+  expect(() => readOrCreateKeyFile(fifo, () => {})).toThrow(`relay key file ${fifo} is not a regular file`);
+  const theirs = join(dir, "theirs.key");
+  writeFileSync(theirs, `${"1".repeat(64)}\n`, { mode: 0o600 });
+  const me = process.getuid!();
+  try {
+    chownSync(theirs, me + 4242, -1); // as root: a file of another uid (others may not give a file away)
+  } catch {}
+  if (statSync(theirs).uid !== me)
+    expect(() => readOrCreateKeyFile(theirs, () => {})).toThrow(
+      `relay key file ${theirs} is owned by uid ${me + 4242}, not by the user running bunstr (uid ${me})`,
+    );
+
+  const own = join(dir, "own.key");
+  const key = readOrCreateKeyFile(own, () => {});
+  const config = testConfig({ info: { relay_key_file: own } });
+  const elsewhere = join(dir, "elsewhere");
+  writeFileSync(elsewhere, "untouched\n");
+  const dest = join(dir, "backup.sqlite");
+  symlinkSync(elsewhere, `${dest}.key`);
+  expect(() => backupKeyFile(config, dest)).toThrow(`${dest}.key is a symbolic link: not followed for the relay key`);
+  expect(readFileSync(elsewhere, "utf8")).toBe("untouched\n");
+  rmSync(`${dest}.key`);
+  expect(backupKeyFile(config, dest)).toBe(`${dest}.key`);
+  expect(keyOf(`${dest}.key`)).toBe(key.pubkey);
+});
 
 test("processes creating the key file at once all end up with the one key written", async () => {
   const file = join(root, "race", "relay.key");

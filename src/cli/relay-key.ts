@@ -116,25 +116,38 @@ function createKeyFile(path: string): RelayKey | undefined {
   } finally {
     closeSync(fd);
   }
+  // The file's name too: after a power loss without it the next start would make a new identity,
+  // and the groups this key created would lose their only authority.
+  const dir = openSync(dirname(path), "r");
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
   return key;
 }
 
 function readKeyFile(path: string): RelayKey {
   const deadline = Date.now() + CREATING_MS;
   for (;;) {
-    let text: string;
+    let text = "";
     let mode: number;
+    let not: string | undefined;
     try {
-      const fd = openSync(path, "r");
+      // Non-blocking: a FIFO put there would otherwise hang the start.
+      const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
       try {
-        mode = fstatSync(fd).mode & 0o777;
-        text = readFileSync(fd, "utf8");
+        const st = fstatSync(fd);
+        mode = st.mode & 0o777;
+        not = keyFileRefusal(st);
+        if (!not) text = readFileSync(fd, "utf8");
       } finally {
         closeSync(fd);
       }
     } catch (err) {
       throw new RelayKeyError(`cannot read the relay key file ${path}: ${(err as Error).message}`);
     }
+    if (not) throw new RelayKeyError(`relay key file ${path} ${not}`);
     if ((mode & 0o077) !== 0)
       throw new RelayKeyError(`relay key file ${path} is readable by others (mode 0${mode.toString(8)}): run chmod 600 ${path}`);
     const hex = text.trim();
@@ -146,6 +159,14 @@ function readKeyFile(path: string): RelayKey {
     if (!HEX64.test(hex)) throw new RelayKeyError(`relay key file ${path} must hold 64 hex characters`);
     return fromHex(hex, path, `relay key file ${path} must hold 64 hex characters`);
   }
+}
+
+/** Why a relay key file is not to be trusted: not a regular file, or another user's (who could replace the relay's identity). */
+function keyFileRefusal(st: { isFile(): boolean; uid: number }): string | undefined {
+  if (!st.isFile()) return "is not a regular file";
+  const me = process.getuid?.();
+  if (me !== undefined && st.uid !== me) return `is owned by uid ${st.uid}, not by the user running bunstr (uid ${me})`;
+  return undefined;
 }
 
 /** The file holding a SQLite relay's key, or undefined when the key is in the config or the database (or memory). */
@@ -164,8 +185,18 @@ export function backupKeyFile(config: Config, dest: string): string | undefined 
   if (!from || !existsSync(from)) return undefined;
   const key = readKeyFile(from);
   const to = `${dest}.key`;
-  const fd = openSync(to, "w", 0o600);
+  let fd: number;
   try {
+    // Not through a symlink put there: the secret would go wherever it points.
+    fd = openSync(to, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    throw new RelayKeyError(
+      code === "ELOOP" ? `${to} is a symbolic link: not followed for the relay key` : `cannot write ${to}: ${(err as Error).message}`,
+    );
+  }
+  try {
+    if (!fstatSync(fd).isFile()) throw new RelayKeyError(`${to} is not a regular file`);
     // An existing file (--force) keeps its mode through open: set it.
     fchmodSync(fd, 0o600);
     writeSync(fd, `${toHex(key.secret)}\n`);

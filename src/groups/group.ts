@@ -46,6 +46,8 @@ export const admins = (g: Group): number => [...g.members.values()].filter((r) =
 const noRole = (pubkey: string) => ({ pubkey, roles: [] });
 const denied = (kind: number): Refusal => refuse("restricted", `your role in this group cannot do this (kind ${kind})`);
 const LAST_ADMIN = refuse("restricted", "the group's last admin cannot be removed");
+const NOT_A_MEMBER = refuse("invalid", "not a member of this group");
+const LAST_ADMIN_LEAVES = refuse("restricted", "the group's last admin cannot leave: make another member admin (kind 9000) first");
 
 /** Would these targets leave the group without an admin? (The relay key can still act on it.) */
 function leavesNoAdmin(g: Group, targets: readonly { pubkey: string; roles: readonly Role[] }[]): boolean {
@@ -77,4 +79,10 @@ export function allowed(g: Group, author: string, authority: boolean, a: Action)
     default:
       return undefined; // 9005, 9009, 9010: admins and moderators
   }
+}
+
+/** A leave (9022) by `pubkey`: a member's, and not the last admin's (a group with no admin is left to the relay key alone, as a 9001 of the last admin is refused). */
+export function leaveRefusal(g: Group, pubkey: string): Refusal | undefined {
+  if (!g.members.has(pubkey)) return NOT_A_MEMBER;
+  return leavesNoAdmin(g, [noRole(pubkey)]) ? LAST_ADMIN_LEAVES : undefined;
 }

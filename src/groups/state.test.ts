@@ -4,7 +4,7 @@ import { defaults, type Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refusalText } from "../protocol/reasons.ts";
 import type { GroupRecords } from "../store/types.ts";
-import { GroupState } from "./state.ts";
+import { GroupState, MAX_DELETED_IDS } from "./state.ts";
 
 const NOW = 1_800_000_000;
 const key = () => {
@@ -136,6 +136,54 @@ describe("GroupState: create, roles, rights", () => {
       ["d", "g"],
       ["p", owner.pk, "admin"],
     ]);
+  });
+
+  test("the last admin may not leave (9022) either; another admin may", async () => {
+    const { state, send, commit } = await fixture();
+    send(inG(owner, 9007));
+    const leave = inG(owner, 9022);
+    expect(send(leave)).toBe("restricted: the group's last admin cannot leave: make another member admin (kind 9000) first");
+    expect(commit(leave)).toBeUndefined(); // apply holds the same rule
+    expect(state.members("g")).toEqual([{ pubkey: owner.pk, roles: ["admin"] }]);
+    expect(send(inG(owner, 9000, ["p", mod.pk, "admin"]))).toBe("ok");
+    expect(send(inG(owner, 9022))).toBe("ok");
+    expect(send(inG(outsider, 9022))).toBe("invalid: not a member of this group");
+    expect(state.members("g")).toEqual([{ pubkey: mod.pk, roles: ["admin"] }]);
+  });
+
+  test("bounded state: removals capped by max_members_per_group, 9005 ids per group, deleted groups count against the limits", async () => {
+    const { state, send } = await fixture({ max_members_per_group: 150, max_groups_per_pubkey: 3, max_groups: 6 });
+    send(inG(owner, 9007));
+    const hex = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex"); // any 64-hex pubkey or id
+    const random = (n: number) => Array.from({ length: n }, () => ["p", hex()]);
+    expect(send(inG(owner, 9001, ...random(100)))).toBe("ok");
+    expect(send(inG(owner, 9001, ...random(100)))).toBe(
+      "blocked: this group's list of removed users is full (150): put some back (kind 9000) first",
+    );
+    // A member's removal is refused too past it (never an old removal forgotten: the removed stay out).
+    expect(send(inG(owner, 9000, ["p", member.pk]))).toBe("ok");
+    expect(send(inG(owner, 9001, ["p", member.pk], ...random(50)))).toMatch(/^blocked: this group's list of removed users is full/);
+    expect(send(inG(owner, 9001, ["p", member.pk], ...random(49)))).toBe("ok");
+    expect(send(inG(member, 9021))).toBe("blocked: you were removed from this group");
+
+    const first = hex();
+    expect(send(inG(owner, 9005, ["e", first]))).toBe("ok");
+    for (let n = 0; n < MAX_DELETED_IDS; n += 100) send(inG(owner, 9005, ...Array.from({ length: 100 }, () => ["e", hex()])));
+    const kept = state.deletedByModerators()[0]!.ids;
+    expect(kept.length).toBe(MAX_DELETED_IDS);
+    expect(kept).not.toContain(first);
+
+    // A create-then-delete loop: each deleted group counts against its deleter's and the relay's limits.
+    expect(send(sign(outsider, 9007, [["h", "x1"]]))).toBe("ok");
+    expect(send(sign(outsider, 9008, [["h", "x1"]]))).toBe("ok");
+    expect(send(sign(outsider, 9007, [["h", "x2"]]))).toBe("ok");
+    expect(send(sign(outsider, 9008, [["h", "x2"]]))).toBe("ok");
+    expect(send(sign(outsider, 9007, [["h", "x3"]]))).toBe("ok");
+    expect(send(sign(outsider, 9007, [["h", "x4"]]))).toBe("blocked: you have created the most groups allowed (3)");
+    expect(state.stats()).toMatchObject({ groups: 2, deleted: 2 });
+    expect(send(sign(member, 9007, [["h", "y1"]]))).toBe("ok");
+    expect(send(sign(mod, 9007, [["h", "y2"]]))).toBe("ok");
+    expect(send(sign(mod, 9007, [["h", "y3"]]))).toBe("blocked: this relay hosts the most groups it allows (6)");
   });
 
   test("apply skips what the author may not do at its commit (a stale admission elsewhere changes nothing)", async () => {
@@ -364,7 +412,7 @@ describe("GroupState: joins, leaves, posts", () => {
 });
 
 describe("GroupState: reads, replay, operators", () => {
-  test("access and unreadable follow private and hidden; cached per reader until a change", async () => {
+  test("access, memberships and gates follow private, hidden and deleted", async () => {
     const { state, send } = await fixture();
     send(sign(owner, 9007, [["h", "p"]]));
     send(sign(owner, 9007, [["h", "o"]]));
@@ -376,20 +424,30 @@ describe("GroupState: reads, replay, operators", () => {
     expect(state.access("p", new Set([outsider.pk, owner.pk]), true)).toBe("ok");
     expect(state.access("o", new Set(), false)).toBe("ok");
     expect(state.access("unknown", new Set(), false)).toBe("ok");
-    const first = state.unreadable(new Set([outsider.pk]));
-    expect(first).toEqual({ events: ["p"], metadata: ["p"] });
-    expect(state.unreadable(new Set([outsider.pk]))).toBe(first); // the same object: the same JSON for the store
-    expect(state.unreadable(new Set([owner.pk]))).toEqual({ events: [], metadata: [] });
+    // What the store is told: the reader's memberships in gated groups; which are gated, its group_gates (gates()).
+    expect(state.memberships(new Set([outsider.pk]))).toEqual([]);
+    expect(state.memberships(new Set([owner.pk]))).toEqual(["p"]);
+    expect(state.memberships(new Set([outsider.pk, owner.pk]))).toEqual(["p"]);
+    expect(state.gates()).toEqual([{ group: "p", events: true, metadata: true }]);
     send(
       sign(owner, 9000, [
         ["h", "p"],
         ["p", outsider.pk],
       ]),
     );
-    expect(state.unreadable(new Set([outsider.pk]))).toEqual({ events: [], metadata: [] });
+    expect(state.memberships(new Set([outsider.pk]))).toEqual(["p"]);
     send(sign(owner, 9002, [["h", "p"], ["hidden"]])); // private off, still hidden
-    expect(state.unreadable(new Set())).toEqual({ events: [], metadata: ["p"] });
+    expect(state.gates()).toEqual([{ group: "p", events: false, metadata: true }]);
     expect(state.access("p", new Set(), false)).toBe("ok");
+    send(sign(owner, 9002, [["h", "p"], ["visible"]])); // open: its members are no one's gated memberships
+    expect(state.gates()).toEqual([]);
+    expect(state.memberships(new Set([outsider.pk]))).toEqual([]);
+    expect(state.gateOf("p")).toEqual({ group: "p", events: false, metadata: false });
+    send(sign(owner, 9002, [["h", "p"], ["private"]])); // gated again: its members are indexed again
+    expect(state.memberships(new Set([outsider.pk]))).toEqual(["p"]);
+    send(sign(owner, 9008, [["h", "p"]])); // deleted: gated for all, a member of it no one
+    expect(state.gates()).toEqual([{ group: "p", events: true, metadata: true }]);
+    expect(state.memberships(new Set([outsider.pk, owner.pk]))).toEqual([]);
   });
 
   test("replay: a rebuild from the stored events gives the same state as the commits did", async () => {
@@ -425,7 +483,8 @@ describe("GroupState: reads, replay, operators", () => {
     expect(again.invites("g")).toEqual(state.invites("g")!);
     for (const kind of [39000, 39001, 39002, 39003, 39005] as const) expect(again.render("g", kind)).toEqual(state.render("g", kind)!);
     expect(again.published("g", 39000)).toEqual({ tags: relay39000.tags, created_at: relay39000.created_at });
-    expect(again.unreadable(new Set([outsider.pk]))).toEqual(state.unreadable(new Set([outsider.pk])));
+    expect(again.memberships(new Set([outsider.pk]))).toEqual(state.memberships(new Set([outsider.pk])));
+    expect(again.gates()).toEqual(state.gates());
     expect(
       again.judge({ config: configWith(), now: NOW, authed: new Set([outsider.pk]) }, sign(outsider, 9007, [["h", "h2"]])),
     ).toMatchObject({
@@ -482,7 +541,8 @@ describe("GroupState: reads, replay, operators", () => {
         expect(again.invites(g)).toEqual(state.invites(g));
         for (const kind of [39000, 39001, 39002, 39005] as const) expect(again.render(g, kind)).toEqual(state.render(g, kind));
       }
-      for (const a of actors) expect(again.unreadable(new Set([a]))).toEqual(state.unreadable(new Set([a])));
+      for (const a of actors) expect(again.memberships(new Set([a])).toSorted()).toEqual(state.memberships(new Set([a])).toSorted());
+      expect(again.gates()).toEqual(state.gates());
       expect(state.list().length).toBeGreaterThan(0); // the history made groups
     }
   });
@@ -512,7 +572,7 @@ describe("GroupState: reads, replay, operators", () => {
     expect(state.list().length).toBe(1);
   });
 
-  test("judge, access and unreadable never query the store once built", async () => {
+  test("judge, access and memberships never query the store once built", async () => {
     const config = configWith();
     const state = new GroupState({ config: () => config, relayPubkey: relay.pk });
     const create = inG(owner, 9007);
@@ -531,7 +591,7 @@ describe("GroupState: reads, replay, operators", () => {
     state.applyCommitted(inG(member, 9021));
     expect(state.judge(ctx, inG(member, 9, ["previous", create.id.slice(0, 8)]))).toBeUndefined();
     expect(state.access("g", ctx.authed, false)).toBe("ok");
-    expect(state.unreadable(ctx.authed)).toEqual({ events: [], metadata: [] });
+    expect(state.memberships(ctx.authed)).toEqual([]);
     expect(base.reads).toBe(2);
   });
 

@@ -14,6 +14,7 @@ import {
   isRelayGroupKind,
   parseAction,
   previousRefs,
+  type GroupGate,
   REBUILD_KINDS,
   renderTags,
   type Action,
@@ -24,7 +25,8 @@ import type { GroupJudgeContext, GroupView, ReadAccess } from "../policy/groups.
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 import type { GroupRecords } from "../store/types.ts";
-import { admins, allowed, newGroup, roleOf, type Group } from "./group.ts";
+import { GatedMembers } from "./gated-members.ts";
+import { admins, allowed, leaveRefusal, newGroup, roleOf, type Group } from "./group.ts";
 import { prefixOf } from "./window.ts";
 
 export interface GroupChange {
@@ -59,11 +61,13 @@ const MAX_PREVIOUS = 16;
 const PREVIOUS_REF = /^[0-9a-f]{8,64}$/;
 /** Skipped events whose reason is kept (skippedBecause). */
 const MAX_SKIP_REASONS = 1024;
-const NOT_A_MEMBER = refuse("invalid", "not a member of this group");
-/** No one authenticated. */
-const NOBODY: ReadonlySet<string> = new Set();
-/** Distinct authed sets whose unreadable lists are kept per generation. */
-const MAX_CACHED_READERS = 1024;
+/**
+ * 9005 targets kept per group for refusing their republication; beyond it the oldest are
+ * forgotten (memory bounded by this, not by the moderators' write rate). A forgotten target stays
+ * out all the same when it was stored: its deletion tombstoned its id in the store
+ * (relay/groups-purge.ts), whose writer refuses it as it does an id its author deleted.
+ */
+export const MAX_DELETED_IDS = 10_000;
 
 type Judged = { id: string } | { refusal: Refusal } | undefined;
 const refused = (prefix: Refusal["prefix"], message: string): Judged => ({ refusal: refuse(prefix, message) });
@@ -74,15 +78,20 @@ export class GroupState implements GroupView {
   private readonly tombstones = new Set<string>();
   /** Live groups each pubkey created ([groups] max_groups_per_pubkey). */
   private readonly createdCount = new Map<string, number>();
+  /**
+   * Groups each pubkey deleted (9008, not the relay key): they count against max_groups_per_pubkey
+   * as its live groups do, so a create-then-delete loop stops there (tombstones are kept forever,
+   * and count against max_groups). By the 9008's author, not the creator: the 9008 is stored for
+   * good, the 9007 goes with the purge, so every rebuild counts the same.
+   */
+  private readonly deletedCount = new Map<string, number>();
   /** The relay's last committed 39000-39005 per `${kind}:${id}`, for reconciliation. */
   private readonly publishedTags = new Map<string, { tags: string[][]; created_at: number }>();
   /** Private or hidden groups: those the read rule has to look at. */
   private readonly gatedIds = new Set<string>();
+  /** Their members, by pubkey (memberships). */
+  private readonly gatedMembers = new GatedMembers();
   private isReady = false;
-  /** Moves when what some reader may read moves (flags of a group, members of a gated one). */
-  private generation = 0;
-  private cacheGeneration = -1;
-  private readonly unreadableCache = new Map<string, { events: string[]; metadata: string[] }>();
   /** While rebuilding: the feed's events, applied after the rebuild (skipping those it read). */
   private rebuilding: { queue: NostrEvent[]; applied: Set<string> } | undefined;
   /** Moderation events apply skipped (the author lacked the right at their commit, or a limit). */
@@ -147,7 +156,6 @@ export class GroupState implements GroupView {
       for (const e of rebuilding.queue) if (!rebuilding.applied.has(e.id)) this.apply(e);
     }
     this.isReady = true;
-    this.generation++;
     const { groups, members } = this.stats();
     return { groups, members, events, skipped: this.skipped - skippedBefore, ms: Math.round(performance.now() - started) };
   }
@@ -205,7 +213,7 @@ export class GroupState implements GroupView {
     if (a.kind === 9007) return this.create(id, e);
     const g = this.groups.get(id);
     // A stored 9008 whose purge deleted its group's events, the 9007 among them: still deleted.
-    if (!g && a.kind === 9008 && this.rebuilding) return void this.tombstones.add(id);
+    if (!g && a.kind === 9008 && this.rebuilding) return void this.tombstone(id, e.pubkey);
     if (!g) return this.skip(e, this.missing(id));
     if (a.kind === 9021) {
       const no = this.joinRefusal(g, e.pubkey, a.code);
@@ -215,14 +223,17 @@ export class GroupState implements GroupView {
       if (a.code !== undefined) g.invites.delete(a.code);
       return this.join(g, e);
     }
-    if (a.kind === 9022) return g.members.has(e.pubkey) ? this.leave(g, e) : this.skip(e, NOT_A_MEMBER);
+    if (a.kind === 9022) {
+      const no = leaveRefusal(g, e.pubkey);
+      return no ? this.skip(e, no) : this.leave(g, e);
+    }
     const authority = this.authority(e.pubkey);
     const no = allowed(g, e.pubkey, authority, a) ?? this.stateRefusal(g, a, e.pubkey, authority);
     if (no) return this.skip(e, no);
-    return this.act(g, a, authority);
+    return this.act(g, a, e.pubkey, authority);
   }
 
-  private act(g: Group, a: Exclude<Action, { kind: 9007 | 9021 | 9022 }>, authority: boolean): GroupChange {
+  private act(g: Group, a: Exclude<Action, { kind: 9007 | 9021 | 9022 }>, author: string, authority: boolean): GroupChange {
     const change: GroupChange = { group: g.id, regenerate: [], followUps: [] };
     // The relay's answer to a join or a leave changes nothing: the user's own 9021/9022 did, at its
     // commit; a moderator's action between the two (a removal after the join, a join after the
@@ -241,10 +252,15 @@ export class GroupState implements GroupView {
         break;
       case 9005:
         for (const id of a.ids) g.deletedIds.add(id);
+        for (const id of g.deletedIds) {
+          if (g.deletedIds.size <= MAX_DELETED_IDS) break;
+          g.deletedIds.delete(id);
+        }
         change.deleteIds = a.ids;
         break;
       case 9008:
         this.drop(g);
+        this.tombstone(g.id, author);
         change.deleteGroup = true;
         break;
       case 9009:
@@ -269,30 +285,36 @@ export class GroupState implements GroupView {
     return { group: id, regenerate: [39000, 39001, 39002, 39003], followUps: [] };
   }
 
+  /** A deleted group's id, taken for good; the 9008's author charged for it (the relay key never is). */
+  private tombstone(id: string, author: string): void {
+    if (this.tombstones.has(id)) return;
+    this.tombstones.add(id);
+    if (!this.authority(author)) this.deletedCount.set(author, (this.deletedCount.get(author) ?? 0) + 1);
+  }
+
   private drop(g: Group): void {
     this.groups.delete(g.id);
-    this.tombstones.add(g.id);
     const n = (this.createdCount.get(g.createdBy) ?? 1) - 1;
     if (n > 0) this.createdCount.set(g.createdBy, n);
     else this.createdCount.delete(g.createdBy);
     for (const kind of [39000, 39001, 39002, 39003, 39005]) this.publishedTags.delete(`${kind}:${g.id}`);
-    this.gatedIds.delete(g.id);
-    // Its events become unreadable to all (a tombstone), not public, while the purge deletes them.
-    this.generation++;
+    // Its events become unreadable to all (a tombstone: no members), not public, while the purge deletes them.
+    if (this.gatedIds.delete(g.id)) for (const pk of g.members.keys()) this.gatedMembers.delete(pk, g.id);
   }
 
   private edit(g: Group, meta: Group["meta"]): void {
-    const was = g.meta;
     g.meta = meta;
-    if (was.private === meta.private && was.hidden === meta.hidden) return;
-    if (meta.private || meta.hidden) this.gatedIds.add(g.id);
+    const gated = meta.private || meta.hidden;
+    if (gated === this.gatedIds.has(g.id)) return;
+    if (gated) this.gatedIds.add(g.id);
     else this.gatedIds.delete(g.id);
-    this.generation++;
+    for (const pk of g.members.keys()) this.membership(g, pk, gated);
   }
 
-  /** Who may read a gated group moved. */
-  private membersMoved(g: Group): void {
-    if (this.gatedIds.has(g.id)) this.generation++;
+  /** A member of `g` came (or went): kept in gatedMembers while `g` is gated. */
+  private membership(g: Group, pubkey: string, member: boolean): void {
+    if (member && this.gatedIds.has(g.id)) this.gatedMembers.add(pubkey, g.id);
+    else this.gatedMembers.delete(pubkey, g.id);
   }
 
   private putUsers(g: Group, targets: readonly { pubkey: string; roles: Role[] }[]): RelayGroupKind[] {
@@ -303,9 +325,9 @@ export class GroupState implements GroupView {
       if (!before) listed = true;
       if (before?.[0] !== t.roles[0]) roles = true;
       g.members.set(t.pubkey, t.roles);
+      this.membership(g, t.pubkey, true);
       g.removed.delete(t.pubkey);
     }
-    if (listed) this.membersMoved(g);
     return roles ? [39001, 39002] : listed ? [39002] : [];
   }
 
@@ -316,16 +338,16 @@ export class GroupState implements GroupView {
     for (const pk of targets) {
       if (roleOf(g, pk)) roles = true;
       if (g.members.delete(pk)) listed = true;
+      this.membership(g, pk, false);
       g.removed.add(pk);
     }
-    if (listed) this.membersMoved(g);
     return roles ? [39001, 39002] : listed ? [39002] : [];
   }
 
   /** 9021, valid at its commit: a member at once, so the joiner may post as soon as the OK arrives; the relay's 9000 names the request. */
   private join(g: Group, e: NostrEvent): GroupChange {
     g.members.set(e.pubkey, []);
-    this.membersMoved(g);
+    this.membership(g, e.pubkey, true);
     return { group: g.id, regenerate: [39002], followUps: [answerTo(9000, g, e)] };
   }
 
@@ -333,7 +355,7 @@ export class GroupState implements GroupView {
   private leave(g: Group, e: NostrEvent): GroupChange {
     const hadRole = roleOf(g, e.pubkey) !== undefined;
     g.members.delete(e.pubkey);
-    this.membersMoved(g);
+    this.membership(g, e.pubkey, false);
     return { group: g.id, regenerate: hadRole ? [39001, 39002] : [39002], followUps: [answerTo(9001, g, e)] };
   }
 
@@ -347,8 +369,10 @@ export class GroupState implements GroupView {
 
   private createLimit(author: string, authority: boolean): Refusal | undefined {
     const { max_groups, max_groups_per_pubkey } = this.settings;
-    if (this.groups.size >= max_groups) return refuse("blocked", `this relay hosts the most groups it allows (${max_groups})`);
-    if (!authority && (this.createdCount.get(author) ?? 0) >= max_groups_per_pubkey)
+    // Deleted groups count: their ids stay taken (and held in memory) for good.
+    if (this.groups.size + this.tombstones.size >= max_groups)
+      return refuse("blocked", `this relay hosts the most groups it allows (${max_groups})`);
+    if (!authority && (this.createdCount.get(author) ?? 0) + (this.deletedCount.get(author) ?? 0) >= max_groups_per_pubkey)
       return refuse("blocked", `you have created the most groups allowed (${max_groups_per_pubkey})`);
     return undefined;
   }
@@ -356,6 +380,19 @@ export class GroupState implements GroupView {
   private full(g: Group, adding: number): Refusal | undefined {
     const max = this.settings.max_members_per_group;
     return g.members.size + adding > max ? refuse("blocked", `group is full (${max} members)`) : undefined;
+  }
+
+  /**
+   * A removal is kept until a 9000 puts the pubkey back (it may not post nor rejoin), so the list
+   * is bounded, as members are, by max_members_per_group: past it a 9001 is refused, not an old
+   * removal forgotten.
+   */
+  private removedFull(g: Group, targets: readonly string[]): Refusal | undefined {
+    const max = this.settings.max_members_per_group;
+    const adding = new Set(targets.filter((pk) => !g.removed.has(pk))).size;
+    return g.removed.size + adding > max
+      ? refuse("blocked", `this group's list of removed users is full (${max}): put some back (kind 9000) first`)
+      : undefined;
   }
 
   private joinRefusal(g: Group, pubkey: string, code: string | undefined): Refusal | undefined {
@@ -371,6 +408,7 @@ export class GroupState implements GroupView {
     const s = this.settings;
     if (a.kind === 9002) return this.parentRefusal(g, a.edit.flags?.parent, author, authority);
     if (a.kind === 9000) return this.full(g, new Set(a.targets.map((t) => t.pubkey).filter((pk) => !g.members.has(pk))).size);
+    if (a.kind === 9001) return this.removedFull(g, a.targets);
     if (a.kind === 9009 && g.invites.has(a.code)) return refuse("duplicate", "invite code exists");
     if (a.kind === 9009 && g.invites.size >= s.max_invites_per_group)
       return refuse("blocked", `this group has the most invite codes allowed (${s.max_invites_per_group})`);
@@ -432,7 +470,7 @@ export class GroupState implements GroupView {
     const g = this.groups.get(id);
     if (!g) return this.missing(id);
     if (a.kind === 9021) return this.joinRefusal(g, e.pubkey, a.code);
-    if (a.kind === 9022) return g.members.has(e.pubkey) ? undefined : NOT_A_MEMBER;
+    if (a.kind === 9022) return leaveRefusal(g, e.pubkey);
     const authority = this.authority(e.pubkey);
     return allowed(g, e.pubkey, authority, a) ?? this.stateRefusal(g, a, e.pubkey, authority);
   }
@@ -513,47 +551,20 @@ export class GroupState implements GroupView {
     return authed.size === 0 ? "auth-required" : "restricted";
   }
 
-  unreadable(authed: ReadonlySet<string>): { events: readonly string[]; metadata: readonly string[] } {
-    if (this.cacheGeneration !== this.generation || this.unreadableCache.size >= MAX_CACHED_READERS) {
-      this.unreadableCache.clear();
-      this.cacheGeneration = this.generation;
-    }
-    const key = [...authed].sort().join(",");
-    let found = this.unreadableCache.get(key);
-    if (!found) {
-      found = this.unreadableFor(authed);
-      // A reader who is a member of no gated group sees what an anonymous one sees: it shares that
-      // one list (and so the readers' packed list and temp table), not a copy of every gated id per
-      // fresh AUTH key.
-      if (found.events.length + found.metadata.length === this.anonymousLength()) found = this.unreadableFor(NOBODY, "");
-      this.unreadableCache.set(key, found);
-    }
-    return found;
+  memberships(authed: ReadonlySet<string>): readonly string[] {
+    return this.gatedMembers.of(authed);
   }
 
-  /** The lists for `authed`, built (or, given `cacheKey`, taken from the cache and kept there). */
-  private unreadableFor(authed: ReadonlySet<string>, cacheKey?: string): { events: string[]; metadata: string[] } {
-    const cached = cacheKey === undefined ? undefined : this.unreadableCache.get(cacheKey);
-    if (cached) return cached;
-    const found = { events: [] as string[], metadata: [] as string[] };
-    for (const id of this.gatedIds) {
-      const g = this.groups.get(id)!;
-      if (this.isMember(g, authed)) continue;
-      if (g.meta.private) found.events.push(id);
-      if (g.meta.hidden) found.metadata.push(id);
-    }
-    for (const id of this.tombstones) {
-      found.events.push(id);
-      found.metadata.push(id);
-    }
-    if (cacheKey !== undefined) this.unreadableCache.set(cacheKey, found);
-    return found;
+  /** What the read rule gates of group `id` now (the store's group_gates row: relay/groups.ts keeps it so). */
+  gateOf(id: string): GroupGate {
+    if (this.tombstones.has(id)) return { group: id, events: true, metadata: true };
+    const g = this.groups.get(id);
+    return { group: id, events: g?.meta.private ?? false, metadata: g?.meta.hidden ?? false };
   }
 
-  /** How many ids an anonymous reader's lists hold (every private group, every hidden one, each tombstone twice). */
-  private anonymousLength(): number {
-    const anonymous = this.unreadableFor(NOBODY, "");
-    return anonymous.events.length + anonymous.metadata.length;
+  /** Every group the read rule gates now: the private and hidden ones, and the deleted ones. */
+  gates(): GroupGate[] {
+    return [...this.gatedIds, ...this.tombstones].map((id) => this.gateOf(id));
   }
 
   /**
@@ -606,20 +617,25 @@ export class GroupState implements GroupView {
   }
 
   /** bytes: an estimate of the heap the state holds (for the bench), not a measure. */
-  stats(): { groups: number; members: number; bytes: number } {
+  stats(): { groups: number; members: number; bytes: number; deleted: number } {
     let members = 0;
     let bytes = 0;
     for (const g of this.groups.values()) {
       members += g.members.size;
+      // Measured (heap after a forced GC, 2,000 groups of 100): ~1.2 KB a group with a window of
+      // 100, ~250 B a member, ~160 B a removed pubkey or a 9005 target.
       bytes +=
-        600 +
+        800 +
         g.window.size * 4 +
-        (g.members.size + g.removed.size) * 150 +
+        g.members.size * 250 +
+        g.removed.size * 160 +
         (g.invites.size + g.pins.length) * 100 +
-        g.deletedIds.size * 130;
+        g.deletedIds.size * 160;
     }
     for (const p of this.publishedTags.values()) bytes += 100 + p.tags.length * 120;
-    return { groups: this.groups.size, members, bytes };
+    // A deleted group's id (kept for good) and its deleter's count: ~360 B measured, a deleter each.
+    bytes += this.tombstones.size * 120 + this.deletedCount.size * 240;
+    return { groups: this.groups.size, members, bytes, deleted: this.tombstones.size };
   }
 }
 

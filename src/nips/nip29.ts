@@ -37,9 +37,12 @@ const tagValue = (e: NostrEvent, name: string): string | undefined => e.tags.fin
 /** Every h value (an event must have at most one). */
 export const hTags = (e: NostrEvent): string[] => e.tags.filter((t) => t[0] === "h" && t[1] !== undefined).map((t) => t[1]!);
 
-/** The group an event is about: its h tag, or the d tag of a 39000-39009 the relay signed (metadata). */
-export function groupOf(e: NostrEvent, relayPubkey: string): { id: string; metadata: boolean } | undefined {
-  if (isRelayGroupKind(e.kind) && e.pubkey === relayPubkey) {
+/**
+ * The group an event is about: its h tag, or the d tag of a 39000-39009 the relay signed
+ * (metadata). `relay`: the relay's pubkey, or all its keys (the current one and former ones).
+ */
+export function groupOf(e: NostrEvent, relay: string | ReadonlySet<string>): { id: string; metadata: boolean } | undefined {
+  if (isRelayGroupKind(e.kind) && (typeof relay === "string" ? e.pubkey === relay : relay.has(e.pubkey))) {
     const d = tagValue(e, "d");
     return d === undefined ? undefined : { id: d, metadata: true };
   }
@@ -261,6 +264,36 @@ export function parseAction(e: NostrEvent): Action | string {
     default:
       return `kind ${e.kind} is not a group action this relay knows`;
   }
+}
+
+/**
+ * A group the read rule gates: its events (h) read by its members only (private, or deleted: it
+ * has none), its relay-signed 39000-39009 (d) likewise (hidden, or deleted). What the store's
+ * group_gates table holds, and what a read's residual asks of it.
+ */
+export interface GroupGate {
+  group: string;
+  events: boolean;
+  metadata: boolean;
+}
+
+/**
+ * What committing `e` may gate, raised by the writer in the transaction that stores it, before
+ * the group state (which re-validates it at its commit) has seen it: a 9002 naming `private`
+ * gates the group's events, one naming `hidden` its metadata, a 9008 both. Only ever raised
+ * there: the state lowers a gate that an event it skipped, or one that opened the group, left
+ * (relay/groups.ts), so no event of a group gated by its commit is read by a non-member meanwhile.
+ */
+export function raisedGate(e: NostrEvent): GroupGate | undefined {
+  if (e.kind !== 9002 && e.kind !== 9008) return undefined;
+  const h = hTags(e);
+  if (h.length !== 1 || !isGroupId(h[0]!)) return undefined;
+  if (e.kind === 9008) return { group: h[0]!, events: true, metadata: true };
+  const edit = parseEdit(e);
+  if (typeof edit === "string") return undefined;
+  const events = edit.flags?.private === true;
+  const metadata = edit.flags?.hidden === true;
+  return events || metadata ? { group: h[0]!, events, metadata } : undefined;
 }
 
 export interface GroupSnapshot {

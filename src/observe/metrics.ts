@@ -223,7 +223,7 @@ export interface MetricsSource {
   readonly startedAt: number;
   connections(): number;
   /** The NIP-29 group state, while [groups] enabled. */
-  readonly groups?: { stats(): { groups: number; members: number } };
+  readonly groups?: { stats(): { groups: number; members: number; deleted: number } };
   /** Issue 33: the admission registry, while a model is on (access/registry.ts). */
   readonly access?: { counts(): Record<string, number>; readonly metrics: AccessMetrics };
 }
@@ -352,8 +352,14 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
 }
 
 /** NIP-29: gauges read from the group state at the scrape, and the refusals of group events. */
-function renderGroups(x: Exposition, stats: { groups: number; members: number }, refusals: Float64Array): void {
+function renderGroups(x: Exposition, stats: { groups: number; members: number; deleted: number }, refusals: Float64Array): void {
   x.single("bunstr_groups", "gauge", "NIP-29 groups on this relay (deleted ones not counted).", stats.groups);
+  x.single(
+    "bunstr_groups_deleted",
+    "gauge",
+    "Deleted NIP-29 groups (9008) whose ids this relay keeps taken; they count against max_groups.",
+    stats.deleted,
+  );
   x.single("bunstr_group_members", "gauge", "Memberships of NIP-29 groups (a pubkey in two groups counts twice).", stats.members);
   x.family(
     "bunstr_group_refusals_total",

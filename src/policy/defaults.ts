@@ -11,6 +11,7 @@ import {
   eventRate,
   groupImports,
   groupMirror,
+  groupCreateRate,
   groupWrites,
   kindLists,
   noAuthEvents,
@@ -40,6 +41,7 @@ export const defaultPolicies: Policy[] = [
   admission, // after the lists (a banned pubkey hears "banned"), before the groups
   relayKinds,
   groupWrites, // after the relay's own lists: a banned pubkey hears "banned", not a group's reason
+  groupCreateRate, // after the group rule: only a create it accepts is charged
   protectedEvents,
 ];
 

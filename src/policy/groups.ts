@@ -11,7 +11,7 @@ export type ReadAccess = "ok" | "auth-required" | "restricted";
 export interface GroupView {
   /** False until the rebuild finished: group writes are refused "error: groups are loading, try again", group events unreadable. */
   readonly ready: boolean;
-  /** Some group is private or hidden (else the read rule adds nothing to a query). */
+  /** Some group is private, hidden or deleted (else the read rule adds nothing to a query). */
   readonly gating: boolean;
   /** The write rule for one event (sync; Maps only). undefined = no opinion (not a group event) or allowed. */
   judge(ctx: GroupJudgeContext, e: NostrEvent): Refusal | undefined;
@@ -19,8 +19,13 @@ export interface GroupView {
   judgeArchive(e: NostrEvent, posts?: boolean): Refusal | undefined;
   /** Reading events of group `id` (metadata: the relay's 39000-39009 of it), for these authenticated pubkeys. */
   access(id: string, authed: ReadonlySet<string>, metadata: boolean): ReadAccess;
-  /** The ids `authed` may not read, cached per distinct authed set until the next change (a generation counter). */
-  unreadable(authed: ReadonlySet<string>): { events: readonly string[]; metadata: readonly string[] };
+  /**
+   * The gated groups (private or hidden) one of `authed` is a member of: what a stored read lets
+   * through of the store's gates (Visibility.groups). Read from an index by pubkey, so it costs
+   * what the reader's own memberships cost, whatever the number of gated groups; nothing is kept
+   * per reader.
+   */
+  memberships(authed: ReadonlySet<string>): readonly string[];
 }
 
 /** What judge reads of the policy context (PolicyContext satisfies it). */

@@ -10,7 +10,7 @@ import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 import { admissionOn, type AdmissionView } from "./admission.ts";
 import type { GroupView } from "./groups.ts";
-import { chargeRate, rateLimitMessage, type RateLimiter } from "./rate-limit.ts";
+import { chargedGroup, chargeRate, rateLimitMessage, type RateLimiter } from "./rate-limit.ts";
 import { writeCost } from "./write-cost.ts";
 
 export interface PolicyContext {
@@ -161,6 +161,24 @@ export const pubkeyLists: Policy = ({ config, admin }, e) => {
 
 /** NIP-29: who may write what in a group (groups/state.ts judge: the judge order of docs/architecture.md, Groups). */
 export const groupWrites: Policy = (ctx, e) => (ctx.groups && ctx.config.groups.enabled ? ctx.groups.judge(ctx, e) : undefined);
+
+/**
+ * NIP-29: group creations (9007) per client address ([groups] creates_per_address_per_hour).
+ * Fresh keys are free: with max_groups_per_pubkey alone, one address filled max_groups with
+ * private groups (no one else could create one, every reader's read had them to skip). After
+ * groupWrites: only a create the group rule accepts is charged.
+ */
+export const groupCreateRate: Policy = (ctx, e) => {
+  const perHour = ctx.config.groups.creates_per_address_per_hour;
+  if (e.kind !== 9007 || !ctx.rates || !ctx.groups || !ctx.config.groups.enabled || perHour <= 0) return undefined;
+  for (const pk of ctx.authed) if (ctx.config.admin.pubkeys.includes(pk)) return undefined;
+  const group = chargedGroup(ctx.config, ctx);
+  if (group === undefined) return undefined;
+  const wait = ctx.rates.take([{ key: `group creates ip ${group}`, rate: { perMinute: perHour / 60, burst: perHour } }]);
+  return wait > 0
+    ? refuse("rate-limited", `too many groups created from this address, try again in ${Math.ceil(wait / 1000)} s`)
+    : undefined;
+};
 
 /** NIP-29 for archives (import, sync, stream, mirror): shape, 39000-39009 only from this relay's key, nothing of deleted groups or events. */
 export const groupImports: Policy = (ctx, e) => (ctx.groups && ctx.config.groups.enabled ? ctx.groups.judgeArchive(e) : undefined);

@@ -2,7 +2,8 @@
 // wraps) are shown only to their author and the pubkeys they p-tag, once the connection
 // authenticated as one of them (NIP-42). With [groups] enabled (NIP-29), an event of a private
 // group (its h tag) is shown only to the group's members, and the relay's 39000-39009 of a hidden
-// group (their d tag) too. The rule is applied wherever an event could leave the relay: a
+// group (their d tag) too, and its records (9000-9022, by h: they name its members). The rule is
+// applied wherever an event could leave the relay: a
 // request is admitted with one Reader (readerFor), which the stored read (its Visibility: the
 // store filters by it), the catch-up and COUNT and NIP-77 ask; live fanout asks canRead per
 // member at each event (so a member removed gets nothing more at once); memory's answers never
@@ -16,6 +17,7 @@ import { compileSearch, searchSyntax } from "../nips/nip50.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter, FilterLimits } from "../protocol/filter.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
+import { groupRecord } from "../store/semantics.ts";
 import type { Visibility } from "../store/types.ts";
 import type { WriteRules } from "../store/types.ts";
 import { ADMISSION_TEXTS, joinUrl, type AdmissionView } from "./admission.ts";
@@ -81,13 +83,38 @@ export const restrictedKinds = (config: Config): ReadonlySet<number> => setOf(re
 /** The group state, while [groups] is enabled. */
 const groupsOn = (r: ReadRules): GroupView | undefined => (r.config.groups.enabled ? r.groups : undefined);
 
+const relaySets = new WeakMap<readonly string[], Map<string, ReadonlySet<string>>>();
+
 /**
- * An event of a group (an h tag, or the relay's 39000-39009): only some may read it, now or
- * after a change of the group. Static per event.
+ * The relay's keys: its own and those it had before ([groups] former_relay_keys), whose 39xxx are
+ * a group's metadata too (a hidden group's name and members stay hidden after a key change).
+ */
+export function relayKeys(r: ReadRules): ReadonlySet<string> {
+  const former = r.config.groups.former_relay_keys;
+  const current = r.relayKey?.pubkey ?? "";
+  let byCurrent = relaySets.get(former);
+  if (!byCurrent) relaySets.set(former, (byCurrent = new Map()));
+  let keys = byCurrent.get(current);
+  if (!keys) byCurrent.set(current, (keys = new Set([current, ...former].filter((k) => k !== ""))));
+  return keys;
+}
+
+const relayLists = new WeakMap<ReadonlySet<string>, readonly string[]>();
+/** relayKeys as a list (the store's Visibility), one per set. */
+function relayKeyList(r: ReadRules): readonly string[] {
+  const keys = relayKeys(r);
+  let list = relayLists.get(keys);
+  if (!list) relayLists.set(keys, (list = [...keys]));
+  return list;
+}
+
+/**
+ * An event of a group (an h tag, or the relay's 39000-39009, by any of its keys): only some may
+ * read it, now or after a change of the group. Static per event.
  */
 export function groupGated(r: ReadRules, e: NostrEvent): boolean {
   if (!groupsOn(r)) return false;
-  if (isRelayGroupKind(e.kind) && e.pubkey === r.relayKey?.pubkey) return true;
+  if (isRelayGroupKind(e.kind) && relayKeys(r).has(e.pubkey)) return true;
   for (const t of e.tags) if (t[0] === "h") return true;
   return false;
 }
@@ -106,10 +133,12 @@ export function canRead(r: ReadRules, authed: ReadonlySet<string>, e: NostrEvent
   if (!restricted && membersOnly(r) && !isMember(r, authed)) return false;
   const groups = groupsOn(r);
   if (!groups) return true;
-  const group = groupOf(e, r.relayKey?.pubkey ?? "");
+  const group = groupOf(e, relayKeys(r));
   if (!group) return true;
   if (!groups.ready) return false;
   if (groups.access(group.id, authed, group.metadata) !== "ok") return false;
+  // A hidden group's records (9000-9022) spell out its members: read as its metadata is.
+  if (!group.metadata && groupRecord(e.kind, true) && groups.access(group.id, authed, true) !== "ok") return false;
   // An h tag beside the first (refused on write with groups on; stored before they were).
   for (const t of e.tags)
     if (t[0] === "h" && t[1] !== undefined && t[1] !== group.id && groups.access(t[1], authed, false) !== "ok") return false;
@@ -122,19 +151,18 @@ function addressedTo(authed: ReadonlySet<string>, e: NostrEvent): boolean {
   return false;
 }
 
-/** The same hiddenGroups object for the same lists (GroupView.unreadable caches them per generation). */
-const hiddenCache = new WeakMap<object, { events: readonly string[]; metadata: readonly string[]; relay: string }>();
+/** An anonymous reader's memberships: none (one object for every such read). */
+const NO_MEMBERS: readonly string[] = Object.freeze([]);
 
 /** What a stored read of this connection may return. */
 export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibility {
   const v: Visibility = { restrictedKinds: restrictedKindList(r.config), viewers: [...authed] };
   const groups = groupsOn(r);
   if (!groups?.gating) return v;
-  const lists = groups.unreadable(authed);
-  if (lists.events.length === 0 && lists.metadata.length === 0) return v;
-  let hidden = hiddenCache.get(lists);
-  if (!hidden) hiddenCache.set(lists, (hidden = { events: lists.events, metadata: lists.metadata, relay: r.relayKey?.pubkey ?? "" }));
-  v.hiddenGroups = hidden;
+  // The store knows which groups are gated (group_gates); the reader sends only its own
+  // memberships in them, never the list of what it may not read.
+  const members = authed.size === 0 ? NO_MEMBERS : groups.memberships(authed);
+  v.groups = { members, relays: relayKeyList(r) };
   return v;
 }
 
@@ -171,7 +199,7 @@ export interface Reader {
   readonly authed: ReadonlySet<string>;
   /** Issue 33: authenticated as an admitted pubkey when the request was admitted (read = "members"). */
   readonly member: boolean;
-  /** For the store: restricted kinds and the groups this reader may not read. */
+  /** For the store: restricted kinds, and the reader's memberships in gated groups (the store knows which are gated). */
   readonly visibility: Visibility;
   /** Kinds only some may read (memory's answers give up on them). */
   readonly restricted: ReadonlySet<number>;

@@ -11,21 +11,27 @@
 // processes on the same SQLite file (a hand-over's old process, `bunstr import` into the served
 // file) reach this one only as ChangeWatch.unknown: they are read by seq and applied then.
 import type { GroupChange } from "../groups/state.ts";
-import { hTags, isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
+import { GroupGates } from "./group-gates.ts";
+import { isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
 import { writeCost } from "../policy/write-cost.ts";
 import { nowSeconds, serializeEvent, type NostrEvent } from "../protocol/event.ts";
 import type { Refusal } from "../protocol/reasons.ts";
 import { signEvent } from "../protocol/schnorr.ts";
-import type { Filter } from "../protocol/filter.ts";
 import type { ChangeWatch, WriteOutcome } from "../store/types.ts";
 import type { GroupPublisher, GroupTemplate, RelayContext } from "./context.ts";
+import { GroupPurge } from "./groups-purge.ts";
 
 /** Changes kept for accepted() to pick up: a bound, since other nodes' events are applied too and never picked up. */
 const MAX_CHANGES = 4096;
 /** How long accepted() waits for its event to come through the commit feed (Postgres: it may follow the OK). */
 const FEED_WAIT_MS = 5000;
-/** Rows read per page: a catch-up by seq, a 9008's deletion. */
+/** Rows read per page of a catch-up by seq. */
 const PAGE = 500;
+/**
+ * How long after applying another node's 9005 or 9008 this node deletes its targets again (the
+ * accepting node has done it by then; if it died, or its feed came late, this one does it).
+ */
+const SWEEP_AFTER_MS = 2 * FEED_WAIT_MS;
 /** Relay events reconcile() has in the writer queue at once. */
 const RECONCILE_AT_ONCE = 64;
 /** Ids applied from the feed, kept to skip them in a catch-up by seq; beyond it the oldest go. */
@@ -51,10 +57,18 @@ export class GroupRelay implements GroupPublisher {
   private readonly latestAction = new Map<string, string>();
   /** Ids of such events this node stored (accepted), and of the 39xxx it signed: bounded like `changes`. */
   private readonly mine = new Set<string>();
-  /** The start's purge of deleted groups' remains (tests wait for it). */
+  /** Ids of this node's events whose change accepted() stopped waiting for: committed() carries it out when it comes. */
+  private readonly late = new Set<string>();
+  private readonly purge: GroupPurge;
+  /** The start's purge of deleted groups' remains, and the last sweep of another node's deletion (tests wait for it). */
   purged: Promise<void> = Promise.resolve();
+  /** The store's group_gates, kept equal to the state (relay/group-gates.ts). */
+  private readonly gates: GroupGates;
 
-  constructor(private readonly ctx: RelayContext) {}
+  constructor(private readonly ctx: RelayContext) {
+    this.purge = new GroupPurge(ctx);
+    this.gates = new GroupGates(ctx.groups!, ctx.store);
+  }
 
   private get state() {
     return this.ctx.groups!;
@@ -67,41 +81,58 @@ export class GroupRelay implements GroupPublisher {
     // process's commit in the moment between is read at the next start.)
     this.appliedSeq = this.ctx.store.lastSeq();
     if (built.skipped > 0)
-      console.warn(`groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then)`);
+      console.warn(
+        `groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then, their group was gone, or a limit held)`,
+      );
+    // Before the first read: the store's gates as the state says (Relay.ready waits for start).
+    await this.gates.reconcile();
     await this.reconcile();
-    // A purge cut short (a crash, a hand-over mid-9008) is finished now; until then the state reads the rows as no one's.
-    this.purged = this.purgeDeleted();
-  }
-
-  /**
-   * At start, after the rebuild: what remains of each deleted group (tombstone) goes, as its 9008's
-   * purge would have done, and so do the events a 9005 deleted that are still stored (its node
-   * died after the commit, or on Postgres its change came after accepted() gave up waiting).
-   */
-  private async purgeDeleted(): Promise<void> {
-    try {
-      for (const id of this.state.deleted()) if (!this.ctx.closing) await this.deleteGroup(id);
-      for (const { group, ids } of this.state.deletedByModerators())
-        for (let i = 0; i < ids.length && !this.ctx.closing; i += PAGE) await this.deleteEvents(group, ids.slice(i, i + PAGE));
-    } catch (err) {
-      // Stopped meanwhile: the next start purges again.
-      if (!this.ctx.closing) console.error("groups: purging what remains of deleted groups failed:", err);
-    }
+    // A purge cut short (a crash, a hand-over mid-9008), a 9005 whose node died after the commit:
+    // finished now; until then the state reads a deleted group's rows as no one's.
+    this.purged = this.purge.remains();
   }
 
   /** From the commit feed (every node, commit order): the state first; the change kept for accepted(). */
   committed(e: NostrEvent): void {
-    const change = this.state.applyCommitted(e);
+    const change = this.gates.apply(e);
     if (!REBUILD_KINDS.includes(e.kind)) return;
     this.remember(e.id);
     if (!isGroupActionKind(e.kind)) return this.mend(e);
-    const group = hTags(e)[0];
-    if (group !== undefined) this.latestAction.set(group, e.id);
-    // A deleted group is written to no more: what this relay kept per group goes with it.
-    if (change?.deleteGroup) this.forget(change.group);
+    // Only an event that changed its group (one of a group that does not exist is no one's business).
+    if (change) this.latestAction.set(change.group, e.id);
+    this.deletedBy(change);
+    if (this.late.delete(e.id)) {
+      // accepted() answered OK before this came: what follows from it is carried out now.
+      if (change) void this.carryOut(e, change);
+      return;
+    }
+    // Another node's 9005 or 9008: deleted again here a little later, in case its node does not.
+    if (change && (change.deleteIds || change.deleteGroup) && !this.mine.has(e.id)) this.sweepLater(change);
     this.changes.set(e.id, change);
     if (this.changes.size > MAX_CHANGES) this.changes.delete(this.changes.keys().next().value!);
     this.waiting.get(e.id)?.();
+  }
+
+  /** A deleted group is written to no more: what this relay kept per group goes with it. */
+  private deletedBy(change: GroupChange | undefined): void {
+    if (change?.deleteGroup) this.forget(change.group);
+  }
+
+  private sweepLater(change: GroupChange): void {
+    const timer = setTimeout(() => {
+      if (!this.ctx.closing) this.purged = this.purged.then(() => this.deletions(change));
+    }, SWEEP_AFTER_MS);
+    timer.unref?.();
+  }
+
+  /** A 9005's or a 9008's deletion (idempotent); never throws. */
+  private async deletions(change: GroupChange): Promise<void> {
+    try {
+      if (change.deleteIds) await this.purge.deleteEvents(change.group, change.deleteIds);
+      if (change.deleteGroup) await this.purge.deleteGroup(change.group);
+    } catch (err) {
+      if (!this.ctx.closing) console.error(`groups: deleting in group ${change.group} failed:`, err);
+    }
   }
 
   /**
@@ -113,17 +144,28 @@ export class GroupRelay implements GroupPublisher {
     // Only the kinds committed() keeps a change for (the others in 9000-9022 are refused anyway).
     if (!isGroupActionKind(e.kind) || !REBUILD_KINDS.includes(e.kind)) return undefined;
     this.own(e.id);
+    const told = await this.changeOf(e.id);
+    if (!told) {
+      // Stored, its change not told yet (Postgres: the feed is late): OK now, the rest when it comes.
+      this.late.add(e.id);
+      if (this.late.size > MAX_CHANGES) this.late.delete(this.late.values().next().value!);
+      return undefined;
+    }
+    if (!told.change) return this.state.skippedBecause(e.id);
+    await this.carryOut(e, told.change);
+    return undefined;
+  }
+
+  /** The follow-ups written, the deletions done, the 39xxx regenerated. Never throws: what fails is logged, and reconcile() mends the metadata. */
+  private async carryOut(e: NostrEvent, change: GroupChange): Promise<void> {
     try {
-      const change = await this.changeOf(e.id);
-      if (!change) return this.state.skippedBecause(e.id);
       for (const t of change.followUps) await this.write(t);
-      if (change.deleteIds) await this.deleteEvents(change.group, change.deleteIds);
-      if (change.deleteGroup) await this.deleteGroup(change.group);
+      if (change.deleteIds) await this.purge.deleteEvents(change.group, change.deleteIds);
+      if (change.deleteGroup) await this.purge.deleteGroup(change.group);
       await Promise.all(change.regenerate.map((kind) => this.publish(change.group, kind)));
     } catch (err) {
       console.error(`groups: what follows event ${e.id} (kind ${e.kind}) failed:`, err);
     }
-    return undefined;
   }
 
   /** A relay-signed moderation event (the console, NIP-86): written, then what follows from it, as accepted(). */
@@ -173,6 +215,8 @@ export class GroupRelay implements GroupPublisher {
     this.catchingUp = (async () => {
       try {
         let found = 0;
+        // Another process's 9005s and 9008s: it does not delete (an import), or may have stopped.
+        const deletions: GroupChange[] = [];
         for (this.catchUpAgain = true; this.catchUpAgain; ) {
           this.catchUpAgain = false;
           // Not past the snapshot seq: an event of this process's writer past it is not told to the feed yet.
@@ -188,12 +232,15 @@ export class GroupRelay implements GroupPublisher {
               this.appliedSeq = row.seq;
               const e = JSON.parse(row.json) as NostrEvent;
               if (this.appliedIds.delete(e.id)) continue;
-              this.state.applyCommitted(e);
+              const change = this.gates.apply(e);
+              this.deletedBy(change);
+              if (change && (change.deleteIds || change.deleteGroup)) deletions.push(change);
               found++;
             }
           }
         }
         if (found > 0) await this.reconcile();
+        for (const change of deletions) await this.deletions(change);
       } catch (err) {
         console.error("groups: catching up on another process's commits failed:", err);
       } finally {
@@ -231,8 +278,8 @@ export class GroupRelay implements GroupPublisher {
     if (this.appliedIds.size > MAX_APPLIED_IDS) this.appliedIds.delete(this.appliedIds.values().next().value!);
   }
 
-  /** The change its commit made, once the feed told it (at once on SQLite, where the feed comes before the OK). */
-  private async changeOf(id: string): Promise<GroupChange | undefined> {
+  /** The change its commit made, once the feed told it (at once on SQLite, where the feed comes before the OK); undefined: not told in FEED_WAIT_MS. */
+  private async changeOf(id: string): Promise<{ change: GroupChange | undefined } | undefined> {
     if (!this.changes.has(id)) {
       const told = new Promise<void>((resolve) => this.waiting.set(id, resolve));
       const timer = setTimeout(() => this.waiting.get(id)?.(), FEED_WAIT_MS);
@@ -240,9 +287,10 @@ export class GroupRelay implements GroupPublisher {
       clearTimeout(timer);
       this.waiting.delete(id);
     }
+    if (!this.changes.has(id)) return undefined;
     const change = this.changes.get(id);
     this.changes.delete(id);
-    return change;
+    return { change };
   }
 
   /** Does the stored 39xxx of `id` differ from what the state renders? */
@@ -294,39 +342,5 @@ export class GroupRelay implements GroupPublisher {
     const outcome = await this.ctx.writer.enqueue({ event: e, json: serializeEvent(e), cost: writeCost(e) });
     if (!outcome.stored && !outcome.duplicate)
       console.error(`groups: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);
-  }
-
-  /** Stored events matching `filter`, at most `limit`. */
-  private async stored(filter: Filter, limit: number): Promise<NostrEvent[]> {
-    const out: NostrEvent[] = [];
-    const job = { filters: [filter], limits: [limit], maxSeq: this.ctx.store.lastSeq(), now: 0 };
-    for await (const rows of this.ctx.store.query(job)) for (const json of rows) out.push(JSON.parse(json) as NostrEvent);
-    return out;
-  }
-
-  /** 9005: the named events of this group (an id of another group is left alone). */
-  private async deleteEvents(group: string, ids: readonly string[]): Promise<void> {
-    const found = await this.stored({ ids: [...ids], "#h": [group] }, ids.length);
-    for (const e of found) await this.ctx.store.admin.deleteEvent(e.id);
-  }
-
-  /** 9008: every event of the group but its 9008s, then the relay's 39xxx of it. */
-  private async deleteGroup(group: string): Promise<void> {
-    const seen = new Set<string>();
-    for (;;) {
-      const page = (await this.stored({ "#h": [group] }, PAGE)).filter((e) => e.kind !== 9008 && !seen.has(e.id));
-      if (page.length === 0) break;
-      for (const e of page) {
-        seen.add(e.id);
-        await this.ctx.store.admin.deleteEvent(e.id);
-      }
-    }
-    // The group's 39xxx, signed by this key or one the relay had before (they are never replaced).
-    const relay = [this.ctx.relayKey.pubkey, ...this.ctx.config.groups.former_relay_keys];
-    const meta = await this.stored(
-      { authors: relay, kinds: [39000, 39001, 39002, 39003, 39004, 39005], "#d": [group] },
-      100 * relay.length,
-    );
-    for (const e of meta) await this.ctx.store.admin.deleteEvent(e.id);
   }
 }

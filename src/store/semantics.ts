@@ -140,8 +140,6 @@ export const GROUP_METADATA = { min: 39000, max: 39009 } as const;
 export const reachesGroupMetadata = (f: Filter): boolean =>
   !f.kinds || f.kinds.some((k) => k >= GROUP_METADATA.min && k <= GROUP_METADATA.max);
 
-/** A filter naming only values outside `hidden` (its #h, its #d) can only match what the reader may see. */
-export function allReadable(values: readonly string[] | undefined, hidden: { readonly size: number; has(v: string): boolean }): boolean {
-  if (hidden.size === 0) return true;
-  return values?.every((v) => !hidden.has(v)) ?? false;
-}
+/** A filter that may match a group's records (9000-9022: who joined, left, was put or removed), which a hidden group hides as its metadata. */
+export const reachesGroupRecords = (f: Filter): boolean =>
+  !f.kinds || f.kinds.some((k) => k >= GROUP_ACTIONS.min && k <= GROUP_ACTIONS.max);

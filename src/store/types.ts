@@ -2,6 +2,7 @@
 // (Postgres) can sit behind it; the SQLite store answers synchronously where it can. Both
 // backends (store/sqlite/, store/postgres/) take their job, context and rules types and their
 // errors from here, and neither imports the other.
+import type { GroupGate } from "../nips/nip29.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
 import type { Refusal } from "../protocol/reasons.ts";
@@ -73,14 +74,28 @@ export interface AdminStore {
   useToken(id: string, expires: number, now: number): Promise<boolean>;
   log(e: AdminLogEntry): Promise<void>;
   recentLog(limit: number): Promise<AdminLogEntry[]>;
-  /** Deletes a stored event (banevent); false if it was not stored. */
-  deleteEvent(id: string): Promise<boolean>;
+  /**
+   * Deletes a stored event (banevent); false if it was not stored. `keepOut`: its id is also
+   * tombstoned as its author's NIP-09 deletion would, so the event is refused if sent again (a
+   * NIP-29 moderator's 9005: the group state forgets old targets, the store does not).
+   */
+  deleteEvent(id: string, keepOut?: boolean): Promise<boolean>;
   /**
    * Deletes every stored event of an author (banpubkey): a big one in steps (Store.purgeStep),
    * after the call returns; how many were deleted at once.
    */
   deleteAuthor(pubkey: string): Promise<number>;
+  /**
+   * NIP-29: the group state's gates written to group_gates (the writer raises them itself, in the
+   * transaction of the 9002 or 9008 that may gate: nips/nip29.ts raisedGate). A row set by an
+   * event committed after `asOf` (the event whose commit the state judged, or a seq) is left as
+   * it is: that event's own correction follows.
+   */
+  setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): Promise<void>;
 }
+
+/** What the state had applied when it computed gates: up to the event with this id, or up to this seq. */
+export type GateAsOf = { id: string } | { seq: number };
 
 /** Issue 33: one stored admission of a pubkey on one basis (policy/admission.ts Basis: paid, verified, member). */
 export interface AdmissionRow {
@@ -250,6 +265,8 @@ export interface GroupRecords {
   inOrder(kinds: readonly number[], afterSeq: number, max: number): Promise<{ seq: number; json: string }[]>;
   /** The newest `perGroup` event ids (newest first) of each `h` value among the newest `scanRows` h-tag rows (for `previous`). */
   recentByGroup(perGroup: number, scanRows: number): Promise<Map<string, string[]>>;
+  /** NIP-29: the rows of group_gates with a gate up (the start's reconciliation reads them). */
+  gates?(): Promise<GroupGate[]>;
   /** Postgres: stores `secretHex` unless a key is stored already; returns the stored one (two nodes starting at once agree). SQLite: absent (the key is a file). */
   claimRelayKey?(secretHex: string): Promise<string>;
 }
@@ -347,12 +364,15 @@ export interface Visibility {
   /** Pubkeys the connection authenticated as. */
   viewers: string[];
   /**
-   * NIP-29: groups whose events this reader may not see. `events`: ids of groups whose
-   * h-tagged events are hidden; `metadata`: ids of groups whose relay-signed 39000-39009 (by
-   * their d tag, signed by `relay`, the relay key's pubkey) are hidden. Absent or both empty:
-   * no group condition.
+   * NIP-29, present while some group is gated (the store's group_gates, GroupGate): an event
+   * with an h tag naming a group whose events are gated is hidden unless that group is one of
+   * `members`, and so is a 39000-39009 signed by one of `relays` (the relay's keys, the current
+   * one and former ones) whose d names a group whose metadata is gated, and a record (kinds
+   * 9000-9022: the member list they spell out) whose h names such a group. `members`: the gated
+   * groups this reader is a member of (an anonymous reader: none), short, whatever the number of
+   * gated groups.
    */
-  hiddenGroups?: { events: readonly string[]; metadata: readonly string[]; relay: string };
+  groups?: { members: readonly string[]; relays: readonly string[] };
 }
 
 /** What every read sees: its snapshot, the time for NIP-40, and who asks. */

@@ -13,7 +13,8 @@ import { Client, now, relayInfo, signer, type Signer } from "../helpers.ts";
 import { createDatabase, dropDatabase, REDIS_URL } from "../postgres-env.ts";
 import { spawnRelay, type RelayProcess } from "../process-helpers.ts";
 import { SOURCE } from "../relay-process.ts";
-import type { NostrEvent } from "../../src/protocol/event.ts";
+import { serializeEvent, type NostrEvent } from "../../src/protocol/event.ts";
+import { PostgresStore } from "../../src/store/postgres/store.ts";
 
 const admin = signer();
 const dir = mkdtempSync(join(tmpdir(), "bunstr-cluster-"));
@@ -332,6 +333,39 @@ describe("NIP-29 groups", () => {
       expect(ok.slice(2)).toEqual([false, "restricted: only members can write in this group"]);
     }
   }, 30_000);
+
+  test("a 9005 whose node never carried it out (died after the commit) has its target deleted by the others", async () => {
+    const owner = signer();
+    const id = `d-${crypto.randomUUID().slice(0, 8)}`;
+    const onA = await connect(a);
+    expect((await onA.auth(owner, a.url))[2]).toBe(true);
+    await acceptedSoon(onA, () => owner.sign({ kind: 9007, content: "", tags: [["h", id]] }));
+    const post = owner.sign({ kind: 9, content: "to be deleted", tags: [["h", id]] });
+    expect((await onA.publish(post)).slice(2)).toEqual([true, ""]);
+    // A third writer on the same database and bus that deletes nothing: a node gone after its commit.
+    const ghost = await PostgresStore.open({ url: dbUrl, busUrl: REDIS_URL, poolSize: 1, queryTimeoutMs: 10_000 });
+    try {
+      await ghost.ready();
+      const del = owner.sign({
+        kind: 9005,
+        content: "",
+        tags: [
+          ["h", id],
+          ["e", post.id],
+        ],
+      });
+      const rules = { deletion: true, vanish: true, search: false, searchSkipKinds: new Set<number>() };
+      expect((await ghost.writeBatch([{ event: del, json: serializeEvent(del) }], rules))[0]!.stored).toBe(true);
+    } finally {
+      await ghost.close();
+    }
+    // The other nodes delete it again 10 s after applying the 9005 (SWEEP_AFTER_MS).
+    const reader = await connect(b);
+    let left = 1;
+    for (const deadline = Date.now() + 20_000; left > 0 && Date.now() < deadline; await Bun.sleep(250))
+      left = (await reader.req(`x-${Math.random()}`, { ids: [post.id] })).events.length;
+    expect(left).toBe(0);
+  }, 40_000);
 });
 
 describe("a node killed with SIGKILL", () => {

@@ -25,7 +25,7 @@ export interface MemoryQuery {
   restricted: ReadonlySet<number>;
   /** The connection has not authenticated (sees no restricted kind). */
   anonymous: boolean;
-  /** The store hides some group's events from this reader (Visibility.hiddenGroups): its answer is not kept for others. */
+  /** The store may hide some group's events from this reader (Visibility.groups): its answer is not kept for others. */
   partial?: boolean;
 }
 

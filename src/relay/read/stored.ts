@@ -38,7 +38,7 @@ export async function storedEvents(
           now,
           restricted: req.reader.restricted,
           anonymous: req.reader.authed.size === 0,
-          partial: req.reader.visibility.hiddenGroups !== undefined,
+          partial: req.reader.visibility.groups !== undefined,
         }
       : undefined;
   const memory = single && ctx.answers.answer(single);

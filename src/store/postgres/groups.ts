@@ -2,6 +2,7 @@
 // every node of one database shares (and pg_dump carries).
 import type { SQL } from "bun";
 import { newestPerGroup } from "../semantics.ts";
+import type { GroupGate } from "../../nips/nip29.ts";
 import type { GroupRecords } from "../types.ts";
 
 export class PostgresGroups implements GroupRecords {
@@ -31,6 +32,15 @@ export class PostgresGroups implements GroupRecords {
       [scanRows],
     )) as { g: string; id: string }[];
     return newestPerGroup(rows, perGroup);
+  }
+
+  async gates(): Promise<GroupGate[]> {
+    const rows = (await this.sql`SELECT value, events, metadata FROM group_gates WHERE events OR metadata`) as {
+      value: string;
+      events: boolean;
+      metadata: boolean;
+    }[];
+    return rows.map((r) => ({ group: r.value, events: r.events, metadata: r.metadata }));
   }
 
   /** The first node to ask stores its key; every node gets the stored one. */

@@ -3,7 +3,7 @@
 // filter's shape. NIP-50 search uses Postgres full text over the same token stream as SQLite.
 import { searchTerms } from "../../nips/nip50.ts";
 import type { Filter } from "../../protocol/filter.ts";
-import { allReadable, GROUP_METADATA, reachesGroupMetadata, SEARCH_WINDOW } from "../semantics.ts";
+import { GROUP_ACTIONS, GROUP_METADATA, reachesGroupMetadata, reachesGroupRecords, SEARCH_WINDOW } from "../semantics.ts";
 import type { ReadScope, Visibility } from "../types.ts";
 import { pgSafe } from "./text.ts";
 
@@ -107,43 +107,37 @@ function planCore(f: Filter, scope: ReadScope): Core {
         ` OR EXISTS (SELECT 1 FROM tags y WHERE y.seq = e.seq AND y.name = 'p' AND y.value = ANY(ARRAY(SELECT jsonb_array_elements_text(${q.p(viewers)}::text::jsonb)))))`,
     );
   }
-  groupResidual(q, f, v?.hiddenGroups);
+  groupResidual(q, f, v?.groups);
   return q;
 }
 
 /**
- * NIP-29, as SQLite's (store/sqlite/query.ts groupResidual): events with an h tag naming a group
- * hidden from this reader, and the relay's 39000-39009 (by d) of groups hidden from it, are left
- * out. A candidate costs a probe of the h rows' index (tags_h, by seq), its value checked
- * against the list, hashed once per statement. Written as an aggregate of a correlated
- * subquery with the IN inside coalesce, so the planner can turn neither into a join: as a NOT
- * EXISTS it rescanned the whole list (or every hidden h row) for each candidate, 1.2-2.5 s a
- * REQ at 10,000 ids; so, 18 ms at 100,000 events.
+ * NIP-29, as SQLite's (store/sqlite/query.ts groupResidual): an event with an h value naming a
+ * group whose events are gated (group_gates) and not among the reader's `members` (or, for a
+ * record, 9000-9022, one whose metadata is gated), and the
+ * relay's 39000-39009 (signed by one of `relays`) whose d names a group whose metadata is gated
+ * and not among them, are left out. A candidate costs a probe of the h rows' index (tags_h, by
+ * seq) and, for an h row, one of group_gates' key. Written as an aggregate of a correlated
+ * subquery, so the planner cannot turn it into an anti-join (as a NOT EXISTS it rescanned every
+ * hidden h row for each candidate, 1.2-2.5 s a REQ at 10,000 hidden groups).
  */
-function groupResidual(q: Sql, f: Filter, g: Visibility["hiddenGroups"]): void {
+function groupResidual(q: Sql, f: Filter, g: Visibility["groups"]): void {
   if (!g) return;
-  // Group ids hold no newline (nips/nip29.ts): a list split on it parses in half the time of JSON
-  // (10,000 ids: ~5 ms less a query); a value with one is sent as JSON.
-  const list = (values: readonly string[]) =>
-    values.some((v) => v.includes("\n"))
-      ? `(SELECT jsonb_array_elements_text(${q.p(JSON.stringify(values))}::text::jsonb))`
-      : `(SELECT unnest(string_to_array(${q.p(values.join("\n"))}, chr(10))))`;
-  if (!allReadable(f["#h"], idSet(g.events)))
-    q.where.push(
-      `NOT coalesce((SELECT bool_or(coalesce(y.value IN ${list(g.events)}, false)) FROM tags y WHERE y.seq = e.seq AND y.name = 'h'), false)`,
-    );
-  if (reachesGroupMetadata(f) && !allReadable(f["#d"], idSet(g.metadata)))
-    q.where.push(
-      `NOT (e.kind BETWEEN ${GROUP_METADATA.min} AND ${GROUP_METADATA.max} AND e.pubkey = decode(${q.p(g.relay)}, 'hex') AND coalesce(e.d IN ${list(g.metadata)}, false))`,
-    );
-}
-
-/** A list as a Set, made once per list (the relay hands the same arrays until they change). */
-const sets = new WeakMap<readonly string[], Set<string>>();
-function idSet(ids: readonly string[]): Set<string> {
-  let set = sets.get(ids);
-  if (!set) sets.set(ids, (set = new Set(ids)));
-  return set;
+  // Group ids hold no newline (nips/nip29.ts): the list travels as one string split on it.
+  const notMember = (col: string) =>
+    g.members.length === 0 ? "true" : `NOT coalesce(${col} = ANY(string_to_array(${q.p(g.members.join("\n"))}, chr(10))), false)`;
+  // A group whose metadata is gated gates its records too (9000-9022: they spell out its members).
+  const gated = reachesGroupRecords(f)
+    ? `(gg.events OR (gg.metadata AND e.kind BETWEEN ${GROUP_ACTIONS.min} AND ${GROUP_ACTIONS.max}))`
+    : "gg.events";
+  q.where.push(
+    `NOT coalesce((SELECT bool_or(${notMember("y.value")}) FROM tags y JOIN group_gates gg ON gg.value = y.value WHERE y.seq = e.seq AND y.name = 'h' AND ${gated}), false)`,
+  );
+  if (!reachesGroupMetadata(f) || g.relays.length === 0) return;
+  q.where.push(
+    `NOT (e.kind BETWEEN ${GROUP_METADATA.min} AND ${GROUP_METADATA.max} AND e.pubkey = ANY(ARRAY(SELECT decode(x, 'hex') FROM unnest(string_to_array(${q.p(g.relays.join(","))}, ',')) x))` +
+      ` AND coalesce((SELECT gg.metadata FROM group_gates gg WHERE gg.value = e.d), false) AND ${notMember("e.d")})`,
+  );
 }
 
 const COLUMNS = "e.json AS json, e.created_at::float8 AS created_at, encode(e.id, 'hex') AS id";

@@ -76,7 +76,19 @@ const migrations: string[] = [
   // not see (query.ts groupResidual): an index-only probe per candidate, of group events only.
   `CREATE TABLE relay_key (id smallint PRIMARY KEY CHECK (id = 1), secret text NOT NULL);
    CREATE INDEX tags_h ON tags (seq, value) WHERE name = 'h';`,
-  // 7: issue 33, who may write and why (postgres/admission.ts), as SQLite's (store/sqlite/db.ts, schema 14).
+  // 7: NIP-29: the groups the read rule gates, as SQLite's (store/sqlite/db.ts, schema 14): kept
+  // by the writer in the transaction of the 9002 or 9008 that gates (nips/nip29.ts raisedGate),
+  // corrected by the group state (setGroupGates), reconciled with it at each node's start. A
+  // read's residual asks it for each h value instead of being sent the id of every group its
+  // reader may not read. Filled at the first start after this (relay/groups.ts), before a read
+  // is served.
+  `CREATE TABLE group_gates (
+     value    text    PRIMARY KEY,   -- the group id (its h rows' value, its 39xxx's d)
+     events   boolean NOT NULL,      -- its events (h) for members only (private, or deleted)
+     metadata boolean NOT NULL,      -- the relay's 39000-39009 of it (d) for members only (hidden, or deleted)
+     seq      bigint  NOT NULL       -- the commit that set it last (raised, or corrected as of)
+   );`,
+  // 8: issue 33, who may write and why (postgres/admission.ts), as SQLite's (store/sqlite/db.ts, schema 15).
   `CREATE TABLE admissions (pubkey text NOT NULL, basis text NOT NULL, since bigint NOT NULL, until bigint,
      evidence text NOT NULL, PRIMARY KEY (pubkey, basis));
    CREATE TABLE invoices (payment_hash text PRIMARY KEY, pubkey text NOT NULL, purpose text NOT NULL,

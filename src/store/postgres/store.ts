@@ -4,6 +4,7 @@
 // commits, by the Redis bus (postgres/bus.ts) and, as a safety net, by polling the sequence.
 import { SQL } from "bun";
 import { Hll } from "../../nips/nip45.ts";
+import type { GroupGate } from "../../nips/nip29.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import { refuse } from "../../protocol/reasons.ts";
 import {
@@ -15,6 +16,7 @@ import {
   type AdminStore,
   type CommitFeed,
   type CountJob,
+  type GateAsOf,
   type NegItems,
   type NegJob,
   type PendingWrite,
@@ -400,8 +402,12 @@ class PostgresAdmin implements AdminStore {
     return [...rows] as AdminLogEntry[];
   }
 
-  async deleteEvent(id: string): Promise<boolean> {
-    return (await this.sql`DELETE FROM events WHERE id = decode(${id}, 'hex') RETURNING seq`).length > 0;
+  async deleteEvent(id: string, keepOut = false): Promise<boolean> {
+    if (!keepOut) return (await this.sql`DELETE FROM events WHERE id = decode(${id}, 'hex') RETURNING seq`).length > 0;
+    const [row] = await this.sql`WITH d AS (DELETE FROM events WHERE id = decode(${id}, 'hex') RETURNING id, pubkey),
+      t AS (INSERT INTO deleted_ids (id, pubkey) SELECT id, pubkey FROM d ON CONFLICT DO NOTHING)
+      SELECT count(*)::int AS n FROM d`;
+    return (row as { n: number }).n > 0;
   }
 
   async deleteAuthor(pubkey: string): Promise<number> {
@@ -410,5 +416,20 @@ class PostgresAdmin implements AdminStore {
       await tx`SET LOCAL statement_timeout = 0`;
       return (await tx`DELETE FROM events WHERE pubkey = decode(${pubkey}, 'hex') RETURNING seq`).length;
     });
+  }
+
+  /** As SQLite's (store/sqlite/write.ts setGates): every node sends the same, each row only over an older one. */
+  async setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): Promise<void> {
+    if (gates.length === 0) return;
+    const rows = JSON.stringify(gates.map((g) => [g.group, g.events, g.metadata]));
+    // The event's seq (0 if it is gone: then only rows no commit set are written).
+    const seq = "seq" in asOf ? "$2::bigint" : "coalesce((SELECT seq FROM events WHERE id = decode($2, 'hex')), 0)";
+    await this.sql.unsafe(
+      `INSERT INTO group_gates (value, events, metadata, seq)
+       SELECT x->>0, (x->>1)::boolean, (x->>2)::boolean, ${seq} FROM jsonb_array_elements($1::text::jsonb) x
+       ON CONFLICT (value) DO UPDATE SET events = excluded.events, metadata = excluded.metadata, seq = excluded.seq
+       WHERE group_gates.seq <= excluded.seq OR group_gates.seq > (SELECT coalesce(max(seq), 0) FROM events)`,
+      [rows, "seq" in asOf ? asOf.seq : asOf.id],
+    );
   }
 }

@@ -7,6 +7,7 @@ import { deletionTargets, DELETION_KIND, type Address } from "../../nips/nip09.t
 import { expirationOf } from "../../nips/nip40.ts";
 import { tokens, searchableText } from "../../nips/nip50.ts";
 import { VANISH_KIND } from "../../nips/nip62.ts";
+import { raisedGate } from "../../nips/nip29.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable } from "../../protocol/kinds.ts";
@@ -115,8 +116,24 @@ export async function writeBatch(
     outcomes.forEach((o, i) => {
       if (o.stored) stored.push({ seq: o.seq, event: batch[i]!.event, json: batch[i]!.json });
     });
+    await raiseGates(tx, stored);
     return { outcomes, committed: { from, to, stored, purgesLeft: purges.left } };
   });
+}
+
+/** NIP-29: what the batch's stored 9002s and 9008s may gate, in its transaction (nips/nip29.ts raisedGate; as SQLite's writer). */
+async function raiseGates(tx: Tx, stored: CommittedBatch["stored"]): Promise<void> {
+  const rows: [string, boolean, boolean, number][] = [];
+  for (const s of stored) {
+    const g = raisedGate(s.event);
+    if (g) rows.push([g.group, g.events, g.metadata, s.seq]);
+  }
+  if (rows.length === 0) return;
+  // In seq order, one row at a time: a group raised twice in one batch keeps the later seq.
+  for (const [group, events, metadata, seq] of rows)
+    await tx`INSERT INTO group_gates (value, events, metadata, seq) VALUES (${group}, ${events}, ${metadata}, ${seq})
+             ON CONFLICT (value) DO UPDATE SET events = group_gates.events OR excluded.events,
+               metadata = group_gates.metadata OR excluded.metadata, seq = excluded.seq`;
 }
 
 /** No effect on other events beyond its own address (regular, replaceable, addressable): the common case. */

@@ -5,7 +5,8 @@
 // batches, and the lists are read on this thread's connection; without one (InlineAdmin), the
 // writer's SqliteAdmin behind the same promises.
 import type { Database } from "bun:sqlite";
-import type { AdminEntry, AdminLogEntry, AdminStore } from "../types.ts";
+import type { GroupGate } from "../../nips/nip29.ts";
+import type { AdminEntry, AdminLogEntry, AdminStore, GateAsOf } from "../types.ts";
 import type { SqliteWriter } from "./write.ts";
 import type { WriterThread } from "./writer-thread.ts";
 
@@ -71,12 +72,16 @@ export class SqliteAdmin extends AdminReads {
     this.st.log.run(e.at, e.pubkey, e.method, e.params, e.result);
   }
 
-  deleteEvent(id: string): boolean {
-    return this.writer.removeById(id);
+  deleteEvent(id: string, keepOut = false): boolean {
+    return this.writer.removeById(id, keepOut);
   }
 
   deleteAuthor(pubkey: string): number {
     return this.writer.removeByAuthor(pubkey);
+  }
+
+  setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): void {
+    this.writer.setGates(gates, asOf);
   }
 }
 
@@ -115,12 +120,16 @@ export class ThreadAdmin implements AdminStore {
     return this.thread.admin("log", e);
   }
 
-  deleteEvent(id: string): Promise<boolean> {
-    return this.thread.admin("deleteEvent", id);
+  deleteEvent(id: string, keepOut = false): Promise<boolean> {
+    return this.thread.admin("deleteEvent", id, keepOut);
   }
 
   deleteAuthor(pubkey: string): Promise<number> {
     return this.thread.admin("deleteAuthor", pubkey);
+  }
+
+  setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): Promise<void> {
+    return this.thread.admin("setGroupGates", gates, asOf);
   }
 }
 
@@ -152,11 +161,15 @@ export class InlineAdmin implements AdminStore {
     this.a.log(e);
   }
 
-  async deleteEvent(id: string): Promise<boolean> {
-    return this.a.deleteEvent(id);
+  async deleteEvent(id: string, keepOut = false): Promise<boolean> {
+    return this.a.deleteEvent(id, keepOut);
   }
 
   async deleteAuthor(pubkey: string): Promise<number> {
     return this.a.deleteAuthor(pubkey);
+  }
+
+  async setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): Promise<void> {
+    this.a.setGroupGates(gates, asOf);
   }
 }

@@ -2,7 +2,8 @@
 import { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { isHex64, serializedHead, serializedTail } from "../../protocol/event.ts";
+import { raisedGate } from "../../nips/nip29.ts";
+import { isHex64, serializedHead, serializedTail, type NostrEvent } from "../../protocol/event.ts";
 
 interface DbOptions {
   /** Absolute path, or ":memory:". */
@@ -254,7 +255,26 @@ const migrations: Migration[] = [
   // groups a reader may not see (query.ts groupResidual) checks each candidate with one probe
   // of this index, without reading its row; only h rows (group events) are in it.
   `CREATE INDEX tags_h ON tags(created_at, seq, value) WHERE name = 'h';`,
-  // 14: issue 33, who may write and why (store/sqlite/admission.ts): admissions per basis,
+  // 14: NIP-29: the groups the read rule gates (nips/nip29.ts GroupGate), kept by the writer in
+  // the transaction of the 9002 or 9008 that gates (raisedGate) and corrected by the group state
+  // (setGroupGates): a read's residual asks it for each h value instead of being sent the id of
+  // every group its reader may not read (100,000 private groups: ~6.5 MB a job). Filled here from
+  // the stored 9002s and 9008s as the writer would have raised it; the relay's start reconciles
+  // it with the state it rebuilt before it serves a read (relay/groups.ts).
+  (db) => {
+    db.exec(`CREATE TABLE group_gates (
+       value    TEXT    PRIMARY KEY,   -- the group id as its h rows hold it (tagValue)
+       events   INTEGER NOT NULL,      -- 1: its events (h) for members only (private, or deleted)
+       metadata INTEGER NOT NULL,      -- 1: the relay's 39000-39009 of it (d) for members only (hidden, or deleted)
+       seq      INTEGER NOT NULL       -- the commit that set it last (raised, or corrected as of)
+     ) WITHOUT ROWID;`);
+    const rows = db.query(`SELECT e.seq, ${eventColsSql("e")} FROM events e WHERE e.kind IN (9002, 9008) ORDER BY e.seq`);
+    for (const r of rows.values() as EventColumns[]) {
+      const gate = raisedGate(JSON.parse(rowJson(r)) as NostrEvent);
+      if (gate) raiseGate(db, gate.group, gate.events, gate.metadata, r[0]);
+    }
+  },
+  // 15: issue 33, who may write and why (store/sqlite/admission.ts): admissions per basis,
   // Lightning invoices, balances, NIP-05 checks, NIP-43 invite codes.
   `CREATE TABLE admissions (pubkey TEXT NOT NULL, basis TEXT NOT NULL, since INTEGER NOT NULL, until INTEGER,
      evidence TEXT NOT NULL, PRIMARY KEY (pubkey, basis)) WITHOUT ROWID;
@@ -271,6 +291,14 @@ const migrations: Migration[] = [
      used_by TEXT, used_at INTEGER) WITHOUT ROWID;
    CREATE INDEX invites_issuer ON invites (issuer);`,
 ];
+
+/** The writer's raise of a gate (nips/nip29.ts raisedGate) by the event at seq ?4: a flag up stays up. */
+export const RAISE_GATE_SQL = `INSERT INTO group_gates (value, events, metadata, seq) VALUES (?1, ?2, ?3, ?4)
+  ON CONFLICT DO UPDATE SET events = max(events, excluded.events), metadata = max(metadata, excluded.metadata), seq = excluded.seq`;
+
+function raiseGate(db: Database, group: string, events: boolean, metadata: boolean, seq: number): void {
+  db.query(RAISE_GATE_SQL).run(tagValue(group), events ? 1 : 0, metadata ? 1 : 0, seq);
+}
 
 /**
  * Deletes tag rows whose event is gone or does not have that tag. Deletes once read tag values

@@ -3,6 +3,7 @@
 // its own read: a relay writing meanwhile is never held up.
 import type { Database } from "bun:sqlite";
 import { newestPerGroup } from "../semantics.ts";
+import type { GroupGate } from "../../nips/nip29.ts";
 import type { GroupRecords } from "../types.ts";
 import { type EventColumns, eventColsSql, rowJson, tagValueText } from "./db.ts";
 
@@ -34,5 +35,12 @@ export class SqliteGroups implements GroupRecords {
       )
       .all(scanRows) as { g: string; id: string }[];
     return newestPerGroup(rows, perGroup);
+  }
+
+  async gates(): Promise<GroupGate[]> {
+    const rows = this.db()
+      .query(`SELECT ${tagValueText("value")} AS g, events, metadata FROM group_gates WHERE events = 1 OR metadata = 1`)
+      .all() as { g: string; events: number; metadata: number }[];
+    return rows.map((r) => ({ group: r.g, events: r.events === 1, metadata: r.metadata === 1 }));
   }
 }

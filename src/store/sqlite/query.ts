@@ -16,7 +16,7 @@ import { ftsExpression, searchableText, searchTerms, tokens } from "../../nips/n
 import { Hll } from "../../nips/nip45.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 import type { Filter } from "../../protocol/filter.ts";
-import { allReadable, GROUP_METADATA, newestFirst, reachesGroupMetadata, SEARCH_WINDOW } from "../semantics.ts";
+import { GROUP_ACTIONS, GROUP_METADATA, newestFirst, reachesGroupMetadata, reachesGroupRecords, SEARCH_WINDOW } from "../semantics.ts";
 import { type EventColumns, eventBytesSql, eventColsSql, eventJson, rowJson, tagValue, tagValueSql } from "./db.ts";
 import { packNegItems, type CountJob, type NegItems, type NegJob, type QueryJob, type ReadScope, type Visibility } from "../types.ts";
 
@@ -174,97 +174,98 @@ function visibilityResidual(r: Residual, f: Filter, v: Visibility | undefined): 
 }
 
 /**
- * NIP-29: events of groups this reader may not see (an h tag naming one), and the relay's own
- * metadata (kinds 39000-39009 by `relay`, by their d) of groups hidden from it. Each candidate
- * costs one probe of the h rows' index (tags_h, by created_at and seq: no row read), its h value
- * checked against the list: inline when short, else a temp table of this connection
- * (StatementCache.groupList, made once and reused by every job with the same list).
+ * NIP-29 (Visibility.groups): an event with an h value naming a group whose events are gated
+ * (group_gates, kept by the writer) and not among the reader's `members` (or, for a record,
+ * 9000-9022, one whose metadata is gated), and the relay's own
+ * 39000-39009 (signed by one of `relays`) whose d names a group whose metadata is gated and not
+ * among them, are left out. Each candidate costs one probe of the h rows' index (tags_h, by
+ * created_at and seq: no row read) and, for an h row, one of group_gates' key: the reader sends
+ * its own memberships (inline when short, else a temp table of this connection:
+ * StatementCache.groupList), never the gated groups, however many there are.
  */
 function groupResidual(r: Residual, f: Filter, v: Visibility | undefined): void {
-  const g = v?.hiddenGroups;
+  const g = v?.groups;
   if (!g) return;
-  const long = longLists.get(v!);
-  const events = long?.events ?? inlineList(g.events);
-  const metadata = long?.metadata ?? inlineList(g.metadata);
-  if (events.size > 0 && !allReadable(f["#h"], events)) {
-    r.selective = true;
+  r.selective = true;
+  const table = longMembers.get(v!)?.table;
+  const members = (col: string, bind: "tag" | "as-is"): Residual => {
     const sub: Residual = { where: [], params: [] };
-    // `+`: the value is checked on the entry the seek found, not used to seek once per value.
-    if (events.table) sub.where.push(`+y.value IN ${events.table}`);
-    else inList(sub, "+y.value", g.events, "tag");
-    r.where.push(
-      `NOT EXISTS (SELECT 1 FROM tags y INDEXED BY tags_h WHERE y.name = 'h' AND y.created_at = e.created_at AND y.seq = e.seq AND ${sub.where[0]})`,
-    );
-    r.params.push(...sub.params);
-  }
-  if (metadata.size > 0 && reachesGroupMetadata(f) && !allReadable(f["#d"], metadata)) {
-    r.selective = true;
-    const sub: Residual = { where: [], params: [] };
-    if (metadata.table) sub.where.push(`e.d IN ${metadata.table}`);
-    else inList(sub, "e.d", g.metadata);
-    r.where.push(`NOT (e.kind BETWEEN ${GROUP_METADATA.min} AND ${GROUP_METADATA.max} AND e.pubkey = unhex(?) AND ${sub.where[0]})`);
-    r.params.push(g.relay, ...sub.params);
-  }
+    // The table holds the ids as h rows do (tagValue); a d column holds text.
+    if (table) sub.where.push(`${bind === "tag" ? col : tagValueSql(col)} NOT IN ${table}`);
+    else if (g.members.length > 0) {
+      inList(sub, col, membersInline(g.members), bind);
+      sub.where[0] = `NOT (${sub.where[0]})`;
+    }
+    return sub;
+  };
+  // `+`: the value is checked on the entry the seek found, not used to seek once per value.
+  const notMember = members("+y.value", "tag");
+  // A group whose metadata is gated gates its records too (9000-9022: they spell out its members).
+  const gated = reachesGroupRecords(f)
+    ? `(gg.events = 1 OR (gg.metadata = 1 AND e.kind BETWEEN ${GROUP_ACTIONS.min} AND ${GROUP_ACTIONS.max}))`
+    : "gg.events = 1";
+  r.where.push(
+    `NOT EXISTS (SELECT 1 FROM tags y INDEXED BY tags_h JOIN group_gates gg ON gg.value = y.value WHERE y.name = 'h' AND y.created_at = e.created_at AND y.seq = e.seq AND ${gated}${notMember.where.map((w) => ` AND ${w}`).join("")})`,
+  );
+  r.params.push(...notMember.params);
+  if (!reachesGroupMetadata(f) || g.relays.length === 0) return;
+  const notMemberD = members("e.d", "as-is");
+  r.where.push(
+    `NOT (e.kind BETWEEN ${GROUP_METADATA.min} AND ${GROUP_METADATA.max} AND e.pubkey IN (${g.relays.map(() => "unhex(?)").join(", ")})` +
+      ` AND EXISTS (SELECT 1 FROM group_gates gg WHERE gg.value = ${tagValueSql("e.d")} AND gg.metadata = 1)${notMemberD.where.map((w) => ` AND ${w}`).join("")})`,
+  );
+  r.params.push(...g.relays, ...notMemberD.params);
 }
 
-/** A hidden-group list as the residual uses it: its size, a membership test, and its temp table when long. */
+/** A reader's gated memberships as the residual uses them: its size, a membership test, and its temp table when long. */
 interface GroupIds {
   size: number;
   has(id: string): boolean;
   table?: string;
 }
 
-function inlineList(ids: readonly string[]): GroupIds {
-  // A packed list is only read through withGroupLists: taken as one id, it would hide nothing.
-  if (isPacked(ids)) throw new Error("a packed hidden-group list outside withGroupLists");
-  return { size: ids.length, has: (id) => ids.includes(id) };
+function membersInline(ids: readonly string[]): readonly string[] {
+  // A packed list is only read through withGroupLists: taken as one id, it would show nothing.
+  if (isPacked(ids)) throw new Error("a packed membership list outside withGroupLists");
+  return ids;
 }
 
-/** A job's long hidden-group lists, in the temp tables holding them while it runs (withGroupLists). */
-const longLists = new WeakMap<Visibility, { events?: GroupIds; metadata?: GroupIds }>();
+/** A job's long membership list, in the temp table holding it while it runs (withGroupLists). */
+const longMembers = new WeakMap<Visibility, GroupIds>();
 
 /**
  * A long list travels to the reader as one string, its ids after a space each (packGroupLists;
  * group ids hold no space): one string to copy and parse instead of 10,000 (~3 ms a job), and
- * one JSON writes as it is (a newline it would escape 10,000 times: as slow again).
+ * one JSON writes as it is (a newline it would escape 10,000 times: as slow again). Only a
+ * reader who is a member of many gated groups has one.
  */
 const PACKED = " ";
 const isPacked = (ids: readonly string[]): boolean => ids.length === 1 && ids[0]!.startsWith(PACKED);
+/** Memberships up to this many go inline (json_each past MAX_INLINE_LIST); more, a temp table. */
+const MAX_MEMBERS_INLINE = 256;
 
-/** The job a reader is sent: its long hidden-group lists packed (each list packed once: the relay hands the same arrays until they change). */
+/** The job a reader is sent: a long membership list packed. */
 export function packGroupLists<J extends ReadScope>(job: J): J {
-  const g = job.visibility?.hiddenGroups;
-  if (!g || (g.events.length <= MAX_INLINE_LIST && g.metadata.length <= MAX_INLINE_LIST)) return job;
-  return { ...job, visibility: { ...job.visibility!, hiddenGroups: { ...g, events: packed(g.events), metadata: packed(g.metadata) } } };
-}
-
-const packs = new WeakMap<readonly string[], string[]>();
-function packed(ids: readonly string[]): readonly string[] {
-  if (ids.length <= MAX_INLINE_LIST || ids.some((id) => id.includes(PACKED))) return ids;
-  let p = packs.get(ids);
-  if (!p) packs.set(ids, (p = [PACKED + ids.join(PACKED)]));
-  return p;
+  const g = job.visibility?.groups;
+  if (!g || g.members.length <= MAX_MEMBERS_INLINE || g.members.some((id) => id.includes(PACKED))) return job;
+  return { ...job, visibility: { ...job.visibility!, groups: { ...g, members: [PACKED + g.members.join(PACKED)] } } };
 }
 
 /**
- * Runs a job with its long hidden-group lists in temp tables: built as an index for each
+ * Runs a job with its long membership list in a temp table: built as an index for each
  * statement instead, a list of 10,000 cost ~3 ms a statement, and a walk that skips many hidden
  * events runs hundreds of statements (measured: 1.4 s for a REQ of 500, 24 ms with the table).
  */
 function* withGroupLists<T>(cache: StatementCache, scope: ReadScope, steps: () => ReadSteps<T>): ReadSteps<T> {
   const v = scope.visibility;
-  const g = v?.hiddenGroups;
-  const long = (ids: readonly string[], bind: "tag" | "as-is") =>
-    isPacked(ids) || ids.length > MAX_INLINE_LIST ? cache.groupList(isPacked(ids) ? ids[0]! : PACKED + ids.join(PACKED), bind) : undefined;
-  const events = g && long(g.events, "tag");
-  const metadata = g && long(g.metadata, "as-is");
-  if (!events && !metadata) return yield* steps();
-  longLists.set(v!, { events, metadata });
+  const ids = v?.groups?.members;
+  if (!ids || !(isPacked(ids) || ids.length > MAX_MEMBERS_INLINE)) return yield* steps();
+  const list = cache.groupList(isPacked(ids) ? ids[0]! : PACKED + ids.join(PACKED), "tag");
+  longMembers.set(v!, list);
   try {
     return yield* steps();
   } finally {
-    if (events) cache.releaseList(events);
-    if (metadata) cache.releaseList(metadata);
+    cache.releaseList(list);
   }
 }
 
@@ -731,7 +732,7 @@ interface Key {
 /** Prepared statements keyed by SQL text (= plan shape), bounded. */
 export class StatementCache {
   private readonly map = new Map<string, Statement>();
-  /** Temp tables of NIP-29 hidden-group lists (groupList), by the packed list. */
+  /** Temp tables of NIP-29 long membership lists (groupList), by the packed list. */
   private readonly lists = new Map<string, GroupList>();
   private listsMade = 0;
   constructor(
@@ -742,8 +743,8 @@ export class StatementCache {
   /**
    * A temp table (this connection's) holding the ids of a packed list (a space before each; as tag
    * rows hold them, or as they are), named `temp.…` for `x IN temp.…`, with a Set of them: the
-   * same list (a reader's hidden groups stay the same until the group state changes) is made
-   * once and reused. Held until releaseList; unheld lists beyond the newest MAX_LISTS are dropped.
+   * same list (a reader's memberships stay the same until they join or leave) is made once and
+   * reused. Held until releaseList; unheld lists beyond the newest MAX_LISTS are dropped.
    */
   groupList(packed: string, bind: "tag" | "as-is"): GroupList {
     const key = `${bind}${packed}`;
@@ -807,7 +808,7 @@ interface GroupList extends GroupIds {
   users: number;
 }
 
-/** Unheld hidden-group lists a connection keeps (a few hundred KB each at 10,000 groups). */
+/** Unheld membership lists a connection keeps (a few hundred KB each at 10,000 groups). */
 const MAX_LISTS = 16;
 
 /** The statements of a chunk: where it ends (the chunk-th entry ahead), and its matches up to there. */
@@ -1224,8 +1225,7 @@ function* countSteps(cache: StatementCache, job: CountJob): ReadSteps<{ count: n
     Object.keys(job.filters[0]!).length === 0 &&
     job.now === 0 &&
     !job.visibility?.restrictedKinds.length &&
-    !job.visibility?.hiddenGroups?.events.length &&
-    !job.visibility?.hiddenGroups?.metadata.length
+    !job.visibility?.groups
   ) {
     // Everything (the status page's total, asked every 10 s by the dashboard's history).
     return yield* countAll(cache, job.maxSeq);

@@ -170,7 +170,7 @@ export class SqliteStore implements Store {
     return outcomes;
   }
 
-  // packGroupLists: long NIP-29 lists travel to the reader as one string each.
+  // packGroupLists: a long NIP-29 membership list travels to the reader as one string.
   query(job: QueryJob, ctx?: ReadContext): AsyncIterable<RowBatch> {
     return this.readers.stream(packGroupLists(job), ctx);
   }

@@ -9,13 +9,14 @@ import type { Database } from "bun:sqlite";
 import { deletionTargets, type Address } from "../../nips/nip09.ts";
 import { expirationOf } from "../../nips/nip40.ts";
 import { indexText } from "../../nips/nip50.ts";
+import { raisedGate, type GroupGate } from "../../nips/nip29.ts";
 import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable } from "../../protocol/kinds.ts";
 import { deletionOf, GROUP_ACTIONS, tombstoneRefusal, type Tombstones } from "../semantics.ts";
-import type { PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
+import type { GateAsOf, PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 import { indexedTag, runSteps, writeSteps } from "../write-steps.ts";
-import { storedJson, tagValue } from "./db.ts";
+import { RAISE_GATE_SQL, storedJson, tagValue } from "./db.ts";
 
 /** A group's moderation record (semantics.ts groupRecord): a purge of its author leaves it. */
 const GROUP_RECORD_SQL = `kind BETWEEN ${GROUP_ACTIONS.min} AND ${GROUP_ACTIONS.max} AND EXISTS (SELECT 1 FROM tags h INDEXED BY tags_h WHERE h.name = 'h' AND h.created_at = events.created_at AND h.seq = events.seq)`;
@@ -143,6 +144,15 @@ function writerStatements(db: Database) {
     maxSeq: q("SELECT coalesce(max(seq), 0) AS s FROM events"),
     maxCreatedAt: q("SELECT coalesce(max(created_at), -1) AS t FROM events"),
     dataVersion: q("PRAGMA data_version"),
+    // NIP-29 (db.ts schema 14): raised with the event that gates; set by the state, unless a later
+    // commit raised it since (a row set at a seq past every stored event is stale: the newest
+    // events deleted since, or a tool).
+    raiseGate: q(RAISE_GATE_SQL),
+    setGate: q(
+      `INSERT INTO group_gates (value, events, metadata, seq) VALUES (?1, ?2, ?3, ?4)
+       ON CONFLICT DO UPDATE SET events = excluded.events, metadata = excluded.metadata, seq = excluded.seq
+       WHERE seq <= excluded.seq OR seq > (SELECT coalesce(max(seq), 0) FROM events)`,
+    ),
     // NIP-40
     expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? ORDER BY expiration LIMIT ?"),
   };
@@ -202,6 +212,7 @@ export class SqliteWriter {
     this.txn = db.transaction((batch: PendingWrite[], rules: WriteRules) => {
       this.purgeLeftMs = PURGE_FIRST_MS;
       const outcomes = batch.map((w) => this.writeOne(w, rules));
+      outcomes.forEach((o, i) => o.stored && this.raiseGate(batch[i]!.event, o.seq));
       // A small purge (most requests to vanish) is done before the commit, so before the OK.
       if (this.newPurges.length > 0) this.runPurges(this.newPurges);
       for (const o of outcomes) if (o.stored && o.purge !== undefined && this.ended.includes(o.purge)) delete o.purge;
@@ -211,6 +222,22 @@ export class SqliteWriter {
 
   has(id: string): boolean {
     return this.st.hasId.get(id) !== null;
+  }
+
+  /** NIP-29: what the stored `e` may gate, in its own transaction (nips/nip29.ts raisedGate). */
+  private raiseGate(e: NostrEvent, seq: number): void {
+    const g = raisedGate(e);
+    if (g) this.st.raiseGate.run(tagValue(g.group), g.events ? 1 : 0, g.metadata ? 1 : 0, seq);
+  }
+
+  /** NIP-29: the group state's gates (AdminStore.setGroupGates), each unless a commit after `asOf` raised it since. */
+  setGates(gates: readonly GroupGate[], asOf: GateAsOf): void {
+    this.db
+      .transaction(() => {
+        const seq = "seq" in asOf ? asOf.seq : ((this.st.eventById.get(asOf.id) as { seq: number } | null)?.seq ?? 0);
+        for (const g of gates) this.st.setGate.run(tagValue(g.group), g.events ? 1 : 0, g.metadata ? 1 : 0, seq);
+      })
+      .immediate();
   }
 
   writeBatch(batch: PendingWrite[], rules: WriteRules): WriteOutcome[] {
@@ -324,13 +351,14 @@ export class SqliteWriter {
     }
   }
 
-  /** NIP-86 banevent: deletes the event with this id; false if it was not stored. */
-  removeById(id: string): boolean {
+  /** NIP-86 banevent: deletes the event with this id; false if it was not stored. `keepOut`: and tombstones it (AdminStore.deleteEvent). */
+  removeById(id: string, keepOut = false): boolean {
     return this.told(() =>
       this.db
         .transaction(() => {
-          const target = this.st.eventById.get(id) as { seq: number } | null;
+          const target = this.st.eventById.get(id) as { seq: number; pubkey: string } | null;
           if (target) this.remove(target.seq);
+          if (target && keepOut) this.st.tombstoneId.run(id, target.pubkey);
           return target !== null;
         })
         .immediate(),
