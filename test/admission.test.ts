@@ -3,7 +3,7 @@
 // switched on in the config and pubkeys are admitted through NIP-86 (allowpubkey: manual;
 // addmember answers that the engine is not running) or the registry itself (relay.ctx.access, as
 // an engine does). Each case starts its relay with the config it needs.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, test } from "bun:test";
 import { encodeNpub } from "../src/nips/nip19.ts";
 import { ADMISSION_TEXTS } from "../src/policy/admission.ts";
 import { startRelay } from "../src/relay/server.ts";
@@ -35,11 +35,12 @@ failOnRelayErrors();
 const relays: TestRelay[] = [];
 const clients: Client[] = [];
 const cleanups: (() => Promise<void>)[] = [];
-afterAll(async () => {
-  for (const c of clients) c.close();
-  for (const r of relays) await r.stop();
-  for (const f of cleanups) await f();
-});
+// Each test's relays stop after it (on Postgres dropping a database takes a while: not all at the end).
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  for (const r of relays.splice(0)) await r.stop();
+  for (const f of cleanups.splice(0)) await f();
+}, 120_000);
 
 const admin = signer();
 
