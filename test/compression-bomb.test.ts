@@ -159,4 +159,6 @@ test("a compression bomb flood loses compression and leaves the honest client's 
   // Far below the seconds of the code before the fix; 10x what it takes here on a quiet machine.
   expect(worst).toBeLessThan(500);
   expect(honest.closed).toBe(false);
-}, 30_000);
+  // The attack lasts 8 s; starting the relay and closing 16 attackers' sockets take the rest. A full
+  // suite on a loaded 2-core box once passed 30 s here (issue 31 item 6): the latency bound above is the check.
+}, 90_000);
