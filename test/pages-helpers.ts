@@ -79,10 +79,10 @@ export async function signingPage(browser: Browser, who: () => Signer, signed: u
   return page;
 }
 
-/** A PNG screenshot (base64) of the element with this id, at its place on the page (below the fold too). */
-export async function shotOf(page: Page, id: string): Promise<string> {
+/** A PNG screenshot (base64) of the element with this id, at its place on the page (below the fold too), `scale` device pixels a CSS pixel. */
+export async function shotOf(page: Page, id: string, scale = 1): Promise<string> {
   const box = await page.evaluate<any>(`(() => { const r = document.getElementById(${JSON.stringify(id)}).getBoundingClientRect();
-    return { x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height, scale: 1 }; })()`);
+    return { x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height, scale: ${scale} }; })()`);
   if (!(box.width > 0 && box.height > 0)) throw new Error(`#${id} is not on screen`);
   return (await page.send("Page.captureScreenshot", { format: "png", clip: box, captureBeyondViewport: true })).data as string;
 }
