@@ -218,7 +218,7 @@ describe.skipIf(!haveZbar)("issue 33 pages in Chromium", () => {
     }
   });
 
-  test("errors in words: a malformed pubkey before any call, the relay's refusal of a banned one", async () => {
+  test("errors in words: a malformed pubkey before any call, the relay's refusal of a banned one, an invoice that expired unpaid", async () => {
     await page.goto(`${http}/join`);
     const invoices = lnbits.invoices.size;
     await page.evaluate(`document.getElementById("pubkey").value = "npub1nope"; document.getElementById("get-invoice").click()`);
@@ -232,6 +232,17 @@ describe.skipIf(!haveZbar)("issue 33 pages in Chromium", () => {
       ),
     ).toBe("No invoice: blocked: this pubkey is banned from this relay");
     expect(lnbits.invoices.size).toBe(invoices);
+
+    // An invoice not paid in its lifetime (here cut to 1 s in the page): the page stops asking and says so.
+    const late = signer();
+    await page.evaluate(
+      `document.body.dataset.expirySeconds = "1"; document.getElementById("pubkey").value = ${js(late.pubkey)}; document.getElementById("get-invoice").click()`,
+    );
+    await page.waitFor(`document.getElementById("join").dataset.state === "invoice"`);
+    expect(
+      await page.waitFor(`document.getElementById("join").dataset.state === "expired" && document.getElementById("message").textContent`),
+    ).toBe("This invoice has expired without a payment: get a new one.");
+    expect(await page.evaluate(`document.getElementById("invoice-box").hidden`)).toBe(true);
   });
 
   describe("the console's admission view", () => {

@@ -64,5 +64,6 @@ export function joinPage(v: JoinPageView): string {
     pubkey: esc(v.pubkey.slice(0, 200)),
     invoicePath: esc(v.paths.invoice),
     statusPath: esc(v.paths.status),
+    expirySeconds: String(pay.invoice_expiry_seconds),
   });
 }

@@ -6,8 +6,9 @@
 // The visitor's pubkey (typed as hex or npub, or asked of a NIP-07 extension: getPublicKey only,
 // nothing is signed) goes to /join/invoice; the invoice shows as a QR code and as text to copy;
 // then /join/status is asked every 2 s until the relay says the pubkey is admitted (the relay asks
-// its Lightning node each time, so this works without the node's webhook). Where the page is shows
-// in #join's data-state: idle, loading, invoice, paid, admitted (before paying), error.
+// its Lightning node each time, so this works without the node's webhook), at most for the
+// invoice's lifetime ([pay_to_relay] invoice_expiry_seconds). Where the page is shows in #join's
+// data-state: idle, loading, invoice, paid, admitted (before paying), expired, error.
 import { drawQr, qrText } from "./qr.js";
 
 /** @param {string} id */
@@ -30,7 +31,7 @@ let round = 0;
 /** @type {ReturnType<typeof setTimeout> | undefined} */
 let timer;
 
-/** @typedef {"idle" | "loading" | "invoice" | "paid" | "admitted" | "error"} State */
+/** @typedef {"idle" | "loading" | "invoice" | "paid" | "admitted" | "expired" | "error"} State */
 /** @param {State} state @param {string} text */
 function show(state, text) {
   join.dataset.state = state;
@@ -88,11 +89,16 @@ async function getInvoice(pubkey) {
   box.hidden = false;
   const sats = typeof answer.amount_sats === "number" ? answer.amount_sats.toLocaleString("en-US") + " sats" : "the amount shown";
   show("invoice", "Pay " + sats + " with a Lightning wallet: scan the code or copy the invoice.");
-  timer = setTimeout(() => void poll(pubkey, mine), POLL_MS);
+  // The relay may hand out an invoice made earlier: it expires at the latest a lifetime from now.
+  const expires = Date.now() + 1000 * (Number(document.body.dataset.expirySeconds) || 3600);
+  timer = setTimeout(() => void poll(pubkey, mine, expires), POLL_MS);
 }
 
-/** One status check; again in 2 s until admitted (or another round began). @param {string} pubkey @param {number} mine */
-async function poll(pubkey, mine) {
+/**
+ * One status check; again in 2 s until admitted, the invoice expired, or another round began.
+ * @param {string} pubkey @param {number} mine @param {number} expires
+ */
+async function poll(pubkey, mine, expires) {
   let note = "";
   try {
     const answer = await ask(STATUS_PATH, pubkey);
@@ -106,9 +112,13 @@ async function poll(pubkey, mine) {
     note = " (the last check failed: " + message(err) + ")";
   }
   if (mine !== round) return;
+  if (Date.now() > expires) {
+    box.hidden = true;
+    return show("expired", "This invoice has expired without a payment: get a new one.");
+  }
   const text = $("message").textContent || "";
   $("message").textContent = text.replace(/ \(the last check failed: .*\)$/, "") + note;
-  timer = setTimeout(() => void poll(pubkey, mine), POLL_MS);
+  timer = setTimeout(() => void poll(pubkey, mine, expires), POLL_MS);
 }
 
 form.addEventListener("submit", (e) => {
