@@ -633,6 +633,23 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     }
   });
 
+  test("writes restricted by an allow list alone (no admission model): the Admission view hides once the relay says no model is on", async () => {
+    // The config's list (as a reload would set it) makes NIP-11 say restricted_writes.
+    const auth = relay.ctx.config.authorization;
+    const before = auth.pubkey_allowlist;
+    auth.pubkey_allowlist = [ADMIN.pubkey];
+    try {
+      signingAs = ADMIN;
+      await page.goto(`${httpBase}/admin`);
+      await page.waitFor(`!document.getElementById("access-section").hidden`);
+      expect((await click("connect")).state).toBe("ok");
+      await page.waitFor(`document.getElementById("admissions").dataset.state === "error"`);
+      expect(await page.evaluate(`document.getElementById("access-section").hidden`)).toBe(true);
+    } finally {
+      auth.pubkey_allowlist = before;
+    }
+  });
+
   /** Adds each entry through its form, sees its row, then undoes it from the row (the relay obeying each). */
   async function addThenUndo(
     steps: [string, string, string, string, string][],

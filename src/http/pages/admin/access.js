@@ -218,7 +218,14 @@ async function loadTable(id, method, rows) {
 /** The whole view, when it shows: admissions, then invoices and members where their model is on. */
 export async function refreshAccess() {
   if ($("access-section").hidden) return [];
-  const listed = await loadAdmissions();
+  let listed;
+  try {
+    listed = await loadAdmissions();
+  } catch (err) {
+    // Writes restricted by an allow list alone: no model, no view.
+    if (/no admission model is on/.test(message(err))) $("access-section").hidden = true;
+    throw err;
+  }
   if (pay) await loadTable("invoices", "listinvoices", invoiceRows).catch(() => {});
   if (membership) await loadTable("members", "listmembers", memberRows).catch(() => {});
   return listed;
@@ -232,8 +239,9 @@ export function reloadAccessAffected(method) {
 }
 
 /**
- * From NIP-11: the view shows while writes are restricted (an admission model, or an allow list:
- * then listadmissions says no model is on), the invoices with pay, the members with NIP-43.
+ * From NIP-11: the view shows while writes are restricted (an admission model, or an allow list
+ * alone: then listadmissions says no model is on and the view hides), the invoices with pay, the
+ * members with NIP-43.
  * @param {any} info
  */
 export function setAccessEnabled(info) {
