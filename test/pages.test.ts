@@ -6,11 +6,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { deflateSync } from "node:zlib";
 import { npubEncode } from "nostr-tools/nip19";
-import { finalizeEvent } from "nostr-tools/pure";
 import { Browser, CHROMIUM, type Page } from "./cdp.ts";
 import { needInCI } from "./ci.ts";
+import { pngDataUrl, signingPage } from "./pages-helpers.ts";
 import { freePort, selfSignedCert } from "./process-helpers.ts";
 import { Client, failOnRelayErrors, now, relayInfo, signer, startTestRelay, type Signer, type TestRelay } from "./helpers.ts";
 import { createGroup, join as joinGroup, mod } from "./groups-helpers.ts";
@@ -31,53 +30,6 @@ const RELAY_NAME = "Pages <test> relay";
 const INSECURE_HOST = "relay.example";
 /** The name the TLS proxy answers to (a self-signed certificate, accepted by this browser only). */
 const TLS_HOST = "relay.example.com";
-
-/**
- * window.nostr for the page, installed before its scripts run: each call goes to this process
- * through a DevTools binding and comes back through __nostrAnswer.
- */
-const NIP07_STUB = `(() => {
-  const waiting = new Map();
-  let next = 0;
-  const call = (method, arg) => new Promise((resolve, reject) => {
-    const id = ++next;
-    waiting.set(id, { resolve, reject });
-    window.__nip07(JSON.stringify({ id, method, arg }));
-  });
-  window.__nostrAnswer = (id, value, error) => {
-    const w = waiting.get(id);
-    waiting.delete(id);
-    if (w) error ? w.reject(new Error(error)) : w.resolve(value);
-  };
-  window.nostr = { getPublicKey: () => call("getPublicKey"), signEvent: (e) => call("signEvent", e) };
-  // What the page's Content-Security-Policy blocked: nothing, on a page that works as built.
-  window.__csp = [];
-  document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.violatedDirective + " " + e.blockedURI));
-})();`;
-
-/** A small square PNG of one colour, as a data: URL (a profile picture that needs no network). */
-function pngDataUrl(rgb: [number, number, number], size = 8): string {
-  const chunk = (type: string, data: Buffer) => {
-    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(data.length);
-    const crc = Buffer.alloc(4);
-    crc.writeUInt32BE(Bun.hash.crc32(body) >>> 0);
-    return Buffer.concat([len, body, crc]);
-  };
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(size, 0);
-  header.writeUInt32BE(size, 4);
-  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
-  const row = Buffer.from([0, ...Array.from({ length: size }, () => rgb).flat()]);
-  const png = Buffer.concat([
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk("IHDR", header),
-    chunk("IDAT", deflateSync(Buffer.concat(Array.from({ length: size }, () => row)))),
-    chunk("IEND", Buffer.alloc(0)),
-  ]);
-  return `data:image/png;base64,${png.toString("base64")}`;
-}
 
 describe.skipIf(!haveChromium)("web pages in Chromium", () => {
   failOnRelayErrors();
@@ -104,23 +56,7 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
       `--host-resolver-rules=MAP ${INSECURE_HOST} 127.0.0.1, MAP ${TLS_HOST} 127.0.0.1`,
       "--ignore-certificate-errors",
     ]);
-    page = await browser.newPage();
-    await page.send("Runtime.addBinding", { name: "__nip07" });
-    await page.send("Page.addScriptToEvaluateOnNewDocument", { source: NIP07_STUB });
-    page.on("Runtime.bindingCalled", (p) => {
-      if (p.name !== "__nip07") return;
-      const { id, method, arg } = JSON.parse(p.payload);
-      let answer: unknown;
-      if (method === "getPublicKey") answer = signingAs.pubkey;
-      else {
-        // A plain copy: nostr-tools marks its events with a symbol that JSON does not carry.
-        answer = JSON.parse(
-          JSON.stringify(finalizeEvent({ kind: arg.kind, created_at: arg.created_at, tags: arg.tags, content: arg.content }, signingAs.sk)),
-        );
-        signed.push(answer);
-      }
-      void page.evaluate(`window.__nostrAnswer(${id}, ${JSON.stringify(answer)})`).catch(() => {});
-    });
+    page = await signingPage(browser, () => signingAs, signed);
   }, 60_000);
 
   afterAll(async () => {
@@ -694,6 +630,23 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
       await relay.ctx.admin.apply({ method: "unallowpubkey", pubkey: friend.s.pubkey, reason: "" });
       await relay.ctx.admin.apply({ method: "resetkind", kind: 30023 });
       await relay.ctx.admin.apply({ method: "unblockip", ip: "203.0.113.7" });
+    }
+  });
+
+  test("writes restricted by an allow list alone (no admission model): the Admission view hides once the relay says no model is on", async () => {
+    // The config's list (as a reload would set it) makes NIP-11 say restricted_writes.
+    const auth = relay.ctx.config.authorization;
+    const before = auth.pubkey_allowlist;
+    auth.pubkey_allowlist = [ADMIN.pubkey];
+    try {
+      signingAs = ADMIN;
+      await page.goto(`${httpBase}/admin`);
+      await page.waitFor(`!document.getElementById("access-section").hidden`);
+      expect((await click("connect")).state).toBe("ok");
+      await page.waitFor(`document.getElementById("admissions").dataset.state === "error"`);
+      expect(await page.evaluate(`document.getElementById("access-section").hidden`)).toBe(true);
+    } finally {
+      auth.pubkey_allowlist = before;
     }
   });
 

@@ -11,6 +11,7 @@ import { pubkeyOf } from "../nips/nip19.ts";
 import { ADMISSION_TEXTS } from "../policy/admission.ts";
 import { clientAddress, ipGroup } from "../policy/ip.ts";
 import type { AdminView } from "../policy/rules.ts";
+import { JOIN_CSP, joinPage as joinPageHtml } from "./join-page.ts";
 
 /** What the join routes read (RelayContext has it). */
 export interface JoinSource {
@@ -85,10 +86,18 @@ function pubkeyParam(url: URL): string | Response {
   return pk ?? jsonAnswer({ error: JOIN_TEXTS.badPubkey }, 400);
 }
 
-/** GET /join: the page (WP5: http/join-page.ts), prefilled with ?pubkey=. */
-function joinPage(_req: Request, _url: URL, _src: JoinSource): Response {
-  return new Response("<!doctype html><title>Join</title><p>The join page is not built yet.</p>", {
-    headers: { "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store" },
+/** GET /join: the page (http/join-page.ts), prefilled with ?pubkey=. */
+function joinPage(_req: Request, url: URL, src: JoinSource): Response {
+  const paths = joinPaths(src.config.network.path);
+  const html = joinPageHtml({ config: src.config, paths, pubkey: url.searchParams.get("pubkey") ?? "" });
+  return new Response(html, {
+    headers: {
+      "Content-Type": "text/html; charset=utf-8",
+      "Cache-Control": "no-store",
+      "X-Frame-Options": "DENY",
+      "Referrer-Policy": "no-referrer",
+      "Content-Security-Policy": JOIN_CSP,
+    },
   });
 }
 

@@ -8,8 +8,10 @@
 // connected, reloaded after each change), a live view of the relay's recent events with one-click
 // bans (live.js), and a log of what each action did (log.js). Calls are signed by the extension
 // (signer.js); events and profiles are read from the relay itself over its websocket (socket.js).
+// The groups (groups.js) and admission (access.js) views show while their models are on.
 // This module binds them: who signs shows in the bar, a change reloads its tables, and the page
 // starts once it knows the relay (NIP-11).
+import { refreshAccess, reloadAccessAffected, setAccessEnabled, wireAccess } from "./access.js";
 import { wireForms } from "./forms.js";
 import { refreshGroups, reloadGroupsAffected, setGroupsEnabled, wireGroups } from "./groups.js";
 import { setSearchable, startLive, wireLive } from "./live.js";
@@ -24,16 +26,24 @@ import { refreshAll, reloadAffected, wireTables } from "./tables.js";
 onSigner((pk, changed) => {
   $("signer-pubkey").textContent = pk;
   $("signer-profile").replaceChildren(authorEl(pk));
-  if (changed) void refreshAll().then(() => refreshGroups().catch(() => {}));
+  if (changed) void refreshAll().then(refreshViews);
 });
 onChange((method) => {
   reloadAffected(method);
   reloadGroupsAffected(method);
+  reloadAccessAffected(method);
 });
+
+/** The views after the lists: groups, then admission (each shows only while on). */
+async function refreshViews() {
+  await refreshGroups().catch(() => {});
+  await refreshAccess().catch(() => {});
+}
 
 wireForms();
 wireTables();
 wireGroups();
+wireAccess();
 $("connect").addEventListener("click", async () => {
   try {
     show("ok", "signer: " + (await connectSigner()));
@@ -44,7 +54,7 @@ $("connect").addEventListener("click", async () => {
 $("refresh").addEventListener("click", async () => {
   try {
     if (!connected()) await connectSigner();
-    else await refreshAll().then(() => refreshGroups().catch(() => {}));
+    else await refreshAll().then(refreshViews);
   } catch (err) {
     show("error", "signer: " + message(err));
   }
@@ -59,8 +69,9 @@ fetch(RELAY_PATH, { headers: { Accept: "application/nostr+json" } })
   .then((info) => {
     setSearchable(Array.isArray(info.supported_nips) && info.supported_nips.includes(50));
     setGroupsEnabled(Array.isArray(info.supported_nips) && info.supported_nips.includes(29));
-    // The signer may have connected before this answer: the groups load now.
-    if (connected()) refreshGroups().catch(() => {});
+    setAccessEnabled(info);
+    // The signer may have connected before this answer: the groups and admissions load now.
+    if (connected()) void refreshViews();
     /** @type {[string, string][]} */
     const fields = [
       ["name-input", "name"],
