@@ -3,7 +3,7 @@
 // with one code), and the registry built on it: it stores, loads, and answers from memory. On
 // the store openTestStore gives: SQLite with its writer thread (and an in-memory one here), or
 // Postgres in test/postgres-suite.ts.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, spyOn, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,7 +19,7 @@ const stores: Store[] = [];
 afterAll(async () => {
   for (const s of stores) await s.close();
   rmSync(dir, { recursive: true, force: true });
-  if (onPostgres) for (const name of ["main", "registry"]) await dropDatabase(databaseFor(join(dir, name)));
+  if (onPostgres) for (const name of ["main", "registry", "bans"]) await dropDatabase(databaseFor(join(dir, name)));
 });
 
 const A = "a".repeat(64);
@@ -209,5 +209,35 @@ describe("AdmissionRegistry on the store", () => {
     config.pay_to_relay.enabled = config.membership.enabled = false;
     config.verified_users.mode = "disabled";
     expect(again.bits(A)).toBe(0);
+  });
+
+  test("a ban gives no bases (held keeps them); revoke lines, which the public can cause, are one a minute per basis", async () => {
+    const store = await openTestStore(join(dir, "bans"));
+    stores.push(store);
+    await store.ready();
+    const config = testConfig({ membership: { enabled: true }, authorization: { pubkey_denylist: [B] } });
+    const banned = new Map<string, unknown>();
+    const admin = {
+      bannedPubkeys: banned,
+      allowedPubkeys: new Map(),
+      bannedEvents: new Map(),
+      blockedIps: new Map(),
+      allowedKinds: new Set<number>(),
+      disallowedKinds: new Set<number>(),
+    };
+    const registry = new AdmissionRegistry({ store: store.admission, config: () => config, admin });
+    await registry.load();
+    for (const pk of [A, B, C]) await registry.admit(pk, "member", {});
+    banned.set(A, {});
+    expect([A, B, C].map((pk) => registry.bits(pk))).toEqual([0, 0, BASIS_BIT.member]);
+    expect(registry.held(A)).toBe(BASIS_BIT.member);
+    const log = spyOn(console, "log").mockImplementation(() => {});
+    try {
+      for (const pk of [A, B, C]) await registry.revoke(pk, "member", "mismatch");
+      const lines = log.mock.calls.map((c) => String(c[0])).filter((l) => [A, B, C].some((pk) => l.startsWith(`admission: ${pk}`)));
+      expect(lines).toEqual([`admission: ${A} no longer member (mismatch)`]);
+    } finally {
+      log.mockRestore();
+    }
   });
 });

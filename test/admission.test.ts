@@ -4,6 +4,7 @@
 // addmember answers that the engine is not running) or the registry itself (relay.ctx.access, as
 // an engine does). Each case starts its relay with the config it needs.
 import { afterEach, describe, expect, test } from "bun:test";
+import type { AdmissionRegistry } from "../src/access/registry.ts";
 import { encodeNpub } from "../src/nips/nip19.ts";
 import { ADMISSION_TEXTS } from "../src/policy/admission.ts";
 import { startRelay } from "../src/relay/server.ts";
@@ -96,6 +97,26 @@ describe("writes while a model is on (membership, no engine)", () => {
     await refusedWith(c, note(banned), "blocked: this pubkey is banned from this relay");
   });
 
+  test("a ban ends every basis for reads too: a banned member and a denied allow-listed pubkey read nothing with read = members, and are no inbox", async () => {
+    const denied = signer();
+    const { relay, c } = await relayWith({
+      membership: { enabled: true },
+      authorization: { read: "members", pubkey_allowlist: [denied.pubkey], pubkey_denylist: [denied.pubkey] },
+    });
+    const banned = signer();
+    await relay.ctx.access!.admit(banned.pubkey, "member", {});
+    await accepted(await connect(relay, admin), note(admin, "members only"));
+    expect((await (await connect(relay, banned)).req("before", { kinds: [1] })).end).toEqual(["EOSE", "before"]);
+    expect((await adminCall(relay, "banpubkey", [banned.pubkey, "spam"])).body).toEqual({ result: true });
+    const membersOnly = `restricted: ${ADMISSION_TEXTS.readMembers}`;
+    for (const who of [banned, denied]) {
+      const r = await (await connect(relay, who)).req("after", { kinds: [1] });
+      expect(r.end).toEqual(["CLOSED", "after", membersOnly]);
+      expect(r.events).toEqual([]);
+      await refusedWith(c, signer().sign({ kind: 1059, tags: [["p", who.pubkey]], content: "x" }), "restricted:");
+    }
+  });
+
   test("a request to vanish from a pubkey no longer admitted is carried out (NIP-62), not stored", async () => {
     const { relay, c } = await relayWith({ membership: { enabled: true } });
     const gone = signer();
@@ -111,8 +132,8 @@ describe("writes while a model is on (membership, no engine)", () => {
     expect((await reader.req("gone", { ids: [old.id, vanish.id] })).events).toEqual([]);
   });
 
-  test("DMs and gift wraps to an admitted pubkey come from anyone; to a stranger they are refused; a kind 0 asking to be verified passes", async () => {
-    const { relay, c } = await relayWith({ membership: { enabled: true }, verified_users: { mode: "passive" } });
+  test("DMs and gift wraps to an admitted pubkey come from anyone; to a stranger they are refused", async () => {
+    const { relay, c } = await relayWith({ membership: { enabled: true } });
     const member = signer();
     await relay.ctx.access!.admit(member.pubkey, "member", {});
     const throwaway = signer();
@@ -120,9 +141,39 @@ describe("writes while a model is on (membership, no engine)", () => {
     await accepted(c, throwaway.sign({ kind: 4, tags: [["p", member.pubkey]], content: "dm" }));
     await refusedWith(c, throwaway.sign({ kind: 1059, tags: [["p", signer().pubkey]], content: "x" }), "restricted:");
     await refusedWith(c, throwaway.sign({ kind: 1, tags: [["p", member.pubkey]], content: "not a dm" }), "restricted:");
-    // Passive NIP-05 checks: the profile that names an address is taken (#211); another kind 0 is not.
-    await accepted(c, throwaway.sign({ kind: 0, content: JSON.stringify({ name: "t", nip05: "t@example.com" }) }));
+  });
+
+  test("inbox mail is no free storage: not to the relay's key or an admin, not p-tagging its author, at most 2 p tags", async () => {
+    const { relay, c } = await relayWith({ membership: { enabled: true } });
+    const member = signer();
+    await relay.ctx.access!.admit(member.pubkey, "member", {});
+    const { self } = await relayInfo(relay.url);
+    const s = signer();
+    const dm = (kind: number, ...to: string[]) => s.sign({ kind, tags: to.map((p) => ["p", p]), content: "B".repeat(1000) });
+    // The relay's key (NIP-11 self) and the admins are admitted, but public: no inbox.
+    await refusedWith(c, dm(4, admin.pubkey), "restricted:");
+    await refusedWith(c, dm(1059, self), "restricted:");
+    await refusedWith(c, dm(4, admin.pubkey, self), "restricted:");
+    // Mail that names its author is read back by it: storage, not mail.
+    await refusedWith(c, dm(4, member.pubkey, s.pubkey), "restricted:");
+    await refusedWith(c, dm(1059, member.pubkey, signer().pubkey, signer().pubkey), "restricted:");
+    await accepted(c, dm(1059, member.pubkey, signer().pubkey));
+    // The admins and the relay key still write their own, as any admitted pubkey.
+    await accepted(c, admin.sign({ kind: 4, tags: [["p", s.pubkey]], content: "hi" }));
+  });
+
+  test("a kind 0 passes as the ask to be verified only while checks admit, naming an address that parses and the domain lists allow", async () => {
+    const lists = { domain_whitelist: ["127.0.0.1"], http_loopback: true };
+    const { c } = await relayWith({ membership: { enabled: true }, verified_users: { mode: "enabled", ...lists } });
+    const profile = (nip05: string, s = signer()) => s.sign({ kind: 0, content: JSON.stringify({ nip05, about: "A".repeat(1000) }) });
+    await accepted(c, profile("t@127.0.0.1:9"));
+    await refusedWith(c, profile("x"), "restricted:");
+    await refusedWith(c, profile("not an address@127.0.0.1:9"), "restricted:");
+    await refusedWith(c, profile("t@localhost:9"), "restricted:"); // not in domain_whitelist
     await refusedWith(c, signer().sign({ kind: 0, content: JSON.stringify({ name: "u" }) }), "restricted:");
+    // Passive checks never admit: such a profile is no way in.
+    const passive = await relayWith({ membership: { enabled: true }, verified_users: { mode: "passive", ...lists } });
+    await refusedWith(passive.c, profile("t@127.0.0.1:9"), "restricted:");
   });
 
   test("NIP-43 kinds the relay signs are refused from anyone else, even admitted", async () => {
@@ -252,6 +303,19 @@ describe('reads with [authorization] read = "members"', () => {
     await accepted(writer, dm);
     await reader.next((f) => f[0] === "EVENT" && f[1] === "live" && f[2].id === dm.id);
     expect(reader.eventsFor("live").map((x) => x.content)).toEqual(["before", "fence"]);
+  });
+
+  test("until the first trust graph is built, a reader not known yet hears it is loading, not restricted", async () => {
+    const { relay } = await relayWith({ web_of_trust: { enabled: true, seeds: [admin.pubkey] }, authorization: { read: "members" } });
+    const registry = relay.ctx.access as AdmissionRegistry;
+    await waitUntil("the first graph", () => registry.engines.wot?.ready === true, 10_000);
+    const built = registry.engines.wot!;
+    registry.engines.wot = { ready: false, size: 0, has: () => false, path: () => undefined, pubkeys: () => [] };
+    const s = await connect(relay, signer());
+    expect((await s.req("l", { kinds: [1] })).end).toEqual(["CLOSED", "l", `error: ${ADMISSION_TEXTS.trustLoading}`]);
+    expect((await (await connect(relay, admin)).req("a", { kinds: [1] })).end).toEqual(["EOSE", "a"]); // manual: known
+    registry.engines.wot = built;
+    expect((await s.req("r", { kinds: [1] })).end).toEqual(["CLOSED", "r", `restricted: ${ADMISSION_TEXTS.readMembers}`]);
   });
 
   test("read = members with no model: admins and allow-listed pubkeys read", async () => {

@@ -274,6 +274,25 @@ describe("invitations", () => {
     for (const x of [anon, oc, c, jc, ac]) x.close();
   });
 
+  test("a banned member gets no code, its code from before the ban admits nobody, and an admin still removes it", async () => {
+    const { s, c } = await member();
+    const { code } = await askInvite(c);
+    expect(await adminCall(relay, "banpubkey", [s.pubkey, "abuse"])).toEqual({ result: true });
+    expect((await askInvite(c)).closed).toBe(INVITE_MEMBERS);
+    const puppet = signer();
+    const pc = await connectAs(relay, puppet);
+    const join = joinRequest(puppet, code);
+    expect(await pc.publish(join)).toEqual(["OK", join.id, false, INVALID_CODE]);
+    expect(await pc.publish(note(puppet))).toEqual(["OK", expect.any(String), false, REFUSED]);
+    expect(await listed(c)).not.toContain(puppet.pubkey);
+    // Membership is the stored row, ban or not: removemember announces its end.
+    expect(await adminCall(relay, "removemember", [s.pubkey, "banned"])).toEqual({ result: true });
+    expect((await relayEvents(c, 8001, s.pubkey)).length).toBe(1);
+    expect(await listed(c)).not.toContain(s.pubkey);
+    pc.close();
+    c.close();
+  });
+
   test("createinvitecode (NIP-86) makes a code a stranger joins with", async () => {
     const { result } = await adminCall(relay, "createinvitecode");
     expect(result.code).toMatch(/^[a-z2-7]{16}$/);

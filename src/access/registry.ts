@@ -8,6 +8,7 @@
 import { setOf, type Config } from "../config/schema.ts";
 import { BASES, BASIS_BIT, enabledMask, type AdmissionView, type Basis, type Nip05State } from "../policy/admission.ts";
 import type { AdminView } from "../policy/rules.ts";
+import { LogLimiter } from "../log.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { AdmissionRow, AdmissionStore } from "../store/types.ts";
 import { AccessMetrics } from "./metrics.ts";
@@ -89,6 +90,8 @@ export class AdmissionRegistry implements AdmissionView {
   readonly engines: Engines = {};
   /** The admission counters for /metrics; the engines increment theirs. */
   readonly metrics = new AccessMetrics();
+  /** Revoke lines, which the public can trigger (a NIP-05 domain's answers, joins and leaves). */
+  private readonly lines = new LogLimiter();
 
   constructor(private readonly opts: RegistryOptions) {}
 
@@ -120,8 +123,22 @@ export class AdmissionRegistry implements AdmissionView {
     );
   }
 
-  /** Every basis admitting `pubkey` now, disabled models masked out (manual never is: read = "members" asks it with no model on). */
+  /** A ban (NIP-86 banpubkey, [authorization] pubkey_denylist): it wins over every basis. */
+  banned(pubkey: string): boolean {
+    return (this.opts.admin?.bannedPubkeys.has(pubkey) ?? false) || setOf(this.config.authorization.pubkey_denylist).has(pubkey);
+  }
+
+  /**
+   * Every basis admitting `pubkey` now, disabled models masked out (manual never is: read =
+   * "members" asks it with no model on); 0 for a banned pubkey, so it neither reads with read =
+   * "members", nor issues invite codes, nor is an inbox (REVIEW33 H1).
+   */
   bits(pubkey: string): number {
+    return this.banned(pubkey) ? 0 : this.held(pubkey);
+  }
+
+  /** The bases `pubkey` holds, bans aside: NIP-43 membership (an admin still removes a banned member). */
+  held(pubkey: string): number {
     let b = this.rows.get(pubkey) ?? 0;
     const timed = this.timed.get(pubkey);
     if (timed) {
@@ -160,8 +177,16 @@ export class AdmissionRegistry implements AdmissionView {
     this.writes++;
     await this.opts.store.remove(pubkey, basis);
     this.unset(pubkey, BASIS_BIT[basis]);
-    if (reason) console.log(`admission: ${pubkey} no longer ${basis} (${reason})`);
+    if (reason) this.logRevoke(pubkey, basis, reason);
     for (const fn of this.changeListeners) fn(pubkey, basis, false);
+  }
+
+  /** One line a minute per basis: a domain that verifies throwaway keys, then denies them, must not flood the log (REVIEW33 L10). */
+  private logRevoke(pubkey: string, basis: Basis, reason: string): void {
+    const held = this.lines.take(basis);
+    if (!held) return;
+    const more = held.count > 0 ? ` (${held.count} more ${basis} revokes not logged in the last minute)` : "";
+    console.log(`admission: ${pubkey} no longer ${basis} (${reason})${more}`);
   }
 
   /** Told after each admit and revoke (not after a reload). */

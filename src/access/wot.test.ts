@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { FollowStore, WotSettings } from "./wot.ts";
 import { defaults } from "../config/schema.ts";
-import { buildTrustGraph, WebOfTrust, wotSettings } from "./wot.ts";
+import { buildTrustGraph, MAX_NEW_PER_FOLLOWER, WebOfTrust, wotSettings } from "./wot.ts";
 
 const pk = (n: number): string => n.toString(16).padStart(64, "0");
 let tick = 1_800_000_000;
@@ -91,6 +91,19 @@ describe("buildTrustGraph", () => {
     const small = await buildTrustGraph(storeOf(events), settings({ depth: 2, max_pubkeys: 2 }));
     expect(small.graph.size).toBe(2);
     expect(small.cut).toBe(1 + 2); // 11, then 20 and 21 (11's follows are not read)
+  });
+
+  test("depth 2: one depth-1 list brings in at most MAX_NEW_PER_FOLLOWER pubkeys no list before it named; others' follows still come in", async () => {
+    const sybils = Array.from({ length: MAX_NEW_PER_FOLLOWER + 100 }, (_, i) => pk(1000 + i));
+    const last = sybils.at(-1)!;
+    // Newest first: 10's list of sybils is read before 11's.
+    const events = [follows(pk(1), [pk(10), pk(11)]), follows(pk(11), [pk(20), last]), follows(pk(10), [...sybils, pk(20)])];
+    const { graph } = await buildTrustGraph(storeOf(events), settings({ depth: 2, max_pubkeys: 5000 }));
+    expect(graph.size).toBe(3 + MAX_NEW_PER_FOLLOWER + 2); // seed, 10, 11; 10's first ones; 20 and `last` through 11
+    expect(graph.has(sybils[0]!)).toBe(true);
+    expect(graph.has(sybils[MAX_NEW_PER_FOLLOWER]!)).toBe(false);
+    expect(graph.path(last)).toEqual([pk(1), pk(11), last]);
+    expect(graph.has(pk(20))).toBe(true);
   });
 
   test("follow lists are read 500 authors at a time", async () => {

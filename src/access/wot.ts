@@ -24,6 +24,14 @@ const REBUILD_DEBOUNCE_MS = 1000;
  * so those rebuilds come at most every ~5 s; a small graph's after the debounce alone).
  */
 const BUILD_TIMES_APART = 10;
+/**
+ * Depth 2: most pubkeys one depth-1 author may bring in that no author before it named (REVIEW33
+ * L7): with min_followers = 1 a single follow list of sybils would otherwise fill the graph. A
+ * pubkey others follow too still comes in through them.
+ */
+export const MAX_NEW_PER_FOLLOWER = 500;
+/** Depth 2: distinct pubkeys counted, at most this many times the room left (the counts are cut to the room after). */
+const COUNTED_PER_ROOM = 2;
 /** A build that failed (a store error) is tried again after this long. */
 const RETRY_MS = 10_000;
 
@@ -58,7 +66,8 @@ export interface BuiltGraph {
 
 /**
  * One build: seeds -> their follow lists -> depth 1 -> (depth 2) their follow lists -> depth 2,
- * kept with min_followers. The follow list of a pubkey is its newest stored kind 3; its p tags
+ * kept with min_followers (each depth-1 list naming at most MAX_NEW_PER_FOLLOWER pubkeys no list
+ * before it named, and at most twice the room left counted). The follow list of a pubkey is its newest stored kind 3; its p tags
  * that are 64 lowercase hex are the pubkeys it follows.
  */
 export async function buildTrustGraph(store: FollowStore, s: WotSettings): Promise<BuiltGraph> {
@@ -81,12 +90,17 @@ export async function buildTrustGraph(store: FollowStore, s: WotSettings): Promi
   const depth1 = [...b.keysAtDepth(1)];
   const counts = new Map<string, number>();
   const firstParent = new Map<string, string>();
+  const maxCounted = COUNTED_PER_ROOM * Math.max(0, room());
   await forEachFollowList(store, reads, depth1, (author, follows) => {
+    let fresh = 0;
     for (const p of follows) {
       if (b.has(p)) b.followed(p);
-      else {
-        counts.set(p, (counts.get(p) ?? 0) + 1);
-        if (!firstParent.has(p)) firstParent.set(p, author);
+      else if (counts.has(p)) counts.set(p, counts.get(p)! + 1);
+      else if (counts.size >= maxCounted) cut++;
+      else if (fresh < MAX_NEW_PER_FOLLOWER) {
+        fresh++;
+        counts.set(p, 1);
+        firstParent.set(p, author);
       }
     }
   });

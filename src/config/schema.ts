@@ -577,7 +577,7 @@ export const schema = {
     accept_dms_to_members: key({
       type: "bool",
       default: true,
-      doc: "While an admission model is on, events of restricted_read_kinds (DMs, gift wraps) that p-tag an admitted pubkey are accepted from anyone (gift wraps come from throwaway keys): the relay is its members' inbox.",
+      doc: "While an admission model is on, events of restricted_read_kinds (DMs, gift wraps) that p-tag an admitted pubkey are accepted from anyone (gift wraps come from throwaway keys): the relay is its members' inbox. Not to the relay's key or [admin] pubkeys (public), nor p-tagging their own author, nor with more than 2 p tags.",
       reloadable: true,
     }),
   },

@@ -7,7 +7,7 @@
 // test/architecture.test.ts): the policies here take AdmissionContext, which PolicyContext satisfies.
 import { admissionOn, joinPage } from "../config/admission.ts";
 import { setOf, type Config } from "../config/schema.ts";
-import { hostOf } from "../nips/nip05.ts";
+import { addressOfProfile, formatAddress, hostOf, parseAddress } from "../nips/nip05.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 
@@ -95,22 +95,36 @@ export const relayKinds = ({ config, relayPubkey }: AdmissionContext, e: NostrEv
     ? refuse("blocked", `only this relay signs kind ${e.kind}`)
     : undefined;
 
-/** The profile that asks to be verified (#211): a kind 0 whose content names a nip05 address. */
-function asksVerification(e: NostrEvent): boolean {
-  if (e.kind !== 0) return false;
-  try {
-    const nip05 = (JSON.parse(e.content) as { nip05?: unknown } | null)?.nip05;
-    return typeof nip05 === "string" && nip05 !== "";
-  } catch {
-    return false;
-  }
+/**
+ * The profile that asks to be verified (#211): a kind 0 naming a NIP-05 address this relay would
+ * check (it parses, the domain lists allow it), while checks admit (mode "enabled": passive ones
+ * never admit, so such a profile is no way in). Any other kind 0 is judged as any event, so a
+ * stranger cannot store a profile of any size with `"nip05": "x"` (REVIEW33 M1).
+ */
+function asksVerification(c: Config, e: NostrEvent): boolean {
+  if (e.kind !== 0 || c.verified_users.mode !== "enabled") return false;
+  const raw = addressOfProfile(e.content);
+  const address = raw === undefined ? undefined : parseAddress(raw);
+  return address !== undefined && domainRefusal(c, hostOf(address.domain)) === undefined;
 }
 
-/** A DM or gift wrap (restricted_read_kinds) to an admitted pubkey: the relay is its members' inbox. */
-function toMember(c: Config, access: AdmissionView, e: NostrEvent): boolean {
+/** Most p tags a DM or gift wrap passing as inbox mail may carry (NIP-17/59 wraps name one recipient, NIP-04 DMs one). */
+const INBOX_MAX_P_TAGS = 2;
+
+/**
+ * A DM or gift wrap (restricted_read_kinds) to an admitted pubkey from anyone: the relay is its
+ * members' inbox. Not when it p-tags its own author (mail to oneself is storage), nor with more
+ * than INBOX_MAX_P_TAGS p tags; the relay's key and [admin] pubkeys are no inbox (they are public,
+ * NIP-11 `self` and `pubkey`, so anyone could address them). REVIEW33 H2.
+ */
+function toMember(ctx: AdmissionContext, access: AdmissionView, e: NostrEvent): boolean {
+  const c = ctx.config;
   if (!c.authorization.accept_dms_to_members || !setOf(c.authorization.restricted_read_kinds).has(e.kind)) return false;
-  for (const t of e.tags) if (t[0] === "p" && t[1] !== undefined && isAdmitted(c, access, t[1])) return true;
-  return false;
+  const recipients: string[] = [];
+  for (const t of e.tags) if (t[0] === "p" && t[1] !== undefined) recipients.push(t[1]);
+  if (recipients.length > INBOX_MAX_P_TAGS || recipients.includes(e.pubkey)) return false;
+  const admins = setOf(c.admin.pubkeys);
+  return recipients.some((pk) => pk !== ctx.relayPubkey && !admins.has(pk) && isAdmitted(c, access, pk));
 }
 
 /**
@@ -122,8 +136,8 @@ export function admission(ctx: AdmissionContext, e: NostrEvent): Refusal | undef
   const mask = enabledMask(c);
   if (mask === 0 || !access) return undefined;
   if (c.membership.enabled && MEMBER_REQUESTS.has(e.kind)) return undefined; // judged by the relay (relay/membership.ts)
-  if (c.verified_users.mode !== "disabled" && asksVerification(e)) return undefined; // checked in the background
-  if (toMember(c, access, e)) return undefined;
+  if (asksVerification(c, e)) return undefined; // checked in the background
+  if (toMember(ctx, access, e)) return undefined;
   if (!access.ready) return refuse("error", ADMISSION_TEXTS.loading);
   const bits = access.bits(e.pubkey) & mask;
   if (bits !== 0) {
@@ -134,29 +148,34 @@ export function admission(ctx: AdmissionContext, e: NostrEvent): Refusal | undef
     access.refused?.("paid");
     return refuse("blocked", ADMISSION_TEXTS.balance(balance, cost, joinUrl(c, e.pubkey)));
   }
-  return modelRefusal(ctx, access, e.pubkey);
+  return modelRefusal(ctx, access, e);
 }
 
 /** The first enabled model's refusal (paid, member, verified, trusted); with pay on the join URL is added to the others. */
-function modelRefusal({ config: c }: AdmissionContext, access: AdmissionView, pubkey: string): Refusal {
+function modelRefusal({ config: c }: AdmissionContext, access: AdmissionView, e: NostrEvent): Refusal {
+  const pubkey = e.pubkey;
   const pay = c.pay_to_relay;
   const others = c.membership.enabled || c.verified_users.mode === "enabled" || c.web_of_trust.enabled;
   if (pay.enabled && (pay.sign_ups || !others)) {
     access.refused?.("paid");
     return pay.sign_ups ? refuse("restricted", ADMISSION_TEXTS.paid(joinUrl(c, pubkey))) : refuse("restricted", ADMISSION_TEXTS.noSignUps);
   }
-  const r = otherModel(c, access, pubkey);
+  const r = otherModel(c, access, e);
   return pay.enabled && pay.sign_ups ? { ...r, message: `${r.message}: join at ${joinUrl(c, pubkey)}` } : r;
 }
 
-function otherModel(c: Config, access: AdmissionView, pubkey: string): Refusal {
+function otherModel(c: Config, access: AdmissionView, e: NostrEvent): Refusal {
+  const pubkey = e.pubkey;
   if (c.membership.enabled) {
     access.refused?.("member");
     return refuse("restricted", ADMISSION_TEXTS.member);
   }
   if (c.verified_users.mode === "enabled") {
     access.refused?.("verified");
-    return nip05Refusal(c, access.nip05(pubkey));
+    // A kind 0 naming an address the domain lists refuse hears the list's text (else it had passed).
+    const named = e.kind === 0 ? addressOfProfile(e.content) : undefined;
+    const asked = named === undefined ? undefined : parseAddress(named);
+    return nip05Refusal(c, asked ? { address: formatAddress(asked), state: "pending" } : access.nip05(pubkey));
   }
   access.refused?.("trusted");
   if (access.trustLoading) return refuse("error", ADMISSION_TEXTS.trustLoading);
@@ -166,12 +185,18 @@ function otherModel(c: Config, access: AdmissionView, pubkey: string): Refusal {
 function nip05Refusal(c: Config, s: Nip05State | undefined): Refusal {
   if (!s) return refuse("restricted", ADMISSION_TEXTS.nip05Unknown);
   // The host without a port: the lists hold hosts (config HOST), an address may name a port.
-  const domain = hostOf(s.address.slice(s.address.lastIndexOf("@") + 1).toLowerCase());
+  const listed = domainRefusal(c, hostOf(s.address.slice(s.address.lastIndexOf("@") + 1).toLowerCase()));
+  if (listed) return listed;
+  if (s.state === "failed" || s.state === "refused")
+    return refuse("restricted", ADMISSION_TEXTS.nip05Failed(s.address, s.error ?? "failed"));
+  return refuse("restricted", ADMISSION_TEXTS.nip05Pending(s.address));
+}
+
+/** The [verified_users] domain lists' refusal of a host (lowercase, without a port), or undefined when they allow it. */
+function domainRefusal(c: Config, domain: string): Refusal | undefined {
   const { domain_blacklist: black, domain_whitelist: white } = c.verified_users;
   if (black.some((d) => d.toLowerCase() === domain)) return refuse("blocked", ADMISSION_TEXTS.nip05Blacklisted(domain));
   if (white.length > 0 && !white.some((d) => d.toLowerCase() === domain))
     return refuse("restricted", ADMISSION_TEXTS.nip05Whitelist(white));
-  if (s.state === "failed" || s.state === "refused")
-    return refuse("restricted", ADMISSION_TEXTS.nip05Failed(s.address, s.error ?? "failed"));
-  return refuse("restricted", ADMISSION_TEXTS.nip05Pending(s.address));
+  return undefined;
 }

@@ -74,7 +74,10 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
     private readonly ctx: RelayContext,
     private readonly registry: AdmissionRegistry,
   ) {
-    this.members = new Members(registry, ctx.store.admission, () => ctx.config);
+    // Membership is the stored row, bans aside (registry.held), so an admin still removes a banned
+    // member and the 13534 drops it; a ban stops its codes here (inviteFor, join).
+    const rows = { bits: (pk: string) => registry.held(pk), admit: registry.admit.bind(registry), revoke: registry.revoke.bind(registry) };
+    this.members = new Members(rows, ctx.store.admission, () => ctx.config);
   }
 
   private get on(): boolean {
@@ -106,6 +109,11 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
     const code = claimOf(e);
     if (code === undefined) return this.invalid();
     const r = await this.members.join(e.pubkey, code, now);
+    if (r.joined && this.registry.banned(r.issuer)) {
+      // A banned pubkey's codes admit nobody (REVIEW33 H1): the code is spent, the join undone unannounced.
+      await this.members.remove(e.pubkey, "");
+      return this.invalid();
+    }
     if (!r.joined) {
       if (r.why === "member") return yes(ALREADY_MEMBER);
       if (r.why === "busy") return no(JOIN_BUSY);
@@ -136,14 +144,15 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
   /**
    * A REQ asking for kind 28935 (relay/read/req.ts): the relay-signed invite to send on that
    * subscription, or the CLOSED text. The issuer is the reader's first authenticated admin, else
-   * its first authenticated member.
+   * its first authenticated member; a banned pubkey is neither.
    */
   async inviteFor(reader: Reader): Promise<NostrEvent | string> {
     const { authed } = reader;
     if (authed.size === 0) return INVITE_AUTH;
     const admins = this.ctx.config.admin.pubkeys;
-    const admin = [...authed].find((pk) => admins.includes(pk));
-    const issuer = admin ?? [...authed].find((pk) => this.members.has(pk));
+    const keys = [...authed].filter((pk) => !this.registry.banned(pk));
+    const admin = keys.find((pk) => admins.includes(pk));
+    const issuer = admin ?? keys.find((pk) => this.members.has(pk));
     if (issuer === undefined) return INVITE_MEMBERS;
     const now = nowSeconds();
     const r = await this.members.invite(issuer, admin !== undefined, now, randomCode);
