@@ -62,9 +62,40 @@ test("NIP-05 texts: nothing known, pending, failed, blacklisted and whitelisted 
     "restricted: only NIP-05 addresses of a.example, b.example, c.example, … may publish here",
   );
   expect(judge(c, view({ bits: BASIS_BIT.verified }).v)).toBeUndefined();
-  // A kind 0 naming an address is taken (#211); a malformed one is judged as any event.
-  expect(judge(c, v, event({ kind: 0, content: '{"nip05":"bob@example.com"}' }))).toBeUndefined();
+  // A kind 0 naming an address the lists allow is taken (#211); one they refuse hears their text;
+  // one that is no address, or while checks are passive, is judged as any event (REVIEW33 M1).
+  const profile = (nip05: string) => event({ kind: 0, content: JSON.stringify({ nip05 }) });
+  expect(judge(c, v, profile("Bob@A.example"))).toBeUndefined();
+  expect(judge(c, v, profile("bob@example.com"))).toBe(
+    "restricted: only NIP-05 addresses of a.example, b.example, c.example, … may publish here",
+  );
+  c.verified_users.domain_whitelist = [];
+  expect(judge(c, v, profile("x@spam.example:8443"))).toBe("blocked: NIP-05 addresses of spam.example may not publish here");
+  expect(judge(c, v, profile("x"))).toBe("restricted: publish a kind 0 with a NIP-05 address this relay can verify first");
   expect(judge(c, v, event({ kind: 0, content: "{not json" }))).toStartWith("restricted:");
+  expect(judge(c, v, profile("bob@example.com"))).toBeUndefined();
+  c.verified_users.mode = "passive";
+  c.membership.enabled = true;
+  expect(judge(c, v, profile("bob@example.com"))).toStartWith("restricted: this relay is for its members");
+});
+
+test("inbox mail (accept_dms_to_members): to an admitted pubkey that is not the relay's key or an admin, not to its author, at most 2 p tags", () => {
+  const c = defaults();
+  c.membership.enabled = true;
+  const [member, admin, relay, other] = ["b", "c", "d", "e"].map((x) => x.repeat(64)) as [string, string, string, string];
+  c.admin.pubkeys = [admin];
+  const v: AdmissionView = { ...view().v, bits: (pk) => (pk === member ? BASIS_BIT.member : pk === PK ? 0 : BASIS_BIT.manual) };
+  const mail = (kind: number, ...to: string[]) => event({ kind, tags: to.map((p) => ["p", p]) });
+  const judged = (e: NostrEvent) => {
+    const r = admission({ config: c, access: v, relayPubkey: relay }, e);
+    return r && refusalText(r);
+  };
+  expect(judged(mail(1059, member))).toBeUndefined();
+  expect(judged(mail(4, member, other))).toBeUndefined();
+  for (const e of [mail(4, admin), mail(1059, relay), mail(4, member, PK), mail(1059, member, other, other), mail(1, member)])
+    expect(judged(e)).toStartWith("restricted:");
+  c.authorization.accept_dms_to_members = false;
+  expect(judged(mail(1059, member))).toStartWith("restricted:");
 });
 
 test("paid per event: a balance that does not cover the event is refused with the top-up URL; another basis is not charged", () => {
