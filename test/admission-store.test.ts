@@ -150,6 +150,17 @@ describe.each(kinds)("Store.admission: %s", (_name, open) => {
     expect(await db().nip05(B)).toBeUndefined();
   });
 
+  test("due NIP-05 rows: a verified writer's re-check comes before new addresses however many (REVIEW33 M2)", async () => {
+    const flood = Array.from({ length: 20 }, (_, i) => (i + 1).toString(16).padStart(64, "e"));
+    for (const pk of flood)
+      await db().putNip05({ pubkey: pk, address: `x@h.attacker.example`, verified_at: null, checked_at: 0, failures: 0, error: "" });
+    await db().putNip05({ pubkey: C, address: "c@example.com", verified_at: 10, checked_at: 60, failures: 0, error: "" });
+    const page = await db().dueNip05(200, 5);
+    expect(page[0]?.pubkey).toBe(C);
+    expect(page).toHaveLength(5);
+    for (const pk of [...flood, C]) await db().removeNip05(pk);
+  });
+
   test("takeInvite: once, by one of many racing joiners; unknown, expired and used codes say so", async () => {
     await db().putInvite(invite("code-1"));
     await db().putInvite(invite("code-2", { issuer: B }));

@@ -172,7 +172,7 @@ export interface AdmissionStore {
   nip05(pubkey: string): Promise<Nip05Row | undefined>;
   putNip05(r: Nip05Row): Promise<void>;
   removeNip05(pubkey: string): Promise<void>;
-  /** Checked before `before`, oldest check first. */
+  /** Checked before `before`: verified rows first (their re-checks keep writers admitted; new addresses must not crowd them out), oldest check first. */
   dueNip05(before: number, max: number): Promise<Nip05Row[]>;
   putInvite(i: InviteRow): Promise<void>;
   /** Marks an unused, unexpired code used by `pubkey` atomically; the row as it was, or why not. */

@@ -120,7 +120,10 @@ export class PostgresAdmission implements AdmissionStore {
   }
 
   async dueNip05(before: number, max: number): Promise<Nip05Row[]> {
-    const rows = await this.sql.unsafe(`SELECT ${NIP05} FROM nip05 WHERE checked_at < $1 ORDER BY checked_at LIMIT $2`, [before, max]);
+    const rows = await this.sql.unsafe(
+      `SELECT ${NIP05} FROM nip05 WHERE checked_at < $1 ORDER BY verified_at IS NULL, checked_at LIMIT $2`,
+      [before, max],
+    );
     return [...rows] as Nip05Row[];
   }
 

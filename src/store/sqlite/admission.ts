@@ -27,7 +27,7 @@ class AdmissionReads {
       recentInvoices: q("SELECT * FROM invoices ORDER BY created_at DESC, payment_hash LIMIT ?"),
       balances: q("SELECT pubkey, sats FROM balances"),
       nip05: q("SELECT * FROM nip05 WHERE pubkey = ?"),
-      dueNip05: q("SELECT * FROM nip05 WHERE checked_at < ? ORDER BY checked_at LIMIT ?"),
+      dueNip05: q("SELECT * FROM nip05 WHERE checked_at < ? ORDER BY verified_at IS NULL, checked_at LIMIT ?"),
       invitesBy: q("SELECT * FROM invites WHERE issuer = ? ORDER BY created_at, code"),
     };
   }
