@@ -178,6 +178,22 @@ describe.each(kinds)("Store.admission: %s", (_name, open) => {
     expect((await db().invitesBy(A)).map((i) => i.code)).toEqual(["code-1", "old"]);
     expect((await db().invitesBy(B)).map((i) => i.code)).toEqual(["code-2"]);
   });
+
+  test("asked at once many times (as several nodes would be), one code is written and the quota holds (REVIEW33 M6)", async () => {
+    const issuer = "d".repeat(64);
+    const asks = Array.from({ length: 8 }, (_, i) => db().issueInvite(invite(`q-${i}`, { issuer, expires_at: 5000 }), 1, 1200));
+    const results = await Promise.all(asks);
+    expect(results.filter((r) => r !== "none-left" && r.fresh)).toHaveLength(1);
+    const codes = new Set(results.map((r) => (r === "none-left" ? "" : r.row.code)));
+    expect(codes.size).toBe(1);
+    const [only] = [...codes];
+    expect(typeof (await db().takeInvite(only!, C, 1300))).toBe("object");
+    // Used: the quota of 1 is spent, whoever asks; an admin (no quota) gets a new one.
+    const again = await Promise.all([1, 2].map((i) => db().issueInvite(invite(`r-${i}`, { issuer, expires_at: 5000 }), 1, 1300)));
+    expect(again).toEqual(["none-left", "none-left"]);
+    expect(await db().issueInvite(invite("admin-1", { issuer, expires_at: 5000 }), null, 1300)).toMatchObject({ fresh: true });
+    expect((await db().invitesBy(issuer)).map((i) => i.code).sort()).toEqual(["admin-1", only!].sort());
+  });
 });
 
 describe("AdmissionRegistry on the store", () => {

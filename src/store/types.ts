@@ -178,7 +178,16 @@ export interface AdmissionStore {
   /** Marks an unused, unexpired code used by `pubkey` atomically; the row as it was, or why not. */
   takeInvite(code: string, pubkey: string, now: number): Promise<InviteRow | "unknown" | "expired" | "used">;
   invitesBy(issuer: string): Promise<InviteRow[]>;
+  /**
+   * An invite for `row.issuer`, decided in one transaction (one at a time per issuer, on every
+   * node): its unused, unexpired code if it has one, else `row` written while the codes it issued
+   * that were used number fewer than `quota` (null: no quota, an admin), else "none-left".
+   */
+  issueInvite(row: InviteRow, quota: number | null, now: number): Promise<IssuedInvite>;
 }
+
+/** What issueInvite came to: a code (fresh when just written), or none left under the quota. */
+export type IssuedInvite = { row: InviteRow; fresh: boolean } | "none-left";
 
 /**
  * The one feed of what a store commits, which the relay subscribes to once (Store.subscribe) and

@@ -3,7 +3,7 @@
 // so the other nodes reload their registries. settleInvoice and takeInvite are one conditional
 // UPDATE each: of nodes (or a webhook and the poller) racing, exactly one moves the row.
 import type { SQL } from "bun";
-import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, Nip05Row } from "../types.ts";
+import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, IssuedInvite, Nip05Row } from "../types.ts";
 
 // bigint columns as numbers (Bun's client answers int8 as strings).
 const INVOICE = `payment_hash, pubkey, purpose, amount_sats::float8 AS amount_sats, bolt11, status, created_at::float8 AS created_at,
@@ -142,6 +142,25 @@ export class PostgresAdmission implements AdmissionStore {
     const [row] = await this.sql.unsafe(`SELECT ${INVITE} FROM invites WHERE code = $1`, [code]);
     if (!row) return "unknown";
     return (row as InviteRow).used_by !== null ? "used" : "expired";
+  }
+
+  /** The issuer's transaction-scoped advisory lock makes two nodes asking at once take turns: each counts what the other wrote. */
+  async issueInvite(row: InviteRow, quota: number | null, now: number): Promise<IssuedInvite> {
+    return this.sql.begin(async (tx): Promise<IssuedInvite> => {
+      await tx`SELECT pg_advisory_xact_lock(hashtextextended(${`bunstr-invite:${row.issuer}`}, 0))`;
+      const [open] = await tx.unsafe(
+        `SELECT ${INVITE} FROM invites WHERE issuer = $1 AND used_by IS NULL AND expires_at > $2 ORDER BY created_at, code LIMIT 1`,
+        [row.issuer, now],
+      );
+      if (open) return { row: open as InviteRow, fresh: false };
+      if (quota !== null) {
+        const [used] = await tx`SELECT count(*)::float8 AS n FROM invites WHERE issuer = ${row.issuer} AND used_by IS NOT NULL`;
+        if ((used.n as number) >= quota) return "none-left";
+      }
+      await tx`INSERT INTO invites (code, issuer, created_at, expires_at, used_by, used_at)
+               VALUES (${row.code}, ${row.issuer}, ${row.created_at}, ${row.expires_at}, ${row.used_by}, ${row.used_at})`;
+      return { row, fresh: true };
+    });
   }
 
   async invitesBy(issuer: string): Promise<InviteRow[]> {

@@ -5,7 +5,7 @@
 // handles its messages in order, so settleInvoice and takeInvite are each decided once, whoever
 // races for them (a webhook and the poller; two joins with one code).
 import type { Database } from "bun:sqlite";
-import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, Nip05Row } from "../types.ts";
+import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, IssuedInvite, Nip05Row } from "../types.ts";
 import type { AdmissionWrite, WriterThread } from "./writer-thread.ts";
 
 /** Reads, on the connection of this thread. */
@@ -77,6 +77,8 @@ export class SqliteAdmission {
       ),
       invite: q("SELECT * FROM invites WHERE code = ?"),
       useInvite: q("UPDATE invites SET used_by = ?, used_at = ? WHERE code = ? AND used_by IS NULL"),
+      openInvite: q("SELECT * FROM invites WHERE issuer = ? AND used_by IS NULL AND expires_at > ? ORDER BY created_at, code LIMIT 1"),
+      usedInvites: q("SELECT count(*) AS n FROM invites WHERE issuer = ? AND used_by IS NOT NULL"),
     };
   }
 
@@ -139,6 +141,16 @@ export class SqliteAdmission {
       return row;
     })();
   }
+
+  issueInvite(row: InviteRow, quota: number | null, now: number): IssuedInvite {
+    return this.db.transaction((): IssuedInvite => {
+      const open = this.st.openInvite.get(row.issuer, now) as InviteRow | null;
+      if (open) return { row: open, fresh: false };
+      if (quota !== null && (this.st.usedInvites.get(row.issuer) as { n: number }).n >= quota) return "none-left";
+      this.putInvite(row);
+      return { row, fresh: true };
+    })();
+  }
 }
 
 /** AdmissionStore from reads on this connection and writes wherever the writer is. */
@@ -165,6 +177,7 @@ function admissionStore(db: Database, write: <T>(method: AdmissionWrite, args: u
     putInvite: (i) => write("putInvite", [i]),
     takeInvite: (code, pubkey, now) => write("takeInvite", [code, pubkey, now]),
     invitesBy: async (issuer) => r.invitesBy(issuer),
+    issueInvite: (row, quota, now) => write("issueInvite", [row, quota, now]),
   };
 }
 
