@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
-import type { Nip05Row } from "../store/types.ts";
+import type { Leadership, Nip05Row } from "../store/types.ts";
 import { FETCHES_AT_ONCE, Nip05Checks, QUEUE_MAX, SITE_MAX } from "./nip05.ts";
 import type { FetchOutcome } from "./nip05-fetch.ts";
 
@@ -24,7 +24,7 @@ interface Call {
 }
 
 /** The engine with an in-memory store and registry, and fetches the test answers by hand. */
-function rig(settings: Partial<Config["verified_users"]> = {}) {
+function rig(settings: Partial<Config["verified_users"]> = {}, leader?: Leadership) {
   const verified_users = {
     mode: "enabled",
     domain_whitelist: [],
@@ -66,6 +66,7 @@ function rig(settings: Partial<Config["verified_users"]> = {}) {
       },
     },
     fetch: (url) => new Promise<FetchOutcome>((answer) => calls.push({ url, at: Date.now(), answer })),
+    ...(leader ? { leader } : {}),
   });
   checks.clock = () => 1_000_000;
   const names = (name: string, pubkey: string): FetchOutcome => ({ kind: "json", json: { names: { [name]: pubkey } } });
@@ -271,6 +272,29 @@ describe("Nip05Checks", () => {
     // The flood's rows the queue refused are looked at again later, not at every pass: the page moves on.
     const later = [...r.rows.values()].filter((row) => row.address.endsWith("attacker.example") && row.checked_at > 0);
     expect(later.length).toBeGreaterThan(0);
+    r.checks.stop();
+  });
+
+  test("with several nodes, only the leading one checks kind 0s and runs the schedule (REVIEW33 M7)", async () => {
+    let answer = () => {};
+    const lead = { leading: false, first: new Promise<void>((r) => (answer = r)) };
+    const r = rig({}, lead);
+    // Before the leadership is known, a kind 0 waits for it.
+    r.checks.committed(profile(pk(1), "bob@example.com"));
+    await r.settle();
+    expect(r.calls).toHaveLength(0);
+    lead.leading = true;
+    answer();
+    await r.settle();
+    expect(r.calls.map((c) => c.url)).toEqual(["https://example.com/.well-known/nostr.json?name=bob"]);
+    // Another node leads now: this one neither checks a new kind 0 nor looks for due rows.
+    lead.leading = false;
+    r.checks.committed(profile(pk(2), "carol@example.org"));
+    r.rows.set(pk(3), { pubkey: pk(3), address: "dan@example.net", verified_at: 1, checked_at: 1, failures: 0, error: "" });
+    await r.checks.checkDue(2_000_000);
+    await r.settle();
+    expect(r.calls).toHaveLength(1);
+    expect(r.rows.has(pk(2))).toBe(false);
     r.checks.stop();
   });
 

@@ -32,7 +32,7 @@ import {
 } from "../nips/nip05.ts";
 import type { Basis, Nip05State } from "../policy/admission.ts";
 import type { NostrEvent } from "../protocol/event.ts";
-import type { AdmissionStore, Nip05Row } from "../store/types.ts";
+import type { AdmissionStore, Leadership, Nip05Row } from "../store/types.ts";
 import type { Nip05Engine } from "./registry.ts";
 import { type FetchLimits, type FetchOutcome, fetchNostrJson } from "./nip05-fetch.ts";
 
@@ -73,6 +73,12 @@ export interface Nip05Deps {
   closing?: () => boolean;
   /** Where the checks are counted (the registry's AccessMetrics); the engine's own by default. */
   metrics?: Nip05Metrics;
+  /**
+   * Several nodes on one database (Postgres, Store.leader): only the leading one checks (it hears
+   * every node's kind 0s on the commit feed) and runs the schedule, so a domain is fetched once,
+   * not once per node (REVIEW33 M7). Absent: this process always leads.
+   */
+  leader?: Leadership;
   /** The fetch; access/nip05-fetch.ts by default. */
   fetch?: (url: string, limits: FetchLimits) => Promise<FetchOutcome>;
 }
@@ -139,6 +145,8 @@ export class Nip05Checks implements Nip05Engine {
   private wake: ReturnType<typeof setTimeout> | undefined;
   private schedule: ReturnType<typeof setInterval> | undefined;
   private stopped = false;
+  /** The leadership's first answer came (deps.leader). */
+  private leaderAsked = false;
   private readonly lines = new LogLimiter();
   /** Seconds now; tests move it on to reach an expiry. Exported for tests. */
   clock: () => number = () => Math.floor(Date.now() / 1000);
@@ -197,6 +205,16 @@ export class Nip05Checks implements Nip05Engine {
   /** The commit feed's kind 0s (registry.onCommitted): the address they name is (re)checked. */
   committed(e: NostrEvent): void {
     if (e.kind !== 0 || this.closed) return;
+    const leader = this.deps.leader;
+    if (leader && !this.leaderAsked) {
+      // Just started: whether this node leads is not known yet; the kind 0 waits for the answer.
+      void leader.first.then(() => {
+        this.leaderAsked = true;
+        this.committed(e);
+      });
+      return;
+    }
+    if (leader && !leader.leading) return; // the leading node checks it
     const written = addressOfProfile(e.content);
     const address = written === undefined ? undefined : parseAddress(written);
     // What is not an address is kept (row, state, refusal text) cut short: a profile may carry any length.
@@ -245,6 +263,7 @@ export class Nip05Checks implements Nip05Engine {
    * checked again; an expired verification is withdrawn. Exported for tests (they pass a later `now`).
    */
   async checkDue(now = this.clock()): Promise<void> {
+    if (this.deps.leader && !this.deps.leader.leading) return;
     const s = this.settings;
     const before = now - durationSeconds(s.verify_update_frequency);
     const expiration = durationSeconds(s.verify_expiration);

@@ -146,7 +146,7 @@ export interface InviteRow {
 /**
  * Issue 33: who is admitted and why, in the event database (both backends). Rows, invoices,
  * balances, NIP-05 checks and invite codes; the trust graph is rebuilt, never stored. Times in
- * seconds. Postgres: put and remove bump admin_version, so other nodes reload the registry.
+ * seconds. Postgres: put and remove log the pubkey (admission_changes), so every node reads that pubkey's rows again.
  */
 export interface AdmissionStore {
   rows(): Promise<AdmissionRow[]>;
@@ -184,6 +184,15 @@ export interface AdmissionStore {
    * that were used number fewer than `quota` (null: no quota, an admin), else "none-left".
    */
   issueInvite(row: InviteRow, quota: number | null, now: number): Promise<IssuedInvite>;
+  /** The stored rows of these pubkeys (a registry's reload of what another node changed). */
+  rowsOf(pubkeys: readonly string[]): Promise<AdmissionRow[]>;
+}
+
+/** Whether this process leads a piece of background work now (Store.leader). */
+export interface Leadership {
+  readonly leading: boolean;
+  /** Settles once the first try is answered (until then `leading` is false for want of an answer). */
+  readonly first: Promise<void>;
 }
 
 /** What issueInvite came to: a code (fresh when just written), or none left under the quota. */
@@ -207,6 +216,11 @@ export interface CommitFeed {
   batchEnd(): void;
   /** Another node changed the admin state. */
   adminChanged(): void;
+  /**
+   * Stored admissions changed (Postgres: this node's writes or another's): these pubkeys' rows
+   * are to be read again; undefined when too many changed to name (then all of them).
+   */
+  admissionsChanged?(pubkeys: readonly string[] | undefined): void;
   /** An ephemeral event another node accepted (never stored, so outside the commit order). */
   ephemeral(event: NostrEvent, json: string): void;
 }
@@ -292,6 +306,12 @@ export interface PurgeWatch {
 }
 
 export interface Store {
+  /**
+   * Several processes share this store (Postgres): the background work only one of them should
+   * do (NIP-05 schedule, payment poller) asks here whether this one leads it. Absent: one
+   * process, which always leads.
+   */
+  leader?(name: string): Leadership;
   readonly admin: AdminStore;
   /** Issue 33: admissions, invoices, balances, NIP-05 checks, invite codes (AdmissionStore). */
   readonly admission: AdmissionStore;

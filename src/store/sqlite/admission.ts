@@ -16,6 +16,7 @@ class AdmissionReads {
     const q = (sql: string) => db.prepare(sql);
     this.st = {
       rows: q("SELECT pubkey, basis, since, until, evidence FROM admissions ORDER BY since, pubkey, basis"),
+      rowsOf: q("SELECT pubkey, basis, since, until, evidence FROM admissions WHERE pubkey IN (SELECT value FROM json_each(?))"),
       invoice: q("SELECT * FROM invoices WHERE payment_hash = ?"),
       openInvoice: q(
         "SELECT * FROM invoices WHERE pubkey = ? AND purpose = ? AND status = 'unpaid' AND expires_at > ? ORDER BY created_at DESC LIMIT 1",
@@ -33,6 +34,7 @@ class AdmissionReads {
   }
 
   rows = () => this.st.rows.all() as AdmissionRow[];
+  rowsOf = (pubkeys: readonly string[]) => this.st.rowsOf.all(JSON.stringify(pubkeys)) as AdmissionRow[];
   invoice = (hash: string) => (this.st.invoice.get(hash) as InvoiceRow | null) ?? undefined;
   openInvoice = (pubkey: string, purpose: string, now: number) =>
     (this.st.openInvoice.get(pubkey, purpose, now) as InvoiceRow | null) ?? undefined;
@@ -158,6 +160,7 @@ function admissionStore(db: Database, write: <T>(method: AdmissionWrite, args: u
   const r = new AdmissionReads(db);
   return {
     rows: async () => r.rows(),
+    rowsOf: async (pubkeys) => r.rowsOf(pubkeys),
     put: (row) => write("put", [row]),
     remove: (pubkey, basis) => write("remove", [pubkey, basis]),
     putInvoice: (i) => write("putInvoice", [i]),
