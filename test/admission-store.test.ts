@@ -74,6 +74,9 @@ describe.each(kinds)("Store.admission: %s", (_name, open) => {
       { pubkey: A, basis: "paid", since: 100, until: null, evidence: '{"payment_hash":"y"}' },
       { pubkey: B, basis: "verified", since: 200, until: 900, evidence: '{"address":"b@example.com"}' },
     ]);
+    // A node's reload of the pubkeys another changed reads theirs only.
+    expect((await db().rowsOf([B, C])).map((r) => [r.pubkey, r.basis])).toEqual([[B, "verified"]]);
+    expect(await db().rowsOf([])).toEqual([]);
     await db().remove(A, "paid");
     await db().remove(C, "member"); // nothing there: no error
     expect((await db().rows()).map((r) => r.pubkey)).toEqual([B]);
