@@ -74,6 +74,9 @@ describe.each(kinds)("Store.admission: %s", (_name, open) => {
       { pubkey: A, basis: "paid", since: 100, until: null, evidence: '{"payment_hash":"y"}' },
       { pubkey: B, basis: "verified", since: 200, until: 900, evidence: '{"address":"b@example.com"}' },
     ]);
+    // A node's reload of the pubkeys another changed reads theirs only.
+    expect((await db().rowsOf([B, C])).map((r) => [r.pubkey, r.basis])).toEqual([[B, "verified"]]);
+    expect(await db().rowsOf([])).toEqual([]);
     await db().remove(A, "paid");
     await db().remove(C, "member"); // nothing there: no error
     expect((await db().rows()).map((r) => r.pubkey)).toEqual([B]);
@@ -150,6 +153,17 @@ describe.each(kinds)("Store.admission: %s", (_name, open) => {
     expect(await db().nip05(B)).toBeUndefined();
   });
 
+  test("due NIP-05 rows: a verified writer's re-check comes before new addresses however many (REVIEW33 M2)", async () => {
+    const flood = Array.from({ length: 20 }, (_, i) => (i + 1).toString(16).padStart(64, "e"));
+    for (const pk of flood)
+      await db().putNip05({ pubkey: pk, address: `x@h.attacker.example`, verified_at: null, checked_at: 0, failures: 0, error: "" });
+    await db().putNip05({ pubkey: C, address: "c@example.com", verified_at: 10, checked_at: 60, failures: 0, error: "" });
+    const page = await db().dueNip05(200, 5);
+    expect(page[0]?.pubkey).toBe(C);
+    expect(page).toHaveLength(5);
+    for (const pk of [...flood, C]) await db().removeNip05(pk);
+  });
+
   test("takeInvite: once, by one of many racing joiners; unknown, expired and used codes say so", async () => {
     await db().putInvite(invite("code-1"));
     await db().putInvite(invite("code-2", { issuer: B }));
@@ -166,6 +180,22 @@ describe.each(kinds)("Store.admission: %s", (_name, open) => {
     expect(await db().takeInvite("old", C, 1600)).toBe("expired");
     expect((await db().invitesBy(A)).map((i) => i.code)).toEqual(["code-1", "old"]);
     expect((await db().invitesBy(B)).map((i) => i.code)).toEqual(["code-2"]);
+  });
+
+  test("asked at once many times (as several nodes would be), one code is written and the quota holds (REVIEW33 M6)", async () => {
+    const issuer = "d".repeat(64);
+    const asks = Array.from({ length: 8 }, (_, i) => db().issueInvite(invite(`q-${i}`, { issuer, expires_at: 5000 }), 1, 1200));
+    const results = await Promise.all(asks);
+    expect(results.filter((r) => r !== "none-left" && r.fresh)).toHaveLength(1);
+    const codes = new Set(results.map((r) => (r === "none-left" ? "" : r.row.code)));
+    expect(codes.size).toBe(1);
+    const [only] = [...codes];
+    expect(typeof (await db().takeInvite(only!, C, 1300))).toBe("object");
+    // Used: the quota of 1 is spent, whoever asks; an admin (no quota) gets a new one.
+    const again = await Promise.all([1, 2].map((i) => db().issueInvite(invite(`r-${i}`, { issuer, expires_at: 5000 }), 1, 1300)));
+    expect(again).toEqual(["none-left", "none-left"]);
+    expect(await db().issueInvite(invite("admin-1", { issuer, expires_at: 5000 }), null, 1300)).toMatchObject({ fresh: true });
+    expect((await db().invitesBy(issuer)).map((i) => i.code).sort()).toEqual(["admin-1", only!].sort());
   });
 });
 

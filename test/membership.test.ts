@@ -342,6 +342,22 @@ describe("leaving and removal", () => {
     c.close();
   });
 
+  test("a removed or departed member's open invite code admits nobody (REVIEW33 M6)", async () => {
+    for (const how of ["removed", "left"] as const) {
+      const { s, c } = await member();
+      const { code } = await askInvite(c);
+      expect(code).toBeDefined();
+      if (how === "removed") expect(await adminCall(relay, "removemember", [s.pubkey, "kicked"])).toEqual({ result: true });
+      else expect((await c.publish(leaveRequest(s)))[3]).toBe(LEFT);
+      const puppet = signer();
+      const pc = await connectAs(relay, puppet);
+      expect(await pc.publish(joinRequest(puppet, code))).toEqual(["OK", expect.any(String), false, INVALID_CODE]);
+      expect(await pc.publish(note(puppet))).toEqual(["OK", expect.any(String), false, REFUSED]);
+      c.close();
+      pc.close();
+    }
+  });
+
   test("joins and leaves are never fanned out to subscribers", async () => {
     const watcher = await member();
     const sub = "watch-requests";
@@ -460,7 +476,7 @@ describe("a real client (nostr-tools)", () => {
 describe("access/members.ts against a store", () => {
   const open = async () => {
     const store = new SqliteStore({ path: ":memory:", synchronous: "normal", readerWorkers: 1 });
-    const config = testConfig({ membership: { enabled: true, invites_per_member: 2 } });
+    const config = testConfig({ membership: { enabled: true, invites_per_member: 2 }, admin: { pubkeys: [admin.pubkey] } });
     const registry = new AdmissionRegistry({ store: store.admission, config: () => config });
     await registry.load();
     return { store, registry, members: new Members(registry, store.admission, () => config) };
@@ -502,7 +518,7 @@ describe("access/members.ts against a store", () => {
   });
 
   test("quota: a member's codes that were used (expired unused ones do not count); asked at once, one code made", async () => {
-    const { store, members } = await open();
+    const { store, registry, members } = await open();
     try {
       const t = now();
       const m = signer().pubkey;
@@ -525,6 +541,9 @@ describe("access/members.ts against a store", () => {
       }
       expect(await members.invite(m, false, t, code)).toBe("none-left");
       expect((await store.admission.invitesBy(m)).length).toBe(3);
+      // The quota is the store's: another process (another Postgres node) asking meanwhile makes no more.
+      const other = new Members(registry, store.admission, () => testConfig({ membership: { enabled: true, invites_per_member: 2 } }));
+      expect(await other.invite(m, false, t, code)).toBe("none-left");
     } finally {
       await store.close();
     }

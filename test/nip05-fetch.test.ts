@@ -79,6 +79,43 @@ describe("fetchNostrJson", () => {
     expect(fake.requests.length).toBe(before);
   });
 
+  test("IPv6 forms that carry a private IPv4 address are internal: NAT64, 6to4, mapped, compatible, Teredo (REVIEW33 L4)", () => {
+    for (const ip of [
+      "64:ff9b::7f00:1", // NAT64 of 127.0.0.1
+      "64:ff9b::10.0.0.1",
+      "64:ff9b:1::1", // NAT64 local use
+      "2002:7f00:1::", // 6to4 of 127.0.0.1
+      "2002:c0a8:101::1", // 6to4 of 192.168.1.1
+      "::127.0.0.1", // IPv4-compatible
+      "::a00:1",
+      "::ffff:0:10.0.0.1", // SIIT
+      "0:0:0:0:0:ffff:7f00:1",
+      "[::ffff:192.168.0.1]",
+      "2001:0:7f00:1::", // Teredo, server 127.0.0.1
+      "2001:0:5db8:1::f5ff:fffe", // Teredo, client 10.0.0.1 (inverted)
+    ])
+      expect([ip, isInternalAddress(ip)]).toEqual([ip, true]);
+    for (const ip of ["64:ff9b::5db8:d70e", "2002:5db8:d70e::1", "::ffff:93.184.215.14", "2001:0:5db8:d70e::a247:28f1", "2001:db8::1"])
+      expect([ip, isInternalAddress(ip)]).toEqual([ip, false]);
+  });
+
+  test("only the default https port is fetched without http_loopback (REVIEW33 L4)", async () => {
+    const off = { ...limits, loopback: false, resolve: async () => ["93.184.215.14"] };
+    expect(await fetchNostrJson("https://example.com:8443/.well-known/nostr.json?name=bob", off)).toEqual({
+      kind: "refused",
+      error: "only the default https port (443) is fetched",
+    });
+    expect(await fetchNostrJson("https://93.184.215.14:22/.well-known/nostr.json?name=bob", off)).toMatchObject({ kind: "refused" });
+  });
+
+  test("the connection goes to the address that was checked, not to a second lookup of the name (DNS rebinding, REVIEW33 L4)", async () => {
+    // The system resolver knows no `.invalid` name: a fetch that looked the name up again would say it does not resolve.
+    const off = { ...limits, loopback: false, timeoutMs: 500, resolve: async () => ["192.0.2.1"] };
+    const outcome = await fetchNostrJson("https://pinned.invalid/.well-known/nostr.json?name=bob", off);
+    expect(outcome.kind).toBe("fault");
+    expect(outcome).not.toEqual({ kind: "fault", error: "pinned.invalid does not resolve" });
+  });
+
   test("a name that does not resolve is a fault", async () => {
     const off = { ...limits, loopback: false, resolve: () => Promise.reject(Object.assign(new Error("nx"), { code: "ENOTFOUND" })) };
     expect(await fetchNostrJson("https://nowhere.invalid/.well-known/nostr.json?name=bob", off)).toEqual({

@@ -56,6 +56,7 @@ const CLUSTER = [
   "./test/postgres/write-parity.pgtest.ts",
   "./test/postgres/ops.pgtest.ts",
   "./test/postgres/relay-key.pgtest.ts",
+  "./test/postgres/admission-nodes.pgtest.ts",
 ];
 
 const missing = await servicesMissing();

@@ -6,7 +6,7 @@
 // one node or several.
 import type { Config } from "../config/schema.ts";
 import { BASIS_BIT } from "../policy/admission.ts";
-import type { AdmissionStore, InviteRow } from "../store/types.ts";
+import type { AdmissionStore, IssuedInvite } from "../store/types.ts";
 
 /** What a member row's evidence says (console, listmembers). */
 export interface MemberEvidence {
@@ -31,20 +31,22 @@ export interface MemberRegistry {
   revoke(pubkey: string, basis: "member", reason: string): Promise<void>;
 }
 
-export type MemberStore = Pick<AdmissionStore, "rows" | "putInvite" | "takeInvite" | "invitesBy">;
+export type MemberStore = Pick<AdmissionStore, "rows" | "takeInvite" | "issueInvite">;
 
-/** A join's result: admitted (by whom's code), or why not. */
-export type JoinResult = { joined: true; issuer: string } | { joined: false; why: "member" | "unknown" | "used" | "expired" | "busy" };
+/** A join's result: admitted (by whom's code), or why not ("void": its issuer is no longer a member or an admin). */
+export type JoinResult =
+  | { joined: true; issuer: string }
+  | { joined: false; why: "member" | "unknown" | "used" | "expired" | "void" | "busy" };
 
 /** An invite for `issuer`: a code (reused while unused and unexpired), or none left under the quota. */
-export type InviteResult = { row: InviteRow; fresh: boolean } | "none-left";
+export type InviteResult = IssuedInvite;
 
 export class Members {
   /** Each member's since and evidence, for the list's order and listmembers (membership itself is the registry's bit). */
   private readonly byPubkey = new Map<string, Member>();
   /** Pubkeys with a join in flight: one at a time each. */
   private readonly joining = new Set<string>();
-  /** Issuers with an invite being made: one at a time each, so two REQs cannot pass the quota together. */
+  /** Issuers with an invite being made: one store call at a time each (the store enforces the quota, across nodes too). */
   private readonly inviting = new Map<string, Promise<InviteResult>>();
 
   constructor(
@@ -85,11 +87,19 @@ export class Members {
     try {
       const taken = await this.store.takeInvite(code, pubkey, now);
       if (typeof taken === "string") return { joined: false, why: taken };
+      // A code is worth its issuer's standing now: one removed, departed or banned since (REVIEW33
+      // M6) admits nobody (the code is spent: it was void anyway).
+      if (!this.standing(taken.issuer)) return { joined: false, why: "void" };
       await this.admitted(pubkey, now, { invited_by: taken.issuer, code_prefix: code.slice(0, 4), via: "invite" });
       return { joined: true, issuer: taken.issuer };
     } finally {
       this.joining.delete(pubkey);
     }
+  }
+
+  /** A member, or one of [admin] pubkeys: whose codes admit. */
+  private standing(issuer: string): boolean {
+    return this.has(issuer) || this.config().admin.pubkeys.includes(issuer);
   }
 
   /** An admin adds `pubkey`; false when it was a member already. */
@@ -120,16 +130,12 @@ export class Members {
     return p;
   }
 
-  private async makeInvite(issuer: string, admin: boolean, now: number, newCode: () => string): Promise<InviteResult> {
+  private makeInvite(issuer: string, admin: boolean, now: number, newCode: () => string): Promise<InviteResult> {
     const { invites_per_member: quota, invite_expiry_seconds: expiry } = this.config().membership;
-    const issued = await this.store.invitesBy(issuer);
-    const open = issued.find((i) => i.used_by === null && i.expires_at > now);
-    if (open) return { row: open, fresh: false };
-    // A code that expired unused admitted nobody: it does not count.
-    if (!admin && issued.filter((i) => i.used_by !== null).length >= quota) return "none-left";
-    const row: InviteRow = { code: newCode(), issuer, created_at: now, expires_at: now + expiry, used_by: null, used_at: null };
-    await this.store.putInvite(row);
-    return { row, fresh: true };
+    // Counted and written in one store transaction (REVIEW33 M6: two nodes asked at once must not
+    // each mint one past the quota). A code that expired unused admitted nobody: it does not count.
+    const row = { code: newCode(), issuer, created_at: now, expires_at: now + expiry, used_by: null, used_at: null };
+    return this.store.issueInvite(row, admin ? null : quota, now);
   }
 
   private async admitted(pubkey: string, now: number, evidence: MemberEvidence): Promise<void> {

@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import type { Config } from "../config/schema.ts";
 import type { NostrEvent } from "../protocol/event.ts";
-import type { Nip05Row } from "../store/types.ts";
-import { FETCHES_AT_ONCE, Nip05Checks, QUEUE_MAX } from "./nip05.ts";
+import type { Leadership, Nip05Row } from "../store/types.ts";
+import { FETCHES_AT_ONCE, Nip05Checks, QUEUE_MAX, SITE_MAX } from "./nip05.ts";
 import type { FetchOutcome } from "./nip05-fetch.ts";
 
 const pk = (i: number) => i.toString(16).padStart(64, "0");
@@ -24,7 +24,7 @@ interface Call {
 }
 
 /** The engine with an in-memory store and registry, and fetches the test answers by hand. */
-function rig(settings: Partial<Config["verified_users"]> = {}) {
+function rig(settings: Partial<Config["verified_users"]> = {}, leader?: Leadership) {
   const verified_users = {
     mode: "enabled",
     domain_whitelist: [],
@@ -51,7 +51,8 @@ function rig(settings: Partial<Config["verified_users"]> = {}) {
       dueNip05: async (before, max) =>
         [...rows.values()]
           .filter((r) => r.checked_at < before)
-          .sort((a, b) => a.checked_at - b.checked_at)
+          // As the stores order it (test/admission-store.test.ts): verified rows first, then by last check.
+          .sort((a, b) => Number(a.verified_at === null) - Number(b.verified_at === null) || a.checked_at - b.checked_at)
           .slice(0, max),
     },
     registry: {
@@ -65,6 +66,7 @@ function rig(settings: Partial<Config["verified_users"]> = {}) {
       },
     },
     fetch: (url) => new Promise<FetchOutcome>((answer) => calls.push({ url, at: Date.now(), answer })),
+    ...(leader ? { leader } : {}),
   });
   checks.clock = () => 1_000_000;
   const names = (name: string, pubkey: string): FetchOutcome => ({ kind: "json", json: { names: { [name]: pubkey } } });
@@ -230,11 +232,82 @@ describe("Nip05Checks", () => {
 
   test("the queue is bounded; what it drops the schedule picks up", async () => {
     const r = rig();
-    // One domain, so one fetch runs and the rest wait.
-    for (let i = 1; i <= QUEUE_MAX + 5; i++) r.checks.committed(profile(pk(i), `u${i}@one.example`));
-    expect(r.checks.queued).toBe(QUEUE_MAX + 1);
+    // 120 sites, fewer than SITE_MAX each: the queue's own bound is what drops; FETCHES_AT_ONCE run.
+    for (let i = 1; i <= QUEUE_MAX + 20; i++) r.checks.committed(profile(pk(i), `u${i}@d${i % 120}.example`));
+    expect(r.checks.queued).toBe(QUEUE_MAX + FETCHES_AT_ONCE);
     await Bun.sleep(50);
-    expect(r.rows.size).toBe(QUEUE_MAX + 5);
-    expect(r.rows.get(pk(QUEUE_MAX + 5))!.checked_at).toBe(0);
+    expect(r.rows.size).toBe(QUEUE_MAX + 20);
+    expect(r.rows.get(pk(QUEUE_MAX + 20))!.checked_at).toBe(0);
+  });
+
+  test("a flood of new addresses on one wildcard domain does not starve a verified writer's re-check (REVIEW33 M2)", async () => {
+    const r = rig();
+    const now = 1_000_000;
+    // A verified writer, last checked two days ago: due.
+    const legit = pk(1);
+    r.rows.set(legit, {
+      pubkey: legit,
+      address: "alice@good.example",
+      verified_at: now - 2 * 86400,
+      checked_at: now - 2 * 86400,
+      failures: 0,
+      error: "",
+    });
+    // Kind 0s of throwaway keys naming endless subdomains of a domain that never answers.
+    for (let i = 0; i < QUEUE_MAX + 1000; i++) r.checks.committed(profile(pk(1000 + i), `x@h${i}.attacker.example`));
+    await Bun.sleep(100);
+    // One site: one fetch in flight, SITE_MAX waiting; the rest wait in the store.
+    expect(r.calls).toHaveLength(1);
+    expect(r.checks.queued).toBe(SITE_MAX + 1);
+    // A new user on another domain is not crowded out either.
+    r.checks.committed(profile(pk(2), "bob@other.example"));
+    for (let round = 0; round < 3; round++) await r.checks.checkDue(now);
+    await r.settle();
+    const urls = r.calls.map((c) => c.url);
+    expect(urls).toContain("https://good.example/.well-known/nostr.json?name=alice");
+    expect(urls).toContain("https://other.example/.well-known/nostr.json?name=bob");
+    r.calls.find((c) => c.url.includes("good.example"))!.answer(r.names("alice", legit));
+    await r.settle();
+    expect(r.rows.get(legit)).toMatchObject({ verified_at: now, checked_at: now });
+    // The flood's rows the queue refused are looked at again later, not at every pass: the page moves on.
+    const later = [...r.rows.values()].filter((row) => row.address.endsWith("attacker.example") && row.checked_at > 0);
+    expect(later.length).toBeGreaterThan(0);
+    r.checks.stop();
+  });
+
+  test("with several nodes, only the leading one checks kind 0s and runs the schedule (REVIEW33 M7)", async () => {
+    let answer = () => {};
+    const lead = { leading: false, first: new Promise<void>((r) => (answer = r)) };
+    const r = rig({}, lead);
+    // Before the leadership is known, a kind 0 waits for it.
+    r.checks.committed(profile(pk(1), "bob@example.com"));
+    await r.settle();
+    expect(r.calls).toHaveLength(0);
+    lead.leading = true;
+    answer();
+    await r.settle();
+    expect(r.calls.map((c) => c.url)).toEqual(["https://example.com/.well-known/nostr.json?name=bob"]);
+    // Another node leads now: this one neither checks a new kind 0 nor looks for due rows.
+    lead.leading = false;
+    r.checks.committed(profile(pk(2), "carol@example.org"));
+    r.rows.set(pk(3), { pubkey: pk(3), address: "dan@example.net", verified_at: 1, checked_at: 1, failures: 0, error: "" });
+    await r.checks.checkDue(2_000_000);
+    await r.settle();
+    expect(r.calls).toHaveLength(1);
+    expect(r.rows.has(pk(2))).toBe(false);
+    r.checks.stop();
+  });
+
+  test("a named port other than 443 is refused without a fetch unless http_loopback (REVIEW33 L4)", async () => {
+    const r = rig({ domain_whitelist: ["allowed.example"] });
+    r.checks.committed(profile(pk(1), "bob@allowed.example:8443"));
+    r.checks.committed(profile(pk(2), "bob@allowed.example:443"));
+    await r.settle();
+    expect(r.checks.state(pk(1))).toMatchObject({ state: "refused", error: "only the default https port (443) is fetched" });
+    expect(r.calls.map((c) => c.url)).toEqual(["https://allowed.example:443/.well-known/nostr.json?name=bob"]);
+    const t = rig({ http_loopback: true });
+    t.checks.committed(profile(pk(1), "bob@127.0.0.1:8080"));
+    await t.settle();
+    expect(t.calls.map((c) => c.url)).toEqual(["http://127.0.0.1:8080/.well-known/nostr.json?name=bob"]);
   });
 });

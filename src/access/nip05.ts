@@ -5,9 +5,13 @@
 // bug #211: there, the profile that asks to be verified is refused, so nobody new gets verified).
 //
 // Bounded on every side, as the domains are the public's: one queue entry per pubkey (the newest
-// address wins) and at most QUEUE_MAX of them, FETCHES_AT_ONCE fetches in all, one per domain at
-// a time and `domain_interval_ms` between two starts to a domain, each fetch bounded by
-// access/nip05-fetch.ts. What a domain answers decides: a match admits, a mismatch (another
+// address wins) and at most QUEUE_MAX of them per lane, FETCHES_AT_ONCE fetches in all, one per
+// site (nips/nip05.ts siteOf: a wildcard domain's subdomains are one site) at a time and
+// `domain_interval_ms` between two starts to a site, each fetch bounded by access/nip05-fetch.ts.
+// A flood of kind 0s naming new addresses must not make verified writers lapse (REVIEW33 M2), so
+// the re-checks of verified addresses have their own lane, served first, and come first in the
+// schedule's page (the store orders it so); new addresses queue at most SITE_MAX per site, and
+// what the queue refuses is looked at again RETRY_S later, so the page moves on. What a domain answers decides: a match admits, a mismatch (another
 // pubkey, or the name not listed) withdraws the verification at once; a fault (no answer, too
 // large, a redirect, an error status, garbage) only counts a failure, so a domain's bad minute
 // never drops a verified writer before the verification expires, and after
@@ -15,15 +19,29 @@
 import { durationSeconds } from "../config/duration.ts";
 import type { Config } from "../config/schema.ts";
 import { LogLimiter } from "../log.ts";
-import { addressOfProfile, formatAddress, hostOf, namesMatch, type Nip05Address, parseAddress, wellKnownUrl } from "../nips/nip05.ts";
+import {
+  addressOfProfile,
+  formatAddress,
+  hostOf,
+  namesMatch,
+  type Nip05Address,
+  isLoopbackHost,
+  parseAddress,
+  siteOf,
+  wellKnownUrl,
+} from "../nips/nip05.ts";
 import type { Basis, Nip05State } from "../policy/admission.ts";
 import type { NostrEvent } from "../protocol/event.ts";
-import type { AdmissionStore, Nip05Row } from "../store/types.ts";
+import type { AdmissionStore, Leadership, Nip05Row } from "../store/types.ts";
 import type { Nip05Engine } from "./registry.ts";
 import { type FetchLimits, type FetchOutcome, fetchNostrJson } from "./nip05-fetch.ts";
 
-/** Pubkeys waiting for a check; past it a kind 0 is not queued (its row is: the schedule retries it). */
+/** Pubkeys waiting for a check, per lane; past it a kind 0 is not queued (its row is: the schedule retries it). */
 export const QUEUE_MAX = 10_000;
+/** New addresses of one site waiting at once: more wait in the store for the schedule. */
+export const SITE_MAX = 100;
+/** A due row the queue refused is looked at again this much later (its checked_at moves on), so the schedule's page does not stick. */
+const RETRY_S = 600;
 /** Fetches in flight over all domains. */
 export const FETCHES_AT_ONCE = 8;
 /** How often the schedule looks for addresses due a re-check, and how many it takes a time. */
@@ -55,6 +73,12 @@ export interface Nip05Deps {
   closing?: () => boolean;
   /** Where the checks are counted (the registry's AccessMetrics); the engine's own by default. */
   metrics?: Nip05Metrics;
+  /**
+   * Several nodes on one database (Postgres, Store.leader): only the leading one checks (it hears
+   * every node's kind 0s on the commit feed) and runs the schedule, so a domain is fetched once,
+   * not once per node (REVIEW33 M7). Absent: this process always leads.
+   */
+  leader?: Leadership;
   /** The fetch; access/nip05-fetch.ts by default. */
   fetch?: (url: string, limits: FetchLimits) => Promise<FetchOutcome>;
 }
@@ -90,19 +114,25 @@ interface Task {
   address: Nip05Address;
 }
 
+/** Re-checks of verified addresses (served first), and the rest (new addresses, retries of failures). */
+type Lane = "recheck" | "fresh";
+const LANES: readonly Lane[] = ["recheck", "fresh"];
+
 export class Nip05Checks implements Nip05Engine {
   /** Nothing to load: what a restart left undone the schedule's first look finds. */
   readonly ready = true;
   /** Checks by result since start (bunstr_nip05_checks_total), pending checks (bunstr_nip05_queue). */
   readonly metrics: Nip05Metrics;
-  /** Domain (host) -> its waiting checks, pubkey -> task, in arrival order; the domains in turn. */
-  private readonly waiting = new Map<string, Map<string, Task>>();
-  /** Pubkey -> the domain it waits under (one entry per pubkey: a newer kind 0 replaces it). */
-  private readonly queue = new Map<string, string>();
+  /** Per lane, site -> its waiting checks, pubkey -> task, in arrival order; the sites in turn. */
+  private readonly waiting: Record<Lane, Map<string, Map<string, Task>>> = { recheck: new Map(), fresh: new Map() };
+  /** Waiting checks per lane. */
+  private readonly sizes: Record<Lane, number> = { recheck: 0, fresh: 0 };
+  /** Pubkey -> the lane and site it waits under (one entry per pubkey: a newer kind 0 replaces it). */
+  private readonly queue = new Map<string, { lane: Lane; site: string }>();
   /** Pubkey -> the address its newest kind 0 names ("" for none) while a check or change of it is open: a result for an older one is dropped. */
   private readonly latest = new Map<string, string>();
   private readonly states = new Map<string, Nip05State>();
-  /** Domains with a fetch in flight; a domain -> when its last fetch started (ms). */
+  /** Sites with a fetch in flight; a site -> when its last fetch started (ms). */
   private readonly busy = new Set<string>();
   /** Pubkeys with a fetch in flight. */
   private readonly running = new Set<string>();
@@ -115,6 +145,8 @@ export class Nip05Checks implements Nip05Engine {
   private wake: ReturnType<typeof setTimeout> | undefined;
   private schedule: ReturnType<typeof setInterval> | undefined;
   private stopped = false;
+  /** The leadership's first answer came (deps.leader). */
+  private leaderAsked = false;
   private readonly lines = new LogLimiter();
   /** Seconds now; tests move it on to reach an expiry. Exported for tests. */
   clock: () => number = () => Math.floor(Date.now() / 1000);
@@ -164,12 +196,25 @@ export class Nip05Checks implements Nip05Engine {
     clearInterval(this.schedule);
     clearTimeout(this.wake);
     this.queue.clear();
-    this.waiting.clear();
+    for (const lane of LANES) {
+      this.waiting[lane].clear();
+      this.sizes[lane] = 0;
+    }
   }
 
   /** The commit feed's kind 0s (registry.onCommitted): the address they name is (re)checked. */
   committed(e: NostrEvent): void {
     if (e.kind !== 0 || this.closed) return;
+    const leader = this.deps.leader;
+    if (leader && !this.leaderAsked) {
+      // Just started: whether this node leads is not known yet; the kind 0 waits for the answer.
+      void leader.first.then(() => {
+        this.leaderAsked = true;
+        this.committed(e);
+      });
+      return;
+    }
+    if (leader && !leader.leading) return; // the leading node checks it
     const written = addressOfProfile(e.content);
     const address = written === undefined ? undefined : parseAddress(written);
     // What is not an address is kept (row, state, refusal text) cut short: a profile may carry any length.
@@ -185,7 +230,7 @@ export class Nip05Checks implements Nip05Engine {
       this.count("refused");
     } else {
       this.setState(pubkey, { address: shown, state: "pending" });
-      this.enqueue({ pubkey, address });
+      this.enqueue({ pubkey, address }, "fresh");
     }
     // The row follows the profile: a new address starts over (checked_at 0: due at once, so the
     // schedule finds it if the queue was full), none removes it; a verification of another
@@ -218,6 +263,7 @@ export class Nip05Checks implements Nip05Engine {
    * checked again; an expired verification is withdrawn. Exported for tests (they pass a later `now`).
    */
   async checkDue(now = this.clock()): Promise<void> {
+    if (this.deps.leader && !this.deps.leader.leading) return;
     const s = this.settings;
     const before = now - durationSeconds(s.verify_update_frequency);
     const expiration = durationSeconds(s.verify_expiration);
@@ -236,7 +282,10 @@ export class Nip05Checks implements Nip05Engine {
           return this.expire(row, now, refused);
         if (address && !stopped && !refused) {
           this.latest.set(row.pubkey, row.address);
-          if (!this.enqueue({ pubkey: row.pubkey, address })) this.latest.delete(row.pubkey);
+          if (this.enqueue({ pubkey: row.pubkey, address }, row.verified_at !== null ? "recheck" : "fresh")) return;
+          // The queue is full (or its site's share is): looked at again RETRY_S later, so the next page holds other rows.
+          this.latest.delete(row.pubkey);
+          await this.deps.store.putNip05({ ...row, checked_at: before + RETRY_S });
         }
         // Left alone (given up on, or its domain now refused): its check time moves on, so it does
         // not fill the schedule's page; it is looked at again a period later.
@@ -245,34 +294,41 @@ export class Nip05Checks implements Nip05Engine {
     }
   }
 
-  /** False when the queue is full: the task is dropped, and its row (checked_at 0 or old) brings it back at the schedule's next look. */
-  private enqueue(t: Task): boolean {
+  /**
+   * False when the lane is full, or (new addresses) its site has SITE_MAX waiting: the task is
+   * dropped, and its row (checked_at 0 or old) brings it back at a later look of the schedule.
+   */
+  private enqueue(t: Task, lane: Lane): boolean {
     this.dequeue(t.pubkey);
-    if (this.queue.size >= QUEUE_MAX) return false;
-    const domain = hostOf(t.address.domain);
-    let tasks = this.waiting.get(domain);
-    if (!tasks) this.waiting.set(domain, (tasks = new Map()));
+    if (this.sizes[lane] >= QUEUE_MAX) return false;
+    const site = siteOf(t.address.domain);
+    let tasks = this.waiting[lane].get(site);
+    if (lane === "fresh" && (tasks?.size ?? 0) >= SITE_MAX) return false;
+    if (!tasks) this.waiting[lane].set(site, (tasks = new Map()));
     tasks.set(t.pubkey, t);
-    this.queue.set(t.pubkey, domain);
+    this.sizes[lane]++;
+    this.queue.set(t.pubkey, { lane, site });
     this.pump();
     return true;
   }
 
   private dequeue(pubkey: string): void {
-    const domain = this.queue.get(pubkey);
-    if (domain === undefined) return;
+    const at = this.queue.get(pubkey);
+    if (at === undefined) return;
     this.queue.delete(pubkey);
-    const tasks = this.waiting.get(domain);
+    this.sizes[at.lane]--;
+    const tasks = this.waiting[at.lane].get(at.site);
     tasks?.delete(pubkey);
-    if (tasks?.size === 0) this.waiting.delete(domain);
+    if (tasks?.size === 0) this.waiting[at.lane].delete(at.site);
     this.metrics.nip05Queue = this.queued;
   }
 
   /**
-   * Starts what may start now: FETCHES_AT_ONCE in all, one per domain, domain_interval_ms
-   * apart, the domains in turn; wakes when the next waiting domain is free. It looks at the
-   * domains only, and stops at the first FETCHES_AT_ONCE it can start: a queue of 10,000 costs
-   * a pass over the few domains busy or just started, not over the queue.
+   * Starts what may start now: FETCHES_AT_ONCE in all, one per site, domain_interval_ms apart,
+   * the re-check lane's sites first, then the others', each lane's sites in turn; wakes when the
+   * next waiting site is free. It looks at the sites only, and stops at the first
+   * FETCHES_AT_ONCE it can start: a queue of 10,000 costs a pass over the few sites busy or just
+   * started, not over the queue.
    */
   private pump(): void {
     if (this.closed) return;
@@ -281,26 +337,27 @@ export class Nip05Checks implements Nip05Engine {
     // The domains' start times are only needed while their interval runs.
     for (const [domain, at] of this.started) if (at + interval <= now) this.started.delete(domain);
     let nextAt = Number.POSITIVE_INFINITY;
-    for (const [domain, tasks] of this.waiting) {
-      if (this.inFlight >= FETCHES_AT_ONCE) break;
-      if (this.busy.has(domain)) continue;
-      const readyAt = (this.started.get(domain) ?? Number.NEGATIVE_INFINITY) + interval;
-      if (readyAt > now) {
-        nextAt = Math.min(nextAt, readyAt);
-        continue;
-      }
-      let task: Task | undefined;
-      for (const t of tasks.values())
-        if (!this.running.has(t.pubkey)) {
-          task = t;
-          break;
+    for (const lane of LANES)
+      for (const [domain, tasks] of this.waiting[lane]) {
+        if (this.inFlight >= FETCHES_AT_ONCE) break;
+        if (this.busy.has(domain)) continue;
+        const readyAt = (this.started.get(domain) ?? Number.NEGATIVE_INFINITY) + interval;
+        if (readyAt > now) {
+          nextAt = Math.min(nextAt, readyAt);
+          continue;
         }
-      if (!task) continue;
-      this.dequeue(task.pubkey);
-      // The domain goes to the back of the turn (it is busy now: this pass skips it).
-      if (this.waiting.delete(domain)) this.waiting.set(domain, tasks);
-      this.launch(domain, task, now);
-    }
+        let task: Task | undefined;
+        for (const t of tasks.values())
+          if (!this.running.has(t.pubkey)) {
+            task = t;
+            break;
+          }
+        if (!task) continue;
+        this.dequeue(task.pubkey);
+        // The site goes to the back of the turn (it is busy now: this pass skips it).
+        if (this.waiting[lane].delete(domain)) this.waiting[lane].set(domain, tasks);
+        this.launch(domain, task, now);
+      }
     clearTimeout(this.wake);
     if (nextAt !== Number.POSITIVE_INFINITY) this.wake = setTimeout(() => this.pump(), nextAt - now);
     this.metrics.nip05Queue = this.queued;
@@ -443,6 +500,11 @@ export class Nip05Checks implements Nip05Engine {
     const { domain_blacklist: black, domain_whitelist: white } = this.settings;
     if (black.some((d) => d.toLowerCase() === host)) return `${host} is on the relay's domain blacklist`;
     if (white.length > 0 && !white.some((d) => d.toLowerCase() === host)) return `${host} is not on the relay's domain whitelist`;
+    // Only the default https port is fetched (access/nip05-fetch.ts): refused here, before any
+    // lookup; a loopback host is left to the fetch, whose refusal warns of http_loopback.
+    const port = a.domain.slice(host.length + 1);
+    if (port !== "" && port !== "443" && !this.settings.http_loopback && !isLoopbackHost(host))
+      return "only the default https port (443) is fetched";
     return undefined;
   }
 

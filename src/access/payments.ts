@@ -50,6 +50,8 @@ export interface PaymentsOptions {
   now?: () => number;
   /** Milliseconds, for the spacing of checks (tests move it). */
   nowMs?: () => number;
+  /** False while another node polls (Store.leader, relay/admission.ts): this one skips its pass. */
+  leader?: () => boolean;
 }
 
 export type InvoiceAnswer =
@@ -120,7 +122,7 @@ export class Payments {
     const next = () => {
       if (this.stopped) return;
       this.timer = setTimeout(() => {
-        this.polling = this.poll()
+        this.polling = (this.o.leader?.() === false ? Promise.resolve() : this.poll())
           .catch((err) => {
             if (this.lines.take("poll")) console.error("payments: the poller could not read the invoices:", err);
           })

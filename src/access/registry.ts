@@ -236,6 +236,29 @@ export class AdmissionRegistry implements AdmissionView {
     }
   }
 
+  /**
+   * Reads again the stored rows of `pubkeys` only (Postgres: what the admission change log names,
+   * REVIEW33 M7), or all of them when undefined; swapped in at once, per pubkey.
+   */
+  async reload(pubkeys: readonly string[] | undefined): Promise<void> {
+    if (pubkeys === undefined) return this.load();
+    if (pubkeys.length === 0 || !this.loaded) return;
+    for (;;) {
+      const writes = this.writes;
+      const rows = await this.opts.store.rowsOf(pubkeys);
+      if (writes !== this.writes) continue; // an admit or revoke went on meanwhile: read again
+      for (const pk of pubkeys) {
+        this.rows.delete(pk);
+        this.timed.delete(pk);
+      }
+      for (const r of rows) {
+        const bit = BASIS_BIT[r.basis as Basis];
+        if (bit !== undefined) this.set(r.pubkey, bit, r.until);
+      }
+      return;
+    }
+  }
+
   /** The stored rows (evidence included), read from the store: for the console and listadmissions. */
   stored(): Promise<AdmissionRow[]> {
     return this.opts.store.rows();

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { addressOfProfile, formatAddress, isLoopbackHost, namesMatch, parseAddress, wellKnownUrl } from "./nip05.ts";
+import { addressOfProfile, formatAddress, isLoopbackHost, namesMatch, parseAddress, siteOf, wellKnownUrl } from "./nip05.ts";
 
 const pk = "b0635d6a9851d3aed0cd6c495b282167acf761729078d975fc341b22650b07b9";
 
@@ -67,7 +67,7 @@ describe("NIP-05", () => {
     expect(namesMatch({ names: { bob: "ab".repeat(32) } }, "bob", pk)).toBe("mismatch");
     expect(namesMatch({ names: { alice: pk } }, "bob", pk)).toBe("mismatch");
     expect(namesMatch({ names: {} }, "bob", pk)).toBe("mismatch");
-    expect(namesMatch({ error: "not found" }, "bob", pk)).toBe("mismatch");
+    expect(namesMatch({ names: { Bob: "ab".repeat(32) } }, "bob", pk)).toBe("mismatch");
     // An inherited property is not a listed name.
     expect(namesMatch({ names: {} }, "constructor", pk)).toBe("mismatch");
     expect(namesMatch({ names: { bob: 7 } }, "bob", pk)).toBe("mismatch");
@@ -76,5 +76,27 @@ describe("NIP-05", () => {
     expect(namesMatch([], "bob", pk)).toBe("garbage");
     expect(namesMatch("x", "bob", pk)).toBe("garbage");
     expect(namesMatch(null, "bob", pk)).toBe("garbage");
+  });
+
+  test("a host's site: its registrable part, roughly", () => {
+    expect(siteOf("h7.attacker.example")).toBe("attacker.example");
+    expect(siteOf("a.b.c.attacker.example:8443")).toBe("attacker.example");
+    expect(siteOf("example.com")).toBe("example.com");
+    expect(siteOf("x.b.co.uk")).toBe("b.co.uk");
+    expect(siteOf("127.0.0.1:8080")).toBe("127.0.0.1");
+    expect(siteOf("[::1]:80")).toBe("[::1]");
+    expect(siteOf("localhost")).toBe("localhost");
+  });
+
+  test("a document without a names object is garbage (a fault), not a mismatch", () => {
+    expect(namesMatch({ error: "not found" }, "bob", pk)).toBe("garbage");
+    expect(namesMatch({}, "bob", pk)).toBe("garbage");
+    expect(namesMatch({ names: null }, "bob", pk)).toBe("garbage");
+  });
+
+  test("names are matched case-insensitively (NIP-05: the local part is)", () => {
+    expect(namesMatch({ names: { Bob: pk } }, "bob", pk)).toBe("match");
+    expect(namesMatch({ names: { BOB: pk.toUpperCase() } }, "bob", pk)).toBe("match");
+    expect(namesMatch({ names: { Bob: "ab".repeat(32), bob: pk } }, "bob", pk)).toBe("match");
   });
 });

@@ -44,6 +44,22 @@ export function hostOf(domain: string): string {
   return domain.replace(/:\d+$/, "");
 }
 
+/**
+ * The site a host belongs to, for sharing the fetch budget: its last two labels
+ * (`h7.attacker.example` -> `attacker.example`), three under a two-letter country code whose
+ * second label is short (`a.b.co.uk` -> `b.co.uk`), an IP literal or single label as it is. A
+ * rough registrable domain without the public suffix list: a wildcard domain's endless
+ * subdomains share one site, and a hosting suffix's users (`*.github.io`) share one too, which
+ * only slows them (they wait their turn), never refuses them.
+ */
+export function siteOf(domain: string): string {
+  const host = hostOf(domain);
+  if (host.startsWith("[") || /^\d+\.\d+\.\d+\.\d+$/.test(host)) return host;
+  const labels = host.split(".");
+  const keep = labels.length >= 3 && labels.at(-1)!.length === 2 && labels.at(-2)!.length <= 3 ? 3 : 2;
+  return labels.slice(-keep).join(".");
+}
+
 /** 127.0.0.1, localhost or [::1] (with or without a port): the hosts `http_loopback` lets be fetched over plain http. */
 export function isLoopbackHost(domain: string): boolean {
   const host = hostOf(domain);
@@ -76,17 +92,22 @@ export function addressOfProfile(content: string): string | undefined {
 }
 
 /**
- * What a parsed nostr.json says of `name` and `pubkey`: `match` when `names[name]` is the pubkey
- * (hex, compared lowercase); `mismatch` when the document is an object that maps the name to
- * another key or does not list it (the domain says no: the verification is withdrawn); `garbage`
- * when it is not an object or `names` is not one (a broken server, counted as a fault, which
- * never withdraws a verification by itself).
+ * What a parsed nostr.json says of `name` and `pubkey`: `match` when `names` maps the name to the
+ * pubkey (hex, compared lowercase; the name compared case-insensitively, as NIP-05 says the local
+ * part is: a domain listing `"Bob"` verifies `bob@`); `mismatch` when `names` is an object that
+ * maps the name to another key or does not list it (the domain says no: the verification is
+ * withdrawn); `garbage` when the document is not an object or has no `names` object (a broken
+ * server, a maintenance page's `{"error": …}`: counted as a fault, which never withdraws a
+ * verification by itself).
  */
 export function namesMatch(json: unknown, name: string, pubkey: string): "match" | "mismatch" | "garbage" {
   if (typeof json !== "object" || json === null || Array.isArray(json)) return "garbage";
   const names = (json as Record<string, unknown>).names;
-  if (names === undefined) return "mismatch";
   if (typeof names !== "object" || names === null || Array.isArray(names)) return "garbage";
-  const listed = Object.hasOwn(names, name) ? (names as Record<string, unknown>)[name] : undefined;
-  return typeof listed === "string" && listed.toLowerCase() === pubkey.toLowerCase() ? "match" : "mismatch";
+  const wanted = name.toLowerCase();
+  const key = pubkey.toLowerCase();
+  // Own keys only (an inherited `constructor` is no listed name); any spelling of the name that maps to the key matches.
+  for (const [listed, value] of Object.entries(names))
+    if (listed.toLowerCase() === wanted && typeof value === "string" && value.toLowerCase() === key) return "match";
+  return "mismatch";
 }

@@ -62,7 +62,10 @@ function startPayments(ctx: RelayContext, registry: AdmissionRegistry): void {
     payer: (pubkey) => registry.bits(pubkey) === BASIS_BIT.paid,
     short: (pubkey, balance, cost) => refuse("blocked", ADMISSION_TEXTS.balance(balance, cost, joinUrl(ctx.config, pubkey))),
   });
+  // On a store several nodes share, one node at a time polls the node for unpaid invoices.
+  const poller = ctx.store.leader?.("payments");
   const payments = new Payments({
+    leader: () => poller?.leading ?? true,
     node,
     store: ctx.store.admission,
     ledger,
@@ -86,9 +89,18 @@ function startPayments(ctx: RelayContext, registry: AdmissionRegistry): void {
     .catch((err) => console.error("payments: could not load the balances:", err));
 }
 
-/** NIP-05 verified writers (WP2: access/nip05.ts): registry.engines.nip05, kind 0 through registry.onCommitted. */
+/**
+ * NIP-05 verified writers (WP2: access/nip05.ts): registry.engines.nip05, kind 0 through
+ * registry.onCommitted. On a store several nodes share, one node at a time checks (Store.leader).
+ */
 function startNip05(ctx: RelayContext, registry: AdmissionRegistry): void {
-  startNip05Checks(registry, { config: () => ctx.config, store: ctx.store.admission, closing: () => ctx.closing });
+  const leader = ctx.store.leader?.("nip05");
+  startNip05Checks(registry, {
+    config: () => ctx.config,
+    store: ctx.store.admission,
+    closing: () => ctx.closing,
+    ...(leader ? { leader } : {}),
+  });
 }
 
 /**

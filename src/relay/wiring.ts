@@ -163,6 +163,10 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
       ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err));
       access?.load().catch((err) => console.error("could not reload the admissions:", err));
     },
+    // Postgres: the pubkeys whose admissions any node changed (all when undefined).
+    admissionsChanged(pubkeys) {
+      access?.reload(pubkeys).catch((err) => console.error("could not reload the admissions:", err));
+    },
   });
   // A store that names every change lets memory answer (relay/answers/); one with other nodes
   // writing (Postgres) does not.

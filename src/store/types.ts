@@ -146,7 +146,7 @@ export interface InviteRow {
 /**
  * Issue 33: who is admitted and why, in the event database (both backends). Rows, invoices,
  * balances, NIP-05 checks and invite codes; the trust graph is rebuilt, never stored. Times in
- * seconds. Postgres: put and remove bump admin_version, so other nodes reload the registry.
+ * seconds. Postgres: put and remove log the pubkey (admission_changes), so every node reads that pubkey's rows again.
  */
 export interface AdmissionStore {
   rows(): Promise<AdmissionRow[]>;
@@ -172,13 +172,31 @@ export interface AdmissionStore {
   nip05(pubkey: string): Promise<Nip05Row | undefined>;
   putNip05(r: Nip05Row): Promise<void>;
   removeNip05(pubkey: string): Promise<void>;
-  /** Checked before `before`, oldest check first. */
+  /** Checked before `before`: verified rows first (their re-checks keep writers admitted; new addresses must not crowd them out), oldest check first. */
   dueNip05(before: number, max: number): Promise<Nip05Row[]>;
   putInvite(i: InviteRow): Promise<void>;
   /** Marks an unused, unexpired code used by `pubkey` atomically; the row as it was, or why not. */
   takeInvite(code: string, pubkey: string, now: number): Promise<InviteRow | "unknown" | "expired" | "used">;
   invitesBy(issuer: string): Promise<InviteRow[]>;
+  /**
+   * An invite for `row.issuer`, decided in one transaction (one at a time per issuer, on every
+   * node): its unused, unexpired code if it has one, else `row` written while the codes it issued
+   * that were used number fewer than `quota` (null: no quota, an admin), else "none-left".
+   */
+  issueInvite(row: InviteRow, quota: number | null, now: number): Promise<IssuedInvite>;
+  /** The stored rows of these pubkeys (a registry's reload of what another node changed). */
+  rowsOf(pubkeys: readonly string[]): Promise<AdmissionRow[]>;
 }
+
+/** Whether this process leads a piece of background work now (Store.leader). */
+export interface Leadership {
+  readonly leading: boolean;
+  /** Settles once the first try is answered (until then `leading` is false for want of an answer). */
+  readonly first: Promise<void>;
+}
+
+/** What issueInvite came to: a code (fresh when just written), or none left under the quota. */
+export type IssuedInvite = { row: InviteRow; fresh: boolean } | "none-left";
 
 /**
  * The one feed of what a store commits, which the relay subscribes to once (Store.subscribe) and
@@ -198,6 +216,11 @@ export interface CommitFeed {
   batchEnd(): void;
   /** Another node changed the admin state. */
   adminChanged(): void;
+  /**
+   * Stored admissions changed (Postgres: this node's writes or another's): these pubkeys' rows
+   * are to be read again; undefined when too many changed to name (then all of them).
+   */
+  admissionsChanged?(pubkeys: readonly string[] | undefined): void;
   /** An ephemeral event another node accepted (never stored, so outside the commit order). */
   ephemeral(event: NostrEvent, json: string): void;
 }
@@ -283,6 +306,12 @@ export interface PurgeWatch {
 }
 
 export interface Store {
+  /**
+   * Several processes share this store (Postgres): the background work only one of them should
+   * do (NIP-05 schedule, payment poller) asks here whether this one leads it. Absent: one
+   * process, which always leads.
+   */
+  leader?(name: string): Leadership;
   readonly admin: AdminStore;
   /** Issue 33: admissions, invoices, balances, NIP-05 checks, invite codes (AdmissionStore). */
   readonly admission: AdmissionStore;

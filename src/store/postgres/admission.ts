@@ -1,9 +1,10 @@
 // Issue 33: who is admitted and why (AdmissionStore) in Postgres, shared by every node. Plain
-// statements; put and remove bump admin_version and tell the bus, as the admin state's writes do,
-// so the other nodes reload their registries. settleInvoice and takeInvite are one conditional
+// statements; put and remove log the pubkey in admission_changes (in the same statement) and tell
+// the bus, so every node reads that pubkey's rows again (postgres/store.ts admissionsSince), not
+// the whole table and the admin state (REVIEW33 M7). settleInvoice and takeInvite are one conditional
 // UPDATE each: of nodes (or a webhook and the poller) racing, exactly one moves the row.
 import type { SQL } from "bun";
-import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, Nip05Row } from "../types.ts";
+import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, IssuedInvite, Nip05Row } from "../types.ts";
 
 // bigint columns as numbers (Bun's client answers int8 as strings).
 const INVOICE = `payment_hash, pubkey, purpose, amount_sats::float8 AS amount_sats, bolt11, status, created_at::float8 AS created_at,
@@ -23,17 +24,35 @@ export class PostgresAdmission implements AdmissionStore {
     return [...rows] as AdmissionRow[];
   }
 
+  async rowsOf(pubkeys: readonly string[]): Promise<AdmissionRow[]> {
+    if (pubkeys.length === 0) return [];
+    const rows = await this.sql`SELECT pubkey, basis, since::float8 AS since, until::float8 AS until, evidence FROM admissions
+                                WHERE pubkey = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(pubkeys)}::text::jsonb)))`;
+    return [...rows] as AdmissionRow[];
+  }
+
+  /** Pubkeys whose admissions changed after change `after` up to `upTo` (at most `max` + 1 of them: more means "reload all"). */
+  async changedSince(after: number, upTo: number, max: number): Promise<string[]> {
+    const rows = await this.sql`SELECT DISTINCT pubkey FROM admission_changes WHERE seq > ${after} AND seq <= ${upTo} LIMIT ${max + 1}`;
+    return rows.map((r: { pubkey: string }) => r.pubkey);
+  }
+
+  /** The change log kept for an hour: a node further behind than that reloads everything. */
+  async pruneChanges(before: number): Promise<void> {
+    await this.sql`DELETE FROM admission_changes WHERE at < ${before}`;
+  }
+
   async put(r: AdmissionRow): Promise<void> {
     await this.sql`WITH put AS (INSERT INTO admissions (pubkey, basis, since, until, evidence)
                                 VALUES (${r.pubkey}, ${r.basis}, ${r.since}, ${r.until}, ${r.evidence})
                                 ON CONFLICT (pubkey, basis) DO UPDATE SET until = excluded.until, evidence = excluded.evidence)
-                   UPDATE admin_version SET value = value + 1`;
+                   INSERT INTO admission_changes (pubkey, at) VALUES (${r.pubkey}, ${Math.floor(Date.now() / 1000)})`;
     this.changed();
   }
 
   async remove(pubkey: string, basis: string): Promise<void> {
     await this.sql`WITH gone AS (DELETE FROM admissions WHERE pubkey = ${pubkey} AND basis = ${basis})
-                   UPDATE admin_version SET value = value + 1`;
+                   INSERT INTO admission_changes (pubkey, at) VALUES (${pubkey}, ${Math.floor(Date.now() / 1000)})`;
     this.changed();
   }
 
@@ -120,7 +139,10 @@ export class PostgresAdmission implements AdmissionStore {
   }
 
   async dueNip05(before: number, max: number): Promise<Nip05Row[]> {
-    const rows = await this.sql.unsafe(`SELECT ${NIP05} FROM nip05 WHERE checked_at < $1 ORDER BY checked_at LIMIT $2`, [before, max]);
+    const rows = await this.sql.unsafe(
+      `SELECT ${NIP05} FROM nip05 WHERE checked_at < $1 ORDER BY verified_at IS NULL, checked_at LIMIT $2`,
+      [before, max],
+    );
     return [...rows] as Nip05Row[];
   }
 
@@ -139,6 +161,25 @@ export class PostgresAdmission implements AdmissionStore {
     const [row] = await this.sql.unsafe(`SELECT ${INVITE} FROM invites WHERE code = $1`, [code]);
     if (!row) return "unknown";
     return (row as InviteRow).used_by !== null ? "used" : "expired";
+  }
+
+  /** The issuer's transaction-scoped advisory lock makes two nodes asking at once take turns: each counts what the other wrote. */
+  async issueInvite(row: InviteRow, quota: number | null, now: number): Promise<IssuedInvite> {
+    return this.sql.begin(async (tx): Promise<IssuedInvite> => {
+      await tx`SELECT pg_advisory_xact_lock(hashtextextended(${`bunstr-invite:${row.issuer}`}, 0))`;
+      const [open] = await tx.unsafe(
+        `SELECT ${INVITE} FROM invites WHERE issuer = $1 AND used_by IS NULL AND expires_at > $2 ORDER BY created_at, code LIMIT 1`,
+        [row.issuer, now],
+      );
+      if (open) return { row: open as InviteRow, fresh: false };
+      if (quota !== null) {
+        const [used] = await tx`SELECT count(*)::float8 AS n FROM invites WHERE issuer = ${row.issuer} AND used_by IS NOT NULL`;
+        if ((used.n as number) >= quota) return "none-left";
+      }
+      await tx`INSERT INTO invites (code, issuer, created_at, expires_at, used_by, used_at)
+               VALUES (${row.code}, ${row.issuer}, ${row.created_at}, ${row.expires_at}, ${row.used_by}, ${row.used_at})`;
+      return { row, fresh: true };
+    });
   }
 
   async invitesBy(issuer: string): Promise<InviteRow[]> {

@@ -9,6 +9,8 @@ import type { Batch } from "./order.ts";
 interface BusHandlers {
   batch(b: { from: number; to: number; events: { seq: number; json: string }[] }): void;
   adminChanged(): void;
+  /** Stored admissions changed (postgres/admission.ts): which ones, the change log says. */
+  admissionsChanged(): void;
   /** An ephemeral event's JSON (kinds 20000-29999 are never stored: only the bus carries them). */
   ephemeral(json: string): void;
 }
@@ -41,14 +43,15 @@ export class RedisBus {
     await bus.pub.connect();
     await bus.sub.subscribe([bus.events, bus.admin, bus.ephemeral], (message: string, channel: string) => {
       if (bus.closed) return;
-      let m: { node: string; from?: number; to?: number; events?: { seq: number; json: string }[]; json?: string };
+      let m: { node: string; admissions?: boolean; from?: number; to?: number; events?: { seq: number; json: string }[]; json?: string };
       try {
         m = JSON.parse(message);
       } catch {
         return console.error(`bus: not JSON on ${channel}`);
       }
       if (m.node === NODE) return;
-      if (channel === bus.admin) return handlers.adminChanged();
+      // An admission change rides the admin channel with a flag (a node that does not know the flag reloads all).
+      if (channel === bus.admin) return m.admissions ? handlers.admissionsChanged() : handlers.adminChanged();
       if (channel === bus.ephemeral) return typeof m.json === "string" ? handlers.ephemeral(m.json) : undefined;
       if (typeof m.from === "number" && typeof m.to === "number" && Array.isArray(m.events))
         handlers.batch({ from: m.from, to: m.to, events: m.events });
@@ -69,6 +72,10 @@ export class RedisBus {
 
   publishAdminChange(): void {
     this.send(this.admin, `{"node":"${NODE}"}`);
+  }
+
+  publishAdmissionChange(): void {
+    this.send(this.admin, `{"node":"${NODE}","admissions":true}`);
   }
 
   private send(channel: string, message: string): void {

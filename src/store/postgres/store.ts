@@ -17,6 +17,7 @@ import {
   type CommitFeed,
   type CountJob,
   type GateAsOf,
+  type Leadership,
   type NegItems,
   type NegJob,
   type PendingWrite,
@@ -31,6 +32,7 @@ import { newestFirst } from "../semantics.ts";
 import { PostgresAdmission } from "./admission.ts";
 import { RedisBus } from "./bus.ts";
 import { PostgresGroups } from "./groups.ts";
+import { PostgresLeaders } from "./leader.ts";
 import { CommitOrder, type OrderedEvent } from "./order.ts";
 import { FEED_WINDOW, feedWindowFits, hllRegisters, planFilter, planNeg, planSeqs, type QueryRow } from "./query.ts";
 import { migrate } from "./schema.ts";
@@ -47,6 +49,12 @@ interface PostgresStoreOptions {
 }
 
 const TIMEOUT = "57014"; // query_canceled (statement_timeout)
+/** Admission changes told by pubkey up to this many a look; past it, everything is read again. */
+const ADMISSIONS_NAMED = 1000;
+/** After admission changes, everything is read again at most this often (a change committed out of seq order). */
+const FULL_RELOAD_S = 300;
+/** How long the admission change log is kept. */
+const CHANGES_KEPT_S = 3600;
 
 export class PostgresStore implements Store {
   readonly admin: PostgresAdmin;
@@ -67,7 +75,7 @@ export class PostgresStore implements Store {
       readRange: (from, to) => this.readRange(from, to),
     });
     this.admin = new PostgresAdmin(sql, () => this.bus?.publishAdminChange());
-    this.admission = new PostgresAdmission(sql, () => this.bus?.publishAdminChange());
+    this.admission = new PostgresAdmission(sql, () => this.bus?.publishAdmissionChange());
     this.groups = new PostgresGroups(sql);
   }
 
@@ -83,6 +91,10 @@ export class PostgresStore implements Store {
     await migrate(sql);
     const [row] = await sql`SELECT value FROM relay_seq`;
     const store = new PostgresStore(sql, Number(row.value));
+    // The admission change log's cursor, before the registry's first read: what comes after is told.
+    const [changes] = await sql`SELECT coalesce(max(seq), 0)::float8 AS seq FROM admission_changes`;
+    store.admissionSeq = changes.seq as number;
+    store.fullAt = Math.floor(Date.now() / 1000);
     if (opts.busUrl) {
       const [identity] = await sql`SELECT id FROM relay_identity`;
       store.bus = await RedisBus.connect(opts.busUrl, identity.id, {
@@ -93,6 +105,7 @@ export class PostgresStore implements Store {
             events: b.events.map((e) => ({ seq: e.seq, json: e.json, event: JSON.parse(e.json) as NostrEvent })),
           }),
         adminChanged: () => store.feed?.adminChanged(),
+        admissionsChanged: () => void store.admissionsSince(),
         ephemeral: (json) => store.feed?.ephemeral(JSON.parse(json) as NostrEvent, json),
       });
     }
@@ -124,6 +137,69 @@ export class PostgresStore implements Store {
 
   /** The admin_version last seen; a change (by another node) reloads the admin state. */
   private adminVersion?: number;
+  /** The last admission_changes seq whose pubkeys the feed was told; a read of what came after, in flight and wanted again. */
+  private admissionSeq?: number;
+  private admissionsReading?: Promise<void>;
+  private admissionsAgain = false;
+  /** When the change log was last pruned, and when the registry last read everything (seconds). */
+  private prunedAt = 0;
+  private fullAt = 0;
+  private changedSinceFull = false;
+  private leaders?: PostgresLeaders;
+
+  /** One node at a time does `name`'s background work (postgres/leader.ts). */
+  leader(name: string): Leadership {
+    this.leaders ??= new PostgresLeaders(this.sql);
+    return this.leaders.lead(name);
+  }
+
+  /**
+   * The pubkeys whose admissions changed since the last look (any node's writes, this one's
+   * too), told to the feed to read their rows again: on the bus's word at once, and at each
+   * poll (a lost message). Past ADMISSIONS_NAMED pubkeys, or when the log no longer reaches back
+   * (pruned), everything is read again; so it is every FULL_RELOAD_S after a change, as a change
+   * whose seq was taken before a neighbour's but committed after it is past the cursor.
+   */
+  private admissionsSince(): Promise<void> {
+    if (this.admissionsReading) {
+      this.admissionsAgain = true;
+      return this.admissionsReading;
+    }
+    const read = async () => {
+      do {
+        this.admissionsAgain = false;
+        const [row] = await this
+          .sql`SELECT coalesce(max(seq), 0)::float8 AS seq, coalesce(min(seq), 0)::float8 AS first FROM admission_changes`;
+        const upTo = row.seq as number;
+        const after = this.admissionSeq;
+        this.admissionSeq = upTo;
+        const now = Math.floor(Date.now() / 1000);
+        if (after !== undefined && upTo > after) {
+          this.changedSinceFull = true;
+          const reachable = (row.first as number) <= after + 1;
+          const pubkeys = reachable ? await this.admission.changedSince(after, upTo, ADMISSIONS_NAMED) : [];
+          this.feed?.admissionsChanged?.(reachable && pubkeys.length <= ADMISSIONS_NAMED ? pubkeys : undefined);
+        }
+        if (this.changedSinceFull && now - this.fullAt >= FULL_RELOAD_S) {
+          this.changedSinceFull = false;
+          this.fullAt = now;
+          this.feed?.admissionsChanged?.(undefined);
+        }
+        if (now - this.prunedAt >= 60) {
+          this.prunedAt = now;
+          await this.admission.pruneChanges(now - CHANGES_KEPT_S);
+        }
+      } while (this.admissionsAgain && !this.closed);
+    };
+    this.admissionsReading = read()
+      .catch((err) => {
+        if (!this.closed) console.error("postgres: could not read the admission changes:", err);
+      })
+      .finally(() => {
+        this.admissionsReading = undefined;
+      });
+    return this.admissionsReading;
+  }
 
   private async poll(): Promise<void> {
     if (this.closed) return;
@@ -132,6 +208,7 @@ export class PostgresStore implements Store {
       const admin = Number(row.admin);
       if (this.adminVersion !== undefined && admin !== this.adminVersion) this.feed?.adminChanged();
       this.adminVersion = admin;
+      await this.admissionsSince();
       await this.order.catchUp(Number(row.seq));
     } catch (err) {
       if (!this.closed) console.error("postgres: could not read the commit sequence:", err);
@@ -354,6 +431,8 @@ export class PostgresStore implements Store {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.poller);
+    await this.leaders?.close();
+    await this.admissionsReading;
     this.order.close();
     await this.bus?.close();
     await this.sql.close({ timeout: 5 });

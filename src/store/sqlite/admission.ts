@@ -5,7 +5,7 @@
 // handles its messages in order, so settleInvoice and takeInvite are each decided once, whoever
 // races for them (a webhook and the poller; two joins with one code).
 import type { Database } from "bun:sqlite";
-import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, Nip05Row } from "../types.ts";
+import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, IssuedInvite, Nip05Row } from "../types.ts";
 import type { AdmissionWrite, WriterThread } from "./writer-thread.ts";
 
 /** Reads, on the connection of this thread. */
@@ -16,6 +16,7 @@ class AdmissionReads {
     const q = (sql: string) => db.prepare(sql);
     this.st = {
       rows: q("SELECT pubkey, basis, since, until, evidence FROM admissions ORDER BY since, pubkey, basis"),
+      rowsOf: q("SELECT pubkey, basis, since, until, evidence FROM admissions WHERE pubkey IN (SELECT value FROM json_each(?))"),
       invoice: q("SELECT * FROM invoices WHERE payment_hash = ?"),
       openInvoice: q(
         "SELECT * FROM invoices WHERE pubkey = ? AND purpose = ? AND status = 'unpaid' AND expires_at > ? ORDER BY created_at DESC LIMIT 1",
@@ -27,12 +28,13 @@ class AdmissionReads {
       recentInvoices: q("SELECT * FROM invoices ORDER BY created_at DESC, payment_hash LIMIT ?"),
       balances: q("SELECT pubkey, sats FROM balances"),
       nip05: q("SELECT * FROM nip05 WHERE pubkey = ?"),
-      dueNip05: q("SELECT * FROM nip05 WHERE checked_at < ? ORDER BY checked_at LIMIT ?"),
+      dueNip05: q("SELECT * FROM nip05 WHERE checked_at < ? ORDER BY verified_at IS NULL, checked_at LIMIT ?"),
       invitesBy: q("SELECT * FROM invites WHERE issuer = ? ORDER BY created_at, code"),
     };
   }
 
   rows = () => this.st.rows.all() as AdmissionRow[];
+  rowsOf = (pubkeys: readonly string[]) => this.st.rowsOf.all(JSON.stringify(pubkeys)) as AdmissionRow[];
   invoice = (hash: string) => (this.st.invoice.get(hash) as InvoiceRow | null) ?? undefined;
   openInvoice = (pubkey: string, purpose: string, now: number) =>
     (this.st.openInvoice.get(pubkey, purpose, now) as InvoiceRow | null) ?? undefined;
@@ -77,6 +79,8 @@ export class SqliteAdmission {
       ),
       invite: q("SELECT * FROM invites WHERE code = ?"),
       useInvite: q("UPDATE invites SET used_by = ?, used_at = ? WHERE code = ? AND used_by IS NULL"),
+      openInvite: q("SELECT * FROM invites WHERE issuer = ? AND used_by IS NULL AND expires_at > ? ORDER BY created_at, code LIMIT 1"),
+      usedInvites: q("SELECT count(*) AS n FROM invites WHERE issuer = ? AND used_by IS NOT NULL"),
     };
   }
 
@@ -139,6 +143,16 @@ export class SqliteAdmission {
       return row;
     })();
   }
+
+  issueInvite(row: InviteRow, quota: number | null, now: number): IssuedInvite {
+    return this.db.transaction((): IssuedInvite => {
+      const open = this.st.openInvite.get(row.issuer, now) as InviteRow | null;
+      if (open) return { row: open, fresh: false };
+      if (quota !== null && (this.st.usedInvites.get(row.issuer) as { n: number }).n >= quota) return "none-left";
+      this.putInvite(row);
+      return { row, fresh: true };
+    })();
+  }
 }
 
 /** AdmissionStore from reads on this connection and writes wherever the writer is. */
@@ -146,6 +160,7 @@ function admissionStore(db: Database, write: <T>(method: AdmissionWrite, args: u
   const r = new AdmissionReads(db);
   return {
     rows: async () => r.rows(),
+    rowsOf: async (pubkeys) => r.rowsOf(pubkeys),
     put: (row) => write("put", [row]),
     remove: (pubkey, basis) => write("remove", [pubkey, basis]),
     putInvoice: (i) => write("putInvoice", [i]),
@@ -165,6 +180,7 @@ function admissionStore(db: Database, write: <T>(method: AdmissionWrite, args: u
     putInvite: (i) => write("putInvite", [i]),
     takeInvite: (code, pubkey, now) => write("takeInvite", [code, pubkey, now]),
     invitesBy: async (issuer) => r.invitesBy(issuer),
+    issueInvite: (row, quota, now) => write("issueInvite", [row, quota, now]),
   };
 }
 

@@ -24,7 +24,8 @@ export type AdmissionWrite =
   | "putNip05"
   | "removeNip05"
   | "putInvite"
-  | "takeInvite";
+  | "takeInvite"
+  | "issueInvite";
 
 export type WriterCall =
   | { id: number; call: "purgeStep"; budgetMs: number }
