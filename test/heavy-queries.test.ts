@@ -445,15 +445,23 @@ describe("cost accounting (limits.query_ms_per_second)", () => {
     // the trip left may be a fraction of a millisecond, which the bucket (100 ms/s) refills before
     // a COUNT sent alone arrives, so they go right behind another heavy REQ: either the connection
     // is still in debt and all three are refused, or that REQ got in on a hair of refill and
-    // holds its reserved cost (far more than the hair), so the two behind it are refused.
-    const from = heavy.frames.length;
-    heavy.send(["REQ", "x", heavyFilter()]);
-    heavy.send(["COUNT", "n", { authors: [pubkeys[0]!] }]);
-    heavy.send(["NEG-OPEN", "g", { authors: [pubkeys[0]!] }, new Negentropy(emptyStorage).initiate()]);
-    const n = await heavy.next((f) => f[1] === "n", 10_000, from);
-    const neg = await heavy.next((f) => f[1] === "g", 10_000, from);
-    await heavy.next((f) => (f[0] === "EOSE" || f[0] === "CLOSED") && f[1] === "x", 30_000, from);
-    heavy.send(["CLOSE", "x"]);
+    // holds its reserved cost (far more than the hair), so the two behind it are refused. Beside
+    // a CPU hog that REQ once got in, ran and gave its reservation back before the COUNT was read
+    // (issue 31 item 6): a round where the REQ was served and the COUNT answered shows nothing, so
+    // it is sent again (the served REQ's cost is the debt of the next round), at most 3 rounds.
+    let n: unknown[] = [];
+    let neg: unknown[] = [];
+    for (let round = 0; round < 3; round++) {
+      const from = heavy.frames.length;
+      heavy.send(["REQ", `x${round}`, heavyFilter()]);
+      heavy.send(["COUNT", `n${round}`, { authors: [pubkeys[0]!] }]);
+      heavy.send(["NEG-OPEN", `g${round}`, { authors: [pubkeys[0]!] }, new Negentropy(emptyStorage).initiate()]);
+      n = await heavy.next((f) => f[1] === `n${round}`, 10_000, from);
+      neg = await heavy.next((f) => f[1] === `g${round}`, 10_000, from);
+      const x = await heavy.next((f) => (f[0] === "EOSE" || f[0] === "CLOSED") && f[1] === `x${round}`, 30_000, from);
+      heavy.send(["CLOSE", `x${round}`]);
+      if (x[0] === "CLOSED" || n[0] === "CLOSED") break;
+    }
     const spent = heavyCharged.reduce((a, b) => a + b, 0);
     expect(spent).toBeGreaterThan(1500);
     expect(spent).toBeLessThan(2000 + tripped!.ms / 10 + Math.max(...heavyCharged) + 500);
@@ -483,8 +491,8 @@ describe("cost accounting (limits.query_ms_per_second)", () => {
       `rate limit: tripped after ${tripped!.after} heavy REQs (${tripped!.ms.toFixed(0)} ms, ${spent.toFixed(0)} ms of queries charged, ${costs.reduce((a, b) => a + b, 0).toFixed(0)} ms REQ -> EOSE); ` +
         `served again after ${refillMs.toFixed(0)} ms (${refused} refusals meanwhile); COUNT then: ${JSON.stringify(n)}, NEG-OPEN then: ${JSON.stringify(neg).slice(0, 80)}`,
     );
-    expect(n).toEqual(["CLOSED", "n", "rate-limited: too much query time used, slow down"]);
-    expect(neg).toEqual(["NEG-ERR", "g", "rate-limited: too much query time used, slow down"]);
+    expect([n[0], n[2]]).toEqual(["CLOSED", "rate-limited: too much query time used, slow down"]);
+    expect([neg[0], neg[2]]).toEqual(["NEG-ERR", "rate-limited: too much query time used, slow down"]);
     expect(served).toBeDefined();
     expect(served!.events.map((e) => e.id)).toEqual([sample[1]!.id]);
     // The debt was at most one heavy query (plus the refused probes, which cost nothing): 100 ms/s.
