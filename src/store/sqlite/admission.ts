@@ -5,7 +5,15 @@
 // handles its messages in order, so settleInvoice and takeInvite are each decided once, whoever
 // races for them (a webhook and the poller; two joins with one code).
 import type { Database } from "bun:sqlite";
-import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, Nip05Row } from "../types.ts";
+import {
+  paidRow,
+  type AdmissionRow,
+  type AdmissionStore,
+  type InviteRow,
+  type InvoiceRow,
+  type Nip05Row,
+  type PaidEffect,
+} from "../types.ts";
 import type { AdmissionWrite, WriterThread } from "./writer-thread.ts";
 
 /** Reads, on the connection of this thread. */
@@ -64,6 +72,11 @@ export class SqliteAdmission {
       ),
       checked: q("UPDATE invoices SET checked_at = ? WHERE payment_hash = ?"),
       settle: q("UPDATE invoices SET status = ?, paid_at = ?, checked_at = ? WHERE payment_hash = ? AND status = 'unpaid'"),
+      unapplied: q(
+        `SELECT * FROM invoices i WHERE status = 'paid' AND purpose = 'admission' AND checked_at IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM admissions a WHERE a.pubkey = i.pubkey AND a.basis = 'paid') ORDER BY paid_at`,
+      ),
+      applied: q("UPDATE invoices SET checked_at = NULL WHERE status = 'paid' AND checked_at IS NOT NULL"),
       addBalance: q("INSERT INTO balances (pubkey, sats) VALUES (?, ?) ON CONFLICT DO UPDATE SET sats = sats + excluded.sats"),
       putNip05: q(
         `INSERT INTO nip05 (pubkey, address, verified_at, checked_at, failures, error) VALUES (?, ?, ?, ?, ?, ?)
@@ -107,8 +120,23 @@ export class SqliteAdmission {
     this.st.checked.run(at, hash);
   }
 
-  settleInvoice(hash: string, status: "paid" | "expired", at: number): boolean {
-    return this.st.settle.run(status, status === "paid" ? at : null, at, hash).changes === 1;
+  settleInvoice(hash: string, status: "paid" | "expired", at: number, effect?: PaidEffect): boolean {
+    return this.db.transaction(() => {
+      const paid = status === "paid";
+      if (this.st.settle.run(status, paid ? at : null, paid && effect ? null : at, hash).changes !== 1) return false;
+      if (paid && effect && "admission" in effect) this.put(effect.admission);
+      else if (paid && effect && "credit" in effect) this.st.addBalance.run(effect.credit.pubkey, effect.credit.sats);
+      return true;
+    })();
+  }
+
+  reconcilePaid(at: number): InvoiceRow[] {
+    return this.db.transaction(() => {
+      const missed = this.st.unapplied.all() as InvoiceRow[];
+      for (const i of missed) this.put(paidRow(i, at));
+      this.st.applied.run();
+      return missed;
+    })();
   }
 
   addBalances(deltas: { pubkey: string; sats: number }[]): void {
@@ -154,7 +182,8 @@ function admissionStore(db: Database, write: <T>(method: AdmissionWrite, args: u
     openInvoices: async (now) => r.openInvoices(now),
     dueInvoices: async (now, graceS, max) => r.dueInvoices(now, graceS, max),
     checkedInvoice: (hash, at) => write("checkedInvoice", [hash, at]),
-    settleInvoice: (hash, status, at) => write("settleInvoice", [hash, status, at]),
+    settleInvoice: (hash, status, at, effect) => write("settleInvoice", [hash, status, at, effect]),
+    reconcilePaid: (at) => write("reconcilePaid", [at]),
     recentInvoices: async (limit) => r.recentInvoices(limit),
     balances: async () => r.balances(),
     addBalances: (deltas) => write("addBalances", [deltas]),
