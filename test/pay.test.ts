@@ -296,6 +296,8 @@ describe("LNbits", () => {
       r.client.close();
       await r.relay.stop();
       r = await payRelay({ poll_seconds: 3600 }, {}, d);
+      const relay = r.relay;
+      await waitUntil("the paid admission mended", () => relay.ctx.access!.bits(s.pubkey) !== 0, 5_000);
       expect((await publish(r, s))[2]).toBe(true);
       expect(JSON.parse((await r.relay.ctx.store.admission.rows()).find((row) => row.pubkey === s.pubkey)!.evidence)).toMatchObject({
         payment_hash: "1".repeat(64),

@@ -127,10 +127,13 @@ export class Payments {
   }
 
   /**
-   * The balances read, and paid admissions that an earlier bunstr settled without writing the
-   * admission with them (it did so in a second step a crash could skip) admitted now.
+   * The balances read (writers paying per event wait for them), then paid admissions that an
+   * earlier bunstr settled without writing the admission with them (it did so in a second step a
+   * crash could skip) admitted.
    */
   async load(): Promise<void> {
+    await this.o.ledger.load();
+    this.loaded = true;
     for (const i of await this.o.store.reconcilePaid(this.now())) {
       console.warn(`payments: invoice ${i.payment_hash} was paid but its admission was missing: admitted now`);
       await this.o.admitter.admitPaid(i.pubkey, {
@@ -139,8 +142,6 @@ export class Payments {
         paid_at: i.paid_at ?? this.now(),
       });
     }
-    await this.o.ledger.load();
-    this.loaded = true;
   }
 
   /** Sats left for a pubkey that pays per event (less what its events in flight hold); else undefined (also when only the database knows). */

@@ -85,7 +85,7 @@ function startPayments(ctx: RelayContext, registry: AdmissionRegistry): void {
     .then(() => {
       if (!ctx.closing) payments.start();
     })
-    .catch((err) => console.error("payments: could not load the balances:", err));
+    .catch((err) => console.error("payments: could not load the balances or mend the paid invoices:", err));
 }
 
 /** NIP-05 verified writers (WP2: access/nip05.ts): registry.engines.nip05, kind 0 through registry.onCommitted. */
