@@ -101,15 +101,19 @@ export class PostgresAdmission implements AdmissionStore {
 
   async reconcilePaid(at: number): Promise<InvoiceRow[]> {
     const missed = await this.sql.begin(async (tx) => {
-      const rows = [
-        ...(await tx.unsafe(
-          `SELECT ${INVOICE} FROM invoices i WHERE status = 'paid' AND purpose = 'admission' AND checked_at IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM admissions a WHERE a.pubkey = i.pubkey AND a.basis = 'paid') ORDER BY paid_at FOR UPDATE`,
-        )),
+      // Claimed and marked in one statement: nodes starting at once each mend their own rows.
+      const legacy = [
+        ...(await tx.unsafe(`UPDATE invoices SET checked_at = NULL WHERE status = 'paid' AND checked_at IS NOT NULL RETURNING ${INVOICE}`)),
       ] as InvoiceRow[];
-      for (const i of rows) await putRow(tx, paidRow(i, at));
-      await tx`UPDATE invoices SET checked_at = NULL WHERE status = 'paid' AND checked_at IS NOT NULL`;
-      return rows;
+      const mended: InvoiceRow[] = [];
+      for (const i of legacy) {
+        if (i.purpose !== "admission") continue;
+        const [has] = await tx`SELECT 1 FROM admissions WHERE pubkey = ${i.pubkey} AND basis = 'paid'`;
+        if (has) continue;
+        await putRow(tx, paidRow(i, at));
+        mended.push(i);
+      }
+      return mended;
     });
     if (missed.length > 0) this.changed();
     return missed;

@@ -72,11 +72,8 @@ export class SqliteAdmission {
       ),
       checked: q("UPDATE invoices SET checked_at = ? WHERE payment_hash = ?"),
       settle: q("UPDATE invoices SET status = ?, paid_at = ?, checked_at = ? WHERE payment_hash = ? AND status = 'unpaid'"),
-      unapplied: q(
-        `SELECT * FROM invoices i WHERE status = 'paid' AND purpose = 'admission' AND checked_at IS NOT NULL
-         AND NOT EXISTS (SELECT 1 FROM admissions a WHERE a.pubkey = i.pubkey AND a.basis = 'paid') ORDER BY paid_at`,
-      ),
-      applied: q("UPDATE invoices SET checked_at = NULL WHERE status = 'paid' AND checked_at IS NOT NULL"),
+      legacyPaid: q("UPDATE invoices SET checked_at = NULL WHERE status = 'paid' AND checked_at IS NOT NULL RETURNING *"),
+      hasPaid: q("SELECT 1 FROM admissions WHERE pubkey = ? AND basis = 'paid'"),
       addBalance: q("INSERT INTO balances (pubkey, sats) VALUES (?, ?) ON CONFLICT DO UPDATE SET sats = sats + excluded.sats"),
       putNip05: q(
         `INSERT INTO nip05 (pubkey, address, verified_at, checked_at, failures, error) VALUES (?, ?, ?, ?, ?, ?)
@@ -132,10 +129,13 @@ export class SqliteAdmission {
 
   reconcilePaid(at: number): InvoiceRow[] {
     return this.db.transaction(() => {
-      const missed = this.st.unapplied.all() as InvoiceRow[];
-      for (const i of missed) this.put(paidRow(i, at));
-      this.st.applied.run();
-      return missed;
+      const mended: InvoiceRow[] = [];
+      for (const i of this.st.legacyPaid.all() as InvoiceRow[]) {
+        if (i.purpose !== "admission" || this.st.hasPaid.get(i.pubkey)) continue;
+        this.put(paidRow(i, at));
+        mended.push(i);
+      }
+      return mended;
     })();
   }
 
