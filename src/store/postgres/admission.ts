@@ -1,7 +1,9 @@
 // Issue 33: who is admitted and why (AdmissionStore) in Postgres, shared by every node. Plain
 // statements; put and remove bump admin_version and tell the bus, as the admin state's writes do,
 // so the other nodes reload their registries. settleInvoice and takeInvite are one conditional
-// UPDATE each: of nodes (or a webhook and the poller) racing, exactly one moves the row.
+// UPDATE each: of nodes (or a webhook and the poller) racing, exactly one moves the row (and a
+// paid settle writes what was bought in the same transaction). chargeBalance is the per-event
+// charge of every node (access/ledger.ts): the balance lives here, not in any node's memory.
 import type { SQL } from "bun";
 import {
   paidRow,

@@ -3,7 +3,8 @@
 // writer's connection, each its own small transaction, between two batches when the writer is a
 // thread (ThreadAdmission's calls) or at once on this thread (InlineAdmission). The writer
 // handles its messages in order, so settleInvoice and takeInvite are each decided once, whoever
-// races for them (a webhook and the poller; two joins with one code).
+// races for them (a webhook and the poller; two joins with one code); a paid settle writes what
+// was bought in its own transaction.
 import type { Database } from "bun:sqlite";
 import {
   paidRow,
