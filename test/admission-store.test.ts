@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { AdmissionRegistry } from "../src/access/registry.ts";
 import { BASIS_BIT } from "../src/policy/admission.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
-import type { InviteRow, InvoiceRow, Store } from "../src/store/types.ts";
+import { paidRow, type InviteRow, type InvoiceRow, type Store } from "../src/store/types.ts";
 import { openTestStore, testConfig } from "./helpers.ts";
 import { databaseFor, dropDatabase, onPostgres } from "./postgres-env.ts";
 
@@ -133,6 +133,48 @@ describe.each(kinds)("Store.admission: %s", (_name, open) => {
       { pubkey: A, sats: 71 },
       { pubkey: B, sats: 5 },
     ]);
+  });
+
+  test("a paid invoice's admission or credit is written with its settle, once; reconcilePaid mends only a settle made without it", async () => {
+    const [T, U, V] = ["1", "2", "3"].map((c) => c.repeat(64)) as [string, string, string];
+    const top = invoice("71".repeat(32), { pubkey: T, purpose: "topup", amount_sats: 25 });
+    await db().putInvoice(top);
+    const credit = { credit: { pubkey: T, sats: 25 } };
+    const moved = await Promise.all(Array.from({ length: 10 }, () => db().settleInvoice(top.payment_hash, "paid", 3000, credit)));
+    expect(moved.filter(Boolean).length).toBe(1);
+    expect((await db().balances()).find((b) => b.pubkey === T)?.sats).toBe(25);
+    expect(await db().invoice(top.payment_hash)).toMatchObject({ status: "paid", paid_at: 3000, checked_at: null });
+    const adm = invoice("72".repeat(32), { pubkey: U });
+    await db().putInvoice(adm);
+    expect(await db().settleInvoice(adm.payment_hash, "paid", 3000, { admission: paidRow(adm, 3000) })).toBe(true);
+    const row = (await db().rows()).find((r) => r.pubkey === U)!;
+    expect(row).toMatchObject({ basis: "paid", since: 3000, until: null });
+    expect(JSON.parse(row.evidence)).toEqual({ payment_hash: adm.payment_hash, amount_sats: 4200, paid_at: 3000 });
+    // Settled paid by a bunstr that wrote the admission in a second step, which never came.
+    const legacy = invoice("73".repeat(32), { pubkey: V, status: "paid", paid_at: 3100, checked_at: 3100 });
+    await db().putInvoice(legacy);
+    const mended = (await db().reconcilePaid(5000)).map((i) => i.payment_hash);
+    expect(mended).toContain(legacy.payment_hash); // (and the test above's, settled without an effect too)
+    expect(mended).not.toContain(adm.payment_hash);
+    expect(mended).not.toContain(top.payment_hash);
+    expect((await db().rows()).filter((r) => r.pubkey === V).map((r) => r.basis)).toEqual(["paid"]);
+    expect(await db().reconcilePaid(5001)).toEqual([]);
+    await db().remove(V, "paid");
+    expect(await db().reconcilePaid(5002)).toEqual([]); // a revoke afterwards stands
+  });
+
+  test("chargeBalance (Postgres, balances shared by nodes): racing charges never overdraw", async () => {
+    const W = "4".repeat(64);
+    if (store instanceof SqliteStore) {
+      expect(db().chargeBalance).toBeUndefined(); // one process: the ledger keeps them in memory
+      return;
+    }
+    await db().addBalances([{ pubkey: W, sats: 25 }]);
+    const charged = await Promise.all(Array.from({ length: 20 }, () => db().chargeBalance!(W, 10)));
+    expect(charged.filter((c) => c.charged).length).toBe(2);
+    expect(charged.filter((c) => !c.charged).every((c) => c.sats === 5)).toBe(true);
+    expect((await db().balances()).find((b) => b.pubkey === W)?.sats).toBe(5);
+    expect(await db().chargeBalance!("5".repeat(64), 1)).toEqual({ charged: false, sats: 0 });
   });
 
   test("NIP-05 rows: put, due by last check, remove", async () => {

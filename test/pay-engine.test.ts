@@ -5,9 +5,9 @@ import { afterAll, afterEach, beforeEach, expect, spyOn, test } from "bun:test";
 import { Ledger } from "../src/access/ledger.ts";
 import { Lnbits } from "../src/access/lnbits.ts";
 import { AccessMetrics } from "../src/access/metrics.ts";
-import { Payments, type InvoiceStore, type PayKeys } from "../src/access/payments.ts";
-import { refuse } from "../src/protocol/reasons.ts";
-import type { InvoiceRow } from "../src/store/types.ts";
+import { INVOICES_PER_MINUTE, Payments, WIDE_JOIN_FACTOR, wideGroup, type InvoiceStore, type PayKeys } from "../src/access/payments.ts";
+import { refuse, type Refusal } from "../src/protocol/reasons.ts";
+import type { InvoiceRow, PaidEffect } from "../src/store/types.ts";
 import { startFakeLnbits } from "./fakes/lnbits.ts";
 
 const lnbits = startFakeLnbits({ apiKey: "k" });
@@ -50,12 +50,21 @@ class MemoryInvoices implements InvoiceStore {
       .sort((a, b) => (a.checked_at ?? 0) - (b.checked_at ?? 0))
       .slice(0, max);
   }
-  async settleInvoice(hash: string, status: "paid" | "expired", at: number) {
+  /** What each paid settle wrote with it (the store's one step). */
+  effects: PaidEffect[] = [];
+  async settleInvoice(hash: string, status: "paid" | "expired", at: number, effect?: PaidEffect) {
     const r = this.rows.get(hash);
     if (r?.status !== "unpaid") return false;
     r.status = status;
     if (status === "paid") r.paid_at = at;
+    if (status === "paid" && effect) {
+      this.effects.push(effect);
+      if ("credit" in effect) this.balances.push(effect.credit);
+    }
     return true;
+  }
+  async reconcilePaid() {
+    return [];
   }
   async addBalances(d: { pubkey: string; sats: number }[]) {
     this.balances.push(...d);
@@ -244,7 +253,7 @@ test("max_open_invoices, sign_ups = false, a short payment", async () => {
 
 test("ledger: reservations cannot overdraw, stored events are charged, top-ups credit once", async () => {
   admitted.set(PK, 1);
-  expect(ledger.reserve(PK)?.prefix).toBe("blocked");
+  expect((ledger.reserve(PK) as Refusal | undefined)?.prefix).toBe("blocked");
   const t = await payments.invoiceFor(PK, "g", 25);
   if (t.kind !== "invoice") throw new Error("no top-up invoice");
   expect(t.amount_sats).toBe(25);
@@ -254,14 +263,44 @@ test("ledger: reservations cannot overdraw, stored events are charged, top-ups c
   expect(ledger.balance(PK)).toBe(25);
   expect(ledger.reserve(PK)).toBeUndefined();
   expect(ledger.reserve(PK)).toBeUndefined();
-  expect(ledger.reserve(PK)?.message).toBe("balance 25 < 10");
+  expect((ledger.reserve(PK) as Refusal | undefined)?.message).toBe("balance 25 < 10");
   ledger.settle(PK, true);
   ledger.settle(PK, false);
   expect(ledger.balance(PK)).toBe(15);
   expect(ledger.reserve(PK)).toBeUndefined();
   ledger.settle(PK, true);
   expect(ledger.balance(PK)).toBe(5);
+  // The credit went to the store with the settle, once; the charges follow as one delta.
+  expect(store.balances).toEqual([{ pubkey: PK, sats: 25 }]);
   await ledger.flush();
-  expect(store.balances).toEqual([{ pubkey: PK, sats: 5 }]);
+  expect(store.balances).toEqual([
+    { pubkey: PK, sats: 25 },
+    { pubkey: PK, sats: -20 },
+  ]);
   expect(ledger.reserve("b".repeat(64))).toBeUndefined();
+});
+
+test("admission_cost 0 admits through the join bucket: one address group cannot make admission rows without bound", async () => {
+  keys.admission_cost = 0;
+  keys.join_attempts_per_hour = 2;
+  const answers = [];
+  for (let i = 1; i <= 10; i++) answers.push((await payments.invoiceFor(pk(i), "9.9.9.9")).kind);
+  expect(answers.filter((k) => k === "admitted").length).toBe(2);
+  expect(answers.filter((k) => k === "limited").length).toBe(8);
+  expect(admitted.size).toBe(2);
+});
+
+test("many /64s of one IPv6 /48 share a coarser bucket, and every asker one bucket of new invoices a minute", async () => {
+  expect(wideGroup("2001:db8:7:1::/64")).toBe("2001:db8:7::/48");
+  expect(wideGroup("10.1.2.3")).toBe("10.1.2.3");
+  keys.join_attempts_per_hour = 1;
+  const before = lnbits.calls.create;
+  const fromOne48 = [];
+  for (let i = 1; i <= 12; i++) fromOne48.push((await payments.invoiceFor(pk(i), `2001:db8:7:${i.toString(16)}::/64`)).kind);
+  expect(fromOne48.filter((k) => k === "invoice").length).toBe(WIDE_JOIN_FACTOR);
+  expect(fromOne48.filter((k) => k === "limited").length).toBe(12 - WIDE_JOIN_FACTOR);
+  // Addresses from everywhere: the minute's bucket over everyone (less what the /48 took above).
+  const everywhere = await Promise.all(Array.from({ length: 100 }, (_, i) => payments.invoiceFor(pk(1000 + i), `10.7.${i}.1`)));
+  expect(everywhere.filter((a) => a.kind === "invoice").length).toBe(INVOICES_PER_MINUTE - WIDE_JOIN_FACTOR);
+  expect(lnbits.calls.create - before).toBe(INVOICES_PER_MINUTE);
 });

@@ -116,6 +116,20 @@ test("CLN REST: every invoice has its own label (CLN refuses a label twice)", as
   for (const l of cln.labels) expect(l).toMatch(/^bunstr-[0-9a-f]{16}$/);
 });
 
+test("CLN REST: an answer about another invoice than the one asked is unknown, never its status", async () => {
+  const node = clients[1]![2]();
+  const paid = await node.create(9, "m", undefined, 60);
+  cln.markPaid(paid.payment_hash);
+  expect(await node.check(paid.payment_hash)).toEqual({ state: "paid", receivedSats: 9 });
+  cln.ignoreFilter = true; // answers with that one paid invoice whatever is asked
+  try {
+    expect(await node.check("e".repeat(64))).toEqual({ state: "unknown" });
+    expect(await node.check(paid.payment_hash)).toEqual({ state: "paid", receivedSats: 9 });
+  } finally {
+    cln.ignoreFilter = false;
+  }
+});
+
 test("an answer past 64 KiB is refused without being read whole", async () => {
   const huge = Bun.serve({
     hostname: "127.0.0.1",

@@ -59,7 +59,8 @@ export class ClnRest implements PaymentNode {
     if (reply.status !== 200 && reply.status !== 201) throw new NodeError("check", `HTTP ${reply.status}${detail(reply.body)}`);
     const invoices = field(reply.body, "invoices");
     if (!Array.isArray(invoices)) throw new NodeError("check", "the answer has no invoices list");
-    const inv = invoices.find((i) => field(i, "payment_hash") === hash) ?? (invoices.length === 1 ? invoices[0] : undefined);
+    // Only the invoice asked about: a node (or proxy) that ignored the filter must not lend another invoice's "paid".
+    const inv = invoices.find((i) => field(i, "payment_hash") === hash);
     if (inv === undefined) return { state: "unknown" };
     const status = field(inv, "status");
     if (status !== "paid" && status !== "unpaid" && status !== "expired") throw new NodeError("check", "an invoice with no known status");

@@ -1,16 +1,20 @@
-// Balances of pubkeys that pay per event (admitted only by payment while cost_per_event > 0).
-// Held in memory, loaded from the `balances` table at start; the admit pipeline reserves the cost
-// after an event's signature is checked (a forged event never touches a balance) and settles once
-// its outcome is known: charged when stored, released otherwise. Reservations are counted per
-// pubkey, so a burst of events in flight cannot overdraw. Charges and credits reach the store as
-// deltas every 5 s and at shutdown (additive, so several nodes can flush): a crash loses at most
-// 5 s of charges, in the user's favour.
-import type { Refusal } from "../protocol/reasons.ts";
+// Balances of pubkeys that pay per event (admitted only by payment while cost_per_event > 0). The
+// admit pipeline reserves the cost after an event's signature is checked (a forged event never
+// touches a balance) and settles once its outcome is known: charged when stored, released
+// otherwise. A paid top-up is credited in the store with its invoice's settle (payments.ts), never
+// only here. Two ways to keep them:
+// - one process (SQLite): in memory, loaded at start; reservations counted per pubkey, so a burst
+//   in flight cannot overdraw; charges reach the store as deltas every 5 s and at shutdown: a crash
+//   loses at most 5 s of charges, in the user's favour.
+// - shared by nodes (Postgres: the store has chargeBalance): the database is the balance. Each
+//   reserve takes the cost there in one conditional UPDATE (no node can overdraw, every node sees
+//   every credit); an event not stored gets its cost back as a delta, written at once.
+import { refuse, type Refusal } from "../protocol/reasons.ts";
+import type { AdmissionStore } from "../store/types.ts";
 
-export interface BalanceStore {
-  balances(): Promise<{ pubkey: string; sats: number }[]>;
-  addBalances(deltas: { pubkey: string; sats: number }[]): Promise<void>;
-}
+export type BalanceStore = Pick<AdmissionStore, "balances" | "addBalances" | "chargeBalance">;
+
+const UNCHECKED = refuse("error", "your balance could not be checked, try again");
 
 export interface LedgerOptions {
   /** Sats per stored event now (read at each use: a reload changes it). */
@@ -28,6 +32,8 @@ export class Ledger {
   private readonly sats = new Map<string, number>();
   /** Events reserved and not yet settled, per pubkey. */
   private readonly held = new Map<string, number>();
+  /** Shared: the costs taken from the database for events not yet settled, per pubkey. */
+  private readonly taken = new Map<string, number[]>();
   /** Changes not yet written, per pubkey. */
   private readonly deltas = new Map<string, number>();
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -38,7 +44,13 @@ export class Ledger {
     private readonly opts: LedgerOptions,
   ) {}
 
+  /** The balances live in the database, shared by nodes (Postgres). */
+  get shared(): boolean {
+    return this.store.chargeBalance !== undefined;
+  }
+
   async load(): Promise<void> {
+    if (this.shared) return;
     this.sats.clear();
     for (const { pubkey, sats } of await this.store.balances()) this.sats.set(pubkey, sats);
     for (const [pubkey, d] of this.deltas) this.sats.set(pubkey, (this.sats.get(pubkey) ?? 0) + d);
@@ -59,8 +71,9 @@ export class Ledger {
     return this.sats.get(pubkey) ?? 0;
   }
 
-  /** The balance less what events in flight hold. */
-  available(pubkey: string): number {
+  /** The balance less what events in flight hold; undefined when shared (only the database knows: reserve asks it). */
+  available(pubkey: string): number | undefined {
+    if (this.shared) return undefined;
     return this.balance(pubkey) - (this.held.get(pubkey) ?? 0) * this.opts.cost();
   }
 
@@ -70,16 +83,41 @@ export class Ledger {
   }
 
   /** Holds one event's cost: a refusal when what is left after the events in flight does not cover it. */
-  reserve(pubkey: string): Refusal | undefined {
+  reserve(pubkey: string): Refusal | undefined | Promise<Refusal | undefined> {
     if (!this.charges(pubkey)) return undefined;
     const cost = this.opts.cost();
-    if (this.available(pubkey) < cost) return this.opts.short(pubkey, this.balance(pubkey), cost);
+    if (this.shared) return this.take(pubkey, cost);
+    if (this.balance(pubkey) - (this.held.get(pubkey) ?? 0) * cost < cost) return this.opts.short(pubkey, this.balance(pubkey), cost);
     this.held.set(pubkey, (this.held.get(pubkey) ?? 0) + 1);
+    return undefined;
+  }
+
+  /** Shared: the cost taken from the database now, or the refusal with the balance it has. */
+  private async take(pubkey: string, cost: number): Promise<Refusal | undefined> {
+    let r: { charged: boolean; sats: number };
+    try {
+      r = await this.store.chargeBalance!(pubkey, cost);
+    } catch (err) {
+      console.error("payments: a balance could not be charged:", err);
+      return UNCHECKED;
+    }
+    if (!r.charged) return this.opts.short(pubkey, r.sats, cost);
+    this.taken.set(pubkey, [...(this.taken.get(pubkey) ?? []), cost]);
     return undefined;
   }
 
   /** The reserved event's outcome: charged when stored, else released. A pubkey with nothing reserved is left alone. */
   settle(pubkey: string, stored: boolean): void {
+    const taken = this.taken.get(pubkey);
+    if (taken) {
+      const cost = taken.pop()!;
+      if (taken.length === 0) this.taken.delete(pubkey);
+      if (!stored) {
+        this.deltas.set(pubkey, (this.deltas.get(pubkey) ?? 0) + cost);
+        void this.flush(); // the cost back at once: it was never spent
+      }
+      return;
+    }
     const held = this.held.get(pubkey);
     if (!held) return;
     if (held === 1) this.held.delete(pubkey);
@@ -87,9 +125,9 @@ export class Ledger {
     if (stored) this.add(pubkey, -this.opts.cost());
   }
 
-  /** A paid top-up. */
-  credit(pubkey: string, sats: number): void {
-    this.add(pubkey, sats);
+  /** A paid top-up, already credited in the store with its invoice's settle: shown here too (one process). */
+  credited(pubkey: string, sats: number): void {
+    if (!this.shared) this.sats.set(pubkey, this.balance(pubkey) + sats);
   }
 
   private add(pubkey: string, sats: number): void {

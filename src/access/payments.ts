@@ -3,8 +3,10 @@
 // invoice): the webhook (only a hint: its body is never read for a status, so a forged or replayed
 // one admits nobody), /join/status (the page turns "paid" without a webhook) and the poller (a
 // payment whose webhook never came). Every path into the node is bounded: invoice creations per
-// address group, open invoices, webhook hints per second, checks per invoice, the poller's page.
-import type { InvoiceRow } from "../store/types.ts";
+// address group (and its /48, and over everyone), open invoices, webhook hints per second, checks
+// per invoice, the poller's page. What a payment buys (the admission row, a top-up's credit) is
+// written with the invoice's settle, in one store step: no crash leaves a paid invoice without it.
+import { paidRow, type InvoiceRow, type PaidEffect } from "../store/types.ts";
 import { RateLimiter } from "../policy/rate-limit.ts";
 import { LogLimiter } from "../log.ts";
 import { encodeNpub } from "../nips/nip19.ts";
@@ -17,13 +19,18 @@ export type Purpose = InvoiceRow["purpose"];
 /** What payments need of the store (`Store.admission`). */
 export type InvoiceStore = Pick<
   import("../store/types.ts").AdmissionStore,
-  "putInvoice" | "invoice" | "openInvoice" | "openInvoices" | "dueInvoices" | "checkedInvoice" | "settleInvoice"
+  "putInvoice" | "invoice" | "openInvoice" | "openInvoices" | "dueInvoices" | "checkedInvoice" | "settleInvoice" | "reconcilePaid"
 >;
 
 /** What payments need of the registry. */
 export interface Admitter {
-  /** Whether `pubkey` may write now on any enabled basis. */
+  /**
+   * Whether `pubkey` needs no admission invoice: admitted by payment, or free by the config allow
+   * list. Never the other bases: /join/status and /join/invoice answer anyone, and must not tell
+   * who is a member, trusted or verified.
+   */
   admitted(pubkey: string): boolean;
+  /** Shows a paid admission already stored (with its invoice's settle): the registry's Map. */
   admitPaid(pubkey: string, evidence: { payment_hash: string; amount_sats: number; paid_at: number }): Promise<void>;
 }
 
@@ -58,6 +65,7 @@ export type InvoiceAnswer =
   | { kind: "admitted" }
   | { kind: "invoice"; invoice: string; payment_hash: string; amount_sats: number }
   | { kind: "closed" }
+  | { kind: "no-top-up" }
   | { kind: "limited"; retryAfterS: number }
   | { kind: "full" }
   | { kind: "node-error" };
@@ -75,6 +83,20 @@ export const POLL_PAGE = 100;
 export const POLL_CONCURRENCY = 4;
 /** Address groups remembered by the join bucket (least recently used dropped). */
 export const JOIN_GROUPS = 10_000;
+/** An IPv6 /48 (65,536 /64 groups, often one holder) may make this many times join_attempts_per_hour. */
+export const WIDE_JOIN_FACTOR = 4;
+/**
+ * New invoices per minute over every asker: the bound that holds when the address groups are
+ * many (a /32 of IPv6 is 65,536 /48s). At most 3,600 an hour, so with the default 1 h expiry the
+ * open invoices stay under max_open_invoices' 10,000.
+ */
+export const INVOICES_PER_MINUTE = 60;
+
+/** The coarser group of an address group: an IPv6 /64 -> its /48; an IPv4 address stays itself. */
+export function wideGroup(group: string): string {
+  const v6 = /^([0-9a-f]{1,4}):([0-9a-f]{1,4}):([0-9a-f]{1,4}):[0-9a-f]{1,4}::\/64$/i.exec(group);
+  return v6 ? `${v6[1]}:${v6[2]}:${v6[3]}::/48` : group;
+}
 /** /join/status asks per address group and minute (each may start a node check, coalesced per invoice). */
 export const STATUS_PER_MINUTE = 60;
 
@@ -83,7 +105,8 @@ export class Payments {
   private readonly creating = new Map<string, Promise<InvoiceAnswer>>();
   private readonly checking = new Map<string, Promise<NodeStatus["state"] | undefined>>();
   private readonly checkedAt = new Map<string, number>();
-  private readonly joins = new RateLimiter({ maxKeys: JOIN_GROUPS });
+  /** Invoice creations: per address group, per /48, and over everyone (keys "n …", "w …", "all"). */
+  private readonly joins = new RateLimiter({ maxKeys: 2 * JOIN_GROUPS + 1 });
   private readonly hints = new RateLimiter({ maxKeys: 1 });
   private readonly statusAsks = new RateLimiter({ maxKeys: JOIN_GROUPS });
   private readonly lines = new LogLimiter();
@@ -105,12 +128,25 @@ export class Payments {
     return this.loaded;
   }
 
+  /**
+   * The balances read (writers paying per event wait for them), then paid admissions that an
+   * earlier bunstr settled without writing the admission with them (it did so in a second step a
+   * crash could skip) admitted.
+   */
   async load(): Promise<void> {
     await this.o.ledger.load();
     this.loaded = true;
+    for (const i of await this.o.store.reconcilePaid(this.now())) {
+      console.warn(`payments: invoice ${i.payment_hash} was paid but its admission was missing: admitted now`);
+      await this.o.admitter.admitPaid(i.pubkey, {
+        payment_hash: i.payment_hash,
+        amount_sats: i.amount_sats,
+        paid_at: i.paid_at ?? this.now(),
+      });
+    }
   }
 
-  /** Sats left for a pubkey that pays per event (less what its events in flight hold); else undefined. */
+  /** Sats left for a pubkey that pays per event (less what its events in flight hold); else undefined (also when only the database knows). */
   balance(pubkey: string): number | undefined {
     return this.o.ledger.charges(pubkey) ? this.o.ledger.available(pubkey) : undefined;
   }
@@ -147,12 +183,14 @@ export class Payments {
 
   /**
    * The invoice a pubkey pays: for admission (at admission_cost) when not admitted, or a top-up of
-   * `amount` sats when admitted (with `amount`). `group` is the asker's address group (policy/ip.ts),
-   * whose bucket of join_attempts_per_hour only a new invoice takes from.
+   * `amount` sats when admitted (with `amount`) and charged per event (else it could never be
+   * spent). `group` is the asker's address group (policy/ip.ts): a new invoice, and the replacement
+   * of one about to expire, take from its bucket of join_attempts_per_hour, its /48's and everyone's.
    */
   invoiceFor(pubkey: string, group: string, amount?: number): Promise<InvoiceAnswer> {
     const admitted = this.o.admitter.admitted(pubkey);
     if (admitted && amount === undefined) return Promise.resolve({ kind: "admitted" });
+    if (admitted && !this.o.ledger.charges(pubkey)) return Promise.resolve({ kind: "no-top-up" });
     if (!admitted && !this.o.keys().sign_ups) return Promise.resolve({ kind: "closed" });
     const purpose: Purpose = admitted ? "topup" : "admission";
     const sats = admitted ? amount! : this.o.keys().admission_cost;
@@ -170,25 +208,18 @@ export class Payments {
     const open = await this.o.store.openInvoice(pubkey, purpose, now);
     const keep = Math.min(MIN_LEFT_S, Math.floor(this.o.keys().invoice_expiry_seconds / 4));
     if (open && open.amount_sats === sats && open.expires_at - now > keep) return shown(open);
-    // An open invoice about to expire is replaced; it is asked about once more first (paid at the last minute?).
+    // Anything else costs a join attempt first: a node call, or (admission_cost 0) an admission row.
+    const limited = this.takeJoin(group);
+    if (limited) return limited;
+    // An open invoice about to expire is replaced; it is asked about once more first (paid at the
+    // last minute?), through the coalesced check (one node call per invoice per CHECK_EVERY_MS).
     if (open && open.amount_sats === sats) {
-      const state = await this.check(open.payment_hash, true);
+      const state = await this.check(open.payment_hash);
       if (state === "paid") return purpose === "admission" ? { kind: "admitted" } : this.make(pubkey, purpose, sats, group);
     }
     if (sats === 0) {
       await this.o.admitter.admitPaid(pubkey, { payment_hash: "", amount_sats: 0, paid_at: now });
       return { kind: "admitted" };
-    }
-    const perHour = this.o.keys().join_attempts_per_hour;
-    const waitMs = this.joins.take([{ key: group, rate: { perMinute: perHour / 60, burst: perHour } }]);
-    if (waitMs > 0) {
-      if (this.o.metrics) this.o.metrics.joinLimited++;
-      const held = this.lines.take("join-limited");
-      if (held)
-        console.warn(
-          `payments: join attempts limited for an address group${held.count ? ` (${held.count} more since the last line)` : ""}`,
-        );
-      return { kind: "limited", retryAfterS: Math.ceil(waitMs / 1000) };
     }
     if ((await this.o.store.openInvoices(now)) >= this.o.keys().max_open_invoices) return { kind: "full" };
     const expiry = this.o.keys().invoice_expiry_seconds;
@@ -216,6 +247,23 @@ export class Payments {
     await this.o.store.putInvoice(row);
     this.count("invoices", "created");
     return shown(row);
+  }
+
+  /** A join attempt from `group`: undefined when taken, else the wait (join_attempts_per_hour, its /48's, everyone's). */
+  private takeJoin(group: string): InvoiceAnswer | undefined {
+    const perHour = this.o.keys().join_attempts_per_hour;
+    const wide = WIDE_JOIN_FACTOR * perHour;
+    const waitMs = this.joins.take([
+      { key: `n ${group}`, rate: { perMinute: perHour / 60, burst: perHour } },
+      { key: `w ${wideGroup(group)}`, rate: { perMinute: wide / 60, burst: wide } },
+      { key: "all", rate: { perMinute: INVOICES_PER_MINUTE, burst: INVOICES_PER_MINUTE } },
+    ]);
+    if (waitMs <= 0) return undefined;
+    if (this.o.metrics) this.o.metrics.joinLimited++;
+    const held = this.lines.take("join-limited");
+    if (held)
+      console.warn(`payments: join attempts limited for an address group${held.count ? ` (${held.count} more since the last line)` : ""}`);
+    return { kind: "limited", retryAfterS: Math.ceil(waitMs / 1000) };
   }
 
   /**
@@ -255,7 +303,7 @@ export class Payments {
         await this.o.store.checkedInvoice(hash, this.now());
         return "unpaid";
       }
-      if (await this.o.store.settleInvoice(hash, "paid", now)) await this.paid(row, now);
+      if (await this.o.store.settleInvoice(hash, "paid", now, effectOf(row, now))) await this.paid(row, now);
       return "paid";
     }
     // Not paid by its expiry: no payment can arrive any more (the grace only let a last-second payment be seen).
@@ -269,9 +317,10 @@ export class Payments {
     return status.state;
   }
 
+  /** The settle wrote what it bought; shown in memory now (a failure here is mended by the next start's load). */
   private async paid(row: InvoiceRow, now: number): Promise<void> {
     this.count("invoices", "paid");
-    if (row.purpose === "topup") this.o.ledger.credit(row.pubkey, row.amount_sats);
+    if (row.purpose === "topup") this.o.ledger.credited(row.pubkey, row.amount_sats);
     else await this.o.admitter.admitPaid(row.pubkey, { payment_hash: row.payment_hash, amount_sats: row.amount_sats, paid_at: now });
   }
 
@@ -336,6 +385,10 @@ export class Payments {
     this.faults.record(call, err);
   }
 }
+
+/** What a paid invoice buys, written with its settle. */
+const effectOf = (row: InvoiceRow, now: number): PaidEffect =>
+  row.purpose === "topup" ? { credit: { pubkey: row.pubkey, sats: row.amount_sats } } : { admission: paidRow(row, now) };
 
 const shown = (row: InvoiceRow): InvoiceAnswer => ({
   kind: "invoice",

@@ -76,7 +76,8 @@ export interface Source {
    * mirror's or an import's events are the operator's choice, never charged. Absent: nothing is.
    */
   readonly ledger?: {
-    reserve(pubkey: string): Refusal | undefined;
+    /** A promise when the balance is the database's (Postgres: several nodes charge it). */
+    reserve(pubkey: string): Refusal | undefined | Promise<Refusal | undefined>;
     settle(pubkey: string, stored: boolean): void;
   };
 }
@@ -154,7 +155,8 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
       return no("refused", o.stored || o.duplicate ? refusal : o.refusal);
     }
     // Paid per event: reserved now, charged once stored (released otherwise).
-    const held = src.ledger?.reserve(e.pubkey);
+    const reserving = src.ledger?.reserve(e.pubkey);
+    const held = reserving instanceof Promise ? await reserving : reserving;
     if (held) return no("refused", held);
     let stored = false;
     try {

@@ -40,6 +40,7 @@ export const JOIN_TEXTS = {
   badAmount: "invalid: amount must be a whole number of sats from 1 to 100000000",
   banned: "blocked: this pubkey is banned from this relay",
   closed: `restricted: ${ADMISSION_TEXTS.noSignUps}`,
+  noTopUp: "restricted: this pubkey pays nothing per event here, so a top-up could never be spent",
   notRunning: "error: payments are not running on this relay yet",
   full: "error: too many open invoices, try again later",
   node: "error: the payment node did not answer, try again",
@@ -102,10 +103,12 @@ function joinPage(_req: Request, url: URL, src: JoinSource): Response {
 }
 
 /**
- * GET /join/invoice?pubkey=&amount=: 200 {invoice, payment_hash, amount_sats} or {admitted: true};
- * 400 bad pubkey or amount, 403 banned or no sign-ups, 429 join attempts of the address group,
- * 503 too many open invoices, 502 the node did not answer. `amount` (sats) with an admitted pubkey
- * is a top-up; without, admission at admission_cost.
+ * GET /join/invoice?pubkey=&amount=: 200 {invoice, payment_hash, amount_sats} or {admitted: true}
+ * (admitted by payment or the config allow list only: no other basis is told to anyone who asks);
+ * 400 bad pubkey or amount, 403 banned, no sign-ups, or a top-up for a pubkey not charged per
+ * event; 429 join attempts of the address group (its /48, everyone's); 503 too many open
+ * invoices, 502 the node did not answer. `amount` (sats) with an admitted pubkey is a top-up;
+ * without, admission at admission_cost.
  */
 async function invoice(url: URL, src: JoinSource, from: string): Promise<Response> {
   const pk = pubkeyParam(url);
@@ -129,6 +132,8 @@ function invoiceAnswer(a: InvoiceAnswer): Response {
       return jsonAnswer({ invoice: a.invoice, payment_hash: a.payment_hash, amount_sats: a.amount_sats });
     case "closed":
       return jsonAnswer({ error: JOIN_TEXTS.closed }, 403);
+    case "no-top-up":
+      return jsonAnswer({ error: JOIN_TEXTS.noTopUp }, 403);
     case "limited":
       return jsonAnswer({ error: JOIN_TEXTS.joins(a.retryAfterS) }, 429, { "Retry-After": String(a.retryAfterS) });
     case "full":
@@ -139,7 +144,7 @@ function invoiceAnswer(a: InvoiceAnswer): Response {
 }
 
 /**
- * GET /join/status?pubkey=: 200 {admitted}; while not, its open invoice is checked at the node
+ * GET /join/status?pubkey=: 200 {admitted} (by payment or the config allow list); while not, its open invoice is checked at the node
  * (coalesced per invoice), so the page turns "paid" without a webhook. 60 a minute per address group.
  */
 async function status(url: URL, src: JoinSource, from: string): Promise<Response> {

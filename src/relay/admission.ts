@@ -11,7 +11,7 @@ import { startNip05Checks } from "../access/nip05.ts";
 import { AdmissionRegistry } from "../access/registry.ts";
 import { httpBase } from "../config/admission.ts";
 import { FOLLOW_LIST_KIND, WebOfTrust, wotSettings } from "../access/wot.ts";
-import type { Config } from "../config/schema.ts";
+import { setOf, type Config } from "../config/schema.ts";
 import { ADMISSION_TEXTS, admissionOn, BASIS_BIT, joinUrl } from "../policy/admission.ts";
 import { refuse } from "../protocol/reasons.ts";
 import type { RelayContext } from "./context.ts";
@@ -72,7 +72,9 @@ function startPayments(ctx: RelayContext, registry: AdmissionRegistry): void {
     keys: pay,
     metrics: registry.metrics,
     admitter: {
-      admitted: (pubkey) => registry.bits(pubkey) !== 0,
+      // Paid, or free by the config allow list: the join endpoints answer anyone, so they never
+      // tell whether a pubkey is a member, trusted, verified or on the admin's lists.
+      admitted: (pubkey) => (registry.bits(pubkey) & BASIS_BIT.paid) !== 0 || setOf(ctx.config.authorization.pubkey_allowlist).has(pubkey),
       admitPaid: (pubkey, evidence) => registry.admit(pubkey, "paid", evidence),
     },
     // LNbits posts to /lnbits under info.relay_url unless webhook_url says otherwise; CLN has no webhook.
@@ -86,7 +88,7 @@ function startPayments(ctx: RelayContext, registry: AdmissionRegistry): void {
     .then(() => {
       if (!ctx.closing) payments.start();
     })
-    .catch((err) => console.error("payments: could not load the balances:", err));
+    .catch((err) => console.error("payments: could not load the balances or mend the paid invoices:", err));
 }
 
 /**

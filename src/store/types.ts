@@ -123,6 +123,18 @@ export interface InvoiceRow {
   checked_at: number | null;
 }
 
+/** What a paid invoice bought, written with its settle (AdmissionStore.settleInvoice). */
+export type PaidEffect = { admission: AdmissionRow } | { credit: { pubkey: string; sats: number } };
+
+/** The paid admission row an invoice bought (its evidence as the console shows it). */
+export const paidRow = (i: InvoiceRow, at: number): AdmissionRow => ({
+  pubkey: i.pubkey,
+  basis: "paid",
+  since: at,
+  until: null,
+  evidence: JSON.stringify({ payment_hash: i.payment_hash, amount_sats: i.amount_sats, paid_at: i.paid_at ?? at }),
+});
+
 /** A pubkey's NIP-05 address and its checks (access/nip05.ts). */
 export interface Nip05Row {
   pubkey: string;
@@ -163,12 +175,29 @@ export interface AdmissionStore {
   dueInvoices(now: number, graceS: number, max: number): Promise<InvoiceRow[]>;
   /** Records a check of an unpaid invoice (the poller's order). */
   checkedInvoice(hash: string, at: number): Promise<void>;
-  /** unpaid -> paid (or expired), once: true only for the call that moved it (webhook and poller race safely). */
-  settleInvoice(hash: string, status: "paid" | "expired", at: number): Promise<boolean>;
+  /**
+   * unpaid -> paid (or expired), once: true only for the call that moved it (webhook and poller race
+   * safely). A paid invoice's `effect` (its admission row, or its top-up's credit) is written in the
+   * same step, so no crash leaves an invoice paid without what it bought; such an invoice's
+   * checked_at becomes null (reconcilePaid's mark: the effect went with it).
+   */
+  settleInvoice(hash: string, status: "paid" | "expired", at: number, effect?: PaidEffect): Promise<boolean>;
+  /**
+   * At start: paid admission invoices settled without their effect (checked_at still set: by a
+   * bunstr that wrote the admission in a second step) whose pubkey has no paid row get that row
+   * now; every such invoice is marked done. The invoices whose rows were written.
+   */
+  reconcilePaid(at: number): Promise<InvoiceRow[]>;
   recentInvoices(limit: number): Promise<InvoiceRow[]>;
   balances(): Promise<{ pubkey: string; sats: number }[]>;
   /** Adds deltas (may be negative), additive so several nodes can flush. */
   addBalances(deltas: { pubkey: string; sats: number }[]): Promise<void>;
+  /**
+   * Postgres only (balances shared by every node): takes `sats` from the stored balance if it
+   * covers them, in one conditional statement, so nodes charging at once never overdraw. The
+   * balance after (charged), or as it is (not charged).
+   */
+  chargeBalance?(pubkey: string, sats: number): Promise<{ charged: boolean; sats: number }>;
   nip05(pubkey: string): Promise<Nip05Row | undefined>;
   putNip05(r: Nip05Row): Promise<void>;
   removeNip05(pubkey: string): Promise<void>;

@@ -6,11 +6,15 @@ import { fakeBolt11, isExpired, json, startFakeNode, randomHex, type FakeInvoice
 export interface FakeClnRest extends FakeNodeBase {
   /** Labels seen by `invoice`, duplicates included (the test of unique labels reads them). */
   readonly labels: string[];
+  /** A node (or proxy) that ignores listinvoices' filter: it answers with its newest invoice whatever was asked. */
+  ignoreFilter: boolean;
 }
 
 export function startFakeClnRest(opts: { rune: string }): FakeClnRest {
   const labels: string[] = [];
   const byLabel = new Set<string>();
+  // The route reads the switch on the object returned below.
+  let fake: FakeClnRest | undefined;
   const base = startFakeNode(
     async (req, url, node) => {
       if (req.headers.get("rune") !== opts.rune) {
@@ -43,7 +47,11 @@ export function startFakeClnRest(opts: { rune: string }): FakeClnRest {
         return json({ payment_hash: hash, expires_at: createdAt + expiry, bolt11: inv.bolt11, payment_secret: randomHex(32) }, 201);
       }
       if (req.method === "POST" && url.pathname === "/v1/listinvoices") {
-        const inv = typeof body?.payment_hash === "string" ? node.invoices.get(body.payment_hash) : undefined;
+        const inv = fake?.ignoreFilter
+          ? [...node.invoices.values()].at(-1)
+          : typeof body?.payment_hash === "string"
+            ? node.invoices.get(body.payment_hash)
+            : undefined;
         if (!inv) return json({ invoices: [] });
         const status = inv.paid ? "paid" : isExpired(inv) ? "expired" : "unpaid";
         return json({
@@ -65,7 +73,8 @@ export function startFakeClnRest(opts: { rune: string }): FakeClnRest {
     },
     (_req, url) => (url.pathname === "/v1/invoice" ? "create" : url.pathname === "/v1/listinvoices" ? "check" : "other"),
   );
-  return Object.assign(base, { labels });
+  fake = Object.assign(base, { labels, ignoreFilter: false });
+  return fake;
 }
 
 const createdAtNow = () => Math.floor(Date.now() / 1000);

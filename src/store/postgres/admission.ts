@@ -2,9 +2,20 @@
 // statements; put and remove log the pubkey in admission_changes (in the same statement) and tell
 // the bus, so every node reads that pubkey's rows again (postgres/store.ts admissionsSince), not
 // the whole table and the admin state (REVIEW33 M7). settleInvoice and takeInvite are one conditional
-// UPDATE each: of nodes (or a webhook and the poller) racing, exactly one moves the row.
+// UPDATE each: of nodes (or a webhook and the poller) racing, exactly one moves the row (and a
+// paid settle writes what was bought in the same transaction). chargeBalance is the per-event
+// charge of every node (access/ledger.ts): the balance lives here, not in any node's memory.
 import type { SQL } from "bun";
-import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, IssuedInvite, Nip05Row } from "../types.ts";
+import {
+  paidRow,
+  type AdmissionRow,
+  type AdmissionStore,
+  type InviteRow,
+  type InvoiceRow,
+  type IssuedInvite,
+  type Nip05Row,
+  type PaidEffect,
+} from "../types.ts";
 
 // bigint columns as numbers (Bun's client answers int8 as strings).
 const INVOICE = `payment_hash, pubkey, purpose, amount_sats::float8 AS amount_sats, bolt11, status, created_at::float8 AS created_at,
@@ -43,10 +54,7 @@ export class PostgresAdmission implements AdmissionStore {
   }
 
   async put(r: AdmissionRow): Promise<void> {
-    await this.sql`WITH put AS (INSERT INTO admissions (pubkey, basis, since, until, evidence)
-                                VALUES (${r.pubkey}, ${r.basis}, ${r.since}, ${r.until}, ${r.evidence})
-                                ON CONFLICT (pubkey, basis) DO UPDATE SET until = excluded.until, evidence = excluded.evidence)
-                   INSERT INTO admission_changes (pubkey, at) VALUES (${r.pubkey}, ${Math.floor(Date.now() / 1000)})`;
+    await putRow(this.sql, r);
     this.changed();
   }
 
@@ -96,11 +104,41 @@ export class PostgresAdmission implements AdmissionStore {
     await this.sql`UPDATE invoices SET checked_at = ${at} WHERE payment_hash = ${hash}`;
   }
 
-  async settleInvoice(hash: string, status: "paid" | "expired", at: number): Promise<boolean> {
-    const paidAt = status === "paid" ? at : null;
-    const moved = await this.sql`UPDATE invoices SET status = ${status}, paid_at = ${paidAt}, checked_at = ${at}
-                                 WHERE payment_hash = ${hash} AND status = 'unpaid' RETURNING payment_hash`;
-    return moved.length === 1;
+  async settleInvoice(hash: string, status: "paid" | "expired", at: number, effect?: PaidEffect): Promise<boolean> {
+    const paid = status === "paid";
+    const paidAt = paid ? at : null;
+    const checkedAt = paid && effect ? null : at;
+    const admission = paid && effect && "admission" in effect ? effect.admission : undefined;
+    const moved = await this.sql.begin(async (tx) => {
+      const [row] = await tx`UPDATE invoices SET status = ${status}, paid_at = ${paidAt}, checked_at = ${checkedAt}
+                             WHERE payment_hash = ${hash} AND status = 'unpaid' RETURNING payment_hash`;
+      if (!row) return false;
+      if (admission) await putRow(tx, admission);
+      else if (paid && effect && "credit" in effect) await addBalance(tx, effect.credit.pubkey, effect.credit.sats);
+      return true;
+    });
+    if (moved && admission) this.changed();
+    return moved;
+  }
+
+  async reconcilePaid(at: number): Promise<InvoiceRow[]> {
+    const missed = await this.sql.begin(async (tx) => {
+      // Claimed and marked in one statement: nodes starting at once each mend their own rows.
+      const legacy = [
+        ...(await tx.unsafe(`UPDATE invoices SET checked_at = NULL WHERE status = 'paid' AND checked_at IS NOT NULL RETURNING ${INVOICE}`)),
+      ] as InvoiceRow[];
+      const mended: InvoiceRow[] = [];
+      for (const i of legacy) {
+        if (i.purpose !== "admission") continue;
+        const [has] = await tx`SELECT 1 FROM admissions WHERE pubkey = ${i.pubkey} AND basis = 'paid'`;
+        if (has) continue;
+        await putRow(tx, paidRow(i, at));
+        mended.push(i);
+      }
+      return mended;
+    });
+    if (missed.length > 0) this.changed();
+    return missed;
   }
 
   async recentInvoices(limit: number): Promise<InvoiceRow[]> {
@@ -116,10 +154,16 @@ export class PostgresAdmission implements AdmissionStore {
   async addBalances(deltas: { pubkey: string; sats: number }[]): Promise<void> {
     if (deltas.length === 0) return;
     await this.sql.begin(async (tx) => {
-      for (const d of deltas)
-        await tx`INSERT INTO balances (pubkey, sats) VALUES (${d.pubkey}, ${d.sats})
-                 ON CONFLICT (pubkey) DO UPDATE SET sats = balances.sats + excluded.sats`;
+      for (const d of deltas) await addBalance(tx, d.pubkey, d.sats);
     });
+  }
+
+  async chargeBalance(pubkey: string, sats: number): Promise<{ charged: boolean; sats: number }> {
+    const [left] = await this.sql`UPDATE balances SET sats = sats - ${sats} WHERE pubkey = ${pubkey} AND sats >= ${sats}
+                                  RETURNING sats::float8 AS sats`;
+    if (left) return { charged: true, sats: left.sats as number };
+    const [row] = await this.sql`SELECT sats::float8 AS sats FROM balances WHERE pubkey = ${pubkey}`;
+    return { charged: false, sats: (row?.sats as number | undefined) ?? 0 };
   }
 
   async nip05(pubkey: string): Promise<Nip05Row | undefined> {
@@ -187,3 +231,18 @@ export class PostgresAdmission implements AdmissionStore {
     return [...rows] as InviteRow[];
   }
 }
+
+/**
+ * An admission row upserted (its `since` kept) and its pubkey logged in admission_changes in the
+ * same statement: the other nodes read that pubkey's rows again (REVIEW33 M7).
+ */
+async function putRow(sql: SQL, r: AdmissionRow): Promise<void> {
+  await sql`WITH put AS (INSERT INTO admissions (pubkey, basis, since, until, evidence)
+                         VALUES (${r.pubkey}, ${r.basis}, ${r.since}, ${r.until}, ${r.evidence})
+                         ON CONFLICT (pubkey, basis) DO UPDATE SET until = excluded.until, evidence = excluded.evidence)
+            INSERT INTO admission_changes (pubkey, at) VALUES (${r.pubkey}, ${Math.floor(Date.now() / 1000)})`;
+}
+
+const addBalance = (sql: SQL, pubkey: string, sats: number) =>
+  sql`INSERT INTO balances (pubkey, sats) VALUES (${pubkey}, ${sats})
+      ON CONFLICT (pubkey) DO UPDATE SET sats = balances.sats + excluded.sats`;

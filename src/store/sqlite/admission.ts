@@ -3,9 +3,19 @@
 // writer's connection, each its own small transaction, between two batches when the writer is a
 // thread (ThreadAdmission's calls) or at once on this thread (InlineAdmission). The writer
 // handles its messages in order, so settleInvoice and takeInvite are each decided once, whoever
-// races for them (a webhook and the poller; two joins with one code).
+// races for them (a webhook and the poller; two joins with one code); a paid settle writes what
+// was bought in its own transaction.
 import type { Database } from "bun:sqlite";
-import type { AdmissionRow, AdmissionStore, InviteRow, InvoiceRow, IssuedInvite, Nip05Row } from "../types.ts";
+import {
+  paidRow,
+  type AdmissionRow,
+  type AdmissionStore,
+  type InviteRow,
+  type InvoiceRow,
+  type IssuedInvite,
+  type Nip05Row,
+  type PaidEffect,
+} from "../types.ts";
 import type { AdmissionWrite, WriterThread } from "./writer-thread.ts";
 
 /** Reads, on the connection of this thread. */
@@ -66,6 +76,8 @@ export class SqliteAdmission {
       ),
       checked: q("UPDATE invoices SET checked_at = ? WHERE payment_hash = ?"),
       settle: q("UPDATE invoices SET status = ?, paid_at = ?, checked_at = ? WHERE payment_hash = ? AND status = 'unpaid'"),
+      legacyPaid: q("UPDATE invoices SET checked_at = NULL WHERE status = 'paid' AND checked_at IS NOT NULL RETURNING *"),
+      hasPaid: q("SELECT 1 FROM admissions WHERE pubkey = ? AND basis = 'paid'"),
       addBalance: q("INSERT INTO balances (pubkey, sats) VALUES (?, ?) ON CONFLICT DO UPDATE SET sats = sats + excluded.sats"),
       putNip05: q(
         `INSERT INTO nip05 (pubkey, address, verified_at, checked_at, failures, error) VALUES (?, ?, ?, ?, ?, ?)
@@ -111,8 +123,26 @@ export class SqliteAdmission {
     this.st.checked.run(at, hash);
   }
 
-  settleInvoice(hash: string, status: "paid" | "expired", at: number): boolean {
-    return this.st.settle.run(status, status === "paid" ? at : null, at, hash).changes === 1;
+  settleInvoice(hash: string, status: "paid" | "expired", at: number, effect?: PaidEffect): boolean {
+    return this.db.transaction(() => {
+      const paid = status === "paid";
+      if (this.st.settle.run(status, paid ? at : null, paid && effect ? null : at, hash).changes !== 1) return false;
+      if (paid && effect && "admission" in effect) this.put(effect.admission);
+      else if (paid && effect && "credit" in effect) this.st.addBalance.run(effect.credit.pubkey, effect.credit.sats);
+      return true;
+    })();
+  }
+
+  reconcilePaid(at: number): InvoiceRow[] {
+    return this.db.transaction(() => {
+      const mended: InvoiceRow[] = [];
+      for (const i of this.st.legacyPaid.all() as InvoiceRow[]) {
+        if (i.purpose !== "admission" || this.st.hasPaid.get(i.pubkey)) continue;
+        this.put(paidRow(i, at));
+        mended.push(i);
+      }
+      return mended;
+    })();
   }
 
   addBalances(deltas: { pubkey: string; sats: number }[]): void {
@@ -169,7 +199,8 @@ function admissionStore(db: Database, write: <T>(method: AdmissionWrite, args: u
     openInvoices: async (now) => r.openInvoices(now),
     dueInvoices: async (now, graceS, max) => r.dueInvoices(now, graceS, max),
     checkedInvoice: (hash, at) => write("checkedInvoice", [hash, at]),
-    settleInvoice: (hash, status, at) => write("settleInvoice", [hash, status, at]),
+    settleInvoice: (hash, status, at, effect) => write("settleInvoice", [hash, status, at, effect]),
+    reconcilePaid: (at) => write("reconcilePaid", [at]),
     recentInvoices: async (limit) => r.recentInvoices(limit),
     balances: async () => r.balances(),
     addBalances: (deltas) => write("addBalances", [deltas]),

@@ -20,6 +20,7 @@ export type AdmissionWrite =
   | "putInvoice"
   | "checkedInvoice"
   | "settleInvoice"
+  | "reconcilePaid"
   | "addBalances"
   | "putNip05"
   | "removeNip05"
