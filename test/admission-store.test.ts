@@ -195,7 +195,7 @@ describe.each(kinds)("Store.admission: %s", (_name, open) => {
     expect(await db().nip05(B)).toBeUndefined();
   });
 
-  test("due NIP-05 rows: a verified writer's re-check comes before new addresses however many (REVIEW33 M2)", async () => {
+  test("due NIP-05 rows: a verified writer's re-check comes before new addresses however many (issue 33 review, M2)", async () => {
     const flood = Array.from({ length: 20 }, (_, i) => (i + 1).toString(16).padStart(64, "e"));
     for (const pk of flood)
       await db().putNip05({ pubkey: pk, address: `x@h.attacker.example`, verified_at: null, checked_at: 0, failures: 0, error: "" });
@@ -224,7 +224,7 @@ describe.each(kinds)("Store.admission: %s", (_name, open) => {
     expect((await db().invitesBy(B)).map((i) => i.code)).toEqual(["code-2"]);
   });
 
-  test("asked at once many times (as several nodes would be), one code is written and the quota holds (REVIEW33 M6)", async () => {
+  test("asked at once many times (as several nodes would be), one code is written and the quota holds (issue 33 review, M6)", async () => {
     const issuer = "d".repeat(64);
     const asks = Array.from({ length: 8 }, (_, i) => db().issueInvite(invite(`q-${i}`, { issuer, expires_at: 5000 }), 1, 1200));
     const results = await Promise.all(asks);

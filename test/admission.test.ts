@@ -1,5 +1,5 @@
 // Issue 33 over the wire: who may write, and with read = "members" read, while an admission
-// model is on. No engine is built here (WP1-WP4 add theirs, with their own wire tests): a model is
+// model is on. No engine is built here (each model has its own wire tests): a model is
 // switched on in the config and pubkeys are admitted through NIP-86 (allowpubkey: manual;
 // addmember answers that the engine is not running) or the registry itself (relay.ctx.access, as
 // an engine does). Each case starts its relay with the config it needs.
@@ -456,7 +456,7 @@ describe("/join while pay is off and on", () => {
       status: 403,
       body: { error: "blocked: this pubkey is banned from this relay" },
     });
-    // The payments engine (WP1) runs; its node (port 9) does not answer.
+    // The payments engine runs; its node (port 9) does not answer.
     expect(await get(`join/invoice?pubkey=${signer().pubkey}`)).toMatchObject({
       status: 502,
       body: { error: "error: the payment node did not answer, try again" },

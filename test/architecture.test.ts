@@ -132,8 +132,8 @@ const RELAY_ORDER = [
   "group-gates.ts", // NIP-29: the store's read gates kept equal to the group state
   "groups-purge.ts", // NIP-29: the deletions of 9005 and 9008, run again where one could be missed
   "groups.ts", // NIP-29: the relay's side of the group state (what it signs and deletes)
-  "membership.ts", // NIP-43: the relay's side of its members (join, leave, invites, 13534) (issue 33, WP4)
-  "wot-refresh.ts", // the web of trust's follow lists fetched from other relays (issue 33, WP3)
+  "membership.ts", // NIP-43: the relay's side of its members (join, leave, invites, 13534) (issue 33)
+  "wot-refresh.ts", // the web of trust's follow lists fetched from other relays (issue 33)
   "admission.ts", // issue 33: the admission registry and its engines, started
   "auth.ts", // NIP-42
   "wiring.ts", // the context built, the store's commit feed to live subscriptions

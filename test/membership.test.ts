@@ -342,7 +342,7 @@ describe("leaving and removal", () => {
     c.close();
   });
 
-  test("a removed or departed member's open invite code admits nobody (REVIEW33 M6)", async () => {
+  test("a removed or departed member's open invite code admits nobody (issue 33 review, M6)", async () => {
     for (const how of ["removed", "left"] as const) {
       const { s, c } = await member();
       const { code } = await askInvite(c);

@@ -79,7 +79,7 @@ describe("fetchNostrJson", () => {
     expect(fake.requests.length).toBe(before);
   });
 
-  test("IPv6 forms that carry a private IPv4 address are internal: NAT64, 6to4, mapped, compatible, Teredo (REVIEW33 L4)", () => {
+  test("IPv6 forms that carry a private IPv4 address are internal: NAT64, 6to4, mapped, compatible, Teredo (issue 33 review, L4)", () => {
     for (const ip of [
       "64:ff9b::7f00:1", // NAT64 of 127.0.0.1
       "64:ff9b::10.0.0.1",
@@ -99,7 +99,7 @@ describe("fetchNostrJson", () => {
       expect([ip, isInternalAddress(ip)]).toEqual([ip, false]);
   });
 
-  test("only the default https port is fetched without http_loopback (REVIEW33 L4)", async () => {
+  test("only the default https port is fetched without http_loopback (issue 33 review, L4)", async () => {
     const off = { ...limits, loopback: false, resolve: async () => ["93.184.215.14"] };
     expect(await fetchNostrJson("https://example.com:8443/.well-known/nostr.json?name=bob", off)).toEqual({
       kind: "refused",
@@ -108,7 +108,7 @@ describe("fetchNostrJson", () => {
     expect(await fetchNostrJson("https://93.184.215.14:22/.well-known/nostr.json?name=bob", off)).toMatchObject({ kind: "refused" });
   });
 
-  test("the connection goes to the address that was checked, not to a second lookup of the name (DNS rebinding, REVIEW33 L4)", async () => {
+  test("the connection goes to the address that was checked, not to a second lookup of the name (DNS rebinding, issue 33 review, L4)", async () => {
     // The system resolver knows no `.invalid` name: a fetch that looked the name up again would say it does not resolve.
     const off = { ...limits, loopback: false, timeoutMs: 500, resolve: async () => ["192.0.2.1"] };
     const outcome = await fetchNostrJson("https://pinned.invalid/.well-known/nostr.json?name=bob", off);

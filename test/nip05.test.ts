@@ -124,7 +124,7 @@ describe("NIP-05 verified writers", () => {
       false,
       `restricted: your NIP-05 address ${unknown.address} could not be verified (${unknown.address} does not name this pubkey)`,
     ]);
-    // A kind 0 whose nip05 is no address is judged as any event (REVIEW33 M1): nothing to verify.
+    // A kind 0 whose nip05 is no address is judged as any event (issue 33 review, M1): nothing to verify.
     const bad = signer();
     const unknownText = "restricted: publish a kind 0 with a NIP-05 address this relay can verify first";
     expect((await c.publish(profile(bad, "not an address"))).slice(2)).toEqual([false, unknownText]);
@@ -230,7 +230,7 @@ describe("NIP-05 verified writers", () => {
   });
 
   test("the domain lists refuse with their texts, without a fetch", async () => {
-    // A stranger's kind 0 naming a refused domain is itself refused, with the list's text (REVIEW33 M1).
+    // A stranger's kind 0 naming a refused domain is itself refused, with the list's text (issue 33 review, M1).
     const black = writer();
     relay.ctx.config.verified_users.domain_blacklist = ["127.0.0.1"];
     fake.names.set(black.name, black.s.pubkey);

@@ -1,4 +1,4 @@
-// Paid admission over the wire (issue 33 WP1): a real relay with [pay_to_relay] against the fake
+// Paid admission over the wire (issue 33): a real relay with [pay_to_relay] against the fake
 // LNbits and CLN REST servers (test/fakes/, real HTTP on loopback). The node is the only judge of
 // "paid": webhooks are hints, the poller and /join/status ask too, and every path into the node is
 // bounded. Each test comes from its own address (X-Forwarded-For from a trusted proxy), so the

@@ -1,4 +1,4 @@
-// The web of trust at 100,000 pubkeys (issue 33, design §8.3): a seed following 500 pubkeys who
+// The web of trust at 100,000 pubkeys (issue 33): a seed following 500 pubkeys who
 // follow 200 each, as kind 3s in a real SQLite store (writer thread, reader worker), built at
 // depth 2. Prints the build time and the heap the graph holds per pubkey (heapStats after a full
 // GC, typed arrays' buffers included), and bounds both with room for a loaded 2-core box.

@@ -1,4 +1,4 @@
-// The web of trust over the wire (issue 33, WP3; design §8.3): who may publish when only the
+// The web of trust over the wire (issue 33): who may publish when only the
 // owner's follows may, joining by being followed, depth 2 with min_followers, unfollowing, and
 // follow lists fetched from another relay named in [web_of_trust] relays.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";

@@ -87,7 +87,7 @@ export class Members {
     try {
       const taken = await this.store.takeInvite(code, pubkey, now);
       if (typeof taken === "string") return { joined: false, why: taken };
-      // A code is worth its issuer's standing now: one removed, departed or banned since (REVIEW33
+      // A code is worth its issuer's standing now: one removed, departed or banned since (issue 33 review
       // M6) admits nobody (the code is spent: it was void anyway).
       if (!this.standing(taken.issuer)) return { joined: false, why: "void" };
       await this.admitted(pubkey, now, { invited_by: taken.issuer, code_prefix: code.slice(0, 4), via: "invite" });
@@ -132,7 +132,7 @@ export class Members {
 
   private makeInvite(issuer: string, admin: boolean, now: number, newCode: () => string): Promise<InviteResult> {
     const { invites_per_member: quota, invite_expiry_seconds: expiry } = this.config().membership;
-    // Counted and written in one store transaction (REVIEW33 M6: two nodes asked at once must not
+    // Counted and written in one store transaction (issue 33 review, M6: two nodes asked at once must not
     // each mint one past the quota). A code that expired unused admitted nobody: it does not count.
     const row = { code: newCode(), issuer, created_at: now, expires_at: now + expiry, used_by: null, used_at: null };
     return this.store.issueInvite(row, admin ? null : quota, now);

@@ -240,7 +240,7 @@ describe("Nip05Checks", () => {
     expect(r.rows.get(pk(QUEUE_MAX + 20))!.checked_at).toBe(0);
   });
 
-  test("a flood of new addresses on one wildcard domain does not starve a verified writer's re-check (REVIEW33 M2)", async () => {
+  test("a flood of new addresses on one wildcard domain does not starve a verified writer's re-check (issue 33 review, M2)", async () => {
     const r = rig();
     const now = 1_000_000;
     // A verified writer, last checked two days ago: due.
@@ -275,7 +275,7 @@ describe("Nip05Checks", () => {
     r.checks.stop();
   });
 
-  test("with several nodes, only the leading one checks kind 0s and runs the schedule (REVIEW33 M7)", async () => {
+  test("with several nodes, only the leading one checks kind 0s and runs the schedule (issue 33 review, M7)", async () => {
     let answer = () => {};
     const lead = { leading: false, first: new Promise<void>((r) => (answer = r)) };
     const r = rig({}, lead);
@@ -298,7 +298,7 @@ describe("Nip05Checks", () => {
     r.checks.stop();
   });
 
-  test("a named port other than 443 is refused without a fetch unless http_loopback (REVIEW33 L4)", async () => {
+  test("a named port other than 443 is refused without a fetch unless http_loopback (issue 33 review, L4)", async () => {
     const r = rig({ domain_whitelist: ["allowed.example"] });
     r.checks.committed(profile(pk(1), "bob@allowed.example:8443"));
     r.checks.committed(profile(pk(2), "bob@allowed.example:443"));

@@ -8,7 +8,7 @@
 // address wins) and at most QUEUE_MAX of them per lane, FETCHES_AT_ONCE fetches in all, one per
 // site (nips/nip05.ts siteOf: a wildcard domain's subdomains are one site) at a time and
 // `domain_interval_ms` between two starts to a site, each fetch bounded by access/nip05-fetch.ts.
-// A flood of kind 0s naming new addresses must not make verified writers lapse (REVIEW33 M2), so
+// A flood of kind 0s naming new addresses must not make verified writers lapse (issue 33 review, M2), so
 // the re-checks of verified addresses have their own lane, served first, and come first in the
 // schedule's page (the store orders it so); new addresses queue at most SITE_MAX per site, and
 // what the queue refuses is looked at again RETRY_S later, so the page moves on. What a domain answers decides: a match admits, a mismatch (another
@@ -76,7 +76,7 @@ export interface Nip05Deps {
   /**
    * Several nodes on one database (Postgres, Store.leader): only the leading one checks (it hears
    * every node's kind 0s on the commit feed) and runs the schedule, so a domain is fetched once,
-   * not once per node (REVIEW33 M7). Absent: this process always leads.
+   * not once per node (issue 33 review, M7). Absent: this process always leads.
    */
   leader?: Leadership;
   /** The fetch; access/nip05-fetch.ts by default. */

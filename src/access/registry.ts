@@ -15,20 +15,20 @@ import { AccessMetrics } from "./metrics.ts";
 import type { Payments } from "./payments.ts";
 
 /**
- * Paid admission (access/payments.ts, WP1), as the registry, the admin API and http/join.ts see
+ * Paid admission (access/payments.ts), as the registry, the admin API and http/join.ts see
  * it: ready, balance (sats left, less what is reserved; undefined when it has no balance kept),
  * the join endpoints' calls, and stop (at shutdown: the poller, then the balances written).
  */
 export type PaymentsEngine = Pick<Payments, "ready" | "balance" | "invoiceFor" | "status" | "statusWait" | "webhook" | "stop">;
 
-/** NIP-05 checks (access/nip05.ts, WP2). */
+/** NIP-05 checks (access/nip05.ts). */
 export interface Nip05Engine {
   readonly ready: boolean;
   /** What is known of the pubkey's address, for the refusal text and the console. */
   state(pubkey: string): Nip05State | undefined;
 }
 
-/** The web of trust (access/wot.ts, WP3): its graph, rebuilt, never stored. */
+/** The web of trust (access/wot.ts): its graph, rebuilt, never stored. */
 export interface TrustEngine {
   /** The first graph is built. */
   readonly ready: boolean;
@@ -41,7 +41,7 @@ export interface TrustEngine {
   pubkeys(offset: number, limit: number): string[];
 }
 
-/** NIP-43 members (access/members.ts and relay/membership.ts, WP4): the NIP-86 member methods. */
+/** NIP-43 members (access/members.ts and relay/membership.ts): the NIP-86 member methods. */
 export interface MembersEngine {
   readonly ready: boolean;
   /** NIP-86 addmember: admitted as a member by an admin; the relay publishes 8000 and 13534. */
@@ -131,7 +131,7 @@ export class AdmissionRegistry implements AdmissionView {
   /**
    * Every basis admitting `pubkey` now, disabled models masked out (manual never is: read =
    * "members" asks it with no model on); 0 for a banned pubkey, so it neither reads with read =
-   * "members", nor issues invite codes, nor is an inbox (REVIEW33 H1).
+   * "members", nor issues invite codes, nor is an inbox (issue 33 review, H1).
    */
   bits(pubkey: string): number {
     return this.banned(pubkey) ? 0 : this.held(pubkey);
@@ -181,7 +181,7 @@ export class AdmissionRegistry implements AdmissionView {
     for (const fn of this.changeListeners) fn(pubkey, basis, false);
   }
 
-  /** One line a minute per basis: a domain that verifies throwaway keys, then denies them, must not flood the log (REVIEW33 L10). */
+  /** One line a minute per basis: a domain that verifies throwaway keys, then denies them, must not flood the log (issue 33 review, L10). */
   private logRevoke(pubkey: string, basis: Basis, reason: string): void {
     const held = this.lines.take(basis);
     if (!held) return;
@@ -238,7 +238,7 @@ export class AdmissionRegistry implements AdmissionView {
 
   /**
    * Reads again the stored rows of `pubkeys` only (Postgres: what the admission change log names,
-   * REVIEW33 M7), or all of them when undefined; swapped in at once, per pubkey.
+   * issue 33 review, M7), or all of them when undefined; swapped in at once, per pubkey.
    */
   async reload(pubkeys: readonly string[] | undefined): Promise<void> {
     if (pubkeys === undefined) return this.load();

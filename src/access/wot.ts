@@ -1,4 +1,4 @@
-// The web of trust engine (issue 33, design §8.3): who the owner follows, and with depth 2 who
+// The web of trust engine (issue 33): who the owner follows, and with depth 2 who
 // they follow, read from the kind-3 follow lists in the relay's own store and kept as a compact
 // TrustGraph (wot-graph.ts). The registry asks `has` for the `trusted` basis, synchronously; a
 // rebuild reads the store and swaps the graph whole, so a lookup never sees half a graph.
@@ -25,7 +25,7 @@ const REBUILD_DEBOUNCE_MS = 1000;
  */
 const BUILD_TIMES_APART = 10;
 /**
- * Depth 2: most pubkeys one depth-1 author may bring in that no author before it named (REVIEW33
+ * Depth 2: most pubkeys one depth-1 author may bring in that no author before it named (issue 33 review
  * L7): with min_followers = 1 a single follow list of sybils would otherwise fill the graph. A
  * pubkey others follow too still comes in through them.
  */

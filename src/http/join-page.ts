@@ -1,4 +1,4 @@
-// The /join page (issue 33, design §11): the relay's name and icon, the terms, the admission cost,
+// The /join page (issue 33): the relay's name and icon, the terms, the admission cost,
 // a pubkey field with NIP-07 sign-in, then the invoice as a QR code and as text, and the wait for
 // the payment (pages/join/main.js asks /join/status every 2 s). Served by http/join.ts while
 // [pay_to_relay] is on. Like the admin page: pages/join.html with its style and script inline,

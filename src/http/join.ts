@@ -1,4 +1,4 @@
-// Paid admission over HTTP (issue 33, design §10), under the relay path like /admin: the /join
+// Paid admission over HTTP (issue 33), under the relay path like /admin: the /join
 // page, /join/invoice, /join/status and POST /lnbits (the node's webhook). Not found while
 // [pay_to_relay] is off. This file routes and checks what every answer shares (the pubkey, bans,
 // the amount, the client's address group); the invoices, the node, the bounds on both and the

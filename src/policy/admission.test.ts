@@ -63,7 +63,7 @@ test("NIP-05 texts: nothing known, pending, failed, blacklisted and whitelisted 
   );
   expect(judge(c, view({ bits: BASIS_BIT.verified }).v)).toBeUndefined();
   // A kind 0 naming an address the lists allow is taken (#211); one they refuse hears their text;
-  // one that is no address, or while checks are passive, is judged as any event (REVIEW33 M1).
+  // one that is no address, or while checks are passive, is judged as any event (issue 33 review, M1).
   const profile = (nip05: string) => event({ kind: 0, content: JSON.stringify({ nip05 }) });
   expect(judge(c, v, profile("Bob@A.example"))).toBeUndefined();
   expect(judge(c, v, profile("bob@example.com"))).toBe(

@@ -99,7 +99,7 @@ export const relayKinds = ({ config, relayPubkey }: AdmissionContext, e: NostrEv
  * The profile that asks to be verified (#211): a kind 0 naming a NIP-05 address this relay would
  * check (it parses, the domain lists allow it), while checks admit (mode "enabled": passive ones
  * never admit, so such a profile is no way in). Any other kind 0 is judged as any event, so a
- * stranger cannot store a profile of any size with `"nip05": "x"` (REVIEW33 M1).
+ * stranger cannot store a profile of any size with `"nip05": "x"` (issue 33 review, M1).
  */
 function asksVerification(c: Config, e: NostrEvent): boolean {
   if (e.kind !== 0 || c.verified_users.mode !== "enabled") return false;
@@ -115,7 +115,7 @@ const INBOX_MAX_P_TAGS = 2;
  * A DM or gift wrap (restricted_read_kinds) to an admitted pubkey from anyone: the relay is its
  * members' inbox. Not when it p-tags its own author (mail to oneself is storage), nor with more
  * than INBOX_MAX_P_TAGS p tags; the relay's key and [admin] pubkeys are no inbox (they are public,
- * NIP-11 `self` and `pubkey`, so anyone could address them). REVIEW33 H2.
+ * NIP-11 `self` and `pubkey`, so anyone could address them). issue 33 review, H2.
  */
 function toMember(ctx: AdmissionContext, access: AdmissionView, e: NostrEvent): boolean {
   const c = ctx.config;

@@ -55,7 +55,7 @@ export function memberRefusal(r: ReadRules, authed: ReadonlySet<string>, filters
   if (authed.size === 0) return `auth-required: ${ADMISSION_TEXTS.readAuth}`;
   if (isMember(r, authed)) return undefined;
   // Until the rows are read, or the first trust graph is built, a member may not be known yet:
-  // "try again", as writers hear (REVIEW33 L9), not "restricted".
+  // "try again", as writers hear (issue 33 review, L9), not "restricted".
   if (r.access && !r.access.ready) return `error: ${ADMISSION_TEXTS.loading}`;
   if (r.access?.trustLoading) return `error: ${ADMISSION_TEXTS.trustLoading}`;
   const pay = r.config.pay_to_relay;

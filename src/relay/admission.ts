@@ -1,7 +1,6 @@
 // Issue 33: the admission registry and the engines of the models that are on, built at start
-// (relay/wiring.ts calls startAdmission). Each engine has its own function below, filled by its
-// package (paid: WP1, NIP-05: WP2, web of trust: WP3, NIP-43 members: WP4), so they merge apart:
-// each sets its `registry.engines.*` (and what else the relay asks of it: ctx.ledger,
+// (relay/wiring.ts calls startAdmission). Each engine has its own function below (paid, NIP-05,
+// web of trust, NIP-43 members): each sets its `registry.engines.*` (and what else the relay asks of it: ctx.ledger,
 // ctx.membership) and hears the commit feed through registry.onCommitted.
 import { ClnRest, readRune } from "../access/clnrest.ts";
 import { Ledger } from "../access/ledger.ts";
@@ -44,7 +43,7 @@ export function startAdmission(ctx: RelayContext): AdmissionRegistry {
 }
 
 /**
- * Paid admission (WP1: access/payments.ts, access/ledger.ts): registry.engines.payments, and
+ * Paid admission (access/payments.ts, access/ledger.ts): registry.engines.payments, and
  * ctx.ledger (a no-op while cost_per_event is 0: it is reloadable). The node client is chosen
  * once (processor, node_url, api_secret and rune_path are not reloadable; the timeout is).
  */
@@ -92,7 +91,7 @@ function startPayments(ctx: RelayContext, registry: AdmissionRegistry): void {
 }
 
 /**
- * NIP-05 verified writers (WP2: access/nip05.ts): registry.engines.nip05, kind 0 through
+ * NIP-05 verified writers (access/nip05.ts): registry.engines.nip05, kind 0 through
  * registry.onCommitted. On a store several nodes share, one node at a time checks (Store.leader).
  */
 function startNip05(ctx: RelayContext, registry: AdmissionRegistry): void {
@@ -106,7 +105,7 @@ function startNip05(ctx: RelayContext, registry: AdmissionRegistry): void {
 }
 
 /**
- * The web of trust (WP3: access/wot.ts, relay/wot-refresh.ts): registry.engines.wot (the
+ * The web of trust (access/wot.ts, relay/wot-refresh.ts): registry.engines.wot (the
  * `trusted` bit asks its graph), rebuilt ~1 s after a committed kind 3 that shapes it and on the
  * refresh schedule. Its timers end when the relay closes (ctx.closing).
  */

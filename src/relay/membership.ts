@@ -41,7 +41,7 @@ export interface RequestAnswer {
   message: string;
 }
 
-// The OK texts (design §8.4; NIP-43's examples, lower-cased as the relay's other messages are).
+// The OK texts (NIP-43's examples, lower-cased as the relay's other messages are).
 export const NOT_NOW = { join: "invalid: join requests must be created now", leave: "invalid: leave requests must be created now" };
 export const NOT_PROTECTED = {
   join: 'invalid: join requests must carry the NIP-70 "-" tag',
@@ -110,7 +110,7 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
     if (code === undefined) return this.invalid();
     const r = await this.members.join(e.pubkey, code, now);
     if (r.joined && this.registry.banned(r.issuer)) {
-      // A banned pubkey's codes admit nobody (REVIEW33 H1): the code is spent, the join undone unannounced.
+      // A banned pubkey's codes admit nobody (issue 33 review, H1): the code is spent, the join undone unannounced.
       await this.members.remove(e.pubkey, "");
       return this.invalid();
     }

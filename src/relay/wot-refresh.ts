@@ -1,4 +1,4 @@
-// The web of trust's schedule (issue 33, design §8.3): a first graph from the relay's own store
+// The web of trust's schedule (issue 33): a first graph from the relay's own store
 // at start, then every [web_of_trust] refresh_seconds the follow lists fetched from the relays
 // the config names and a rebuild. A fetch is a plain REQ per 500 authors (kind 3, EOSE, CLOSE;
 // ops/relay-client.ts), the seeds' first and, at depth 2, then the depth-1 pubkeys'; what comes

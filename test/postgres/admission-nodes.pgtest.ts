@@ -1,4 +1,4 @@
-// Issue 33 on several nodes sharing one Postgres database (REVIEW33 M7): an admission written by
+// Issue 33 on several nodes sharing one Postgres database (issue 33 review, M7): an admission written by
 // one node reaches the others by its pubkey (the admission change log), not by a reload of the
 // whole admissions table and the admin state; and the background work one node should do (the
 // NIP-05 schedule, the payment poller) is led by one node at a time, taken over when it stops.

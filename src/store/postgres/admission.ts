@@ -1,7 +1,7 @@
 // Issue 33: who is admitted and why (AdmissionStore) in Postgres, shared by every node. Plain
 // statements; put and remove log the pubkey in admission_changes (in the same statement) and tell
 // the bus, so every node reads that pubkey's rows again (postgres/store.ts admissionsSince), not
-// the whole table and the admin state (REVIEW33 M7). settleInvoice and takeInvite are one conditional
+// the whole table and the admin state (issue 33 review, M7). settleInvoice and takeInvite are one conditional
 // UPDATE each: of nodes (or a webhook and the poller) racing, exactly one moves the row (and a
 // paid settle writes what was bought in the same transaction). chargeBalance is the per-event
 // charge of every node (access/ledger.ts): the balance lives here, not in any node's memory.
@@ -234,7 +234,7 @@ export class PostgresAdmission implements AdmissionStore {
 
 /**
  * An admission row upserted (its `since` kept) and its pubkey logged in admission_changes in the
- * same statement: the other nodes read that pubkey's rows again (REVIEW33 M7).
+ * same statement: the other nodes read that pubkey's rows again (issue 33 review, M7).
  */
 async function putRow(sql: SQL, r: AdmissionRow): Promise<void> {
   await sql`WITH put AS (INSERT INTO admissions (pubkey, basis, since, until, evidence)

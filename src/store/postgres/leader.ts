@@ -1,5 +1,5 @@
 // One node at a time for the background work several nodes sharing a database must not each do
-// (REVIEW33 M7: the NIP-05 schedule's fetches, the payment poller's node checks): a session-level
+// (issue 33 review, M7: the NIP-05 schedule's fetches, the payment poller's node checks): a session-level
 // pg_try_advisory_lock per name, held on one reserved connection. The lock goes with the
 // connection, so when the leading node stops (or its connection drops) another node's next try,
 // at most TRY_EVERY_MS later, takes it over. Each try asks again even while leading: a connection

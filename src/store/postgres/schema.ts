@@ -103,7 +103,7 @@ const migrations: string[] = [
    CREATE TABLE invites (code text PRIMARY KEY, issuer text NOT NULL, created_at bigint NOT NULL, expires_at bigint NOT NULL,
      used_by text, used_at bigint);
    CREATE INDEX invites_issuer ON invites (issuer);`,
-  // 9: issue 33 (REVIEW33 M7), which pubkeys' admissions changed, in order: nodes read those rows
+  // 9: issue 33 (issue 33 review, M7), which pubkeys' admissions changed, in order: nodes read those rows
   // again rather than the whole table (postgres/store.ts admissionsSince); pruned after an hour.
   `CREATE TABLE admission_changes (seq bigserial PRIMARY KEY, pubkey text NOT NULL, at bigint NOT NULL);
    CREATE INDEX admission_changes_at ON admission_changes (at);`,
