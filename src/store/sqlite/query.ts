@@ -217,13 +217,6 @@ function groupResidual(r: Residual, f: Filter, v: Visibility | undefined): void 
   r.params.push(...g.relays, ...notMemberD.params);
 }
 
-/** A reader's gated memberships as the residual uses them: its size, a membership test, and its temp table when long. */
-interface GroupIds {
-  size: number;
-  has(id: string): boolean;
-  table?: string;
-}
-
 function membersInline(ids: readonly string[]): readonly string[] {
   // A packed list is only read through withGroupLists: taken as one id, it would show nothing.
   if (isPacked(ids)) throw new Error("a packed membership list outside withGroupLists");
@@ -231,7 +224,7 @@ function membersInline(ids: readonly string[]): readonly string[] {
 }
 
 /** A job's long membership list, in the temp table holding it while it runs (withGroupLists). */
-const longMembers = new WeakMap<Visibility, GroupIds>();
+const longMembers = new WeakMap<Visibility, GroupList>();
 
 /**
  * A long list travels to the reader as one string, its ids after a space each (packGroupLists;
@@ -260,7 +253,7 @@ function* withGroupLists<T>(cache: StatementCache, scope: ReadScope, steps: () =
   const v = scope.visibility;
   const ids = v?.groups?.members;
   if (!ids || !(isPacked(ids) || ids.length > MAX_MEMBERS_INLINE)) return yield* steps();
-  const list = cache.groupList(isPacked(ids) ? ids[0]! : PACKED + ids.join(PACKED), "tag");
+  const list = cache.groupList(isPacked(ids) ? ids[0]! : PACKED + ids.join(PACKED));
   longMembers.set(v!, list);
   try {
     return yield* steps();
@@ -741,25 +734,23 @@ export class StatementCache {
   ) {}
 
   /**
-   * A temp table (this connection's) holding the ids of a packed list (a space before each; as tag
-   * rows hold them, or as they are), named `temp.…` for `x IN temp.…`, with a Set of them: the
-   * same list (a reader's memberships stay the same until they join or leave) is made once and
-   * reused. Held until releaseList; unheld lists beyond the newest MAX_LISTS are dropped.
+   * A temp table (this connection's) holding the ids of a packed list (a space before each) as
+   * tag rows hold them (tagValue), named `temp.…` for `x IN temp.…`: the same list (a reader's
+   * memberships stay the same until they join or leave) is made once and reused. Held until
+   * releaseList; unheld lists beyond the newest MAX_LISTS are dropped.
    */
-  groupList(packed: string, bind: "tag" | "as-is"): GroupList {
-    const key = `${bind}${packed}`;
-    let list = this.lists.get(key);
-    if (list) this.lists.delete(key);
+  groupList(packed: string): GroupList {
+    let list = this.lists.get(packed);
+    if (list) this.lists.delete(packed);
     else {
-      const ids = packed.slice(1).split(" ");
       const table = `temp.group_list_${++this.listsMade}`;
       this.db.exec(`CREATE TEMP TABLE ${table.slice(5)} (v TEXT PRIMARY KEY) WITHOUT ROWID`);
-      const each = bind === "tag" ? tagValueSql("value") : "value";
-      this.db.prepare(`INSERT OR IGNORE INTO ${table} SELECT ${each} FROM json_each(?)`).run(JSON.stringify(ids));
-      const set = new Set(ids);
-      list = { table, size: set.size, has: (id) => set.has(id), users: 0 };
+      this.db
+        .prepare(`INSERT OR IGNORE INTO ${table} SELECT ${tagValueSql("value")} FROM json_each(?)`)
+        .run(JSON.stringify(packed.slice(1).split(" ")));
+      list = { table, users: 0 };
     }
-    this.lists.set(key, list);
+    this.lists.set(packed, list);
     list.users++;
     this.dropUnheldLists();
     return list;
@@ -802,7 +793,8 @@ export class StatementCache {
   }
 }
 
-interface GroupList extends GroupIds {
+/** A long membership list's temp table (StatementCache.groupList). */
+interface GroupList {
   table: string;
   /** Jobs running with it. */
   users: number;
