@@ -207,6 +207,20 @@ describe("GroupState: create, roles, rights", () => {
     expect(send(inG(owner, 9007))).toBe('blocked: group "g" was deleted');
     expect(state.judgeArchive(inG(member, 9))).toMatchObject({ prefix: "blocked" });
   });
+  test("[mirror]: a 9008 of a group this relay does not have is refused (stored, a rebuild would tombstone the id and drop the group created after it)", async () => {
+    const { config, state, send } = await fixture();
+    const stray = inG(outsider, 9008);
+    expect(refusalText(state.judgeArchive(stray, true)!)).toBe('invalid: no group "g" on this relay');
+    // Why: what the rebuild makes of such a 9008 stored before the group's 9007.
+    const create = inG(owner, 9007);
+    expect(send(create)).toBe("ok");
+    const again = new GroupState({ config: () => config, relayPubkey: relay.pk });
+    await again.rebuild(recordsOf([stray, create]));
+    expect(again.list()).toEqual([]);
+    expect(state.list().map((g) => g.id)).toEqual(["g"]);
+    // A group it has: a non-admin's 9008 is skipped at its commit and at a rebuild alike, so it passes.
+    expect(state.judgeArchive(inG(outsider, 9008), true)).toBeUndefined();
+  });
   test("subgroups: the parent must exist, be no descendant, and the author must be its admin; the same parent again keeps its attestation", async () => {
     const { state, send, commit } = await fixture({ max_groups_per_pubkey: 5 });
     const edit = (who: { sk: Uint8Array }, id: string, ...tags: string[][]) => send(sign(who, 9002, [["h", id], ...tags]));

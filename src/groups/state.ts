@@ -526,6 +526,11 @@ export class GroupState implements GroupView {
       if (!this.isReady) return refuse("error", "groups are loading, try again");
       return this.judgePost(this.opts.config(), c.id, e);
     }
+    // A mirrored 9008 of a group this relay does not have: skipped at its commit, but stored, the
+    // next rebuild would take it for a deleted group's (whose purge took its 9007) and tombstone
+    // the id, past max_groups, dropping the group if it is created later.
+    if (posts && e.kind === 9008 && !this.tombstones.has(c.id) && !this.groups.has(c.id))
+      return this.isReady ? this.missing(c.id) : refuse("error", "groups are loading, try again");
     if (this.tombstones.has(c.id) && e.kind !== 9008) return refuse("blocked", `group "${c.id}" was deleted`);
     if (isGroupActionKind(e.kind)) {
       const a = parseAction(e);
