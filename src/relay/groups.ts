@@ -107,7 +107,7 @@ export class GroupRelay implements GroupPublisher {
       return;
     }
     // Another node's 9005 or 9008: deleted again here a little later, in case its node does not.
-    if (change && (change.deleteIds || change.deleteGroup) && !this.mine.has(e.id)) this.sweepLater(change);
+    if (change && (change.deleteIds || change.deleteGroup)) this.sweepLater(e.id, change);
     this.changes.set(e.id, change);
     if (this.changes.size > MAX_CHANGES) this.changes.delete(this.changes.keys().next().value!);
     this.waiting.get(e.id)?.();
@@ -118,9 +118,13 @@ export class GroupRelay implements GroupPublisher {
     if (change?.deleteGroup) this.forget(change.group);
   }
 
-  private sweepLater(change: GroupChange): void {
+  /**
+   * Unless it is this node's own by then: accepted() names it after the OK, which on SQLite comes
+   * after this feed, and carries its deletion out itself.
+   */
+  private sweepLater(id: string, change: GroupChange): void {
     const timer = setTimeout(() => {
-      if (!this.ctx.closing) this.purged = this.purged.then(() => this.deletions(change));
+      if (!this.ctx.closing && !this.mine.has(id)) this.purged = this.purged.then(() => this.deletions(change));
     }, SWEEP_AFTER_MS);
     timer.unref?.();
   }
