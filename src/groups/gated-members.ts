@@ -28,11 +28,4 @@ export class GatedMembers {
     for (const pk of authed) for (const g of this.byPubkey.get(pk) ?? []) out.add(g);
     return [...out];
   }
-
-  /** Entries held (pubkey, group pairs): for the state's estimate of its heap. */
-  get size(): number {
-    let n = 0;
-    for (const groups of this.byPubkey.values()) n += groups.size;
-    return n;
-  }
 }
