@@ -5,6 +5,7 @@
 // change reached the feed late), and after a catch-up on another process's commits. What a purge
 // has not reached is read by no one meanwhile (GroupState.access: a tombstone; a 9005's target
 // stays readable until deleted, which is why it is retried).
+import { hTags } from "../nips/nip29.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
 import type { RelayContext } from "./context.ts";
@@ -27,8 +28,20 @@ export class GroupPurge {
   async remains(): Promise<void> {
     try {
       for (const id of this.state.deleted()) if (!this.ctx.closing) await this.deleteGroup(id);
+      // PAGE ids a query, whatever their groups: thousands of groups that deleted an event or two
+      // each cost a few queries, not one each.
+      let page = new Map<string, string[]>();
       for (const { group, ids } of this.state.deletedByModerators())
-        for (let i = 0; i < ids.length && !this.ctx.closing; i += PAGE) await this.deleteEvents(group, ids.slice(i, i + PAGE));
+        for (const id of ids) {
+          if (this.ctx.closing) return;
+          const groups = page.get(id);
+          if (groups) groups.push(group);
+          else page.set(id, [group]);
+          if (page.size < PAGE) continue;
+          await this.deleteTargets(page);
+          page = new Map();
+        }
+      if (page.size > 0 && !this.ctx.closing) await this.deleteTargets(page);
     } catch (err) {
       if (!this.ctx.closing) console.error("groups: purging what remains of deleted groups and events failed:", err);
     }
@@ -40,8 +53,16 @@ export class GroupPurge {
    * 10,000 targets of a group (MAX_DELETED_IDS).
    */
   async deleteEvents(group: string, ids: readonly string[]): Promise<void> {
-    const found = await this.stored({ ids: [...ids], "#h": [group] }, ids.length);
-    for (const e of found) await this.ctx.store.admin.deleteEvent(e.id, true);
+    await this.deleteTargets(new Map(ids.map((id) => [id, [group]])));
+  }
+
+  /** The stored events of `targets` (id -> the groups whose 9005s named it) that are in one of those groups, deleted and kept out. */
+  private async deleteTargets(targets: ReadonlyMap<string, readonly string[]>): Promise<void> {
+    const found = await this.stored({ ids: [...targets.keys()] }, targets.size);
+    for (const e of found) {
+      const groups = targets.get(e.id)!;
+      if (hTags(e).some((h) => groups.includes(h))) await this.ctx.store.admin.deleteEvent(e.id, true);
+    }
   }
 
   /** 9008: every event of the group but its 9008s, then the relay's 39xxx of it. */
