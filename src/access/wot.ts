@@ -152,7 +152,6 @@ async function forEachFollowList(
   }
 }
 
-
 /** The pubkeys a kind 3 follows: its p tags' values that are pubkeys, once each, not its author. */
 function followsOf(e: NostrEvent): Set<string> {
   const out = new Set<string>();
