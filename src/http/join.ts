@@ -6,11 +6,10 @@
 // registry.engines.payments (docs/operations.md, Paid admission).
 import type { InvoiceAnswer } from "../access/payments.ts";
 import type { AdmissionRegistry } from "../access/registry.ts";
-import { setOf, type Config } from "../config/schema.ts";
+import type { Config } from "../config/schema.ts";
 import { pubkeyOf } from "../nips/nip19.ts";
 import { ADMISSION_TEXTS } from "../policy/admission.ts";
 import { clientAddress, ipGroup } from "../policy/ip.ts";
-import type { AdminView } from "../policy/rules.ts";
 import { readBody } from "./admin-api.ts";
 import { JOIN_CSP, joinPage as joinPageHtml } from "./join-page.ts";
 
@@ -18,7 +17,6 @@ import { JOIN_CSP, joinPage as joinPageHtml } from "./join-page.ts";
 export interface JoinSource {
   readonly config: Config;
   readonly access?: AdmissionRegistry;
-  readonly admin: Pick<AdminView, "bannedPubkeys">;
 }
 
 /** The paths, under the relay path ("/" -> "/join", "/nostr" -> "/nostr/join"). */
@@ -117,8 +115,8 @@ async function invoice(url: URL, src: JoinSource, from: string): Promise<Respons
   const amountParam = url.searchParams.get("amount");
   const amount = amountParam === null ? undefined : /^\d{1,9}$/.test(amountParam) ? Number(amountParam) : 0;
   if (amount !== undefined && (amount < 1 || amount > MAX_TOP_UP)) return jsonAnswer({ error: JOIN_TEXTS.badAmount }, 400);
-  if (src.admin.bannedPubkeys.has(pk) || setOf(src.config.authorization.pubkey_denylist).has(pk))
-    return jsonAnswer({ error: JOIN_TEXTS.banned }, 403);
+  // The registry's ban (NIP-86 banpubkey, pubkey_denylist): the rule writers hear, in one place.
+  if (src.access?.banned(pk)) return jsonAnswer({ error: JOIN_TEXTS.banned }, 403);
   const payments = src.access?.engines.payments;
   if (!payments) return jsonAnswer({ error: JOIN_TEXTS.notRunning }, 503);
   return invoiceAnswer(await payments.invoiceFor(pk, from, amount));
