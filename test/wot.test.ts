@@ -1,7 +1,7 @@
 // The web of trust over the wire (issue 33): who may publish when only the
 // owner's follows may, joining by being followed, depth 2 with min_followers, unfollowing, and
 // follow lists fetched from another relay named in [web_of_trust] relays.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -232,5 +232,24 @@ describe("refresh at depth 2 from a relay that sends more than it is asked", () 
     await refusedWith(c, note(strangersFriend), DEPTH2_TEXT);
     const { events } = await c.req("stored", { kinds: [1, 3], authors: [seed.pubkey, friend.pubkey, stranger.pubkey] });
     expect(events.map((e) => `${e.kind}:${e.pubkey}`).sort()).toEqual([`3:${friend.pubkey}`, `3:${seed.pubkey}`].sort());
+  });
+});
+
+describe("refresh from a relay that never stops sending", () => {
+  test("past 2,000 events for one REQ the connection is dropped, and the log says why", async () => {
+    const seed = signer();
+    // 2,001 events before its EOSE: the idle timeout, re-armed by each, would never end the REQ.
+    const fake = startFakeRelay(Array(2001).fill(note(seed)));
+    const log = spyOn(console, "log");
+    const relay = await startTestRelay({ web_of_trust: { enabled: true, seeds: [seed.pubkey], relays: [fake.url] } });
+    try {
+      const said = () => log.mock.calls.map((args) => String(args[0])).find((l) => l.startsWith(`wot: ${fake.url}`));
+      for (let t0 = Date.now(); !said() && Date.now() - t0 < 10_000; ) await Bun.sleep(50);
+      expect(said()).toBe(`wot: ${fake.url}: more than 2000 events for one REQ: dropped`);
+    } finally {
+      log.mockRestore();
+      await relay.stop();
+      fake.close();
+    }
   });
 });

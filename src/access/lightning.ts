@@ -4,6 +4,7 @@
 // else is a NodeError, counted and logged at most once a minute (a node that is down would
 // otherwise write a line per poll and per join attempt).
 import { LogLimiter } from "../log.ts";
+import { readCapped } from "./capped.ts";
 
 /** What the node says of an invoice. "unknown": it has no such invoice. */
 export type InvoiceState = "paid" | "unpaid" | "expired" | "unknown";
@@ -62,7 +63,9 @@ export async function nodeFetch(call: NodeCallName, url: string, init: RequestIn
   }
   let text: string;
   try {
-    text = await readCapped(res, MAX_NODE_BODY);
+    const read = await readCapped(res, MAX_NODE_BODY);
+    if (read === undefined) throw new Error(`answer larger than ${MAX_NODE_BODY / 1024} KiB`);
+    text = read;
   } catch (err) {
     throw new NodeError(call, signal.aborted ? `no complete answer in ${timeoutMs} ms` : errorText(err));
   }
@@ -72,27 +75,6 @@ export async function nodeFetch(call: NodeCallName, url: string, init: RequestIn
   } catch {
     throw new NodeError(call, `HTTP ${res.status} with a body that is not JSON`);
   }
-}
-
-/** The body as text, refused past `max` bytes without reading the rest. */
-async function readCapped(res: Response, max: number): Promise<string> {
-  const declared = Number(res.headers.get("content-length") ?? 0);
-  if (declared > max) {
-    await res.body?.cancel();
-    throw new Error(`answer larger than ${max / 1024} KiB`);
-  }
-  if (!res.body) return "";
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > max) {
-      await res.body.cancel().catch(() => {});
-      throw new Error(`answer larger than ${max / 1024} KiB`);
-    }
-    chunks.push(chunk);
-  }
-  return new TextDecoder().decode(Buffer.concat(chunks));
 }
 
 const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));

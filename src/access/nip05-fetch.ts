@@ -9,6 +9,7 @@ import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { isLoopbackHost } from "../nips/nip05.ts";
 import { isPrivateAddress } from "../policy/ip.ts";
+import { readCapped } from "./capped.ts";
 
 export interface FetchLimits {
   /** One deadline over the lookup, the headers and the body ([verified_users] fetch_timeout_ms). */
@@ -122,30 +123,6 @@ function pinned(url: URL, address: string): URL {
   const to = new URL(url);
   to.hostname = isIP(address) === 6 ? `[${address}]` : address;
   return to;
-}
-
-/** The body as text, cut at `max` bytes: undefined when it is longer (the rest is never read). */
-async function readCapped(res: Response, max: number): Promise<string | undefined> {
-  const declared = Number(res.headers.get("content-length") ?? "0");
-  if (declared > max) {
-    await res.body?.cancel().catch(() => {});
-    return undefined;
-  }
-  if (!res.body) return "";
-  const reader = res.body.getReader();
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel().catch(() => {});
-      return undefined;
-    }
-    parts.push(value);
-  }
-  return new TextDecoder().decode(Buffer.concat(parts));
 }
 
 /**

@@ -3,12 +3,12 @@
 // costs ~100 bytes a pubkey and a GC walk over each; here a pubkey is 39 bytes (its 32 bytes in
 // one sorted array, the index of who brought it in, its depth and its in-graph followers) that
 // the GC does not walk. Immutable once built: a rebuild makes a new graph and swaps it whole.
+import { isHex64 } from "../protocol/event.ts";
 
 /** `parent` of a seed: no one brought it in. */
 const NO_PARENT = 0xffffffff;
 /** Followers are counted up to this (Uint16Array). */
 const MAX_FOLLOWERS = 0xffff;
-const HEX64 = /^[0-9a-f]{64}$/;
 
 export class TrustGraph {
   /** Pubkeys in the graph. */
@@ -141,7 +141,7 @@ export class TrustGraphBuilder {
    * a seed), with the followers counted so far; false if it was already there or is not a pubkey.
    */
   add(pubkey: string, depth: number, parent?: string, followers = 0): boolean {
-    if (this.index.has(pubkey) || !HEX64.test(pubkey)) return false;
+    if (this.index.has(pubkey) || !isHex64(pubkey)) return false;
     const p = parent === undefined ? NO_PARENT : this.index.get(parent);
     if (p === undefined) throw new Error(`wot: the parent of ${pubkey} is not in the graph`);
     this.index.set(pubkey, this.pubkeys.length);

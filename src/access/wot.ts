@@ -6,7 +6,7 @@
 // the config names) and ~1 s after a follow list that shapes the graph is committed, so being
 // followed by the owner lets a pubkey write within about a second.
 import type { Config } from "../config/schema.ts";
-import type { NostrEvent } from "../protocol/event.ts";
+import { isHex64, type NostrEvent } from "../protocol/event.ts";
 import { nowSeconds } from "../protocol/event.ts";
 import type { Store } from "../store/types.ts";
 import type { TrustEngine } from "./registry.ts";
@@ -152,14 +152,12 @@ async function forEachFollowList(
   }
 }
 
-const HEX64 = /^[0-9a-f]{64}$/;
-
 /** The pubkeys a kind 3 follows: its p tags' values that are pubkeys, once each, not its author. */
 function followsOf(e: NostrEvent): Set<string> {
   const out = new Set<string>();
   for (const t of e.tags) {
     const v = t[1];
-    if (t[0] === "p" && v !== undefined && v !== e.pubkey && HEX64.test(v)) out.add(v);
+    if (t[0] === "p" && v !== undefined && v !== e.pubkey && isHex64(v)) out.add(v);
   }
   return out;
 }

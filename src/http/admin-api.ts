@@ -55,15 +55,15 @@ function acceptedUrls(ctx: AdminApiSource, url: URL): string[] {
   return [...relayUrlForms(`http:${tail}`), ...relayUrlForms(`https:${tail}`)];
 }
 
-/** The body, read no further than MAX_BODY bytes (a chunked upload has no Content-Length to refuse by). */
-async function readBody(req: Request): Promise<Uint8Array | undefined> {
-  if (Number(req.headers.get("content-length") ?? 0) > MAX_BODY) return undefined;
+/** The body, read no further than `max` bytes (a chunked upload has no Content-Length to refuse by); undefined past it. */
+export async function readBody(req: Request, max = MAX_BODY): Promise<Uint8Array | undefined> {
+  if (Number(req.headers.get("content-length") ?? 0) > max) return undefined;
   if (!req.body) return new Uint8Array(0);
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of req.body) {
     size += chunk.byteLength;
-    if (size > MAX_BODY) return undefined;
+    if (size > max) return undefined;
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);

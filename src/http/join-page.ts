@@ -7,18 +7,16 @@
 import BASE_CSS from "./pages/base.css" with { type: "text" };
 import JOIN_CSS from "./pages/join.css" with { type: "text" };
 import joinHtml from "./pages/join.html" with { type: "text" };
-import { createHash } from "node:crypto";
 import type { Config } from "../config/schema.ts";
 import { bundleJoinScript } from "./pages/bundle.ts";
 import { fill, text } from "./pages/template.ts";
-import { esc } from "./landing.ts";
+import { esc, sha256 } from "./landing.ts";
 
 declare const BUNSTR_JOIN_SCRIPT: string | undefined;
 
 const JOIN_SCRIPT: string = typeof BUNSTR_JOIN_SCRIPT === "string" ? BUNSTR_JOIN_SCRIPT : await bundleJoinScript();
 const JOIN_HTML = text(joinHtml);
 const STYLE = `${BASE_CSS}${JOIN_CSS}`;
-const sha256 = (s: string) => `'sha256-${createHash("sha256").update(s).digest("base64")}'`;
 
 /**
  * The page's Content-Security-Policy: its own inline style and script only, fetches to this origin

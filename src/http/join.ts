@@ -6,18 +6,17 @@
 // registry.engines.payments (docs/operations.md, Paid admission).
 import type { InvoiceAnswer } from "../access/payments.ts";
 import type { AdmissionRegistry } from "../access/registry.ts";
-import { setOf, type Config } from "../config/schema.ts";
+import type { Config } from "../config/schema.ts";
 import { pubkeyOf } from "../nips/nip19.ts";
 import { ADMISSION_TEXTS } from "../policy/admission.ts";
 import { clientAddress, ipGroup } from "../policy/ip.ts";
-import type { AdminView } from "../policy/rules.ts";
+import { readBody } from "./admin-api.ts";
 import { JOIN_CSP, joinPage as joinPageHtml } from "./join-page.ts";
 
 /** What the join routes read (RelayContext has it). */
 export interface JoinSource {
   readonly config: Config;
   readonly access?: AdmissionRegistry;
-  readonly admin: Pick<AdminView, "bannedPubkeys">;
 }
 
 /** The paths, under the relay path ("/" -> "/join", "/nostr" -> "/nostr/join"). */
@@ -116,8 +115,8 @@ async function invoice(url: URL, src: JoinSource, from: string): Promise<Respons
   const amountParam = url.searchParams.get("amount");
   const amount = amountParam === null ? undefined : /^\d{1,9}$/.test(amountParam) ? Number(amountParam) : 0;
   if (amount !== undefined && (amount < 1 || amount > MAX_TOP_UP)) return jsonAnswer({ error: JOIN_TEXTS.badAmount }, 400);
-  if (src.admin.bannedPubkeys.has(pk) || setOf(src.config.authorization.pubkey_denylist).has(pk))
-    return jsonAnswer({ error: JOIN_TEXTS.banned }, 403);
+  // The registry's ban (NIP-86 banpubkey, pubkey_denylist): the rule writers hear, in one place.
+  if (src.access?.banned(pk)) return jsonAnswer({ error: JOIN_TEXTS.banned }, 403);
   const payments = src.access?.engines.payments;
   if (!payments) return jsonAnswer({ error: JOIN_TEXTS.notRunning }, 503);
   return invoiceAnswer(await payments.invoiceFor(pk, from, amount));
@@ -162,27 +161,9 @@ async function status(url: URL, src: JoinSource, from: string): Promise<Response
  * MAX_WEBHOOK_BYTES. The body is a hint: payments asks the node about the invoice it names.
  */
 async function webhook(req: Request, src: JoinSource): Promise<Response> {
-  const tooBig = () => new Response("{}", { status: 413, headers: JSON_HEADERS });
-  if (Number(req.headers.get("content-length") ?? 0) > MAX_WEBHOOK_BYTES) return tooBig();
-  const body = await readCapped(req);
-  if (body === undefined) return tooBig();
-  src.access?.engines.payments?.webhook(body);
+  // A body that breaks off is an empty hint (200 {} all the same).
+  const body = await readBody(req, MAX_WEBHOOK_BYTES).catch(() => new Uint8Array(0));
+  if (body === undefined) return new Response("{}", { status: 413, headers: JSON_HEADERS });
+  src.access?.engines.payments?.webhook(new TextDecoder().decode(body));
   return new Response("{}", { headers: JSON_HEADERS });
-}
-
-/** The body as text, or undefined past MAX_WEBHOOK_BYTES (not read further). */
-async function readCapped(req: Request): Promise<string | undefined> {
-  if (!req.body) return "";
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of req.body as unknown as AsyncIterable<Uint8Array>) {
-      size += chunk.byteLength;
-      if (size > MAX_WEBHOOK_BYTES) return undefined;
-      chunks.push(chunk);
-    }
-  } catch {
-    return "";
-  }
-  return new TextDecoder().decode(Buffer.concat(chunks));
 }

@@ -25,7 +25,8 @@ interface LandingView {
 
 const STATUS_HTML = text(statusHtml);
 const STYLE = `${BASE_CSS}${STATUS_CSS}`;
-const sha256 = (s: string) => `'sha256-${createHash("sha256").update(s).digest("base64")}'`;
+/** An inline style's or script's CSP source: its hash (the join page's CSP too). */
+export const sha256 = (s: string) => `'sha256-${createHash("sha256").update(s).digest("base64")}'`;
 /** The page's Content-Security-Policy: its own inline style and script only, fetches to this origin only. */
 export const STATUS_CSP = [
   "default-src 'none'",

@@ -1,10 +1,10 @@
 // NIP-19, the part the relay reads: a pubkey given as `npub1…` (bech32, BIP-173 checksum) or as
 // 64 hex, e.g. `/join?pubkey=`. Pure; the admin page has its own copy for the browser
 // (http/pages/admin/nip19.js).
+import { isHex64 } from "../protocol/event.ts";
 
 const CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l";
 const GENERATOR = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3];
-const HEX64 = /^[0-9a-f]{64}$/;
 
 function polymod(values: readonly number[]): number {
   let chk = 1;
@@ -75,6 +75,6 @@ export function encodeNpub(hex: string): string {
 /** A pubkey as a person gives it: 64 hex (any case) or an npub; the lowercase hex, or undefined. */
 export function pubkeyOf(text: string): string | undefined {
   const t = text.trim();
-  if (HEX64.test(t.toLowerCase())) return t.toLowerCase();
+  if (isHex64(t.toLowerCase())) return t.toLowerCase();
   return decodeNpub(t);
 }

@@ -7,7 +7,7 @@
 // test/architecture.test.ts): the policies here take AdmissionContext, which PolicyContext satisfies.
 import { admissionOn, joinPage } from "../config/admission.ts";
 import { setOf, type Config } from "../config/schema.ts";
-import { addressOfProfile, formatAddress, hostOf, parseAddress } from "../nips/nip05.ts";
+import { addressOfProfile, formatAddress, hostOf, type Nip05Address, parseAddress } from "../nips/nip05.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 
@@ -101,11 +101,15 @@ export const relayKinds = ({ config, relayPubkey }: AdmissionContext, e: NostrEv
  * never admit, so such a profile is no way in). Any other kind 0 is judged as any event, so a
  * stranger cannot store a profile of any size with `"nip05": "x"` (issue 33 review, M1).
  */
-function asksVerification(c: Config, e: NostrEvent): boolean {
-  if (e.kind !== 0 || c.verified_users.mode !== "enabled") return false;
-  const raw = addressOfProfile(e.content);
-  const address = raw === undefined ? undefined : parseAddress(raw);
+function asksVerification(c: Config, address: Nip05Address | undefined): boolean {
   return address !== undefined && domainRefusal(c, hostOf(address.domain)) === undefined;
+}
+
+/** The NIP-05 address a kind 0 names while checks admit (mode "enabled"); parsed once per event, its content may be large. */
+function namedAddress(c: Config, e: NostrEvent): Nip05Address | undefined {
+  if (e.kind !== 0 || c.verified_users.mode !== "enabled") return undefined;
+  const raw = addressOfProfile(e.content);
+  return raw === undefined ? undefined : parseAddress(raw);
 }
 
 /** Most p tags a DM or gift wrap passing as inbox mail may carry (NIP-17/59 wraps name one recipient, NIP-04 DMs one). */
@@ -136,7 +140,8 @@ export function admission(ctx: AdmissionContext, e: NostrEvent): Refusal | undef
   const mask = enabledMask(c);
   if (mask === 0 || !access) return undefined;
   if (c.membership.enabled && MEMBER_REQUESTS.has(e.kind)) return undefined; // judged by the relay (relay/membership.ts)
-  if (asksVerification(c, e)) return undefined; // checked in the background
+  const named = namedAddress(c, e);
+  if (asksVerification(c, named)) return undefined; // checked in the background
   if (toMember(ctx, access, e)) return undefined;
   if (!access.ready) return refuse("error", ADMISSION_TEXTS.loading);
   const bits = access.bits(e.pubkey) & mask;
@@ -148,11 +153,11 @@ export function admission(ctx: AdmissionContext, e: NostrEvent): Refusal | undef
     access.refused?.("paid");
     return refuse("blocked", ADMISSION_TEXTS.balance(balance, cost, joinUrl(c, e.pubkey)));
   }
-  return modelRefusal(ctx, access, e);
+  return modelRefusal(ctx, access, e, named);
 }
 
 /** The first enabled model's refusal (paid, member, verified, trusted); with pay on the join URL is added to the others. */
-function modelRefusal({ config: c }: AdmissionContext, access: AdmissionView, e: NostrEvent): Refusal {
+function modelRefusal({ config: c }: AdmissionContext, access: AdmissionView, e: NostrEvent, named: Nip05Address | undefined): Refusal {
   const pubkey = e.pubkey;
   const pay = c.pay_to_relay;
   const others = c.membership.enabled || c.verified_users.mode === "enabled" || c.web_of_trust.enabled;
@@ -160,11 +165,11 @@ function modelRefusal({ config: c }: AdmissionContext, access: AdmissionView, e:
     access.refused?.("paid");
     return pay.sign_ups ? refuse("restricted", ADMISSION_TEXTS.paid(joinUrl(c, pubkey))) : refuse("restricted", ADMISSION_TEXTS.noSignUps);
   }
-  const r = otherModel(c, access, e);
+  const r = otherModel(c, access, e, named);
   return pay.enabled && pay.sign_ups ? { ...r, message: `${r.message}: join at ${joinUrl(c, pubkey)}` } : r;
 }
 
-function otherModel(c: Config, access: AdmissionView, e: NostrEvent): Refusal {
+function otherModel(c: Config, access: AdmissionView, e: NostrEvent, named: Nip05Address | undefined): Refusal {
   const pubkey = e.pubkey;
   if (c.membership.enabled) {
     access.refused?.("member");
@@ -173,9 +178,7 @@ function otherModel(c: Config, access: AdmissionView, e: NostrEvent): Refusal {
   if (c.verified_users.mode === "enabled") {
     access.refused?.("verified");
     // A kind 0 naming an address the domain lists refuse hears the list's text (else it had passed).
-    const named = e.kind === 0 ? addressOfProfile(e.content) : undefined;
-    const asked = named === undefined ? undefined : parseAddress(named);
-    return nip05Refusal(c, asked ? { address: formatAddress(asked), state: "pending" } : access.nip05(pubkey));
+    return nip05Refusal(c, named ? { address: formatAddress(named), state: "pending" } : access.nip05(pubkey));
   }
   access.refused?.("trusted");
   if (access.trustLoading) return refuse("error", ADMISSION_TEXTS.trustLoading);

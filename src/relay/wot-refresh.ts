@@ -18,6 +18,12 @@ const AUTHORS_PER_REQ = 500;
 const CONNECT_TIMEOUT_MS = 10_000;
 /** A REQ whose relay says nothing for this long is given up. */
 const REQ_TIMEOUT_MS = 30_000;
+/**
+ * Events a relay may send for one REQ: a kind 3 is replaceable, so an honest answer has one per
+ * author. Past this the connection is dropped: REQ_TIMEOUT_MS is re-armed by each frame, so a
+ * relay that never sends EOSE would otherwise hold the refresh, and grow `events`, without end.
+ */
+const MAX_EVENTS_PER_REQ = 4 * AUTHORS_PER_REQ;
 
 /**
  * Builds the first graph now, fetches from the relays right after it (a fresh relay learns its
@@ -70,14 +76,20 @@ async function fetchLists(ctx: RelayContext, client: RelayClient, authors: reado
     const chunk = authors.slice(i, i + AUTHORS_PER_REQ);
     const asked = new Set(chunk);
     const events: NostrEvent[] = [];
-    const end = await client.fetch(
-      `wot-${i / AUTHORS_PER_REQ}`,
-      { kinds: [FOLLOW_LIST_KIND], authors: chunk, limit: chunk.length },
-      (e) => {
-        if (e?.kind === FOLLOW_LIST_KIND && asked.has(e.pubkey)) events.push(e);
-      },
-      REQ_TIMEOUT_MS,
-    );
+    let received = 0;
+    const end = await client
+      .fetch(
+        `wot-${i / AUTHORS_PER_REQ}`,
+        { kinds: [FOLLOW_LIST_KIND], authors: chunk, limit: chunk.length },
+        (e) => {
+          if (++received > MAX_EVENTS_PER_REQ) return client.close();
+          if (e?.kind === FOLLOW_LIST_KIND && asked.has(e.pubkey)) events.push(e);
+        },
+        REQ_TIMEOUT_MS,
+      )
+      .catch((err: Error) => {
+        throw received > MAX_EVENTS_PER_REQ ? new Error(`more than ${MAX_EVENTS_PER_REQ} events for one REQ: dropped`) : err;
+      });
     if (events.length > 0 && !ctx.closing) await ingest(events);
     if (end !== "eose") throw new Error(`the relay closed the REQ: ${end}`);
   }

@@ -25,7 +25,9 @@ export class PostgresLeaders {
   lead(name: string): Leadership {
     if (!this.names.has(name)) this.names.set(name, false);
     if (!this.timer && !this.closed) {
-      this.timer = setInterval(() => void this.tryAll(), this.everyMs);
+      // A tick while a try still runs (a stuck database) is skipped, not queued behind it: else
+      // the tries would pile up, one per tick, and run back to back once it answers.
+      this.timer = setInterval(() => void (this.trying ?? this.tryAll()), this.everyMs);
       this.timer.unref?.();
     }
     const first = this.tryAll();
