@@ -1,6 +1,7 @@
 // NIP-29 over the wire: a relay with groups on, clients AUTHed as a signer, a group created and
 // joined, moderation events signed, and the relay's latest 39000-39005 of a group.
 import { expect } from "bun:test";
+import { rmSync } from "node:fs";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { Client, now, startTestRelay, type ConfigPatch, type Signer, type TestRelay } from "./helpers.ts";
 
@@ -8,6 +9,25 @@ import { Client, now, startTestRelay, type ConfigPatch, type Signer, type TestRe
 export function groupRelay(patch: ConfigPatch = {}, opts: { dir?: string } = {}): Promise<TestRelay> {
   return startTestRelay({ ...patch, groups: { enabled: true, creators: ["anyone"], ...patch.groups } }, opts);
 }
+
+/**
+ * A restart: closes `r`, starts a groups relay again on its folder (the store kept), runs `check`
+ * against it, then stops it and removes the folder.
+ */
+export async function afterRestart(r: TestRelay, check: (again: TestRelay) => Promise<void>): Promise<void> {
+  const dir = r.dir;
+  await r.close();
+  const again = await groupRelay({}, { dir });
+  try {
+    await check(again);
+  } finally {
+    await again.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Resolves when the start's purge of what deleted groups and 9005s left stored has run. */
+export const purged = (r: TestRelay): Promise<void> => (r.ctx.groupRelay as unknown as { purged: Promise<void> }).purged;
 
 /** The pubkeys each client has AUTHed as (a second AUTH as the same one is not sent). */
 const authedAs = new WeakMap<Client, Set<string>>();

@@ -234,15 +234,24 @@ export async function relayInfo(wsUrl: string): Promise<Record<string, any>> {
   return (await res.json()) as Record<string, any>;
 }
 
-/** A NIP-86 call over HTTP to the relay at `wsUrl`, with a NIP-98 token signed by `as` (an [admin] pubkey). */
-export async function adminCall(wsUrl: string, as: Signer, method: string, params: unknown[] = []): Promise<{ status: number; body: any }> {
+/**
+ * A NIP-86 call over HTTP to the relay at `wsUrl`, with a NIP-98 token signed by `as` (an [admin]
+ * pubkey); the token names `u`, the URL called unless the relay calls itself otherwise ([info] relay_url).
+ */
+export async function adminCall(
+  wsUrl: string,
+  as: Signer,
+  method: string,
+  params: unknown[] = [],
+  u?: string,
+): Promise<{ status: number; body: any }> {
   const url = wsUrl.replace(/^ws/, "http");
   const body = JSON.stringify({ method, params });
   const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
   const token = as.sign({
     kind: 27235,
     tags: [
-      ["u", url],
+      ["u", u || url],
       ["method", "POST"],
       ["payload", payload],
       ["nonce", crypto.randomUUID()],

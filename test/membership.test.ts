@@ -25,6 +25,7 @@ import {
 } from "../src/relay/membership.ts";
 import {
   accepted,
+  adminCall as nip86,
   Client,
   failOnRelayErrors,
   now,
@@ -63,28 +64,9 @@ afterAll(() => relay?.stop());
 
 const httpUrl = (r: TestRelay) => r.url.replace(/^ws/, "http");
 
-/** A NIP-86 call as `as` (the admin by default), NIP-98 signed: the JSON body. */
+/** A NIP-86 call as `as` (the admin by default), naming the relay as it calls itself: the JSON body. */
 async function adminCall(r: TestRelay, method: string, params: unknown[] = [], as: Signer = admin): Promise<any> {
-  const body = JSON.stringify({ method, params });
-  const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-  const token = as.sign({
-    kind: 27235,
-    tags: [
-      ["u", r.ctx.config.info.relay_url || httpUrl(r)], // NIP-98 names the relay as it calls itself
-      ["method", "POST"],
-      ["payload", payload],
-      ["nonce", crypto.randomUUID()],
-    ],
-  });
-  const res = await fetch(httpUrl(r), {
-    method: "POST",
-    headers: {
-      "Content-Type": "application/nostr+json+rpc",
-      Authorization: `Nostr ${Buffer.from(JSON.stringify(token)).toString("base64")}`,
-    },
-    body,
-  });
-  return res.json();
+  return (await nip86(r.url, as, method, params, r.ctx.config.info.relay_url)).body;
 }
 
 const note = (s: Signer, content = "hello") => s.sign({ kind: 1, content });

@@ -67,13 +67,8 @@ async function noteOk(s: Signer, client = c): Promise<[boolean, string]> {
 }
 
 /** Waits until the engine has settled `s`'s address in `state`. */
-async function settled(s: Signer, state: string, r: TestRelay = relay, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (checks(r).state(s.pubkey)?.state !== state) {
-    if (Date.now() > deadline)
-      throw new Error(`state of ${s.pubkey.slice(0, 8)} is ${JSON.stringify(checks(r).state(s.pubkey))}, not ${state}`);
-    await Bun.sleep(20);
-  }
+function settled(s: Signer, state: string, r: TestRelay = relay, timeoutMs = 5000): Promise<void> {
+  return waitUntil(`${s.pubkey.slice(0, 8)}'s address ${state}`, () => checks(r).state(s.pubkey)?.state === state, timeoutMs);
 }
 
 /** Publishes the kind 0 (accepted with an address the lists allow: #211) and waits for its check to end in `state`. */
@@ -171,8 +166,8 @@ describe("NIP-05 verified writers", () => {
     });
     const text = `restricted: your NIP-05 address ${w.address} could not be verified (revoked by an operator; not checked again until a new kind 0)`;
     expect(await noteOk(w.s)).toEqual([false, text]);
+    // checkDue resolves once each due row is decided (a fetch would have been started by then).
     await checks().checkDue(Math.floor(Date.now() / 1000) + 2 * day);
-    await Bun.sleep(100);
     expect(fake.requestsFor(w.name)).toHaveLength(1);
     expect(await noteOk(w.s)).toEqual([false, text]);
     await claim(w, "verified");
@@ -273,7 +268,8 @@ describe("NIP-05 verified writers", () => {
     const t = Math.floor(Date.now() / 1000);
     await checks().checkDue(t + day + 60);
     await waitForRequests(w.name, 2);
-    await Bun.sleep(100);
+    // The state carries the fault once the engine has recorded it (row, then state).
+    await waitUntil("the fault recorded", () => checks().state(w.s.pubkey)?.error === "HTTP 500", 5000);
     expect(await noteOk(w.s)).toEqual([true, ""]);
     expect((await relay.ctx.store.admission.nip05(w.s.pubkey))!.failures).toBe(1);
     // A week on (the engine's clock moved; the registry's until has passed too), the next fault withdraws it.
@@ -297,13 +293,14 @@ describe("NIP-05 verified writers", () => {
     const t = Math.floor(Date.now() / 1000);
     await checks().checkDue(t + day + 60);
     await waitForRequests(w.name, 2);
-    await Bun.sleep(100);
+    const gaveUp = "HTTP 500; not checked again until a new kind 0";
+    await waitUntil("the second fault recorded", () => checks().state(w.s.pubkey)?.error === gaveUp, 5000);
     expect(await noteOk(w.s)).toEqual([
       false,
       `restricted: your NIP-05 address ${w.address} could not be verified (HTTP 500; not checked again until a new kind 0)`,
     ]);
+    // checkDue resolves once each due row is decided (a fetch would have been started by then).
     await checks().checkDue(t + 3 * day);
-    await Bun.sleep(200);
     expect(fake.requestsFor(w.name)).toHaveLength(2);
     // The author fixes the domain and says so with a new kind 0.
     fake.modes.delete(w.name);
@@ -350,10 +347,6 @@ describe("passive mode", () => {
   });
 });
 
-async function waitForRequests(name: string, n: number): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (fake.requestsFor(name).length < n) {
-    if (Date.now() > deadline) throw new Error(`${name}: ${fake.requestsFor(name).length} requests, not ${n}`);
-    await Bun.sleep(20);
-  }
+function waitForRequests(name: string, n: number): Promise<void> {
+  return waitUntil(`${n} requests for ${name}`, () => fake.requestsFor(name).length >= n, 5000);
 }

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join as pathJoin } from "node:path";
 import type { Client, Signer, TestRelay } from "./helpers.ts";
-import { accepted, failOnRelayErrors, now, refusedWith, signer, startTestRelay } from "./helpers.ts";
+import { accepted, failOnRelayErrors, now, refusedWith, signer, startTestRelay, waitUntil } from "./helpers.ts";
 import { authAs, connectAs, createGroup, groupRelay, join, mod } from "./groups-helpers.ts";
 import { databaseFor, dropDatabase, onPostgres } from "./postgres-env.ts";
 
@@ -297,7 +297,7 @@ describe("[mirror] (review of issue 32, finding 5)", () => {
     const logs = spyOn(console, "log");
     const local = await groupRelay({ mirror: { relays: [source.url] } });
     try {
-      for (let i = 0; i < 200 && !logs.mock.calls.some((x) => String(x[0]).includes("subscribed to")); i++) await Bun.sleep(50);
+      await waitUntil("the mirror's subscription", () => logs.mock.calls.some((x) => String(x[0]).includes("subscribed to")), 10_000);
       const [admin, member, removed, outsider] = [signer(), signer(), signer(), signer()];
       const id = `m-${Math.random().toString(36).slice(2, 10)}`;
       const a = await connectAs(local, admin);

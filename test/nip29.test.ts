@@ -15,7 +15,7 @@ import { RULES } from "./memory-answers.ts";
 import { onPostgres } from "./postgres-env.ts";
 import type { Client, Signer, TestRelay } from "./helpers.ts";
 import { accepted, failOnRelayErrors, openTestStore, refusedWith, relayInfo, signer, storeEvents, testConfig } from "./helpers.ts";
-import { authAs, connectAs, createGroup, groupRelay, join, mod, relayEvents } from "./groups-helpers.ts";
+import { afterRestart, authAs, connectAs, createGroup, groupRelay, join, mod, purged, relayEvents } from "./groups-helpers.ts";
 
 failOnRelayErrors();
 
@@ -289,7 +289,6 @@ describe("deletion (point 6)", () => {
 describe("restart (point 3)", () => {
   test("a restart keeps the state: a member still writes, an outsider is still refused, 39xxx not written again", async () => {
     const r = await groupRelay();
-    const dir = r.dir;
     let rc = await connectAs(r);
     const owner = signer();
     const member = signer();
@@ -298,19 +297,14 @@ describe("restart (point 3)", () => {
     await accepted(rc, mod(9000, owner, id, [["p", member.pubkey]]));
     const before = await relayEvents(rc, id, r.ctx.relayKey.pubkey);
     rc.close();
-    await r.close();
-    const again = await groupRelay({}, { dir });
-    try {
+    await afterRestart(r, async (again) => {
       rc = await connectAs(again);
       await accepted(rc, mod(9, member, id));
       await refusedWith(rc, mod(9, signer(), id), "restricted:");
       const after = await relayEvents(rc, id, again.ctx.relayKey.pubkey);
       expect([...after.values()].map((e) => e.id).sort()).toEqual([...before.values()].map((e) => e.id).sort());
       rc.close();
-    } finally {
-      await again.stop();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
@@ -377,7 +371,6 @@ describe("restart after a deletion (point 6)", () => {
 
   test("an event a 9005 deleted that is still stored (its deletion never ran) goes at the next start", async () => {
     const r = await groupRelay();
-    const dir = r.dir;
     const rc = await connectAs(r);
     const owner = signer();
     const id = freshId();
@@ -388,20 +381,14 @@ describe("restart after a deletion (point 6)", () => {
     await storeRaw(r, mod(9005, owner, id, [["e", x.id]]));
     expect((await stored(r, { ids: [x.id] })).length).toBe(1);
     rc.close();
-    await r.close();
-    const again = await groupRelay({}, { dir });
-    try {
-      await (again.ctx.groupRelay as unknown as { purged: Promise<void> }).purged;
+    await afterRestart(r, async (again) => {
+      await purged(again);
       expect(await stored(again, { ids: [x.id] })).toEqual([]);
-    } finally {
-      await again.stop();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   test("an admin's kind 5 of its own 9007, 9001, 9002 and its request to vanish change nothing, then or after a restart", async () => {
     const r = await groupRelay();
-    const dir = r.dir;
     const rc = await connectAs(r);
     const [owner, member, removed, stranger] = [signer(), signer(), signer(), signer()];
     const id = freshId();
@@ -419,9 +406,7 @@ describe("restart after a deletion (point 6)", () => {
     await accepted(rc, owner.sign({ kind: 62, tags: [["relay", "ALL_RELAYS"]] }));
     expect((await stored(r, { ids: [created.id, edit.id, removal.id] })).length).toBe(3);
     rc.close();
-    await r.close();
-    const again = await groupRelay({}, { dir });
-    try {
+    await afterRestart(r, async (again) => {
       expect(again.ctx.groups!.list().find((g) => g.id === id)).toMatchObject({ private: true, closed: true });
       const anon = await connectAs(again);
       expect(await read({ ids: [post.id] }, anon)).toEqual([]);
@@ -430,15 +415,11 @@ describe("restart after a deletion (point 6)", () => {
       await authAs(x, removed, again.url);
       await refusedWith(x, mod(9021, removed, id), "blocked:");
       for (const y of [anon, x]) y.close();
-    } finally {
-      await again.stop();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   test("a deleted private group's rows a purge has not reached are read by no one, and go at the next start", async () => {
     const r = await groupRelay();
-    const dir = r.dir;
     const rc = await connectAs(r);
     const [owner, member, outsider] = [signer(), signer(), signer()];
     const id = freshId();
@@ -456,15 +437,10 @@ describe("restart after a deletion (point 6)", () => {
       expect(await read({ kinds: [9], authors: [member.pubkey] }, reader)).toEqual([]);
     }
     for (const x of [rc, anon, out, mem]) x.close();
-    await r.close();
-    const again = await groupRelay({}, { dir });
-    try {
-      await (again.ctx.groupRelay as unknown as { purged: Promise<void> }).purged;
+    await afterRestart(r, async (again) => {
+      await purged(again);
       expect(await stored(again, { ids: [left.id] })).toEqual([]);
-    } finally {
-      await again.stop();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   test("a change the commit feed tells after accepted() stopped waiting (Postgres: a late feed) is carried out when it comes", async () => {
@@ -508,24 +484,18 @@ describe("restart after a deletion (point 6)", () => {
 
   test("a group deleted (9008, its events purged) stays deleted after a restart", async () => {
     const r = await groupRelay();
-    const dir = r.dir;
     let rc = await connectAs(r);
     const owner = signer();
     const id = freshId();
     await createGroup(rc, r, owner, id);
     await accepted(rc, mod(9008, owner, id));
     rc.close();
-    await r.close();
-    const again = await groupRelay({}, { dir });
-    try {
+    await afterRestart(r, async (again) => {
       rc = await connectAs(again);
       await authAs(rc, owner, again.url);
       await refusedWith(rc, mod(9007, owner, id), "blocked:");
       rc.close();
-    } finally {
-      await again.stop();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 

@@ -9,6 +9,7 @@ import { INVOICES_PER_MINUTE, Payments, WIDE_JOIN_FACTOR, wideGroup, type Invoic
 import { refuse, type Refusal } from "../src/protocol/reasons.ts";
 import type { InvoiceRow, PaidEffect } from "../src/store/types.ts";
 import { startFakeLnbits } from "./fakes/lnbits.ts";
+import { waitUntil } from "./helpers.ts";
 
 const lnbits = startFakeLnbits({ apiKey: "k" });
 afterAll(() => lnbits.close());
@@ -153,33 +154,39 @@ test("forged and replayed webhooks admit nobody twice; the node is asked once pe
   if (a.kind !== "invoice") throw new Error("no invoice");
   const before = lnbits.calls.check;
   payments.webhook(JSON.stringify({ payment_hash: a.payment_hash, paid: true, status: "success" }));
-  await Bun.sleep(100);
+  await webhooksHandled(1);
   expect(lnbits.calls.check).toBe(before + 1);
   expect(admitted.has(PK)).toBe(false);
   payments.webhook(JSON.stringify({ payment_hash: "f".repeat(64) }));
   payments.webhook("not json");
-  await Bun.sleep(50);
+  await webhooksHandled(3);
   expect(admitted.size).toBe(0);
   lnbits.markPaid(a.payment_hash);
   clockMs += CHECK_GAP;
   payments.webhook(JSON.stringify({ payment_hash: a.payment_hash }));
-  await Bun.sleep(100);
+  await webhooksHandled(4);
   expect(admitted.get(PK)).toBe(1);
   for (let i = 0; i < 3; i++) {
     clockMs += CHECK_GAP;
     payments.webhook(JSON.stringify({ payment_hash: a.payment_hash }));
   }
-  await Bun.sleep(100);
+  await webhooksHandled(7);
   expect(admitted.get(PK)).toBe(1);
 });
 const CHECK_GAP = 2_050;
+
+/** Waits until `n` webhooks of this test are done with: each is counted (checked, unknown, dropped) once its check ended. */
+function webhooksHandled(n: number): Promise<void> {
+  const w = metrics.webhooks;
+  return waitUntil(`${n} webhooks handled`, () => w.checked + w.unknown + w.dropped >= n, 5000);
+}
 
 test("the poller admits a payment whose webhook never came", async () => {
   const a = await payments.invoiceFor(PK, "g");
   if (a.kind !== "invoice") throw new Error("no invoice");
   payments.start();
   lnbits.markPaid(a.payment_hash);
-  for (let i = 0; i < 40 && !admitted.has(PK); i++) await Bun.sleep(100);
+  await waitUntil("the poller's admission", () => admitted.has(PK), 4000);
   expect(admitted.get(PK)).toBe(1);
 });
 
@@ -230,7 +237,7 @@ test("a webhook flood of 5,000 hints: node checks bounded by the hint bucket", a
   }
   const before = lnbits.calls.check;
   for (let i = 0; i < 5_000; i++) payments.webhook(JSON.stringify({ payment_hash: hashes[i % hashes.length] }));
-  await Bun.sleep(300);
+  await webhooksHandled(5_000);
   expect(lnbits.calls.check - before).toBeLessThanOrEqual(30);
   expect(metrics.webhooks.dropped).toBeGreaterThanOrEqual(4_970);
 });

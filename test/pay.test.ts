@@ -90,6 +90,15 @@ beforeAll(() => {
 afterAll(() => warn.mockRestore());
 const warned = (prefix: string) => warn.mock.calls.filter((c: unknown[]) => String(c[0]).startsWith(prefix)).length;
 
+/** The webhooks `r` has handled: each is counted (checked, unknown, dropped) once its check ended. */
+function webhooksSeen(r: PayRelay): number {
+  const w = r.relay.ctx.access!.metrics.webhooks;
+  return w.checked + w.unknown + w.dropped;
+}
+/** Waits until `r` has handled `n` webhooks after the count `from` (webhooksSeen before they were sent). */
+const webhooksHandled = (r: PayRelay, from: number, n: number) =>
+  waitUntil(`${n} webhooks handled`, () => webhooksSeen(r) >= from + n, 10_000);
+
 describe("LNbits", () => {
   test("paying: invoice JSON, refused before with the join URL, webhook, status true, then OK true", async () => {
     const s = signer();
@@ -157,9 +166,10 @@ describe("LNbits", () => {
     const s = signer();
     const inv = await invoiceOf(main, s.pubkey);
     const checks = lnbits.checksOf.get(inv.body.payment_hash) ?? 0;
+    const hooks = webhooksSeen(main);
     expect(await lnbits.forgeWebhook(`${main.http}/lnbits`, "e".repeat(64))).toBe(200);
     expect(await lnbits.forgeWebhook(`${main.http}/lnbits`, inv.body.payment_hash)).toBe(200);
-    await Bun.sleep(300);
+    await webhooksHandled(main, hooks, 2);
     // An unknown hash never reaches the node; the unpaid one is asked about (once for the hint,
     // perhaps once more by the poller, which runs every second); the forged "paid" is never believed.
     expect(lnbits.checksOf.get("e".repeat(64))).toBeUndefined();
@@ -179,11 +189,12 @@ describe("LNbits", () => {
     const s = signer();
     const inv = await invoiceOf(main, s.pubkey);
     lnbits.markPaid(inv.body.payment_hash);
+    const hooks = webhooksSeen(main);
     expect(await lnbits.sendWebhook(inv.body.payment_hash, { delayMs: 300 })).toBe(200);
     expect((await acceptedWithin(main, s, 5_000))[2]).toBe(true);
     const paid = main.relay.ctx.access!.metrics.invoices.paid;
     for (let i = 0; i < 3; i++) expect(await lnbits.sendWebhook(inv.body.payment_hash)).toBe(200);
-    await Bun.sleep(100);
+    await webhooksHandled(main, hooks, 4);
     expect(main.relay.ctx.access!.metrics.invoices.paid).toBe(paid);
     const rows = (await main.relay.ctx.store.admission.rows()).filter((r: any) => r.pubkey === s.pubkey);
     expect(rows.map((r: any) => r.basis)).toEqual(["paid"]);
@@ -359,10 +370,12 @@ describe("LNbits", () => {
       const pending = await invoiceOf(main, s.pubkey);
       lnbits.markPaid(pending.body.payment_hash);
       lnbits.mode = mode;
+      const nodeErrors = main.relay.ctx.access!.metrics.nodeErrors;
+      const failedChecks = nodeErrors.check;
       try {
         const res = await invoiceOf(main, signer().pubkey);
         expect(res).toMatchObject({ status: 502, body: { error: "error: the payment node did not answer, try again" } });
-        await Bun.sleep(1_500); // a poll or two against the failing node
+        await waitUntil("a poll against the failing node", () => nodeErrors.check > failedChecks, 10_000);
         expect((await publish(main, s))[2]).toBe(false);
         expect((await publish(main, paid))[2]).toBe(true);
       } finally {
@@ -409,6 +422,7 @@ describe("LNbits", () => {
     const hashes: string[] = [];
     for (let i = 0; i < 10; i++) hashes.push((await invoiceOf(main, signer().pubkey)).body.payment_hash);
     const checks = lnbits.calls.check;
+    const hooks = webhooksSeen(main);
     const t0 = Date.now();
     for (let batch = 0; batch < 50; batch++)
       await Promise.all(
@@ -419,7 +433,7 @@ describe("LNbits", () => {
         ),
       );
     const seconds = (Date.now() - t0) / 1000;
-    await Bun.sleep(200);
+    await webhooksHandled(main, hooks, 5_000);
     // 20 hints a second at most, and at most one check per invoice per 2 s; plus the poller's page.
     expect(lnbits.calls.check - checks).toBeLessThanOrEqual(Math.ceil(20 + 20 * seconds) + 20);
     expect(main.relay.ctx.access!.metrics.webhooks.dropped).toBeGreaterThanOrEqual(4_000);
@@ -453,10 +467,12 @@ describe("per-event cost", () => {
     expect((await publish(r, s))[2]).toBe(true);
     ok = await publish(r, s);
     expect(ok[3]).toBe(`blocked: your balance (5 sats) does not cover this event (10 sats): top up at ${joinUrl(r, s.pubkey)}`);
-    // Replays after the fact credit nothing.
+    // Replays after the fact credit nothing: past the engine's 2 s between checks of one invoice
+    // (time that must pass, not a wait for something), the replay is asked about and counted.
     await Bun.sleep(2_100);
+    const hooks = webhooksSeen(r);
     await lnbits.sendWebhook(top.body.payment_hash);
-    await Bun.sleep(200);
+    await webhooksHandled(r, hooks, 1);
     expect((await publish(r, s))[3]).toStartWith("blocked: your balance (5 sats)");
     expect((await publish(r, free))[2]).toBe(true);
   }, 20_000);

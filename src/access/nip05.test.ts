@@ -70,7 +70,10 @@ function rig(settings: Partial<Config["verified_users"]> = {}, leader?: Leadersh
   });
   checks.clock = () => 1_000_000;
   const names = (name: string, pubkey: string): FetchOutcome => ({ kind: "json", json: { names: { [name]: pubkey } } });
-  const settle = () => Bun.sleep(5);
+  // The fakes answer in microtasks and nothing here waits on a timer (domain_interval_ms 0), so
+  // the engine has done all it can with what it was given once the microtask queue is empty: a
+  // setImmediate callback runs only then. No time passes, so a busy machine cannot make it early.
+  const settle = () => new Promise<void>((done) => setImmediate(done));
   return { checks, rows, admitted, log, calls, names, settle, settings: verified_users };
 }
 
@@ -215,12 +218,10 @@ describe("Nip05Checks", () => {
     expect(r.calls).toHaveLength(FETCHES_AT_ONCE);
     expect(r.checks.queued).toBe(23);
     expect(r.checks.metrics.nip05Queue).toBe(23);
-    for (const c of [...r.calls]) c.answer({ kind: "fault", error: "x" });
-    await Bun.sleep(50);
-    for (let round = 0; round < 10 && r.calls.length < 23; round++) {
+    // Each fetch is answered as it starts (answering one twice does nothing) until all 23 have run:
+    // one.example's three are domain_interval_ms apart, so this takes ~200 ms of timers.
+    for (const deadline = Date.now() + 10_000; r.calls.length < 23 && Date.now() < deadline; await Bun.sleep(20))
       for (const c of r.calls) c.answer({ kind: "fault", error: "x" });
-      await Bun.sleep(60);
-    }
     const one = r.calls.filter((c) => c.url.includes("one.example"));
     expect(one).toHaveLength(3);
     expect(one[1]!.at - one[0]!.at).toBeGreaterThanOrEqual(99);
@@ -235,7 +236,7 @@ describe("Nip05Checks", () => {
     // 120 sites, fewer than SITE_MAX each: the queue's own bound is what drops; FETCHES_AT_ONCE run.
     for (let i = 1; i <= QUEUE_MAX + 20; i++) r.checks.committed(profile(pk(i), `u${i}@d${i % 120}.example`));
     expect(r.checks.queued).toBe(QUEUE_MAX + FETCHES_AT_ONCE);
-    await Bun.sleep(50);
+    await r.settle();
     expect(r.rows.size).toBe(QUEUE_MAX + 20);
     expect(r.rows.get(pk(QUEUE_MAX + 20))!.checked_at).toBe(0);
   });
@@ -255,7 +256,7 @@ describe("Nip05Checks", () => {
     });
     // Kind 0s of throwaway keys naming endless subdomains of a domain that never answers.
     for (let i = 0; i < QUEUE_MAX + 1000; i++) r.checks.committed(profile(pk(1000 + i), `x@h${i}.attacker.example`));
-    await Bun.sleep(100);
+    await r.settle();
     // One site: one fetch in flight, SITE_MAX waiting; the rest wait in the store.
     expect(r.calls).toHaveLength(1);
     expect(r.checks.queued).toBe(SITE_MAX + 1);

@@ -9,7 +9,7 @@ import { SQL } from "bun";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client, now, relayInfo, signer, type Signer } from "../helpers.ts";
+import { adminCall, Client, now, relayInfo, signer, type Signer } from "../helpers.ts";
 import { createDatabase, dropDatabase, REDIS_URL } from "../postgres-env.ts";
 import { spawnRelay, type RelayProcess } from "../process-helpers.ts";
 import { SOURCE } from "../relay-process.ts";
@@ -240,31 +240,10 @@ describe("concurrent replaceable and addressable writes on both nodes", () => {
 });
 
 describe("admin state", () => {
-  const httpUrl = (n: RelayProcess) => n.url.replace(/^ws/, "http");
-
   async function call(n: RelayProcess, method: string, params: unknown[]): Promise<any> {
-    const body = JSON.stringify({ method, params });
-    const hash = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-    const token = admin.sign({
-      kind: 27235,
-      tags: [
-        ["u", httpUrl(n)],
-        ["method", "POST"],
-        ["payload", hash],
-        ["nonce", crypto.randomUUID()],
-      ],
-    });
-    const res = await fetch(httpUrl(n), {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/nostr+json+rpc",
-        Authorization: `Nostr ${Buffer.from(JSON.stringify(token)).toString("base64")}`,
-      },
-      body,
-    });
-    const json = (await res.json()) as any;
+    const res = await adminCall(n.url, admin, method, params);
     expect(res.status).toBe(200);
-    return json.result;
+    return res.body.result;
   }
 
   test("a pubkey banned through NIP-86 on A is refused on B at once", async () => {

@@ -42,6 +42,8 @@ export interface FakeNostrJson {
   requestsFor(name: string): NostrJsonRequest[];
   /** How many bytes the "huge" bodies sent before their reader stopped (all of them summed). */
   hugeBytesSent(): number;
+  /** How many "huge" bodies were cancelled by their reader going away. */
+  hugeCancelled(): number;
   close(): Promise<void>;
 }
 
@@ -55,6 +57,7 @@ export function startFakeNostrJson(): FakeNostrJson {
   // Answers that never end are kept, so close() can end them.
   const hanging = new Set<() => void>();
   let hugeSent = 0;
+  let hugeCancelled = 0;
 
   const server = Bun.serve({
     hostname: "127.0.0.1",
@@ -88,6 +91,9 @@ export function startFakeNostrJson(): FakeNostrJson {
               c.enqueue(CHUNK);
               sent += CHUNK.length;
               hugeSent += CHUNK.length;
+            },
+            cancel() {
+              hugeCancelled++;
             },
           });
           return new Response(body, { headers: { "content-type": "application/json" } });
@@ -126,6 +132,7 @@ export function startFakeNostrJson(): FakeNostrJson {
     requests,
     requestsFor: (name) => requests.filter((r) => r.name === name),
     hugeBytesSent: () => hugeSent,
+    hugeCancelled: () => hugeCancelled,
     async close() {
       for (const end of hanging) end();
       hanging.clear();
