@@ -8,15 +8,13 @@ import { ProtocolError } from "../../protocol/reasons.ts";
 import { tally } from "../../policy/ip.ts";
 import { OVER_BUDGET, queryBudget } from "../connection/budget.ts";
 import { filterLimits, groupFilterRefusal, memberRefusal, readerFor, restrictedKinds, type Reader } from "../../policy/visibility.ts";
+import { INVITE } from "../../nips/nip43.ts";
 import { nowSeconds } from "../../protocol/event.ts";
 import type { RelayContext } from "../context.ts";
 import { catchUpAndJoin } from "./live.ts";
 import { readFailure, storedEvents } from "./stored.ts";
 import { dropSubscription, openSubscription } from "./subscriptions.ts";
 import { closedFrame, send, type Session, type Socket } from "../connection/session.ts";
-
-/** NIP-43: a REQ for it asks the relay for an invite code. */
-const INVITE_KIND = 28935;
 
 /** A request's filters, admitted, with the one reader every stage of it asks (policy/visibility.ts). */
 export interface Admitted {
@@ -77,7 +75,7 @@ export async function handleReq(ctx: RelayContext, ws: Socket, subId: string, ra
   const started = performance.now();
   const admitted = admit(ctx, ws, "reqs", subId, rawFilters);
   if (!admitted) return;
-  if (ctx.membership && admitted.filters.some((f) => f.kinds?.has(INVITE_KIND))) {
+  if (ctx.membership && admitted.filters.some((f) => f.kinds?.has(INVITE))) {
     // NIP-43: the relay's invite for this reader (relay/membership.ts), then the normal read.
     const invite = await ctx.membership.inviteFor(admitted.reader);
     if (typeof invite === "string") return send(ws, closedFrame(ctx.metrics, subId, invite));
