@@ -356,19 +356,22 @@ export class Nip05Checks implements Nip05Engine {
         this.dequeue(task.pubkey);
         // The site goes to the back of the turn (it is busy now: this pass skips it).
         if (this.waiting[lane].delete(domain)) this.waiting[lane].set(domain, tasks);
-        this.launch(domain, task, now);
+        this.launch(domain, task);
       }
     clearTimeout(this.wake);
     if (nextAt !== Number.POSITIVE_INFINITY) this.wake = setTimeout(() => this.pump(), nextAt - now);
     this.metrics.nip05Queue = this.queued;
   }
 
-  private launch(domain: string, task: Task, now: number): void {
+  private launch(domain: string, task: Task): void {
     this.busy.add(domain);
-    this.started.set(domain, now);
     this.running.add(task.pubkey);
     this.inFlight++;
-    void this.check(task).finally(() => {
+    const done = this.check(task); // the fetch is started before this returns (check's first await)
+    // Read after the fetch started, never before (nor the pass's clock): a loaded box that paused
+    // between the two would date the start early, and the site's next start come before its interval.
+    this.started.set(domain, Date.now());
+    void done.finally(() => {
       this.inFlight--;
       this.busy.delete(domain);
       this.running.delete(task.pubkey);
