@@ -8,17 +8,15 @@
 import ADMIN_CSS from "./pages/admin.css" with { type: "text" };
 import adminHtml from "./pages/admin.html" with { type: "text" };
 import BASE_CSS from "./pages/base.css" with { type: "text" };
-import { createHash } from "node:crypto";
 import { bundleAdminScript } from "./pages/bundle.ts";
 import { fill, text } from "./pages/template.ts";
-import { esc } from "./landing.ts";
+import { esc, sha256 } from "./landing.ts";
 
 declare const BUNSTR_ADMIN_SCRIPT: string | undefined;
 
 const ADMIN_SCRIPT: string = typeof BUNSTR_ADMIN_SCRIPT === "string" ? BUNSTR_ADMIN_SCRIPT : await bundleAdminScript();
 const ADMIN_HTML = text(adminHtml);
 const STYLE = `${BASE_CSS}${ADMIN_CSS}`;
-const sha256 = (s: string) => `'sha256-${createHash("sha256").update(s).digest("base64")}'`;
 
 /** A Host header fit to name in a CSP source: a name or address with an optional port, nothing else. */
 const HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
