@@ -14,14 +14,15 @@
 // no such source for macOS, so darwin-arm64 is built without one unless given a PATH.
 // Cross-compiling makes Bun download the runtime for the target (@oven/bun-<target> from the npm
 // registry, cached in ~/.bun/install/cache).
-// The admin page's script (src/http/pages/admin/, bundled by src/http/pages/bundle.ts) and the
-// /join page's (src/http/pages/join/) are bundled first and baked in as BUNSTR_ADMIN_SCRIPT and
-// BUNSTR_JOIN_SCRIPT: the binary serves them without bundling as it starts.
+// The admin page's script (src/http/pages/admin/, bundled by src/http/pages/bundle.ts), the
+// /join page's (src/http/pages/join/) and the status page's (src/http/pages/status/) are bundled
+// first and baked in as BUNSTR_ADMIN_SCRIPT, BUNSTR_JOIN_SCRIPT and BUNSTR_STATUS_SCRIPT: the
+// binary serves them without bundling as it starts.
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, relative } from "node:path";
 import { parseArgs } from "node:util";
 import pkg from "./package.json" with { type: "json" };
-import { bundleAdminScript, bundleJoinScript } from "./src/http/pages/bundle.ts";
+import { bundleAdminScript, bundleJoinScript, bundleStatusScript } from "./src/http/pages/bundle.ts";
 
 /** Release targets: file suffix -> Bun compile target, and the Debian architecture of its library. */
 const RELEASE_TARGETS = {
@@ -52,9 +53,10 @@ const gitCommit = Bun.which("git")
   : "";
 const commit = gitCommit || (process.env.BUNSTR_COMMIT ?? "").trim();
 const version = commit ? `${pkg.version}+${commit}` : pkg.version;
-/** The admin and join pages' scripts, the same for every target. */
+/** The admin, join and status pages' scripts, the same for every target. */
 const adminScript = await bundleAdminScript();
 const joinScript = await bundleJoinScript();
+const statusScript = await bundleStatusScript();
 
 /** Does `target` (undefined = this machine) run on this machine's OS and CPU? */
 function runsHere(target: string | undefined): boolean {
@@ -129,6 +131,7 @@ async function buildOne(target: Bun.Build.CompileTarget | undefined, outfile: st
         BUNSTR_VERSION: JSON.stringify(version),
         BUNSTR_ADMIN_SCRIPT: JSON.stringify(adminScript),
         BUNSTR_JOIN_SCRIPT: JSON.stringify(joinScript),
+        BUNSTR_STATUS_SCRIPT: JSON.stringify(statusScript),
       },
       // Keep names so stack traces in an operator's log stay readable without a source map.
       minify: { whitespace: true, syntax: true, identifiers: false },

@@ -1,11 +1,12 @@
 // The page a browser gets on the relay URL: name, description, URL to copy, live numbers, the
 // supported NIPs and the policies in force. Everything from config or the store is escaped.
-// The page is pages/status.html with its style and script inline, embedded in the binary as text.
+// The page is pages/status.html with its style and script inline, embedded in the binary as text;
+// the script is pages/status/ bundled (pages/bundle.ts; build.ts bakes it in as BUNSTR_STATUS_SCRIPT).
 import BASE_CSS from "./pages/base.css" with { type: "text" };
 import STATUS_CSS from "./pages/status.css" with { type: "text" };
 import statusHtml from "./pages/status.html" with { type: "text" };
-import STATUS_SCRIPT from "./pages/status.js" with { type: "text" };
 import { createHash } from "node:crypto";
+import { bundleStatusScript } from "./pages/bundle.ts";
 import { fill, text } from "./pages/template.ts";
 import type { PolicyRow } from "./status.ts";
 
@@ -23,16 +24,20 @@ interface LandingView {
   statusJson: string;
 }
 
+declare const BUNSTR_STATUS_SCRIPT: string | undefined;
+
+const STATUS_SCRIPT: string = typeof BUNSTR_STATUS_SCRIPT === "string" ? BUNSTR_STATUS_SCRIPT : await bundleStatusScript();
 const STATUS_HTML = text(statusHtml);
 const STYLE = `${BASE_CSS}${STATUS_CSS}`;
 /** An inline style's or script's CSP source: its hash (the join page's CSP too). */
 export const sha256 = (s: string) => `'sha256-${createHash("sha256").update(s).digest("base64")}'`;
-/** The page's Content-Security-Policy: its own inline style and script only, fetches to this origin only. */
+/** The page's Content-Security-Policy: its own inline style and script only, fetches and the icon (/favicon.ico) from this origin only. */
 export const STATUS_CSP = [
   "default-src 'none'",
   `style-src ${sha256(STYLE)}`,
   `script-src ${sha256(STATUS_SCRIPT)}`,
   "connect-src 'self'",
+  "img-src 'self'",
   "base-uri 'none'",
   "form-action 'none'",
 ].join("; ");

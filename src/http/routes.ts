@@ -1,9 +1,10 @@
-// Plain HTTP on the relay path (httpRoutes): /metrics, the admin page and its NIP-86 API, /join,
-// status.json, NIP-11 for Accept: application/nostr+json (with CORS, also on OPTIONS) and a status
+// Plain HTTP on the relay path (httpRoutes): /metrics, /favicon.ico, the admin page and its NIP-86
+// API, /join, status.json, NIP-11 for Accept: application/nostr+json (with CORS, also on OPTIONS) and a status
 // page for browsers. A websocket upgrade on the relay path is the relay's (relay/upgrade.ts).
 import { relayInfo } from "../nips/nip11.ts";
 import { type AdminApiSource, handleAdminRequest, isAdminRequest } from "./admin-api.ts";
 import { adminCsp, adminPage } from "./admin-page.ts";
+import { FAVICON_PATH, faviconResponse } from "./favicon.ts";
 import { landingPage, STATUS_CSP } from "./landing.ts";
 import { metricsResponse, wantsMetrics } from "./metrics.ts";
 import { accessRoutes, type JoinSource } from "./join.ts";
@@ -24,7 +25,7 @@ export interface HttpSources {
 export type HttpRoute = (req: Request, peer: () => string) => Response | Promise<Response> | undefined;
 
 /**
- * The relay path's HTTP, matched in this order: /metrics, the admin page, status.json, not found
+ * The relay path's HTTP, matched in this order: /metrics, /favicon.ico, the admin page, status.json, not found
  * off the relay path, the NIP-86 API, then NIP-11 or the status page. Undefined for a websocket
  * upgrade on the relay path: the relay takes it.
  */
@@ -37,6 +38,7 @@ export function httpRoutes(src: HttpSources): HttpRoute {
     if (!URL.canParse(req.url)) return new Response("bad request", { status: 400 });
     const url = new URL(req.url);
     if (wantsMetrics(req, url.pathname, path, config)) return metricsResponse(req, config, src.metrics, peer());
+    if (url.pathname === FAVICON_PATH) return faviconResponse(req);
     if (url.pathname === adminPagePath(path)) return adminPageResponse(req, path);
     if (url.pathname === statusJsonPath(path)) return statusJsonResponse(req, src.statusJson);
     // Paid admission (issue 33): /join, /join/invoice, /join/status, POST /lnbits; not found while pay is off.

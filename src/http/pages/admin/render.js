@@ -128,23 +128,8 @@ export function eventEl(id) {
   return span;
 }
 
-const KIND_NAMES = /** @type {Record<number, string>} */ ({
-  0: "profile",
-  1: "note",
-  3: "follows",
-  4: "DM",
-  5: "deletion",
-  6: "repost",
-  7: "reaction",
-  16: "repost",
-  1059: "gift wrap",
-  1984: "report",
-  9735: "zap",
-  10002: "relay list",
-  30023: "article",
-});
-/** @param {number} k */
-export const kindText = (k) => (KIND_NAMES[k] ? k + " " + KIND_NAMES[k] : String(k));
+/** Kind names: the status page's too ("1 · note"). */
+export { kindText } from "../shared/kinds.js";
 
 /** @param {number} seconds */
 export function when(seconds) {

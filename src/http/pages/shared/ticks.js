@@ -1,0 +1,107 @@
+// @ts-check
+// The charts' arithmetic, apart from the DOM (chart.js draws with it; ticks.test.ts checks it): value
+// ticks in 1/2/5 steps, time ticks on round local times, and the runs of a series between gaps.
+
+/** The steps a time axis may take, in minutes: a label every 1 min … 12 h. */
+const TIME_STEPS_MIN = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720];
+
+/**
+ * 0 and 2 to 5 round values (1, 2 or 5 times a power of ten apart) from 0 to at least `max`; the
+ * last is the axis' top. A series of zeros, or none, still gets an axis: 0 and 1.
+ * @param {number} max @param {number} [most] at most this many ticks above 0
+ * @returns {number[]}
+ */
+export function niceTicks(max, most = 4) {
+  if (!(max > 0) || !Number.isFinite(max)) return [0, 1];
+  const rough = max / most;
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= rough) ?? 10 * power;
+  const ticks = [];
+  // Integer multiples of the step, rounded to its precision (0.1 + 0.2 is not 0.3).
+  const digits = Math.max(0, -Math.floor(Math.log10(step)));
+  for (let i = 0; ; i++) {
+    const v = Number((i * step).toFixed(digits));
+    ticks.push(v);
+    if (v >= max) return ticks;
+  }
+}
+
+/**
+ * Ticks on round local times (every 10 min on the hour's tens, every 3 h from local midnight) from
+ * `from` to `to` (ms since the epoch), the step the smallest that leaves `gapPx` between labels
+ * drawn over `widthPx`. `offsetMin` is the viewer's zone (minutes east of UTC) at a time, by default
+ * the browser's.
+ * @param {number} from @param {number} to @param {number} widthPx @param {number} [gapPx]
+ * @param {(t: number) => number} [offsetMin]
+ * @returns {{ step: number, ticks: number[] }} step in ms
+ */
+export function timeTicks(from, to, widthPx, gapPx = 70, offsetMin = (t) => -new Date(t).getTimezoneOffset()) {
+  const span = Math.max(1, to - from);
+  const most = Math.max(1, Math.floor(widthPx / gapPx));
+  const minutes = TIME_STEPS_MIN.find((m) => span / (m * 60_000) <= most) ?? TIME_STEPS_MIN.at(-1) ?? 720;
+  const step = minutes * 60_000;
+  const ticks = [];
+  for (let local = Math.ceil((from + offsetMin(from) * 60_000) / step) * step; ; local += step) {
+    const t = local - offsetMin(local) * 60_000;
+    if (t > to) break;
+    if (t >= from) ticks.push(t);
+  }
+  return { step, ticks };
+}
+
+/**
+ * The runs of points a line joins: a point whose value is unknown (null), or one further than 1.5
+ * intervals from the one before (the relay was not sampling: stopped, or the machine asleep),
+ * starts a new run. Each run is a list of indexes into `t`.
+ * @param {number[]} t @param {(number | null)[]} values @param {number} intervalMs
+ * @returns {number[][]}
+ */
+export function runs(t, values, intervalMs) {
+  /** @type {number[][]} */
+  const out = [];
+  /** @type {number[] | undefined} */
+  let run;
+  for (let i = 0; i < t.length; i++) {
+    const v = values[i];
+    if (v === null || v === undefined) {
+      run = undefined;
+      continue;
+    }
+    const prev = t[i - 1];
+    if (run && prev !== undefined && (t[i] ?? 0) - prev > intervalMs * 1.5) run = undefined;
+    if (!run) out.push((run = []));
+    run.push(i);
+  }
+  return out;
+}
+
+/** The index of the time nearest `at` in the sorted `t` (-1 when empty). @param {number[]} t @param {number} at */
+export function nearest(t, at) {
+  let best = -1;
+  let dist = Infinity;
+  for (let i = 0; i < t.length; i++) {
+    const d = Math.abs((t[i] ?? 0) - at);
+    if (d < dist) (best = i), (dist = d);
+  }
+  return best;
+}
+
+/** A number in a few characters: 1234567 -> "1.2M", 0.5 -> "0.5". @param {number} n */
+export function short(n) {
+  const a = Math.abs(n);
+  const trim = (/** @type {number} */ x) => String(Math.round(x * 10) / 10);
+  if (a >= 1e9) return `${trim(n / 1e9)}G`;
+  if (a >= 1e6) return `${trim(n / 1e6)}M`;
+  if (a >= 1e3) return `${trim(n / 1e3)}k`;
+  return trim(n);
+}
+
+/** Bytes in kB, MB, GB (powers of 1000, as on the axis' round ticks). @param {number} n */
+export function bytes(n) {
+  const a = Math.abs(n);
+  const trim = (/** @type {number} */ x) => String(Math.round(x * 10) / 10);
+  if (a >= 1e9) return `${trim(n / 1e9)} GB`;
+  if (a >= 1e6) return `${trim(n / 1e6)} MB`;
+  if (a >= 1e3) return `${trim(n / 1e3)} kB`;
+  return `${trim(n)} B`;
+}
