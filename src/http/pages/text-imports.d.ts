@@ -2,10 +2,6 @@
 // `bun build --compile` embeds it. TypeScript 7.0 types an import by its file name only, so these
 // name the files (from 7.1 on, @types/bun types every `type: "text"` import as a string). *.html
 // cannot be named here: Bun's types already call it an HTMLBundle; template.ts's text() checks it.
-declare module "*/pages/status.js" {
-  const text: string;
-  export default text;
-}
 declare module "*.css" {
   const text: string;
   export default text;

@@ -29,14 +29,14 @@ let showAllRefusals = false;
  * @typedef {{ now: number, started_at: number, series: Record<"10s" | "1m", Series>, top_kinds: TopKind[], recent_refusals: Refusal[] }} Status
  */
 
-/** What each chart draws: its series ("refused": one per reason seen), unit and number format. */
-const CHARTS = /** @type {{ id: string, names: string[] | "refused", unit: string, format: (n: number) => string }[]} */ ([
-  { id: "chart-accepted", names: ["accepted"], unit: "events/min", format: short },
+/** What each chart draws: its series (JSON name and legend label; "refused": one per reason seen), unit and number format. */
+const CHARTS = /** @type {{ id: string, names: [string, string][] | "refused", unit: string, format: (n: number) => string }[]} */ ([
+  { id: "chart-accepted", names: [["accepted", "accepted"]], unit: "events/min", format: short },
   { id: "chart-refused", names: "refused", unit: "events/min", format: short },
-  { id: "chart-reqs", names: ["reqs"], unit: "REQs/min", format: short },
-  { id: "chart-connections", names: ["connections"], unit: "connections", format: short },
-  { id: "chart-stored", names: ["events_stored"], unit: "events", format: short },
-  { id: "chart-db", names: ["database_bytes"], unit: "", format: bytes },
+  { id: "chart-reqs", names: [["reqs", "REQs"]], unit: "REQs/min", format: short },
+  { id: "chart-connections", names: [["connections", "open"]], unit: "connections", format: short },
+  { id: "chart-stored", names: [["events_stored", "stored"]], unit: "events", format: short },
+  { id: "chart-db", names: [["database_bytes", "database file"]], unit: "", format: bytes },
 ]);
 
 /** Rows of text cells into a table's body. @param {string} id @param {string[][]} rows @param {string} empty */
@@ -71,7 +71,7 @@ function render(s) {
         ? refused.length > 0
           ? refused
           : [{ name: "none", values: v["refused:invalid"] ?? [] }]
-        : c.names.map((name) => ({ name, values: v[name] ?? [] }));
+        : c.names.map(([key, name]) => ({ name, values: v[key] ?? [] }));
     drawChart(svg, {
       t: series.t,
       from: s.now - WINDOW_MS[range],
