@@ -65,7 +65,8 @@ export function drawChart(svg, data) {
   const span = Math.max(1, data.to - data.from);
   const x = (/** @type {number} */ t) => left + ((t - data.from) / span) * (right - left);
   // The samples inside the window; the ring may hold one from just before it.
-  const shown = data.t.map((_, i) => i).filter((i) => (data.t[i] ?? 0) >= data.from && (data.t[i] ?? 0) <= data.to);
+  const inWindow = (/** @type {number} */ i) => (data.t[i] ?? 0) >= data.from && (data.t[i] ?? 0) <= data.to;
+  const shown = data.t.map((_, i) => i).filter(inWindow);
   let max = 0;
   for (const l of data.lines) for (const i of shown) max = Math.max(max, l.values[i] ?? 0);
   const yTicks = niceTicks(max);
@@ -130,7 +131,7 @@ export function drawChart(svg, data) {
     const color = colorOf(n);
     let d = "";
     for (const run of runs(data.t, line.values, data.intervalMs)) {
-      const inside = run.filter((i) => shown.includes(i));
+      const inside = run.filter(inWindow);
       inside.forEach((i, k) => {
         d += `${k === 0 ? "M" : "L"}${x(data.t[i] ?? 0).toFixed(1)},${y(line.values[i] ?? 0).toFixed(1)} `;
       });
