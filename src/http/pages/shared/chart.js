@@ -122,7 +122,12 @@ export function drawChart(svg, data) {
   for (const t of ticks) {
     svg.append(el("line", { x1: x(t), x2: x(t), y1: top, y2: bottom + 4, stroke: "#e4e4e4", "stroke-width": 1 }));
     svg.append(
-      el("text", { class: "tick-x", x: x(t), y: H - 6, "text-anchor": "middle", "font-size": 11, fill: "#555", "data-t": t }, timeLabel(t)),
+      // One at the right edge ends there rather than past the picture.
+      el(
+        "text",
+        { class: "tick-x", x: x(t), y: H - 6, "text-anchor": x(t) > W - 20 ? "end" : "middle", "font-size": 11, fill: "#555", "data-t": t },
+        timeLabel(t),
+      ),
     );
   }
 
