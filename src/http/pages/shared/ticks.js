@@ -86,22 +86,18 @@ export function nearest(t, at) {
   return best;
 }
 
-/** A number in a few characters: 1234567 -> "1.2M", 0.5 -> "0.5". @param {number} n */
-export function short(n) {
-  const a = Math.abs(n);
-  const trim = (/** @type {number} */ x) => String(Math.round(x * 10) / 10);
-  if (a >= 1e9) return `${trim(n / 1e9)}G`;
-  if (a >= 1e6) return `${trim(n / 1e6)}M`;
-  if (a >= 1e3) return `${trim(n / 1e3)}k`;
-  return trim(n);
+/**
+ * A number to one decimal over the largest power of 1000 it reaches, with that power's suffix.
+ * @param {number} n @param {string[]} suffixes for 1, 1e3, 1e6, 1e9
+ */
+function scaled(n, suffixes) {
+  let p = 0;
+  while (p < suffixes.length - 1 && Math.abs(n) >= 1000 ** (p + 1)) p++;
+  return `${Math.round((n / 1000 ** p) * 10) / 10}${suffixes[p]}`;
 }
 
+/** A number in a few characters: 1234567 -> "1.2M", 0.5 -> "0.5". @param {number} n */
+export const short = (n) => scaled(n, ["", "k", "M", "G"]);
+
 /** Bytes in kB, MB, GB (powers of 1000, as on the axis' round ticks). @param {number} n */
-export function bytes(n) {
-  const a = Math.abs(n);
-  const trim = (/** @type {number} */ x) => String(Math.round(x * 10) / 10);
-  if (a >= 1e9) return `${trim(n / 1e9)} GB`;
-  if (a >= 1e6) return `${trim(n / 1e6)} MB`;
-  if (a >= 1e3) return `${trim(n / 1e3)} kB`;
-  return `${trim(n)} B`;
-}
+export const bytes = (n) => scaled(n, [" B", " kB", " MB", " GB"]);
