@@ -223,6 +223,47 @@ describe.skipIf(!haveChromium)("the status page's charts in Chromium", () => {
     expect(inAdmin).toBe(onStatus[0]!);
   });
 
+  test("a relay that stopped sampling for an hour (asleep, stopped) shows that hour empty in the day view, the line broken around it", async () => {
+    // The page's status.json answered by the browser itself: six hours up, the hour 3 h ago missing.
+    const t0 = Date.now();
+    const json = syntheticStatus(t0, 6 * 3_600_000, [t0 - 3 * 3_600_000, t0 - 2 * 3_600_000]);
+    const other = await browser!.newPage();
+    try {
+      await other.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 800, deviceScaleFactor: 1, mobile: false });
+      await other.send("Fetch.enable", { patterns: [{ urlPattern: "*status.json*" }] });
+      other.on("Fetch.requestPaused", (p) => {
+        void other.send("Fetch.fulfillRequest", {
+          requestId: p.requestId,
+          responseCode: 200,
+          responseHeaders: [{ name: "Content-Type", value: "application/json" }],
+          body: Buffer.from(JSON.stringify(json)).toString("base64"),
+        });
+      });
+      await other.goto(`${base}/`);
+      await other.waitFor(`document.getElementById("charts").dataset.updated === "${t0}"`);
+      await other.evaluate(`document.querySelector('button[data-range="1m"]').click()`);
+      const shown = await other.evaluate<any>(`(() => {
+        const svg = document.getElementById("chart-accepted");
+        return { gaps: [...svg.querySelectorAll("rect.nodata")].map((r) => [Number(r.dataset.from), Number(r.dataset.to)]),
+          labels: [...svg.querySelectorAll("text.nodata-label")].map((t) => t.textContent),
+          moves: (svg.querySelector("path").getAttribute("d").match(/M/g) ?? []).length, span: svg.dataset.to - svg.dataset.from };
+      })()`);
+      expect(shown.span).toBe(86_400_000);
+      // Before the start (18 h), and the missing hour between the samples on either side of it.
+      expect(shown.gaps).toHaveLength(2);
+      expect(shown.gaps[0]).toEqual([t0 - 86_400_000, json.series["1m"].t[0]]);
+      expect(shown.gaps[1][0]).toBeLessThanOrEqual(t0 - 3 * 3_600_000);
+      expect(shown.gaps[1][1]).toBeGreaterThanOrEqual(t0 - 2 * 3_600_000);
+      expect(shown.gaps[1][1] - shown.gaps[1][0]).toBeLessThanOrEqual(3_600_000 + 2 * 60_000);
+      // The long span says why; the hour, ~15 px wide, is too narrow for words.
+      expect(shown.labels).toEqual([expect.stringMatching(/^no data: relay started \d\d:\d\d$/)]);
+      // Two runs of line, not one drawn across the hour.
+      expect(shown.moves).toBe(2);
+    } finally {
+      await other.send("Page.close").catch(() => {});
+    }
+  });
+
   test("/favicon.ico: an image, cached, linked from the pages", async () => {
     const res = await fetch(`${base}/favicon.ico`);
     expect(res.status).toBe(200);
@@ -244,3 +285,42 @@ describe.skipIf(!haveChromium)("the status page's charts in Chromium", () => {
     expect(await page.evaluate(`window.__csp`)).toEqual([]);
   });
 });
+
+/**
+ * A status.json as the relay would serve it, up for `upMs` until `now`, with no sample in `gap`:
+ * a rate that rises and falls, a few refusals, the gauges growing.
+ */
+function syntheticStatus(now: number, upMs: number, gap: [number, number]) {
+  const series = (intervalMs: number, windowMs: number) => {
+    const t: number[] = [];
+    for (let at = Math.max(now - upMs, now - windowMs); at < now; at += intervalMs) if (at < gap[0] || at > gap[1]) t.push(at);
+    t.push(now);
+    const wave = (k: number, scale: number) => Math.round((1 + Math.sin(k / 40)) * scale * 100) / 100;
+    return {
+      interval_s: intervalMs / 1000,
+      t,
+      values: {
+        accepted: t.map((_, k) => wave(k, 120)),
+        duplicate: t.map(() => 0),
+        reqs: t.map((_, k) => wave(k + 20, 30)),
+        "refused:invalid": t.map((_, k) => (k % 7 === 0 ? 3 : 0)),
+        "refused:blocked": t.map((_, k) => wave(k + 50, 8)),
+        connections: t.map((_, k) => 3 + (k % 5)),
+        events_stored: t.map((_, k) => 1000 + k * 90),
+        database_bytes: t.map((_, k) => 400_000 + k * 40_000),
+      },
+    };
+  };
+  return {
+    now,
+    started_at: now - upMs,
+    history_bytes: 0,
+    series: { "10s": series(10_000, 3_600_000), "1m": series(60_000, 86_400_000) },
+    top_kinds: [
+      { kind: 1, accepted: 5000 },
+      { kind: 7, accepted: 1200 },
+      { kind: 12345, accepted: 7 },
+    ],
+    recent_refusals: [{ at: now - 5000, kind: 4, reason: "blocked", message: "blocked: kind 4 is not accepted here" }],
+  };
+}
