@@ -10,7 +10,7 @@ import { nearest, niceTicks, runs, timeTicks } from "./ticks.js";
 const SVG = "http://www.w3.org/2000/svg";
 const COLORS = ["#1f618d", "#c0392b", "#d35400", "#8e44ad", "#16a085", "#7f8c8d", "#b7950b", "#2c3e50", "#6e2c00", "#117a65"];
 /** Room for the value labels (left), the time labels (bottom) and the unit (top), in px. */
-const M = { left: 52, right: 12, top: 18, bottom: 22 };
+const M = { left: 48, right: 18, top: 18, bottom: 22 };
 const HEIGHT = 170;
 
 /**
@@ -121,13 +121,10 @@ export function drawChart(svg, data) {
   const { ticks } = timeTicks(data.from, data.to, right - left);
   for (const t of ticks) {
     svg.append(el("line", { x1: x(t), x2: x(t), y1: top, y2: bottom + 4, stroke: "#e4e4e4", "stroke-width": 1 }));
+    // A label that would run past the picture's right edge is left out (its line stays).
+    if (x(t) + 16 > W) continue;
     svg.append(
-      // One at the right edge ends there rather than past the picture.
-      el(
-        "text",
-        { class: "tick-x", x: x(t), y: H - 6, "text-anchor": x(t) > W - 20 ? "end" : "middle", "font-size": 11, fill: "#555", "data-t": t },
-        timeLabel(t),
-      ),
+      el("text", { class: "tick-x", x: x(t), y: H - 6, "text-anchor": "middle", "font-size": 11, fill: "#555", "data-t": t }, timeLabel(t)),
     );
   }
 

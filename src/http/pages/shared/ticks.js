@@ -35,7 +35,7 @@ export function niceTicks(max, most = 4) {
  * @param {(t: number) => number} [offsetMin]
  * @returns {{ step: number, ticks: number[] }} step in ms
  */
-export function timeTicks(from, to, widthPx, gapPx = 44, offsetMin = (t) => -new Date(t).getTimezoneOffset()) {
+export function timeTicks(from, to, widthPx, gapPx = 40, offsetMin = (t) => -new Date(t).getTimezoneOffset()) {
   const span = Math.max(1, to - from);
   const most = Math.max(1, Math.floor(widthPx / gapPx));
   const minutes = TIME_STEPS_MIN.find((m) => span / (m * 60_000) <= most) ?? TIME_STEPS_MIN.at(-1) ?? 720;
