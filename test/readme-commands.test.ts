@@ -6,7 +6,7 @@
 // database). Ctrl-C is sent as a terminal sends it: SIGINT to the whole foreground process group
 // (npm, its shell and the relay), and the status checked is the one the shell would see.
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { collectOutput, freePort } from "./process-helpers.ts";
@@ -130,9 +130,37 @@ describe("README: the relay through npx", () => {
   });
 });
 
+/** The program interpreter (PT_INTERP) a 64-bit little-endian ELF file asks for: which C library's loader runs it. */
+function elfInterpreter(path: string): string | undefined {
+  const head = Buffer.alloc(64 * 1024);
+  const fd = openSync(path, "r");
+  try {
+    readSync(fd, head, 0, head.length, 0);
+  } finally {
+    closeSync(fd);
+  }
+  if (head.readUInt32BE(0) !== 0x7f454c46 || head[4] !== 2 || head[5] !== 1)
+    throw new Error(`${path} is not a 64-bit little-endian ELF file`);
+  const [phoff, phentsize, phnum] = [Number(head.readBigUInt64LE(0x20)), head.readUInt16LE(0x36), head.readUInt16LE(0x38)];
+  for (let i = 0; i < phnum; i++) {
+    const ph = phoff + i * phentsize;
+    if (head.readUInt32LE(ph) !== 3) continue; // PT_INTERP
+    const [offset, size] = [Number(head.readBigUInt64LE(ph + 8)), Number(head.readBigUInt64LE(ph + 32))];
+    return head.toString("latin1", offset, offset + size - 1);
+  }
+  return undefined;
+}
+
 // The binary: built by `npm run build` (CI builds it after the suite and runs this file again).
 // Without it the suite is not declared at all (not skipped: .ci/run fails on skips).
 const binary = process.env.BUNSTR_BINARY ? resolve(process.env.BUNSTR_BINARY) : join(root, "dist/bunstr");
-if (existsSync(binary))
+if (existsSync(binary)) {
   quickStartSuite(`README quick start with the binary (${binary})`, binary, (l) => l.replace(/^npm start --/, binary));
-else console.log(`readme-commands: ${binary} is not built; the binary's half runs after \`npm run build\``);
+  test.if(process.platform === "linux")("the binary needs glibc, as the README says: its loader is glibc's, not musl's", () => {
+    const loader = elfInterpreter(binary);
+    expect(loader).toMatch(/^\/lib(64)?\/ld-linux-(x86-64|aarch64)\.so\.[12]$/); // glibc's dynamic loader
+    expect(readme).toContain("`dist/bunstr` needs nothing else installed on a Linux with glibc");
+    expect(readme).toContain("loaded by `/lib64/ld-linux-x86-64.so.2`");
+    if (process.arch === "x64") expect(loader).toBe("/lib64/ld-linux-x86-64.so.2");
+  });
+} else console.log(`readme-commands: ${binary} is not built; the binary's half runs after \`npm run build\``);
