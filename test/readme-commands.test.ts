@@ -21,6 +21,8 @@ const commands = [...quickStart.matchAll(/^```sh\n([\s\S]*?)^```$/gm)]
   .split("\n")
   .map((l) => l.replace(/\s+#.*$/, "").trim())
   .filter(Boolean);
+/** npm without its update check (nothing leaves this machine). */
+const env = { ...process.env, npm_config_update_notifier: "false" };
 const dirs: string[] = [];
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
@@ -34,13 +36,13 @@ function tempDir(): string {
 
 /** One command line through bash in the checkout, as a user types it. */
 function sh(line: string): { exitCode: number; stdout: string; stderr: string } {
-  const r = Bun.spawnSync(["bash", "-c", line], { cwd: root, stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync(["bash", "-c", line], { cwd: root, env, stdout: "pipe", stderr: "pipe" });
   return { exitCode: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
 }
 
 interface Stopped {
   status: number;
-  signal: string | null;
+  signal: NodeJS.Signals | number | null;
   output: () => string;
   relayPid: number;
 }
@@ -51,7 +53,7 @@ interface Stopped {
  * the job died of SIGINT).
  */
 async function ctrlC(line: string): Promise<Stopped> {
-  const proc = Bun.spawn(["bash", "-c", line], { cwd: root, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
+  const proc = Bun.spawn(["bash", "-c", line], { cwd: root, env, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
   const output = collectOutput(proc);
   for (const deadline = Date.now() + 30_000; !/listening on .*pid (\d+)\)/.test(output()); await Bun.sleep(20))
     if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`${line}: no start line:\n${output()}`);
