@@ -49,16 +49,16 @@ interface Stopped {
 
 /**
  * Starts `line` as a terminal's foreground job (its own process group), waits for the relay's
- * start line, then Ctrl-C: SIGINT to the group. The status is what the shell sees (128 + 2 when
- * the job died of SIGINT).
+ * start line, then stops it: by default Ctrl-C, SIGINT to the whole group. The status is what the
+ * shell sees (128 + 2 when the job died of SIGINT).
  */
-async function ctrlC(line: string): Promise<Stopped> {
+async function stopJob(line: string, stop = (job: number, _relay: number) => process.kill(-job, "SIGINT")): Promise<Stopped> {
   const proc = Bun.spawn(["bash", "-c", line], { cwd: root, env, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
   const output = collectOutput(proc);
   for (const deadline = Date.now() + 30_000; !/listening on .*pid (\d+)\)/.test(output()); await Bun.sleep(20))
     if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`${line}: no start line:\n${output()}`);
   const relayPid = Number(/listening on .*pid (\d+)\)/.exec(output())![1]);
-  process.kill(-proc.pid, "SIGINT");
+  stop(proc.pid, relayPid);
   const status = await proc.exited;
   return { status, signal: proc.signalCode, output, relayPid };
 }
@@ -102,7 +102,7 @@ function quickStartSuite(name: string, cli: string, relayStart: (line: string) =
     test("the relay with that file: Ctrl-C shuts it down cleanly and the shell sees 0", async () => {
       if (!existsSync(file)) expect(sh(line(0)).exitCode).toBe(0); // when run alone (-t)
       const start = `${relayStart(line(2))} --port ${freePort()} --data-dir ${join(dir, "data")}`;
-      const run = await ctrlC(start);
+      const run = await stopJob(start);
       expect(run.output()).toContain("SIGINT: shutting down");
       expect(run.output()).toContain("bye");
       expect({ status: run.status, signal: run.signal }).toEqual({ status: 0, signal: null });
@@ -113,11 +113,21 @@ function quickStartSuite(name: string, cli: string, relayStart: (line: string) =
 
 quickStartSuite("README quick start from the checkout (npx bunstr, npm start)", "npx bunstr", (l) => l);
 
-describe("README: the relay through npx", () => {
+describe("README: stopping the relay", () => {
+  test("kill with the pid on its start line: the relay shuts down and npm start exits 0", async () => {
+    expect(quickStart).toContain("Stop it with Ctrl-C (or `kill` the pid on its\nstart line)");
+    const dir = tempDir();
+    const run = await stopJob(`npm start -- --port ${freePort()} --data-dir ${join(dir, "data")}`, (_job, relay) =>
+      process.kill(relay, "SIGTERM"),
+    );
+    expect({ status: run.status, signal: run.signal }).toEqual({ status: 0, signal: null });
+    expect(run.output()).toContain("SIGTERM: shutting down");
+  });
+
   test("Ctrl-C ends npx at once with 130 while the relay finishes its shutdown behind it, as the README warns", async () => {
     expect(quickStart).toContain("on Ctrl-C npx exits at once with\nstatus 130");
     const dir = tempDir();
-    const run = await ctrlC(`npx bunstr --port ${freePort()} --data-dir ${join(dir, "data")}`);
+    const run = await stopJob(`npx bunstr --port ${freePort()} --data-dir ${join(dir, "data")}`);
     expect({ status: run.status, signal: run.signal }).toEqual({ status: 130, signal: "SIGINT" });
     for (const deadline = Date.now() + 15_000; alive(run.relayPid) && Date.now() < deadline; ) await Bun.sleep(20);
     expect(alive(run.relayPid)).toBe(false);
