@@ -28,7 +28,7 @@ import { parse } from "smol-toml";
 import { loadConfigFile } from "../src/config/load.ts";
 import { needInCI } from "./ci.ts";
 import { signer, startTestRelay, type TestRelay } from "./helpers.ts";
-import { freePort } from "./process-helpers.ts";
+import { freePort, swap } from "./process-helpers.ts";
 
 const root = resolve(import.meta.dir, "..");
 const doc = readFileSync(join(root, "docs/deploy.md"), "utf8");
@@ -55,16 +55,6 @@ function section(heading: string): string {
 /** The ```lang blocks of `text`, in order. */
 function blocks(text: string, lang: string): string[] {
   return [...text.matchAll(new RegExp(`^\`\`\`${lang}\\n([\\s\\S]*?)^\`\`\`$`, "gm"))].map((m) => m[1]!);
-}
-
-/** `text` with each swap applied; a swap that matches nothing means the shipped file changed. */
-function swap(file: string, text: string, swaps: [from: string | RegExp, to: string][]): string {
-  for (const [from, to] of swaps) {
-    const next = text.replace(from, to);
-    if (next === text) throw new Error(`${file} no longer contains ${from}: update this test`);
-    text = next;
-  }
-  return text;
 }
 
 /** The doc's absolute system paths moved under `dir`. */

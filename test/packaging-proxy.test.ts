@@ -15,7 +15,7 @@ import tls from "node:tls";
 import { loadConfigFile } from "../src/config/load.ts";
 import { needInCI } from "./ci.ts";
 import { signer, startTestRelay, type TestRelay } from "./helpers.ts";
-import { freePort, selfSignedCert } from "./process-helpers.ts";
+import { freePort, selfSignedCert, swap } from "./process-helpers.ts";
 
 const root = resolve(import.meta.dir, "..");
 const find = (name: string) => [Bun.which(name), `/usr/sbin/${name}`, `/usr/bin/${name}`].find((p): p is string => !!p && existsSync(p));
@@ -26,16 +26,6 @@ const nginxMissing = !nginx ? "nginx is not installed (apt-get install nginx)" :
 const caddyMissing = !caddy ? "caddy is not installed (apt-get install caddy)" : undefined;
 const haveNginx = needInCI("packaging-proxy: nginx and openssl", nginxMissing);
 const haveCaddy = needInCI("packaging-proxy: Caddy", caddyMissing);
-
-/** `text` with each swap applied; a swap that matches nothing means the shipped file changed. */
-function swap(file: string, text: string, swaps: [from: string | RegExp, to: string][]): string {
-  for (const [from, to] of swaps) {
-    const next = text.replace(from, to);
-    if (next === text) throw new Error(`${file} no longer contains ${from}: update this test`);
-    text = next;
-  }
-  return text;
-}
 
 interface Ports {
   https: number;
