@@ -4,11 +4,14 @@
 // that:
 // - paths: /etc/… and /var/www/… in the commands point into a temporary directory (ROOT), which
 //   holds what Debian's packages put there: /etc/nginx/nginx.conf (an http block that includes
-//   conf.d/*.conf, with its pid, logs and temp paths in ROOT), /etc/nginx/conf.d/, /var/www/html/,
-//   /etc/caddy/. The commands run in ROOT/work, whose packaging/ holds copies of the shipped files
+//   conf.d/*.conf and sites-enabled/*, with its pid, logs and temp paths in ROOT), the default
+//   site (a port-80 default_server on /var/www/html), /etc/nginx/conf.d/, /etc/caddy/. The commands run in ROOT/work, whose packaging/ holds copies of the shipped files
 //   with only their ports (80, 443 -> free ports on 127.0.0.1, no [::] listeners; 7447 -> the test
 //   relay's) and those same paths swapped; Caddy's copy also gets `tls internal` and a global block
 //   (no admin endpoint, state in ROOT), as in test/packaging-proxy.test.ts.
+// - the host name: `DOMAIN=relay.example.com` is set to another name, as the doc asks the reader
+//   to, so that the doc's sed commands are seen to put it everywhere (server_name, certificate
+//   paths, Caddy's site address).
 // - tools that would touch the system: `apt-get` only prints (the packages are installed: CI's
 //   .ci/run installs nginx and caddy); `nginx` is the real one with -p/-c/-e pointing into ROOT;
 //   `systemctl reload nginx` starts nginx that way (or `nginx -s reload`s it once running);
@@ -57,6 +60,9 @@ function blocks(text: string, lang: string): string[] {
   return [...text.matchAll(new RegExp(`^\`\`\`${lang}\\n([\\s\\S]*?)^\`\`\`$`, "gm"))].map((m) => m[1]!);
 }
 
+/** The host name the test gives DOMAIN (the doc's example is relay.example.com); nothing resolves it. */
+const DOMAIN = "nostr.example.org";
+
 /** The doc's absolute system paths moved under `dir`. */
 const localize = (text: string, dir: string) => text.replace(/(^|[\s="'])\/(etc|var\/www)\//gm, `$1${dir}/$2/`);
 
@@ -69,14 +75,19 @@ interface Ports {
 /** ROOT as a fresh Debian host with the packages installed would have it, plus work/packaging/. */
 function makeHost(dir: string, p: Ports): void {
   chmodSync(dir, 0o755); // nginx's workers run as another user and read the webroot
-  for (const d of ["etc/nginx/conf.d", "var/www/html", "etc/caddy", "work/packaging", "caddy"])
+  for (const d of ["etc/nginx/conf.d", "etc/nginx/sites-enabled", "var/www/html", "etc/caddy", "work/packaging", "caddy"])
     mkdirSync(join(dir, d), { recursive: true });
   const temps = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `  ${t}_temp_path ${join(dir, t)};\n`).join("");
   writeFileSync(
     join(dir, "etc/nginx/nginx.conf"),
     `worker_processes 1;\npid ${join(dir, "nginx.pid")};\nerror_log ${join(dir, "nginx-error.log")};\n` +
       `events { worker_connections 256; }\nhttp {\n  access_log ${join(dir, "access.log")};\n${temps}` +
-      `  include ${join(dir, "etc/nginx/conf.d")}/*.conf;\n}\n`,
+      `  include ${join(dir, "etc/nginx/conf.d")}/*.conf;\n  include ${join(dir, "etc/nginx/sites-enabled")}/*;\n}\n`,
+  );
+  // Debian's default site, minus its [::]:80 listener.
+  writeFileSync(
+    join(dir, "etc/nginx/sites-enabled/default"),
+    `server {\n  listen 127.0.0.1:${p.http} default_server;\n  root ${join(dir, "var/www/html")};\n  index index.html;\n  server_name _;\n  location / { try_files $uri $uri/ =404; }\n}\n`,
   );
   const shipped = (name: string) => readFileSync(join(root, "packaging", name), "utf8");
   const out = (name: string, text: string) => writeFileSync(join(dir, "work/packaging", name), text);
@@ -151,7 +162,8 @@ cd "${dir}/work"
 
 /** Runs the doc's blocks (paths moved into `dir`) after the stand-ins; the "@@" lines and all output. */
 async function runSteps(dir: string, p: Ports, steps: string[]): Promise<{ exitCode: number; marks: string[]; out: string }> {
-  const script = prelude(dir, p) + steps.map((s) => localize(s, dir)).join("\n");
+  const doc = swap("docs/deploy.md", steps.join("\n"), [[/^DOMAIN=relay\.example\.com$/m, `DOMAIN=${DOMAIN}`]]);
+  const script = prelude(dir, p) + localize(doc, dir);
   writeFileSync(join(dir, "steps.sh"), script);
   const proc = Bun.spawn(["bash", join(dir, "steps.sh")], { stdout: "pipe", stderr: "pipe" });
   const [out, err, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
@@ -166,7 +178,7 @@ async function runSteps(dir: string, p: Ports, steps: string[]): Promise<{ exitC
 async function publishThrough(p: Ports, what: string, log: () => string): Promise<void> {
   for (const deadline = Date.now() + 10_000; ; await Bun.sleep(50)) {
     const up = await new Promise<boolean>((r) => {
-      const s = tls.connect({ host: "127.0.0.1", port: p.https, servername: "relay.example.com", rejectUnauthorized: false });
+      const s = tls.connect({ host: "127.0.0.1", port: p.https, servername: DOMAIN, rejectUnauthorized: false });
       s.once("secureConnect", () => (s.destroy(), r(true))).once("error", () => (s.destroy(), r(false)));
     });
     if (up) break;
@@ -176,8 +188,8 @@ async function publishThrough(p: Ports, what: string, log: () => string): Promis
   for (const deadline = Date.now() + 10_000; !ws; await Bun.sleep(100)) {
     // nginx -s reload is asynchronous: until the new workers run, the old config answers.
     const attempt = new WebSocket(`wss://127.0.0.1:${p.https}/`, {
-      tls: { rejectUnauthorized: false, serverName: "relay.example.com" },
-      headers: { Host: `relay.example.com:${p.https}` },
+      tls: { rejectUnauthorized: false, serverName: DOMAIN },
+      headers: { Host: `${DOMAIN}:${p.https}` },
     } as unknown as string[]);
     const opened = await new Promise<boolean>((r) => ((attempt.onopen = () => r(true)), (attempt.onerror = () => r(false))));
     if (opened) ws = attempt;
@@ -276,24 +288,25 @@ describe.skipIf(!haveNginx)("docs/deploy.md, nginx: the steps as written, in the
       "apt-get install nginx certbot",
       "nginx -t exit 0",
       "systemctl reload nginx",
-      "certbot: challenge served for relay.example.com",
-      "certbot: certificate in /etc/letsencrypt/live/relay.example.com",
+      `certbot: challenge served for ${DOMAIN}`,
+      `certbot: certificate in /etc/letsencrypt/live/${DOMAIN}`,
       "nginx -t exit 0",
       "systemctl reload nginx",
     ]);
-    // What the doc's commands installed is the shipped files (with this test's ports and paths).
+    // What the doc's commands installed is the shipped files with the host name put in (and this
+    // test's ports and paths).
     for (const [installed, shipped] of [
       ["bunstr-http.conf", "nginx-http.conf"],
       ["bunstr.conf", "nginx.conf"],
     ])
       expect(readFileSync(join(dir, "etc/nginx/conf.d", installed!), "utf8")).toBe(
-        readFileSync(join(dir, "work/packaging", shipped!), "utf8"),
+        readFileSync(join(dir, "work/packaging", shipped!), "utf8").replaceAll("relay.example.com", DOMAIN),
       );
     await publishThrough(ports, "nginx", log);
     // And the port-80 server now sends browsers to HTTPS.
-    const plain = await fetch(`http://127.0.0.1:${ports.http}/`, { redirect: "manual", headers: { Host: "relay.example.com" } });
+    const plain = await fetch(`http://127.0.0.1:${ports.http}/`, { redirect: "manual", headers: { Host: DOMAIN } });
     expect(plain.status).toBe(301);
-    expect(plain.headers.get("location")).toBe("https://relay.example.com/");
+    expect(plain.headers.get("location")).toBe(`https://${DOMAIN}/`);
   });
 });
 
@@ -319,7 +332,9 @@ describe.skipIf(!haveCaddy)("docs/deploy.md, Caddy: the steps as written", () =>
     const run = await runSteps(dir, ports, steps);
     if (run.exitCode !== 0) throw new Error(`the doc's Caddy steps failed (exit ${run.exitCode}):\n${run.out}\n${log()}`);
     expect(run.marks).toEqual(["apt-get install caddy", "caddy validate exit 0", "systemctl reload caddy"]);
-    expect(readFileSync(join(dir, "etc/caddy/Caddyfile"), "utf8")).toBe(readFileSync(join(dir, "work/packaging/Caddyfile"), "utf8"));
+    expect(readFileSync(join(dir, "etc/caddy/Caddyfile"), "utf8")).toBe(
+      readFileSync(join(dir, "work/packaging/Caddyfile"), "utf8").replaceAll("relay.example.com", DOMAIN),
+    );
     await publishThrough(ports, "Caddy", log);
   });
 });
