@@ -69,7 +69,7 @@ function runsHere(target: string | undefined): boolean {
   return !target || (target.startsWith(`bun-${process.platform}-${process.arch}`) && target.endsWith("-musl") === hostIsMusl);
 }
 
-/** The host's libsecp256k1, when the binary will run on this OS and CPU. */
+/** The host's libsecp256k1, when the binary will run on this OS, CPU and C library. */
 function hostLibrary(target: string | undefined): string | undefined {
   if (!runsHere(target)) return undefined;
   const dirs =
