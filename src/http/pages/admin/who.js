@@ -86,7 +86,9 @@ function render() {
   const who = key ? npub(key) : "";
   switch (state) {
     case "unknown":
-      title.textContent = "Connect your NIP-07 signer: the page then asks the relay whether its key is an admin." + noAdmin;
+      title.textContent = canSign
+        ? "Connect your NIP-07 signer: the page then asks the relay whether its key is an admin." + noAdmin
+        : "This page cannot sign here: open it over https (or http://127.0.0.1 / localhost).";
       break;
     case "no-signer":
       title.textContent =
