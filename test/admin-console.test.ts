@@ -42,15 +42,18 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     // A fresh config as an operator starts from: every key commented, [admin] pubkeys empty.
     writeFileSync(file, renderDefaultConfig());
     const port = freePort();
-    relay = await spawnBunstr(["serve", "--config", file, "--host", "127.0.0.1", "--port", String(port), "--data-dir", join(dir, "data")], dir);
+    relay = await spawnBunstr(
+      ["serve", "--config", file, "--host", "127.0.0.1", "--port", String(port), "--data-dir", join(dir, "data")],
+      dir,
+    );
     http = `http://127.0.0.1:${port}`;
     ws = `ws://127.0.0.1:${port}/`;
     client = await Client.connect(ws);
     const author = signer();
     for (let i = 0; i < 60; i++)
-      expect((await client.publish(author.sign({ kind: 1, content: `note ${i}`, created_at: Math.floor(Date.now() / 1000) - 600 + i })))[2]).toBe(
-        true,
-      );
+      expect(
+        (await client.publish(author.sign({ kind: 1, content: `note ${i}`, created_at: Math.floor(Date.now() / 1000) - 600 + i })))[2],
+      ).toBe(true);
     browser = await Browser.launch();
     page = await signingPage(browser, () => signingAs);
     await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
@@ -82,9 +85,11 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     await page.goto(`${http}/admin`);
     await page.waitFor(`document.querySelectorAll("#events tbody tr[data-id]").length >= 50`);
     // Before the signer connects: NIP-11 already says the relay has no admin.
-    expect((await page.waitFor<string>(`(() => { const t = document.getElementById("who-title").textContent; return t.includes("no admin") && t; })()`))).toContain(
-      "[admin] pubkeys is empty",
-    );
+    expect(
+      await page.waitFor<string>(
+        `(() => { const t = document.getElementById("who-title").textContent; return t.includes("no admin") && t; })()`,
+      ),
+    ).toContain("[admin] pubkeys is empty");
     await page.evaluate(`document.getElementById("connect").click()`);
     await page.waitFor(`document.getElementById("who").dataset.state === "no-admins"`);
     const npub = npubEncode(OPERATOR.pubkey);
@@ -97,13 +102,18 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     expect(banner.command).toBe(`bunstr admin add ${npub} --config /etc/bunstr/config.toml`);
     // Not green: the banner is amber, and so are its pixels (a screenshot of its top-left inside corner).
     expect(await page.evaluate(`getComputedStyle(document.getElementById("who")).backgroundColor`)).toBe("rgb(255, 244, 229)");
-    const box = await page.evaluate<any>(`(() => { const r = document.getElementById("who").getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width }; })()`);
+    const box = await page.evaluate<any>(
+      `(() => { const r = document.getElementById("who").getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width }; })()`,
+    );
     const corner = await page.send("Page.captureScreenshot", {
       format: "png",
       clip: { x: box.x + 12, y: box.y + 3, width: 4, height: 4, scale: 1 },
     });
     expect(pngPixel(corner.data, 1, 1).rgb).toEqual([255, 244, 229]);
-    const edge = await page.send("Page.captureScreenshot", { format: "png", clip: { x: box.x + 2, y: box.y + 20, width: 2, height: 2, scale: 1 } });
+    const edge = await page.send("Page.captureScreenshot", {
+      format: "png",
+      clip: { x: box.x + 2, y: box.y + 20, width: 2, height: 2, scale: 1 },
+    });
     expect(pngPixel(edge.data, 0, 0).rgb).toEqual([192, 86, 33]); // #c05621, the left border
     // Every action is off: forms, table rows, the live view's bans; Connect and Refresh stay.
     const buttons = await actionButtons();
@@ -118,7 +128,9 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     for (const t of tables) expect(t).toBe("Shown to admins of this relay only (see the top of the page).");
     expect(await page.evaluate(`document.body.innerText.includes("Not loaded")`)).toBe(false);
     // A click that gets through anyway (a script) sends nothing.
-    await page.evaluate(`document.getElementById("kind-input").value = "1"; document.getElementById("allow-kind").disabled = false; document.getElementById("allow-kind").click()`);
+    await page.evaluate(
+      `document.getElementById("kind-input").value = "1"; document.getElementById("allow-kind").disabled = false; document.getElementById("allow-kind").click()`,
+    );
     expect(
       await page.waitFor(`(() => { const r = document.getElementById("result"); return r.dataset.state === "error" && r.textContent; })()`),
     ).toBe(`allowkind: not sent: ${npub} is not an admin of this relay (see the top of the page)`);
@@ -146,7 +158,9 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     await page.waitFor(`document.getElementById("banned-pubkeys").dataset.state === "ok"`);
     expect((await actionButtons()).disabled).toBe(0);
     const spammer = signer();
-    await page.evaluate(`document.getElementById("pubkey-input").value = ${js(npubEncode(spammer.pubkey))}; document.getElementById("ban-pubkey").click()`);
+    await page.evaluate(
+      `document.getElementById("pubkey-input").value = ${js(npubEncode(spammer.pubkey))}; document.getElementById("ban-pubkey").click()`,
+    );
     expect(
       await page.waitFor(`(() => { const r = document.getElementById("result"); return r.dataset.state === "ok" && r.textContent; })()`),
     ).toBe("banpubkey: ok");
@@ -158,7 +172,7 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     await page.goto(`${http}/admin`);
     await page.evaluate(`document.getElementById("connect").click()`);
     await page.waitFor(`document.getElementById("blocked-ips").dataset.state === "ok"`);
-    const counts = await page.waitFor<Record<string, string>>(`(() => {
+    const counts = await page.waitFor<Record<string, string | null>>(`(() => {
       const c = Object.fromEntries([...document.querySelectorAll('[role="tab"]:not([hidden])')].map((t) => [t.dataset.tab, t.querySelector(".tab-count")?.textContent ?? null]));
       return Object.values(c).every((n) => n !== "") && c; })()`);
     expect(counts).toEqual({ live: "50", reports: "0", pubkeys: "1", events: "0", kinds: "0", ips: "0", info: null, log: "0" });
@@ -208,8 +222,12 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
   test("at 1280 px the default view fits a screen and a half; at 390 px nothing scrolls the page sideways, in any view", async () => {
     await page.goto(`${http}/admin`);
     await page.evaluate(`document.getElementById("connect").click()`);
-    await page.waitFor(`document.getElementById("who").dataset.state === "admin" && document.querySelectorAll("#events tbody tr[data-id]").length >= 50`);
-    const size = await page.evaluate<any>(`({ width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight })`);
+    await page.waitFor(
+      `document.getElementById("who").dataset.state === "admin" && document.querySelectorAll("#events tbody tr[data-id]").length >= 50`,
+    );
+    const size = await page.evaluate<any>(
+      `({ width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight })`,
+    );
     const full = await page.send("Page.captureScreenshot", {
       format: "png",
       clip: { x: 0, y: 0, width: size.width, height: size.height, scale: 1 },
@@ -227,7 +245,9 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
       }
       // The live table scrolls in its own box instead.
       await page.evaluate(`document.getElementById("tab-live").click()`);
-      expect(await page.evaluate(`(() => { const s = document.querySelector("#live .scroll"); return s.scrollWidth > s.clientWidth; })()`)).toBe(true);
+      expect(
+        await page.evaluate(`(() => { const s = document.querySelector("#live .scroll"); return s.scrollWidth > s.clientWidth; })()`),
+      ).toBe(true);
     } finally {
       await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
     }

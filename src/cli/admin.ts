@@ -55,7 +55,8 @@ function run(argv: string[]): number {
   }
   if (sub === "list" && key === undefined) {
     const before = listAdmins(text, file);
-    if (before.length === 0) console.log(`${file}: [admin] pubkeys is empty: no one may use /admin (bunstr admin add NPUB --config ${values.config})`);
+    if (before.length === 0)
+      console.log(`${file}: [admin] pubkeys is empty: no one may use /admin (bunstr admin add NPUB --config ${values.config})`);
     for (const pk of before) console.log(shown(pk));
     return 0;
   }

@@ -48,7 +48,9 @@ export function relaysUsing(file: string): number[] {
   for (const pid of pids) {
     if (Number(pid) === process.pid) continue;
     try {
-      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((a, i, all) => a !== "" || i < all.length - 1);
+      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8")
+        .split("\0")
+        .filter((a, i, all) => a !== "" || i < all.length - 1);
       const arg = serveConfigArg(argv);
       if (arg === undefined) continue;
       const path = isAbsolute(arg) ? arg : resolve(readlinkSync(`/proc/${pid}/cwd`), arg);

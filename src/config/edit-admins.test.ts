@@ -23,7 +23,9 @@ describe("editAdmins: [admin] pubkeys edited in the file's text, the rest kept",
     expect(editAdmins(multi, "add", A).text).toBe(`[admin]\npubkeys = [\n  "${B}", # bob\n  "${C}", # carol\n  "${A}",\n]\n[limits]\n`);
     expect(editAdmins(multi, "remove", B).text).toBe(`[admin]\npubkeys = [\n  "${C}" # carol\n]\n[limits]\n`);
     expect(editAdmins(`# mine\n[info]\nname = "x"\n`, "add", A).text).toBe(`# mine\n[info]\nname = "x"\n\n[admin]\npubkeys = ["${A}"]\n`);
-    expect(editAdmins(`[admin]\nban_deletes_events = false\n`, "add", A).text).toBe(`[admin]\npubkeys = ["${A}"]\nban_deletes_events = false\n`);
+    expect(editAdmins(`[admin]\nban_deletes_events = false\n`, "add", A).text).toBe(
+      `[admin]\npubkeys = ["${A}"]\nban_deletes_events = false\n`,
+    );
     expect(editAdmins(`[admin]\npubkeys = ["${A}"]\n`, "add", A).text).toBe(`[admin]\npubkeys = ["${A}"]\n`);
     expect(editAdmins(`[admin]\npubkeys = ["${B}", "${A}"]\n`, "remove", B).text).toBe(`[admin]\npubkeys = ["${A}"]\n`);
     expect(editAdmins(`[admin]\npubkeys = ["${A}"]\n`, "remove", A).text).toBe(`[admin]\npubkeys = []\n`);

@@ -25,7 +25,9 @@ function parsed(text: string, what: string): Record<string, unknown> {
   try {
     return parse(text) as Record<string, unknown>;
   } catch (err) {
-    throw new ConfigEditError(`${what} is not valid TOML (${(err as Error).message.split("\n")[0]}); correct it first (bunstr config check)`);
+    throw new ConfigEditError(
+      `${what} is not valid TOML (${(err as Error).message.split("\n")[0]}); correct it first (bunstr config check)`,
+    );
   }
 }
 
@@ -132,7 +134,9 @@ export function editAdmins(text: string, op: "add" | "remove", pk: string, what 
   const doc = parsed(text, what);
   const before = adminsOf(doc);
   if (doc.admin !== undefined && !HEADER.test(text))
-    throw new ConfigEditError(`${what} sets [admin] without an [admin] table (a dotted key or an inline table); edit pubkeys there by hand`);
+    throw new ConfigEditError(
+      `${what} sets [admin] without an [admin] table (a dotted key or an inline table); edit pubkeys there by hand`,
+    );
   const has = before.includes(pk);
   if ((op === "add" && has) || (op === "remove" && !has)) return { text, before, after: before };
   const after = op === "add" ? [...before, pk] : before.filter((p) => p !== pk);

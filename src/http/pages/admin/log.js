@@ -62,7 +62,10 @@ export function describe(v) {
 export async function act(method, args) {
   // Nothing is sent for a key the relay does not take as an admin (the top of the page says why).
   try {
-    if (!(await adminReady())) return show("error", method + ": " + whyNot()), whyNot();
+    if (!(await adminReady())) {
+      show("error", method + ": " + whyNot());
+      return whyNot();
+    }
   } catch (err) {
     show("error", method + ": " + message(err));
     return message(err);

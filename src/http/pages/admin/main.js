@@ -61,7 +61,10 @@ wireAccess();
 /** The signer's answer, then the relay's (green only for an admin). @param {string} pk */
 async function say(pk) {
   const ok = await checkAdmin(pk);
-  show(ok ? "ok" : "error", "signer: " + pk + (ok ? " (an admin of this relay)" : ": not an admin of this relay (see the top of the page)"));
+  show(
+    ok ? "ok" : "error",
+    "signer: " + pk + (ok ? " (an admin of this relay)" : ": not an admin of this relay (see the top of the page)"),
+  );
 }
 $("connect").addEventListener("click", async () => {
   try {

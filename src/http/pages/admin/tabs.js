@@ -7,8 +7,7 @@
 import { $ } from "./page.js";
 
 /** The tabs the page shows now (a hidden one is skipped by the keys). */
-const tabs = () =>
-  /** @type {HTMLButtonElement[]} */ ([...document.querySelectorAll('[role="tab"]')]).filter((t) => !t.hidden);
+const tabs = () => /** @type {HTMLButtonElement[]} */ ([...document.querySelectorAll('[role="tab"]')]).filter((t) => !t.hidden);
 /** @param {HTMLElement} tab */
 const panelOf = (tab) => $(tab.getAttribute("aria-controls") ?? "");
 /** @param {string} name */

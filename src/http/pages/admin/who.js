@@ -163,7 +163,9 @@ export async function adminReady() {
 
 /** Why nothing is sent, for #result. */
 export const whyNot = () =>
-  state === "no-signer" ? "no NIP-07 signer in this browser" : `not sent: ${npub(key)} is not an admin of this relay (see the top of the page)`;
+  state === "no-signer"
+    ? "no NIP-07 signer in this browser"
+    : `not sent: ${npub(key)} is not an admin of this relay (see the top of the page)`;
 
 /** A signer that is not there: said at the top (extensions may add window.nostr a moment after the page's script runs). */
 export function noSigner() {
