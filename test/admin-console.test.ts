@@ -150,6 +150,15 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     const list = Bun.spawnSync([...SOURCE, "admin", "list", "--config", file], { cwd: dir, stdout: "pipe" });
     expect(list.stdout.toString().trim()).toBe(`${npub} (${OPERATOR.pubkey})`);
 
+    // Refresh lists on the page as it is asks the relay again: an admin now.
+    await page.evaluate(`document.getElementById("refresh").click()`);
+    await page.waitFor(
+      `document.getElementById("who").dataset.state === "admin" && document.getElementById("banned-pubkeys").dataset.state === "ok"`,
+    );
+    expect(await page.evaluate(`document.getElementById("allow-kind").disabled || document.getElementById("ban-pubkey").disabled`)).toBe(
+      false,
+    );
+
     // The same page, reloaded: an admin now; the actions work.
     await page.goto(`${http}/admin`);
     await page.evaluate(`document.getElementById("connect").click()`);
@@ -252,4 +261,19 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
       await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
     }
   }, 30_000);
+
+  test("a browser without a NIP-07 extension is told how to get one", async () => {
+    const bare = await browser!.newPage();
+    try {
+      await bare.goto(`${http}/admin`);
+      expect(
+        await bare.waitFor<string>(
+          `document.getElementById("who").dataset.state === "no-signer" && document.getElementById("who-title").textContent`,
+        ),
+      ).toStartWith("No NIP-07 signer in this browser: install a Nostr signing extension (nos2x, Alby, \u2026)");
+      expect(await bare.evaluate(`document.getElementById("ban-pubkey").disabled`)).toBe(true);
+    } finally {
+      await bare.send("Page.close").catch(() => {});
+    }
+  });
 });
