@@ -46,6 +46,7 @@ main(argv.filter((a) => a !== "--debug")).then(
       console.error(`error: ${err.message}`);
       process.exit(err.exitCode);
     }
+    if (err instanceof ConfigError) for (const line of err.warnings) console.warn(`warning: ${line}`);
     if (err instanceof ConfigError || err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       for (const line of err.message.split("\n")) console.error(`error: ${line}`);
       process.exit(EXIT.usage);

@@ -75,6 +75,7 @@ export class ConfigReloader {
     } catch (err) {
       // A bad file (ConfigError: each problem with file:line) or an unreadable one; a line each.
       const problems = err instanceof ConfigError ? err.problems : [`${file}: ${err instanceof RelayKeyError ? err.message : String(err)}`];
+      if (err instanceof ConfigError) for (const text of err.warnings) this.log(`${why}: warning: ${text}`);
       for (const text of problems) this.error(`${why}: config reload failed, keeping the running config: ${text}`);
       return;
     }
