@@ -122,7 +122,8 @@ function valueHint(spec: KeySpec, value: unknown): string {
   if (!spec.oneOf || typeof value !== "string") return "";
   // "warning" for "warn", "err" for "error": a word cut or drawn out is a slip too.
   const v = value.toLowerCase();
-  const near = closest(value, spec.oneOf) ?? spec.oneOf.find((o) => v.length >= 3 && (v.startsWith(o.toLowerCase()) || o.toLowerCase().startsWith(v)));
+  const near =
+    closest(value, spec.oneOf) ?? spec.oneOf.find((o) => v.length >= 3 && (v.startsWith(o.toLowerCase()) || o.toLowerCase().startsWith(v)));
   return near ? `; did you mean "${near}"?` : "";
 }
 

@@ -2,6 +2,7 @@
 // comes in here, in commit order, and goes out to the live subscriptions (relay/fanout/fanout.ts) and
 // into the answers memory keeps (relay/answers/); a new subscription catches up on what was
 // committed since its snapshot, then joins them.
+import { log } from "../../log.ts";
 import type { CommitFeed } from "../../store/types.ts";
 import type { RelayContext } from "../context.ts";
 import type { Socket } from "../connection/session.ts";
@@ -36,7 +37,7 @@ export function catchUpAndJoin(ctx: RelayContext, ws: Socket, req: OpenReq, feed
     for (const frame of last) ws.send(frame, s.deflate);
     ctx.metrics.sent.EVENT += last.length;
     const { events, complete } = ctx.fanout.recent(feedSeq, sub.filters);
-    if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
+    if (!complete) log.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
     let caughtUp = 0;
     for (const r of events) {
       // r.event parses the JSON: only an event the ring marked gated needs it here.
