@@ -37,7 +37,15 @@ export function catchUpAndJoin(ctx: RelayContext, ws: Socket, req: OpenReq, feed
     for (const frame of last) ws.send(frame, s.deflate);
     ctx.metrics.sent.EVENT += last.length;
     const { events, complete } = ctx.fanout.recent(feedSeq, sub.filters);
-    if (!complete) log.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
+    if (!complete) {
+      // A client can make this happen again and again (slow queries while events pour in): a line a minute.
+      const held = ctx.clientLines.take("catch-up ring overflow");
+      if (held)
+        log.warn(
+          "a REQ's stored events took so long to read that the events published meanwhile overflowed the catch-up ring: " +
+            `its subscriber missed some${held.count > 0 ? `; ${held.count} more such REQs since the last line` : ""}`,
+        );
+    }
     let caughtUp = 0;
     for (const r of events) {
       // r.event parses the JSON: only an event the ring marked gated needs it here.

@@ -16,6 +16,15 @@ interface Mirrors {
   stop(): void;
 }
 
+/**
+ * A follower's line: its connection's news at info, each event this relay refused at debug (a
+ * mirrored relay may send thousands that this relay's policies refuse).
+ */
+function mirrorLine(line: string): void {
+  if (line.includes(": refused an event: ")) log.debug(line);
+  else log.info(line);
+}
+
 /** Starts one follower per [mirror] relays URL; none when the list is empty. */
 export function startMirrors(ctx: RelayContext): Mirrors {
   const { relays, filter: filterText } = ctx.config.mirror;
@@ -27,7 +36,7 @@ export function startMirrors(ctx: RelayContext): Mirrors {
     throw new ConfigError(`[mirror] filter: ${(e as Error).message}`);
   }
   const followers: Streamer[] = relays.map((url) =>
-    followRelay({ config: ctx.config, url, filter, log: (t) => log.info(`mirror ${url}: ${t}`) }, ingestInto(ctx)),
+    followRelay({ config: ctx.config, url, filter, log: (t) => mirrorLine(`mirror ${url}: ${t}`) }, ingestInto(ctx)),
   );
   return {
     stop() {
