@@ -59,10 +59,10 @@ function migrateQueuedConnections(): string | undefined {
 export async function serve(argv: string[]): Promise<void> {
   const flags = parseServeFlags(argv);
   if (flags.config) flags.config = resolve(flags.config);
-  const files = raiseOpenFileLimit();
   const loaded = await loadServeConfig(flags);
-  // The level and format before the first line about the config.
+  // The level and format before the first line about the config or the limits.
   log.configure(loaded.log);
+  const files = raiseOpenFileLimit();
   const config = settle(loaded, files);
   for (const line of configWarnings(config)) log.warn(line);
   const errors = configErrors(config);
