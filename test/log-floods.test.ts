@@ -15,6 +15,26 @@ import { signalAndWait, spawnBunstr } from "./relay-process.ts";
 const dir = mkdtempSync(join(tmpdir(), "bunstr-log-floods-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** A NIP-86 call signed by `who` (NIP-98), to a relay at `http`. */
+const adminCall = async (http: string, who: ReturnType<typeof signer>, method: string): Promise<number> => {
+  const body = JSON.stringify({ method, params: [] });
+  const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+  const tags = [
+    ["u", http],
+    ["method", "POST"],
+    ["payload", payload],
+    ["nonce", crypto.randomUUID()],
+  ];
+  const token = who.sign({ kind: 27235, tags, created_at: now() });
+  const res = await fetch(http, {
+    method: "POST",
+    headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
+    body,
+  });
+  await res.arrayBuffer();
+  return res.status;
+};
+
 test("a flood of refused NIP-86 calls (valid tokens, not an admin) writes one warning line, not one per call", async () => {
   const warned: string[] = [];
   const warn = spyOn(console, "warn").mockImplementation((...args: unknown[]) => void warned.push(args.map(String).join(" ")));
@@ -23,24 +43,7 @@ test("a flood of refused NIP-86 calls (valid tokens, not an admin) writes one wa
   const relay = await startTestRelay({ admin: { pubkeys: [admin.pubkey] } });
   try {
     const url = relay.url.replace(/^ws/, "http");
-    const body = JSON.stringify({ method: "supportedmethods", params: [] });
-    const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-    const call = async (): Promise<number> => {
-      const tags = [
-        ["u", url],
-        ["method", "POST"],
-        ["payload", payload],
-        ["nonce", crypto.randomUUID()],
-      ];
-      const token = outsider.sign({ kind: 27235, tags, created_at: now() });
-      const res = await fetch(url, {
-        method: "POST",
-        headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
-        body,
-      });
-      await res.arrayBuffer();
-      return res.status;
-    };
+    const call = () => adminCall(url, outsider, "supportedmethods");
     const CALLS = 200;
     const statuses: number[] = [];
     for (let i = 0; i < CALLS; i += 20) statuses.push(...(await Promise.all(Array.from({ length: 20 }, call))));
@@ -86,25 +89,6 @@ test("a second SIGUSR2 during a hand-over is ignored with a note: the drain goes
 // Issue 34 item 8: the log has levels and a JSON format; the admin page's calls that succeed, and
 // the open-files figures, are at debug.
 describe("log levels and format (issue 34)", () => {
-  /** A NIP-86 call signed by `who` (NIP-98), to a relay at `http`. */
-  const adminCall = async (http: string, who: ReturnType<typeof signer>, method: string): Promise<number> => {
-    const body = JSON.stringify({ method, params: [] });
-    const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
-    const tags = [
-      ["u", http],
-      ["method", "POST"],
-      ["payload", payload],
-      ["nonce", crypto.randomUUID()],
-    ];
-    const token = who.sign({ kind: 27235, tags, created_at: now() });
-    const res = await fetch(http, {
-      method: "POST",
-      headers: { "Content-Type": "application/nostr+json+rpc", Authorization: `Nostr ${btoa(JSON.stringify(token))}` },
-      body,
-    });
-    await res.arrayBuffer();
-    return res.status;
-  };
   const start = async (name: string, toml: string, flags: string[], waitListening = true) => {
     const port = freePort();
     const config = join(dir, `${name}.toml`);
