@@ -33,8 +33,8 @@ Flags of serve:
   --auth            require NIP-42 auth       [options] auth = "always"
   --no-verify       skip signature checks     [options] verify_signatures = false
   --lenient         start even if the --config file has unknown keys (each is warned about)
-  --log-level L     error, warn, info, debug  [log] level      (default info)
-  --log-format F    text or json (journald, Loki) [log] format (default text)
+  --log-level L     error|warn|info|debug     [log] level        (default info)
+  --log-format F    text, or json (journald)  [log] format       (default text)
   --debug           on a failure, print the error with its stack (any command)
 
 export, import, backup, compact, stats, sync and stream find the database as serve does:
