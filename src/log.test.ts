@@ -77,6 +77,14 @@ describe("Logger", () => {
     const line = JSON.parse(jsonLine("error", "writer thread failed:", [err, { batch: 3, big: 5n }, 7], at));
     expect(line).toMatchObject({ level: "error", msg: "writer thread failed: 7", error: "disk full", batch: 3, big: 5 });
     expect(line.stack).toContain("disk full");
+    expect(JSON.parse(jsonLine("warn", "m", [{ level: "x", msg: "y", n: 1 }], at))).toEqual({
+      time: "2026-12-06T09:00:00.000Z",
+      level: "warn",
+      msg: "m",
+      _level: "x",
+      _msg: "y",
+      n: 1,
+    });
     const s = spies();
     restore = s.restore;
     const log = new Logger();

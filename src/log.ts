@@ -24,7 +24,8 @@ const isPlain = (v: unknown): v is Record<string, unknown> =>
 
 /**
  * One JSON line: time, level, msg, then fields. An Error among `rest` becomes `error` (its
- * message) and `stack`; a plain object's members become fields; anything else is added to msg.
+ * message) and `stack`; a plain object's members become fields (one named time, level or msg as
+ * `_time`…: those three are the line's); anything else is added to msg.
  * Exported for tests.
  */
 export function jsonLine(level: LogLevel, msg: string, rest: readonly unknown[], time = new Date()): string {
@@ -34,7 +35,7 @@ export function jsonLine(level: LogLevel, msg: string, rest: readonly unknown[],
     if (r instanceof Error) {
       fields.error = r.message;
       if (r.stack) fields.stack = r.stack;
-    } else if (isPlain(r)) Object.assign(fields, r);
+    } else if (isPlain(r)) for (const [k, v] of Object.entries(r)) fields[k === "time" || k === "level" || k === "msg" ? `_${k}` : k] = v;
     else if (r !== undefined && r !== "") text += ` ${typeof r === "string" ? r : Bun.inspect(r)}`;
   }
   const line = { time: time.toISOString(), level, msg: text, ...fields };
