@@ -12,6 +12,7 @@ import { EXIT, StartupError } from "./cli/startup.ts";
 import { streamCommand } from "./cli/stream.ts";
 import { syncCommand } from "./cli/sync.ts";
 import { ConfigError } from "./config/load.ts";
+import { log } from "./log.ts";
 import { NoDatabaseError } from "./store/sqlite/maintenance.ts";
 import { VERSION } from "./version.ts";
 
@@ -45,19 +46,20 @@ main(argv.filter((a) => a !== "--debug")).then(
   (err) => {
     if (debug) console.error(err);
     if (err instanceof StartupError) {
-      console.error(`error: ${err.message}`);
+      log.error(err.message);
       process.exit(err.exitCode);
     }
+    if (err instanceof ConfigError) for (const line of err.warnings) log.warn(line);
     if (err instanceof ConfigError || err instanceof UsageError || (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      for (const line of err.message.split("\n")) console.error(`error: ${line}`);
+      for (const line of err.message.split("\n")) log.error(line);
       process.exit(EXIT.usage);
     }
     if (err instanceof NoDatabaseError) {
-      console.error(`error: ${err.message}`);
+      log.error(err.message);
       process.exit(EXIT.failed);
     }
     // Unexpected: still one line (a stack of the compiled binary is minified source), unless --debug.
-    if (!debug) console.error(`error: ${err instanceof Error ? err.message : String(err)} (run again with --debug for the details)`);
+    if (!debug) log.error(`${err instanceof Error ? err.message : String(err)} (run again with --debug for the details)`);
     process.exit(EXIT.failed);
   },
 );

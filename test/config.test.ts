@@ -933,3 +933,61 @@ describe("config check finds every mistake, with file:line", () => {
     }
   }, 30_000);
 });
+
+// Issue 34 item 7: slips on the command line are told as config keys' are, and --lenient does not
+// hide a file's unknown keys when a bad value in it stops the start.
+describe("command-line slips (issue 34)", () => {
+  test("an unknown flag of any command: `unknown flag --prot; did you mean --port?`, exit 2", async () => {
+    const cases: [string[], string][] = [
+      [["--prot", "7601"], "error: unknown flag --prot; did you mean --port?\n"],
+      [["serve", "--lenent"], "error: unknown flag --lenent; did you mean --lenient?\n"],
+      [["--log-levle", "debug"], "error: unknown flag --log-levle; did you mean --log-level?\n"],
+      [["export", "--dta-dir", "x"], "error: unknown flag --dta-dir; did you mean --data-dir?\n"],
+      [["import", "--no-verfy"], "error: unknown flag --no-verfy; did you mean --no-verify?\n"],
+      [["stats", "--jsno"], "error: unknown flag --jsno; did you mean --json?\n"],
+      [["sync", "ws://127.0.0.1:9/", "--filtr", "{}"], "error: unknown flag --filtr; did you mean --filter?\n"],
+      [["config", "check", "--lenent", "x.toml"], "error: unknown flag --lenent; did you mean --lenient?\n"],
+      // Nothing near: no guess.
+      [["--zzzzzz"], "error: unknown flag --zzzzzz (bunstr --help lists the flags)\n"],
+    ];
+    for (const [args, stderr] of cases) {
+      const r = await cli(args);
+      expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 2, stderr });
+    }
+  }, 60_000);
+
+  test("--lenient with an unknown key and a bad value: the key is warned about and the value stops the start, each with file:line", async () => {
+    const f = file("lenient-both.toml", `[network]\nprot = 7601\n\n[limits]\nmax_subscriptions = "many"\n`);
+    const unknown = `${f}:2: [network] unknown key "prot"; did you mean "port"? (ignored: --lenient)`;
+    const bad = `${f}:5: [limits] max_subscriptions = "many": expected an integer (1..10000)`;
+    const err = configError(() => loadConfigText(`[network]\nprot = 7601\n\n[limits]\nmax_subscriptions = "many"\n`, f, { lenient: true }));
+    expect(err.problems).toEqual([bad]);
+    expect(err.warnings).toEqual([unknown]);
+    const serve = await cli(["--config", f, "--lenient", "--port", "0"]);
+    expect(serve.code).toBe(2);
+    expect(serve.stderr).toBe(`warning: ${unknown}\nerror: ${bad}\n`);
+    const check = await cli(["config", "check", "--lenient", f]);
+    expect(check.code).toBe(2);
+    expect(check.stderr).toBe(`warning: ${unknown}\nerror: ${bad}\n`);
+  }, 30_000);
+});
+
+describe("[log] (issue 34)", () => {
+  test("level and format load from the file; the flags win; a slip in a value is an error with a suggestion", async () => {
+    expect(loadConfigText(`[log]\nlevel = "debug"\nformat = "json"\n`, "r.toml").config.log).toEqual({ level: "debug", format: "json" });
+    expect(defaults().log).toEqual({ level: "info", format: "text" });
+    expect(problemsOf(`[log]\nlevel = "warning"\nformat = "jsno"\n`)).toEqual([
+      'r.toml:2: [log] level = "warning": expected one of "error", "warn", "info", "debug"; did you mean "warn"?',
+      'r.toml:3: [log] format = "jsno": expected one of "text", "json"; did you mean "json"?',
+    ]);
+    const f = file("log.toml", `[log]\nlevel = "debug"\n`);
+    expect((await resolveConfig(["--config", f])).log.level).toBe("debug");
+    expect((await resolveConfig(["--config", f, "--log-level", "warn", "--log-format", "json"])).log).toEqual({
+      level: "warn",
+      format: "json",
+    });
+    await expect(resolveConfig(["--log-level", "debg"])).rejects.toThrow(
+      'log.level = "debg": expected one of "error", "warn", "info", "debug"; did you mean "debug"?',
+    );
+  });
+});

@@ -143,10 +143,10 @@ describe.skipIf(!mounted)("disk full", () => {
     // One failure line; when a checkpoint freed the WAL's room for a batch or two in between
     // (the disk flaps), one line that writes work again, and nothing more within the minute.
     const lines = logged.trim().split("\n");
-    expect(lines[0]).toStartWith("writer: could not store ");
+    expect(lines[0]).toStartWith("error: writer: could not store ");
     expect(lines[0]).toContain("(SQLITE_FULL)");
     expect(lines.length).toBeLessThanOrEqual(2);
-    if (lines.length > 1) expect(lines[1]).toStartWith("writer: storing events again");
+    if (lines.length > 1) expect(lines[1]).toStartWith("error: writer: storing events again");
     // Reads still work.
     expect((await c.req("r", { authors: [s.pubkey], limit: 5000 })).events).toHaveLength(20 + accepted.length);
     c.close();

@@ -6,7 +6,7 @@
 // keep serving a websocket connected before the flood past the header timeout, cut the half-open
 // requests within a second or two (Bun alone keeps them 10-13 s), and take a new client once the
 // flood stops. The long version with figures: bench/fd-flood.ts.
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, expect, spyOn, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -107,6 +107,7 @@ test("peer addresses from Bun and from the kernel compare equal", () => {
 test.skipIf(process.platform !== "linux")(
   "the guard cuts over the per-address cap, then past the header timeout, and never a websocket",
   async () => {
+    const logged = spyOn(console, "log").mockImplementation(() => {});
     let guard: FdGuard | undefined;
     const server = Bun.serve<undefined>({
       hostname: "127.0.0.1",
@@ -145,9 +146,17 @@ test.skipIf(process.platform !== "linux")(
       expect(closedAt[2]!).toBeLessThan(1900);
       expect(closedAt[3]! - closedAt[2]!).toBeGreaterThan(800);
       expect(guard.stats).toMatchObject({ cutPerIp: 3, cutTimeout: 3, cutPressure: 0 });
+      // Said in words, once (a line a minute at most), at info (issue 34: it read "file descriptors:
+      // … HTTP connections cut so far: … (longest scan slice 0.8 ms)").
+      const lines = logged.mock.calls.map((c) => String(c[0])).filter((l) => l.startsWith("open files:"));
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        /^open files: [\d,]+ of 4,096 allowed; HTTP connections closed since start: \d+ idle or slow past \[network\] header_timeout_seconds, \d+ over \[limits\] max_http_connections_per_ip, 0 oldest as the limit neared$/,
+      );
       expect(ws.readyState).toBe(WebSocket.OPEN);
       ws.close();
     } finally {
+      logged.mockRestore();
       guard.stop();
       server.stop(true);
     }

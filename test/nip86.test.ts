@@ -17,6 +17,7 @@ import {
   type TestRelay,
 } from "./helpers.ts";
 import { connectAs, createGroup, groupRelay, join as joinGroup, mod } from "./groups-helpers.ts";
+import { log } from "../src/log.ts";
 
 failOnRelayErrors();
 
@@ -72,9 +73,12 @@ async function ok(method: string, params: unknown[] = []): Promise<any> {
 beforeAll(async () => {
   logSpy = spyOn(console, "log").mockImplementation(() => {});
   warnSpy = spyOn(console, "warn").mockImplementation(() => {});
+  // The calls that succeed are logged at debug (issue 34: the admin page makes several a refresh).
+  log.configure({ level: "debug" });
   relay = await startTestRelay({ admin: { pubkeys: [admin.pubkey], ban_deletes_events: true, auth_window_seconds: 60 } }, { dir });
 });
 afterAll(async () => {
+  log.configure({ level: "info" });
   await relay.stop();
   rmSync(dir, { recursive: true, force: true });
   // Left in place, these spies are handed back (calls and all) to the next file that spies on the

@@ -214,7 +214,7 @@ test.each(["down", "slow", "garbage", "500"] as const)("node %s: node-error, nob
   expect(await payments.check(a.payment_hash, true)).toBeUndefined();
   expect(admitted.has(PK)).toBe(false);
   expect(admitted.has(pk(7))).toBe(true);
-  expect(warn.mock.calls.filter((c: unknown[]) => String(c[0]).startsWith("payments: LNBits create")).length).toBe(1);
+  expect(warn.mock.calls.filter((c: unknown[]) => String(c[0]).startsWith("warning: payments: LNBits create")).length).toBe(1);
   expect(metrics.nodeErrors.create).toBe(2);
 });
 

@@ -164,7 +164,7 @@ test("NodeFaults: every fault counted, one log line a minute per call with the c
     expect(faults.counts).toEqual({ check: 1000, create: 1 });
     expect(seen.length).toBe(1001);
     expect(warn).toHaveBeenCalledTimes(2);
-    expect(String(warn.mock.calls[0]![0])).toBe("payments: LNBits check failed: no answer in 10 ms");
+    expect(String(warn.mock.calls[0]![0])).toBe("warning: payments: LNBits check failed: no answer in 10 ms");
   } finally {
     warn.mockRestore();
   }

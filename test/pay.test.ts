@@ -88,7 +88,7 @@ beforeAll(() => {
   warn = spyOn(console, "warn").mockImplementation(() => {});
 });
 afterAll(() => warn.mockRestore());
-const warned = (prefix: string) => warn.mock.calls.filter((c: unknown[]) => String(c[0]).startsWith(prefix)).length;
+const warned = (prefix: string) => warn.mock.calls.filter((c: unknown[]) => String(c[0]).startsWith(`warning: ${prefix}`)).length;
 
 /** The webhooks `r` has handled: each is counted (checked, unknown, dropped) once its check ended. */
 function webhooksSeen(r: PayRelay): number {

@@ -217,9 +217,9 @@ describe("reload over a real process", () => {
       .split("\n")
       .filter((l) => l.includes("config reload failed"));
     expect(lines).toEqual([
-      `SIGHUP: config reload failed, keeping the running config: ${file}:3: [info] unknown key "descripton"; did you mean "description"?`,
-      `SIGHUP: config reload failed, keeping the running config: ${file}:6: [limits] max_subscriptions = "many": expected an integer (1..10000)`,
-      `SIGHUP: config reload failed, keeping the running config: ${file}: unknown keys are refused; correct them, or pass --lenient to ignore them`,
+      `error: SIGHUP: config reload failed, keeping the running config: ${file}:3: [info] unknown key "descripton"; did you mean "description"?`,
+      `error: SIGHUP: config reload failed, keeping the running config: ${file}:6: [limits] max_subscriptions = "many": expected an integer (1..10000)`,
+      `error: SIGHUP: config reload failed, keeping the running config: ${file}: unknown keys are refused; correct them, or pass --lenient to ignore them`,
     ]);
     expect(await relayInfo(url)).toEqual(before);
     expect(relay.proc.exitCode).toBeNull();

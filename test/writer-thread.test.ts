@@ -34,8 +34,8 @@ describe("writer thread", () => {
       expect(got.events.map((e: { content: string }) => e.content)).toContain("before");
       // What was logged: the loss once, and the queue's own lines for failed batches, not a line per event.
       const lines = errors.mock.calls.map((call: unknown[]) => call.map(String).join(" "));
-      expect(lines.filter((l) => l.startsWith("writer thread exited"))).toHaveLength(1);
-      for (const l of lines) expect(l).toMatch(/^writer thread exited|^writer: could not store|^writer: storing events again/);
+      expect(lines.filter((l) => l.startsWith("error: writer thread exited"))).toHaveLength(1);
+      for (const l of lines) expect(l).toMatch(/^error: (writer thread exited|writer: could not store|writer: storing events again)/);
     } finally {
       errors.mockRestore();
       c.close();
@@ -131,7 +131,7 @@ describe("a writer thread lost with a batch in flight", () => {
         for (const e of events) expect((await pub.publish(e)).slice(2)).toEqual([true, "duplicate: already have this event"]);
         const lines = errors.mock.calls.map((call: unknown[]) => call.map(String).join(" "));
         const loss = how === "close" ? "writer thread exited" : "writer thread failed: simulated";
-        expect(lines.filter((l) => l.startsWith(loss))).toHaveLength(1);
+        expect(lines.filter((l) => l.startsWith(`error: ${loss}`))).toHaveLength(1);
         // The lost batch is not counted failed (only EVENTs sent while the new thread starts are).
         expect(lines.filter((l) => l.includes(`the ${loss.slice(7)} (`))).toEqual([]);
       } finally {

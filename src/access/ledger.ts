@@ -9,6 +9,7 @@
 // - shared by nodes (Postgres: the store has chargeBalance): the database is the balance. Each
 //   reserve takes the cost there in one conditional UPDATE (no node can overdraw, every node sees
 //   every credit); an event not stored gets its cost back as a delta, written at once.
+import { log } from "../log.ts";
 import { refuse, type Refusal } from "../protocol/reasons.ts";
 import type { AdmissionStore } from "../store/types.ts";
 
@@ -98,7 +99,7 @@ export class Ledger {
     try {
       r = await this.store.chargeBalance!(pubkey, cost);
     } catch (err) {
-      console.error("payments: a balance could not be charged:", err);
+      log.error("payments: a balance could not be charged:", err);
       return UNCHECKED;
     }
     if (!r.charged) return this.opts.short(pubkey, r.sats, cost);
@@ -146,7 +147,7 @@ export class Ledger {
       .addBalances(batch)
       .catch((err) => {
         for (const { pubkey, sats } of batch) this.deltas.set(pubkey, (this.deltas.get(pubkey) ?? 0) + sats);
-        console.error("payments: balances not written, kept for the next flush:", err);
+        log.error("payments: balances not written, kept for the next flush:", err);
       })
       .finally(() => {
         this.flushing = undefined;

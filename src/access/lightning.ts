@@ -3,7 +3,7 @@
 // headers and body, a 64 KiB cap on what is read, the JSON's shape checked by the client; anything
 // else is a NodeError, counted and logged at most once a minute (a node that is down would
 // otherwise write a line per poll and per join attempt).
-import { LogLimiter } from "../log.ts";
+import { log, LogLimiter } from "../log.ts";
 import { readCapped } from "./capped.ts";
 
 /** What the node says of an invoice. "unknown": it has no such invoice. */
@@ -111,6 +111,6 @@ export class NodeFaults {
     const held = this.lines.take(call);
     if (!held) return;
     const more = held.count > 0 ? ` (${held.count} more since the last line)` : "";
-    console.warn(`payments: ${this.nodeName} ${call} failed: ${errorText(err)}${more}`);
+    log.warn(`payments: ${this.nodeName} ${call} failed: ${errorText(err)}${more}`);
   }
 }

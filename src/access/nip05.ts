@@ -18,7 +18,7 @@
 // `max_consecutive_failures` in a row the address is left alone until its author sends a new kind 0.
 import { durationSeconds } from "../config/duration.ts";
 import type { Config } from "../config/schema.ts";
-import { LogLimiter } from "../log.ts";
+import { log, LogLimiter } from "../log.ts";
 import {
   addressOfProfile,
   formatAddress,
@@ -436,7 +436,7 @@ export class Nip05Checks implements Nip05Engine {
     if (result === "refused") {
       const held = this.lines.take("refused");
       if (held)
-        console.warn(
+        log.warn(
           `warning: NIP-05 address ${shown} not checked: ${error}${s.http_loopback ? "" : " ([verified_users] http_loopback allows loopback hosts, for tests only)"}${held.count ? ` (and ${held.count} more refused since the last line)` : ""}`,
         );
     }
@@ -537,6 +537,6 @@ export class Nip05Checks implements Nip05Engine {
   private failed(kind: string, err: unknown): void {
     if (this.closed) return;
     const held = this.lines.take(kind);
-    if (held) console.error(`NIP-05 checks: ${kind} failed:`, err, held.count ? `(and ${held.count} more since the last line)` : "");
+    if (held) log.error(`NIP-05 checks: ${kind} failed:`, err, held.count ? `(and ${held.count} more since the last line)` : "");
   }
 }

@@ -8,7 +8,7 @@
 // written with the invoice's settle, in one store step: no crash leaves a paid invoice without it.
 import { paidRow, type InvoiceRow, type PaidEffect } from "../store/types.ts";
 import { RateLimiter } from "../policy/rate-limit.ts";
-import { LogLimiter } from "../log.ts";
+import { log, LogLimiter } from "../log.ts";
 import { encodeNpub } from "../nips/nip19.ts";
 import type { Ledger } from "./ledger.ts";
 import type { AccessMetrics } from "./metrics.ts";
@@ -137,7 +137,7 @@ export class Payments {
     await this.o.ledger.load();
     this.loaded = true;
     for (const i of await this.o.store.reconcilePaid(this.now())) {
-      console.warn(`payments: invoice ${i.payment_hash} was paid but its admission was missing: admitted now`);
+      log.warn(`payments: invoice ${i.payment_hash} was paid but its admission was missing: admitted now`);
       await this.o.admitter.admitPaid(i.pubkey, {
         payment_hash: i.payment_hash,
         amount_sats: i.amount_sats,
@@ -160,7 +160,7 @@ export class Payments {
       this.timer = setTimeout(() => {
         this.polling = (this.o.leader?.() === false ? Promise.resolve() : this.poll())
           .catch((err) => {
-            if (this.lines.take("poll")) console.error("payments: the poller could not read the invoices:", err);
+            if (this.lines.take("poll")) log.error("payments: the poller could not read the invoices:", err);
           })
           .finally(() => {
             this.polling = undefined;
@@ -262,7 +262,7 @@ export class Payments {
     if (this.o.metrics) this.o.metrics.joinLimited++;
     const held = this.lines.take("join-limited");
     if (held)
-      console.warn(`payments: join attempts limited for an address group${held.count ? ` (${held.count} more since the last line)` : ""}`);
+      log.warn(`payments: join attempts limited for an address group${held.count ? ` (${held.count} more since the last line)` : ""}`);
     return { kind: "limited", retryAfterS: Math.ceil(waitMs / 1000) };
   }
 
@@ -299,7 +299,7 @@ export class Payments {
     if (status.state === "paid") {
       if (status.receivedSats !== undefined && status.receivedSats < row.amount_sats) {
         const held = this.lines.take("short");
-        if (held) console.warn(`payments: invoice ${hash} paid ${status.receivedSats} of ${row.amount_sats} sats: not admitted`);
+        if (held) log.warn(`payments: invoice ${hash} paid ${status.receivedSats} of ${row.amount_sats} sats: not admitted`);
         await this.o.store.checkedInvoice(hash, this.now());
         return "unpaid";
       }

@@ -8,7 +8,7 @@
 import { setOf, type Config } from "../config/schema.ts";
 import { BASES, BASIS_BIT, enabledMask, type AdmissionView, type Basis, type Nip05State } from "../policy/admission.ts";
 import type { AdminView } from "../policy/rules.ts";
-import { LogLimiter } from "../log.ts";
+import { log, LogLimiter } from "../log.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { AdmissionRow, AdmissionStore } from "../store/types.ts";
 import { AccessMetrics } from "./metrics.ts";
@@ -186,7 +186,7 @@ export class AdmissionRegistry implements AdmissionView {
     const held = this.lines.take(basis);
     if (!held) return;
     const more = held.count > 0 ? ` (${held.count} more ${basis} revokes not logged in the last minute)` : "";
-    console.log(`admission: ${pubkey} no longer ${basis} (${reason})${more}`);
+    log.info(`admission: ${pubkey} no longer ${basis} (${reason})${more}`);
   }
 
   /** Told after each admit and revoke (not after a reload). */
@@ -211,7 +211,7 @@ export class AdmissionRegistry implements AdmissionView {
       try {
         fn(e);
       } catch (err) {
-        console.error("admission engine failed on a committed event:", err);
+        log.error("admission engine failed on a committed event:", err);
       }
   }
 

@@ -5,6 +5,7 @@
 // Rebuilt on a schedule (relay/wot-refresh.ts, which first fetches follow lists from the relays
 // the config names) and ~1 s after a follow list that shapes the graph is committed, so being
 // followed by the owner lets a pubkey write within about a second.
+import { log } from "../log.ts";
 import type { Config } from "../config/schema.ts";
 import { isHex64, type NostrEvent } from "../protocol/event.ts";
 import { nowSeconds } from "../protocol/event.ts";
@@ -287,7 +288,7 @@ export class WebOfTrust implements TrustEngine {
 
   private async buildOnce(): Promise<void> {
     if (this.halted) return;
-    const log = this.options.log ?? console.log;
+    const say = this.options.log ?? ((line: string) => log.info(line));
     const t0 = performance.now();
     let built: BuiltGraph;
     try {
@@ -295,7 +296,7 @@ export class WebOfTrust implements TrustEngine {
     } catch (e) {
       // The old graph stays; a store that is closing is not a failure worth a retry.
       if (this.halted) return;
-      log(`wot: the graph could not be built (${(e as Error).message}); trying again in ${RETRY_MS / 1000} s`);
+      say(`wot: the graph could not be built (${(e as Error).message}); trying again in ${RETRY_MS / 1000} s`);
       clearTimeout(this.retry);
       this.retry = setTimeout(() => void this.rebuild(), RETRY_MS);
       this.retry.unref();
@@ -306,7 +307,7 @@ export class WebOfTrust implements TrustEngine {
     this.buildSeconds = (this.builtAt - t0) / 1000;
     this.ownSeconds = Math.max(0, this.buildSeconds - built.readSeconds);
     if (built.cut !== this.lastCut && built.cut > 0)
-      log(`wot: the graph stops at [web_of_trust] max_pubkeys = ${built.graph.size}; ${built.cut} pubkeys left out`);
+      say(`wot: the graph stops at [web_of_trust] max_pubkeys = ${built.graph.size}; ${built.cut} pubkeys left out`);
     this.lastCut = built.cut;
     this.options.onBuilt?.(built.graph, this.buildSeconds);
   }

@@ -12,6 +12,7 @@
 // deny lists, kind lists: policy/defaults.ts judgeEvent) goes on through id and signature to the
 // writer, which carries out the deletion but stores nothing (NIP-62: "regardless of the user's
 // status"); its outcome is that refusal, saying the deletion was done.
+import { log } from "../log.ts";
 import { eventJson, hasValidId, serializeEvent, validateEventShape, type NostrEvent } from "../protocol/event.ts";
 import { isEphemeral } from "../protocol/kinds.ts";
 import { ProtocolError, refuse, type Refusal } from "../protocol/reasons.ts";
@@ -136,7 +137,7 @@ export async function admit(ctx: AdmitContext, raw: unknown, src: Source): Promi
       try {
         known = (src.writePolicy ? undefined : ctx.store.hasNow(e.id)) ?? (await ctx.store.has(e.id));
       } catch (err) {
-        console.error("event pipeline error:", err);
+        log.error("event pipeline error:", err);
         return no("refused", CHECK_FAILED);
       }
     }

@@ -4,7 +4,7 @@
 // it (SIGHUP, as `systemctl reload bunstr` does), so the key works without a restart.
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { parseFlags } from "./args.ts";
 import { ConfigEditError, editAdmins, listAdmins } from "../config/edit-admins.ts";
 import { encodeNpub, pubkeyOf } from "../nips/nip19.ts";
 import { UsageError } from "./options.ts";
@@ -42,7 +42,7 @@ export function adminCommand(argv: string[]): number {
 }
 
 function run(argv: string[]): number {
-  const { values, positionals } = parseArgs({ args: argv, strict: true, allowPositionals: true, options: { config: { type: "string" } } });
+  const { values, positionals } = parseFlags({ args: argv, strict: true, allowPositionals: true, options: { config: { type: "string" } } });
   const [sub, key, ...extra] = positionals;
   if (!values.config)
     throw new UsageError(`${USAGE}\n--config FILE: the config file the relay runs with (the systemd unit's is /etc/bunstr/config.toml)`);

@@ -1,5 +1,7 @@
 // Command-line flags of `bunstr serve`, mapped onto config keys (CLI > file > default).
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { closest } from "../config/suggest.ts";
+import { UsageError } from "./options.ts";
 
 export const USAGE = `bunstr — a Nostr relay
 
@@ -36,6 +38,8 @@ Flags of serve:
   --auth            require NIP-42 auth       [options] auth = "always"
   --no-verify       skip signature checks     [options] verify_signatures = false
   --lenient         start even if the --config file has unknown keys (each is warned about)
+  --log-level L     error|warn|info|debug     [log] level        (default info)
+  --log-format F    text, or json (journald)  [log] format       (default text)
   --debug           on a failure, print the error with its stack (any command)
 
 export, import, backup, compact, stats, sync and stream find the database as serve does:
@@ -52,8 +56,24 @@ export interface ServeFlags {
   lenient: boolean;
 }
 
+/**
+ * node:util parseArgs, with an unknown flag told as `unknown flag --prot; did you mean --port?`
+ * (the flags of the command at hand, as config keys get theirs), a usage error: exit 2.
+ */
+export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (err) {
+    const name = (err as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && /'(-[^']*)'/.exec((err as Error).message)?.[1];
+    if (!name) throw err;
+    const flags = Object.keys(config.options ?? {}).map((f) => `--${f}`);
+    const near = closest(name, flags);
+    throw new UsageError(`unknown flag ${name}${near ? `; did you mean ${near}?` : ` (bunstr --help lists the flags)`}`);
+  }
+}
+
 export function parseServeFlags(argv: string[]): ServeFlags {
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     strict: true,
     allowPositionals: false,
@@ -67,6 +87,8 @@ export function parseServeFlags(argv: string[]): ServeFlags {
       auth: { type: "boolean" },
       "no-verify": { type: "boolean" },
       lenient: { type: "boolean" },
+      "log-level": { type: "string" },
+      "log-format": { type: "string" },
     },
   });
   const overrides: [string, unknown][] = [];
@@ -77,5 +99,7 @@ export function parseServeFlags(argv: string[]): ServeFlags {
   if (values["data-dir"] !== undefined) overrides.push(["database.data_directory", values["data-dir"]]);
   if (values.auth) overrides.push(["options.auth", "always"]);
   if (values["no-verify"]) overrides.push(["options.verify_signatures", false]);
+  if (values["log-level"] !== undefined) overrides.push(["log.level", values["log-level"]]);
+  if (values["log-format"] !== undefined) overrides.push(["log.format", values["log-format"]]);
   return { config: values.config, overrides, lenient: values.lenient ?? false };
 }

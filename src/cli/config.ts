@@ -1,5 +1,6 @@
 // `bunstr config init|check`.
 import { ConfigError, loadConfigFile } from "../config/load.ts";
+import { parseFlags } from "./args.ts";
 import { renderDefaultConfig } from "../config/render.ts";
 import { configErrors, configWarnings } from "../config/warnings.ts";
 
@@ -18,6 +19,7 @@ async function check(file: string, lenient: boolean): Promise<number> {
     for (const line of configWarnings(config)) console.warn(line.replace(/^warning: /, `warning: ${file}: `));
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
+    for (const line of err.warnings) console.warn(`warning: ${line}`);
     for (const line of err.problems) console.error(`error: ${line}`);
     return 2;
   }
@@ -33,6 +35,8 @@ export async function configCommand(argv: string[]): Promise<number> {
   }
   const lenient = rest.includes("--lenient");
   const files = rest.filter((a) => a !== "--lenient");
+  const flag = sub === "check" ? files.find((a) => a.startsWith("-")) : undefined;
+  if (flag) parseFlags({ args: [flag], options: { lenient: { type: "boolean" } } });
   if (sub === "check" && files.length === 1 && !files[0]!.startsWith("-")) return check(files[0]!, lenient);
   console.error("usage: bunstr config init | bunstr config check [--lenient] FILE");
   return 2;

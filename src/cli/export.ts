@@ -1,5 +1,5 @@
 // `bunstr export [--filter JSON] [--since N] [--until N] > events.jsonl`: stored events to stdout.
-import { parseArgs } from "node:util";
+import { parseFlags } from "./args.ts";
 import { exportEvents, parseExportFilter } from "../ops/export.ts";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
 import { databaseFlags, openBulk, resolveDatabase, UsageError } from "./options.ts";
@@ -14,7 +14,7 @@ const timestamp = (flag: string, v: string | undefined): number | undefined => {
 };
 
 export async function exportCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     options: {
       ...databaseFlags,

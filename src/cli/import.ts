@@ -1,7 +1,7 @@
 // `bunstr import [FILE] [--no-verify] [--json]`: JSON lines (stdin by default) into the database;
 // `bunstr import --from nostr-rs-relay PATH/nostr.db`: that relay's SQLite database, read directly.
 import { fstatSync } from "node:fs";
-import { parseArgs } from "node:util";
+import { parseFlags } from "./args.ts";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
 import { importEvents, importGroupState, importParsed, type ImportOptions, type ImportSummary } from "../ops/import.ts";
 import type { GroupState } from "../groups/state.ts";
@@ -21,7 +21,7 @@ const IMPORT_USAGE =
 const FROM = ["nostr-rs-relay"];
 
 export async function importCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseFlags({
     args: argv,
     allowPositionals: true,
     options: {

@@ -3,6 +3,7 @@
 // the same database, wrong for two relays with different databases. Each serving process leaves a
 // claim beside its SQLite file (`<database>.serving.<pid>`, naming the port), so a new process
 // sees whether a listener on its port serves its own database.
+import { log } from "../log.ts";
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { Config } from "../config/schema.ts";
@@ -73,7 +74,7 @@ export function claimPort(prefix: string, port: number): void {
     const claim: Claim = { pid: process.pid, port, start: startTime("self") };
     writeFileSync(file, `${JSON.stringify(claim)}\n`);
   } catch (err) {
-    console.warn(`warning: could not write ${file} (${(err as Error).message}); a restart on this port will be refused`);
+    log.warn(`warning: could not write ${file} (${(err as Error).message}); a restart on this port will be refused`);
     return;
   }
   process.on("exit", () => rmSync(file, { force: true }));
@@ -114,13 +115,13 @@ export async function checkPort(config: Config, prefix: string | undefined): Pro
   // Postgres nodes on one machine share the database by design: they may share a port as before.
   if (config.database.engine === "postgres") {
     if (!reuse_port) throw new StartupError(EXIT.listen, inUse);
-    console.warn(`note: another process already listens on ${host}:${port}; sharing the port (reuse_port) (docs/operations.md)`);
+    log.warn(`note: another process already listens on ${host}:${port}; sharing the port (reuse_port) (docs/operations.md)`);
     return;
   }
   const same = prefix === undefined ? [] : liveClaims(prefix, port);
   const pids = same.map((c) => c.pid).join(", ");
   if (same.length > 0 && reuse_port) {
-    console.warn(
+    log.warn(
       `note: bunstr (pid ${pids}) serves this database on port ${port}; sharing the port for a zero-downtime restart: now send it SIGUSR2 (docs/operations.md)`,
     );
     return;

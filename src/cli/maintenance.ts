@@ -1,7 +1,7 @@
 // `bunstr backup FILE [--force]`, `bunstr compact`, `bunstr stats [--json]`.
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { parseFlags } from "./args.ts";
 import { backupDatabase, compactDatabase } from "../ops/backup.ts";
 import { bytes, duration, int } from "../ops/progress.ts";
 import { openedElsewhere } from "../store/sqlite/maintenance.ts";
@@ -13,7 +13,7 @@ const COMPACT_USAGE = "usage: bunstr compact [--online] [--config F] [--data-dir
 const STATS_USAGE = "usage: bunstr stats [--json] [--top N] [--config F] [--data-dir D | --db F]";
 
 export async function backupCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseFlags({
     args: argv,
     allowPositionals: true,
     options: { ...databaseFlags, force: { type: "boolean" }, help: { type: "boolean", short: "h" } },
@@ -46,7 +46,7 @@ export async function backupCommand(argv: string[]): Promise<number> {
 }
 
 export async function compactCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     options: { ...databaseFlags, online: { type: "boolean" }, help: { type: "boolean", short: "h" } },
   });
@@ -94,7 +94,7 @@ export async function compactCommand(argv: string[]): Promise<number> {
 }
 
 export async function statsCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseFlags({
     args: argv,
     options: { ...databaseFlags, json: { type: "boolean" }, top: { type: "string" }, help: { type: "boolean", short: "h" } },
   });

@@ -1,5 +1,6 @@
 // What every command shares: the config (CLI > --config file > defaults) and where the database
 // is. serve, export, import, backup, compact and stats all find the same file the same way.
+import { log } from "../log.ts";
 import { resolve } from "node:path";
 import { loadConfigFile, override, type LoadOptions } from "../config/load.ts";
 import { defaults, type Config } from "../config/schema.ts";
@@ -39,9 +40,9 @@ export async function loadConfig(
   if (file) {
     const loaded = await loadConfigFile(file, opts);
     config = loaded.config;
-    for (const line of loaded.unknown) console.warn(`warning: ${line}`);
+    for (const line of loaded.unknown) log.warn(`warning: ${line}`);
     if (loaded.ignored.length > 0)
-      console.warn(`warning: ${file}: these settings are not used by bunstr and were ignored: ${loaded.ignored.join(", ")}`);
+      log.warn(`warning: ${file}: these settings are not used by bunstr and were ignored: ${loaded.ignored.join(", ")}`);
   }
   for (const [path, value] of overrides) override(config, path, value);
   if (!config.network.path.startsWith("/")) config.network.path = `/${config.network.path}`;

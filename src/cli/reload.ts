@@ -1,6 +1,7 @@
 // Hot reload of the running relay's config: on SIGHUP, and (with [options] watch_config) when the
 // --config file changes. The file is read again with the same command-line overrides, which still
 // win; reloadable keys take effect at once, the others keep their value and are reported.
+import { log } from "../log.ts";
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname } from "node:path";
 import { ConfigError } from "../config/load.ts";
@@ -35,8 +36,8 @@ export class ConfigReloader {
   private readonly error: (line: string) => void;
 
   constructor(private readonly opts: ReloaderOptions) {
-    this.log = opts.log ?? ((l) => console.log(l));
-    this.error = opts.error ?? ((l) => console.error(l));
+    this.log = opts.log ?? ((l) => log.info(l));
+    this.error = opts.error ?? ((l) => log.error(l));
     this.syncWatcher();
   }
 
@@ -75,10 +76,12 @@ export class ConfigReloader {
     } catch (err) {
       // A bad file (ConfigError: each problem with file:line) or an unreadable one; a line each.
       const problems = err instanceof ConfigError ? err.problems : [`${file}: ${err instanceof RelayKeyError ? err.message : String(err)}`];
+      if (err instanceof ConfigError) for (const text of err.warnings) this.log(`${why}: warning: ${text}`);
       for (const text of problems) this.error(`${why}: config reload failed, keeping the running config: ${text}`);
       return;
     }
     const { applied, restartRequired } = applyReload(live, next);
+    log.configure(live.log);
     relay.reconfigure();
     this.syncWatcher();
     // A save that changed nothing (or touched the file) is not worth a line when watching.

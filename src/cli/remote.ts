@@ -1,6 +1,7 @@
 // The flags `bunstr sync` and `bunstr stream` share: one relay URL, --filter, --no-verify, --json
 // and the database's; each command adds its own (--dir, --since).
-import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
+import type { ParseArgsOptionsConfig } from "node:util";
+import { parseFlags } from "./args.ts";
 import type { Filter } from "../protocol/filter.ts";
 import { parseSyncFilter } from "../ops/sync.ts";
 import { databaseFlags, UsageError } from "./options.ts";
@@ -28,7 +29,7 @@ function relayUrl(text: string | undefined, usage: string): string {
 
 /** The parsed flags, the relay URL and the filter; undefined for --help (the usage is printed). */
 export function parseRemoteArgs<O extends ParseArgsOptionsConfig>(argv: string[], command: "sync" | "stream", usage: string, own: O) {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { ...remoteFlags, ...own } });
+  const { values, positionals } = parseFlags({ args: argv, allowPositionals: true, options: { ...remoteFlags, ...own } });
   const shared = values as { help?: boolean; filter?: string }; // what remoteFlags gives, whatever `own` adds
   if (shared.help) return void console.log(usage);
   if (positionals.length !== 1) throw new UsageError(`${command} takes one relay URL\n${usage}`);

@@ -1,5 +1,6 @@
 // Raise the soft open-files limit to the hard limit at start-up: every websocket is a file
 // descriptor, and distributions often default the soft limit to 1,024.
+import { log } from "../log.ts";
 import { dlopen, FFIType, ptr } from "bun:ffi";
 
 const RLIMIT_NOFILE = process.platform === "darwin" ? 8 : 7;
@@ -22,7 +23,7 @@ export function raiseOpenFileLimit(): number | undefined {
     if (soft < target) {
       lim[0] = target;
       if (libc.symbols.setrlimit(RLIMIT_NOFILE, ptr(lim)) === 0) {
-        console.log(`open files limit raised from ${soft} to ${target}`);
+        log.info(`open files limit raised from ${soft} to ${target}`);
         now = target;
       }
     }

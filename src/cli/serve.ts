@@ -1,5 +1,6 @@
 // `bunstr serve`: load config, open the store, start the relay; SIGHUP reloads the config,
 // SIGTERM/SIGINT stop cleanly, SIGUSR2 drains for a zero-downtime restart (docs/operations.md).
+import { log } from "../log.ts";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ConfigError } from "../config/load.ts";
@@ -35,7 +36,7 @@ function settle(config: Config, files: number | undefined): Config {
   const ceiling = connectionCeiling(files);
   if (config.limits.max_connections === 0) config.limits.max_connections = ceiling;
   else if (config.limits.max_connections > ceiling) {
-    console.warn(
+    log.warn(
       `warning: [limits] max_connections = ${config.limits.max_connections} does not fit the open-files limit ${files}; using ${ceiling} (raise the limit: docs/deploy.md, Open files)`,
     );
     config.limits.max_connections = ceiling;
@@ -58,9 +59,12 @@ function migrateQueuedConnections(): string | undefined {
 export async function serve(argv: string[]): Promise<void> {
   const flags = parseServeFlags(argv);
   if (flags.config) flags.config = resolve(flags.config);
+  const loaded = await loadServeConfig(flags);
+  // The level and format before the first line about the config or the limits.
+  log.configure(loaded.log);
   const files = raiseOpenFileLimit();
-  const config = settle(await loadServeConfig(flags), files);
-  for (const line of configWarnings(config)) console.warn(line);
+  const config = settle(loaded, files);
+  for (const line of configWarnings(config)) log.warn(line);
   const errors = configErrors(config);
   if (errors.length > 0) throw new ConfigError(errors);
   // The address and the port before the database: a relay that cannot listen leaves no file behind.
@@ -68,13 +72,13 @@ export async function serve(argv: string[]): Promise<void> {
   const dbPath = databasePath(config);
   const claims = claimPrefix(config, dbPath);
   await checkPort(config, claims);
-  for (const line of foreignDataWarnings(config)) console.warn(line);
+  for (const line of foreignDataWarnings(config)) log.warn(line);
   const { store, where } = await openStore(config).catch((err: unknown) => {
     if (config.database.engine === "postgres") throw postgresError(err, postgresUrl(config));
     throw databaseError(err, dbPath) ?? err;
   });
   if (files !== undefined && files < LOW_FILE_LIMIT)
-    console.warn(
+    log.warn(
       `warning: the open-files limit is ${files}: at most ${config.limits.max_connections} websocket connections, and a flood of connections reaches it quickly; ` +
         "raise the hard limit (systemd: LimitNOFILE=65536; docs/deploy.md, Open files)",
     );
@@ -104,9 +108,9 @@ export async function serve(argv: string[]): Promise<void> {
   }
   // State built from the store (NIP-29 groups) before the relay says it listens.
   await relay.ready;
-  for (const line of keyLines) console.log(line);
+  for (const line of keyLines) log.info(line);
   if (claims) claimPort(claims, relay.server.port!);
-  console.log(
+  log.info(
     `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: networkInterfaces() })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
   );
 
@@ -124,30 +128,30 @@ export async function serve(argv: string[]): Promise<void> {
       // A second SIGUSR2 (a deploy script run twice, a retry): the hand-over or shutdown under
       // way goes on. Exiting here would cut the drain short, and exit 1 would have systemd's
       // Restart=on-failure start this process again beside the new one.
-      console.log(`${signal} again: ${stopping === "restart" ? "the hand-over" : "the shutdown"} is already under way, ignored`);
+      log.info(`${signal} again: ${stopping === "restart" ? "the hand-over" : "the shutdown"} is already under way, ignored`);
       return;
     }
     if (stopping) {
-      console.error(`${signal} again: exiting now`);
+      log.error(`${signal} again: exiting now`);
       process.exit(1);
     }
     stopping = how;
     reloader.close();
     if (how === "restart") {
-      console.log(`${signal}: draining for a restart: no longer listening, finishing in-flight events, then closing connections with 1012`);
+      log.info(`${signal}: draining for a restart: no longer listening, finishing in-flight events, then closing connections with 1012`);
       if (config.network.reuse_port && migrateQueuedConnections() === "0")
-        console.warn(
+        log.warn(
           "note: net.ipv4.tcp_migrate_req = 0: connections queued on this listener as it closes are reset; set it to 1 for a lossless handover",
         );
-    } else console.log(`${signal}: shutting down`);
+    } else log.info(`${signal}: shutting down`);
     try {
       await relay.close(how);
     } catch (e) {
       // Whatever failed, say it in a line rather than crash with a stack trace.
-      console.error(`${signal}: could not shut down cleanly: ${e instanceof Error ? e.message : String(e)}`);
+      log.error(`${signal}: could not shut down cleanly: ${e instanceof Error ? e.message : String(e)}`);
       process.exit(1);
     }
-    console.log("bye");
+    log.info("bye");
     process.exit(0);
   };
   process.on("SIGTERM", () => void stop("SIGTERM", "stop"));

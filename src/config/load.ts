@@ -8,10 +8,16 @@ import { closest } from "./suggest.ts";
 /** A config that cannot be used: every problem found, one line each (`file:line: what`). */
 export class ConfigError extends Error {
   readonly problems: string[];
-  constructor(problems: string | string[]) {
+  /**
+   * What the same file had that is only a warning (with --lenient, its unknown keys): said
+   * beside the errors, or an operator who mends the errors meets them only on the next try.
+   */
+  readonly warnings: string[];
+  constructor(problems: string | string[], warnings: string[] = []) {
     const list = typeof problems === "string" ? [problems] : problems;
     super(list.join("\n"));
     this.problems = list;
+    this.warnings = warnings;
   }
 }
 
@@ -111,6 +117,16 @@ function keyHint(section: string | undefined, name: string): string {
   return at ? `; did you mean [${at[0]}] ${near}?` : " (`bunstr config init` lists every key)";
 }
 
+/** "; did you mean "debug"?" for a slip in a value that is one of a few words. */
+function valueHint(spec: KeySpec, value: unknown): string {
+  if (!spec.oneOf || typeof value !== "string") return "";
+  // "warning" for "warn", "err" for "error": a word cut or drawn out is a slip too.
+  const v = value.toLowerCase();
+  const near =
+    closest(value, spec.oneOf) ?? spec.oneOf.find((o) => v.length >= 3 && (v.startsWith(o.toLowerCase()) || o.toLowerCase().startsWith(v)));
+  return near ? `; did you mean "${near}"?` : "";
+}
+
 function sectionHint(section: string): string {
   const near = closest(section, Object.keys(sections)) ?? closest(section, Object.keys(nostrRsRelayKeys));
   return near ? `; did you mean [${near}]?` : ` (bunstr's sections: ${Object.keys(sections).join(", ")})`;
@@ -162,7 +178,7 @@ function checkDoc(
       }
       const checked = checkValue(spec, value);
       if (checked.ok) config[s]![k] = checked.value;
-      else problems.push({ line: at, text: `[${section}] ${name} = ${json(value)}: expected ${describe(spec)}` });
+      else problems.push({ line: at, text: `[${section}] ${name} = ${json(value)}: expected ${describe(spec)}${valueHint(spec, value)}` });
     }
   }
   for (const c of later) convertKey(c, config, problems);
@@ -241,12 +257,12 @@ export function loadConfigText(text: string, file: string, opts: LoadOptions = {
   }
   problems.sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));
   const errors = problems.filter((p) => !p.unknown || !opts.lenient);
+  const unknown = problems.filter((p) => !errors.includes(p)).map((p) => `${where(file, p)} (ignored: --lenient)`);
   if (errors.length > 0) {
     const out = errors.map((p) => where(file, p));
     if (errors.some((p) => p.unknown)) out.push(`${file}: unknown keys are refused; correct them, or pass --lenient to ignore them`);
-    throw new ConfigError(out);
+    throw new ConfigError(out, unknown);
   }
-  const unknown = problems.map((p) => `${where(file, p)} (ignored: --lenient)`);
   return { config: config as unknown as Config, ignored, unknown };
 }
 
@@ -262,6 +278,6 @@ export function override(config: Config, path: string, value: unknown): void {
   const spec = sections[s]?.[k];
   if (!spec) throw new ConfigError(`unknown setting ${path}`);
   const checked = checkValue(spec, value);
-  if (!checked.ok) throw new ConfigError(`${path} = ${JSON.stringify(value)}: expected ${describe(spec)}`);
+  if (!checked.ok) throw new ConfigError(`${path} = ${JSON.stringify(value)}: expected ${describe(spec)}${valueHint(spec, value)}`);
   (config as unknown as Record<string, Record<string, unknown>>)[s]![k] = checked.value;
 }

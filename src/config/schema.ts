@@ -2,6 +2,7 @@
 // Types, defaults, validation, the commented default file and NIP-11 `limitation` all derive
 // from this table. Aliases map nostr-rs-relay's keys onto ours so its config.toml loads.
 
+import { LOG_FORMATS, LOG_LEVELS } from "../log.ts";
 import { DURATION_60S } from "./duration.ts";
 
 type Kind = "string" | "int" | "bool" | "string[]" | "int[]";
@@ -643,6 +644,22 @@ export const schema = {
       type: "bool",
       default: false,
       doc: "Serve /metrics without a token to anyone. Off (and no token): only to loopback peers (127.0.0.0/8, ::1) whose request came through no proxy (no Forwarded, X-Forwarded-For, X-Real-IP or remote_ip_header); others get 403.",
+      reloadable: true,
+    }),
+  },
+  log: {
+    level: key({
+      type: "string",
+      default: "info",
+      oneOf: LOG_LEVELS,
+      doc: "Least severe lines written: error, warn, info (start, stop, reloads, refusals, changes) or debug (also each admin call that succeeded and the figures of periodic checks). --log-level wins.",
+      reloadable: true,
+    }),
+    format: key({
+      type: "string",
+      default: "text",
+      oneOf: LOG_FORMATS,
+      doc: 'text: lines for a person. json: one object a line, {"time", "level", "msg", ...}, for journald and Loki (docs/operations.md, Logs). --log-format wins.',
       reloadable: true,
     }),
   },

@@ -2,11 +2,11 @@
 // authorized by a NIP-98 token of an [admin] pubkey. The order: body (bounded) -> token shape ->
 // NIP-98 checks (kind, time, u, method, payload hash) -> id -> signature -> admin? -> not a
 // replay -> call -> log. Any failure of authorization is 401 with WWW-Authenticate: Nostr.
+import { log, type LogLimiter } from "../log.ts";
 import { isAccessCall, isGroupCall, parseAdminCall, RPC_CONTENT_TYPE } from "../nips/nip86.ts";
 import { checkHttpAuth, parseAuthorization, relayUrlForms } from "../nips/nip98.ts";
 import { AdminError, type AdminState } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
-import type { LogLimiter } from "../log.ts";
 import { hasValidId, nowSeconds } from "../protocol/event.ts";
 import type { Store } from "../store/types.ts";
 import type { Verifier } from "../verify/pool.ts";
@@ -37,6 +37,17 @@ const json = (body: unknown, status = 200, headers: Record<string, string> = {})
   new Response(JSON.stringify(body), { status, headers: { "Content-Type": RPC_CONTENT_TYPE, ...headers } });
 
 const unauthorized = (why: string) => json({ error: `unauthorized: ${why}` }, 401, { "WWW-Authenticate": "Nostr" });
+
+/**
+ * A call refused before its pubkey could be trusted (no token, a stale or replayed one, a bad
+ * signature): said at info, as a failed login is what an operator looks for (a signer's clock
+ * off, a wrong URL), but at most once a minute, as anyone can send them.
+ */
+function refused(ctx: AdminApiSource, why: string): Response {
+  const held = ctx.clientLines.take("admin: unauthorized");
+  if (held) log.info(`admin: refused a call: ${why}${held.count > 0 ? `; ${held.count} more such refusals since the last line` : ""}`);
+  return unauthorized(why);
+}
 
 export const isAdminRequest = (req: Request): boolean =>
   req.method === "POST" && (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase() === RPC_CONTENT_TYPE;
@@ -74,18 +85,18 @@ export async function handleAdminRequest(req: Request, ctx: AdminApiSource): Pro
   const body = await readBody(req);
   if (!body) return json({ error: `request body is larger than ${MAX_BODY} bytes` }, 413);
   const token = parseAuthorization(req.headers.get("authorization"));
-  if (typeof token === "string") return unauthorized(token);
+  if (typeof token === "string") return refused(ctx, token);
   const now = nowSeconds();
   const window = ctx.config.admin.auth_window_seconds;
   const payload = new Bun.CryptoHasher("sha256").update(body).digest("hex");
   const wrong = checkHttpAuth(token, { method: req.method, urls: acceptedUrls(ctx, url), now, windowSeconds: window, payload });
-  if (wrong) return unauthorized(wrong);
-  if (!hasValidId(token)) return unauthorized("auth event id does not match the event");
-  if (!(await ctx.authVerifier.verify(token))) return unauthorized("auth event signature is invalid");
+  if (wrong) return refused(ctx, wrong);
+  if (!hasValidId(token)) return refused(ctx, "auth event id does not match the event");
+  if (!(await ctx.authVerifier.verify(token))) return refused(ctx, "auth event signature is invalid");
   if (!ctx.config.admin.pubkeys.includes(token.pubkey)) {
     const held = ctx.clientLines.take("admin: not an admin");
     if (held)
-      console.warn(
+      log.warn(
         `admin: refused ${token.pubkey}: not in [admin] pubkeys${held.count > 0 ? `; ${held.count} more such refusals not logged` : ""}; ` +
           `more are counted and logged at most every ${ctx.clientLines.intervalMs / 1000} s`,
       );
@@ -97,7 +108,7 @@ export async function handleAdminRequest(req: Request, ctx: AdminApiSource): Pro
     );
   }
   // Once only: the id is kept until the token could no longer pass the time check anyway.
-  if (!(await ctx.store.admin.useToken(token.id, token.created_at + window, now))) return unauthorized("this auth event was already used");
+  if (!(await ctx.store.admin.useToken(token.id, token.created_at + window, now))) return refused(ctx, "this auth event was already used");
 
   const call = parseAdminCall(new TextDecoder().decode(body));
   if ("error" in call) return logged(ctx, token.pubkey, "?", [], json({ error: call.error }, 400), call.error);
@@ -110,13 +121,17 @@ export async function handleAdminRequest(req: Request, ctx: AdminApiSource): Pro
         : await ctx.admin.apply(call);
     return logged(ctx, token.pubkey, call.method, params, json({ result }), "ok");
   } catch (err) {
-    if (!(err instanceof AdminError)) console.error(`admin ${call.method} failed:`, err);
+    if (!(err instanceof AdminError)) log.error(`admin ${call.method} failed:`, err);
     const error = err instanceof AdminError ? err.message : `${call.method} failed`;
     return logged(ctx, token.pubkey, call.method, params, json({ error }, err instanceof AdminError ? 400 : 500), error);
   }
 }
 
-/** Each call is logged (stdout and the admin_log table) with who, what and how it ended. */
+/**
+ * Each call is logged (the admin_log table, and the log) with who, what and how it ended: one
+ * that did what it asked at debug (the admin page makes several calls a refresh), one refused
+ * or failed at info.
+ */
 async function logged(
   ctx: AdminApiSource,
   pubkey: string,
@@ -126,11 +141,12 @@ async function logged(
   result: string,
 ): Promise<Response> {
   const p = JSON.stringify(params);
-  console.log(`admin: ${pubkey} ${method} ${p} -> ${result}`);
+  if (result === "ok") log.debug(`admin: ${pubkey} ${method} ${p} -> ${result}`);
+  else log.info(`admin: ${pubkey} ${method} ${p} -> ${result}`);
   try {
     await ctx.store.admin.log({ at: nowSeconds(), pubkey, method, params: p, result });
   } catch (err) {
-    console.error("admin log write failed:", err);
+    log.error("admin log write failed:", err);
   }
   return res;
 }

@@ -95,6 +95,7 @@ const KNOWN_SECTIONS = new Set([
   "nips",
   "admin",
   "metrics",
+  "log",
   "mirror",
   "groups",
   "pay_to_relay",

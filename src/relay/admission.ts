@@ -2,6 +2,7 @@
 // (relay/wiring.ts calls startAdmission). Each engine has its own function below (paid, NIP-05,
 // web of trust, NIP-43 members): each sets its `registry.engines.*` (and what else the relay asks of it: ctx.ledger,
 // ctx.membership) and hears the commit feed through registry.onCommitted.
+import { log } from "../log.ts";
 import { ClnRest, readRune } from "../access/clnrest.ts";
 import { Ledger } from "../access/ledger.ts";
 import { Lnbits } from "../access/lnbits.ts";
@@ -87,7 +88,7 @@ function startPayments(ctx: RelayContext, registry: AdmissionRegistry): void {
     .then(() => {
       if (!ctx.closing) payments.start();
     })
-    .catch((err) => console.error("payments: could not load the balances or mend the paid invoices:", err));
+    .catch((err) => log.error("payments: could not load the balances or mend the paid invoices:", err));
 }
 
 /**
@@ -129,5 +130,5 @@ function startMembers(ctx: RelayContext, registry: AdmissionRegistry): void {
   const m = new MembershipRelay(ctx, registry);
   registry.engines.members = m;
   ctx.membership = m;
-  m.started = m.start().catch((err) => console.error("membership: could not start:", err));
+  m.started = m.start().catch((err) => log.error("membership: could not start:", err));
 }

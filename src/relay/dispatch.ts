@@ -2,6 +2,7 @@
 // (protocol/messages.ts), counted, and handed to the file of its verb: EVENT to write/ingest.ts,
 // REQ and COUNT to read/req.ts, CLOSE to read/subscriptions.ts, NEG-* to read/neg.ts, AUTH to
 // auth.ts.
+import { log } from "../log.ts";
 import { parseClientMessage, SubscriptionError } from "../protocol/messages.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
 import { handleAuth } from "./auth.ts";
@@ -13,7 +14,7 @@ import { closeSubscription } from "./read/subscriptions.ts";
 import { handleEvent } from "./write/ingest.ts";
 
 /** A handler's unexpected failure is logged by its verb (made once, not per frame). */
-const failedHandler = (verb: string) => (err: unknown) => console.error(`${verb} handler failed:`, err);
+const failedHandler = (verb: string) => (err: unknown) => log.error(`${verb} handler failed:`, err);
 const FAILED = { EVENT: failedHandler("EVENT"), REQ: failedHandler("REQ"), AUTH: failedHandler("AUTH"), COUNT: failedHandler("COUNT") };
 
 export function onMessage(ctx: RelayContext, ws: Socket, message: string | Buffer): void {

@@ -7,6 +7,7 @@
 // only over a row no later commit set (GateAsOf). At start, after the rebuild and before the
 // first read, the table is reconciled with the state (a start after schema 14 / migration 7, an
 // import into a stopped relay, a correction a crash lost): it cannot drift for longer.
+import { log } from "../log.ts";
 import type { GroupChange, GroupState } from "../groups/state.ts";
 import { hTags, raisedGate, type GroupGate } from "../nips/nip29.ts";
 import type { NostrEvent } from "../protocol/event.ts";
@@ -67,7 +68,7 @@ export class GroupGates {
     // A lost write leaves a gate up (a group's events hidden from non-members, never shown): the next start mends it.
     const w = this.store.admin
       .setGroupGates(gates, asOf)
-      .catch((err) => console.error("groups: correcting a group's read gate failed:", err))
+      .catch((err) => log.error("groups: correcting a group's read gate failed:", err))
       .finally(() => this.writing.delete(w));
     this.writing.add(w);
   }

@@ -5,6 +5,7 @@
 // change reached the feed late), and after a catch-up on another process's commits. What a purge
 // has not reached is read by no one meanwhile (GroupState.access: a tombstone; a 9005's target
 // stays readable until deleted, which is why it is retried).
+import { log } from "../log.ts";
 import { hTags } from "../nips/nip29.ts";
 import type { NostrEvent } from "../protocol/event.ts";
 import type { Filter } from "../protocol/filter.ts";
@@ -43,7 +44,7 @@ export class GroupPurge {
         }
       if (page.size > 0 && !this.ctx.closing) await this.deleteTargets(page);
     } catch (err) {
-      if (!this.ctx.closing) console.error("groups: purging what remains of deleted groups and events failed:", err);
+      if (!this.ctx.closing) log.error("groups: purging what remains of deleted groups and events failed:", err);
     }
   }
 

@@ -10,6 +10,7 @@
 // 39xxx whose stored tags differ from what the state renders is written again). Commits of other
 // processes on the same SQLite file (a hand-over's old process, `bunstr import` into the served
 // file) reach this one only as ChangeWatch.unknown: they are read by seq and applied then.
+import { log } from "../log.ts";
 import type { GroupChange } from "../groups/state.ts";
 import { GroupGates } from "./group-gates.ts";
 import { isGroupActionKind, REBUILD_KINDS, RELAY_GROUP_KINDS, type RelayGroupKind } from "../nips/nip29.ts";
@@ -81,7 +82,7 @@ export class GroupRelay implements GroupPublisher {
     // process's commit in the moment between is read at the next start.)
     this.appliedSeq = this.ctx.store.lastSeq();
     if (built.skipped > 0)
-      console.warn(
+      log.warn(
         `groups: ${built.skipped} moderation events skipped on rebuild (their authors lacked the right then, their group was gone, or a limit held)`,
       );
     // Before the first read: the store's gates as the state says (Relay.ready waits for start).
@@ -135,7 +136,7 @@ export class GroupRelay implements GroupPublisher {
       if (change.deleteIds) await this.purge.deleteEvents(change.group, change.deleteIds);
       if (change.deleteGroup) await this.purge.deleteGroup(change.group);
     } catch (err) {
-      if (!this.ctx.closing) console.error(`groups: deleting in group ${change.group} failed:`, err);
+      if (!this.ctx.closing) log.error(`groups: deleting in group ${change.group} failed:`, err);
     }
   }
 
@@ -168,7 +169,7 @@ export class GroupRelay implements GroupPublisher {
       if (change.deleteGroup) await this.purge.deleteGroup(change.group);
       await Promise.all(change.regenerate.map((kind) => this.publish(change.group, kind)));
     } catch (err) {
-      console.error(`groups: what follows event ${e.id} (kind ${e.kind}) failed:`, err);
+      log.error(`groups: what follows event ${e.id} (kind ${e.kind}) failed:`, err);
     }
   }
 
@@ -246,7 +247,7 @@ export class GroupRelay implements GroupPublisher {
         if (found > 0) await this.reconcile();
         for (const change of deletions) await this.deletions(change);
       } catch (err) {
-        console.error("groups: catching up on another process's commits failed:", err);
+        log.error("groups: catching up on another process's commits failed:", err);
       } finally {
         this.catchingUp = undefined;
       }
@@ -322,7 +323,7 @@ export class GroupRelay implements GroupPublisher {
       await this.publishNow(id, kind);
     });
     pub.pending = run;
-    pub.tail = run.catch((err) => console.error(`groups: could not write ${kind} of ${id}:`, err));
+    pub.tail = run.catch((err) => log.error(`groups: could not write ${kind} of ${id}:`, err));
     void pub.tail.then(() => {
       if (this.publications.get(key) === pub && !pub.pending) this.publications.delete(key);
     });
@@ -344,7 +345,6 @@ export class GroupRelay implements GroupPublisher {
     const e = signEvent({ ...t, created_at }, this.ctx.relayKey);
     this.own(e.id);
     const outcome = await this.ctx.writer.enqueue({ event: e, json: serializeEvent(e), cost: writeCost(e) });
-    if (!outcome.stored && !outcome.duplicate)
-      console.error(`groups: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);
+    if (!outcome.stored && !outcome.duplicate) log.error(`groups: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);
   }
 }

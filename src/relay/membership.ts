@@ -10,6 +10,7 @@
 // refuse the relay's own event, and other keys' 13534/8000/8001/28935 are refused by the
 // `relayKinds` policy. The 13534 is coalesced (one in flight, at most one waiting, rendered
 // when its turn comes) and written again at start when the stored one differs (reconcile).
+import { log } from "../log.ts";
 import type { AccessMetrics } from "../access/metrics.ts";
 import { Members, type Member } from "../access/members.ts";
 import {
@@ -202,7 +203,7 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
       await this.publishList();
     } catch (err) {
       // The membership changed; the list is mended at the next change or start.
-      console.error(`membership: announcing kind ${kind} for ${pubkey} failed:`, err);
+      log.error(`membership: announcing kind ${kind} for ${pubkey} failed:`, err);
     }
   }
 
@@ -234,7 +235,7 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
       await this.write(memberListTemplate(this.members.listed(this.ctx.config.membership.max_members_listed)), created_at);
     });
     pub.pending = run;
-    pub.tail = run.catch((err) => console.error("membership: could not write the member list:", err));
+    pub.tail = run.catch((err) => log.error("membership: could not write the member list:", err));
     return run;
   }
 
@@ -243,7 +244,7 @@ export class MembershipRelay implements MembersEngine, MembershipHooks {
     const e = signEvent({ ...t, created_at }, this.ctx.relayKey);
     const outcome = await this.ctx.writer.enqueue({ event: e, json: serializeEvent(e), cost: writeCost(e) });
     if (!outcome.stored && !outcome.duplicate)
-      console.error(`membership: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);
+      log.error(`membership: the relay's kind ${e.kind} was not stored: ${outcome.refusal.message}`);
   }
 
   /** The relay key's newest stored 13534. */

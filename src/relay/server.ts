@@ -1,6 +1,7 @@
 // Bun.serve wiring and the relay's lifecycle: the listener with its HTTP (http/routes.ts, then the
 // websocket upgrade in upgrade.ts), Bun's websocket handlers handing each message in its turn
 // (connection/fair.ts) to dispatch.ts, reconfigure() after a reload, and close() (shutdown.ts).
+import { log } from "../log.ts";
 import type { Server, WebSocketCompressor, WebSocketHandler } from "bun";
 import type { Config } from "../config/schema.ts";
 import { httpRoutes } from "../http/routes.ts";
@@ -91,7 +92,7 @@ export function startRelay(opts: RelayOptions): Relay {
     // Never Bun's development error page (source lines, stack, working directory) to a client.
     development: false,
     error(err) {
-      console.error("http handler failed:", err);
+      log.error("http handler failed:", err);
       return new Response("internal error", { status: 500 });
     },
     fetch,
@@ -109,7 +110,6 @@ export function startRelay(opts: RelayOptions): Relay {
         maxPartialPerIp: config.limits.max_partial_bytes_per_ip,
         maxPartial: config.limits.max_partial_bytes,
       }),
-      log: (m) => console.warn(m),
       closeWebsocket: (meter, why) => {
         const ws = live.metered.get(meter);
         if (ws) cutWebsocket(ws, ...PARTIAL_CLOSE[why]);

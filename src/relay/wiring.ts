@@ -1,11 +1,11 @@
 // The relay's parts wired together before it listens: its context (store, verifier, writer queue,
 // fanout, memory's answers, admin state, plugin, metrics), the store's commit feed to the live
 // subscriptions, and what the running relay keeps of its connections (Live).
+import { log, LogLimiter } from "../log.ts";
 import type { Server } from "bun";
 import { AdminState } from "../admin/state.ts";
 import type { Config } from "../config/schema.ts";
 import { freshRelayKey, type RelayKey } from "../protocol/schnorr.ts";
-import { LogLimiter } from "../log.ts";
 import { RelayMetrics } from "../observe/metrics.ts";
 import type { History } from "../observe/history.ts";
 import { GroupState } from "../groups/state.ts";
@@ -160,25 +160,25 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
       feed.committed(e, json);
     },
     adminChanged() {
-      ctx.admin.load().catch((err) => console.error("could not reload the admin state:", err));
-      access?.load().catch((err) => console.error("could not reload the admissions:", err));
+      ctx.admin.load().catch((err) => log.error("could not reload the admin state:", err));
+      access?.load().catch((err) => log.error("could not reload the admissions:", err));
     },
     // Postgres: the pubkeys whose admissions any node changed (all when undefined).
     admissionsChanged(pubkeys) {
-      access?.reload(pubkeys).catch((err) => console.error("could not reload the admissions:", err));
+      access?.reload(pubkeys).catch((err) => log.error("could not reload the admissions:", err));
     },
   });
   // A store that names every change lets memory answer (relay/answers/); one with other nodes
   // writing (Postgres) does not.
   store.changes?.watch(groups ? groups.watch(ctx.answers.changes) : ctx.answers.changes);
   // Resolves before the first connection is served (SQLite answers synchronously).
-  ctx.admin.load().catch((err) => console.error("could not load the admin state:", err));
+  ctx.admin.load().catch((err) => log.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
   // After the subscription: what the feed brings while the rebuild reads is applied after it.
   if (groups) shared.ready = groups.start();
   // Writers are refused "loading" until the rows are read (policy/admission.ts).
   if (access) {
-    const loading = access.load().catch((err) => console.error("could not load the admissions:", err));
+    const loading = access.load().catch((err) => log.error("could not load the admissions:", err));
     shared.ready = Promise.all([shared.ready, loading, ctx.membership?.started]).then(() => {});
   }
   return Object.assign(shared, { ctx });

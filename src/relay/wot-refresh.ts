@@ -5,6 +5,7 @@
 // back goes through the pipeline as a [mirror]'s events do (write/mirror.ts ingestInto), so it
 // is stored, and fanned out, like any follow list. NIP-77 would fetch less, but needs a BulkStore
 // (ops/sync.ts); a REQ per chunk is what runs inside the relay.
+import { log } from "../log.ts";
 import type { WebOfTrust } from "../access/wot.ts";
 import { FOLLOW_LIST_KIND } from "../access/wot.ts";
 import type { NostrEvent } from "../protocol/event.ts";
@@ -30,13 +31,13 @@ const MAX_EVENTS_PER_REQ = 4 * AUTHORS_PER_REQ;
  * web at once), then refreshes on the schedule until the relay closes (ctx.closing: the engine
  * stops building, the timer does not hold the process, a fetch under way stores nothing more).
  */
-export function startWotRefresh(ctx: RelayContext, wot: WebOfTrust, log: (line: string) => void = console.log): void {
+export function startWotRefresh(ctx: RelayContext, wot: WebOfTrust, say: (line: string) => void = (line) => log.info(line)): void {
   // Read at each use: a reload changes the config in place.
   const settings = () => ctx.config.web_of_trust;
   const refresh = async (): Promise<void> => {
     for (const url of settings().relays) {
       if (ctx.closing) return;
-      await fetchFrom(ctx, wot, url).catch((e) => log(`wot: ${url}: ${(e as Error).message}`));
+      await fetchFrom(ctx, wot, url).catch((e) => say(`wot: ${url}: ${(e as Error).message}`));
     }
     await wot.rebuild();
   };

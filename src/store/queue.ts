@@ -5,9 +5,11 @@
 // its events with a refusal, `error:` and a short reason, and is logged here, once per kind of
 // failure per minute with a count of the repeats (not once per event: on a full disk every
 // event fails, and a log line per event would fill what disk is left).
-import { LOG_INTERVAL_MS, LogLimiter } from "../log.ts";
+import { LOG_INTERVAL_MS, log, LogLimiter } from "../log.ts";
 import { refuse, refusalText, type Refusal } from "../protocol/reasons.ts";
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
+
+const logError = (line: string): void => log.error(line);
 
 /** Each kind of write failure is logged at most once per this interval; repeats are counted. */
 const FAILURE_LOG_INTERVAL_MS = LOG_INTERVAL_MS;
@@ -44,7 +46,7 @@ export class FailureLog {
 
   constructor(
     private readonly intervalMs = FAILURE_LOG_INTERVAL_MS,
-    private readonly log: (line: string) => void = (line) => console.error(line),
+    private readonly log: (line: string) => void = logError,
   ) {
     this.lines = new LogLimiter(intervalMs);
   }
@@ -215,7 +217,7 @@ export class WriterQueue {
       this.purgeRetryMs = 0;
     } catch (e) {
       // A locked database (another process), a lost connection: try again, less often.
-      console.error("purge step failed, retrying:", e);
+      log.error("purge step failed, retrying:", e);
       this.purgeRetryMs = Math.min(Math.max(this.purgeRetryMs * 2, 100), 10_000);
       more = true;
     }

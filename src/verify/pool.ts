@@ -1,5 +1,6 @@
 // Verifiers: the pipeline asks "is this signature valid?" and gets a promise. Jobs arriving in
 // the same tick are batched and spread over a pool of workers sized to the cores.
+import { log } from "../log.ts";
 import { availableParallelism } from "node:os";
 import type { VerifyJob } from "../protocol/schnorr.ts";
 import type { NativeLibrary } from "./native.ts";
@@ -160,7 +161,7 @@ export class WorkerVerifier implements Verifier {
     if (!this.slots.includes(slot)) return;
     if (!slot.ready) this.startError ??= message;
     this.slots = this.slots.filter((s) => s !== slot);
-    console.error(
+    log.error(
       `verify worker failed: ${message}; ${this.slots.length} of ${this.size} left${this.slots.length === 0 ? ": EVENTs get error: until the relay is restarted" : ""}`,
     );
     slot.worker.terminate();

@@ -1,5 +1,6 @@
 // Who a connection is: the socket's peer, or behind a trusted proxy the address its
 // remote_ip_header names ([network]). Every per-address limit counts by this address.
+import { log } from "../../log.ts";
 import type { Server } from "bun";
 import type { Config } from "../../config/schema.ts";
 import { clientAddress, proxyWarning } from "../../policy/ip.ts";
@@ -22,6 +23,6 @@ export function warnIfProxied(config: Config, req: Request, srv: Server<Session>
   const { network, rate_limits } = config;
   const warning = proxyWarning(peerAddress(req, srv), req.headers, network, rate_limits.exempt_private_addresses);
   if (warning === undefined) return false;
-  console.warn(warning);
+  log.warn(warning);
   return true;
 }

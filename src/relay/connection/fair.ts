@@ -4,6 +4,7 @@
 // of it. Here each address group gets a slice of every event-loop turn; past it, its connections'
 // messages wait in a per-connection FIFO, taken round-robin by address group (as the readers take
 // queries, store/sqlite/readers.ts) a bounded time per turn, with I/O between.
+import { log } from "../../log.ts";
 
 /** Main-thread time an address group's messages may take in one event-loop turn before its connections queue. */
 export const SLICE_MS = 2;
@@ -227,7 +228,7 @@ export class FairTurns<C extends object> {
     try {
       this.handlers.run(w.conn, message);
     } catch (err) {
-      console.error("queued message handler failed:", err);
+      log.error("queued message handler failed:", err);
     }
   }
 }

@@ -26,6 +26,7 @@
 // (getsockname + getpeername, ~4 µs per descriptor, in slices of ~2,700 descriptors) when the count
 // says HTTP connections may be open; every 100 ms while it is cutting, spaced so that it takes at
 // most ~10% of the main thread.
+import { log } from "../../log.ts";
 import { ipGroup } from "../../policy/ip.ts";
 import { dlopen, FFIType, ptr } from "bun:ffi";
 import { closeSync, constants, openSync } from "node:fs";
@@ -96,7 +97,6 @@ interface FdGuardOptions {
   /** The relay's listening port. */
   port: number;
   settings: () => FdGuardSettings;
-  log?: (msg: string) => void;
   /** Closes a websocket whose unfinished message is over a limit (the relay's, by its meter). */
   closeWebsocket?: (meter: WireMeter, why: PartialCut) => void;
 }
@@ -254,7 +254,7 @@ export class FdGuard {
     } catch (err) {
       if (dirFd !== undefined) closeSync(dirFd);
       libc?.close();
-      opts.log?.(`note: cannot watch file descriptors (${String(err)}); unfinished HTTP requests are left to Bun's own ~10 s timeout`);
+      log.warn(`note: cannot watch file descriptors (${String(err)}); unfinished HTTP requests are left to Bun's own ~10 s timeout`);
       return undefined;
     }
   }
@@ -319,7 +319,7 @@ export class FdGuard {
       }
       this.report();
     } catch (err) {
-      this.opts.log?.(`file descriptor check failed: ${String(err)}`);
+      log.error(`open files check failed: ${String(err)}`);
     }
     // Every 100 ms while connections are being cut (a flood refills the table between ticks),
     // else every second; never more than ~10% of the main thread.
@@ -539,20 +539,41 @@ export class FdGuard {
     return this.libc.symbols.shutdown(s.fd, SHUT_RDWR) === 0;
   }
 
-  /** At most once a minute, what was cut since the last report. */
+  /**
+   * At most once a minute: at info when something was closed since the last line (warn when the
+   * count is near the limit), in words an operator reads; at debug the figures, whatever changed.
+   */
   private report(): void {
-    const { cutTimeout, cutPerIp, cutPressure, fds, maxSliceMs, cutPartialTimeout, cutPartialPerIp, cutPartialTotal } = this.stats;
+    const { cutTimeout, cutPerIp, cutPressure, fds, http, scans, maxSliceMs, cutPartialTimeout, cutPartialPerIp, cutPartialTotal } =
+      this.stats;
     const partial = cutPartialTimeout + cutPartialPerIp + cutPartialTotal;
     const cuts = cutTimeout + cutPerIp + cutPressure + partial;
     const now = performance.now();
-    if (cuts === this.reportedCuts || now - this.reportedAt < 60_000) return;
-    this.opts.log?.(
-      `file descriptors: ${fds} of ${this.opts.limit} open; HTTP connections cut so far: ${cutTimeout} past the header timeout, ` +
-        `${cutPerIp} over the per-address cap, ${cutPressure} oldest near the limit (longest scan slice ${maxSliceMs.toFixed(1)} ms)` +
-        (partial > 0
-          ? `; websockets closed for unfinished messages: ${cutPartialTimeout} past the timeout, ${cutPartialPerIp} over the per-address cap, ${cutPartialTotal} over the total`
-          : ""),
-    );
+    if (now - this.reportedAt < 60_000) return;
+    const n = (x: number) => x.toLocaleString("en-US");
+    const open = `open files: ${n(fds)} of ${n(this.opts.limit)} allowed`;
+    const near = fds > this.opts.limit - this.reserve;
+    if (cuts !== this.reportedCuts || near) {
+      const closed: string[] = [];
+      if (cutTimeout + cutPerIp + cutPressure > 0)
+        closed.push(
+          `HTTP connections closed since start: ${n(cutTimeout)} idle or slow past [network] header_timeout_seconds, ` +
+            `${n(cutPerIp)} over [limits] max_http_connections_per_ip, ${n(cutPressure)} oldest as the limit neared`,
+        );
+      if (partial > 0)
+        closed.push(
+          `websockets closed for a message left unfinished: ${n(cutPartialTimeout)} past [limits] message_timeout_seconds, ` +
+            `${n(cutPartialPerIp)} over max_partial_bytes_per_ip, ${n(cutPartialTotal)} over max_partial_bytes`,
+        );
+      const line = [open, ...closed].join("; ");
+      if (near) log.warn(`${line}; near the limit: raise it (docs/deploy.md, Open files)`);
+      else log.info(line);
+    } else if (log.enabled("debug"))
+      log.debug(
+        `${open} (${n(http)} HTTP connections at the last scan); connections closed since start: ${n(cuts)}; ` +
+          `${n(scans)} scans, the longest held the main thread ${maxSliceMs.toFixed(1)} ms`,
+      );
+    else return;
     this.reportedAt = now;
     this.reportedCuts = cuts;
   }

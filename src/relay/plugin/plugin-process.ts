@@ -1,6 +1,7 @@
 // One running write-policy plugin process (strfry's protocol): its pipe, its pending requests
 // matched by id, timeouts, and how it is stopped. The policy around it (which command, restarts,
 // reloads, the bound on waiting events) is WritePolicyPlugin in plugin.ts.
+import { log } from "../../log.ts";
 import { spawn, type ChildProcessByStdio } from "node:child_process";
 import type { Readable, Writable } from "node:stream";
 import { parseAnswerLine, rejectMessage } from "../../policy/plugin-protocol.ts";
@@ -106,12 +107,12 @@ export class Warnings {
     let k = this.kinds.get(kind);
     if (!k) this.kinds.set(kind, (k = { windowStart: now, count: 0, suppressed: 0 }));
     if (now - k.windowStart > 60_000) {
-      if (k.suppressed > 0) console.warn(`write policy plugin: ${k.suppressed} more warnings about its ${kind} suppressed`);
+      if (k.suppressed > 0) log.warn(`write policy plugin: ${k.suppressed} more warnings about its ${kind} suppressed`);
       k.windowStart = now;
       k.count = 0;
       k.suppressed = 0;
     }
-    if (++k.count <= 20) console.warn(`write policy plugin: ${msg}`);
+    if (++k.count <= 20) log.warn(`write policy plugin: ${msg}`);
     else k.suppressed++;
   }
 }
@@ -159,7 +160,7 @@ export class PluginProcess {
     // Its own process group (setsid), so that stopping it reaches whatever the shell started.
     this.proc = spawn("/bin/sh", ["-c", command], { stdio: ["pipe", "pipe", "inherit"], detached: true });
     track(this.proc.pid);
-    console.log(`write policy plugin started: ${command} (pid ${this.proc.pid})`);
+    log.info(`write policy plugin started: ${command} (pid ${this.proc.pid})`);
     // A dead pipe shows as the process exiting; without a listener it would throw.
     this.proc.stdin.on("error", () => {});
     this.proc.stdout.setEncoding("utf8");

@@ -22,6 +22,7 @@
 //   ctime, changes: new events go to a fresh process; the old one gets EOF on stdin, answers what
 //   it holds and is stopped once idle.
 // Stopping a plugin: EOF, SIGTERM to its process group, SIGKILL two seconds later.
+import { log } from "../../log.ts";
 import { statSync } from "node:fs";
 import type { Config } from "../../config/schema.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
@@ -97,7 +98,7 @@ export class WritePolicyPlugin implements PluginHost {
   }
 
   private replace(proc: PluginProcess): void {
-    console.log(`write policy plugin changed; restarting: ${this.settings().command || "(none)"}`);
+    log.info(`write policy plugin changed; restarting: ${this.settings().command || "(none)"}`);
     this.current = undefined;
     this.retired.add(proc);
     proc.retire();

@@ -2,6 +2,7 @@
 // comes in here, in commit order, and goes out to the live subscriptions (relay/fanout/fanout.ts) and
 // into the answers memory keeps (relay/answers/); a new subscription catches up on what was
 // committed since its snapshot, then joins them.
+import { log } from "../../log.ts";
 import type { CommitFeed } from "../../store/types.ts";
 import type { RelayContext } from "../context.ts";
 import type { Socket } from "../connection/session.ts";
@@ -36,7 +37,15 @@ export function catchUpAndJoin(ctx: RelayContext, ws: Socket, req: OpenReq, feed
     for (const frame of last) ws.send(frame, s.deflate);
     ctx.metrics.sent.EVENT += last.length;
     const { events, complete } = ctx.fanout.recent(feedSeq, sub.filters);
-    if (!complete) console.warn(`subscription ${subId}: live events during a slow query overflowed the catch-up ring`);
+    if (!complete) {
+      // A client can make this happen again and again (slow queries while events pour in): a line a minute.
+      const held = ctx.clientLines.take("catch-up ring overflow");
+      if (held)
+        log.warn(
+          "a REQ's stored events took so long to read that the events published meanwhile overflowed the catch-up ring: " +
+            `its subscriber missed some${held.count > 0 ? `; ${held.count} more such REQs since the last line` : ""}`,
+        );
+    }
     let caughtUp = 0;
     for (const r of events) {
       // r.event parses the JSON: only an event the ring marked gated needs it here.

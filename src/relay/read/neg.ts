@@ -1,5 +1,6 @@
 // NIP-77 negentropy: NEG-OPEN / NEG-MSG / NEG-CLOSE, ids in a namespace apart from REQ.
 // Every refusal or malformed message is a NEG-ERR, after which the session is gone.
+import { log } from "../../log.ts";
 import { NegentropyError, NegentropyServer, NegentropyStorage } from "../../nips/nip77.ts";
 import { tally } from "../../policy/ip.ts";
 import { chargeNegTime, hasNegTime, hasQueryTime, OVER_BUDGET, queryBudget } from "../connection/budget.ts";
@@ -54,7 +55,7 @@ function inOrder(ctx: RelayContext, ws: Socket, subId: string, kind: Kind, bytes
 /** Makes `step` the lane's tail; `bytes` given: it was a waiting frame of that size. */
 function follow(lanes: Map<string, NegLane>, subId: string, lane: NegLane, step: Promise<void>, bytes?: number): void {
   const done: Promise<void> = step
-    .catch((err) => console.error("negentropy handler failed:", err))
+    .catch((err) => log.error("negentropy handler failed:", err))
     .finally(() => {
       if (bytes !== undefined) lane.waiting--, (lane.bytes -= bytes);
       if (lane.tail === done) lanes.delete(subId);

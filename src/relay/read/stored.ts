@@ -2,6 +2,7 @@
 // the answer memory holds (relay/answers/), or a read of the store streamed to the socket batch
 // by batch. The last batch is handed on to the live side (relay/read/live.ts), to go out with the
 // catch-up and EOSE in one write.
+import { log } from "../../log.ts";
 import { nowSeconds } from "../../protocol/event.ts";
 import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type QueryJob, type RowBatch } from "../../store/types.ts";
 import type { Keeping, MemoryQuery } from "../answers/memory.ts";
@@ -129,6 +130,6 @@ export function readFailure(err: unknown, what: string): string {
   if (err instanceof ReadStoppedError) return err.message;
   if (err instanceof ReaderBusyError) return "rate-limited: the relay is busy, try again shortly";
   if (err instanceof StoreClosedError) return "error: the relay is shutting down";
-  console.error(`${what} failed:`, err);
+  log.error(`${what} failed:`, err);
   return `error: could not run the ${what}`;
 }

@@ -1,5 +1,6 @@
 // NIP-40 expiration: expired events are hidden from every read as they expire; a timer reclaims
 // their space in the store now and then.
+import { log } from "../../log.ts";
 import { nowSeconds } from "../../protocol/event.ts";
 import type { RelayContext } from "../context.ts";
 
@@ -10,7 +11,7 @@ export function expirationSweeper(ctx: RelayContext): { reconfigure(): void; sto
     if (!config.nips.nip40 || ctx.closing) return;
     Promise.resolve()
       .then(() => ctx.store.sweepExpired(nowSeconds()))
-      .catch((err) => console.error("expiration sweep failed:", err));
+      .catch((err) => log.error("expiration sweep failed:", err));
   };
   let seconds = config.options.expiration_sweep_seconds;
   let timer = setInterval(sweep, seconds * 1000);

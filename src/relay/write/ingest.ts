@@ -5,6 +5,7 @@
 // its batch's commit (store/queue.ts). It first hands each stored event to the fanout, in commit
 // order, synchronously, so live subscribers are sent the event before its author gets the OK.
 // (A Postgres store fans out from its commit feed instead, which can come after the OK.)
+import { log } from "../../log.ts";
 import { admit, type Source } from "../../admit/admit.ts";
 import { okAccepted, okMessage, type Outcome } from "../../admit/outcome.ts";
 import { isGroupActionKind } from "../../nips/nip29.ts";
@@ -48,7 +49,7 @@ export async function handleEvent(ctx: RelayContext, ws: Socket, raw: unknown): 
     o = await admit(ctx, raw, clientSource(ctx, ws));
   } catch (err) {
     // The verifier or the writer failed (admit.ts): the event passed the shape check.
-    console.error("event pipeline error:", err);
+    log.error("event pipeline error:", err);
     ctx.metrics.countEventResult((raw as { kind: number }).kind, false, STORE_FAILED);
     return sendSoon(ws, okFrame(ctx.metrics, claimedId(raw), false, STORE_FAILED));
   }

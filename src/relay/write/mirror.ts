@@ -2,6 +2,7 @@
 // batching are ops/stream.ts's; the events go through the pipeline (admit/admit.ts) with the
 // storage policies of an import and then the relay's own writer queue, whose commit fans them
 // out to this relay's live subscribers like any published event.
+import { log } from "../../log.ts";
 import { ConfigError } from "../../config/load.ts";
 import { admit, type Source } from "../../admit/admit.ts";
 import { countOutcome, newCounts, problemOf } from "../../admit/outcome.ts";
@@ -15,6 +16,15 @@ interface Mirrors {
   stop(): void;
 }
 
+/**
+ * A follower's line: its connection's news at info, each event this relay refused at debug (a
+ * mirrored relay may send thousands that this relay's policies refuse).
+ */
+function mirrorLine(line: string): void {
+  if (line.includes(": refused an event: ")) log.debug(line);
+  else log.info(line);
+}
+
 /** Starts one follower per [mirror] relays URL; none when the list is empty. */
 export function startMirrors(ctx: RelayContext): Mirrors {
   const { relays, filter: filterText } = ctx.config.mirror;
@@ -26,7 +36,7 @@ export function startMirrors(ctx: RelayContext): Mirrors {
     throw new ConfigError(`[mirror] filter: ${(e as Error).message}`);
   }
   const followers: Streamer[] = relays.map((url) =>
-    followRelay({ config: ctx.config, url, filter, log: (t) => console.log(`mirror ${url}: ${t}`) }, ingestInto(ctx)),
+    followRelay({ config: ctx.config, url, filter, log: (t) => mirrorLine(`mirror ${url}: ${t}`) }, ingestInto(ctx)),
   );
   return {
     stop() {

@@ -3,6 +3,7 @@
 // admin changes are announced so every node reloads its admin state. Why Redis rather than
 // Postgres LISTEN/NOTIFY: docs/scaling.md (NOTIFY payloads stop at 8,000 bytes and every NOTIFY
 // takes a global lock at commit).
+import { log } from "../../log.ts";
 import { RedisClient } from "bun";
 import type { Batch } from "./order.ts";
 
@@ -47,7 +48,7 @@ export class RedisBus {
       try {
         m = JSON.parse(message);
       } catch {
-        return console.error(`bus: not JSON on ${channel}`);
+        return log.error(`bus: not JSON on ${channel}`);
       }
       if (m.node === NODE) return;
       // An admission change rides the admin channel with a flag (a node that does not know the flag reloads all).
@@ -80,7 +81,7 @@ export class RedisBus {
 
   private send(channel: string, message: string): void {
     // A lost message is not lost data: the other nodes read the gap from Postgres (order.ts).
-    const p = this.pub.publish(channel, message).catch((err: unknown) => console.error("bus: publish failed:", err));
+    const p = this.pub.publish(channel, message).catch((err: unknown) => log.error("bus: publish failed:", err));
     this.sending.add(p);
     void p.finally(() => this.sending.delete(p));
   }

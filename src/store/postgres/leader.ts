@@ -4,6 +4,7 @@
 // connection, so when the leading node stops (or its connection drops) another node's next try,
 // at most TRY_EVERY_MS later, takes it over. Each try asks again even while leading: a connection
 // that was dropped and opened anew no longer holds the lock, and says so.
+import { log } from "../../log.ts";
 import type { ReservedSQL, SQL } from "bun";
 import type { Leadership } from "../types.ts";
 
@@ -66,7 +67,7 @@ export class PostgresLeaders {
       for (const name of this.names.keys()) this.names.set(name, false);
       this.connection?.release();
       this.connection = undefined;
-      if (!this.closed) console.error("postgres: the leader lock could not be asked for:", err);
+      if (!this.closed) log.error("postgres: the leader lock could not be asked for:", err);
     }
   }
 

@@ -3,6 +3,7 @@
 // committed and was handed on". Batches commit in seq order (postgres/write.ts), so a batch that
 // arrives before an earlier one means the earlier one is committed but its message is late, or
 // was lost with its node: after a short wait the gap is read from the database.
+import { log } from "../../log.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
 
 export interface OrderedEvent {
@@ -70,7 +71,7 @@ export class CommitOrder {
       this.gapTimer = setTimeout(() => {
         this.gapTimer = undefined;
         const next = Math.min(...this.waiting.keys());
-        void this.fill(next - 1).catch((err) => console.error("could not read a gap of committed events:", err));
+        void this.fill(next - 1).catch((err) => log.error("could not read a gap of committed events:", err));
       }, this.opts.gapMs ?? 200);
     }
   }

@@ -2,6 +2,7 @@
 // Writes: postgres/write.ts (batches serialized by the database). Committed batches of every
 // node reach each node's fanout in seq order through postgres/order.ts, fed by this node's own
 // commits, by the Redis bus (postgres/bus.ts) and, as a safety net, by polling the sequence.
+import { log } from "../../log.ts";
 import { SQL } from "bun";
 import { Hll } from "../../nips/nip45.ts";
 import type { GroupGate } from "../../nips/nip29.ts";
@@ -127,7 +128,7 @@ export class PostgresStore implements Store {
       this.feed?.committed(e.event, e.json);
     } catch (err) {
       // A fanout bug must not fail the batch that committed it, nor stop the order.
-      console.error("fanout of a stored event failed:", err);
+      log.error("fanout of a stored event failed:", err);
     }
   }
 
@@ -193,7 +194,7 @@ export class PostgresStore implements Store {
     };
     this.admissionsReading = read()
       .catch((err) => {
-        if (!this.closed) console.error("postgres: could not read the admission changes:", err);
+        if (!this.closed) log.error("postgres: could not read the admission changes:", err);
       })
       .finally(() => {
         this.admissionsReading = undefined;
@@ -211,7 +212,7 @@ export class PostgresStore implements Store {
       await this.admissionsSince();
       await this.order.catchUp(Number(row.seq));
     } catch (err) {
-      if (!this.closed) console.error("postgres: could not read the commit sequence:", err);
+      if (!this.closed) log.error("postgres: could not read the commit sequence:", err);
     }
   }
 
@@ -248,7 +249,7 @@ export class PostgresStore implements Store {
         try {
           outcomes.push(...(await this.writeBatch([w], rules)));
         } catch (one) {
-          console.error(`postgres: could not store event ${w.event.id}:`, one);
+          log.error(`postgres: could not store event ${w.event.id}:`, one);
           outcomes.push({ stored: false, duplicate: false, refusal: refuse("error", "could not store the event") });
         }
       }

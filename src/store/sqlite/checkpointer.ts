@@ -14,6 +14,7 @@
 // starts the WAL over. So the WAL stays near WRITER_AUTOCHECKPOINT pages (80 MB with 4 KB pages)
 // while this thread runs. Should it fail, the writer copies everything itself again, at
 // SOLO_AUTOCHECKPOINT pages (40 MB) as before this thread (writer-thread.ts sets it through onLost).
+import { log } from "../../log.ts";
 import { workerUrl } from "../../workers.ts";
 
 export type CheckpointRequest = { open: string; synchronous: "normal" | "full" } | "checkpoint" | "close";
@@ -82,7 +83,7 @@ export class Checkpointer {
     // failed batches say it (store/queue.ts, one line per kind of failure per minute).
     if (typeof r === "object" && r.code !== "SQLITE_FULL" && !this.loggedError) {
       this.loggedError = true;
-      console.error(`checkpointer: ${r.error}; the writer thread's own checkpoints go on`);
+      log.error(`checkpointer: ${r.error}; the writer thread's own checkpoints go on`);
     }
     if (r === "ready") return;
     this.running = false;
@@ -98,7 +99,7 @@ export class Checkpointer {
     // An error event can leave the thread running: end it, or it could keep the process alive.
     worker.terminate();
     if (this.closed) return this.closed(); // closing anyway
-    console.error(`checkpointer thread ${how}; the writer thread checkpoints the WAL itself from now on`);
+    log.error(`checkpointer thread ${how}; the writer thread checkpoints the WAL itself from now on`);
     this.onLost?.();
   }
 

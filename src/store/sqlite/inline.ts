@@ -1,6 +1,7 @@
 // The writer and the readers on this thread, for an in-memory database (which other threads
 // cannot open; tests, tools) and, for the writer, a store without a writer thread: the same
 // interfaces as the threads (ports.ts), each call answered before it returns, behind a promise.
+import { log } from "../../log.ts";
 import type { Database } from "bun:sqlite";
 import type { PendingWrite, ReadContext, WriteOutcome, WriteRules } from "../types.ts";
 import { checkpointAndClose } from "./db.ts";
@@ -92,7 +93,7 @@ export class InlineWriter implements SqliteWriterPort {
 
   /** `connection` is the writer's own: checkpointed and closed. */
   async close(connection: Database): Promise<void> {
-    for (const w of checkpointAndClose(connection)) console.warn(`warning: ${w}`);
+    for (const w of checkpointAndClose(connection)) log.warn(`warning: ${w}`);
   }
 }
 

@@ -9,6 +9,7 @@
 // two slices a busy worker holds (SLICES_AHEAD). A job keeps its state in the worker that started
 // it (its cursors), so it resumes there. Workers start with the pool and stay: no
 // thread (and no file descriptor) has to be found later, under load.
+import { log } from "../../log.ts";
 import { workerUrl } from "../../workers.ts";
 import { QueryTimeoutError, ReaderBusyError, ReadStoppedError, StoreClosedError, type ReadContext, type RowBatch } from "../types.ts";
 import type { ReadKind, RunOptions, SqliteReaderPort } from "./ports.ts";
@@ -362,7 +363,7 @@ export class ReaderPool implements SqliteReaderPort {
     };
     worker.onerror = (e) => {
       e.preventDefault?.();
-      console.error(`query worker failed: ${e.message}`);
+      log.error(`query worker failed: ${e.message}`);
       this.replace(slot);
     };
     worker.unref();
@@ -389,7 +390,7 @@ export class ReaderPool implements SqliteReaderPort {
     this.respawns = this.respawns.filter((t) => now - t < 60_000);
     if (this.closing || this.respawns.length >= MAX_RESPAWNS) {
       this.slots.splice(i, 1);
-      if (this.slots.length === 0) console.error("every query worker failed: reads are refused until the relay restarts");
+      if (this.slots.length === 0) log.error("every query worker failed: reads are refused until the relay restarts");
       return;
     }
     this.respawns.push(now);
@@ -397,7 +398,7 @@ export class ReaderPool implements SqliteReaderPort {
       this.slots[i] = this.spawn();
     } catch (err) {
       this.slots.splice(i, 1);
-      console.error("could not start a query worker:", err);
+      log.error("could not start a query worker:", err);
     }
   }
 

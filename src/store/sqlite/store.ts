@@ -4,6 +4,7 @@
 // thread for an in-memory database: inline.ts). The store holds one writer and one set of
 // readers (ports.ts) and calls them the same either way. With a writer thread, this thread's own
 // connection only reads (admin lists, sizes, the snapshot seq).
+import { log } from "../../log.ts";
 import type { Database } from "bun:sqlite";
 import { toHex } from "../../nips/nip77-wire.ts";
 import type { NostrEvent } from "../../protocol/event.ts";
@@ -163,7 +164,7 @@ export class SqliteStore implements Store {
         feed.committed(w.event, w.json);
       } catch (e) {
         // A fanout bug must not leave the batch's authors without their OK.
-        console.error("fanout of a stored event failed:", e);
+        log.error("fanout of a stored event failed:", e);
       }
     });
     feed.batchEnd();

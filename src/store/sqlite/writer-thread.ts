@@ -4,6 +4,7 @@
 // worker handles messages in order, so replies come in commit order, and a duplicate check
 // (has) sent after a batch is answered after that batch's commit. Beside it, the thread that
 // checkpoints its WAL (checkpointer.ts). The store's writer (ports.ts SqliteWriterPort).
+import { log } from "../../log.ts";
 import type { Database } from "bun:sqlite";
 import type { Prefix } from "../../protocol/reasons.ts";
 import { workerUrl } from "../../workers.ts";
@@ -168,7 +169,7 @@ export class WriterThread implements SqliteWriterPort {
   private lost(worker: Worker, how: string): void {
     if (worker !== this.worker || this.closing) return;
     this.worker = undefined;
-    console.error(`writer thread ${how}; starting a new one`);
+    log.error(`writer thread ${how}; starting a new one`);
     this.onLost?.();
     const err = new Error(`the writer thread ${how}`);
     const batches: LostBatch[] = [];
@@ -215,7 +216,7 @@ export class WriterThread implements SqliteWriterPort {
     try {
       found = this.seqsOf(b.ids);
     } catch (e) {
-      console.error("could not look up the events of a lost writer thread's batch:", e);
+      log.error("could not look up the events of a lost writer thread's batch:", e);
       return b.reject(err);
     }
     if (!found.some((s) => s > 0)) return b.reject(err);
@@ -246,7 +247,7 @@ export class WriterThread implements SqliteWriterPort {
     try {
       return this.purgeOf(seq);
     } catch (e) {
-      console.error("could not look up the purge of a lost writer thread's deletion:", e);
+      log.error("could not look up the purge of a lost writer thread's deletion:", e);
       return undefined;
     }
   }
@@ -275,7 +276,7 @@ export class WriterThread implements SqliteWriterPort {
     if ("purged" in r) return this.onPurged?.(r.purged);
     if ("changes" in r) return this.onChanges?.(r.changes);
     if ("closed" in r) {
-      for (const w of r.warnings) console.warn(`warning: ${w}`);
+      for (const w of r.warnings) log.warn(`warning: ${w}`);
       return this.pending.get(0)?.resolve(r);
     }
     const p = this.pending.get(r.id);
