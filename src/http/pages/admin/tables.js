@@ -1,6 +1,7 @@
 // @ts-check
 // The NIP-86 lists as tables: loaded once the signer is connected, one after the other, and again
 // after a change that shows in them; each row has the button that undoes its entry.
+import { confirmBan, purgeNote } from "./confirm.js";
 import { act, describe } from "./log.js";
 import { shortBech } from "./nip19.js";
 import { $, el, HEX64, message, placeholder, show } from "./page.js";
@@ -17,6 +18,7 @@ function actionButton(label, method, args, outcome) {
   b.dataset.method = method;
   b.disabled = !canSign;
   b.addEventListener("click", async () => {
+    if ((method === "banevent" || method === "banpubkey") && !(await confirmBan(method, String(args[0])))) return;
     const error = await act(method, args);
     if (outcome) outcome.textContent = error ? "failed: " + error : "";
   });
@@ -55,7 +57,7 @@ const reason = (item) => (typeof item.reason === "string" ? item.reason : "");
 const pubkeyRows = (unLabel, unMethod) => (items) =>
   array(items)
     .filter((i) => i && HEX64.test(String(i.pubkey)))
-    .map((i) => ({ key: i.pubkey, cells: [authorEl(i.pubkey), reason(i)], actions: [[unLabel, unMethod, [i.pubkey]]] }));
+    .map((i) => ({ key: i.pubkey, cells: [authorEl(i.pubkey), purgeNote(i)], actions: [[unLabel, unMethod, [i.pubkey]]] }));
 /** @param {unknown} items @returns {Row[]} */
 const kindRows = (items) =>
   array(items)
@@ -88,7 +90,7 @@ const LISTS = {
         .map((i) => {
           const id = el("code", "note", shortBech("note", i.id));
           id.title = i.id;
-          return { key: i.id, cells: [id, reason(i)], actions: [["Allow again", "allowevent", [i.id]]] };
+          return { key: i.id, cells: [id, purgeNote(i)], actions: [["Allow again", "allowevent", [i.id]]] };
         }),
   ],
   "allowed-kinds": ["listallowedkinds", kindRows],
