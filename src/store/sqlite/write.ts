@@ -374,11 +374,13 @@ export class SqliteWriter {
   /**
    * NIP-86 banpubkey: deletes every event of this author stored now, as a purge: what fits in
    * PURGE_FIRST_MS at once, the rest in purgeSteps. Returns how many were deleted at once.
+   * `also` runs in the same transaction (purgeHidden marks its row there).
    */
-  removeByAuthor(pubkey: string): number {
+  removeByAuthor(pubkey: string, also?: () => void): number {
     return this.told(() =>
       this.db
         .transaction(() => {
+          also?.();
           const upto = (this.st.maxSeq.get() as { s: number }).s;
           const before = this.purgedEvents;
           this.purgeLeftMs = PURGE_FIRST_MS;
@@ -414,10 +416,8 @@ export class SqliteWriter {
       this.setHidden(what, key, null);
       return true;
     }
-    if (!row.purging) {
-      this.db.transaction(() => this.st.startPurgeHidden.run(what, key)).immediate();
-      this.removeByAuthor(key);
-    }
+    // The mark and the purge commit together: a row marked purging always has its purge recorded.
+    if (!row.purging) this.removeByAuthor(key, () => this.st.startPurgeHidden.run(what, key));
     if (this.st.purgingAuthor.get(key) !== null) return false;
     // What the purge leaves (a group's moderation records, as banpubkey's) is served again.
     this.setHidden(what, key, null);
