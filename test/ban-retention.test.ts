@@ -8,7 +8,17 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { nip77 } from "nostr-tools";
-import { accepted, adminCall, Client, failOnRelayErrors, refusedWith, rowsWithId, signer, startTestRelay, type TestRelay } from "./helpers.ts";
+import {
+  accepted,
+  adminCall,
+  Client,
+  failOnRelayErrors,
+  refusedWith,
+  rowsWithId,
+  signer,
+  startTestRelay,
+  type TestRelay,
+} from "./helpers.ts";
 
 failOnRelayErrors();
 
@@ -168,9 +178,15 @@ describe("after the retention", () => {
     await relay.stop();
     await Bun.sleep(2100);
     relay = await start("2s");
-    await waitFor(async () => (await rowsWithId(relay, notes[0]!.id)) + (await rowsWithId(relay, notes[1]!.id)) + (await rowsWithId(relay, bad.id)) === 0);
+    await waitFor(
+      async () =>
+        (await rowsWithId(relay, notes[0]!.id)) + (await rowsWithId(relay, notes[1]!.id)) + (await rowsWithId(relay, bad.id)) === 0,
+    );
     await waitFor(async () => relay.ctx.admin.hiding === undefined);
-    expect((await ok("listbannedpubkeys")).find((e: { pubkey: string }) => e.pubkey === a.pubkey)).toEqual({ pubkey: a.pubkey, reason: "spam" });
+    expect((await ok("listbannedpubkeys")).find((e: { pubkey: string }) => e.pubkey === a.pubkey)).toEqual({
+      pubkey: a.pubkey,
+      reason: "spam",
+    });
     expect(await ok("unbanpubkey", [a.pubkey])).toBe(true);
     expect(await ok("allowevent", [bad.id, ""])).toBe(true);
     const again = await Client.connect(relay.url);

@@ -51,7 +51,13 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
   const calls = async (method: string) => (await relay.ctx.store.admin.recentLog(1000)).filter((r) => r.method === method).length;
   const key = async (name: "Escape" | "Enter", code: number) => {
     for (const type of ["keyDown", "keyUp"])
-      await page.send("Input.dispatchKeyEvent", { type, key: name, code: name, windowsVirtualKeyCode: code, ...(name === "Enter" && type === "keyDown" ? { text: "\r" } : {}) });
+      await page.send("Input.dispatchKeyEvent", {
+        type,
+        key: name,
+        code: name,
+        windowsVirtualKeyCode: code,
+        ...(name === "Enter" && type === "keyDown" ? { text: "\r" } : {}),
+      });
   };
   /** Clicks a row's ban button and waits for the dialog: what it says and who has the focus. */
   async function open(id: string, button: string): Promise<{ text: string; focused: string; ok: string }> {
@@ -71,7 +77,10 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
     );
     expect(shown).toMatchObject({ focused: "confirm-ban-cancel", ok: "Ban author" });
     mkdirSync(SHOTS, { recursive: true });
-    writeFileSync(`${SHOTS}/34-ban-confirm.png`, Buffer.from((await page.send("Page.captureScreenshot", { format: "png" })).data, "base64"));
+    writeFileSync(
+      `${SHOTS}/34-ban-confirm.png`,
+      Buffer.from((await page.send("Page.captureScreenshot", { format: "png" })).data, "base64"),
+    );
     await key("Escape", 27);
     await closed();
     await open(notes[0]!.id, "ban-author");

@@ -500,14 +500,16 @@ class PostgresAdmin implements AdminStore {
   }
 
   async hidden(): Promise<HiddenEntry[]> {
-    const rows = await this.sql`SELECT what, encode(key, 'hex') AS key, since::float8 AS since, purging FROM hidden ORDER BY since, what, key`;
+    const rows = await this
+      .sql`SELECT what, encode(key, 'hex') AS key, since::float8 AS since, purging FROM hidden ORDER BY since, what, key`;
     return [...rows] as HiddenEntry[];
   }
 
   // Each change of `hidden` moves admin_version and is announced: every node reloads its admin
   // state, and with it what its reads hide (Visibility.hidden).
   async hide(what: HiddenWhat, key: string, since: number): Promise<void> {
-    await this.sql`WITH h AS (INSERT INTO hidden (what, key, since) VALUES (${what}, decode(${key}, 'hex'), ${since}) ON CONFLICT DO NOTHING)
+    await this
+      .sql`WITH h AS (INSERT INTO hidden (what, key, since) VALUES (${what}, decode(${key}, 'hex'), ${since}) ON CONFLICT DO NOTHING)
                    UPDATE admin_version SET value = value + 1`;
     this.changed();
   }

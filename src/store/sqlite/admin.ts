@@ -23,7 +23,10 @@ class AdminReads {
   }
 
   hidden(): HiddenEntry[] {
-    return (this.hiddenRows.all() as (Omit<HiddenEntry, "purging"> & { purging: number })[]).map((r) => ({ ...r, purging: r.purging === 1 }));
+    return (this.hiddenRows.all() as (Omit<HiddenEntry, "purging"> & { purging: number })[]).map((r) => ({
+      ...r,
+      purging: r.purging === 1,
+    }));
   }
 
   entries(): AdminEntry[] {

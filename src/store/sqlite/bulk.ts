@@ -94,7 +94,13 @@ export class SqliteBulk implements BulkStore {
 
   async negItems(filter: Filter, now: number): Promise<NegItems> {
     const visibility = hasHiddenTable(this.db) ? { restrictedKinds: [], viewers: [], hidden: BULK_HIDDEN } : undefined;
-    return runNegItems(new StatementCache(this.db), { filter, max: Number.MAX_SAFE_INTEGER - 1, maxSeq: Number.MAX_SAFE_INTEGER, now, visibility });
+    return runNegItems(new StatementCache(this.db), {
+      filter,
+      max: Number.MAX_SAFE_INTEGER - 1,
+      maxSeq: Number.MAX_SAFE_INTEGER,
+      now,
+      visibility,
+    });
   }
 
   async eventHeads(ids: string[]): Promise<Map<string, EventHead>> {

@@ -21,7 +21,8 @@ const stored = (n) => n.toLocaleString("en-US") + (n === 1 ? " stored event" : "
 export function banQuestion(method, name, p) {
   const undo = method === "banpubkey" ? "unban" : "allow it again";
   const ask = "Ban " + name + "? ";
-  if (method === "banpubkey" && p.action === "keep") return ask + "Its new events will be refused; its " + stored(p.events) + " stay served.";
+  if (method === "banpubkey" && p.action === "keep")
+    return ask + "Its new events will be refused; its " + stored(p.events) + " stay served.";
   if (method === "banevent" && p.events === 0) return ask + "It is not stored here; it will be refused if sent.";
   if (p.action === "delete") return ask + stored(p.events) + " will be deleted now; nothing comes back if you " + undo + ".";
   return ask + stored(p.events) + " will be hidden now and deleted after " + p.retention + " unless you " + undo + ".";
