@@ -8,6 +8,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { nip77 } from "nostr-tools";
+import { PostgresBulk } from "../src/store/postgres/bulk.ts";
+import { PostgresStore } from "../src/store/postgres/store.ts";
+import { SqliteBulk } from "../src/store/sqlite/bulk.ts";
+import { openExisting } from "../src/store/sqlite/maintenance.ts";
 import {
   accepted,
   adminCall,
@@ -59,6 +63,21 @@ async function negIds(c: Client, filter: object): Promise<string[]> {
   return need.sort();
 }
 
+/** What the operator commands see of `author`: `bunstr export`'s pages, and the set `bunstr sync` offers (NIP-77 items). */
+async function commands(author: string): Promise<{ exported: string[]; synced: number }> {
+  const store = relay.ctx.store;
+  const bulk = store instanceof PostgresStore ? new PostgresBulk(store, "") : new SqliteBulk(openExisting(relay.dbPath, "readonly"), relay.dbPath);
+  try {
+    const { max } = await bulk.seqRange();
+    const rows = await bulk.exportPager({ authors: [author], now: 0 })(0, max, 1000);
+    const items = await bulk.negItems({ authors: [author] }, 0);
+    return { exported: ids(rows.map((r) => JSON.parse(r.json))), synced: items.timestamps.length };
+  } finally {
+    // The Postgres bulk is the relay's own store: left open.
+    if (bulk instanceof SqliteBulk) await bulk.close();
+  }
+}
+
 /** What every read path sees of `author` (and of the word only its notes hold). */
 async function seen(c: Client, author: string, word: string) {
   return {
@@ -99,6 +118,7 @@ describe("banpubkey hides, unbanpubkey restores", () => {
     await accepted(c, b.sign({ kind: 1, content: "someone else" }));
     const before = await seen(c, a.pubkey, "zebracorn");
     expect(before).toEqual({ req: ids(notes), feed: ids(notes), count: 3, search: ids(notes), neg: ids(notes) });
+    expect(await commands(a.pubkey)).toEqual({ exported: ids(notes), synced: 3 });
 
     // Asked first: what the ban takes away, and for how long it can come back.
     expect(await ok("previewbanpubkey", [a.pubkey])).toEqual({ events: 3, action: "hide", retention: "1 hour", retention_seconds: 3600 });
@@ -109,6 +129,7 @@ describe("banpubkey hides, unbanpubkey restores", () => {
     expect(await ok("banpubkey", [a.pubkey, "spam"])).toBe(true);
     const empty = { req: [], feed: [], count: 0, search: [], neg: [] };
     expect(await seen(c, a.pubkey, "zebracorn")).toEqual(empty);
+    expect(await commands(a.pubkey)).toEqual({ exported: [], synced: 0 });
     // Nothing of it counted in a count of everything either, and a new event is refused (so none goes out live).
     expect((await c.count("all", [{ kinds: [1] }]))[2].count).toBe(
       (await c.req("all-req", { kinds: [1] })).events.filter((e) => e.pubkey !== a.pubkey).length,
@@ -134,6 +155,7 @@ describe("banpubkey hides, unbanpubkey restores", () => {
 
     expect(await ok("unbanpubkey", [a.pubkey])).toBe(true);
     expect(await seen(again, a.pubkey, "zebracorn")).toEqual(before);
+    expect(await commands(a.pubkey)).toEqual({ exported: ids(notes), synced: 3 });
     expect((await again.req("ids", { ids: ids(notes) })).events.map((e) => e.id).sort()).toEqual(ids(notes));
     await accepted(again, a.sign({ kind: 1, content: "welcome back" }));
     again.close();
