@@ -1,5 +1,5 @@
 // Builds the single executable:
-//   bun build.ts [--target bun-linux-x64|bun-linux-arm64|bun-linux-x64-baseline|bun-darwin-arm64]
+//   bun build.ts [--target bun-linux-x64|bun-linux-arm64|bun-linux-x64-baseline|bun-darwin-arm64|bun-linux-x64-musl|…]
 //                [--outfile dist/bunstr] [--secp256k1 PATH | --no-secp256k1]
 // or every release target into dist/release/ (bunstr-<target> and SHA256SUMS for `sha256sum -c`):
 //   bun build.ts --release [--outdir dist/release] [--only linux-x64,linux-arm64]
@@ -56,12 +56,20 @@ const version = commit ? `${pkg.version}+${commit}` : pkg.version;
 const adminScript = await bundleAdminScript();
 const joinScript = await bundleJoinScript();
 
-/** Does `target` (undefined = this machine) run on this machine's OS and CPU? */
+/** Linux with musl (Alpine) rather than glibc: Bun reports glibc's version on glibc only. */
+const hostIsMusl =
+  process.platform === "linux" &&
+  !(process.report?.getReport?.() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header?.glibcVersionRuntime;
+
+/**
+ * Does `target` (undefined = this machine) run on this machine's OS, CPU and C library? A
+ * bun-linux-*-musl target (Alpine) cannot load a glibc host's libsecp256k1, nor the reverse.
+ */
 function runsHere(target: string | undefined): boolean {
-  return !target || target.startsWith(`bun-${process.platform}-${process.arch}`);
+  return !target || (target.startsWith(`bun-${process.platform}-${process.arch}`) && target.endsWith("-musl") === hostIsMusl);
 }
 
-/** The host's libsecp256k1, when the binary will run on this OS and CPU. */
+/** The host's libsecp256k1, when the binary will run on this OS, CPU and C library. */
 function hostLibrary(target: string | undefined): string | undefined {
   if (!runsHere(target)) return undefined;
   const dirs =

@@ -1,5 +1,6 @@
 #!/usr/bin/env bun
 // Entry point: argv -> command.
+import { adminCommand } from "./cli/admin.ts";
 import { USAGE } from "./cli/args.ts";
 import { configCommand } from "./cli/config.ts";
 import { exportCommand } from "./cli/export.ts";
@@ -19,6 +20,7 @@ async function main(argv: string[]): Promise<number | undefined> {
   if (cmd === "--version" || cmd === "-V" || cmd === "version") return (console.log(VERSION), 0);
   if (cmd === "--help" || cmd === "-h" || cmd === "help") return (console.log(USAGE), 0);
   if (cmd === "config") return configCommand(rest);
+  if (cmd === "admin") return adminCommand(rest);
   if (cmd === "export") return exportCommand(rest);
   if (cmd === "import") return importCommand(rest);
   if (cmd === "backup") return backupCommand(rest);

@@ -1,6 +1,6 @@
-// packaging/nginx.conf, packaging/Caddyfile and packaging/config.toml for real: the proxy (the
-// shipped file, with its ports and certificate swapped for test ones) terminates TLS on loopback
-// in front of a relay started here with the shipped [network] settings. A websocket client
+// packaging/nginx-http.conf and nginx.conf, packaging/Caddyfile and packaging/config.toml for
+// real: the proxy (the shipped files, with their ports and certificate swapped for test ones)
+// terminates TLS on loopback in front of a relay started here with the shipped [network] settings. A websocket client
 // publishes through it, and the relay's per-IP connection limit shows which address it counted:
 // the client's, from X-Forwarded-For, and never one a client wrote into the header itself.
 // nginx (with openssl) and Caddy are required in CI (test/ci.ts): a missing one fails there; on a
@@ -15,7 +15,7 @@ import tls from "node:tls";
 import { loadConfigFile } from "../src/config/load.ts";
 import { needInCI } from "./ci.ts";
 import { signer, startTestRelay, type TestRelay } from "./helpers.ts";
-import { freePort, selfSignedCert } from "./process-helpers.ts";
+import { freePort, selfSignedCert, swap } from "./process-helpers.ts";
 
 const root = resolve(import.meta.dir, "..");
 const find = (name: string) => [Bun.which(name), `/usr/sbin/${name}`, `/usr/bin/${name}`].find((p): p is string => !!p && existsSync(p));
@@ -26,16 +26,6 @@ const nginxMissing = !nginx ? "nginx is not installed (apt-get install nginx)" :
 const caddyMissing = !caddy ? "caddy is not installed (apt-get install caddy)" : undefined;
 const haveNginx = needInCI("packaging-proxy: nginx and openssl", nginxMissing);
 const haveCaddy = needInCI("packaging-proxy: Caddy", caddyMissing);
-
-/** `text` with each swap applied; a swap that matches nothing means the shipped file changed. */
-function swap(file: string, text: string, swaps: [from: string | RegExp, to: string][]): string {
-  for (const [from, to] of swaps) {
-    const next = text.replace(from, to);
-    if (next === text) throw new Error(`${file} no longer contains ${from}: update this test`);
-    text = next;
-  }
-  return text;
-}
 
 interface Ports {
   https: number;
@@ -50,14 +40,18 @@ interface Proxy {
 
 async function startNginx(dir: string, p: Ports): Promise<Proxy> {
   const { cert, key } = selfSignedCert(openssl!, dir, "relay.example.com");
+  const plain = swap("packaging/nginx-http.conf", readFileSync(join(root, "packaging/nginx-http.conf"), "utf8"), [
+    [/^\s*listen \[::\]:80;\n/m, ""],
+    ["listen 80;", `listen 127.0.0.1:${p.http};`],
+  ]);
   const site = swap("packaging/nginx.conf", readFileSync(join(root, "packaging/nginx.conf"), "utf8"), [
     ["server 127.0.0.1:7447;", `server 127.0.0.1:${p.relay};`],
-    [/^\s*listen \[::\]:(80|443)( ssl)?;\n/gm, ""],
+    [/^\s*listen \[::\]:443 ssl;\n/m, ""],
     ["listen 443 ssl;", `listen 127.0.0.1:${p.https} ssl;`],
-    ["listen 80;", `listen 127.0.0.1:${p.http};`],
     ["/etc/letsencrypt/live/relay.example.com/fullchain.pem", cert],
     ["/etc/letsencrypt/live/relay.example.com/privkey.pem", key],
   ]);
+  writeFileSync(join(dir, "bunstr-http.conf"), plain);
   writeFileSync(join(dir, "bunstr.conf"), site);
   const temp = (name: string) => `${name}_temp_path ${join(dir, name)};`;
   writeFileSync(
@@ -65,7 +59,7 @@ async function startNginx(dir: string, p: Ports): Promise<Proxy> {
     `daemon off;\nworker_processes 1;\npid ${join(dir, "nginx.pid")};\nerror_log ${join(dir, "error.log")} info;\n` +
       `events { worker_connections 256; }\n` +
       `http {\n  access_log ${join(dir, "access.log")};\n  ${temp("client_body")}\n  ${temp("proxy")}\n  ${temp("fastcgi")}\n  ${temp("uwsgi")}\n  ${temp("scgi")}\n` +
-      `  include ${join(dir, "bunstr.conf")};\n}\n`,
+      `  include ${join(dir, "bunstr-http.conf")};\n  include ${join(dir, "bunstr.conf")};\n}\n`,
   );
   const args = ["-p", dir, "-e", join(dir, "error.log"), "-c", join(dir, "nginx.conf")];
   const check = Bun.spawnSync([nginx!, "-t", ...args], { stderr: "pipe" });
@@ -268,5 +262,5 @@ function proxySuite(name: string, available: boolean, start: (dir: string, p: Po
   });
 }
 
-proxySuite("nginx (packaging/nginx.conf)", haveNginx, startNginx, true);
+proxySuite("nginx (packaging/nginx-http.conf, nginx.conf)", haveNginx, startNginx, true);
 proxySuite("Caddy (packaging/Caddyfile)", haveCaddy, startCaddy, false);

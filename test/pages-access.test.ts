@@ -386,7 +386,7 @@ describe.skipIf(!haveZbar)("issue 33 pages in Chromium", () => {
       expect(manual.slice(1)).toEqual(["manual", "allowed here (NIP-86)", "", "Unallow"]);
 
       // Revoke paid: the row goes (Pat had no other basis), Pat's notes are refused; the pixels change.
-      await page.evaluate(`document.getElementById("live").style.display = "none"`);
+      await page.evaluate(`document.getElementById("tab-admission").click()`);
       const before = await shotOf(page, "admissions");
       expect(await clickWhere(`${row(paid.pubkey)}.querySelector('button[data-method="revokeadmission"]')`)).toEqual({
         state: "ok",

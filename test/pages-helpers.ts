@@ -1,7 +1,7 @@
 // What the pages' browser tests share (test/pages.test.ts, test/pages-access.test.ts): a tab whose
 // window.nostr is a NIP-07 extension stub signing in this process, a profile picture that needs no
 // network, and a screenshot of one element.
-import { deflateSync } from "node:zlib";
+import { deflateSync, inflateSync } from "node:zlib";
 import { finalizeEvent } from "nostr-tools/pure";
 import type { Browser, Page } from "./cdp.ts";
 import type { Signer } from "./helpers.ts";
@@ -85,4 +85,40 @@ export async function shotOf(page: Page, id: string, scale = 1): Promise<string>
     return { x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height, scale: ${scale} }; })()`);
   if (!(box.width > 0 && box.height > 0)) throw new Error(`#${id} is not on screen`);
   return (await page.send("Page.captureScreenshot", { format: "png", clip: box, captureBeyondViewport: true })).data as string;
+}
+
+/** A PNG's size and the RGB of one pixel (8-bit RGB or RGBA, not interlaced: what Chromium's screenshots are). */
+export function pngPixel(base64: string, x = 0, y = 0): { width: number; height: number; rgb: [number, number, number] } {
+  const png = Buffer.from(base64, "base64");
+  const width = png.readUInt32BE(16);
+  const height = png.readUInt32BE(20);
+  const channels = png[25] === 6 ? 4 : 3;
+  const idat: Buffer[] = [];
+  for (let at = 8; at < png.length; ) {
+    const len = png.readUInt32BE(at);
+    if (png.toString("latin1", at + 4, at + 8) === "IDAT") idat.push(png.subarray(at + 8, at + 8 + len));
+    at += 12 + len;
+  }
+  const raw = inflateSync(Buffer.concat(idat));
+  const stride = width * channels;
+  let prev = new Uint8Array(stride);
+  let row = new Uint8Array(stride);
+  for (let r = 0; r <= y; r++) {
+    const filter = raw[r * (stride + 1)]!;
+    const line = raw.subarray(r * (stride + 1) + 1, (r + 1) * (stride + 1));
+    row = new Uint8Array(stride);
+    for (let i = 0; i < stride; i++) {
+      const a = i >= channels ? row[i - channels]! : 0;
+      const b = prev[i]!;
+      const c = i >= channels ? prev[i - channels]! : 0;
+      const p = a + b - c;
+      const paeth =
+        Math.abs(p - a) <= Math.abs(p - b) && Math.abs(p - a) <= Math.abs(p - c) ? a : Math.abs(p - b) <= Math.abs(p - c) ? b : c;
+      const add = [0, a, b, (a + b) >> 1, paeth][filter]!;
+      row[i] = (line[i]! + add) & 0xff;
+    }
+    prev = row;
+  }
+  const i = x * channels;
+  return { width, height, rgb: [row[i]!, row[i + 1]!, row[i + 2]!] };
 }

@@ -82,3 +82,16 @@ export function selfSignedCert(openssl: string, dir: string, host: string): { ce
   if (gen.exitCode !== 0) throw new Error(`openssl: ${gen.stderr}`);
   return { cert, key };
 }
+
+/**
+ * `text` (a shipped file such as packaging/nginx.conf, adapted for a test) with each swap applied;
+ * a swap that matches nothing means the shipped file changed.
+ */
+export function swap(file: string, text: string, swaps: [from: string | RegExp, to: string][]): string {
+  for (const [from, to] of swaps) {
+    const next = text.replace(from, to);
+    if (next === text) throw new Error(`${file} no longer contains ${from}: update this test`);
+    text = next;
+  }
+  return text;
+}

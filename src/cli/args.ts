@@ -8,6 +8,11 @@ Usage:
   bunstr config init             print a fully commented default config
   bunstr config check [--lenient] FILE
                                  validate a config file: every problem, with file:line
+  bunstr admin add|remove NPUB|HEX --config FILE
+                                 who may use /admin and NIP-86: edits [admin] pubkeys in FILE
+                                 (comments kept), then reloads the relay running with FILE (SIGHUP)
+  bunstr admin list --config FILE
+                                 the admins FILE lists
   bunstr export [--filter JSON] [--since N] [--until N] [--include-expired] > events.jsonl
                                  stored events as JSON lines, in commit order (relay may run)
   bunstr import [FILE] [--no-verify] [--json] < events.jsonl

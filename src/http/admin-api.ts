@@ -89,7 +89,12 @@ export async function handleAdminRequest(req: Request, ctx: AdminApiSource): Pro
         `admin: refused ${token.pubkey}: not in [admin] pubkeys${held.count > 0 ? `; ${held.count} more such refusals not logged` : ""}; ` +
           `more are counted and logged at most every ${ctx.clientLines.intervalMs / 1000} s`,
       );
-    return unauthorized("this pubkey is not an admin of this relay");
+    // No admin at all is no secret (NIP-11 lists 86 only with one); the /admin page tells the operator apart.
+    return unauthorized(
+      ctx.config.admin.pubkeys.length === 0
+        ? "this relay has no admin: [admin] pubkeys is empty"
+        : "this pubkey is not an admin of this relay",
+    );
   }
   // Once only: the id is kept until the token could no longer pass the time check anyway.
   if (!(await ctx.store.admin.useToken(token.id, token.created_at + window, now))) return unauthorized("this auth event was already used");

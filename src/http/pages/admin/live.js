@@ -6,8 +6,8 @@ import { act } from "./log.js";
 import { hexOf, shortBech } from "./nip19.js";
 import { $, el, input, message, placeholder, text } from "./page.js";
 import { authorEl, events, excerpt, kindText, profiles, when } from "./render.js";
-import { canSign } from "./signer.js";
 import { subscribe, unsubscribe } from "./socket.js";
+import { lockUnlessAdmin } from "./who.js";
 
 /** Stored events the live view asks for; rows it keeps (new ones push the oldest out). */
 const LIVE_LIMIT = 50;
@@ -129,7 +129,7 @@ function eventRow(e) {
   const banAuthor = el("button", "small ban-author", "Ban author");
   for (const b of [banEvent, banAuthor]) {
     b.type = "button";
-    b.disabled = !canSign;
+    lockUnlessAdmin(b);
   }
   banEvent.addEventListener("click", async () => {
     if (!(await confirmBan("banevent", e.id))) return;

@@ -4,6 +4,7 @@
 import { $, el, HEX64, message, show } from "./page.js";
 import { authorEl, eventEl } from "./render.js";
 import { rpc } from "./signer.js";
+import { adminReady, whyNot } from "./who.js";
 
 const LOG_MAX = 50;
 
@@ -59,6 +60,16 @@ export function describe(v) {
  * @param {string} method @param {unknown[]} args @returns {Promise<string | undefined>}
  */
 export async function act(method, args) {
+  // Nothing is sent for a key the relay does not take as an admin (the top of the page says why).
+  try {
+    if (!(await adminReady())) {
+      show("error", method + ": " + whyNot());
+      return whyNot();
+    }
+  } catch (err) {
+    show("error", method + ": " + message(err));
+    return message(err);
+  }
   show("pending", method + "\u2026");
   const entry = logEntry(method, targetOf(method, args));
   const outcome = /** @type {HTMLElement} */ (entry.querySelector(".outcome"));

@@ -8,7 +8,9 @@
 // connected, reloaded after each change), a live view of the relay's recent events with one-click
 // bans (live.js), and a log of what each action did (log.js). Calls are signed by the extension
 // (signer.js); events and profiles are read from the relay itself over its websocket (socket.js).
-// The groups (groups.js) and admission (access.js) views show while their models are on.
+// The groups (groups.js) and admission (access.js) views show while their models are on. Each
+// view is a tab (tabs.js). Before any list loads, the relay is asked whether the signer's key is
+// an admin (who.js): if not, the top of the page says how to make it one and the actions are off.
 // This module binds them: who signs shows in the bar, a change reloads its tables, and the page
 // starts once it knows the relay (NIP-11).
 import { refreshAccess, reloadAccessAffected, setAccessEnabled, wireAccess } from "./access.js";
@@ -21,13 +23,23 @@ import { authorEl, wirePictureToggle } from "./render.js";
 import { canSign, connected, connectSigner, onSigner } from "./signer.js";
 import { openSocket } from "./socket.js";
 import { refreshAll, reloadAffected, wireTables } from "./tables.js";
+import { wireTabs } from "./tabs.js";
+import { checkAdmin, isAdmin, noSigner, setAdminsConfigured, wireWho } from "./who.js";
 
-// The lists load the first time the extension tells who signs (and when the key changed).
+// The lists load the first time the extension tells who signs (and when the key changed), once
+// the relay said that key is an admin.
 onSigner((pk, changed) => {
   $("signer-pubkey").textContent = pk;
   $("signer-profile").replaceChildren(authorEl(pk));
-  if (changed) void refreshAll().then(refreshViews);
+  if (changed) void loadAsAdmin(pk);
 });
+
+/** Checks the key (again, after a config change: `again`); the lists load for an admin. @param {string} pk @param {boolean} [again] */
+async function loadAsAdmin(pk, again = false) {
+  const ok = await checkAdmin(pk, again);
+  if (ok) await refreshAll().then(refreshViews);
+  return ok;
+}
 onChange((method) => {
   reloadAffected(method);
   reloadGroupsAffected(method);
@@ -40,22 +52,37 @@ async function refreshViews() {
   await refreshAccess().catch(() => {});
 }
 
+wireTabs();
+wireWho();
 wireForms();
 wireTables();
 wireGroups();
 wireAccess();
+/** The signer's answer, then the relay's (green only for an admin). @param {string} pk */
+async function say(pk) {
+  const ok = await checkAdmin(pk);
+  show(
+    ok ? "ok" : "error",
+    "signer: " + pk + (ok ? " (an admin of this relay)" : ": not an admin of this relay (see the top of the page)"),
+  );
+}
 $("connect").addEventListener("click", async () => {
   try {
-    show("ok", "signer: " + (await connectSigner()));
+    await say(await connectSigner());
   } catch (err) {
+    if (!window.nostr) noSigner();
     show("error", "signer: " + message(err));
   }
 });
+// Refresh: the lists again; for a key the relay refused, the check again (the config may have changed).
 $("refresh").addEventListener("click", async () => {
   try {
-    if (!connected()) await connectSigner();
-    else await refreshAll().then(refreshViews);
+    if (!connected()) await say(await connectSigner());
+    else if (!isAdmin()) {
+      if (await loadAsAdmin($("signer-pubkey").textContent ?? "", true)) show("ok", "signer: now an admin of this relay");
+    } else await refreshAll().then(refreshViews);
   } catch (err) {
+    if (!window.nostr) noSigner();
     show("error", "signer: " + message(err));
   }
 });
@@ -70,8 +97,9 @@ fetch(RELAY_PATH, { headers: { Accept: "application/nostr+json" } })
     setSearchable(Array.isArray(info.supported_nips) && info.supported_nips.includes(50));
     setGroupsEnabled(Array.isArray(info.supported_nips) && info.supported_nips.includes(29));
     setAccessEnabled(info);
+    setAdminsConfigured(Array.isArray(info.supported_nips) && info.supported_nips.includes(86));
     // The signer may have connected before this answer: the groups and admissions load now.
-    if (connected()) void refreshViews();
+    if (connected() && isAdmin()) void refreshViews();
     /** @type {[string, string][]} */
     const fields = [
       ["name-input", "name"],

@@ -6,7 +6,8 @@ import { act, describe } from "./log.js";
 import { shortBech } from "./nip19.js";
 import { $, el, HEX64, message, placeholder, show } from "./page.js";
 import { authorEl, eventEl, kindText } from "./render.js";
-import { canSign, rpc } from "./signer.js";
+import { rpc } from "./signer.js";
+import { lockUnlessAdmin } from "./who.js";
 
 /** @typedef {[label: string, method: string, args: unknown[]]} RowAction */
 /** @typedef {{ key: string, cells: (Node | string)[], actions: RowAction[] }} Row */
@@ -16,7 +17,7 @@ function actionButton(label, method, args, outcome) {
   const b = el("button", "small", label);
   b.type = "button";
   b.dataset.method = method;
-  b.disabled = !canSign;
+  lockUnlessAdmin(b);
   b.addEventListener("click", async () => {
     if ((method === "banevent" || method === "banpubkey") && !(await confirmBan(method, String(args[0])))) return;
     const error = await act(method, args);
