@@ -66,7 +66,8 @@ async function negIds(c: Client, filter: object): Promise<string[]> {
 /** What the operator commands see of `author`: `bunstr export`'s pages, and the set `bunstr sync` offers (NIP-77 items). */
 async function commands(author: string): Promise<{ exported: string[]; synced: number }> {
   const store = relay.ctx.store;
-  const bulk = store instanceof PostgresStore ? new PostgresBulk(store, "") : new SqliteBulk(openExisting(relay.dbPath, "readonly"), relay.dbPath);
+  const bulk =
+    store instanceof PostgresStore ? new PostgresBulk(store, "") : new SqliteBulk(openExisting(relay.dbPath, "readonly"), relay.dbPath);
   try {
     const { max } = await bulk.seqRange();
     const rows = await bulk.exportPager({ authors: [author], now: 0 })(0, max, 1000);
