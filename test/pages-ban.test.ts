@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { npubEncode, noteEncode } from "nostr-tools/nip19";
 import { Browser, CHROMIUM, type Page } from "./cdp.ts";
 import { needInCI } from "./ci.ts";
-import { signingPage } from "./pages-helpers.ts";
+import { shotOf, signingPage } from "./pages-helpers.ts";
 import { Client, failOnRelayErrors, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
 
 const haveChromium = needInCI(
@@ -109,6 +109,8 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
       `document.querySelector('#banned-pubkeys tr[data-key="${spammer.pubkey}"] .purge-at')?.dataset.purgeAt`,
     );
     expect(Number(note)).toBe(purgeAt);
+    await page.evaluate(`document.querySelector('[role="tab"][data-tab="pubkeys"]').click()`);
+    writeFileSync(`${SHOTS}/34-ban-list.png`, Buffer.from(await shotOf(page, "banned-pubkeys"), "base64"));
   });
 
   test("Ban event asks for its one event, and bans", async () => {
