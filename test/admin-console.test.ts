@@ -170,8 +170,13 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     await page.evaluate(
       `document.getElementById("pubkey-input").value = ${js(npubEncode(spammer.pubkey))}; document.getElementById("ban-pubkey").click()`,
     );
+    // A ban asks first (admin/confirm.js; tested in pages-ban.test.ts).
+    await page.waitFor(`document.getElementById("confirm-ban")?.open`);
+    await page.evaluate(`document.getElementById("confirm-ban-ok").click()`);
     expect(
-      await page.waitFor(`(() => { const r = document.getElementById("result"); return r.dataset.state === "ok" && r.textContent; })()`),
+      await page.waitFor(
+        `(() => { const r = document.getElementById("result"); return r.dataset.state !== "pending" && r.textContent.startsWith("banpubkey") && r.textContent; })()`,
+      ),
     ).toBe("banpubkey: ok");
     expect((await client.publish(spammer.sign({ kind: 1, content: "after the ban" })))[3]).toStartWith("blocked:");
   }, 60_000);

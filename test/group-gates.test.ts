@@ -135,11 +135,11 @@ if (!onPostgres)
       // Back to schema 13: no table.
       const old = new Database(path);
       old.exec(
-        "DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; PRAGMA user_version = 13",
+        "DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; DROP TABLE hidden; PRAGMA user_version = 13",
       );
       old.close();
       const again = openDatabase({ path, synchronous: "normal" });
-      expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(15);
+      expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(16);
       expect(again.query("SELECT value, events, metadata FROM group_gates ORDER BY value").all()).toEqual([
         { value: "was-deleted", events: 1, metadata: 1 },
         { value: "was-hidden", events: 0, metadata: 1 },

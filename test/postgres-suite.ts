@@ -15,6 +15,7 @@ const SUITE = [
   "admission-store",
   "auth-modes",
   "backpressure",
+  "ban-retention",
   "created-at",
   "differential",
   "dm-protection",

@@ -111,7 +111,7 @@ test("a database of schema 6 (whole JSON) migrates to schemas 7 and 10 in steps,
     const before = db.query(`SELECT seq, ${eventJsonSql("e")} AS j FROM events e ORDER BY seq`).all();
     // Back to schema 6: whole JSON, no sig column; plus a row of another shape, and a gap in seq.
     db.exec(
-      `UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; DROP TABLE purge_targets; ALTER TABLE purges DROP COLUMN listed; DROP INDEX tags_h; DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; PRAGMA user_version = 6`,
+      `UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; DROP TABLE purge_targets; ALTER TABLE purges DROP COLUMN listed; DROP INDEX tags_h; DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; DROP TABLE hidden; PRAGMA user_version = 6`,
     );
     db.query("INSERT INTO events (seq, id, pubkey, created_at, kind, json) VALUES (25000, randomblob(32), randomblob(32), 1, 1, ?)").run(
       '{"kind":1}',
@@ -137,7 +137,7 @@ test("a database of schema 6 (whole JSON) migrates to schemas 7 and 10 in steps,
     expect(old.query('SELECT count(*) AS n FROM events WHERE json LIKE \'%"sig":"%\'').get()).toEqual({ n: events.length + 2 });
     old.close();
     const again = openDatabase({ path, synchronous: "normal" });
-    expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(15);
+    expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(16);
     expect(again.query("SELECT count(*) AS n FROM events WHERE sig IS NOT NULL").get()).toEqual({ n: events.length });
     expect(again.query("SELECT count(*) AS n FROM events WHERE json LIKE '{\"tags\":%'").get()).toEqual({ n: events.length });
     // Schema 9: the time index carries pubkey and kind (a feed's candidates are checked from it);

@@ -169,12 +169,12 @@ if (!onPostgres)
         // And the migration runs it: a database at schema 4 with an orphan.
         const old = new Database(path);
         old.exec(
-          "DROP TABLE purges; DROP TABLE purge_targets; ALTER TABLE events DROP COLUMN sig; DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; PRAGMA user_version = 4",
+          "DROP TABLE purges; DROP TABLE purge_targets; ALTER TABLE events DROP COLUMN sig; DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; DROP TABLE hidden; PRAGMA user_version = 4",
         );
         old.query("INSERT INTO tags (name, value, created_at, seq, kind) VALUES ('t', 'spoof\uFFFD', 100, 7, 1)").run();
         old.close();
         const again = openDatabase({ path, synchronous: "normal" });
-        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(15);
+        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(16);
         expect(again.query("SELECT count(*) AS n FROM tags").get()).toEqual({ n: 3 });
         again.close();
       } finally {
@@ -256,11 +256,11 @@ if (!onPostgres)
         expect(db.query("SELECT count(*) AS n FROM tags WHERE typeof(value) = 'blob'").get()).toEqual({ n: 4 });
         // Back to schema 5: the same rows, hex as text.
         db.exec(
-          `UPDATE tags SET value = lower(hex(value)) WHERE typeof(value) = 'blob'; UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; DROP TABLE purge_targets; ALTER TABLE purges DROP COLUMN listed; DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; PRAGMA user_version = 5`,
+          `UPDATE tags SET value = lower(hex(value)) WHERE typeof(value) = 'blob'; UPDATE events SET json = ${eventJsonSql("events")}, sig = NULL; ALTER TABLE events DROP COLUMN sig; DROP TABLE purge_targets; ALTER TABLE purges DROP COLUMN listed; DROP TABLE group_gates; DROP TABLE admissions; DROP TABLE invoices; DROP TABLE balances; DROP TABLE nip05; DROP TABLE invites; DROP TABLE hidden; PRAGMA user_version = 5`,
         );
         db.close();
         const again = openDatabase({ path, synchronous: "normal" });
-        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(15);
+        expect((again.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(16);
         expect(again.query("SELECT typeof(value) AS t, count(*) AS n FROM tags GROUP BY 1 ORDER BY 1").all()).toEqual([
           { t: "blob", n: 4 },
           { t: "text", n: 3 },

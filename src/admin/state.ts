@@ -1,11 +1,15 @@
 // NIP-86 admin state: bans, allow lists, kinds, blocked IPs, relay info and roles, held in
 // memory for the policies (policy/rules.ts reads it as an AdminView) and written through to the
-// store, where it survives restarts. Every change takes effect at once.
+// store, where it survives restarts. Every change takes effect at once. What a ban takes away
+// (issue 34) is hidden first (the store's `hidden` rows, left out of every read through
+// Visibility.hidden) and deleted only after [admin] ban_retention (purgeDue), so an unban within
+// it brings everything back.
 import type { Config } from "../config/schema.ts";
+import { durationSeconds } from "../config/duration.ts";
 import { accessMethodsOff, ADMIN_METHODS, GROUP_METHODS, type AccessCall, type AdminCall, type GroupCall } from "../nips/nip86.ts";
 import type { AdminView } from "../policy/rules.ts";
 import { nowSeconds } from "../protocol/event.ts";
-import type { AdminEntry, AdminStore, Store } from "../store/types.ts";
+import type { AdminEntry, AdminStore, HiddenEntry, HiddenReads, HiddenWhat, Store } from "../store/types.ts";
 
 /** The lists of admin_entries. */
 const LISTS = [
@@ -25,6 +29,20 @@ type List = (typeof LISTS)[number];
 /** Most reports looked at for listeventsneedingmoderation. */
 const REPORTS_SCANNED = 2000;
 const REPORT_KIND = 1984; // NIP-56
+
+/** Hidden rows one purge pass works on at most (each an author's purge in steps, or one event). */
+const PURGES_PER_PASS = 16;
+
+/** What a ban would take away (previewbanpubkey, previewbanevent). */
+export interface BanPreview {
+  /** Stored events it takes away (not expired, whoever may read them). */
+  events: number;
+  /** hide: hidden now, deleted after the retention; delete: deleted now; keep: left served (ban_deletes_events off). */
+  action: "hide" | "delete" | "keep";
+  /** [admin] ban_retention as written ("30 days"), and in seconds. */
+  retention: string;
+  retention_seconds: number;
+}
 
 /** What an admin call does beyond the lists: close an address's connections. */
 interface AdminEffects {
@@ -56,6 +74,12 @@ export class AdminState implements AdminView {
   readonly blockedIps = this.list("blocked_ips");
   readonly allowedKinds = new Set<number>();
   readonly disallowedKinds = new Set<number>();
+  /** What bans hide now (the store's `hidden` rows), by `what:key`. */
+  private readonly hiddenRows = new Map<string, HiddenEntry>();
+  /** Which probes the reads make (policy/visibility.ts visibilityFor); undefined: nothing is hidden, no probe. */
+  hiding: HiddenReads | undefined;
+  /** Told when the hidden rows were read again (a ban, an unban, a purge, another node's change): the purge timer looks again. */
+  onHiddenChange?: () => void;
 
   constructor(
     private readonly store: Store,
@@ -74,11 +98,89 @@ export class AdminState implements AdminView {
   /** (Re)reads every list from the store, and shows the stored relay info in config.info. */
   async load(): Promise<void> {
     // Read first, then swap in one go: the policies never see the lists half-empty.
-    const entries = await this.db.entries();
+    const [entries, hidden] = await Promise.all([this.db.entries(), this.db.hidden()]);
     for (const l of this.lists.values()) l.clear();
     for (const e of entries) this.lists.get(e.list as List)?.set(e.key, e);
     this.syncKinds();
     this.overlayInfo();
+    this.syncHidden(hidden);
+  }
+
+  private syncHidden(rows: readonly HiddenEntry[]): void {
+    this.hiddenRows.clear();
+    for (const r of rows) this.hiddenRows.set(`${r.what}:${r.key}`, r);
+    const authors = rows.some((r) => r.what === "pubkey");
+    const events = rows.some((r) => r.what === "event");
+    // A new object only when it changes: reads compare nothing, but it stays small and shared.
+    if (!authors && !events) this.hiding = undefined;
+    else if (this.hiding?.authors !== authors || this.hiding?.events !== events) this.hiding = { authors, events };
+    this.onHiddenChange?.();
+  }
+
+  /** [admin] ban_retention in seconds (reloadable: read at each use). */
+  get retentionSeconds(): number {
+    return durationSeconds(this.config.admin.ban_retention);
+  }
+
+  /** When what a ban hid is deleted (seconds), or undefined when nothing of it is hidden. */
+  purgeAt(what: HiddenWhat, key: string): number | undefined {
+    const row = this.hiddenRows.get(`${what}:${key}`);
+    return row && row.since + this.retentionSeconds;
+  }
+
+  /**
+   * A ban takes away what is stored: hidden until the retention ends (then purgeDue deletes it),
+   * or with a retention of 0 deleted at once, as before issue 34.
+   */
+  private async takeAway(what: HiddenWhat, key: string): Promise<void> {
+    if (this.retentionSeconds === 0) {
+      if (what === "pubkey") await this.db.deleteAuthor(key);
+      else await this.db.deleteEvent(key);
+      return;
+    }
+    await this.db.hide(what, key, nowSeconds());
+    this.syncHidden(await this.db.hidden());
+  }
+
+  /** An unban brings back what its ban hid, unless its purge has begun. */
+  private async giveBack(what: HiddenWhat, key: string): Promise<void> {
+    const row = this.hiddenRows.get(`${what}:${key}`);
+    if (!row || row.purging) return;
+    await this.db.unhide(what, key);
+    this.syncHidden(await this.db.hidden());
+  }
+
+  /**
+   * One pass of the purges of what bans hid longer than the retention: at most PURGES_PER_PASS
+   * rows, each one call of the store (an author's events go in the store's purge steps, and a
+   * later pass sees them done). Returns the seconds until the next pass is useful: 1 while a
+   * purge is under way, else until the next row is due (at most `idle`).
+   */
+  async purgeDue(now: number, idle: number): Promise<number> {
+    const retention = this.retentionSeconds;
+    const due = [...this.hiddenRows.values()].filter((r) => r.since + retention <= now).slice(0, PURGES_PER_PASS);
+    let busy = false;
+    for (const r of due) if (!(await this.db.purgeHidden(r.what, r.key))) busy = true;
+    if (due.length > 0) this.syncHidden(await this.db.hidden());
+    if (busy || due.length === PURGES_PER_PASS) return 1;
+    let next = idle;
+    for (const r of this.hiddenRows.values()) next = Math.min(next, Math.max(1, r.since + retention - now));
+    return next;
+  }
+
+  /** What banpubkey or banevent would take away now. */
+  private async preview(what: HiddenWhat, key: string): Promise<BanPreview> {
+    const retention = this.config.admin.ban_retention;
+    const retention_seconds = this.retentionSeconds;
+    const action = what === "pubkey" && !this.config.admin.ban_deletes_events ? "keep" : retention_seconds === 0 ? "delete" : "hide";
+    const now = nowSeconds();
+    const events =
+      what === "event"
+        ? (await this.store.has(key))
+          ? 1
+          : 0
+        : (await this.store.count({ filters: [{ authors: [key] }], maxSeq: this.store.lastSeq(), now })).count;
+    return { events, action, retention, retention_seconds };
   }
 
   /**
@@ -120,10 +222,11 @@ export class AdminState implements AdminView {
       }
       case "banpubkey":
         await this.put("banned_pubkeys", call.pubkey, call.reason);
-        if (this.config.admin.ban_deletes_events) await this.db.deleteAuthor(call.pubkey);
+        if (this.config.admin.ban_deletes_events) await this.takeAway("pubkey", call.pubkey);
         return true;
       case "unbanpubkey":
         await this.remove("banned_pubkeys", call.pubkey);
+        await this.giveBack("pubkey", call.pubkey);
         return true;
       case "allowpubkey":
         await this.put("allowed_pubkeys", call.pubkey, call.reason);
@@ -132,21 +235,28 @@ export class AdminState implements AdminView {
         await this.remove("allowed_pubkeys", call.pubkey);
         return true;
       case "listbannedpubkeys":
-        return this.entries("banned_pubkeys").map((e) => ({ pubkey: e.key, reason: e.value }));
+        // purge_at (bunstr's): when its hidden events are deleted, while they are hidden.
+        return this.entries("banned_pubkeys").map((e) => withPurgeAt({ pubkey: e.key, reason: e.value }, this.purgeAt("pubkey", e.key)));
       case "listallowedpubkeys":
         return this.entries("allowed_pubkeys").map((e) => ({ pubkey: e.key, reason: e.value }));
       case "banevent":
         await this.remove("allowed_events", call.id);
         await this.put("banned_events", call.id, call.reason);
-        await this.db.deleteEvent(call.id);
+        await this.takeAway("event", call.id);
         return true;
       case "allowevent":
-        // Takes the event off the moderation list; a banned event may be published again.
+        // Takes the event off the moderation list; a banned event may be published again, and
+        // one still hidden is served again.
         await this.remove("banned_events", call.id);
         await this.put("allowed_events", call.id, call.reason);
+        await this.giveBack("event", call.id);
         return true;
       case "listbannedevents":
-        return this.entries("banned_events").map((e) => ({ id: e.key, reason: e.value }));
+        return this.entries("banned_events").map((e) => withPurgeAt({ id: e.key, reason: e.value }, this.purgeAt("event", e.key)));
+      case "previewbanpubkey":
+        return this.preview("pubkey", call.pubkey);
+      case "previewbanevent":
+        return this.preview("event", call.id);
       case "listeventsneedingmoderation":
         return this.needingModeration();
       case "changerelayname":
@@ -253,3 +363,7 @@ export class AdminState implements AdminView {
     return out;
   }
 }
+
+/** A list entry with `purge_at` while what its ban took away is hidden. */
+const withPurgeAt = <T extends object>(entry: T, at: number | undefined): T & { purge_at?: number } =>
+  at === undefined ? entry : { ...entry, purge_at: at };

@@ -3,7 +3,7 @@
 // from this table. Aliases map nostr-rs-relay's keys onto ours so its config.toml loads.
 
 import { LOG_FORMATS, LOG_LEVELS } from "../log.ts";
-import { DURATION_60S } from "./duration.ts";
+import { DURATION, DURATION_60S } from "./duration.ts";
 
 type Kind = "string" | "int" | "bool" | "string[]" | "int[]";
 
@@ -620,7 +620,15 @@ export const schema = {
     ban_deletes_events: key({
       type: "bool",
       default: true,
-      doc: "NIP-86 banpubkey also deletes the pubkey's stored events (off: they stay, only new ones are refused).",
+      doc: "NIP-86 banpubkey also takes the pubkey's stored events away: hidden at once, deleted after ban_retention (off: they stay served, only new ones are refused).",
+      reloadable: true,
+    }),
+    ban_retention: key({
+      type: "string",
+      default: "30 days",
+      pattern: DURATION,
+      patternDoc: 'a duration, e.g. "30 days", "1 week", "0s"',
+      doc: "What banpubkey (with ban_deletes_events) and banevent take away is hidden from every read (REQ, COUNT, NIP-77, search, export) for this long, then deleted; unbanpubkey or allowevent before then serves it all again. 0s: deleted at once.",
       reloadable: true,
     }),
     auth_window_seconds: key({

@@ -30,6 +30,9 @@ export type AdminCall =
         | "listblockedips";
     }
   | { method: "allowevent" | "banevent"; id: string; reason: string }
+  /** bunstr's (issue 34): what banpubkey / banevent would take away, asked before (the console's confirmation). */
+  | { method: "previewbanpubkey"; pubkey: string }
+  | { method: "previewbanevent"; id: string }
   | { method: "changerelayname" | "changerelaydescription" | "changerelayicon"; value: string }
   | { method: "allowkind" | "disallowkind" | "resetkind"; kind: number }
   | { method: "blockip"; ip: string; reason: string }
@@ -98,9 +101,11 @@ export const GROUP_METHODS: readonly GroupCall["method"][] = [
 export const isGroupCall = (c: AdminCall): c is GroupCall => (GROUP_METHODS as readonly string[]).includes(c.method);
 
 /**
- * Every method, in the NIP's order (supportedmethods answers with this list). Two are bunstr's
- * own, since NIP-86 has no way back from its kind lists: resetkind takes a kind off both the
- * allowed and the disallowed list, listdisallowedkinds shows the latter.
+ * Every method, in the NIP's order (supportedmethods answers with this list). Some are bunstr's
+ * own: NIP-86 has no way back from its kind lists (resetkind takes a kind off both the allowed
+ * and the disallowed list, listdisallowedkinds shows the latter), and no way to learn what a ban
+ * will take away before it is made (previewbanpubkey, previewbanevent: how many stored events,
+ * hidden or deleted, and for how long they can still come back).
  */
 export const ADMIN_METHODS: readonly AdminMethod[] = [
   "supportedmethods",
@@ -119,6 +124,8 @@ export const ADMIN_METHODS: readonly AdminMethod[] = [
   "allowevent",
   "banevent",
   "listbannedevents",
+  "previewbanpubkey",
+  "previewbanevent",
   "changerelayname",
   "changerelaydescription",
   "changerelayicon",
@@ -229,6 +236,10 @@ function call(method: string, p: unknown[]): AdminCall {
     case "allowevent":
     case "banevent":
       return { method, id: hex64(p[0], "event id"), reason: text(p[1], "reason", true) };
+    case "previewbanpubkey":
+      return { method, pubkey: hex64(p[0], "pubkey") };
+    case "previewbanevent":
+      return { method, id: hex64(p[0], "event id") };
     case "changerelayname":
     case "changerelaydescription":
       return { method, value: text(p[0], method.slice(11)) };

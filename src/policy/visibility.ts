@@ -8,7 +8,10 @@
 // store filters by it), the catch-up and COUNT and NIP-77 ask; live fanout asks canRead per
 // member at each event (so a member removed gets nothing more at once); memory's answers never
 // serve a gated event (gated); in-memory search matching (filterLimits) and the full-text index
-// leave restricted kinds out (writeRules). With [authorization] read = "members" (issue 33) only
+// leave restricted kinds out (writeRules). What a ban hides until its retention ends (issue 34,
+// admin/state.ts) is left out of every stored read for everyone (Visibility.hidden); nothing of it
+// is sent live, since a banned author's new events and a banned event are refused on write.
+// With [authorization] read = "members" (issue 33) only
 // connections authenticated as an admitted pubkey read (memberRefusal, canRead), but for the
 // restricted kinds addressed to them: every event is gated then, asked member by member.
 import { setOf, type Config } from "../config/schema.ts";
@@ -18,7 +21,7 @@ import type { NostrEvent } from "../protocol/event.ts";
 import type { CompiledFilter, FilterLimits } from "../protocol/filter.ts";
 import { ProtocolError } from "../protocol/reasons.ts";
 import { groupRecord } from "../store/semantics.ts";
-import type { Visibility } from "../store/types.ts";
+import type { HiddenReads, Visibility } from "../store/types.ts";
 import type { WriteRules } from "../store/types.ts";
 import { ADMISSION_TEXTS, joinUrl, type AdmissionView } from "./admission.ts";
 import type { GroupView } from "./groups.ts";
@@ -30,6 +33,8 @@ export interface ReadRules {
   readonly relayKey?: { readonly pubkey: string };
   /** Issue 33: who is admitted (access/registry.ts), for read = "members". */
   readonly access?: AdmissionView;
+  /** Issue 34: what bans hide now (admin/state.ts AdminState.hiding). */
+  readonly admin?: { readonly hiding: HiddenReads | undefined };
 }
 
 /** [authorization] read = "members": only admitted pubkeys read. */
@@ -161,6 +166,8 @@ const NO_MEMBERS: readonly string[] = Object.freeze([]);
 /** What a stored read of this connection may return. */
 export function visibilityFor(r: ReadRules, authed: ReadonlySet<string>): Visibility {
   const v: Visibility = { restrictedKinds: restrictedKindList(r.config), viewers: [...authed] };
+  const hiding = r.admin?.hiding;
+  if (hiding) v.hidden = hiding;
   const groups = groupsOn(r);
   if (!groups?.gating) return v;
   // The store knows which groups are gated (group_gates); the reader sends only its own

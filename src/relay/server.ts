@@ -21,6 +21,7 @@ import { closeAllSubscriptions } from "./read/subscriptions.ts";
 import { shutdown } from "./shutdown.ts";
 import { upgrade } from "./upgrade.ts";
 import { buildContext, type Live, type RelayOptions } from "./wiring.ts";
+import { banPurger } from "./write/ban-purge.ts";
 import { expirationSweeper } from "./write/expiration.ts";
 import { startMirrors } from "./write/mirror.ts";
 
@@ -116,6 +117,7 @@ export function startRelay(opts: RelayOptions): Relay {
       },
     });
   const sweeper = expirationSweeper(ctx);
+  const purger = banPurger(ctx);
   return {
     server,
     url: localUrl(server.hostname ?? config.network.host, server.port!, config.network.path),
@@ -138,6 +140,7 @@ export function startRelay(opts: RelayOptions): Relay {
       ctx.closing = true;
       live.closing = CLOSING[how];
       sweeper.stop();
+      purger.stop();
       mirrors.stop();
       history.stop();
       await shutdown(live);

@@ -171,8 +171,9 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
   // A store that names every change lets memory answer (relay/answers/); one with other nodes
   // writing (Postgres) does not.
   store.changes?.watch(groups ? groups.watch(ctx.answers.changes) : ctx.answers.changes);
-  // Resolves before the first connection is served (SQLite answers synchronously).
-  ctx.admin.load().catch((err) => log.error("could not load the admin state:", err));
+  // SQLite answers synchronously; Postgres before Relay.ready (below): what bans hide
+  // (Visibility.hidden) must be known before a read is served.
+  const adminLoaded = ctx.admin.load().catch((err) => log.error("could not load the admin state:", err));
   ctx.writer.onBatch = (size, seconds) => ctx.metrics.observeWriterBatch(size, seconds);
   // After the subscription: what the feed brings while the rebuild reads is applied after it.
   if (groups) shared.ready = groups.start();
@@ -181,6 +182,7 @@ export function buildContext({ config, store, verifier: given, relayKey }: Relay
     const loading = access.load().catch((err) => log.error("could not load the admissions:", err));
     shared.ready = Promise.all([shared.ready, loading, ctx.membership?.started]).then(() => {});
   }
+  shared.ready = Promise.all([shared.ready, adminLoaded]).then(() => {});
   return Object.assign(shared, { ctx });
 }
 

@@ -92,6 +92,33 @@ export interface AdminStore {
    * it is: that event's own correction follows.
    */
   setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): Promise<void>;
+  /** Issue 34: what bans hide now (the `hidden` table), oldest first. */
+  hidden(): Promise<HiddenEntry[]>;
+  /**
+   * Hides an author's or one event's stored events from every read (Visibility.hidden) from
+   * `since` on, until unhide or purgeHidden; a row already there keeps its since.
+   */
+  hide(what: HiddenWhat, key: string, since: number): Promise<void>;
+  /** Serves them again (unbanpubkey, allowevent). */
+  unhide(what: HiddenWhat, key: string): Promise<void>;
+  /**
+   * After the retention: deletes what a row hides, in steps like deleteAuthor's (a call starts
+   * the purge, a later one sees it finished); true once it is done and the row gone.
+   */
+  purgeHidden(what: HiddenWhat, key: string): Promise<boolean>;
+}
+
+/** What a ban hides: every stored event of a pubkey, or one event by id. */
+export type HiddenWhat = "pubkey" | "event";
+
+/** One row of the `hidden` table (issue 34): hidden since (seconds), purged after the retention. */
+export interface HiddenEntry {
+  what: HiddenWhat;
+  /** The pubkey or event id, hex. */
+  key: string;
+  since: number;
+  /** Its purge has started (it is deleted, not restored, whatever comes). */
+  purging: boolean;
 }
 
 /** What the state had applied when it computed gates: up to the event with this id, or up to this seq. */
@@ -431,6 +458,17 @@ export interface Visibility {
    * gated groups.
    */
   groups?: { members: readonly string[]; relays: readonly string[] };
+  /**
+   * Issue 34, present while a ban hides something (the store's `hidden` table): the events of a
+   * hidden author (`authors`) and hidden events by id (`events`) are left out, for every reader.
+   */
+  hidden?: HiddenReads;
+}
+
+/** Which of the `hidden` table's two probes a read makes (each is one primary-key probe a candidate). */
+export interface HiddenReads {
+  readonly authors: boolean;
+  readonly events: boolean;
 }
 
 /** What every read sees: its snapshot, the time for NIP-40, and who asks. */

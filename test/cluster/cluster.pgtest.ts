@@ -266,6 +266,23 @@ describe("admin state", () => {
     expect(took).toBeLessThan(1000);
     expect((await call(b, "listbannedpubkeys", [])).map((e: { pubkey: string }) => e.pubkey)).toContain(x.pubkey);
   });
+
+  test("what a ban on A hides is hidden on B, and an unban on A serves it on B again (issue 34)", async () => {
+    const x = signer();
+    const cb = await connect(b);
+    const note = x.sign({ kind: 1, content: "hidden on both nodes" });
+    expect((await cb.publish(note))[2]).toBe(true);
+    const served = async () => (await cb.req(`q-${Math.random()}`, { authors: [x.pubkey] })).events.length;
+    const soon = async (want: number) => {
+      const deadline = Date.now() + 3000;
+      while ((await served()) !== want && Date.now() < deadline) await Bun.sleep(20);
+      return served();
+    };
+    expect(await call(a, "banpubkey", [x.pubkey, "spam"])).toBe(true);
+    expect(await soon(0)).toBe(0);
+    expect(await call(a, "unbanpubkey", [x.pubkey])).toBe(true);
+    expect(await soon(1)).toBe(1);
+  });
 });
 
 describe("NIP-29 groups", () => {

@@ -64,12 +64,17 @@ export class PostgresBulk implements BulkStore {
     if (scope.authors) add((n) => anyOf("pubkey", n, "bytea"), JSON.stringify(scope.authors));
     if (scope.ids) add((n) => anyOf("id", n, "bytea"), JSON.stringify(scope.ids));
     if (scope.now > 0) add((n) => `(expiration IS NULL OR expiration > $${n})`, scope.now);
+    // Issue 34: what a ban hides is not exported (a backup, pg_dump of the database, keeps it).
+    where.push(
+      "NOT EXISTS (SELECT 1 FROM hidden hd WHERE (hd.what = 'pubkey' AND hd.key = events.pubkey) OR (hd.what = 'event' AND hd.key = events.id))",
+    );
     const text = `SELECT seq::float8 AS seq, json FROM events WHERE ${where.join(" AND ")} ORDER BY seq LIMIT $3`;
     return async (after, upTo, limit) => [...(await this.sql.unsafe(text, [after, upTo, limit, ...params]))] as ExportRow[];
   }
 
   async negItems(filter: Filter, now: number): Promise<NegItems> {
-    const { sql, params } = planNeg(filter, ALL_ITEMS, { maxSeq: Number.MAX_SAFE_INTEGER, now });
+    const visibility = { restrictedKinds: [], viewers: [], hidden: { authors: true, events: true } };
+    const { sql, params } = planNeg(filter, ALL_ITEMS, { maxSeq: Number.MAX_SAFE_INTEGER, now, visibility });
     const rows = (await this.sql.unsafe(sql, params)) as { t: number; id: string }[];
     return packNegItems(
       rows.map((r) => r.t),

@@ -108,6 +108,9 @@ function planCore(f: Filter, scope: ReadScope): Core {
     );
   }
   groupResidual(q, f, v?.groups);
+  // Issue 34, as SQLite's (store/sqlite/query.ts hiddenResidual): a probe of `hidden`'s key a candidate, only while a ban hides something.
+  if (v?.hidden?.authors) q.where.push("NOT EXISTS (SELECT 1 FROM hidden hd WHERE hd.what = 'pubkey' AND hd.key = e.pubkey)");
+  if (v?.hidden?.events) q.where.push("NOT EXISTS (SELECT 1 FROM hidden hd WHERE hd.what = 'event' AND hd.key = e.id)");
   return q;
 }
 

@@ -107,6 +107,10 @@ const migrations: string[] = [
   // again rather than the whole table (postgres/store.ts admissionsSince); pruned after an hour.
   `CREATE TABLE admission_changes (seq bigserial PRIMARY KEY, pubkey text NOT NULL, at bigint NOT NULL);
    CREATE INDEX admission_changes_at ON admission_changes (at);`,
+  // 10: issue 34, what bans hide until their retention ends, as SQLite's (store/sqlite/db.ts,
+  // schema 16): every read leaves out what a row names (query.ts hiddenResidual).
+  `CREATE TABLE hidden (what text NOT NULL, key bytea NOT NULL, since bigint NOT NULL, purging boolean NOT NULL DEFAULT false,
+     PRIMARY KEY (what, key));`,
 ];
 
 /** Any fixed number: the advisory lock that serializes migrations of nodes starting together. */

@@ -18,6 +18,8 @@ import {
   type CommitFeed,
   type CountJob,
   type GateAsOf,
+  type HiddenEntry,
+  type HiddenWhat,
   type Leadership,
   type NegItems,
   type NegJob,
@@ -496,6 +498,40 @@ class PostgresAdmin implements AdminStore {
       await tx`SET LOCAL statement_timeout = 0`;
       return (await tx`DELETE FROM events WHERE pubkey = decode(${pubkey}, 'hex') RETURNING seq`).length;
     });
+  }
+
+  async hidden(): Promise<HiddenEntry[]> {
+    const rows = await this
+      .sql`SELECT what, encode(key, 'hex') AS key, since::float8 AS since, purging FROM hidden ORDER BY since, what, key`;
+    return [...rows] as HiddenEntry[];
+  }
+
+  // Each change of `hidden` moves admin_version and is announced: every node reloads its admin
+  // state, and with it what its reads hide (Visibility.hidden).
+  async hide(what: HiddenWhat, key: string, since: number): Promise<void> {
+    await this
+      .sql`WITH h AS (INSERT INTO hidden (what, key, since) VALUES (${what}, decode(${key}, 'hex'), ${since}) ON CONFLICT DO NOTHING)
+                   UPDATE admin_version SET value = value + 1`;
+    this.changed();
+  }
+
+  async unhide(what: HiddenWhat, key: string): Promise<void> {
+    await this.sql`WITH h AS (DELETE FROM hidden WHERE what = ${what} AND key = decode(${key}, 'hex'))
+                   UPDATE admin_version SET value = value + 1`;
+    this.changed();
+  }
+
+  /** One statement deletes the author's events (as deleteAuthor), and the row with them: done at once, on any node. */
+  async purgeHidden(what: HiddenWhat, key: string): Promise<boolean> {
+    await this.sql.begin(async (tx) => {
+      await tx`SET LOCAL statement_timeout = 0`;
+      const col = what === "pubkey" ? "pubkey" : "id";
+      await tx.unsafe(`DELETE FROM events WHERE ${col} = decode($1, 'hex')`, [key]);
+      await tx`DELETE FROM hidden WHERE what = ${what} AND key = decode(${key}, 'hex')`;
+      await tx`UPDATE admin_version SET value = value + 1`;
+    });
+    this.changed();
+    return true;
   }
 
   /** As SQLite's (store/sqlite/write.ts setGates): every node sends the same, each row only over an older one. */

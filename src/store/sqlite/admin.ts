@@ -6,7 +6,7 @@
 // writer's SqliteAdmin behind the same promises.
 import type { Database } from "bun:sqlite";
 import type { GroupGate } from "../../nips/nip29.ts";
-import type { AdminEntry, AdminLogEntry, AdminStore, GateAsOf } from "../types.ts";
+import type { AdminEntry, AdminLogEntry, AdminStore, GateAsOf, HiddenEntry, HiddenWhat } from "../types.ts";
 import type { SqliteWriter } from "./write.ts";
 import type { WriterThread } from "./writer-thread.ts";
 
@@ -14,10 +14,19 @@ import type { WriterThread } from "./writer-thread.ts";
 class AdminReads {
   private readonly all;
   private readonly recent;
+  private readonly hiddenRows;
 
   constructor(db: Database) {
     this.all = db.prepare("SELECT list, key, value, at FROM admin_entries ORDER BY list, at, key");
     this.recent = db.prepare("SELECT at, pubkey, method, params, result FROM admin_log ORDER BY seq DESC LIMIT ?");
+    this.hiddenRows = db.prepare("SELECT what, lower(hex(key)) AS key, since, purging FROM hidden ORDER BY since, what, key");
+  }
+
+  hidden(): HiddenEntry[] {
+    return (this.hiddenRows.all() as (Omit<HiddenEntry, "purging"> & { purging: number })[]).map((r) => ({
+      ...r,
+      purging: r.purging === 1,
+    }));
   }
 
   entries(): AdminEntry[] {
@@ -83,6 +92,18 @@ export class SqliteAdmin extends AdminReads {
   setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): void {
     this.writer.setGates(gates, asOf);
   }
+
+  hide(what: HiddenWhat, key: string, since: number): void {
+    this.writer.setHidden(what, key, since);
+  }
+
+  unhide(what: HiddenWhat, key: string): void {
+    this.writer.setHidden(what, key, null);
+  }
+
+  purgeHidden(what: HiddenWhat, key: string): boolean {
+    return this.writer.purgeHidden(what, key);
+  }
 }
 
 /** The admin state when the writer connection is in the writer thread (store/sqlite/writer-worker.ts). */
@@ -131,6 +152,22 @@ export class ThreadAdmin implements AdminStore {
   setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): Promise<void> {
     return this.thread.admin("setGroupGates", gates, asOf);
   }
+
+  async hidden(): Promise<HiddenEntry[]> {
+    return this.reads.hidden();
+  }
+
+  hide(what: HiddenWhat, key: string, since: number): Promise<void> {
+    return this.thread.admin("hide", what, key, since);
+  }
+
+  unhide(what: HiddenWhat, key: string): Promise<void> {
+    return this.thread.admin("unhide", what, key);
+  }
+
+  purgeHidden(what: HiddenWhat, key: string): Promise<boolean> {
+    return this.thread.admin("purgeHidden", what, key);
+  }
 }
 
 /** The admin state when the writer is on this thread (an in-memory database, tools): SqliteAdmin behind AdminStore's promises. */
@@ -171,5 +208,21 @@ export class InlineAdmin implements AdminStore {
 
   async setGroupGates(gates: readonly GroupGate[], asOf: GateAsOf): Promise<void> {
     this.a.setGroupGates(gates, asOf);
+  }
+
+  async hidden(): Promise<HiddenEntry[]> {
+    return this.a.hidden();
+  }
+
+  async hide(what: HiddenWhat, key: string, since: number): Promise<void> {
+    this.a.hide(what, key, since);
+  }
+
+  async unhide(what: HiddenWhat, key: string): Promise<void> {
+    this.a.unhide(what, key);
+  }
+
+  async purgeHidden(what: HiddenWhat, key: string): Promise<boolean> {
+    return this.a.purgeHidden(what, key);
   }
 }

@@ -28,7 +28,9 @@ import {
   compactDatabase,
   dataVersion,
   eventHeads,
+  BULK_HIDDEN,
   exportPager,
+  hasHiddenTable,
   isBusy,
   openExisting,
   pageCounts,
@@ -91,7 +93,14 @@ export class SqliteBulk implements BulkStore {
   }
 
   async negItems(filter: Filter, now: number): Promise<NegItems> {
-    return runNegItems(new StatementCache(this.db), { filter, max: Number.MAX_SAFE_INTEGER - 1, maxSeq: Number.MAX_SAFE_INTEGER, now });
+    const visibility = hasHiddenTable(this.db) ? { restrictedKinds: [], viewers: [], hidden: BULK_HIDDEN } : undefined;
+    return runNegItems(new StatementCache(this.db), {
+      filter,
+      max: Number.MAX_SAFE_INTEGER - 1,
+      maxSeq: Number.MAX_SAFE_INTEGER,
+      now,
+      visibility,
+    });
   }
 
   async eventHeads(ids: string[]): Promise<Map<string, EventHead>> {

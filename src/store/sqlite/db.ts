@@ -290,6 +290,16 @@ const migrations: Migration[] = [
    CREATE TABLE invites (code TEXT PRIMARY KEY, issuer TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
      used_by TEXT, used_at INTEGER) WITHOUT ROWID;
    CREATE INDEX invites_issuer ON invites (issuer);`,
+  // 16: issue 34, what bans hide until their retention ends (admin/state.ts): every read leaves
+  // out a hidden author's events and a hidden event (query.ts hiddenResidual: one probe of this
+  // key per candidate, only while a row exists); the purge after it deletes them.
+  `CREATE TABLE hidden (
+     what    TEXT    NOT NULL,            -- 'pubkey': its author's events; 'event': one event
+     key     BLOB    NOT NULL,            -- the pubkey or the event id
+     since   INTEGER NOT NULL,            -- when the ban hid it (seconds)
+     purging INTEGER NOT NULL DEFAULT 0,  -- 1: its purge has started
+     PRIMARY KEY (what, key)
+   ) WITHOUT ROWID;`,
 ];
 
 /** The writer's raise of a gate (nips/nip29.ts raisedGate) by the event at seq ?4: a flag up stays up. */

@@ -85,6 +85,13 @@ export function seqRange(db: Database): { min: number; max: number } {
  * are never held back for the length of the export. The unary `+` keeps SQLite on the seq
  * order (an index on kind or created_at would need a sort of every match for each page).
  */
+/** Issue 34: the file has the `hidden` table (schema 16; a file of an older schema opened read-only has not). */
+export const hasHiddenTable = (db: Database): boolean =>
+  db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'hidden'").get() !== null;
+
+/** What sync offers of this file (bulk negItems): what bans hide is left out, as the relay leaves it out. */
+export const BULK_HIDDEN = { authors: true, events: true } as const;
+
 export function exportPager(db: Database, scope: ExportScope): (after: number, upTo: number, limit: number) => ExportRow[] {
   const where = ["seq > ?1", "seq <= ?2"];
   const params: (string | number)[] = [];
@@ -98,6 +105,12 @@ export function exportPager(db: Database, scope: ExportScope): (after: number, u
   if (scope.authors) add("+pubkey IN (SELECT unhex(value) FROM json_each(?))", JSON.stringify(scope.authors));
   if (scope.ids) add("+id IN (SELECT unhex(value) FROM json_each(?))", JSON.stringify(scope.ids));
   if (scope.now > 0) add("(expiration IS NULL OR +expiration > ?)", scope.now);
+  // Issue 34: what a ban hides is not exported (a backup, a copy of the file, keeps it). A file of
+  // an older schema, opened read-only, has no such table and hides nothing.
+  if (hasHiddenTable(db))
+    where.push(
+      "NOT EXISTS (SELECT 1 FROM hidden hd WHERE (hd.what = 'pubkey' AND hd.key = events.pubkey) OR (hd.what = 'event' AND hd.key = events.id))",
+    );
   const st = db.prepare(`SELECT events.seq, ${eventColsSql("events")} FROM events WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?3`);
   // The accepted bytes put back as a REQ's rows are (query.ts): one reassembly for both.
   return (after, upTo, limit) => (st.values(after, upTo, limit, ...params) as EventColumns[]).map((r) => ({ seq: r[0], json: rowJson(r) }));

@@ -110,7 +110,21 @@ function residualOf(f: Filter, scope: ReadScope, covered: Covered): Residual {
   if (scope.now > 0) r.where.push("(e.expiration IS NULL OR e.expiration > ?)"), r.params.push(scope.now);
   visibilityResidual(r, f, scope.visibility);
   groupResidual(r, f, scope.visibility);
+  hiddenResidual(r, scope.visibility);
   return r;
+}
+
+/**
+ * Issue 34 (Visibility.hidden): what a ban hides until its retention ends, for every reader. One
+ * probe of the `hidden` table's key per candidate and kind of row present (a hidden author, a
+ * hidden event); nothing at all while no ban hides anything.
+ */
+function hiddenResidual(r: Residual, v: Visibility | undefined): void {
+  const h = v?.hidden;
+  if (!h) return;
+  r.selective = true;
+  if (h.authors) r.where.push("NOT EXISTS (SELECT 1 FROM hidden hd WHERE hd.what = 'pubkey' AND hd.key = e.pubkey)");
+  if (h.events) r.where.push("NOT EXISTS (SELECT 1 FROM hidden hd WHERE hd.what = 'event' AND hd.key = e.id)");
 }
 
 /** The filter's own conditions on an event `e` (search aside), less what the walk covers. */
@@ -1217,7 +1231,8 @@ function* countSteps(cache: StatementCache, job: CountJob): ReadSteps<{ count: n
     Object.keys(job.filters[0]!).length === 0 &&
     job.now === 0 &&
     !job.visibility?.restrictedKinds.length &&
-    !job.visibility?.groups
+    !job.visibility?.groups &&
+    !job.visibility?.hidden
   ) {
     // Everything (the status page's total, asked every 10 s by the dashboard's history).
     return yield* countAll(cache, job.maxSeq);

@@ -14,7 +14,7 @@ import { dTag, type NostrEvent } from "../../protocol/event.ts";
 import type { Refusal } from "../../protocol/reasons.ts";
 import { isAddressable } from "../../protocol/kinds.ts";
 import { deletionOf, GROUP_ACTIONS, tombstoneRefusal, type Tombstones } from "../semantics.ts";
-import type { GateAsOf, PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
+import type { GateAsOf, HiddenWhat, PendingWrite, WriteOutcome, WriteRules } from "../types.ts";
 import { indexedTag, runSteps, writeSteps } from "../write-steps.ts";
 import { RAISE_GATE_SQL, storedJson, tagValue } from "./db.ts";
 
@@ -153,6 +153,12 @@ function writerStatements(db: Database) {
        ON CONFLICT DO UPDATE SET events = excluded.events, metadata = excluded.metadata, seq = excluded.seq
        WHERE seq <= excluded.seq OR seq > (SELECT coalesce(max(seq), 0) FROM events)`,
     ),
+    // Issue 34: what bans hide (db.ts schema 16).
+    hide: q("INSERT INTO hidden (what, key, since) VALUES (?, unhex(?), ?) ON CONFLICT DO NOTHING"),
+    unhide: q("DELETE FROM hidden WHERE what = ? AND key = unhex(?)"),
+    hiddenRow: q("SELECT purging FROM hidden WHERE what = ? AND key = unhex(?)"),
+    startPurgeHidden: q("UPDATE hidden SET purging = 1 WHERE what = ? AND key = unhex(?)"),
+    purgingAuthor: q("SELECT 1 FROM purges WHERE pubkey = unhex(?) AND listed = 0 LIMIT 1"),
     // NIP-40
     expired: q("SELECT seq FROM events WHERE expiration IS NOT NULL AND expiration <= ? ORDER BY expiration LIMIT ?"),
   };
@@ -368,11 +374,13 @@ export class SqliteWriter {
   /**
    * NIP-86 banpubkey: deletes every event of this author stored now, as a purge: what fits in
    * PURGE_FIRST_MS at once, the rest in purgeSteps. Returns how many were deleted at once.
+   * `also` runs in the same transaction (purgeHidden marks its row there).
    */
-  removeByAuthor(pubkey: string): number {
+  removeByAuthor(pubkey: string, also?: () => void): number {
     return this.told(() =>
       this.db
         .transaction(() => {
+          also?.();
           const upto = (this.st.maxSeq.get() as { s: number }).s;
           const before = this.purgedEvents;
           this.purgeLeftMs = PURGE_FIRST_MS;
@@ -381,6 +389,39 @@ export class SqliteWriter {
         })
         .immediate(),
     );
+  }
+
+  /**
+   * Issue 34: a ban hides (or an unban shows again) what is stored: told as an unknown change,
+   * so the answers memory holds (the ring's feeds, the replaceable and tag answers) start over.
+   */
+  setHidden(what: HiddenWhat, key: string, since: number | null): void {
+    this.told(() => {
+      if (since === null) this.st.unhide.run(what, key);
+      else this.st.hide.run(what, key, since);
+      if (this.onChanges) this.tooMany = true;
+    });
+  }
+
+  /**
+   * The purge of a hidden row after its retention: an event deleted at once; an author's events
+   * as banpubkey's purge (removeByAuthor, in steps), the row kept (and hiding what is left) until
+   * a later call finds that purge finished. True once the row is gone.
+   */
+  purgeHidden(what: HiddenWhat, key: string): boolean {
+    const row = this.st.hiddenRow.get(what, key) as { purging: number } | null;
+    if (!row) return true;
+    if (what === "event") {
+      this.removeById(key);
+      this.setHidden(what, key, null);
+      return true;
+    }
+    // The mark and the purge commit together: a row marked purging always has its purge recorded.
+    if (!row.purging) this.removeByAuthor(key, () => this.st.startPurgeHidden.run(what, key));
+    if (this.st.purgingAuthor.get(key) !== null) return false;
+    // What the purge leaves (a group's moderation records, as banpubkey's) is served again.
+    this.setHidden(what, key, null);
+    return true;
   }
 
   /**

@@ -13,7 +13,17 @@ import type { Changes } from "./write.ts";
 import { Checkpointer, SOLO_AUTOCHECKPOINT, WRITER_AUTOCHECKPOINT } from "./checkpointer.ts";
 import type { SqliteWriterPort } from "./ports.ts";
 
-type AdminMethod = "put" | "remove" | "useToken" | "log" | "deleteEvent" | "deleteAuthor" | "setGroupGates";
+type AdminMethod =
+  | "put"
+  | "remove"
+  | "useToken"
+  | "log"
+  | "deleteEvent"
+  | "deleteAuthor"
+  | "setGroupGates"
+  | "hide"
+  | "unhide"
+  | "purgeHidden";
 /** The writes of store/sqlite/admission.ts SqliteAdmission. */
 export type AdmissionWrite =
   | "put"

@@ -1,6 +1,7 @@
 // @ts-check
 // The forms: each button acts on what its form holds (a pubkey, an event, a kind, an address, the
 // relay's name, description or icon), checked here before anything is signed.
+import { confirmBan } from "./confirm.js";
 import { act } from "./log.js";
 import { hexOf } from "./nip19.js";
 import { $, message, show, text } from "./page.js";
@@ -45,13 +46,14 @@ const ACTIONS = {
 /** Binds each form's buttons. */
 export function wireForms() {
   for (const [id, [method, params]] of Object.entries(ACTIONS))
-    $(id).addEventListener("click", () => {
+    $(id).addEventListener("click", async () => {
       let args;
       try {
         args = params();
       } catch (err) {
         return show("error", method + ": " + message(err));
       }
+      if ((method === "banpubkey" || method === "banevent") && !(await confirmBan(method, String(args[0])))) return;
       void act(method, args);
     });
 }

@@ -1,6 +1,7 @@
 // @ts-check
 // The live view: the relay's recent events (the filter form's kinds, author and words), newest
 // first, new ones at the top as they arrive, each with buttons to ban the event or its author.
+import { confirmBan } from "./confirm.js";
 import { act } from "./log.js";
 import { hexOf, shortBech } from "./nip19.js";
 import { $, el, input, message, placeholder, text } from "./page.js";
@@ -131,15 +132,17 @@ function eventRow(e) {
     lockUnlessAdmin(b);
   }
   banEvent.addEventListener("click", async () => {
-    // Kept for the log: the relay deletes a banned event, so a look-up after would find nothing.
+    if (!(await confirmBan("banevent", e.id))) return;
+    // Kept for the log: the relay hides a banned event, so a look-up after would find nothing.
     events.offer(e);
     const error = await act("banevent", [e.id, reasonNow()]);
     if (error) return void (outcome.textContent = "ban failed: " + error);
     tr.classList.add("banned");
     banEvent.disabled = true;
-    outcome.textContent = "event banned: deleted from the relay and kept out";
+    outcome.textContent = "event banned: hidden from the relay and kept out";
   });
   banAuthor.addEventListener("click", async () => {
+    if (!(await confirmBan("banpubkey", e.pubkey))) return;
     const error = await act("banpubkey", [e.pubkey, reasonNow()]);
     if (error) return void (outcome.textContent = "ban failed: " + error);
     for (const r of liveBody.querySelectorAll(`tr[data-pubkey="${e.pubkey}"]`)) {

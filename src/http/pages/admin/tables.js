@@ -1,6 +1,7 @@
 // @ts-check
 // The NIP-86 lists as tables: loaded once the signer is connected, one after the other, and again
 // after a change that shows in them; each row has the button that undoes its entry.
+import { confirmBan, purgeNote } from "./confirm.js";
 import { act, describe } from "./log.js";
 import { shortBech } from "./nip19.js";
 import { $, el, HEX64, message, placeholder, show } from "./page.js";
@@ -18,6 +19,7 @@ function actionButton(label, method, args, outcome) {
   b.dataset.method = method;
   lockUnlessAdmin(b);
   b.addEventListener("click", async () => {
+    if ((method === "banevent" || method === "banpubkey") && !(await confirmBan(method, String(args[0])))) return;
     const error = await act(method, args);
     if (outcome) outcome.textContent = error ? "failed: " + error : "";
   });
@@ -56,7 +58,7 @@ const reason = (item) => (typeof item.reason === "string" ? item.reason : "");
 const pubkeyRows = (unLabel, unMethod) => (items) =>
   array(items)
     .filter((i) => i && HEX64.test(String(i.pubkey)))
-    .map((i) => ({ key: i.pubkey, cells: [authorEl(i.pubkey), reason(i)], actions: [[unLabel, unMethod, [i.pubkey]]] }));
+    .map((i) => ({ key: i.pubkey, cells: [authorEl(i.pubkey), purgeNote(i)], actions: [[unLabel, unMethod, [i.pubkey]]] }));
 /** @param {unknown} items @returns {Row[]} */
 const kindRows = (items) =>
   array(items)
@@ -89,7 +91,7 @@ const LISTS = {
         .map((i) => {
           const id = el("code", "note", shortBech("note", i.id));
           id.title = i.id;
-          return { key: i.id, cells: [id, reason(i)], actions: [["Allow again", "allowevent", [i.id]]] };
+          return { key: i.id, cells: [id, purgeNote(i)], actions: [["Allow again", "allowevent", [i.id]]] };
         }),
   ],
   "allowed-kinds": ["listallowedkinds", kindRows],

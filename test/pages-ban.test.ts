@@ -1,0 +1,130 @@
+// Issue 34, item 5, in a real headless Chromium (test/cdp.ts): a ban from the console asks first
+// (src/http/pages/admin/confirm.js). The dialog says how many stored events the ban hides and for
+// how long ([admin] ban_retention), with Cancel focused: Escape, Enter and Cancel ban nothing; the
+// ban button bans, and the banned list then says when the hidden events are deleted.
+// Skipped (with a message) when Chromium is missing outside CI; in CI a missing Chromium fails (test/ci.ts).
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { npubEncode, noteEncode } from "nostr-tools/nip19";
+import { Browser, CHROMIUM, type Page } from "./cdp.ts";
+import { needInCI } from "./ci.ts";
+import { shotOf, signingPage } from "./pages-helpers.ts";
+import { Client, failOnRelayErrors, now, signer, startTestRelay, type TestRelay } from "./helpers.ts";
+
+const haveChromium = needInCI(
+  "pages-ban.test: Chromium",
+  existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is missing (apt-get install chromium)`,
+);
+
+const ADMIN = signer();
+const SHOTS = "/work/notes/shots";
+
+describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
+  failOnRelayErrors();
+  let relay: TestRelay;
+  let browser: Browser | undefined;
+  let page: Page;
+  let client: Client;
+  const signed: any[] = [];
+  const spammer = signer();
+  const notes = Array.from({ length: 3 }, (_, i) => spammer.sign({ kind: 1, content: `spam ${i}`, created_at: now() - i }));
+
+  beforeAll(async () => {
+    relay = await startTestRelay({ admin: { pubkeys: [ADMIN.pubkey], ban_retention: "30 days" } });
+    client = await Client.connect(relay.url);
+    for (const e of notes) expect((await client.publish(e))[2]).toBe(true);
+    browser = await Browser.launch();
+    page = await signingPage(browser, () => ADMIN, signed);
+    await page.goto(relay.url.replace(/^ws/, "http").replace(/\/$/, "") + "/admin");
+    await page.evaluate(`document.getElementById("connect").click()`);
+    await page.waitFor(`document.getElementById("banned-pubkeys").dataset.state === "ok"`);
+  }, 60_000);
+
+  afterAll(async () => {
+    client?.close();
+    await browser?.close();
+    await relay?.stop();
+  });
+
+  const row = (id: string) => `document.querySelector('#events tr[data-id="${id}"]')`;
+  /** NIP-86 calls the relay answered, by method (its admin log). */
+  const calls = async (method: string) => (await relay.ctx.store.admin.recentLog(1000)).filter((r) => r.method === method).length;
+  const key = async (name: "Escape" | "Enter", code: number) => {
+    for (const type of ["keyDown", "keyUp"])
+      await page.send("Input.dispatchKeyEvent", {
+        type,
+        key: name,
+        code: name,
+        windowsVirtualKeyCode: code,
+        ...(name === "Enter" && type === "keyDown" ? { text: "\r" } : {}),
+      });
+  };
+  /** Clicks a row's ban button and waits for the dialog: what it says and who has the focus. */
+  async function open(id: string, button: string): Promise<{ text: string; focused: string; ok: string }> {
+    await page.waitFor(`!!${row(id)}`);
+    await page.evaluate(`${row(id)}.querySelector("button.${button}").click()`);
+    return page.waitFor(`(() => { const d = document.getElementById("confirm-ban");
+      return d?.open && { text: document.getElementById("confirm-ban-text").textContent, focused: document.activeElement?.id,
+        ok: document.getElementById("confirm-ban-ok").textContent }; })()`);
+  }
+  const closed = () => page.waitFor(`!document.getElementById("confirm-ban").open`);
+
+  test("Ban author asks with the count; Escape, Enter on Cancel and Cancel ban nothing", async () => {
+    const shown = await open(notes[0]!.id, "ban-author");
+    const npub = npubEncode(spammer.pubkey);
+    expect(shown.text).toBe(
+      `Ban ${npub.slice(0, 12)}\u2026${npub.slice(-6)}? 3 stored events will be hidden now and deleted after 30 days unless you unban.`,
+    );
+    expect(shown).toMatchObject({ focused: "confirm-ban-cancel", ok: "Ban author" });
+    mkdirSync(SHOTS, { recursive: true });
+    writeFileSync(
+      `${SHOTS}/34-ban-confirm.png`,
+      Buffer.from((await page.send("Page.captureScreenshot", { format: "png" })).data, "base64"),
+    );
+    await key("Escape", 27);
+    await closed();
+    await open(notes[0]!.id, "ban-author");
+    await key("Enter", 13);
+    await closed();
+    await open(notes[0]!.id, "ban-author");
+    await page.evaluate(`document.getElementById("confirm-ban-cancel").click()`);
+    await closed();
+    await Bun.sleep(200);
+    // Asked three times, banned never.
+    expect(await calls("previewbanpubkey")).toBe(3);
+    expect(await calls("banpubkey")).toBe(0);
+    expect(relay.ctx.admin.bannedPubkeys.has(spammer.pubkey)).toBe(false);
+    expect((await client.req("still", { authors: [spammer.pubkey] })).events).toHaveLength(3);
+  });
+
+  test("the ban button bans: hidden from REQ, and the banned list says when they are deleted", async () => {
+    await open(notes[0]!.id, "ban-author");
+    await page.evaluate(`document.getElementById("confirm-ban-ok").click()`);
+    await page.waitFor(`document.getElementById("result").textContent === "banpubkey: ok"`);
+    expect(relay.ctx.admin.bannedPubkeys.has(spammer.pubkey)).toBe(true);
+    expect((await client.req("gone", { authors: [spammer.pubkey] })).events).toEqual([]);
+    const purgeAt = relay.ctx.admin.purgeAt("pubkey", spammer.pubkey)!;
+    expect(purgeAt).toBeGreaterThan(now() + 30 * 86400 - 60);
+    const note = await page.waitFor<string>(
+      `document.querySelector('#banned-pubkeys tr[data-key="${spammer.pubkey}"] .purge-at')?.dataset.purgeAt`,
+    );
+    expect(Number(note)).toBe(purgeAt);
+    await page.evaluate(`document.querySelector('[role="tab"][data-tab="pubkeys"]').click()`);
+    writeFileSync(`${SHOTS}/34-ban-list.png`, Buffer.from(await shotOf(page, "banned-pubkeys"), "base64"));
+  });
+
+  test("Ban event asks for its one event, and bans", async () => {
+    const other = signer();
+    const e = other.sign({ kind: 1, content: "one bad note" });
+    expect((await client.publish(e))[2]).toBe(true);
+    const shown = await open(e.id, "ban-event");
+    const note = noteEncode(e.id);
+    expect(shown.text).toBe(
+      `Ban ${note.slice(0, 12)}\u2026${note.slice(-6)}? 1 stored event will be hidden now and deleted after 30 days unless you allow it again.`,
+    );
+    expect(shown).toMatchObject({ focused: "confirm-ban-cancel", ok: "Ban event" });
+    await page.evaluate(`document.getElementById("confirm-ban-ok").click()`);
+    await page.waitFor(`document.getElementById("result").textContent === "banevent: ok"`);
+    expect((await client.req("gone-event", { ids: [e.id] })).events).toEqual([]);
+  });
+});
