@@ -338,3 +338,39 @@ describe.skipIf(!haveCaddy)("docs/deploy.md, Caddy: the steps as written", () =>
     await publishThrough(ports, "Caddy", log);
   });
 });
+
+describe("docs/deploy.md, Install from a release binary: the config its steps write", () => {
+  // The root block as written, with the system-changing tools stood in for (useradd, install of
+  // the binary) and `bunstr` run from this checkout; /etc/ moved into a temporary directory. The
+  // maintenance commands (`runuser -u bunstr -- bunstr stats --config /etc/bunstr/config.toml`)
+  // run in the caller's working directory, not the unit's, so the database must be named by an
+  // absolute path: the unit's state directory, which operations.md's `--data-dir` names too.
+  test("data_directory is the unit's StateDirectory, absolute, as packaging/config.toml and operations.md have it", async () => {
+    const steps = blocks(section("## Install from a release binary"), "sh");
+    const install = steps.find((b) => b.includes("bunstr config init >"));
+    if (!install) throw new Error("docs/deploy.md's install steps have no `bunstr config init >` block: update this test");
+    const dir = mkdtempSync(join(tmpdir(), "bunstr-deploy-install-"));
+    try {
+      mkdirSync(join(dir, "work"));
+      const script = `set -euo pipefail
+useradd() { echo "@@ useradd $*"; }
+install() { if [ "$1" = -d ]; then mkdir -p "\${@: -1}"; else echo "@@ install $*"; fi; }
+bunstr() { "${process.execPath}" "${join(root, "src/main.ts")}" "$@"; }
+cd "${dir}/work"
+${localize(install, dir)}`;
+      const r = Bun.spawnSync(["bash", "-c", script], { stdout: "pipe", stderr: "pipe" });
+      if (r.exitCode !== 0) throw new Error(`the install steps failed (exit ${r.exitCode}):\n${r.stdout}\n${r.stderr}`);
+      expect(r.stdout.toString()).toContain(`${dir}/etc/bunstr/config.toml: ok`);
+      const unit = readFileSync(join(root, "packaging/bunstr.service"), "utf8");
+      const stateDir = `/var/lib/${/^StateDirectory=(\S+)$/m.exec(unit)![1]}`;
+      const written = (await loadConfigFile(join(dir, "etc/bunstr/config.toml"))).config.database.data_directory;
+      expect(written).toBe(stateDir);
+      expect((await loadConfigFile(join(root, "packaging/config.toml"))).config.database.data_directory).toBe(stateDir);
+      const ops = readFileSync(join(root, "docs/operations.md"), "utf8");
+      const dataDirs = new Set([...ops.matchAll(/--data-dir (\/\S+)/g)].map((m) => m[1])); // its absolute ones: the server's
+      expect([...dataDirs]).toEqual([stateDir]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -19,6 +19,7 @@ check bunstr --version
 useradd --system --home-dir /var/lib/bunstr --shell /usr/sbin/nologin bunstr
 install -d -m 0755 /etc/bunstr
 bunstr config init > /etc/bunstr/config.toml
+sed -i 's|^#data_directory = .*|data_directory = "/var/lib/bunstr"|' /etc/bunstr/config.toml
 check bunstr config check /etc/bunstr/config.toml
 install -m 0644 /root/packaging/config.toml /etc/bunstr/config.toml   # the reverse-proxy setup
 check bunstr config check /etc/bunstr/config.toml
