@@ -12,9 +12,13 @@ import { EXIT, StartupError } from "./cli/startup.ts";
 import { streamCommand } from "./cli/stream.ts";
 import { syncCommand } from "./cli/sync.ts";
 import { ConfigError } from "./config/load.ts";
+import { closest } from "./config/suggest.ts";
 import { log } from "./log.ts";
 import { NoDatabaseError } from "./store/sqlite/maintenance.ts";
 import { VERSION } from "./version.ts";
+
+/** The commands, for "did you mean". */
+const COMMANDS = ["serve", "config", "admin", "export", "import", "backup", "compact", "stats", "sync", "stream", "version", "help"];
 
 async function main(argv: string[]): Promise<number | undefined> {
   const [cmd, ...rest] = argv;
@@ -31,7 +35,10 @@ async function main(argv: string[]): Promise<number | undefined> {
   if (cmd === "stream") return streamCommand(rest);
   if (cmd === "serve") return serve(rest).then(() => undefined);
   if (cmd === undefined || cmd.startsWith("-")) return serve(argv).then(() => undefined);
-  console.error(`unknown command "${cmd}"\n\n${USAGE}`);
+  // A slip of the keyboard gets the one meant, as a misspelt flag or config key does.
+  const meant = closest(cmd, COMMANDS);
+  if (meant) console.error(`error: unknown command "${cmd}"; did you mean "${meant}"? (bunstr --help lists them)`);
+  else console.error(`error: unknown command "${cmd}"\n\n${USAGE}`);
   return 2;
 }
 

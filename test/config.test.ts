@@ -650,6 +650,14 @@ describe("CLI", () => {
     const r = await cli(["frobnicate"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("frobnicate");
+    expect(r.stderr).toContain("Usage:");
+  }, 20_000);
+
+  test("a misspelt command is told the one meant, as a misspelt flag is", async () => {
+    const r = await cli(["admn", "add", "npub1x"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim()).toBe('error: unknown command "admn"; did you mean "admin"? (bunstr --help lists them)');
+    expect((await cli(["exprot"])).stderr).toContain('did you mean "export"?');
   }, 20_000);
 
   test("bunstr --port notanumber exits 2 naming network.port", async () => {
