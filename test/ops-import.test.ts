@@ -156,6 +156,22 @@ test("into a fresh data dir: a relay started on it serves the events, search fin
   }
 });
 
+test("the summary says when the database was new: a config's relative data_directory read from another directory", async () => {
+  // Issue 34: `./data` is the service's /var/lib/bunstr/data but /root/data for a command run from
+  // /root; an import there fills a database no relay serves, and used to say nothing of it.
+  const file = writeLines(join(dir, "where.jsonl"), [e1]);
+  const cfg = join(dir, "where.toml");
+  writeFileSync(cfg, '[database]\ndata_directory = "./data"\n');
+  const cwd = join(dir, "elsewhere");
+  mkdirSync(cwd);
+  const first = await bunstr(["import", file, "--config", cfg], { cwd });
+  expect(first.code).toBe(0);
+  expect(first.stdout).toContain(`into ${join(cwd, "data", "bunstr.sqlite")} (a new database: there was none) in `);
+  const again = await bunstr(["import", file, "--config", cfg], { cwd });
+  expect(again.stdout).toContain(`into ${join(cwd, "data", "bunstr.sqlite")} in `);
+  expect(again.stdout).not.toContain("a new database");
+});
+
 test("while a relay runs on the same database: it serves the imported events at once, and its own writes all succeed", async () => {
   const data = join(dir, "live");
   const relay = await spawnRelay(

@@ -1,6 +1,6 @@
 // `bunstr import [FILE] [--no-verify] [--json]`: JSON lines (stdin by default) into the database;
 // `bunstr import --from nostr-rs-relay PATH/nostr.db`: that relay's SQLite database, read directly.
-import { fstatSync } from "node:fs";
+import { existsSync, fstatSync } from "node:fs";
 import { parseFlags } from "./args.ts";
 import { bytes, duration, eta, int, Progress } from "../ops/progress.ts";
 import { importEvents, importGroupState, importParsed, type ImportOptions, type ImportSummary } from "../ops/import.ts";
@@ -57,6 +57,7 @@ export async function importCommand(argv: string[]): Promise<number> {
     return 1;
   }
 
+  const target = targetLabel(config, dbPath);
   const db = await openTarget(config, dbPath);
   if (!db) return 1;
   const groups = await groupStateFor(config, db);
@@ -76,7 +77,7 @@ export async function importCommand(argv: string[]): Promise<number> {
   );
   if (!summary) return 1;
   if (values.json) console.log(JSON.stringify({ database: dbPath, verified: verifier !== undefined, ...summary }));
-  else printSummary(summary, dbPath, verifier?.name);
+  else printSummary(summary, target, verifier?.name);
   return 0;
 }
 
@@ -91,6 +92,17 @@ export async function groupStateFor(config: Config, db: BulkStore): Promise<Grou
 }
 
 /** The database to import into, or undefined after saying why it cannot be opened. */
+/**
+ * The database as the summary names it. An import creates the file when there is none, which is
+ * how a relay is moved; but a `--config` whose relative data_directory is read from another working
+ * directory than the relay's (issue 34: `./data` from /root) would fill a new database nobody serves
+ * without a word: the summary says it was new.
+ */
+function targetLabel(config: Config, dbPath: string): string {
+  const fresh = config.database.engine === "sqlite" && !config.database.in_memory && !existsSync(dbPath);
+  return fresh ? `${dbPath} (a new database: there was none)` : dbPath;
+}
+
 async function openTarget(config: Config, dbPath: string): Promise<BulkStore | undefined> {
   try {
     // Into Postgres too (moving a relay to several nodes: bunstr export | bunstr import --config pg.toml).
@@ -119,6 +131,7 @@ async function importFrom(
     console.error(`error: cannot read the nostr-rs-relay database: ${e.message}`);
     return 1;
   }
+  const target = targetLabel(config, dbPath);
   const db = await openTarget(config, dbPath);
   if (!db) return (source.close(), 1);
   const groups = await groupStateFor(config, db);
@@ -143,7 +156,7 @@ async function importFrom(
       `read ${int(source.total)} events from nostr-rs-relay's ${path} (schema v${source.version}); ` +
         `skipped ${int(source.hidden)} it marked hidden (deleted, or replaced by a newer version)`,
     );
-    printSummary(summary, dbPath, verifier?.name, "event");
+    printSummary(summary, target, verifier?.name, "event");
   }
   return 0;
 }
