@@ -62,7 +62,10 @@ main(argv.filter((a) => a !== "--debug")).then(
       process.exit(EXIT.usage);
     }
     if (err instanceof NoDatabaseError) {
-      log.error(err.message);
+      // Most often the relay's database is elsewhere: a relative data_directory read from another
+      // working directory than the service's (issue 34: `./data` run from /root).
+      const hint = `; give the relay's --config, --data-dir or --db (a relative path is read from here, ${process.cwd()})`;
+      log.error(err.missing ? `${err.message}${hint}` : err.message);
       process.exit(EXIT.failed);
     }
     // Unexpected: still one line (a stack of the compiled binary is minified source), unless --debug.

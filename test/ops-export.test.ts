@@ -138,6 +138,10 @@ test("a missing database is an error (exit 1), not an empty export", async () =>
   expect(r.code).toBe(1);
   expect(r.stdout).toBe("");
   expect(r.stderr).toContain("no database at");
+  // Where it looked, and what to give instead.
+  expect(r.stderr.trim()).toBe(
+    `error: no database at ${join(dir, "nothing-here", "bunstr.sqlite")}; give the relay's --config, --data-dir or --db (a relative path is read from here, ${process.cwd()})`,
+  );
   const bad = await bunstr(["export", "--data-dir", data, "--filter", "{"]);
   expect(bad.code).toBe(2);
 });

@@ -10,14 +10,22 @@ import { type EventColumns, eventColsSql, openDatabase, rowJson } from "./db.ts"
 export type Db = Database;
 
 /** The database file is missing or is not a bunstr database. */
-export class NoDatabaseError extends Error {}
+export class NoDatabaseError extends Error {
+  /** True when there is no file at all (a wrong path), not a file that is not a database. */
+  constructor(
+    message: string,
+    readonly missing = false,
+  ) {
+    super(message);
+  }
+}
 
 /**
  * Opens an existing bunstr database. Read-only connections never create or migrate anything;
  * a read-write one migrates like the relay does.
  */
 export function openExisting(path: string, mode: "readonly" | "readwrite"): Database {
-  if (!existsSync(path)) throw new NoDatabaseError(`no database at ${path}`);
+  if (!existsSync(path)) throw new NoDatabaseError(`no database at ${path}`, true);
   const db = openDatabase({ path, synchronous: "normal", readonly: mode === "readonly" });
   try {
     const { user_version } = db.query("PRAGMA user_version").get() as { user_version: number };
