@@ -1,5 +1,6 @@
-// Every ```toml block of README.md and docs/*.md loads as `bunstr config check` would load it
-// (issue 34: the docs must work when followed literally). A block may be a fragment (only the
+// Every ```toml block of README.md and docs/*.md, and every indented code block opening with a
+// [section] line, loads as `bunstr config check` would load it (issue 34: the docs must work when
+// followed literally). A block may be a fragment (only the
 // keys it is about: the rest are defaults) and may hold placeholders the reader fills in,
 // `"<your hex pubkey>"`: those stand for a 64-hex value here. A key shown commented out
 // (`# rune_path = "…"`, for the reader to switch on) must load too, in its section, on its own.
@@ -25,16 +26,25 @@ interface Block {
   text: string;
 }
 
-/** The ```toml blocks of `file` (indented ones in lists too), each with its file:line. */
+/**
+ * The ```toml blocks of `file` (indented ones in lists too), and its indented code blocks that
+ * open with a `[section]` line (Markdown's other code block), each with its file:line.
+ */
 function tomlBlocks(file: string): Block[] {
   const text = readFileSync(join(root, file), "utf8");
-  return [...text.matchAll(/^( *)```toml\n([\s\S]*?)^ *```$/gm)].map((m) => ({
-    where: `${file}:${text.slice(0, m.index).split("\n").length + 1}`,
+  const lineOf = (index: number) => text.slice(0, index).split("\n").length;
+  const fenced = [...text.matchAll(/^( *)```toml\n([\s\S]*?)^ *```$/gm)].map((m) => ({
+    where: `${file}:${lineOf(m.index) + 1}`,
     text: m[2]!
       .split("\n")
       .map((l) => l.slice(m[1]!.length))
       .join("\n"),
   }));
+  const indented = [...text.matchAll(/\n\n((?: {4}\[[a-z_]+\]\n)(?: {4}.*\n)*)/g)].map((m) => ({
+    where: `${file}:${lineOf(m.index) + 2}`,
+    text: m[1]!.replace(/^ {4}/gm, ""),
+  }));
+  return [...fenced, ...indented];
 }
 
 const fill = (text: string) => text.replace(/"<[^">]*>"/g, `"${HEX}"`);
@@ -70,6 +80,7 @@ describe("the docs' TOML blocks pass the config validator", () => {
     expect(all.length).toBeGreaterThanOrEqual(10);
     expect(all.some((b) => b.where.startsWith("README.md:"))).toBe(true);
     expect(all.some((b) => b.where.startsWith("docs/operations.md:"))).toBe(true);
+    expect(all.some((b) => b.text.startsWith("[mirror]\n"))).toBe(true); // an indented one
   });
 
   for (const block of all)
