@@ -195,7 +195,7 @@ export const schema = {
     data_directory: key({
       type: "string",
       default: "./data",
-      doc: "Directory of the SQLite database (created if missing).",
+      doc: "Directory of the SQLite database (created if missing). A relative path is read from the working directory of each process: the service's, but yours for `bunstr stats`, `backup`, `import` (give a server an absolute one, e.g. /var/lib/bunstr).",
       reloadable: false,
     }),
     file: key({ type: "string", default: "", doc: "Database file; empty = <data_directory>/bunstr.sqlite.", reloadable: false }),
