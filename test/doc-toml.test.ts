@@ -1,9 +1,9 @@
 // Every ```toml block of README.md and docs/*.md, and every indented code block opening with a
 // [section] line, loads as `bunstr config check` would load it (issue 34: the docs must work when
-// followed literally). A block may be a fragment (only the
-// keys it is about: the rest are defaults) and may hold placeholders the reader fills in,
-// `"<your hex pubkey>"`: those stand for a 64-hex value here. A key shown commented out
-// (`# rune_path = "…"`, for the reader to switch on) must load too, in its section, on its own.
+// followed literally). A block may be a fragment (only the keys it is about: the rest are
+// defaults) and may hold placeholders the reader fills in, `"<your hex pubkey>"`: those stand for
+// a 64-hex value here. A key shown commented out (`# rune_path = "…"`, for the reader to switch
+// on) must load too, in its section, on its own.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
