@@ -322,7 +322,7 @@ describe("HTTP", () => {
   });
 
   test("unknown paths are 404, for JSON, HTML and websocket alike", async () => {
-    for (const path of ["/foo", "/index.html", "/.well-known/nostr.json", "/favicon.ico"]) {
+    for (const path of ["/foo", "/index.html", "/.well-known/nostr.json", "/favicon.png"]) {
       expect((await getInfo(httpUrl(plain, path))).status).toBe(404);
       expect((await fetch(httpUrl(plain, path), { headers: { Accept: "text/html" } })).status).toBe(404);
     }
