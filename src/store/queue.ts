@@ -9,7 +9,9 @@ import { LOG_INTERVAL_MS, log, LogLimiter } from "../log.ts";
 import { refuse, refusalText, type Refusal } from "../protocol/reasons.ts";
 import type { PendingWrite, Store, WriteOutcome, WriteRules } from "./types.ts";
 
-const logError = (line: string): void => log.error(line);
+/** A failure is an error; storing again after failures a warning (what failed is over, but the operator should look). */
+type FailureLevel = "error" | "warn";
+const logLine = (line: string, level: FailureLevel): void => log[level](line);
 
 /** Each kind of write failure is logged at most once per this interval; repeats are counted. */
 const FAILURE_LOG_INTERVAL_MS = LOG_INTERVAL_MS;
@@ -46,7 +48,7 @@ export class FailureLog {
 
   constructor(
     private readonly intervalMs = FAILURE_LOG_INTERVAL_MS,
-    private readonly log: (line: string) => void = logError,
+    private readonly log: (line: string, level: FailureLevel) => void = logLine,
   ) {
     this.lines = new LogLimiter(intervalMs);
   }
@@ -62,6 +64,7 @@ export class FailureLog {
     this.log(
       `writer: could not store ${events} event${events === 1 ? "" : "s"}: ${message} (${kind})${repeats}; clients get "${refusalText(refusal)}"; ` +
         `more failures of this kind are counted and logged at most every ${Math.round(this.intervalMs / 1000)} s`,
+      "error",
     );
     return refusal;
   }
@@ -74,7 +77,7 @@ export class FailureLog {
     if (now - this.recoveryLoggedAt < this.intervalMs) return;
     this.recoveryLoggedAt = now;
     const counts = this.lines.takeHeld().map(([kind, k]) => `${k.count} failed batches (${k.weight} events, ${kind})`);
-    this.log(`writer: storing events again${counts.length > 0 ? ` after ${counts.join(", ")} not logged` : ""}`);
+    this.log(`writer: storing events again${counts.length > 0 ? ` after ${counts.join(", ")} not logged` : ""}`, "warn");
   }
 }
 
