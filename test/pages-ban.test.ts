@@ -126,5 +126,41 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
     await page.evaluate(`document.getElementById("confirm-ban-ok").click()`);
     await page.waitFor(`document.getElementById("result").textContent === "banevent: ok"`);
     expect((await client.req("gone-event", { ids: [e.id] })).events).toEqual([]);
+    expect(await mark(e.id)).toEqual({
+      banned: true,
+      outcome: "event banned: hidden from the relay and kept out",
+      event: true,
+      author: false,
+    });
+    // Allow again from the Events tab's banned list: served again, and its live row plain again.
+    await page.evaluate(`document.getElementById("tab-events").click()`);
+    await page.waitFor(`!!document.querySelector('#banned-events tr[data-key="${e.id}"] button')`);
+    await page.evaluate(`document.querySelector('#banned-events tr[data-key="${e.id}"] button').click()`);
+    await page.waitFor(`document.getElementById("result").textContent === "allowevent: ok"`);
+    expect((await client.req("back-event", { ids: [e.id] })).events).toHaveLength(1);
+    expect(await mark(e.id)).toEqual({ banned: false, outcome: "", event: false, author: false });
   });
+
+  test("Unban from the Pubkeys tab: the author's events are served again and their rows in the live view are plain again", async () => {
+    for (const n of notes)
+      expect(await mark(n.id)).toEqual({
+        banned: true,
+        outcome: "author banned: their events hidden, new ones refused",
+        event: false,
+        author: true,
+      });
+    await page.evaluate(`document.getElementById("tab-pubkeys").click()`);
+    await page.evaluate(`document.querySelector('#banned-pubkeys tr[data-key="${spammer.pubkey}"] button').click()`);
+    await page.waitFor(`document.getElementById("result").textContent === "unbanpubkey: ok"`);
+    expect((await client.req("back", { authors: [spammer.pubkey] })).events).toHaveLength(3);
+    // Before: struck through, "author banned", Ban author disabled, until the page was reloaded.
+    for (const n of notes) expect(await mark(n.id)).toEqual({ banned: false, outcome: "", event: false, author: false });
+    await page.waitFor(`document.getElementById("tab-pubkeys-count").textContent === "0"`);
+  });
+
+  /** A live row's ban mark: struck through, what it says, its two buttons disabled. */
+  const mark = (id: string) =>
+    page.evaluate<{ banned: boolean; outcome: string; event: boolean; author: boolean }>(`(() => { const r = ${row(id)};
+      return { banned: r.classList.contains("banned"), outcome: r.querySelector(".outcome").textContent,
+        event: r.querySelector("button.ban-event").disabled, author: r.querySelector("button.ban-author").disabled }; })()`);
 });

@@ -438,7 +438,9 @@ describe.skipIf(!haveChromium)("web pages in Chromium", () => {
     expect(outcome).toEqual({ state: "ok", text: "banpubkey: ok" });
     // Each of her rows says what happened.
     for (const n of mallory.notes)
-      expect(await page.evaluate(`${row(n.id)}.querySelector(".outcome").textContent`)).toBe("author banned: their new events are refused");
+      expect(await page.evaluate(`${row(n.id)}.querySelector(".outcome").textContent`)).toBe(
+        "author banned: their events hidden, new ones refused",
+      );
 
     const [, , ok, msg] = await c.publish(mallory.s.sign({ kind: 1, content: "after the ban" }));
     expect(ok).toBe(false);

@@ -16,7 +16,7 @@
 import { refreshAccess, reloadAccessAffected, setAccessEnabled, wireAccess } from "./access.js";
 import { wireForms } from "./forms.js";
 import { refreshGroups, reloadGroupsAffected, setGroupsEnabled, wireGroups } from "./groups.js";
-import { setSearchable, startLive, wireLive } from "./live.js";
+import { markBans, setSearchable, startLive, wireLive } from "./live.js";
 import { onChange } from "./log.js";
 import { $, IDLE, input, message, RELAY_PATH, show } from "./page.js";
 import { authorEl, wirePictureToggle } from "./render.js";
@@ -40,7 +40,8 @@ async function loadAsAdmin(pk) {
   if (ok) await refreshAll().then(refreshViews);
   return ok;
 }
-onChange((method) => {
+onChange((method, args) => {
+  markBans(method, args);
   reloadAffected(method);
   reloadGroupsAffected(method);
   reloadAccessAffected(method);
