@@ -5,7 +5,7 @@
 // read-out (vertical rule and tooltip: the time and each series' value at the nearest sample) on
 // hover and, the chart focused, on the arrow keys. No library: the pages' CSP allows no other
 // script, and this is ~250 lines.
-import { nearest, niceTicks, runs, timeTicks } from "./ticks.js";
+import { nearest, niceTicks, runs, timeTicks, withUnit } from "./ticks.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const COLORS = ["#1f618d", "#c0392b", "#d35400", "#8e44ad", "#16a085", "#7f8c8d", "#b7950b", "#2c3e50", "#6e2c00", "#117a65"];
@@ -228,7 +228,7 @@ function show(svg, i) {
       const swatch = document.createElement("i");
       swatch.style.background = colorOf(n);
       const v = l.values[i];
-      row.append(swatch, `${l.name}: ${v == null ? "no data" : `${s.data.format(v)}${s.data.unit ? ` ${s.data.unit}` : ""}`}`);
+      row.append(swatch, `${l.name}: ${v == null ? "no data" : withUnit(s.data.format(v), s.data.unit)}`);
       return row;
     }),
   );

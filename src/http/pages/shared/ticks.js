@@ -101,3 +101,13 @@ export const short = (n) => scaled(n, ["", "k", "M", "G"]);
 
 /** Bytes in kB, MB, GB (powers of 1000, as on the axis' round ticks). @param {number} n */
 export const bytes = (n) => scaled(n, [" B", " kB", " MB", " GB"]);
+
+/**
+ * A value's text with its unit: "3 connections", "1 connection", "1 event/min" (the unit's first
+ * word in the singular when the text reads 1).
+ * @param {string} text the value formatted @param {string} unit
+ */
+export function withUnit(text, unit) {
+  if (!unit) return text;
+  return `${text} ${text === "1" ? unit.replace(/^(\w+?)s\b/, "$1") : unit}`;
+}

@@ -6,7 +6,7 @@
 // Content-Security-Policy (connect-src 'self').
 import { drawChart } from "../shared/chart.js";
 import { kindText } from "../shared/kinds.js";
-import { bytes, short } from "../shared/ticks.js";
+import { bytes, short, withUnit } from "../shared/ticks.js";
 
 document
   .getElementById("copy")
@@ -88,7 +88,7 @@ function render(s) {
     if (now)
       now.textContent = last.some((x) => x === null || x === undefined)
         ? "unknown"
-        : `${c.format(last.reduce((a, b) => (a ?? 0) + (b ?? 0), 0) ?? 0)}${c.unit ? ` ${c.unit}` : ""}`;
+        : withUnit(c.format(last.reduce((a, b) => (a ?? 0) + (b ?? 0), 0) ?? 0), c.unit);
   }
   table(
     "top-kinds",
