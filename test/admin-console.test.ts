@@ -102,6 +102,10 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     expect(banner.fix).toBe(true);
     expect(banner.toml).toBe(`[admin]\npubkeys = ["${OPERATOR.pubkey}"]`);
     expect(banner.command).toBe(`bunstr admin add ${npub} --config /etc/bunstr/config.toml`);
+    // The key in full where it is needed only: the title and the command (npub), the bar and the
+    // config line (hex); before, a box repeated both.
+    const words = await page.evaluate<string>(`document.getElementById("who").innerText`);
+    expect([words.split(npub).length - 1, words.split(OPERATOR.pubkey).length - 1]).toEqual([2, 2]);
     // Not green: the banner is amber, and so are its pixels (a screenshot of its top-left inside corner).
     expect(await page.evaluate(`getComputedStyle(document.getElementById("who")).backgroundColor`)).toBe("rgb(255, 244, 229)");
     const box = await page.evaluate<any>(
