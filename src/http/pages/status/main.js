@@ -141,11 +141,20 @@ document.getElementById("refusals-all")?.addEventListener("click", () => {
   showAllRefusals = !showAllRefusals;
   if (lastStatus) render(lastStatus);
 });
-// The charts are drawn to their width: again when it changes.
+// The charts are drawn to their width: again when a chart's box changes width. Not only the
+// window's resize: the first drawing fills the tables beside the charts, and a scrollbar may come,
+// both of which move the charts' width (at 640 px they stood letterboxed, 100 px narrow, until the
+// next update 5 s later).
 let resized = 0;
-window.addEventListener("resize", () => {
+const drawnWidth = (/** @type {Element} */ svg) => Number(svg.getAttribute("viewBox")?.split(" ")[2] ?? 0);
+const watch = new ResizeObserver((entries) => {
+  if (!entries.some((e) => Math.abs(e.target.getBoundingClientRect().width - drawnWidth(e.target)) > 1)) return;
   clearTimeout(resized);
-  resized = setTimeout(() => lastStatus && render(lastStatus), 100);
+  resized = setTimeout(() => lastStatus && render(lastStatus), 50);
 });
+for (const c of CHARTS) {
+  const svg = document.getElementById(c.id);
+  if (svg) watch.observe(svg);
+}
 void refresh();
 setInterval(() => void refresh(), 5000);
