@@ -265,6 +265,12 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     }
     await page.goto("about:blank");
     await page.goto(`${http}/admin#/ips`);
+    // The relay info's fields come filled from NIP-11 (their placeholders hidden): each says what it is.
+    expect(
+      await page.evaluate(
+        `["name-input", "description-input", "icon-input"].map((id) => document.getElementById(id).labels[0]?.textContent.trim())`,
+      ),
+    ).toEqual(["Name", "Description", "Icon URL"]);
     // A focus ring where the keyboard is.
     await page.evaluate(`document.getElementById("tab-ips").focus()`);
     await key("ArrowLeft", 37);
