@@ -97,6 +97,18 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
     expect((await client.req("still", { authors: [spammer.pubkey] })).events).toHaveLength(3);
   });
 
+  test("the dialog names the author as the live view does (their profile name), beside the npub", async () => {
+    const named = signer();
+    expect((await client.publish(named.sign({ kind: 0, content: JSON.stringify({ name: "Mallory" }) })))[2]).toBe(true);
+    const e = named.sign({ kind: 1, content: "buy now" });
+    expect((await client.publish(e))[2]).toBe(true);
+    await page.waitFor(`${row(e.id)}?.querySelector(".name")?.textContent === "Mallory"`);
+    const npub = npubEncode(named.pubkey);
+    expect((await open(e.id, "ban-author")).text).toStartWith(`Ban Mallory (${npub.slice(0, 12)}\u2026${npub.slice(-6)})? 2 stored events`);
+    await page.evaluate(`document.getElementById("confirm-ban-cancel").click()`);
+    await closed();
+  });
+
   test("the ban button bans: hidden from REQ, and the banned list says when they are deleted", async () => {
     await open(notes[0]!.id, "ban-author");
     await page.evaluate(`document.getElementById("confirm-ban-ok").click()`);
