@@ -5,10 +5,11 @@
 // views are tabs: counts, keys, the URL's hash, a phone's width, and the screenshot's size and colour.
 // Skipped (with a message) when Chromium is missing outside CI; in CI that fails (test/ci.ts).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { npubEncode } from "nostr-tools/nip19";
+import { runningRelays } from "../src/cli/running.ts";
 import { renderDefaultConfig } from "../src/config/render.ts";
 import { Browser, CHROMIUM, type Page } from "./cdp.ts";
 import { needInCI } from "./ci.ts";
@@ -141,6 +142,13 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
       await page.waitFor(`(() => { const r = document.getElementById("result"); return r.dataset.state === "error" && r.textContent; })()`),
     ).toBe(`allowkind: not sent: ${npub} is not an admin of this relay (see the top of the page)`);
 
+    // The command as the page gives it names the systemd unit's file; a relay started by hand from
+    // `config init` output has its own: the error says which file the running relay serves with.
+    const wrong = Bun.spawnSync([...SOURCE, "admin", "add", npub, "--config", join(dir, "not-here.toml")], { cwd: dir, stderr: "pipe" });
+    expect(wrong.exitCode).toBe(2);
+    expect(wrong.stderr.toString()).toContain(`cannot read ${join(dir, "not-here.toml")}`);
+    expect(wrong.stderr.toString()).toMatch(/running on this machine serves? with --config /);
+    expect(runningRelays()).toContainEqual({ pid: relay.proc.pid, file: realpathSync(file) });
     // The operator runs the command the page gave (with this relay's file): the file keeps its
     // comments, and the running relay reloads it.
     const before = readFileSync(file, "utf8");
