@@ -101,6 +101,10 @@ describe.skipIf(!haveChromium)("the status page's charts in Chromium", () => {
     expect(a.y.at(-1)!.v).toBeGreaterThanOrEqual(bucket.rate);
     expect(a.y.at(-2)!.v).toBeLessThan(bucket.rate);
     expect(a.unit).toBe("events/min");
+    // Counts of things (one or two connections here) have whole ticks: no "0.5" connections.
+    const conns = await ticks("chart-connections");
+    expect(conns.y.length).toBeGreaterThanOrEqual(2);
+    expect(conns.y.every((y) => Number.isInteger(y.v))).toBe(true);
     // The database chart's ticks read as sizes.
     expect((await ticks("chart-db")).y.at(-1)!.text).toMatch(/^\d+(\.\d)? (B|kB|MB|GB)$/);
     // Each chart has a legend in its series' colours.

@@ -17,7 +17,7 @@ const HEIGHT = 170;
  * @typedef {{ name: string, values: (number | null)[] }} Line
  * @typedef {{
  *   t: number[], from: number, to: number, intervalMs: number, lines: Line[],
- *   unit: string, format: (n: number) => string, startedAt?: number,
+ *   unit: string, format: (n: number) => string, startedAt?: number, whole?: boolean,
  * }} ChartData
  * @typedef {{ data: ChartData, x: (t: number) => number, y: (v: number) => number, shown: number[], at: number | undefined }} State
  */
@@ -69,7 +69,7 @@ export function drawChart(svg, data) {
   const shown = data.t.map((_, i) => i).filter(inWindow);
   let max = 0;
   for (const l of data.lines) for (const i of shown) max = Math.max(max, l.values[i] ?? 0);
-  const yTicks = niceTicks(max);
+  const yTicks = niceTicks(max, 4, data.whole);
   const yTop = yTicks.at(-1) ?? 1;
   const y = (/** @type {number} */ v) => bottom - (v / yTop) * (bottom - top);
 

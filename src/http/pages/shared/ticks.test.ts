@@ -3,6 +3,14 @@ import { expect, test } from "bun:test";
 // @ts-expect-error: a plain-JS browser module; its JSDoc types are checked with the pages' (pages/tsconfig.json), not here.
 import { bytes, nearest, niceTicks, runs, short, timeTicks, withUnit } from "./ticks.js";
 
+test("value ticks of a count of things are whole numbers (the status page showed '0.5' open connections)", () => {
+  expect(niceTicks(1)).toEqual([0, 0.5, 1]);
+  expect(niceTicks(1, 4, true)).toEqual([0, 1]);
+  expect(niceTicks(3, 4, true)).toEqual([0, 1, 2, 3]);
+  expect(niceTicks(7, 4, true)).toEqual([0, 2, 4, 6, 8]);
+  expect(niceTicks(0, 4, true)).toEqual([0, 1]);
+});
+
 test("value ticks: 0 to at least the largest value, 1/2/5 steps, 3 to 6 of them", () => {
   expect(niceTicks(108)).toEqual([0, 50, 100, 150]);
   expect(niceTicks(100)).toEqual([0, 50, 100]);

@@ -29,15 +29,16 @@ let showAllRefusals = false;
  * @typedef {{ now: number, started_at: number, series: Record<"10s" | "1m", Series>, top_kinds: TopKind[], recent_refusals: Refusal[] }} Status
  */
 
-/** What each chart draws: its series (JSON name and legend label; "refused": one per reason seen), unit and number format. */
-const CHARTS = /** @type {{ id: string, names: [string, string][] | "refused", unit: string, format: (n: number) => string }[]} */ ([
-  { id: "chart-accepted", names: [["accepted", "accepted"]], unit: "events/min", format: short },
-  { id: "chart-refused", names: "refused", unit: "events/min", format: short },
-  { id: "chart-reqs", names: [["reqs", "REQs"]], unit: "REQs/min", format: short },
-  { id: "chart-connections", names: [["connections", "open"]], unit: "connections", format: short },
-  { id: "chart-stored", names: [["events_stored", "stored"]], unit: "events", format: short },
-  { id: "chart-db", names: [["database_bytes", "database file"]], unit: "", format: bytes },
-]);
+/** What each chart draws: its series (JSON name and legend label; "refused": one per reason seen), unit, number format, and whether it counts whole things. */
+const CHARTS =
+  /** @type {{ id: string, names: [string, string][] | "refused", unit: string, format: (n: number) => string, whole?: boolean }[]} */ ([
+    { id: "chart-accepted", names: [["accepted", "accepted"]], unit: "events/min", format: short },
+    { id: "chart-refused", names: "refused", unit: "events/min", format: short },
+    { id: "chart-reqs", names: [["reqs", "REQs"]], unit: "REQs/min", format: short },
+    { id: "chart-connections", names: [["connections", "open"]], unit: "connections", format: short, whole: true },
+    { id: "chart-stored", names: [["events_stored", "stored"]], unit: "events", format: short, whole: true },
+    { id: "chart-db", names: [["database_bytes", "database file"]], unit: "", format: bytes },
+  ]);
 
 /** Rows of text cells into a table's body. @param {string} id @param {string[][]} rows @param {string} empty */
 function table(id, rows, empty) {
@@ -81,6 +82,7 @@ function render(s) {
       unit: c.unit,
       format: c.format,
       startedAt: s.started_at,
+      whole: c.whole,
     });
     // The caption's number: the value now, or for several lines their sum.
     const now = svg.closest("figure")?.querySelector(".now");
