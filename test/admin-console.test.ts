@@ -5,10 +5,11 @@
 // views are tabs: counts, keys, the URL's hash, a phone's width, and the screenshot's size and colour.
 // Skipped (with a message) when Chromium is missing outside CI; in CI that fails (test/ci.ts).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { npubEncode } from "nostr-tools/nip19";
+import { runningRelays } from "../src/cli/running.ts";
 import { renderDefaultConfig } from "../src/config/render.ts";
 import { Browser, CHROMIUM, type Page } from "./cdp.ts";
 import { needInCI } from "./ci.ts";
@@ -92,6 +93,8 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     ).toContain("[admin] pubkeys is empty");
     await page.evaluate(`document.getElementById("connect").click()`);
     await page.waitFor(`document.getElementById("who").dataset.state === "no-admins"`);
+    // One statement of it: the result line under the banner does not say it again.
+    expect(await page.evaluate(`document.getElementById("result").textContent`)).toBe("Results of your calls show here.");
     const npub = npubEncode(OPERATOR.pubkey);
     const banner = await who();
     expect(banner.title).toBe(
@@ -100,6 +103,10 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     expect(banner.fix).toBe(true);
     expect(banner.toml).toBe(`[admin]\npubkeys = ["${OPERATOR.pubkey}"]`);
     expect(banner.command).toBe(`bunstr admin add ${npub} --config /etc/bunstr/config.toml`);
+    // The key in full where it is needed only: the title and the command (npub), the bar and the
+    // config line (hex); before, a box repeated both.
+    const words = await page.evaluate<string>(`document.getElementById("who").innerText`);
+    expect([words.split(npub).length - 1, words.split(OPERATOR.pubkey).length - 1]).toEqual([2, 2]);
     // Not green: the banner is amber, and so are its pixels (a screenshot of its top-left inside corner).
     expect(await page.evaluate(`getComputedStyle(document.getElementById("who")).backgroundColor`)).toBe("rgb(255, 244, 229)");
     const box = await page.evaluate<any>(
@@ -135,6 +142,13 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
       await page.waitFor(`(() => { const r = document.getElementById("result"); return r.dataset.state === "error" && r.textContent; })()`),
     ).toBe(`allowkind: not sent: ${npub} is not an admin of this relay (see the top of the page)`);
 
+    // The command as the page gives it names the systemd unit's file; a relay started by hand from
+    // `config init` output has its own: the error says which file the running relay serves with.
+    const wrong = Bun.spawnSync([...SOURCE, "admin", "add", npub, "--config", join(dir, "not-here.toml")], { cwd: dir, stderr: "pipe" });
+    expect(wrong.exitCode).toBe(2);
+    expect(wrong.stderr.toString()).toContain(`cannot read ${join(dir, "not-here.toml")}`);
+    expect(wrong.stderr.toString()).toMatch(/running on this machine serves? with --config /);
+    expect(runningRelays()).toContainEqual({ pid: relay.proc.pid, file: realpathSync(file) });
     // The operator runs the command the page gave (with this relay's file): the file keeps its
     // comments, and the running relay reloads it.
     const before = readFileSync(file, "utf8");
@@ -158,6 +172,8 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     expect(await page.evaluate(`document.getElementById("allow-kind").disabled || document.getElementById("ban-pubkey").disabled`)).toBe(
       false,
     );
+    expect((await who()).fix).toBe(false);
+    expect(await page.evaluate(`document.getElementById("result").textContent`)).toBe("Results of your calls show here.");
 
     // The same page, reloaded: an admin now; the actions work.
     await page.goto(`${http}/admin`);
@@ -201,9 +217,9 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     expect(await current()).toEqual({ tab: "live", focused: "", hash: "", shown: ["live"] });
     await page.evaluate(`document.getElementById("tab-live").focus()`);
     await key("ArrowRight", 39);
-    expect(await current()).toEqual({ tab: "reports", focused: "tab-reports", hash: "#reports", shown: ["panel-reports"] });
+    expect(await current()).toEqual({ tab: "reports", focused: "tab-reports", hash: "#/reports", shown: ["panel-reports"] });
     await key("End", 35);
-    expect(await current()).toEqual({ tab: "log", focused: "tab-log", hash: "#log", shown: ["panel-log"] });
+    expect(await current()).toEqual({ tab: "log", focused: "tab-log", hash: "#/log", shown: ["panel-log"] });
     await key("ArrowRight", 39); // wraps to the first
     expect((await current()).tab).toBe("live");
     await key("ArrowLeft", 37);
@@ -218,15 +234,51 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
     await page.evaluate(`document.getElementById("tab-pubkeys").click()`);
     expect((await current()).shown).toEqual(["panel-pubkeys"]);
     await page.evaluate(`history.back()`);
-    await page.waitFor(`location.hash === "#kinds" && document.getElementById("panel-kinds").offsetHeight > 0`);
+    await page.waitFor(`location.hash === "#/kinds" && document.getElementById("panel-kinds").offsetHeight > 0`);
     // A reload (a fresh load of the URL with its hash) opens the same view.
     const url = await page.evaluate<string>(`location.href`);
     await page.goto("about:blank");
     await page.goto(url);
-    expect(await current()).toMatchObject({ tab: "kinds", hash: "#kinds", shown: ["panel-kinds"] });
+    expect(await current()).toMatchObject({ tab: "kinds", hash: "#/kinds", shown: ["panel-kinds"] });
     await page.goto("about:blank");
-    await page.goto(`${http}/admin#ips`);
-    expect(await current()).toMatchObject({ tab: "ips", hash: "#ips", shown: ["panel-ips"] });
+    await page.goto(`${http}/admin#/ips`);
+    expect(await current()).toMatchObject({ tab: "ips", hash: "#/ips", shown: ["panel-ips"] });
+    // A view's hash names no element: each tab's, as a click puts it in the URL.
+    const hashes = await page.evaluate<string[]>(
+      `[...document.querySelectorAll('[role="tab"]:not([hidden])')].map((t) => (t.click(), location.hash))`,
+    );
+    expect(hashes).toEqual(["live", "reports", "pubkeys", "events", "kinds", "ips", "info", "log"].map((n) => "#/" + n));
+    expect(await page.evaluate(`${js(hashes)}.filter((h) => document.getElementById(decodeURIComponent(h.slice(1))))`)).toEqual([]);
+    // So the URL of a view opens at the top of the page, at a phone's height too (before: /admin#live
+    // opened scrolled down to the section #live, #log to the table #log). A bare #name still works.
+    await page.send("Emulation.setDeviceMetricsOverride", { width: 390, height: 844, deviceScaleFactor: 1, mobile: true });
+    try {
+      for (const hash of ["#/live", "#/log"]) {
+        await page.goto("about:blank");
+        await page.goto(`${http}/admin${hash}`);
+        await page.waitFor(`document.querySelectorAll("#events tbody tr[data-id]").length >= 50`);
+        await Bun.sleep(100);
+        expect({ hash, tab: (await current()).tab, scrolled: await page.evaluate(`scrollY`) }).toEqual({
+          hash,
+          tab: hash.slice(2),
+          scrolled: 0,
+        });
+      }
+      // A bare #name (typed by hand) opens its view too, and the URL then says it as the page does.
+      await page.goto("about:blank");
+      await page.goto(`${http}/admin#kinds`);
+      expect(await current()).toMatchObject({ tab: "kinds", hash: "#/kinds" });
+    } finally {
+      await page.send("Emulation.setDeviceMetricsOverride", { width: 1280, height: 900, deviceScaleFactor: 1, mobile: false });
+    }
+    await page.goto("about:blank");
+    await page.goto(`${http}/admin#/ips`);
+    // The relay info's fields come filled from NIP-11 (their placeholders hidden): each says what it is.
+    expect(
+      await page.evaluate(
+        `["name-input", "description-input", "icon-input"].map((id) => document.getElementById(id).labels[0]?.textContent.trim())`,
+      ),
+    ).toEqual(["Name", "Description", "Icon URL"]);
     // A focus ring where the keyboard is.
     await page.evaluate(`document.getElementById("tab-ips").focus()`);
     await key("ArrowLeft", 37);

@@ -97,6 +97,18 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
     expect((await client.req("still", { authors: [spammer.pubkey] })).events).toHaveLength(3);
   });
 
+  test("the dialog names the author as the live view does (their profile name), beside the npub", async () => {
+    const named = signer();
+    expect((await client.publish(named.sign({ kind: 0, content: JSON.stringify({ name: "Mallory" }) })))[2]).toBe(true);
+    const e = named.sign({ kind: 1, content: "buy now" });
+    expect((await client.publish(e))[2]).toBe(true);
+    await page.waitFor(`${row(e.id)}?.querySelector(".name")?.textContent === "Mallory"`);
+    const npub = npubEncode(named.pubkey);
+    expect((await open(e.id, "ban-author")).text).toStartWith(`Ban Mallory (${npub.slice(0, 12)}\u2026${npub.slice(-6)})? 2 stored events`);
+    await page.evaluate(`document.getElementById("confirm-ban-cancel").click()`);
+    await closed();
+  });
+
   test("the ban button bans: hidden from REQ, and the banned list says when they are deleted", async () => {
     await open(notes[0]!.id, "ban-author");
     await page.evaluate(`document.getElementById("confirm-ban-ok").click()`);
@@ -126,5 +138,41 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
     await page.evaluate(`document.getElementById("confirm-ban-ok").click()`);
     await page.waitFor(`document.getElementById("result").textContent === "banevent: ok"`);
     expect((await client.req("gone-event", { ids: [e.id] })).events).toEqual([]);
+    expect(await mark(e.id)).toEqual({
+      banned: true,
+      outcome: "event banned: hidden from the relay and kept out",
+      event: true,
+      author: false,
+    });
+    // Allow again from the Events tab's banned list: served again, and its live row plain again.
+    await page.evaluate(`document.getElementById("tab-events").click()`);
+    await page.waitFor(`!!document.querySelector('#banned-events tr[data-key="${e.id}"] button')`);
+    await page.evaluate(`document.querySelector('#banned-events tr[data-key="${e.id}"] button').click()`);
+    await page.waitFor(`document.getElementById("result").textContent === "allowevent: ok"`);
+    expect((await client.req("back-event", { ids: [e.id] })).events).toHaveLength(1);
+    expect(await mark(e.id)).toEqual({ banned: false, outcome: "", event: false, author: false });
   });
+
+  test("Unban from the Pubkeys tab: the author's events are served again and their rows in the live view are plain again", async () => {
+    for (const n of notes)
+      expect(await mark(n.id)).toEqual({
+        banned: true,
+        outcome: "author banned: their events hidden, new ones refused",
+        event: false,
+        author: true,
+      });
+    await page.evaluate(`document.getElementById("tab-pubkeys").click()`);
+    await page.evaluate(`document.querySelector('#banned-pubkeys tr[data-key="${spammer.pubkey}"] button').click()`);
+    await page.waitFor(`document.getElementById("result").textContent === "unbanpubkey: ok"`);
+    expect((await client.req("back", { authors: [spammer.pubkey] })).events).toHaveLength(3);
+    // Before: struck through, "author banned", Ban author disabled, until the page was reloaded.
+    for (const n of notes) expect(await mark(n.id)).toEqual({ banned: false, outcome: "", event: false, author: false });
+    await page.waitFor(`document.getElementById("tab-pubkeys-count").textContent === "0"`);
+  });
+
+  /** A live row's ban mark: struck through, what it says, its two buttons disabled. */
+  const mark = (id: string) =>
+    page.evaluate<{ banned: boolean; outcome: string; event: boolean; author: boolean }>(`(() => { const r = ${row(id)};
+      return { banned: r.classList.contains("banned"), outcome: r.querySelector(".outcome").textContent,
+        event: r.querySelector("button.ban-event").disabled, author: r.querySelector("button.ban-author").disabled }; })()`);
 });

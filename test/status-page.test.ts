@@ -101,6 +101,10 @@ describe.skipIf(!haveChromium)("the status page's charts in Chromium", () => {
     expect(a.y.at(-1)!.v).toBeGreaterThanOrEqual(bucket.rate);
     expect(a.y.at(-2)!.v).toBeLessThan(bucket.rate);
     expect(a.unit).toBe("events/min");
+    // Counts of things (one or two connections here) have whole ticks: no "0.5" connections.
+    const conns = await ticks("chart-connections");
+    expect(conns.y.length).toBeGreaterThanOrEqual(2);
+    expect(conns.y.every((y) => Number.isInteger(y.v))).toBe(true);
     // The database chart's ticks read as sizes.
     expect((await ticks("chart-db")).y.at(-1)!.text).toMatch(/^\d+(\.\d)? (B|kB|MB|GB)$/);
     // Each chart has a legend in its series' colours.
@@ -261,6 +265,43 @@ describe.skipIf(!haveChromium)("the status page's charts in Chromium", () => {
       expect(shown.moves).toBe(2);
     } finally {
       await other.send("Page.close").catch(() => {});
+    }
+  });
+
+  test("at 640 px (1280 at 200 % zoom) and 390 px each chart is drawn to its own width from the first update; labels and the read-out stay inside", async () => {
+    for (const width of [640, 390]) {
+      const narrow = await browser!.newPage();
+      try {
+        await narrow.send("Emulation.setDeviceMetricsOverride", { width, height: 900, deviceScaleFactor: 1, mobile: width < 500 });
+        await narrow.goto(`${base}/`);
+        await narrow.waitFor(`document.getElementById("charts").dataset.updated`);
+        // Within a moment, not at the next update 5 s later (before: drawn 499 px wide into 595 at 640, letterboxed).
+        const fit = await narrow.waitFor<any[]>(
+          `(() => { const all = [...document.querySelectorAll(".charts svg")].map((svg) => ({ id: svg.id,
+            drawn: Number(svg.getAttribute("viewBox").split(" ")[2]), box: Math.round(svg.getBoundingClientRect().width) }));
+            return all.every((c) => Math.abs(c.drawn - c.box) <= 1) && all; })()`,
+          2000,
+        );
+        expect(fit).toHaveLength(6);
+        // Nothing scrolls the page sideways.
+        expect(await narrow.evaluate(`document.scrollingElement.scrollWidth - document.scrollingElement.clientWidth`)).toBe(0);
+        // Every label inside its chart's box; the read-out at the right edge inside the figure.
+        const outside = await narrow.evaluate<string[]>(`[...document.querySelectorAll(".charts svg")].flatMap((svg) => {
+          const b = svg.getBoundingClientRect();
+          return [...svg.querySelectorAll("text")].filter((t) => { const r = t.getBoundingClientRect(); return r.left < b.left || r.right > b.right; })
+            .map((t) => svg.id + ": " + t.textContent); })`);
+        expect(outside).toEqual([]);
+        const box = await narrow.evaluate<any>(`(() => { const svg = document.getElementById("chart-accepted"); svg.scrollIntoView();
+          const r = svg.getBoundingClientRect(); return { x: r.right - 3, y: r.top + r.height / 2 }; })()`);
+        await narrow.send("Input.dispatchMouseEvent", { type: "mouseMoved", x: box.x, y: box.y });
+        const tip =
+          await narrow.waitFor<any>(`(() => { const t = document.querySelector("#chart-accepted").closest("figure").querySelector(".tip");
+          if (t.hidden) return false; const r = t.getBoundingClientRect(), f = t.parentElement.getBoundingClientRect();
+          return { left: r.left >= f.left, right: r.right <= f.right }; })()`);
+        expect(tip).toEqual({ left: true, right: true });
+      } finally {
+        await narrow.send("Page.close").catch(() => {});
+      }
     }
   });
 

@@ -8,7 +8,7 @@ import { parseFlags } from "./args.ts";
 import { ConfigEditError, editAdmins, listAdmins } from "../config/edit-admins.ts";
 import { encodeNpub, pubkeyOf } from "../nips/nip19.ts";
 import { UsageError } from "./options.ts";
-import { relaysUsing } from "./running.ts";
+import { relaysUsing, runningRelays } from "./running.ts";
 
 const USAGE = "usage: bunstr admin add|remove NPUB|HEX --config FILE | bunstr admin list --config FILE";
 
@@ -27,6 +27,18 @@ function reloadRelays(file: string, pids = relaysUsing(file)): string[] {
       return `could not signal the relay (pid ${pid}): ${(err as Error).message}; run this as its user or root, or: systemctl reload bunstr`;
     }
   });
+}
+
+/**
+ * After a --config that is not there (the /admin page's command names the systemd unit's file,
+ * which a relay started by hand does not use): the files the relays running here serve with.
+ */
+function runningHint(): string {
+  const relays = runningRelays();
+  if (relays.length === 0) return "";
+  const each = relays.slice(0, 10).map((r) => `--config ${r.file} (pid ${r.pid})`);
+  const more = relays.length > 10 ? `, and ${relays.length - 10} more` : "";
+  return `\n${relays.length === 1 ? "the relay running on this machine serves with" : "relays running on this machine serve with"} ${each.join(", ")}${more}: give its file`;
 }
 
 const shown = (pk: string) => `${encodeNpub(pk)} (${pk})`;
@@ -51,7 +63,7 @@ function run(argv: string[]): number {
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+    throw new UsageError(`cannot read ${file}: ${(err as Error).message}${runningHint()}`);
   }
   if (sub === "list" && key === undefined) {
     const before = listAdmins(text, file);

@@ -35,16 +35,15 @@ const real = (path: string): string => {
   }
 };
 
-/** Pids of the relays (not this process) serving with `file` as their --config. */
-export function relaysUsing(file: string): number[] {
-  const target = real(resolve(file));
+/** The relays (not this process) running on this machine, with the config file each serves with (resolved). */
+export function runningRelays(): { pid: number; file: string }[] {
   let pids: string[];
   try {
     pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
   } catch {
     return [];
   }
-  const found: number[] = [];
+  const found: { pid: number; file: string }[] = [];
   for (const pid of pids) {
     if (Number(pid) === process.pid) continue;
     try {
@@ -53,11 +52,18 @@ export function relaysUsing(file: string): number[] {
         .filter((a, i, all) => a !== "" || i < all.length - 1);
       const arg = serveConfigArg(argv);
       if (arg === undefined) continue;
-      const path = isAbsolute(arg) ? arg : resolve(readlinkSync(`/proc/${pid}/cwd`), arg);
-      if (real(path) === target) found.push(Number(pid));
+      found.push({ pid: Number(pid), file: real(isAbsolute(arg) ? arg : resolve(readlinkSync(`/proc/${pid}/cwd`), arg)) });
     } catch {
       // Gone meanwhile, or another user's (its cwd is not readable): not ours to reload.
     }
   }
   return found;
+}
+
+/** Pids of the relays (not this process) serving with `file` as their --config. */
+export function relaysUsing(file: string): number[] {
+  const target = real(resolve(file));
+  return runningRelays()
+    .filter((r) => r.file === target)
+    .map((r) => r.pid);
 }

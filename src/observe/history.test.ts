@@ -29,6 +29,8 @@ test("the history: per-minute rates by reason every 10 s, gauges, top kinds, rec
   metrics.countEventResult(1, true, "duplicate: have it");
   metrics.countEventResult(4, false, "rate-limited: slow down");
   metrics.countEventResult(undefined, false, "invalid: not json");
+  // An older version of a stored replaceable event: refused (OK false) with "duplicate:".
+  metrics.countEventResult(0, false, "duplicate: a newer version of this replaceable event is already stored");
   metrics.received.REQ += 3;
   setConnections(4);
   await history.sample(t0 + 10_000);
@@ -43,6 +45,8 @@ test("the history: per-minute rates by reason every 10 s, gauges, top kinds, rec
   expect(fine.values.reqs).toEqual([0, 18, 0]);
   expect(fine.values["refused:rate-limited"]).toEqual([0, 6, 0]);
   expect(fine.values["refused:invalid"]).toEqual([0, 6, 0]);
+  // Listed among the refusals below, so counted among them (before: in the list, on no chart).
+  expect(fine.values["refused:duplicate"]).toEqual([0, 6, 0]);
   expect(fine.values.connections).toEqual([2, 4, 4]);
   expect(fine.values.events_stored).toEqual([null, 5, 5]);
   expect(fine.values.database_bytes).toEqual([null, 4096, 4096]);
@@ -54,6 +58,7 @@ test("the history: per-minute rates by reason every 10 s, gauges, top kinds, rec
   expect(j.recent_refusals.map((r) => [r.kind, r.reason, r.message])).toEqual([
     [4, "rate-limited", "rate-limited: slow down"],
     [null, "invalid", "invalid: not json"],
+    [0, "duplicate", "duplicate: a newer version of this replaceable event is already stored"],
   ]);
   expect(j.history_bytes).toBe(HISTORY_BYTES);
   expect(HISTORY_BYTES).toBeLessThan(512 * 1024);

@@ -57,8 +57,13 @@ function reasonOf(message: string): number {
 }
 
 const REASON_INDEX = new Map<string, number>(REASONS.map((r, i) => [r, i]));
-/** The reasons a refusal can have, in the order refusedByReason() counts them. */
-export const REFUSAL_REASONS = REASONS.slice(1).filter((r) => r !== "duplicate");
+/**
+ * The reasons a refusal can have, in the order refusedByReason() counts them. "duplicate" too: an
+ * older version of a stored replaceable event is refused with it (OK false), and the status page
+ * lists those refusals, so its chart of refusals counts them (a duplicate answered OK true is no
+ * refusal: acceptedTotals() counts it).
+ */
+export const REFUSAL_REASONS = REASONS.slice(1);
 const REFUSAL_INDEXES = REFUSAL_REASONS.map((r) => REASON_INDEX.get(r)!);
 /**
  * Refusals the status page lists (the newest last): a fixed ring, no allocation per refusal.

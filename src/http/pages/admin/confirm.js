@@ -6,7 +6,7 @@
 // show when what a ban hid is deleted (purgeNote).
 import { shortBech } from "./nip19.js";
 import { el, message } from "./page.js";
-import { when } from "./render.js";
+import { profiles, when } from "./render.js";
 import { rpc } from "./signer.js";
 
 /** @typedef {{ events: number, action: "hide" | "delete" | "keep", retention: string }} BanPreview */
@@ -74,7 +74,10 @@ function ask(question, label) {
  * @returns {Promise<boolean>}
  */
 export async function confirmBan(method, key) {
-  const name = shortBech(method === "banpubkey" ? "npub" : "note", key);
+  const short = shortBech(method === "banpubkey" ? "npub" : "note", key);
+  // The author's profile name too, as the live view shows it: the operator checks whom they ban.
+  const known = method === "banpubkey" ? profiles.get(key)?.name : "";
+  const name = known ? `${known} (${short})` : short;
   let question;
   try {
     const p = /** @type {BanPreview} */ (await rpc(method === "banpubkey" ? "previewbanpubkey" : "previewbanevent", [key]));

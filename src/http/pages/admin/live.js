@@ -4,7 +4,7 @@
 import { confirmBan } from "./confirm.js";
 import { act } from "./log.js";
 import { hexOf, shortBech } from "./nip19.js";
-import { $, el, input, message, placeholder, text } from "./page.js";
+import { $, el, HEX64, input, message, placeholder, text } from "./page.js";
 import { authorEl, events, excerpt, kindText, profiles, when } from "./render.js";
 import { subscribe, unsubscribe } from "./socket.js";
 import { lockUnlessAdmin } from "./who.js";
@@ -131,30 +131,57 @@ function eventRow(e) {
     b.type = "button";
     lockUnlessAdmin(b);
   }
+  // The row's mark follows from the change (markBans), whichever view made it.
   banEvent.addEventListener("click", async () => {
     if (!(await confirmBan("banevent", e.id))) return;
     // Kept for the log: the relay hides a banned event, so a look-up after would find nothing.
     events.offer(e);
     const error = await act("banevent", [e.id, reasonNow()]);
-    if (error) return void (outcome.textContent = "ban failed: " + error);
-    tr.classList.add("banned");
-    banEvent.disabled = true;
-    outcome.textContent = "event banned: hidden from the relay and kept out";
+    if (error) outcome.textContent = "ban failed: " + error;
   });
   banAuthor.addEventListener("click", async () => {
     if (!(await confirmBan("banpubkey", e.pubkey))) return;
     const error = await act("banpubkey", [e.pubkey, reasonNow()]);
-    if (error) return void (outcome.textContent = "ban failed: " + error);
-    for (const r of liveBody.querySelectorAll(`tr[data-pubkey="${e.pubkey}"]`)) {
-      r.classList.add("banned");
-      for (const b of r.querySelectorAll("button.ban-author")) /** @type {HTMLButtonElement} */ (b).disabled = true;
-      const o = r.querySelector(".outcome");
-      if (o && !o.textContent) o.textContent = "author banned: their new events are refused";
-    }
+    if (error) outcome.textContent = "ban failed: " + error;
   });
   actions.append(banEvent, banAuthor, outcome);
   tr.append(time, el("td", "kind", kindText(e.kind)), author, content, actions);
   return tr;
+}
+
+/** What a ban of each kind marks a row with: its flag, its button, and what the row then says. */
+const MARKS = {
+  event: { button: "button.ban-event", says: "event banned: hidden from the relay and kept out" },
+  author: { button: "button.ban-author", says: "author banned: their events hidden, new ones refused" },
+};
+
+/**
+ * A ban or its undoing went through (from this view, a form or a list): the rows it touches are
+ * marked banned, or plain again with their buttons back (an Unban from the Pubkeys tab used to
+ * leave the author's rows struck through until a reload).
+ * @param {string} method @param {unknown[]} args
+ */
+export function markBans(method, args) {
+  const key = String(args[0] ?? "");
+  const change = /** @type {Record<string, ["event" | "author", boolean]>} */ ({
+    banevent: ["event", true],
+    allowevent: ["event", false],
+    banpubkey: ["author", true],
+    unbanpubkey: ["author", false],
+  })[method];
+  if (!change || !HEX64.test(key)) return;
+  const [what, on] = change;
+  for (const node of liveBody.querySelectorAll(what === "event" ? `tr[data-id="${key}"]` : `tr[data-pubkey="${key}"]`)) {
+    const r = /** @type {HTMLTableRowElement} */ (node);
+    if (on) r.dataset[what] = "banned";
+    else delete r.dataset[what];
+    const button = /** @type {HTMLButtonElement | null} */ (r.querySelector(MARKS[what].button));
+    if (button) button.disabled = on;
+    const marks = /** @type {("event" | "author")[]} */ (["event", "author"]).filter((m) => r.dataset[m] === "banned");
+    r.classList.toggle("banned", marks.length > 0);
+    const o = r.querySelector(".outcome");
+    if (o) o.textContent = marks.map((m) => MARKS[m].says).join("; ");
+  }
 }
 
 /** Binds the filter form: Apply and Clear start the live view again. */

@@ -8,9 +8,9 @@ import { adminReady, whyNot } from "./who.js";
 
 const LOG_MAX = 50;
 
-/** Told of each change that went through (main.js reloads the tables it shows in). @type {(method: string) => void} */
+/** Told of each change that went through (main.js reloads the tables it shows in). @type {(method: string, args: unknown[]) => void} */
 let changed = () => {};
-/** @param {(method: string) => void} listener */
+/** @param {(method: string, args: unknown[]) => void} listener */
 export function onChange(listener) {
   changed = listener;
 }
@@ -78,7 +78,7 @@ export async function act(method, args) {
     show("ok", method + ": " + describe(value));
     entry.dataset.state = "ok";
     outcome.textContent = describe(value);
-    changed(method);
+    changed(method, args);
     return undefined;
   } catch (err) {
     show("error", method + " failed: " + message(err));

@@ -16,9 +16,9 @@
 import { refreshAccess, reloadAccessAffected, setAccessEnabled, wireAccess } from "./access.js";
 import { wireForms } from "./forms.js";
 import { refreshGroups, reloadGroupsAffected, setGroupsEnabled, wireGroups } from "./groups.js";
-import { setSearchable, startLive, wireLive } from "./live.js";
+import { markBans, setSearchable, startLive, wireLive } from "./live.js";
 import { onChange } from "./log.js";
-import { $, input, message, RELAY_PATH, show } from "./page.js";
+import { $, IDLE, input, message, RELAY_PATH, show } from "./page.js";
 import { authorEl, wirePictureToggle } from "./render.js";
 import { canSign, connected, connectSigner, onSigner } from "./signer.js";
 import { openSocket } from "./socket.js";
@@ -34,13 +34,14 @@ onSigner((pk, changed) => {
   if (changed) void loadAsAdmin(pk);
 });
 
-/** Checks the key (again, after a config change: `again`); the lists load for an admin. @param {string} pk @param {boolean} [again] */
-async function loadAsAdmin(pk, again = false) {
-  const ok = await checkAdmin(pk, again);
+/** Checks the key; the lists load for an admin. @param {string} pk */
+async function loadAsAdmin(pk) {
+  const ok = await checkAdmin(pk);
   if (ok) await refreshAll().then(refreshViews);
   return ok;
 }
-onChange((method) => {
+onChange((method, args) => {
+  markBans(method, args);
   reloadAffected(method);
   reloadGroupsAffected(method);
   reloadAccessAffected(method);
@@ -58,13 +59,15 @@ wireForms();
 wireTables();
 wireGroups();
 wireAccess();
-/** The signer's answer, then the relay's (green only for an admin). @param {string} pk */
-async function say(pk) {
-  const ok = await checkAdmin(pk);
-  show(
-    ok ? "ok" : "error",
-    "signer: " + pk + (ok ? " (an admin of this relay)" : ": not an admin of this relay (see the top of the page)"),
-  );
+/**
+ * The relay's answer for the signer's key: the banner at the top says it (who.js), once; the
+ * result line goes back to waiting for a call rather than saying it a second time.
+ * @param {string} pk @param {boolean} [again] ask anew (the config may have changed)
+ */
+async function say(pk, again = false) {
+  const ok = await checkAdmin(pk, again);
+  show("idle", IDLE);
+  return ok;
 }
 $("connect").addEventListener("click", async () => {
   try {
@@ -79,7 +82,7 @@ $("refresh").addEventListener("click", async () => {
   try {
     if (!connected()) await say(await connectSigner());
     else if (!isAdmin()) {
-      if (await loadAsAdmin($("signer-pubkey").textContent ?? "", true)) show("ok", "signer: now an admin of this relay");
+      if (await say($("signer-pubkey").textContent ?? "", true)) await refreshAll().then(refreshViews);
     } else await refreshAll().then(refreshViews);
   } catch (err) {
     if (!window.nostr) noSigner();

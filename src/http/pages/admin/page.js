@@ -38,7 +38,10 @@ export const el = (tag, cls, textValue) => {
 const result = $("result");
 let seq = 0;
 
-/** @param {"pending" | "ok" | "error"} state @param {string} text */
+/** What #result says before any call (the page's own words, admin.html). */
+export const IDLE = "Results of your calls show here.";
+
+/** @param {"idle" | "pending" | "ok" | "error"} state @param {string} text */
 export function show(state, text) {
   result.dataset.state = state;
   result.dataset.seq = String(++seq);

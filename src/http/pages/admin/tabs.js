@@ -13,6 +13,13 @@ const panelOf = (tab) => $(tab.getAttribute("aria-controls") ?? "");
 /** @param {string} name */
 const tabNamed = (name) => /** @type {HTMLButtonElement | null} */ (document.querySelector(`[role="tab"][data-tab="${CSS.escape(name)}"]`));
 
+/**
+ * A view's URL hash: "#/live", "#/log". Never an element's id: a hash that names an element (the
+ * table #log, the section #live) makes the browser scroll the page to it when the page opens.
+ * @param {string} name
+ */
+const hashOf = (name) => "#/" + name;
+
 /** The view the URL asks for (it may show later: the groups tab waits for NIP-11). */
 let wanted = "live";
 
@@ -27,15 +34,17 @@ export function selectTab(name, how = {}) {
     panelOf(/** @type {HTMLElement} */ (t)).classList.toggle("current", on);
   }
   document.body.dataset.tab = name;
-  if (how.push && location.hash !== "#" + name) history.pushState(null, "", "#" + name);
+  if (how.push && location.hash !== hashOf(name)) history.pushState(null, "", hashOf(name));
   if (how.focus) tab.focus();
   return true;
 }
 
-/** The view named in the URL's #hash, else the live events. */
+/** The view named in the URL's #hash (#/name; a bare #name as well), else the live events. */
 function fromHash() {
-  wanted = decodeURIComponent(location.hash.slice(1)) || "live";
+  const hash = decodeURIComponent(location.hash.slice(1));
+  wanted = hash.replace(/^\//, "") || "live";
   if (!selectTab(wanted)) selectTab("live");
+  else if (hash && !hash.startsWith("/")) history.replaceState(null, "", hashOf(wanted));
 }
 
 /** Rows a table holds, or undefined while it is not loaded. @param {string} id */

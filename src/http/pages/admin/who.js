@@ -113,7 +113,6 @@ function render() {
       title.textContent = `The relay refused the page's signed check of ${who}: ${refusal}. The actions are off; Refresh lists checks again.`;
       break;
   }
-  $("who-why").textContent = key ? `npub: ${who}\nhex:  ${key}` : "";
   sweep();
   if (BLOCKED.has(state) && state !== "no-signer") lockTables();
 }

@@ -5,7 +5,7 @@
 // read-out (vertical rule and tooltip: the time and each series' value at the nearest sample) on
 // hover and, the chart focused, on the arrow keys. No library: the pages' CSP allows no other
 // script, and this is ~250 lines.
-import { nearest, niceTicks, runs, timeTicks } from "./ticks.js";
+import { nearest, niceTicks, runs, timeTicks, withUnit } from "./ticks.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const COLORS = ["#1f618d", "#c0392b", "#d35400", "#8e44ad", "#16a085", "#7f8c8d", "#b7950b", "#2c3e50", "#6e2c00", "#117a65"];
@@ -17,7 +17,7 @@ const HEIGHT = 170;
  * @typedef {{ name: string, values: (number | null)[] }} Line
  * @typedef {{
  *   t: number[], from: number, to: number, intervalMs: number, lines: Line[],
- *   unit: string, format: (n: number) => string, startedAt?: number,
+ *   unit: string, format: (n: number) => string, startedAt?: number, whole?: boolean,
  * }} ChartData
  * @typedef {{ data: ChartData, x: (t: number) => number, y: (v: number) => number, shown: number[], at: number | undefined }} State
  */
@@ -69,7 +69,7 @@ export function drawChart(svg, data) {
   const shown = data.t.map((_, i) => i).filter(inWindow);
   let max = 0;
   for (const l of data.lines) for (const i of shown) max = Math.max(max, l.values[i] ?? 0);
-  const yTicks = niceTicks(max);
+  const yTicks = niceTicks(max, 4, data.whole);
   const yTop = yTicks.at(-1) ?? 1;
   const y = (/** @type {number} */ v) => bottom - (v / yTop) * (bottom - top);
 
@@ -228,7 +228,7 @@ function show(svg, i) {
       const swatch = document.createElement("i");
       swatch.style.background = colorOf(n);
       const v = l.values[i];
-      row.append(swatch, `${l.name}: ${v == null ? "no data" : `${s.data.format(v)}${s.data.unit ? ` ${s.data.unit}` : ""}`}`);
+      row.append(swatch, `${l.name}: ${v == null ? "no data" : withUnit(s.data.format(v), s.data.unit)}`);
       return row;
     }),
   );

@@ -11,12 +11,19 @@ const KIND_NAMES = /** @type {Record<number, string>} */ ({
   5: "deletion",
   6: "repost",
   7: "reaction",
+  13: "seal",
+  14: "chat message",
   16: "repost",
   1059: "gift wrap",
+  1063: "file",
+  1111: "comment",
   1984: "report",
+  9734: "zap request",
   9735: "zap",
+  10000: "mute list",
   10002: "relay list",
   30023: "article",
+  30078: "app data",
 });
 
 /** @param {number} k */

@@ -7,15 +7,17 @@ const TIME_STEPS_MIN = [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720];
 
 /**
  * 0 and 2 to 5 round values (1, 2 or 5 times a power of ten apart) from 0 to at least `max`; the
- * last is the axis' top. A series of zeros, or none, still gets an axis: 0 and 1.
- * @param {number} max @param {number} [most] at most this many ticks above 0
+ * last is the axis' top. A series of zeros, or none, still gets an axis: 0 and 1. `whole`: a count
+ * of things (connections, events), whose ticks are whole numbers (no "0.5 connections").
+ * @param {number} max @param {number} [most] at most this many ticks above 0 @param {boolean} [whole]
  * @returns {number[]}
  */
-export function niceTicks(max, most = 4) {
+export function niceTicks(max, most = 4, whole = false) {
   if (!(max > 0) || !Number.isFinite(max)) return [0, 1];
   const rough = max / most;
   const power = 10 ** Math.floor(Math.log10(rough));
-  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= rough) ?? 10 * power;
+  const nice = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= rough) ?? 10 * power;
+  const step = whole ? Math.max(1, nice) : nice;
   const ticks = [];
   // Integer multiples of the step, rounded to its precision (0.1 + 0.2 is not 0.3).
   const digits = Math.max(0, -Math.floor(Math.log10(step)));
@@ -101,3 +103,13 @@ export const short = (n) => scaled(n, ["", "k", "M", "G"]);
 
 /** Bytes in kB, MB, GB (powers of 1000, as on the axis' round ticks). @param {number} n */
 export const bytes = (n) => scaled(n, [" B", " kB", " MB", " GB"]);
+
+/**
+ * A value's text with its unit: "3 connections", "1 connection", "1 event/min" (the unit's first
+ * word in the singular when the text reads 1).
+ * @param {string} text the value formatted @param {string} unit
+ */
+export function withUnit(text, unit) {
+  if (!unit) return text;
+  return `${text} ${text === "1" ? unit.replace(/^(\w+?)s\b/, "$1") : unit}`;
+}

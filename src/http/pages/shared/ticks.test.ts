@@ -1,7 +1,15 @@
 // The charts' arithmetic (ticks.js, a browser module shared by the pages' scripts).
 import { expect, test } from "bun:test";
 // @ts-expect-error: a plain-JS browser module; its JSDoc types are checked with the pages' (pages/tsconfig.json), not here.
-import { bytes, nearest, niceTicks, runs, short, timeTicks } from "./ticks.js";
+import { bytes, nearest, niceTicks, runs, short, timeTicks, withUnit } from "./ticks.js";
+
+test("value ticks of a count of things are whole numbers (the status page showed '0.5' open connections)", () => {
+  expect(niceTicks(1)).toEqual([0, 0.5, 1]);
+  expect(niceTicks(1, 4, true)).toEqual([0, 1]);
+  expect(niceTicks(3, 4, true)).toEqual([0, 1, 2, 3]);
+  expect(niceTicks(7, 4, true)).toEqual([0, 2, 4, 6, 8]);
+  expect(niceTicks(0, 4, true)).toEqual([0, 1]);
+});
 
 test("value ticks: 0 to at least the largest value, 1/2/5 steps, 3 to 6 of them", () => {
   expect(niceTicks(108)).toEqual([0, 50, 100, 150]);
@@ -85,4 +93,14 @@ test("nearest sample, and numbers in a few characters", () => {
   expect(nearest([], 5)).toBe(-1);
   expect([short(0), short(0.25), short(150), short(1234), short(2_500_000)]).toEqual(["0", "0.3", "150", "1.2k", "2.5M"]);
   expect([bytes(512), bytes(279_000), bytes(4_200_000)]).toEqual(["512 B", "279 kB", "4.2 MB"]);
+});
+
+test("a value with its unit: one in the singular (the status page read '1 connections')", () => {
+  expect(withUnit("1", "connections")).toBe("1 connection");
+  expect(withUnit("3", "connections")).toBe("3 connections");
+  expect(withUnit("1", "events/min")).toBe("1 event/min");
+  expect(withUnit("1", "REQs/min")).toBe("1 REQ/min");
+  expect(withUnit("0.5", "events/min")).toBe("0.5 events/min");
+  expect(withUnit("1.2k", "events")).toBe("1.2k events");
+  expect(withUnit("1 kB", "")).toBe("1 kB");
 });

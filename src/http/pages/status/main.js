@@ -6,7 +6,7 @@
 // Content-Security-Policy (connect-src 'self').
 import { drawChart } from "../shared/chart.js";
 import { kindText } from "../shared/kinds.js";
-import { bytes, short } from "../shared/ticks.js";
+import { bytes, short, withUnit } from "../shared/ticks.js";
 
 document
   .getElementById("copy")
@@ -29,15 +29,16 @@ let showAllRefusals = false;
  * @typedef {{ now: number, started_at: number, series: Record<"10s" | "1m", Series>, top_kinds: TopKind[], recent_refusals: Refusal[] }} Status
  */
 
-/** What each chart draws: its series (JSON name and legend label; "refused": one per reason seen), unit and number format. */
-const CHARTS = /** @type {{ id: string, names: [string, string][] | "refused", unit: string, format: (n: number) => string }[]} */ ([
-  { id: "chart-accepted", names: [["accepted", "accepted"]], unit: "events/min", format: short },
-  { id: "chart-refused", names: "refused", unit: "events/min", format: short },
-  { id: "chart-reqs", names: [["reqs", "REQs"]], unit: "REQs/min", format: short },
-  { id: "chart-connections", names: [["connections", "open"]], unit: "connections", format: short },
-  { id: "chart-stored", names: [["events_stored", "stored"]], unit: "events", format: short },
-  { id: "chart-db", names: [["database_bytes", "database file"]], unit: "", format: bytes },
-]);
+/** What each chart draws: its series (JSON name and legend label; "refused": one per reason seen), unit, number format, and whether it counts whole things. */
+const CHARTS =
+  /** @type {{ id: string, names: [string, string][] | "refused", unit: string, format: (n: number) => string, whole?: boolean }[]} */ ([
+    { id: "chart-accepted", names: [["accepted", "accepted"]], unit: "events/min", format: short },
+    { id: "chart-refused", names: "refused", unit: "events/min", format: short },
+    { id: "chart-reqs", names: [["reqs", "REQs"]], unit: "REQs/min", format: short },
+    { id: "chart-connections", names: [["connections", "open"]], unit: "connections", format: short, whole: true },
+    { id: "chart-stored", names: [["events_stored", "stored"]], unit: "events", format: short, whole: true },
+    { id: "chart-db", names: [["database_bytes", "database file"]], unit: "", format: bytes },
+  ]);
 
 /** Rows of text cells into a table's body. @param {string} id @param {string[][]} rows @param {string} empty */
 function table(id, rows, empty) {
@@ -81,6 +82,7 @@ function render(s) {
       unit: c.unit,
       format: c.format,
       startedAt: s.started_at,
+      whole: c.whole,
     });
     // The caption's number: the value now, or for several lines their sum.
     const now = svg.closest("figure")?.querySelector(".now");
@@ -88,7 +90,7 @@ function render(s) {
     if (now)
       now.textContent = last.some((x) => x === null || x === undefined)
         ? "unknown"
-        : `${c.format(last.reduce((a, b) => (a ?? 0) + (b ?? 0), 0) ?? 0)}${c.unit ? ` ${c.unit}` : ""}`;
+        : withUnit(c.format(last.reduce((a, b) => (a ?? 0) + (b ?? 0), 0) ?? 0), c.unit);
   }
   table(
     "top-kinds",
@@ -141,11 +143,20 @@ document.getElementById("refusals-all")?.addEventListener("click", () => {
   showAllRefusals = !showAllRefusals;
   if (lastStatus) render(lastStatus);
 });
-// The charts are drawn to their width: again when it changes.
+// The charts are drawn to their width: again when a chart's box changes width. Not only the
+// window's resize: the first drawing fills the tables beside the charts, and a scrollbar may come,
+// both of which move the charts' width (at 640 px they stood letterboxed, 100 px narrow, until the
+// next update 5 s later).
 let resized = 0;
-window.addEventListener("resize", () => {
+const drawnWidth = (/** @type {Element} */ svg) => Number(svg.getAttribute("viewBox")?.split(" ")[2] ?? 0);
+const watch = new ResizeObserver((entries) => {
+  if (!entries.some((e) => Math.abs(e.target.getBoundingClientRect().width - drawnWidth(e.target)) > 1)) return;
   clearTimeout(resized);
-  resized = setTimeout(() => lastStatus && render(lastStatus), 100);
+  resized = setTimeout(() => lastStatus && render(lastStatus), 50);
 });
+for (const c of CHARTS) {
+  const svg = document.getElementById(c.id);
+  if (svg) watch.observe(svg);
+}
 void refresh();
 setInterval(() => void refresh(), 5000);
