@@ -66,6 +66,8 @@ interface Side {
   seconds: number;
   /** REQ -> EOSE ms of the counted rounds. */
   latencies: number[];
+  /** The same by REQ type. */
+  byType: Map<string, number[]>;
   /** The relay's own REQ -> EOSE histogram after the warm-up round (lib/req-seconds.ts). */
   warm?: Buckets;
   relaySide?: string;
@@ -86,7 +88,7 @@ async function start(name: string, main: string, data: string): Promise<Side> {
     // BUNSTR_RELAY_BUN_FLAGS (lib/relay.ts), e.g. "--cpu-prof --cpu-prof-dir=D": both relays profiled alike.
     command: [process.execPath, ...RELAY_BUN_FLAGS, resolve(main)],
   });
-  return { name, relay, dir, cpu: new Map(), reqs: 0, seconds: 0, latencies: [], failures: [] };
+  return { name, relay, dir, cpu: new Map(), reqs: 0, seconds: 0, latencies: [], byType: new Map(), failures: [] };
 }
 
 const corpus = loadCorpus(Number(o.events), () => {});
@@ -101,7 +103,13 @@ try {
       const run = new QueryRun({
         ...{ url: side.relay.url, corpus, oracle, reqs: segment, perType: 0, conns: 8, inflight: 1 },
         ...{ exact: true, seed: 100 + r, mix: "issue15", timeoutMs: 30_000, log: () => {} },
-        onLatency: (ms: number) => r >= 0 && side.latencies.push(ms),
+        onLatency: (ms: number, type: string) => {
+          if (r < 0) return;
+          side.latencies.push(ms);
+          const t = side.byType.get(type) ?? [];
+          side.byType.set(type, t);
+          t.push(ms);
+        },
       });
       const before = threadCpu(side.relay.pid);
       const result = await run.run();
@@ -143,6 +151,11 @@ for (const side of sides) {
   console.log(
     `${side.name}: ${per1k(total)} CPU-s per 1k REQs (${threads.join(", ")}); ${(side.reqs / side.seconds).toFixed(0)} REQs/s; REQ -> EOSE p50 ${l.p50.toFixed(2)} p99 ${l.p99.toFixed(2)} max ${l.max.toFixed(1)} ms (${side.relaySide})`,
   );
+  const types = [...side.byType].map(([t, ms]) => {
+    const s = summarize(ms);
+    return `${t} ${s.p50.toFixed(1)} / ${s.p99.toFixed(1)}`;
+  });
+  console.log(`${side.name}: p50 / p99 ms by type: ${types.join(", ")}`);
   for (const f of side.failures.slice(0, 5)) console.log(`FAIL ${side.name}: ${f}`);
   failed ||= side.failures.length > 0;
 }

@@ -67,7 +67,7 @@ export interface QueryOptions {
   /** Relay CPU seconds so far (for CPU per 1k REQs per phase); undefined for an external relay. */
   cpu?: () => number;
   /** Each REQ -> EOSE time of the mix, in ms, as it is measured (e.g. to pool runs). */
-  onLatency?: (ms: number) => void;
+  onLatency?: (ms: number, type: QueryType) => void;
   log?: (msg: string) => void;
 }
 
@@ -379,7 +379,7 @@ export class QueryRun {
     const mixLatencies = new Map<QueryType, number[]>(QUERY_TYPES.map((t) => [t, []]));
     const mix = await this.phase(mixReqs, (r, ms) => {
       mixLatencies.get(r.type)!.push(ms);
-      this.opts.onLatency?.(ms);
+      this.opts.onLatency?.(ms, r.type);
     });
     log(`query: mix ${mix.reqs} REQs in ${mix.seconds.toFixed(2)}s (${Math.round(mix.reqsPerSec)}/s)`);
     let alone: Record<QueryType, PhaseResult> | undefined;

@@ -70,7 +70,8 @@ export interface RunOptions {
 
 export interface SqliteReaderPort {
   /** A REQ's events in batches, read only as they are asked for (Store.query). */
-  stream(job: unknown, ctx?: ReadContext): AsyncIterable<RowBatch>;
+  /** `ahead`: a point lookup, whose first slice goes before its group's other jobs (lanes.ts). */
+  stream(job: unknown, ctx?: ReadContext, ahead?: boolean): AsyncIterable<RowBatch>;
   /** A read with one result (COUNT, NEG items, NEG-OPEN, NEG-MSG). */
   run<T>(op: Exclude<ReadKind, "query">, job: unknown, ctx?: ReadContext, opts?: RunOptions): Promise<T>;
   /** Forgets a NIP-77 session kept by `worker` (what onWorker named). */

@@ -34,6 +34,8 @@ interface Job {
   /** The worker holding the job's state, once it has run a slice. */
   slot?: Slot;
   started: boolean;
+  /** Its first slice goes before the other jobs of its group (lanes.ts: a point lookup). */
+  ahead: boolean;
   /** Told the worker its first slice runs on. */
   onStart?: (worker: object) => void;
   /** Buffers of the job moved (not copied) to the worker with it. */
@@ -66,6 +68,15 @@ interface ReaderPoolOptions {
 }
 
 const ANONYMOUS = {};
+
+/** The first owner of a group whose next job is a point lookup not started yet, as a line of one. */
+function aheadIn(owners: Map<object, Job[]>): [object, Job[]][] | undefined {
+  for (const entry of owners) {
+    const j = entry[1][0];
+    if (j?.ahead && !j.started) return [entry];
+  }
+  return undefined;
+}
 /** Jobs made of strings and numbers only, posted as JSON text (see dispatch). */
 const PLAIN_JOBS = new Set<ReadKind>(["query", "count", "neg"]);
 
@@ -153,7 +164,7 @@ export class ReaderPool implements SqliteReaderPort {
    * caller that waits for its socket to drain holds the read where it is (backpressure). Ending
    * the iteration early (break, return) drops the job.
    */
-  stream(job: unknown, ctx?: ReadContext): AsyncIterableIterator<RowBatch> {
+  stream(job: unknown, ctx?: ReadContext, ahead = false): AsyncIterableIterator<RowBatch> {
     let wake: { resolve(r: IteratorResult<RowBatch>): void; reject(e: Error): void } | undefined;
     let finished = false;
     let failure: Error | undefined;
@@ -162,6 +173,7 @@ export class ReaderPool implements SqliteReaderPort {
       wake?.reject(err);
       wake = undefined;
     });
+    if (j) j.ahead = ahead;
     if (j)
       j.onSlice = (reply) => {
         if (reply.error !== undefined) return j.fail(new Error(reply.error));
@@ -222,6 +234,7 @@ export class ReaderPool implements SqliteReaderPort {
       owner,
       group: ctx?.group ?? "",
       started: false,
+      ahead: false,
       used: 0,
       ended: false,
       onSlice: () => {},
@@ -308,13 +321,15 @@ export class ReaderPool implements SqliteReaderPort {
   }
 
   /**
-   * The first group in line that is under its share of workers, and in it the first owner, with
-   * a job this worker can run; both go to the back of their lines.
+   * The first group in line that is under its share of workers, and in it the first owner with
+   * a point lookup not started yet (lanes.ts), else the first owner with a job this worker can
+   * run; both go to the back of their lines.
    */
   private next(slot: Slot, perGroup: number): Job | undefined {
     for (const [group, owners] of this.queues) {
       if ((this.running.get(group) ?? 0) >= perGroup) continue;
-      for (const [owner, q] of owners) {
+      const first = aheadIn(owners) ?? owners;
+      for (const [owner, q] of first) {
         const at = q.findIndex((j) => !j.slot || j.slot === slot);
         if (at < 0) continue;
         const [j] = q.splice(at, 1);

@@ -14,6 +14,7 @@ import { SqliteGroups } from "./groups.ts";
 import { openDatabase } from "./db.ts";
 import { packGroupLists } from "./query.ts";
 import { InlineReaders, InlineWriter } from "./inline.ts";
+import { isPointLookup } from "./lanes.ts";
 import type { NegAnswer, NegMsgJob, NegOpenJob } from "./neg-sessions.ts";
 import type { SqliteReaderPort, SqliteWriterPort } from "./ports.ts";
 import type {
@@ -173,7 +174,7 @@ export class SqliteStore implements Store {
 
   // packGroupLists: a long NIP-29 membership list travels to the reader as one string.
   query(job: QueryJob, ctx?: ReadContext): AsyncIterable<RowBatch> {
-    return this.readers.stream(packGroupLists(job), ctx);
+    return this.readers.stream(packGroupLists(job), ctx, isPointLookup(job.filters, job.limits));
   }
 
   count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }> {
