@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import { DEFAULT_EVENTS, lineHead, loadCorpus } from "./corpus.ts";
 import { dbParts } from "./lib/dbsize.ts";
 import { isAddressableKind, metaOf, Oracle } from "./lib/oracle.ts";
-import { cpuSeconds, dirBytes, memoryMiB, PeakRss, RATE_LIMITS_OFF, RelayProcess } from "./lib/relay.ts";
+import { cpuSeconds, dirBytes, memoryMiB, PeakRss, RATE_LIMITS_OFF, RelayProcess, type PeakMiB } from "./lib/relay.ts";
 import { LAST, paramDiff, PREV, saveResult, table, tidy, type BenchParams, type BenchResult, type RelayStats } from "./lib/report.ts";
 import { IngestRun } from "./scenarios/ingest.ts";
 import { MIX_NAMES, QueryRun, type MixName } from "./scenarios/query.ts";
@@ -146,13 +146,6 @@ function parseOptions(argv: string[]): Options {
 
 class UsageError extends Error {}
 
-/** RssAnon and RssFile of /proc/<pid>/status, MiB: the heap vs the pages of the memory-mapped database. */
-function rssParts(pid: number): { anon: number; file: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
-  return { anon: kib("RssAnon") / 1024, file: (kib("RssFile") + kib("RssShmem")) / 1024 };
-}
-
 const log = (msg: string) => console.error(`[bench] ${msg}`);
 const STALL_MS = 30_000;
 
@@ -258,7 +251,7 @@ async function main(): Promise<number> {
     const ingestPeak = pid ? new PeakRss(pid) : undefined;
     const ingest = await ingestRun.run();
     const cpu1 = cpu?.() ?? 0;
-    const peakIngest = ingestPeak?.stop() ?? NaN;
+    const peakIngest = ingestPeak?.stop() ?? { rss: NaN, anon: NaN, file: NaN };
     log(
       `ingest: ${ingest.okTrue}/${ingest.events} OK true, ${ingest.refusedOlder} older versions refused, in ${ingest.seconds.toFixed(2)}s`,
     );
@@ -276,7 +269,7 @@ async function main(): Promise<number> {
     /** Where the counted queries start: after the warm-up, if any. */
     let cpuQuery0 = cpu1;
     let mixCpuPer1k: number | null = null;
-    let peakQuery: number | null = null;
+    let peakQuery: PeakMiB | null = null;
     if (opts.reqs > 0 || opts.perType > 0) {
       log(
         `query: ${opts.reqs} REQs in the ${opts.mix} mix + ${opts.perType} per type alone, over ${opts.queryConns} connections x ${opts.queryInflight} in flight (${exact ? "exact" : "match-only"} checks${opts.looseTies ? ", created_at ties loose" : ""})`,
@@ -320,7 +313,7 @@ async function main(): Promise<number> {
           `${query.tieOnly} answers differed from the oracle only in the order or the cut of events with the same created_at (--loose-ties)`,
         );
     }
-    const mem = pid ? { ...memoryMiB(pid), ...rssParts(pid) } : undefined;
+    const mem = pid ? memoryMiB(pid) : undefined;
     const gen = process.cpuUsage(gen0);
 
     await ingestRun.close(); // closed only now, so an OK arriving twice, however late, is caught
@@ -336,8 +329,12 @@ async function main(): Promise<number> {
       coresQuery: query && mixCpuPer1k !== null ? (mixCpuPer1k * query.mix.reqs) / 1000 / query.mix.seconds : null,
       rssMiB: mem!.rss,
       peakRssMiB: mem!.peak,
-      peakRssIngestMiB: peakIngest,
-      peakRssQueryMiB: peakQuery,
+      peakRssIngestMiB: peakIngest.rss,
+      peakRssQueryMiB: peakQuery?.rss ?? null,
+      peakRssAnonIngestMiB: peakIngest.anon,
+      peakRssAnonQueryMiB: peakQuery?.anon ?? null,
+      peakRssFileIngestMiB: peakIngest.file,
+      peakRssFileQueryMiB: peakQuery?.file ?? null,
       rssAnonMiB: mem!.anon,
       rssFileMiB: mem!.file,
       dataMiB: dataTotal / 1024 / 1024,

@@ -257,20 +257,39 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / clockTicks();
 }
 
-/** Resident memory now and at peak, in MiB (VmRSS, VmHWM of /proc/<pid>/status). */
-export function memoryMiB(pid: number): { rss: number; peak: number } {
+/**
+ * Resident memory now and at peak, in MiB (VmRSS, VmHWM of /proc/<pid>/status), and of VmRSS now:
+ * `anon`, anonymous memory (RssAnon: heaps, stacks; what the process alone holds) and `file`, pages
+ * backed by files or shared memory (RssFile + RssShmem: the binary, a memory-mapped database; cache
+ * the kernel can drop, or shares with another process mapping the same file).
+ */
+export function memoryMiB(pid: number): { rss: number; peak: number; anon: number; file: number } {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
-  return { rss: kib("VmRSS") / 1024, peak: kib("VmHWM") / 1024 };
+  return {
+    rss: kib("VmRSS") / 1024,
+    peak: kib("VmHWM") / 1024,
+    anon: kib("RssAnon") / 1024,
+    file: (kib("RssFile") + kib("RssShmem")) / 1024,
+  };
+}
+
+/** Peaks of a phase, MiB: of VmRSS, and of its anonymous and file-backed parts (see memoryMiB). */
+export interface PeakMiB {
+  rss: number;
+  anon: number;
+  file: number;
 }
 
 /**
  * Peak resident memory of a process over a phase: VmHWM after resetting it at the start (writing 5
  * to /proc/<pid>/clear_refs, allowed for our own processes), and VmRSS sampled every `everyMs` as a
- * floor (and the answer where the reset is not allowed). Works for any PID (--relay-pid).
+ * floor (and the answer where the reset is not allowed). The kernel keeps no high-water mark of
+ * RssAnon or RssFile, so their peaks are the largest sampled (each on its own: they need not peak
+ * together). Works for any PID (--relay-pid).
  */
 export class PeakRss {
-  private max = 0;
+  private readonly max: PeakMiB = { rss: 0, anon: 0, file: 0 };
   private readonly reset: boolean;
   private readonly timer: Timer;
   constructor(
@@ -289,21 +308,24 @@ export class PeakRss {
 
   private sample(): void {
     try {
-      this.max = Math.max(this.max, memoryMiB(this.pid).rss);
+      const m = memoryMiB(this.pid);
+      this.max.rss = Math.max(this.max.rss, m.rss);
+      this.max.anon = Math.max(this.max.anon, m.anon);
+      this.max.file = Math.max(this.max.file, m.file);
     } catch {
       // the process is gone; keep what we saw
     }
   }
 
-  /** Stops sampling; the peak in MiB. */
-  stop(): number {
+  /** Stops sampling; the peaks in MiB. */
+  stop(): PeakMiB {
     clearInterval(this.timer);
     this.sample();
-    if (!this.reset) return this.max;
+    if (!this.reset) return { ...this.max };
     try {
-      return Math.max(this.max, memoryMiB(this.pid).peak);
+      return { ...this.max, rss: Math.max(this.max.rss, memoryMiB(this.pid).peak) };
     } catch {
-      return this.max;
+      return { ...this.max };
     }
   }
 }

@@ -43,6 +43,16 @@ export interface RelayStats {
   /** Peak RSS during ingest and during the query phases, MiB (PeakRss: VmHWM reset at the start of each, or VmRSS sampled). */
   peakRssIngestMiB: number;
   peakRssQueryMiB: number | null;
+  /**
+   * Peaks of RssAnon (anonymous memory: what the process alone holds) and of RssFile + RssShmem
+   * (pages of mapped files: the binary, a memory-mapped database; cache the kernel can drop) during
+   * ingest and during the query phases, MiB, sampled every 50 ms (the kernel keeps no high-water
+   * mark of either). Absent in records older than issue 35.
+   */
+  peakRssAnonIngestMiB?: number;
+  peakRssAnonQueryMiB?: number | null;
+  peakRssFileIngestMiB?: number;
+  peakRssFileQueryMiB?: number | null;
   /** Relay CPU seconds ÷ wall seconds: during ingest, during the query mix. */
   coresIngest: number;
   coresQuery: number | null;
@@ -90,6 +100,8 @@ const tidyPhase = <P extends PhaseResult>(p: P): P => ({
   cpuPer1kReqs: p.cpuPer1kReqs === null ? null : round(p.cpuPer1kReqs, 3),
 });
 
+const roundOpt = <T extends number | null | undefined>(x: T): T => (typeof x === "number" ? (round(x, 1) as T) : x);
+
 /** Rounds every number for storage and display. */
 export function tidy(r: BenchResult): BenchResult {
   const rel = r.relay;
@@ -122,6 +134,10 @@ export function tidy(r: BenchResult): BenchResult {
       peakRssMiB: round(rel.peakRssMiB, 1),
       peakRssIngestMiB: round(rel.peakRssIngestMiB, 1),
       peakRssQueryMiB: rel.peakRssQueryMiB === null ? null : round(rel.peakRssQueryMiB, 1),
+      peakRssAnonIngestMiB: roundOpt(rel.peakRssAnonIngestMiB),
+      peakRssAnonQueryMiB: roundOpt(rel.peakRssAnonQueryMiB),
+      peakRssFileIngestMiB: roundOpt(rel.peakRssFileIngestMiB),
+      peakRssFileQueryMiB: roundOpt(rel.peakRssFileQueryMiB),
       coresIngest: round(rel.coresIngest, 2),
       coresQuery: rel.coresQuery === null ? null : round(rel.coresQuery, 2),
       rssAnonMiB: round(rel.rssAnonMiB, 1),
@@ -197,6 +213,16 @@ const rows: Row[] = [
   { label: "relay: RSS end / peak MiB", get: (r) => [r.relay?.rssMiB, r.relay?.peakRssMiB], better: "lower" },
   { label: "relay: peak RSS ingest / queries MiB", get: (r) => [r.relay?.peakRssIngestMiB, r.relay?.peakRssQueryMiB], better: "lower" },
   { label: "  of it at the end: anonymous / file-backed MiB", get: (r) => [r.relay?.rssAnonMiB, r.relay?.rssFileMiB], better: "lower" },
+  {
+    label: "relay: peak RssAnon ingest / queries MiB",
+    get: (r) => [r.relay?.peakRssAnonIngestMiB, r.relay?.peakRssAnonQueryMiB],
+    better: "lower",
+  },
+  {
+    label: "relay: peak RssFile ingest / queries MiB",
+    get: (r) => [r.relay?.peakRssFileIngestMiB, r.relay?.peakRssFileQueryMiB],
+    better: "lower",
+  },
   { label: "relay: data dir / of it WAL MiB", get: (r) => [r.relay?.dataMiB, r.relay?.walMiB], better: "lower" },
   {
     label: "relay: DB bytes / stored event",
