@@ -73,7 +73,11 @@ describe("docs/operations.md, With systemd: bunstr@blue and bunstr@green", () =>
 
   test("the upgrade installs the binary as deploy.md's Upgrading does, then hands over to the idle instance", () => {
     const deploy = read("docs/deploy.md");
-    for (const line of ["sha256sum -c --ignore-missing SHA256SUMS", "install -m 0755 bunstr-linux-x64 /usr/local/bin/bunstr.new", "mv /usr/local/bin/bunstr.new /usr/local/bin/bunstr"]) {
+    for (const line of [
+      "sha256sum -c --ignore-missing SHA256SUMS",
+      "install -m 0755 bunstr-linux-x64 /usr/local/bin/bunstr.new",
+      "mv /usr/local/bin/bunstr.new /usr/local/bin/bunstr",
+    ]) {
       expect(deploy).toContain(`\n${line}\n`);
       expect(upgrade).toContain(`\n${line}\n`);
     }
@@ -108,7 +112,12 @@ echo "exit $code"`);
   }
 
   test("a new instance that listens: the old one is drained, then the new one enabled and the old disabled", () => {
-    const out = handover(["bunstr 1.0 listening on ws://127.0.0.1:7447/ (database: /var/lib/bunstr/bunstr.sqlite, signatures: native libsecp256k1 (embedded), pid 42)"], false);
+    const out = handover(
+      [
+        "bunstr 1.0 listening on ws://127.0.0.1:7447/ (database: /var/lib/bunstr/bunstr.sqlite, signatures: native libsecp256k1 (embedded), pid 42)",
+      ],
+      false,
+    );
     expect(out).toBe(
       [
         "start bunstr@green",
@@ -125,7 +134,8 @@ echo "exit $code"`);
 
   test("only the line of the new process counts: an older run's, or the warning that says 'while listening on', does not", () => {
     const older = "bunstr 1.0 listening on ws://127.0.0.1:7447/ (database: x, signatures: y, pid 4242)";
-    const warning = "warning: [rate_limits] exempt_private_addresses is off and [network] remote_ip_header is not set while listening on 0.0.0.0: …";
+    const warning =
+      "warning: [rate_limits] exempt_private_addresses is off and [network] remote_ip_header is not set while listening on 0.0.0.0: …";
     const out = handover([older, warning], false);
     expect(out).not.toContain("SIGUSR2");
     expect(out).not.toContain("enable");

@@ -32,12 +32,12 @@ function connect() {
     ws = s;
   };
   s.onmessage = (m) => {
-    const [type, id, ok, msg] = JSON.parse(String(m.data));
+    const [type, id, ok] = JSON.parse(String(m.data));
     if (type !== "OK" || !pending.has(id)) return;
     const e = pending.get(id);
     pending.delete(id);
     if (ok) acked.add(id);
-    else (refused++, again.push(e));
+    else refused++, again.push(e);
   };
   s.onclose = (c) => {
     if (ws === s) ws = undefined;
