@@ -56,6 +56,19 @@ function migrateQueuedConnections(): string | undefined {
   }
 }
 
+/**
+ * os.networkInterfaces(), or none where getifaddrs is refused: packaging/bunstr.service's
+ * RestrictAddressFamilies has no AF_NETLINK, and there it threw ("getifaddrs returned an error")
+ * and the relay exited at start. With none the line names loopback only.
+ */
+function readInterfaces(): ReturnType<typeof networkInterfaces> {
+  try {
+    return networkInterfaces();
+  } catch {
+    return {};
+  }
+}
+
 export async function serve(argv: string[]): Promise<void> {
   const flags = parseServeFlags(argv);
   if (flags.config) flags.config = resolve(flags.config);
@@ -111,7 +124,7 @@ export async function serve(argv: string[]): Promise<void> {
   for (const line of keyLines) log.info(line);
   if (claims) claimPort(claims, relay.server.port!);
   log.info(
-    `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: networkInterfaces() })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
+    `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: readInterfaces() })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
   );
 
   const reloader = new ConfigReloader({

@@ -1,9 +1,11 @@
 #!/bin/bash
-# packaging/bunstr.service under a real systemd: boots Debian 12 in qemu (software emulation, no
-# network) and runs guest.sh there: the install, reload, restart, crash, open-files and upgrade
-# steps of docs/deploy.md, as written, against dist/release/bunstr-linux-x64. Not part of CI.
+# packaging/bunstr.service and bunstr@.service under a real systemd: boots Debian 12 in qemu
+# (software emulation, no network) and runs guest.sh there: the
+# install, reload, restart, crash, open-files and upgrade steps of docs/deploy.md, then the
+# blue/green hand-over blocks of docs/operations.md, as written, against
+# dist/release/bunstr-linux-x64. Not part of CI.
 # Needs root and Debian's debootstrap, qemu-system-x86 and e2fsprogs; about 10 minutes the first
-# time (the root filesystem with a kernel is kept in WORK for later runs), 3-4 minutes after.
+# time (the root filesystem with a kernel is kept in WORK for later runs), 4-5 minutes after.
 #   npx bun build.ts --release --only linux-x64,linux-x64-baseline
 #   sudo test/systemd-vm/run.sh [WORK=/var/tmp/bunstr-systemd-vm]
 set -euo pipefail
@@ -32,14 +34,26 @@ rm -rf "$guest"
 cp -a "$base" "$guest"
 mkdir -p "$guest/root/release" "$guest/root/packaging"
 cp "$release"/bunstr-linux-x64 "$release"/bunstr-linux-x64-baseline "$release"/SHA256SUMS "$guest/root/release/"
-cp "$repo"/packaging/bunstr.service "$repo"/packaging/config.toml "$guest/root/packaging/"
+cp "$repo"/packaging/bunstr.service "$repo"/packaging/bunstr@.service "$repo"/packaging/config.toml "$guest/root/packaging/"
 install -m 0755 "$here/guest.sh" "$guest/root/guest.sh"
-cp "$here/client.js" "$guest/root/client.js"
+cp "$here/client.js" "$here/handover-client.js" "$guest/root/"
+# The ```sh blocks of operations.md's blue/green section, as written: handover-1.sh, -2, -3.
+mkdir -p "$guest/root/doc"
+blocks=$(awk -v out="$guest/root/doc" '
+  $0 == "### With systemd: bunstr@blue and bunstr@green" { s = 1; next }
+  s && !b && /^##/ { s = 0 }
+  s && $0 == "```sh" { b = 1; n++; next }
+  b && $0 == "```" { b = 0; next }
+  b { print > (out "/handover-" n ".sh") }
+  END { print n + 0 }' "$repo/docs/operations.md")
+[ "$blocks" = 3 ] || { echo "docs/operations.md's blue/green section has $blocks sh blocks, guest.sh runs 3: update it" >&2; exit 2; }
 (cd "$repo" && npx bun -e '
   const { signer } = await import("./test/helpers.ts");
   const good = signer().sign({ kind: 1, content: "published to bunstr under systemd" });
   const forged = { ...signer().sign({ kind: 1, content: "forged" }), sig: good.sig };
-  await Bun.write(process.argv[1], JSON.stringify({ good, forged }));' "$guest/root/events.json")
+  const keys = [signer(), signer(), signer()]; // handover-client.js: 3 slices of 400
+  const stream = Array.from({ length: 1200 }, (_, i) => keys[i % 3].sign({ kind: 1, content: `through the hand-over ${i}` }));
+  await Bun.write(process.argv[1], JSON.stringify({ good, forged, stream }));' "$guest/root/events.json")
 cat > "$guest/etc/systemd/system/bunstr-selftest.service" <<'UNIT'
 [Unit]
 Description=bunstr packaging self-test
