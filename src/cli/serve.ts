@@ -17,9 +17,8 @@ import { ConfigReloader } from "./reload.ts";
 import { connectionCeiling } from "../relay/connection/fd-guard.ts";
 import { raiseOpenFileLimit } from "./rlimit.ts";
 import { resolveRelayKey } from "./relay-key.ts";
-import { checkHost, databaseError, listenError, postgresError } from "./startup.ts";
+import { checkHost, databaseError, listenError, machineInterfaces, postgresError } from "./startup.ts";
 import { listeningOn } from "./listening.ts";
-import { networkInterfaces } from "node:os";
 
 /** Defaults, then the --config file, then the flags (CLI > file > default). */
 const loadServeConfig = (flags: ServeFlags): Promise<Config> => loadConfig(flags.config, flags.overrides, { lenient: flags.lenient });
@@ -53,19 +52,6 @@ function migrateQueuedConnections(): string | undefined {
     return readFileSync("/proc/sys/net/ipv4/tcp_migrate_req", "utf8").trim();
   } catch {
     return undefined;
-  }
-}
-
-/**
- * os.networkInterfaces(), or none where getifaddrs is refused: packaging/bunstr.service's
- * RestrictAddressFamilies has no AF_NETLINK, and there it threw ("getifaddrs returned an error")
- * and the relay exited at start. With none the line names loopback only.
- */
-function readInterfaces(): ReturnType<typeof networkInterfaces> {
-  try {
-    return networkInterfaces();
-  } catch {
-    return {};
   }
 }
 
@@ -124,7 +110,7 @@ export async function serve(argv: string[]): Promise<void> {
   for (const line of keyLines) log.info(line);
   if (claims) claimPort(claims, relay.server.port!);
   log.info(
-    `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: readInterfaces() })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
+    `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: machineInterfaces() ?? {} })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
   );
 
   const reloader = new ConfigReloader({

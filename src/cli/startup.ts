@@ -43,11 +43,26 @@ function nonlocalBind(v6: boolean): boolean {
   }
 }
 
-/** Is `address` one this machine can listen on: an interface's address, or loopback? */
+/**
+ * os.networkInterfaces(), or undefined where getifaddrs is refused: packaging/bunstr.service's
+ * RestrictAddressFamilies has no AF_NETLINK, which glibc's getifaddrs needs, and there the call
+ * threw ("getifaddrs returned an error") and the relay exited at start.
+ */
+export function machineInterfaces(): ReturnType<typeof networkInterfaces> | undefined {
+  try {
+    return networkInterfaces();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Is `address` one this machine can listen on: an interface's address, or loopback? (Unknown interfaces: yes; the bind then says.) */
 function isLocalAddress(address: string): boolean {
   const a = address.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, "").replace(/%.*$/, "");
   if (a === "0.0.0.0" || a === "::" || a === "::1" || /^127\./.test(a)) return true;
-  for (const list of Object.values(networkInterfaces()))
+  const interfaces = machineInterfaces();
+  if (!interfaces) return true;
+  for (const list of Object.values(interfaces))
     for (const i of list ?? []) if (i.address.replace(/%.*$/, "").toLowerCase() === a.toLowerCase()) return true;
   return false;
 }
