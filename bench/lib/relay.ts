@@ -17,6 +17,12 @@ export const RELAY_MAIN = process.env.BUNSTR_RELAY_MAIN ? resolve(process.env.BU
  */
 export const RELAY_BUN_FLAGS = (process.env.BUNSTR_RELAY_BUN_FLAGS ?? "").split(" ").filter(Boolean);
 /**
+ * A command prefix for the spawned relay alone, space-separated: BUNSTR_RELAY_WRAP="taskset -c 0"
+ * pins the relay (and its worker threads, which inherit the mask) to one core, the load generator
+ * not; the way to measure how the relay scales with cores.
+ */
+const RELAY_WRAP = (process.env.BUNSTR_RELAY_WRAP ?? "").split(" ").filter(Boolean);
+/**
  * Environment for the spawned relay alone, space-separated K=V: BUNSTR_RELAY_ENV="BUN_JSC_numberOfGCMarkers=1"
  * tries a JSC option on the relay without changing the load generator's.
  */
@@ -128,7 +134,7 @@ export class RelayProcess {
     if (!opts.verify) args.push("--no-verify");
     if (opts.args) args.push(...opts.args);
     if (!opts.args?.includes("--config")) args.push("--config", rateLimitsOffConfig());
-    const proc = Bun.spawn([...(opts.wrap ?? []), ...args], {
+    const proc = Bun.spawn([...(opts.wrap ?? RELAY_WRAP), ...args], {
       cwd: REPO_ROOT,
       env: { ...process.env, ...RELAY_ENV },
       stdin: "ignore",
