@@ -257,7 +257,8 @@ describe.skipIf(!haveChromium)("the /admin page for an operator's key", () => {
         await page.goto("about:blank");
         await page.goto(`${http}/admin${hash}`);
         await page.waitFor(`document.querySelectorAll("#events tbody tr[data-id]").length >= 50`);
-        await Bun.sleep(100);
+        // Two frames drawn after the rows came: a scroll to an anchor would have happened by then.
+        await page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))");
         expect({ hash, tab: (await current()).tab, scrolled: await page.evaluate(`scrollY`) }).toEqual({
           hash,
           tab: hash.slice(2),
