@@ -114,7 +114,9 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
     await page.evaluate(`document.getElementById("confirm-ban-ok").click()`);
     // The relay's state, not the page's last-call line: a list refresh after the ban can replace
     // "banpubkey: ok" before a poll reads it (1 full run in 3).
-    await waitUntil("the ban applied", () => relay.ctx.admin.bannedPubkeys.has(spammer.pubkey), 10_000);
+    await waitUntil("the ban applied", () => relay.ctx.admin.bannedPubkeys.has(spammer.pubkey), 10_000).catch(async (err) => {
+      throw new Error(`${err.message}; the page: ${JSON.stringify(await pageState(notes[0]!.id))}`);
+    });
     expect(relay.ctx.admin.bannedPubkeys.has(spammer.pubkey)).toBe(true);
     expect((await client.req("gone", { authors: [spammer.pubkey] })).events).toEqual([]);
     const purgeAt = relay.ctx.admin.purgeAt("pubkey", spammer.pubkey)!;
@@ -170,6 +172,15 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
     // Before: struck through, "author banned", Ban author disabled, until the page was reloaded.
     for (const n of notes) expect(await mark(n.id)).toEqual({ banned: false, outcome: "", event: false, author: false });
     await page.waitFor(`document.getElementById("tab-pubkeys-count").textContent === "0"`);
+  });
+
+  /** What the page and the relay say, for a failure's message. */
+  const pageState = async (id: string) => ({
+    result: await page.evaluate(`document.getElementById("result")?.textContent`),
+    outcome: await page.evaluate(`${row(id)}?.querySelector(".outcome")?.textContent`),
+    dialogOpen: await page.evaluate(`document.getElementById("confirm-ban")?.open`),
+    signed: signed.slice(-3).map((e) => e.tags),
+    relayCalls: (await relay.ctx.store.admin.recentLog(20)).map((r) => r.method),
   });
 
   /** A live row's ban mark: struck through, what it says, its two buttons disabled. */
