@@ -85,6 +85,12 @@ export interface BenchResult {
   relay: RelayStats | null;
   /** CPU seconds used by this load generator from the start of ingest to the end of the queries. */
   generatorCpuSec: number;
+  /**
+   * This load generator's CPU seconds per 1k REQs of the counted mix (its building, sending and
+   * checking of answers): on a box it shares with the relay, a closed loop's REQs/s is bounded by
+   * cores / (relay + generator CPU per REQ). Absent in results saved before it was counted.
+   */
+  generatorCpuPer1kReqs?: number | null;
   /** True when every check passed; only such runs are saved and compared. */
   ok: boolean;
   failures: string[];
@@ -148,6 +154,7 @@ export function tidy(r: BenchResult): BenchResult {
       dbPartsPerEvent: rel.dbPartsPerEvent && Object.fromEntries(Object.entries(rel.dbPartsPerEvent).map(([k, v]) => [k, round(v, 0)])),
     },
     generatorCpuSec: round(r.generatorCpuSec, 2),
+    generatorCpuPer1kReqs: r.generatorCpuPer1kReqs == null ? null : round(r.generatorCpuPer1kReqs, 3),
   };
 }
 
@@ -246,6 +253,7 @@ const rows: Row[] = [
         : "-",
   },
   { label: "load generator: CPU s", get: (r) => [r.generatorCpuSec], better: "none" },
+  { label: "load generator: CPU s / 1k REQs (mix)", get: (r) => [r.generatorCpuPer1kReqs ?? null], better: "none" },
 ];
 
 const fmt = (x: number | null | undefined): string => (x === null || x === undefined || Number.isNaN(x) ? "-" : String(x));
