@@ -269,8 +269,6 @@ async function main(): Promise<number> {
     /** Where the counted queries start: after the warm-up, if any. */
     let cpuQuery0 = cpu1;
     let mixCpuPer1k: number | null = null;
-    /** The generator's own CPU seconds per 1k REQs of the counted queries (per-type ones included, if any). */
-    let generatorPer1k: number | null = null;
     let peakQuery: PeakMiB | null = null;
     if (opts.reqs > 0 || opts.perType > 0) {
       log(
@@ -306,12 +304,8 @@ async function main(): Promise<number> {
         if (w.tieOnly > 0) warnings.push(`${w.tieOnly} warm-up answers differed from the oracle only in created_at ties (--loose-ties)`);
         cpuQuery0 = cpu?.() ?? 0;
       }
-      const genQuery0 = process.cpuUsage();
       query = await queryRun.run();
       cpu2 = cpu?.() ?? 0;
-      const genQuery = process.cpuUsage(genQuery0);
-      const counted = query.mix.reqs + Object.values(query.alone ?? {}).reduce((n, p) => n + p.reqs, 0);
-      if (counted > 0) generatorPer1k = (genQuery.user + genQuery.system) / 1e3 / counted;
       peakQuery = queryPeak?.stop() ?? null;
       mixCpuPer1k = query.mix.cpuPer1kReqs;
       if (query.tieOnly > 0)
@@ -399,7 +393,6 @@ async function main(): Promise<number> {
       query,
       relay: relayStats,
       generatorCpuSec: (gen.user + gen.system) / 1e6,
-      generatorCpuPer1kReqs: generatorPer1k,
       ok: failures.length === 0,
       failures,
       warnings,

@@ -85,12 +85,6 @@ export interface BenchResult {
   relay: RelayStats | null;
   /** CPU seconds used by this load generator from the start of ingest to the end of the queries. */
   generatorCpuSec: number;
-  /**
-   * This load generator's CPU seconds per 1k REQs of the counted mix (its building, sending and
-   * checking of answers): on a box it shares with the relay, a closed loop's REQs/s is bounded by
-   * cores / (relay + generator CPU per REQ). Absent in results saved before it was counted.
-   */
-  generatorCpuPer1kReqs?: number | null;
   /** True when every check passed; only such runs are saved and compared. */
   ok: boolean;
   failures: string[];
@@ -104,6 +98,7 @@ const tidyPhase = <P extends PhaseResult>(p: P): P => ({
   reqsPerSec: round(p.reqsPerSec, 1),
   latencyMs: roundSummary(p.latencyMs),
   cpuPer1kReqs: p.cpuPer1kReqs === null ? null : round(p.cpuPer1kReqs, 3),
+  generatorCpuPer1kReqs: p.generatorCpuPer1kReqs === undefined ? undefined : round(p.generatorCpuPer1kReqs, 3),
 });
 
 const roundOpt = <T extends number | null | undefined>(x: T): T => (typeof x === "number" ? (round(x, 1) as T) : x);
@@ -154,7 +149,6 @@ export function tidy(r: BenchResult): BenchResult {
       dbPartsPerEvent: rel.dbPartsPerEvent && Object.fromEntries(Object.entries(rel.dbPartsPerEvent).map(([k, v]) => [k, round(v, 0)])),
     },
     generatorCpuSec: round(r.generatorCpuSec, 2),
-    generatorCpuPer1kReqs: r.generatorCpuPer1kReqs == null ? null : round(r.generatorCpuPer1kReqs, 3),
   };
 }
 
@@ -253,7 +247,7 @@ const rows: Row[] = [
         : "-",
   },
   { label: "load generator: CPU s", get: (r) => [r.generatorCpuSec], better: "none" },
-  { label: "load generator: CPU s / 1k REQs (mix)", get: (r) => [r.generatorCpuPer1kReqs ?? null], better: "none" },
+  { label: "load generator: CPU s / 1k REQs (mix)", get: (r) => [r.query?.mix.generatorCpuPer1kReqs ?? null], better: "none" },
 ];
 
 const fmt = (x: number | null | undefined): string => (x === null || x === undefined || Number.isNaN(x) ? "-" : String(x));

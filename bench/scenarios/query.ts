@@ -79,6 +79,12 @@ export interface PhaseResult {
   latencyMs: Summary;
   /** Relay CPU seconds per 1,000 REQs (null: external relay). */
   cpuPer1kReqs: number | null;
+  /**
+   * This load generator's own CPU seconds per 1,000 REQs over the same span (sending, parsing and
+   * checking the answers; not building them). On a box it shares with the relay, a closed loop's
+   * REQs/s is bounded by cores / (relay + generator CPU per REQ). Absent in older records.
+   */
+  generatorCpuPer1kReqs?: number;
   /** EVENT frames received. */
   eventsReturned: number;
 }
@@ -449,10 +455,12 @@ export class QueryRun {
       }
     };
     const cpu0 = this.opts.cpu?.();
+    const gen0 = process.cpuUsage();
     const t0 = performance.now();
     await Promise.all(this.conns.flatMap((conn) => Array.from({ length: inflight }, () => lane(conn))));
     const seconds = (performance.now() - t0) / 1000;
     const cpu1 = this.opts.cpu?.();
+    const gen = process.cpuUsage(gen0);
     for (const p of answered) this.check(p);
     const dead = this.conns.find((x) => x.closed);
     if (dead) this.failures.add("connection closed during queries", `${dead.name} code ${dead.closeCode}`);
@@ -463,6 +471,7 @@ export class QueryRun {
       reqsPerSec: latencies.length / seconds,
       latencyMs: summarize(latencies),
       cpuPer1kReqs: cpu0 !== undefined && cpu1 !== undefined && latencies.length ? ((cpu1 - cpu0) / latencies.length) * 1000 : null,
+      generatorCpuPer1kReqs: latencies.length ? (gen.user + gen.system) / 1e3 / latencies.length : undefined,
       eventsReturned: events,
     };
   }
