@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import { DEFAULT_EVENTS, lineHead, loadCorpus } from "./corpus.ts";
 import { dbParts } from "./lib/dbsize.ts";
 import { isAddressableKind, metaOf, Oracle } from "./lib/oracle.ts";
-import { cpuSeconds, dirBytes, memoryMiB, PeakRss, RATE_LIMITS_OFF, RelayProcess, type PeakMiB } from "./lib/relay.ts";
+import { cpuSeconds, dirBytes, threadCpuSeconds, memoryMiB, PeakRss, RATE_LIMITS_OFF, RelayProcess, type PeakMiB } from "./lib/relay.ts";
 import { LAST, paramDiff, PREV, saveResult, table, tidy, type BenchParams, type BenchResult, type RelayStats } from "./lib/report.ts";
 import { IngestRun } from "./scenarios/ingest.ts";
 import { MIX_NAMES, QueryRun, type MixName } from "./scenarios/query.ts";
@@ -289,6 +289,7 @@ async function main(): Promise<number> {
         timeoutMs: STALL_MS,
         checkAfter: opts.checkAfter,
         cpu,
+        threads: pid ? () => threadCpuSeconds(pid) : undefined,
         log,
       };
       queryRun = new QueryRun(queryOpts);

@@ -264,6 +264,44 @@ export function cpuSeconds(pid: number): number {
 }
 
 /**
+ * CPU seconds of each live thread of a process, by thread id, with the thread's name (comm). The
+ * main thread is named "main" here whatever its comm (its tid is the pid). Bun names its worker
+ * threads "Worker" (readers, writer and verifiers alike), JSC its compiler threads "JITWorker" and
+ * its GC helpers "HeapHelper"; a thread that exited is not listed.
+ */
+export function threadCpuSeconds(pid: number): Map<number, { name: string; cpu: number }> {
+  const out = new Map<number, { name: string; cpu: number }>();
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const cpu = (Number(fields[11]) + Number(fields[12])) / clockTicks();
+      out.set(Number(tid), { name: Number(tid) === pid ? "main" : name, cpu });
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out;
+}
+
+/** CPU seconds used between two threadCpuSeconds samples, summed by thread name, largest first. */
+export function threadCpuDelta(
+  before: Map<number, { name: string; cpu: number }>,
+  after: Map<number, { name: string; cpu: number }>,
+): [string, number][] {
+  const byName = new Map<string, number>();
+  for (const [tid, t] of after) byName.set(t.name, (byName.get(t.name) ?? 0) + t.cpu - (before.get(tid)?.cpu ?? 0));
+  return [...byName].sort((a, b) => b[1] - a[1]);
+}
+
+/**
  * Resident memory now and at peak, in MiB (VmRSS, VmHWM of /proc/<pid>/status), and of VmRSS now:
  * `anon`, anonymous memory (RssAnon: heaps, stacks; what the process alone holds) and `file`, pages
  * backed by files or shared memory (RssFile + RssShmem: the binary, a memory-mapped database; cache

@@ -99,6 +99,7 @@ const tidyPhase = <P extends PhaseResult>(p: P): P => ({
   latencyMs: roundSummary(p.latencyMs),
   cpuPer1kReqs: p.cpuPer1kReqs === null ? null : round(p.cpuPer1kReqs, 3),
   generatorCpuPer1kReqs: p.generatorCpuPer1kReqs === undefined ? undefined : round(p.generatorCpuPer1kReqs, 3),
+  cpuPer1kByThread: p.cpuPer1kByThread?.map(([name, cpu]) => [name, round(cpu, 3)] as [string, number]),
 });
 
 const roundOpt = <T extends number | null | undefined>(x: T): T => (typeof x === "number" ? (round(x, 1) as T) : x);
@@ -210,6 +211,16 @@ const rows: Row[] = [
   ),
   { label: "relay: CPU s / 1k events (ingest)", get: (r) => [r.relay?.cpuPer1kEvents], better: "lower" },
   { label: "relay: CPU s / 1k REQs (mix)", get: (r) => [r.relay?.cpuPer1kReqs], better: "lower" },
+  {
+    label: "  of it, by thread",
+    get: (r) => [r.query?.mix.cpuPer1kByThread?.length],
+    better: "none",
+    text: (r) =>
+      r.query?.mix.cpuPer1kByThread
+        ?.filter(([, v]) => v >= 0.001)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ") || "-",
+  },
   { label: "relay: cores used, ingest / query mix", get: (r) => [r.relay?.coresIngest, r.relay?.coresQuery], better: "none" },
   { label: "relay: RSS end / peak MiB", get: (r) => [r.relay?.rssMiB, r.relay?.peakRssMiB], better: "lower" },
   { label: "relay: peak RSS ingest / queries MiB", get: (r) => [r.relay?.peakRssIngestMiB, r.relay?.peakRssQueryMiB], better: "lower" },

@@ -8,6 +8,7 @@ import { BASE_CREATED_AT, type BenchEvent, type Corpus } from "../corpus.ts";
 import { connectAll, type Conn, type RelayFrame } from "../lib/conn.ts";
 import { naiveMatch, naiveOf, nip01Order, type Naive, type RawFilter } from "../lib/match.ts";
 import type { Oracle } from "../lib/oracle.ts";
+import { threadCpuDelta } from "../lib/relay.ts";
 import { Failures, prng, summarize, type Summary } from "../lib/stats.ts";
 
 export const QUERY_TYPES = ["feed", "thread", "profile", "hashtag", "ids"] as const;
@@ -66,6 +67,8 @@ export interface QueryOptions {
   checkAfter?: boolean;
   /** Relay CPU seconds so far (for CPU per 1k REQs per phase); undefined for an external relay. */
   cpu?: () => number;
+  /** The relay's threads' CPU seconds so far (bench/lib/relay.ts threadCpuSeconds), for the split by thread. */
+  threads?: () => Map<number, { name: string; cpu: number }>;
   /** Each REQ -> EOSE time of the mix, in ms, as it is measured (e.g. to pool runs). */
   onLatency?: (ms: number, type: QueryType) => void;
   log?: (msg: string) => void;
@@ -85,6 +88,8 @@ export interface PhaseResult {
    * REQs/s is bounded by cores / (relay + generator CPU per REQ). Absent in older records.
    */
   generatorCpuPer1kReqs?: number;
+  /** The relay's CPU seconds per 1,000 REQs by thread name ("main", "Worker", "JITWorker", ...), largest first. */
+  cpuPer1kByThread?: [string, number][];
   /** EVENT frames received. */
   eventsReturned: number;
 }
@@ -455,12 +460,14 @@ export class QueryRun {
       }
     };
     const cpu0 = this.opts.cpu?.();
+    const threads0 = this.opts.threads?.();
     const gen0 = process.cpuUsage();
     const t0 = performance.now();
     await Promise.all(this.conns.flatMap((conn) => Array.from({ length: inflight }, () => lane(conn))));
     const seconds = (performance.now() - t0) / 1000;
     const cpu1 = this.opts.cpu?.();
     const gen = process.cpuUsage(gen0);
+    const threads1 = this.opts.threads?.();
     for (const p of answered) this.check(p);
     const dead = this.conns.find((x) => x.closed);
     if (dead) this.failures.add("connection closed during queries", `${dead.name} code ${dead.closeCode}`);
@@ -472,6 +479,10 @@ export class QueryRun {
       latencyMs: summarize(latencies),
       cpuPer1kReqs: cpu0 !== undefined && cpu1 !== undefined && latencies.length ? ((cpu1 - cpu0) / latencies.length) * 1000 : null,
       generatorCpuPer1kReqs: latencies.length ? (gen.user + gen.system) / 1e3 / latencies.length : undefined,
+      cpuPer1kByThread:
+        threads0 && threads1 && latencies.length
+          ? threadCpuDelta(threads0, threads1).map(([name, cpu]) => [name, (cpu / latencies.length) * 1000])
+          : undefined,
       eventsReturned: events,
     };
   }
