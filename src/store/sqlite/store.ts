@@ -15,6 +15,7 @@ import { openDatabase } from "./db.ts";
 import { packGroupLists } from "./query.ts";
 import { InlineReaders, InlineWriter } from "./inline.ts";
 import { isPointLookup } from "./lanes.ts";
+import { MainThreadLookups, oneBatch } from "./quick.ts";
 import type { NegAnswer, NegMsgJob, NegOpenJob } from "./neg-sessions.ts";
 import type { SqliteReaderPort, SqliteWriterPort } from "./ports.ts";
 import type {
@@ -53,6 +54,8 @@ interface SqliteStoreOptions {
   queryTimeoutMs?: number;
   /** Writes in a thread of their own (a file database only): the relay's setting. */
   writerThread?: boolean;
+  /** Point lookups read on this thread first (quick.ts); default true. False: every read goes to the readers. */
+  mainThreadLookups?: boolean;
 }
 
 /** How often (ms) lastSeq looks for commits of other connections (see there). */
@@ -69,6 +72,8 @@ export class SqliteStore implements Store {
   readonly writePipeline: number = Infinity;
   /** The reader workers, or the reads on this thread (an in-memory database). */
   private readonly readers: SqliteReaderPort;
+  /** Point lookups read on this thread, within bounds, before the readers (quick.ts). */
+  readonly lookups?: MainThreadLookups;
   private readonly dataVersion;
   private readonly maxSeq;
   private readonly maxCreatedAt;
@@ -91,8 +96,8 @@ export class SqliteStore implements Store {
     if (opts.writerThread && opts.path !== ":memory:") {
       // This connection created and migrated the file; the worker's writes from here on.
       this.db.exec("PRAGMA cache_size = -2000");
-      // Its reads are small (admin lists, sizes, the snapshot seq): no map, which would count
-      // the file's pages again in the relay's RSS.
+      // Its reads are small (admin lists, sizes, the snapshot seq, point lookups: quick.ts): no
+      // map, which would count the file's pages again in the relay's RSS.
       this.db.exec("PRAGMA mmap_size = 0");
       const committed = (this.db.query("SELECT coalesce(max(seq), 0) AS s FROM events").get() as { s: number }).s;
       // A batch whose writer thread was lost before it answered is decided by what is stored.
@@ -115,6 +120,8 @@ export class SqliteStore implements Store {
     this.dataVersion = this.db.prepare("PRAGMA data_version");
     this.maxSeq = this.db.prepare("SELECT coalesce(max(seq), 0) AS s FROM events");
     this.maxCreatedAt = this.db.prepare("SELECT coalesce(max(created_at), -1) AS t FROM events");
+    // Point lookups on this thread first (quick.ts); an in-memory database reads here anyway.
+    if (opts.path !== ":memory:" && opts.mainThreadLookups !== false) this.lookups = new MainThreadLookups(this.db);
     this.readers =
       opts.path === ":memory:"
         ? new InlineReaders(this.db)
@@ -174,7 +181,10 @@ export class SqliteStore implements Store {
 
   // packGroupLists: a long NIP-29 membership list travels to the reader as one string.
   query(job: QueryJob, ctx?: ReadContext): AsyncIterable<RowBatch> {
-    return this.readers.stream(packGroupLists(job), ctx, isPointLookup(job.filters, job.limits));
+    const packed = packGroupLists(job);
+    if (!isPointLookup(job.filters, job.limits)) return this.readers.stream(packed, ctx);
+    const rows = this.lookups?.answer(packed, ctx);
+    return rows ? oneBatch(rows) : this.readers.stream(packed, ctx, true);
   }
 
   count(job: CountJob, ctx?: ReadContext): Promise<{ count: number; hll?: string }> {
