@@ -13,7 +13,7 @@ import { SqliteStore } from "../src/store/sqlite/store.ts";
 import { createDatabase, databaseFor, dropDatabase, onPostgres, REDIS_URL } from "./postgres-env.ts";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { relayKeyFromHex } from "../src/protocol/schnorr.ts";
-import type { PendingWrite, Store, WriteRules } from "../src/store/types.ts";
+import type { PendingWrite, QueryJob, Store, WriteRules } from "../src/store/types.ts";
 
 export interface TestRelay extends Relay {
   dir: string;
@@ -332,3 +332,11 @@ export async function waitUntil(what: string, cond: () => boolean, timeoutMs: nu
     await Bun.sleep(50);
   }
 }
+
+/** One filter and its limit as a store read of everything stored (store-level tests). */
+export const storeJob = (filter: QueryJob["filters"][0], limit: number): QueryJob => ({
+  filters: [filter],
+  limits: [limit],
+  maxSeq: Number.MAX_SAFE_INTEGER,
+  now: 0,
+});

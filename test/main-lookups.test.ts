@@ -6,7 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
-import { allRows, type PendingWrite, type QueryJob } from "../src/store/types.ts";
+import { allRows, type PendingWrite } from "../src/store/types.ts";
+import { storeJob as job } from "./helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bunstr-lookups-"));
 const path = join(dir, "bunstr.sqlite");
@@ -58,12 +59,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const job = (filter: QueryJob["filters"][0], limit: number): QueryJob => ({
-  filters: [filter],
-  limits: [limit],
-  maxSeq: Number.MAX_SAFE_INTEGER,
-  now: 0,
-});
 const counts = () => ({ ...store.lookups!.counts });
 
 test("ids, a thread and profiles are answered on the main thread, each the same as the readers' answer", async () => {

@@ -7,7 +7,8 @@ import { join } from "node:path";
 import type { NostrEvent } from "../src/protocol/event.ts";
 import { isPointLookup } from "../src/store/sqlite/lanes.ts";
 import { SqliteStore } from "../src/store/sqlite/store.ts";
-import { allRows, type PendingWrite, type QueryJob } from "../src/store/types.ts";
+import { allRows, type PendingWrite } from "../src/store/types.ts";
+import { storeJob as job } from "./helpers.ts";
 
 const N = 20_000;
 const dir = mkdtempSync(join(tmpdir(), "bunstr-lanes-"));
@@ -47,13 +48,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await store?.close();
   rmSync(dir, { recursive: true, force: true });
-});
-
-const job = (filter: QueryJob["filters"][0], limit: number): QueryJob => ({
-  filters: [filter],
-  limits: [limit],
-  maxSeq: Number.MAX_SAFE_INTEGER,
-  now: 0,
 });
 
 test("which filters are point lookups", () => {

@@ -3,9 +3,9 @@
 // author's replaceables) is read through the main thread's own connection with the readers' own
 // planner (query.ts queryFrames: the same job, the same visibility residual, the same answer),
 // instead of crossing to a reader thread and back. On a two-core box each crossing waits for a
-// thread to wake: side by side with strfry the readers' REQs took ~1.1-1.7 ms longer at the client
-// than the answers from memory, with a third of the cores idle (bench/RESULTS.md, "Issue 35: the
-// quiet-box side by side").
+// thread to wake: side by side with strfry the shapes a reader served took 1.1-1.8 ms longer at
+// the client than strfry's while the answers from memory did not, with a third of the cores idle
+// (bench/RESULTS.md, "Issue 35: the quiet-box side by side").
 //
 // The main thread serves every socket, so what it reads is bounded three ways:
 // - a lookup that is not done after PER_LOOKUP_MS of reading, or that has read PER_LOOKUP_BYTES
@@ -23,7 +23,11 @@ import { queryFrames, StatementCache } from "./query.ts";
 export const PER_LOOKUP_MS = 2;
 /** ... or this many bytes of events (an answer this size is the readers' to stream). */
 export const PER_LOOKUP_BYTES = 256 * 1024;
-/** Main-thread reading, most ms in each second. */
+/**
+ * Main-thread reading, most ms in each second: the rest of the main thread's time stays for the
+ * sockets, ingest and fanout. With 150 a third of the issue-15 mix's lookups went to the readers
+ * and half the gain was lost (bench/RESULTS.md).
+ */
 export const SHARE_MS = 400;
 
 /** The bounds above, one object per store (a test narrows them). */
@@ -71,7 +75,10 @@ export class MainThreadLookups {
           done = true;
           break;
         }
-        if (r.value) for (const frame of r.value) (rows.push(frame), (bytes += frame.length));
+        for (const frame of r.value ?? []) {
+          rows.push(frame);
+          bytes += frame.length;
+        }
         if (performance.now() - now > this.limits.perLookupMs || bytes > this.limits.perLookupBytes) break;
       }
     } catch {
