@@ -65,7 +65,16 @@ function ask(question, label) {
   dialog.returnValue = "";
   dialog.showModal();
   cancel.focus();
-  return new Promise((resolve) => dialog.addEventListener("close", () => resolve(dialog.returnValue === "confirm"), { once: true }));
+  return new Promise((resolve) => {
+    const onClose = () => {
+      // The close event is queued after the dialog closes: one from an earlier question can
+      // arrive after this one is shown (a full CI run did: the ban was then never sent). Not ours.
+      if (dialog.open) return;
+      dialog.removeEventListener("close", onClose);
+      resolve(dialog.returnValue === "confirm");
+    };
+    dialog.addEventListener("close", onClose);
+  });
 }
 
 /**
