@@ -43,7 +43,10 @@ for (let i = 0; i < lines.length; i += batch) {
   for (const out of writer.writeBatch(part, rules)) if (out.stored) stored++;
   while (writer.purgeStep(5));
   sinceCheckpoint += part.length;
-  if (sinceCheckpoint >= CHECKPOINT_EVENTS) (sinceCheckpoint = 0), checkpoint();
+  if (sinceCheckpoint >= CHECKPOINT_EVENTS) {
+    sinceCheckpoint = 0;
+    checkpoint();
+  }
 }
 checkpoint();
 const cpu = process.cpuUsage(cpu0);

@@ -256,11 +256,16 @@ export function clockTicks(): number {
 
 /** User + system CPU seconds of a process, all threads included (utime + stime of /proc/<pid>/stat). */
 export function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return statCpu(readFileSync(`/proc/${pid}/stat`, "utf8")).cpu;
+}
+
+/** A /proc stat line (a process's or a thread's): its command name and its user + system CPU seconds. */
+function statCpu(stat: string): { name: string; cpu: number } {
   // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const close = stat.lastIndexOf(")");
+  const fields = stat.slice(close + 2).split(" ");
   // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-  return (Number(fields[11]) + Number(fields[12])) / clockTicks();
+  return { name: stat.slice(stat.indexOf("(") + 1, close), cpu: (Number(fields[11]) + Number(fields[12])) / clockTicks() };
 }
 
 /**
@@ -279,10 +284,7 @@ export function threadCpuSeconds(pid: number): Map<number, { name: string; cpu: 
   }
   for (const tid of tids) {
     try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const cpu = (Number(fields[11]) + Number(fields[12])) / clockTicks();
+      const { name, cpu } = statCpu(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8"));
       out.set(Number(tid), { name: Number(tid) === pid ? "main" : name, cpu });
     } catch {
       // the thread ended between the listing and the read

@@ -16,7 +16,7 @@
 // Each chunk of index entries query.ts reads starts at 16 and grows only while it is cheap, so a
 // lookup stops within about one such chunk of its limit.
 import type { Database } from "bun:sqlite";
-import type { ReadContext, RowBatch } from "../types.ts";
+import type { QueryJob, ReadContext, RowBatch } from "../types.ts";
 import { queryFrames, StatementCache } from "./query.ts";
 
 /** Reading one lookup may take this long on the main thread before it is handed to the readers. */
@@ -53,7 +53,7 @@ export class MainThreadLookups {
    * The whole answer as one batch marked last, or undefined: not read here (the share is spent,
    * or the client's budget says stop) or dropped at a limit. Its reading time is charged to ctx.
    */
-  answer(job: unknown, ctx?: ReadContext): RowBatch | undefined {
+  answer(job: QueryJob, ctx?: ReadContext): RowBatch | undefined {
     const now = performance.now();
     const second = Math.floor(now / 1000);
     if (second !== this.second) {
@@ -64,7 +64,7 @@ export class MainThreadLookups {
       this.counts.handedOn++;
       return undefined;
     }
-    const steps = queryFrames(this.cache, job as Parameters<typeof queryFrames>[1]);
+    const steps = queryFrames(this.cache, job);
     const rows: RowBatch = [];
     let bytes = 0;
     let done = false;
@@ -82,21 +82,19 @@ export class MainThreadLookups {
         if (performance.now() - now > this.limits.perLookupMs || bytes > this.limits.perLookupBytes) break;
       }
     } catch {
-      // The readers read it again, and answer (or fail) it as they do every read.
-      done = false;
-    } finally {
-      if (!done) steps.return(undefined);
-      const ms = performance.now() - now;
-      this.usedMs += ms;
-      ctx?.onCost?.(ms);
+      // Not done: the readers read it again, and answer (or fail) it as they do every read.
     }
+    if (!done) steps.return(undefined);
+    const ms = performance.now() - now;
+    this.usedMs += ms;
+    ctx?.onCost?.(ms);
     if (!done) {
       this.counts.handedOn++;
       return undefined;
     }
     this.counts.answered++;
     rows.last = true;
-    ctx?.onEnd?.(performance.now() - now);
+    ctx?.onEnd?.(ms);
     return rows;
   }
 }
