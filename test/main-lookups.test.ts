@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NostrEvent } from "../src/protocol/event.ts";
-import { SqliteStore } from "../src/store/sqlite/store.ts";
+import { MAIN_MMAP_BYTES, SqliteStore } from "../src/store/sqlite/store.ts";
 import { allRows, type PendingWrite } from "../src/store/types.ts";
 import { storeJob as job } from "./helpers.ts";
 
@@ -140,4 +140,16 @@ test("a client whose query budget says stop is not read on the main thread: the 
   // The readers stop a read between slices; this one is done in its first.
   expect(rows).toEqual([JSON.stringify(notes[1])]);
   expect(counts()).toEqual({ answered: before.answered, handedOn: before.handedOn + 1 });
+});
+
+test("the main thread's connection maps the file, and its lookups see what the writer thread commits after", async () => {
+  expect((store.db.query("PRAGMA mmap_size").get() as { mmap_size: number }).mmap_size).toBe(MAIN_MMAP_BYTES);
+  const later: NostrEvent = { ...notes[0]!, id: hex64("committed after the map"), created_at: 1_800_000_000, content: "later" };
+  const j = job({ ids: [later.id] }, 1);
+  expect(await allRows(store.query(j, { owner: {} }))).toEqual([]);
+  const rules = { deletion: false, vanish: false, search: false, searchSkipKinds: new Set<number>() };
+  await store.writeBatch([{ event: later, json: JSON.stringify(later) }], rules);
+  const before = counts();
+  expect(await allRows(store.query(j, { owner: {} }))).toEqual([JSON.stringify(later)]);
+  expect(counts()).toEqual({ answered: before.answered + 1, handedOn: before.handedOn });
 });

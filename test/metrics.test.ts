@@ -166,6 +166,13 @@ describe("metrics move with traffic", () => {
     expect(delta("bunstr_writer_commit_seconds_count")).toBe(delta("bunstr_writer_batch_size_count"));
     expect(sampleValue(after, "bunstr_database_size_bytes")).toBeGreaterThan(0);
     expect(sampleValue(after, "process_resident_memory_bytes")).toBeGreaterThan(0);
+    // The RSS split (Linux): the process's own pages and mapped files', which make it up together
+    // (read a moment apart in one scrape).
+    const anon = sampleValue(after, "bunstr_resident_anonymous_bytes");
+    const file = sampleValue(after, "bunstr_resident_file_bytes");
+    expect(anon).toBeGreaterThan(0);
+    expect(file).toBeGreaterThan(0);
+    expect((anon + file) / sampleValue(after, "process_resident_memory_bytes")).toBeWithin(0.8, 1.25);
     expect(sampleValue(after, "process_cpu_seconds_total")).toBeGreaterThan(0);
     expect(sampleValue(after, "process_start_time_seconds")).toBeCloseTo(r.ctx.startedAt / 1000, 3);
 

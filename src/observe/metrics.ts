@@ -3,6 +3,7 @@
 // built until a scrape. Gauges are read from existing state at scrape time rather than
 // maintained on the way. Names follow strfry's where they overlap (nostr_client_messages_total,
 // nostr_relay_messages_total).
+import { readFileSync } from "node:fs";
 import type { AccessMetrics } from "../access/metrics.ts";
 import { Exposition, Histogram } from "../http/exposition.ts";
 import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
@@ -350,6 +351,21 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
   const cpu = process.cpuUsage();
   x.single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", mem.rss);
   x.single("process_heap_bytes", "gauge", "JavaScript heap in use, in bytes.", mem.heapUsed);
+  const split = residentSplit();
+  if (split) {
+    x.single(
+      "bunstr_resident_anonymous_bytes",
+      "gauge",
+      "Of the resident memory, the process's own (heap, caches, buffers), in bytes.",
+      split.anon,
+    );
+    x.single(
+      "bunstr_resident_file_bytes",
+      "gauge",
+      "Of the resident memory, pages of mapped files (the database file's map, the executable): cache the kernel may drop, in bytes.",
+      split.file,
+    );
+  }
   x.single("process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.", (cpu.user + cpu.system) / 1e6);
   x.single("process_start_time_seconds", "gauge", "When the relay started, seconds since the Unix epoch.", ctx.startedAt / 1000);
   x.single("bunstr_uptime_seconds", "gauge", "Seconds since the relay started.", (Date.now() - ctx.startedAt) / 1000);
@@ -424,4 +440,22 @@ function renderAccess(x: Exposition, counts: Record<string, number>, a: AccessMe
   x.single("bunstr_wot_graph_bytes", "gauge", "Bytes the web of trust's graph holds.", a.wot.bytes);
   x.single("bunstr_wot_build_seconds", "gauge", "Time the last web of trust build took.", a.wot.buildSeconds);
   counters(x, "bunstr_member_invites_total", "NIP-43 invite codes: issued, claimed, invalid, expired.", "result", a.memberInvites);
+}
+
+/**
+ * The RSS split as Linux counts it (/proc/self/status RssAnon, RssFile + RssShmem): the main
+ * thread's connection maps the database file, whose pages count in the RSS but are cache.
+ * Undefined where there is no such file.
+ */
+function residentSplit(): { anon: number; file: number } | undefined {
+  let status: string;
+  try {
+    status = readFileSync("/proc/self/status", "utf8");
+  } catch {
+    return undefined;
+  }
+  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN) * 1024;
+  const anon = kb("RssAnon");
+  const file = kb("RssFile") + (kb("RssShmem") || 0);
+  return Number.isNaN(anon) || Number.isNaN(file) ? undefined : { anon, file };
 }
