@@ -347,6 +347,12 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
   if (ctx.groups) renderGroups(x, ctx.groups.stats(), m.groupRefusals);
   if (ctx.access) renderAccess(x, ctx.access.counts(), ctx.access.metrics);
 
+  renderProcess(x, ctx.startedAt);
+  return x.text();
+}
+
+/** The process: memory (the RSS split where Linux gives it), CPU, uptime. */
+function renderProcess(x: Exposition, startedAt: number): void {
   const mem = process.memoryUsage();
   const cpu = process.cpuUsage();
   x.single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", mem.rss);
@@ -367,9 +373,8 @@ function render(ctx: MetricsSource, live: LiveState, dbBytes: number, storedEven
     );
   }
   x.single("process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.", (cpu.user + cpu.system) / 1e6);
-  x.single("process_start_time_seconds", "gauge", "When the relay started, seconds since the Unix epoch.", ctx.startedAt / 1000);
-  x.single("bunstr_uptime_seconds", "gauge", "Seconds since the relay started.", (Date.now() - ctx.startedAt) / 1000);
-  return x.text();
+  x.single("process_start_time_seconds", "gauge", "When the relay started, seconds since the Unix epoch.", startedAt / 1000);
+  x.single("bunstr_uptime_seconds", "gauge", "Seconds since the relay started.", (Date.now() - startedAt) / 1000);
 }
 
 /** NIP-29: gauges read from the group state at the scrape, and the refusals of group events. */
