@@ -174,8 +174,17 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
     expect((await client.req("back", { authors: [spammer.pubkey] })).events).toHaveLength(3);
     // Before: struck through, "author banned", Ban author disabled, until the page was reloaded.
     for (const n of notes) expect(await mark(n.id)).toEqual({ banned: false, outcome: "", event: false, author: false });
-    await page.waitFor(`document.getElementById("tab-pubkeys-count").textContent === "0"`);
+    await page.waitFor(`document.getElementById("tab-pubkeys-count").textContent === "0"`).catch(async (err) => {
+      // A full run once timed out here with the unban done: say what the tables held.
+      throw new Error(`${err.message}; the page: ${JSON.stringify({ ...(await pageState(notes[0]!.id)), tables: await tablesState() })}`);
+    });
   });
+
+  /** The Pubkeys tab's tables: load state, how many loads, their rows' keys, and the tab's count. */
+  const tablesState = () =>
+    page.evaluate(`["banned-pubkeys", "allowed-pubkeys"].map((id) => { const t = document.getElementById(id);
+      return { id, state: t.dataset.state, loaded: t.dataset.loaded, rows: [...t.querySelectorAll("tbody tr[data-key]")].map((r) => r.dataset.key.slice(0, 8)) }; })
+      .concat([{ count: document.getElementById("tab-pubkeys-count").textContent }])`);
 
   /** What the page and the relay say, for a failure's message. */
   const pageState = async (id: string) => ({
