@@ -26,7 +26,9 @@ export async function spawnBunstr(args: string[], cwd: string, waitListening = t
         const text = out.slice(from);
         const m = typeof pattern === "string" ? (text.includes(pattern) ? pattern : undefined) : pattern.exec(text)?.[0];
         if (m !== undefined) return m;
-        if (proc.exitCode !== null) throw new Error(`bunstr exited (${proc.exitCode}) before printing ${pattern}:\n${out}`);
+        // Killed by a signal, a process has no exit code, only a signal code: either ends the wait.
+        if (proc.exitCode !== null || proc.signalCode !== null)
+          throw new Error(`bunstr exited (${proc.exitCode ?? proc.signalCode}) before printing ${pattern}:\n${out}`);
         if (Date.now() > deadline) throw new Error(`timed out waiting for ${pattern} in:\n${out}`);
         await Bun.sleep(10);
       }

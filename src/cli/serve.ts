@@ -107,11 +107,6 @@ export async function serve(argv: string[]): Promise<void> {
   }
   // State built from the store (NIP-29 groups) before the relay says it listens.
   await relay.ready;
-  for (const line of keyLines) log.info(line);
-  if (claims) claimPort(claims, relay.server.port!);
-  log.info(
-    `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: machineInterfaces() ?? {} })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
-  );
 
   const reloader = new ConfigReloader({
     file: flags.config,
@@ -156,4 +151,12 @@ export async function serve(argv: string[]): Promise<void> {
   process.on("SIGTERM", () => void stop("SIGTERM", "stop"));
   process.on("SIGINT", () => void stop("SIGINT", "stop"));
   process.on("SIGUSR2", () => void stop("SIGUSR2", "restart"));
+  // Last: whoever reads this line (a test, a supervisor, a deploy script) may signal the relay at
+  // once, so its handlers are in place first. A SIGTERM before them took the default action: the
+  // process died without its shutdown (a loaded test run caught it in that gap).
+  for (const line of keyLines) log.info(line);
+  if (claims) claimPort(claims, relay.server.port!);
+  log.info(
+    `bunstr ${VERSION} listening on ${listeningOn({ host: config.network.host, port: relay.server.port!, path: config.network.path, relayUrl: config.info.relay_url, interfaces: machineInterfaces() ?? {} })} (database: ${where}, signatures: ${relay.ctx.verifier.name}, pid ${process.pid})`,
+  );
 }
