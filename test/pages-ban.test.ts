@@ -192,7 +192,8 @@ describe.skipIf(!haveChromium)("the ban's confirmation in Chromium", () => {
     outcome: await page.evaluate(`${row(id)}?.querySelector(".outcome")?.textContent`),
     dialogOpen: await page.evaluate(`document.getElementById("confirm-ban")?.open`),
     signed: signed.slice(-3).map((e) => e.tags),
-    relayCalls: (await relay.ctx.store.admin.recentLog(20)).map((r) => r.method),
+    relayCalls: (await relay.ctx.store.admin.recentLog(20)).map((r) => `${r.method} ${r.params.slice(0, 24)}`),
+    spammer: spammer.pubkey.slice(0, 8),
   });
 
   /** A live row's ban mark: struck through, what it says, its two buttons disabled. */
