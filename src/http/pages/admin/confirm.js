@@ -57,22 +57,36 @@ function dialogParts() {
   return parts;
 }
 
+/** The question still waiting for its close event, if any: a newer question ends it as "no". @type {(() => void) | undefined} */
+let waiting;
+
 /** Shows `question`; resolves true only when the ban button closed the dialog. @param {string} question @param {string} label */
 function ask(question, label) {
   const { dialog, text, ok, cancel } = dialogParts();
+  // The previous question's close event may not have come yet (it is queued after the dialog
+  // closes). Its listener must not outlive it: left waiting, it answered the next question's
+  // "Ban" as its own, and a full CI run banned an author whose question had been cancelled.
+  waiting?.();
   text.textContent = question;
   ok.textContent = label;
   dialog.returnValue = "";
   dialog.showModal();
   cancel.focus();
   return new Promise((resolve) => {
+    /** @param {boolean} answer */
+    const end = (answer) => {
+      dialog.removeEventListener("close", onClose);
+      if (waiting === cancelled) waiting = undefined;
+      resolve(answer);
+    };
+    const cancelled = () => end(false);
     const onClose = () => {
       // The close event is queued after the dialog closes: one from an earlier question can
       // arrive after this one is shown (a full CI run did: the ban was then never sent). Not ours.
       if (dialog.open) return;
-      dialog.removeEventListener("close", onClose);
-      resolve(dialog.returnValue === "confirm");
+      end(dialog.returnValue === "confirm");
     };
+    waiting = cancelled;
     dialog.addEventListener("close", onClose);
   });
 }
