@@ -14,7 +14,7 @@
 //
 //   npx bun bench/hostile-reads.ts [--events 300000] [--seconds 15]
 // Everything talks to 127.0.0.0/8 only; every phase is bounded in time and stops by itself.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -134,10 +134,7 @@ interface PhaseResult {
   failures: string[];
   note: string;
 }
-function anonMiB(pid: number): number {
-  const m = /^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
+const anonMiB = (pid: number): number => memoryMiB(pid).anon;
 const pct = (xs: number[], p: number) =>
   xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]! : NaN;
 

@@ -38,7 +38,7 @@
 // another checkout. Everything talks to 127.0.0.0/8 only; every attack is bounded and stops by itself.
 import { Database } from "bun:sqlite";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect as tcpConnect, type Socket } from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -813,8 +813,7 @@ const ATTACKS: Record<string, Attack> = {
 // --- the runner ---------------------------------------------------------------------------------------
 function anonMiB(pid: number): number {
   try {
-    const m = /^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return m ? Number(m[1]) / 1024 : NaN;
+    return memoryMiB(pid).anon;
   } catch {
     return NaN;
   }

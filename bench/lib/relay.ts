@@ -6,6 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { schema } from "../../src/config/schema.ts";
+import { readResidentKib } from "../../src/observe/proc-status.ts";
 
 export const REPO_ROOT = resolve(import.meta.dir, "..", "..");
 /** The relay's entry point: src/main.ts, or BUNSTR_RELAY_MAIN (e.g. a patched copy, to check that a check can fail). */
@@ -310,14 +311,8 @@ export function threadCpuDelta(
  * the kernel can drop, or shares with another process mapping the same file).
  */
 export function memoryMiB(pid: number): { rss: number; peak: number; anon: number; file: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
-  return {
-    rss: kib("VmRSS") / 1024,
-    peak: kib("VmHWM") / 1024,
-    anon: kib("RssAnon") / 1024,
-    file: (kib("RssFile") + kib("RssShmem")) / 1024,
-  };
+  const kib = readResidentKib(pid);
+  return { rss: kib.rss / 1024, peak: kib.peak / 1024, anon: kib.anon / 1024, file: kib.file / 1024 };
 }
 
 /** Peaks of a phase, MiB: of VmRSS, and of its anonymous and file-backed parts (see memoryMiB). */

@@ -3,10 +3,10 @@
 // built until a scrape. Gauges are read from existing state at scrape time rather than
 // maintained on the way. Names follow strfry's where they overlap (nostr_client_messages_total,
 // nostr_relay_messages_total).
-import { readFileSync } from "node:fs";
 import type { AccessMetrics } from "../access/metrics.ts";
 import { Exposition, Histogram } from "../http/exposition.ts";
 import { eventsStored, STORED_COUNT_TTL_MS } from "../http/status.ts";
+import { readResidentKib } from "./proc-status.ts";
 import type { Store } from "../store/types.ts";
 import type { Outcome } from "../admit/outcome.ts";
 import { isGroupActionKind, isRelayGroupKind } from "../nips/nip29.ts";
@@ -447,20 +447,13 @@ function renderAccess(x: Exposition, counts: Record<string, number>, a: AccessMe
   counters(x, "bunstr_member_invites_total", "NIP-43 invite codes: issued, claimed, invalid, expired.", "result", a.memberInvites);
 }
 
-/**
- * The RSS split as Linux counts it (/proc/self/status RssAnon, RssFile + RssShmem): the main
- * thread's connection maps the database file, whose pages count in the RSS but are cache.
- * Undefined where there is no such file.
- */
+/** The RSS split (observe/proc-status.ts) in bytes; undefined where Linux's /proc is not there. */
 function residentSplit(): { anon: number; file: number } | undefined {
-  let status: string;
+  let kib: { anon: number; file: number };
   try {
-    status = readFileSync("/proc/self/status", "utf8");
+    kib = readResidentKib();
   } catch {
     return undefined;
   }
-  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN) * 1024;
-  const anon = kb("RssAnon");
-  const file = kb("RssFile") + (kb("RssShmem") || 0);
-  return Number.isNaN(anon) || Number.isNaN(file) ? undefined : { anon, file };
+  return Number.isNaN(kib.anon) || Number.isNaN(kib.file) ? undefined : { anon: kib.anon * 1024, file: kib.file * 1024 };
 }

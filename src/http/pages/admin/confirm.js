@@ -28,6 +28,9 @@ export function banQuestion(method, name, p) {
   return ask + stored(p.events) + " will be hidden now and deleted after " + p.retention + " unless you " + undo + ".";
 }
 
+/** Resolves the question waiting for its answer, if any. @type {((yes: boolean) => void) | undefined} */
+let answer;
+
 /** @type {{ dialog: HTMLDialogElement, text: HTMLElement, ok: HTMLButtonElement, cancel: HTMLButtonElement } | undefined} */
 let parts;
 
@@ -53,41 +56,33 @@ function dialogParts() {
   dialog.append(form);
   dialog.setAttribute("aria-labelledby", text.id);
   document.body.append(dialog);
+  // One listener for every question: it answers the one waiting. A close event is queued after
+  // the dialog closes, so one from an earlier question can arrive after the next is shown (a full
+  // CI run: the ban was then never sent): while the dialog is open it is not an answer.
+  dialog.addEventListener("close", () => {
+    if (dialog.open) return;
+    answer?.(dialog.returnValue === "confirm");
+  });
   parts = { dialog, text, ok, cancel };
   return parts;
 }
 
-/** The question still waiting for its close event, if any: a newer question ends it as "no". @type {(() => void) | undefined} */
-let waiting;
-
 /** Shows `question`; resolves true only when the ban button closed the dialog. @param {string} question @param {string} label */
 function ask(question, label) {
   const { dialog, text, ok, cancel } = dialogParts();
-  // The previous question's close event may not have come yet (it is queued after the dialog
-  // closes). Its listener must not outlive it: left waiting, it answered the next question's
-  // "Ban" as its own, and a full CI run banned an author whose question had been cancelled.
-  waiting?.();
+  // A question whose close event has not come yet ends as "no": left waiting, it took the next
+  // question's "Ban" as its own (a CI run banned an author whose question had been cancelled).
+  answer?.(false);
   text.textContent = question;
   ok.textContent = label;
   dialog.returnValue = "";
   dialog.showModal();
   cancel.focus();
   return new Promise((resolve) => {
-    /** @param {boolean} answer */
-    const end = (answer) => {
-      dialog.removeEventListener("close", onClose);
-      if (waiting === cancelled) waiting = undefined;
-      resolve(answer);
+    answer = (yes) => {
+      answer = undefined;
+      resolve(yes);
     };
-    const cancelled = () => end(false);
-    const onClose = () => {
-      // The close event is queued after the dialog closes: one from an earlier question can
-      // arrive after this one is shown (a full CI run did: the ban was then never sent). Not ours.
-      if (dialog.open) return;
-      end(dialog.returnValue === "confirm");
-    };
-    waiting = cancelled;
-    dialog.addEventListener("close", onClose);
   });
 }
 
